@@ -1,0 +1,160 @@
+// The device-agnostic caching allocator (DESIGN.md, Allocator and memory ledger). One
+// instance per device sits over a RawSource; the policy below is the whole of it, so the
+// host, CUDA and meta devices behave identically given the same calls:
+//
+//   - every request is rounded up to a multiple of 512 B (at least 512 B);
+//   - requests of at most 1 MiB use the small pool, which reserves 2 MiB segments;
+//   - larger requests use the large pool: a 20 MiB segment below 10 MiB, otherwise the
+//     request rounded up to a multiple of 2 MiB;
+//   - the free block is chosen best-fit among the free blocks of the same pool and stream
+//     (smallest size, then lowest address);
+//   - a block is split when the remainder is >= 512 B (small pool) or > 1 MiB (large);
+//   - a freed block merges with free neighbours in its segment;
+//   - a segment that would pass the capacity limit, or that the source refuses, frees
+//     all cached whole-free segments and retries once, then throws OutOfMemory;
+//   - empty_cache() releases exactly the segments that are wholly free.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "tensor/device.h"
+#include "tensor/error.h"
+#include "tensor/memory/ledger.h"
+#include "tensor/memory/raw_source.h"
+#include "tensor/memory/stats.h"
+
+namespace fitgrad {
+
+inline constexpr size_t kMinBlockSize = 512;
+inline constexpr size_t kSmallSize = size_t(1) << 20;         // small pool: <= 1 MiB
+inline constexpr size_t kSmallBuffer = size_t(2) << 20;       // small-pool segment
+inline constexpr size_t kMinLargeAlloc = size_t(10) << 20;    // below: a 20 MiB segment
+inline constexpr size_t kLargeBuffer = size_t(20) << 20;
+inline constexpr size_t kRoundLarge = size_t(2) << 20;        // large segments: 2 MiB multiples
+
+size_t round_request(size_t bytes);
+bool is_small_request(size_t rounded);
+size_t segment_size_for(size_t rounded);
+
+// Thrown when an allocation cannot be satisfied after freeing the cache. what() is the
+// full report (see CachingAllocator::oom_report).
+class OutOfMemory : public Error {
+ public:
+  OutOfMemory(std::string report, size_t requested, size_t capacity)
+      : Error(std::move(report)), requested_(requested), capacity_(capacity) {}
+  size_t requested() const { return requested_; }
+  size_t capacity() const { return capacity_; }
+
+ private:
+  size_t requested_;
+  size_t capacity_;
+};
+
+struct Block;
+struct Segment;
+
+// A live allocation. `handle` is the allocator's block; pass the Allocation back to free().
+struct Allocation {
+  void* ptr = nullptr;
+  size_t size = 0;       // rounded
+  size_t requested = 0;  // as asked
+  Block* handle = nullptr;
+};
+
+struct BlockInfo {
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  uint64_t requested = 0;  // 0 when free
+  bool allocated = false;
+  Category category = Category::other;
+  uint32_t label = 0;
+};
+
+struct SegmentInfo {
+  uint64_t id = 0;
+  uint64_t addr = 0;
+  uint64_t size = 0;
+  int stream = 0;
+  bool small_pool = false;
+  std::vector<BlockInfo> blocks;  // in address order, covering the segment
+};
+
+struct MemorySnapshot {
+  std::string device;
+  size_t capacity = 0;
+  MemoryStats stats;
+  std::vector<SegmentInfo> segments;  // by address
+};
+
+class CachingAllocator {
+ public:
+  CachingAllocator(Device device, std::unique_ptr<RawSource> source);
+  ~CachingAllocator();
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  // Tags the block with the calling thread's memory context (memory/scope.h).
+  Allocation allocate(size_t bytes, int stream = 0);
+  void free(const Allocation& a);
+  void empty_cache();
+
+  // The capacity limit emulates a smaller card: reserved bytes never exceed it.
+  void set_capacity(size_t bytes);
+  size_t capacity() const;
+
+  // A user mark in the trace, such as "step 3 / backward".
+  void mark(std::string_view text);
+
+  MemoryStats stats() const;
+  void reset_peak_stats();
+  MemorySnapshot snapshot() const;
+  std::vector<MemoryEvent> events() const;
+  uint64_t total_events() const;
+  void set_trace_capacity(size_t events);
+  PeakState peak() const;
+  std::array<Stat, kNumCategories> by_category() const;
+  std::vector<std::pair<uint32_t, int64_t>> by_label() const;
+
+  Device device() const { return device_; }
+  bool has_bytes() const { return source_->has_bytes(); }
+
+ private:
+  struct BlockOrder {
+    bool operator()(const Block* a, const Block* b) const;
+  };
+  using FreeSet = std::set<Block*, BlockOrder>;
+
+  Block* find_free_block(FreeSet& pool, int stream, size_t size);
+  Block* reserve_segment(size_t seg_size, int stream, bool small);
+  void release_segment(Block* head);
+  void release_cached_segments();
+  Block* split(Block* b, size_t size);
+  [[noreturn]] void throw_oom(size_t requested, size_t rounded, size_t seg_size);
+  std::string oom_report(size_t requested, size_t rounded, size_t seg_size) const;
+  void update_split_stats(Block* b, int sign);
+
+  Device device_;
+  std::unique_ptr<RawSource> source_;
+  mutable std::mutex mutex_;
+  size_t capacity_;
+  FreeSet small_free_;
+  FreeSet large_free_;
+  std::unordered_set<Block*> segments_;  // head block of each segment
+  uint64_t next_segment_id_ = 0;
+  MemoryStats stats_;
+  Ledger ledger_;
+};
+
+// The allocator of a device (created on first use), and of pinned host memory. Throws
+// fitgrad::Error naming the device when no backend provides it.
+CachingAllocator& allocator_for(Device device);
+CachingAllocator& pinned_allocator();
+
+}  // namespace fitgrad

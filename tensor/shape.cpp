@@ -1,0 +1,54 @@
+// Shape and stride helpers.
+#include "tensor/shape.h"
+
+#include "tensor/error.h"
+
+namespace fitgrad {
+
+int64_t numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) {
+    FG_CHECK(s >= 0, "[shape] negative size in {}", shape_str(shape));
+    FG_CHECK(!__builtin_mul_overflow(n, s, &n), "[shape] {} has more than 2^63 elements",
+             shape_str(shape));
+  }
+  return n;
+}
+
+Strides contiguous_strides(const Shape& shape) {
+  Strides strides(shape.size());
+  int64_t s = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = s;
+    s *= std::max<int64_t>(shape[i], 1);
+  }
+  return strides;
+}
+
+bool is_contiguous(const Shape& shape, const Strides& strides) {
+  int64_t expected = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    if (shape[i] == 1) continue;  // the stride of a size-1 dim never matters
+    if (shape[i] == 0) return true;
+    if (strides[i] != expected) return false;
+    expected *= shape[i];
+  }
+  return true;
+}
+
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
+  int64_t d = dim < 0 ? dim + ndim : dim;
+  FG_CHECK(d >= 0 && d < ndim, "[{}] dim {} is out of range for a {}-d tensor", op, dim, ndim);
+  return d;
+}
+
+std::string shape_str(const Shape& shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + ")";
+}
+
+}  // namespace fitgrad

@@ -1,0 +1,41 @@
+// Storage: a reference-counted block of device memory from a CachingAllocator. Tensors
+// and their views share one Storage through std::shared_ptr; the block goes back to its
+// allocator when the last of them is gone. A meta storage has an address but no bytes.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "tensor/device.h"
+#include "tensor/memory/caching_allocator.h"
+
+namespace fitgrad {
+
+class Storage {
+ public:
+  // Allocates through allocator_for(device), or pinned_allocator() when `pinned` (which
+  // requires a cpu device), tagged with the thread's memory context.
+  static std::shared_ptr<Storage> allocate(size_t nbytes, Device device, bool pinned = false);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  // nullptr for a 0-byte storage. On meta, an address with nothing behind it.
+  void* data() const { return alloc_.ptr; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+  bool pinned() const { return pinned_; }
+  bool has_bytes() const { return device_.has_bytes(); }
+
+ private:
+  Storage(CachingAllocator* allocator, Allocation alloc, size_t nbytes, Device device, bool pinned)
+      : allocator_(allocator), alloc_(alloc), nbytes_(nbytes), device_(device), pinned_(pinned) {}
+
+  CachingAllocator* allocator_;
+  Allocation alloc_;
+  size_t nbytes_;
+  Device device_;
+  bool pinned_;
+};
+
+}  // namespace fitgrad
