@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <new>
+#include <type_traits>
 
 #include "tensor/memory/scope.h"
 
@@ -91,7 +93,7 @@ CachingAllocator::~CachingAllocator() {
     Segment* seg = head->segment;
     for (Block* b = head; b;) {
       Block* next = b->next;
-      delete b;
+      delete_block(b);
       b = next;
     }
     source_->release(reinterpret_cast<void*>(seg->base), seg->size);
@@ -127,7 +129,7 @@ Block* CachingAllocator::reserve_segment(size_t seg_size, int stream, bool small
   void* ptr = source_->allocate(seg_size);
   if (!ptr) return nullptr;
   auto* seg = new Segment{next_segment_id_++, reinterpret_cast<uintptr_t>(ptr), seg_size, stream, small};
-  auto* head = new Block{seg, seg->base, seg_size, 0, stream};
+  Block* head = new_block(Block{seg, seg->base, seg_size, 0, stream});
   segments_.insert(head);
   increase(stats_.segment, small, 1);
   increase(stats_.reserved_bytes, small, int64_t(seg_size));
@@ -160,7 +162,7 @@ void CachingAllocator::release_segment(Block* head) {
   e.segment = seg->id;
   ledger_.record_segment(e, stats_.allocated_bytes[kAllPools].current,
                          stats_.reserved_bytes[kAllPools].current);
-  delete head;
+  delete_block(head);
   delete seg;
 }
 
@@ -174,8 +176,17 @@ void CachingAllocator::release_cached_segments() {
   for (Block* head : whole_free) release_segment(head);
 }
 
+Block* CachingAllocator::new_block(const Block& init) {
+  return new (arena_.get(sizeof(Block))) Block(init);
+}
+
+void CachingAllocator::delete_block(Block* b) {
+  static_assert(std::is_trivially_destructible_v<Block>);
+  arena_.put(b, sizeof(Block));
+}
+
 Block* CachingAllocator::split(Block* b, size_t size) {
-  auto* rest = new Block{b->segment, b->addr + size, b->size - size, 0, b->stream};
+  Block* rest = new_block(Block{b->segment, b->addr + size, b->size - size, 0, b->stream});
   rest->prev = b;
   rest->next = b->next;
   if (b->next) b->next->prev = rest;
@@ -266,7 +277,7 @@ void CachingAllocator::free(const Allocation& a) {
     prev->size += b->size;
     prev->next = b->next;
     if (b->next) b->next->prev = prev;
-    delete b;
+    delete_block(b);
     b = prev;
   }
   if (Block* next = b->next; next && !next->allocated) {
@@ -275,7 +286,7 @@ void CachingAllocator::free(const Allocation& a) {
     b->size += next->size;
     b->next = next->next;
     if (next->next) next->next->prev = b;
-    delete next;
+    delete_block(next);
   }
   update_split_stats(b, +1);
   pool.insert(b);

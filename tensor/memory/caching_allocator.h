@@ -27,6 +27,7 @@
 #include "tensor/device.h"
 #include "tensor/error.h"
 #include "tensor/memory/ledger.h"
+#include "tensor/memory/node_arena.h"
 #include "tensor/memory/raw_source.h"
 #include "tensor/memory/stats.h"
 
@@ -129,13 +130,15 @@ class CachingAllocator {
   struct BlockOrder {
     bool operator()(const Block* a, const Block* b) const;
   };
-  using FreeSet = std::set<Block*, BlockOrder>;
+  using FreeSet = std::set<Block*, BlockOrder, ArenaAllocator<Block*>>;
 
   Block* find_free_block(FreeSet& pool, int stream, size_t size);
   Block* reserve_segment(size_t seg_size, int stream, bool small);
   void release_segment(Block* head);
   void release_cached_segments();
   Block* split(Block* b, size_t size);
+  Block* new_block(const Block& init);
+  void delete_block(Block* b);
   [[noreturn]] void throw_oom(size_t requested, size_t rounded, size_t seg_size);
   std::string oom_report(size_t requested, size_t rounded, size_t seg_size) const;
   void update_split_stats(Block* b, int sign);
@@ -144,8 +147,9 @@ class CachingAllocator {
   std::unique_ptr<RawSource> source_;
   mutable std::mutex mutex_;
   size_t capacity_;
-  FreeSet small_free_;
-  FreeSet large_free_;
+  NodeArena arena_;  // before the sets: their nodes live in it
+  FreeSet small_free_{ArenaAllocator<Block*>(&arena_)};
+  FreeSet large_free_{ArenaAllocator<Block*>(&arena_)};
   std::unordered_set<Block*> segments_;  // head block of each segment
   uint64_t next_segment_id_ = 0;
   MemoryStats stats_;

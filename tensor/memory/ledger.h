@@ -78,9 +78,12 @@ class Ledger {
   void push(MemoryEvent& e, int64_t allocated, int64_t reserved);
   void capture_peak();
 
-  std::vector<MemoryEvent> ring_;
+  double ns_per_tick() const;
+
+  std::vector<MemoryEvent> ring_;  // time_ns holds ticks here (Note [Trace timestamps from the TSC])
   uint64_t next_seq_ = 0;
   int64_t start_ns_;
+  int64_t start_ticks_;
   std::array<Stat, kNumCategories> category_{};
   std::vector<int64_t> label_bytes_;  // indexed by label id
   uint32_t last_mark_ = 0;
