@@ -213,7 +213,7 @@ Allocation CachingAllocator::allocate(size_t bytes, int stream) {
       release_cached_segments();
       b = reserve_segment(seg_size, stream, small);
     }
-    if (!b) throw_oom(bytes, size, seg_size);
+    if (!b) throw_oom(bytes, size, seg_size, stream);
   }
   update_split_stats(b, -1);
   if (should_split(b, size)) {

@@ -139,7 +139,7 @@ class CachingAllocator {
   Block* split(Block* b, size_t size);
   Block* new_block(const Block& init);
   void delete_block(Block* b);
-  [[noreturn]] void throw_oom(size_t requested, size_t rounded, size_t seg_size);
+  [[noreturn]] void throw_oom(size_t requested, size_t rounded, size_t seg_size, int stream);
   std::string oom_report(size_t requested, size_t rounded, size_t seg_size) const;
   void update_split_stats(Block* b, int sign);
 

@@ -46,12 +46,13 @@ std::string CachingAllocator::oom_report(size_t requested, size_t rounded, size_
   return r;
 }
 
-void CachingAllocator::throw_oom(size_t requested, size_t rounded, size_t seg_size) {
+void CachingAllocator::throw_oom(size_t requested, size_t rounded, size_t seg_size, int stream) {
   ++stats_.num_ooms;
   MemoryEvent e;
   e.kind = EventKind::oom;
   const MemoryContext ctx = current_memory_context();
   e.category = ctx.category;
+  e.stream = stream;
   e.label = ctx.label;
   e.size = rounded;
   e.requested = requested;
