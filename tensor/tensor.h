@@ -52,7 +52,9 @@ class Tensor {
                             Device device = Device::cpu()) {
     return from_vector(values, shape, dtype_of<T>(), device);
   }
-  // Row-major contents converted to T (via double for floating dtypes).
+  // Row-major contents converted to T with the rules of cpu/convert.h (the same result
+  // as going through double for floating dtypes). Copies device tensors to the host.
+  // Throws on meta.
   template <class T>
   std::vector<T> to_vector() const;
 
@@ -100,7 +102,7 @@ class Tensor {
   // Size-1 dims broadcast to `shape` with stride 0; -1 keeps a size. New leading dims allowed.
   Tensor expand(const Shape& shape) const;
   Tensor unsqueeze(int64_t dim) const;
-  Tensor squeeze(int64_t dim) const;
+  Tensor squeeze(int64_t dim) const;  // throws unless size(dim) == 1
   Tensor flatten() const { return reshape({numel()}); }
 
   // ---- copies ----
@@ -112,6 +114,7 @@ class Tensor {
   // Copies to `device` (a new tensor; `this` when already there).
   Tensor to(Device device) const;
   // Copies src into this (same shape; src may broadcast), converting dtype and device.
+  // A no-op on meta. See Note [Device copies through the memcpy hook] in tensor.cpp.
   void copy_(const Tensor& src);
   void fill_(double value);
 

@@ -1,0 +1,29 @@
+// The CPU strided copy and fill kernels. tensor/ resolves every view to a base address,
+// an element offset and per-dim strides (broadcast dims have stride 0) before calling
+// here, so these kernels do no shape logic: they walk the index space of `shape` and
+// convert each element with cpu/convert.h.
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/dtype.h"
+#include "tensor/shape.h"
+
+namespace fitgrad::cpu {
+
+// One operand of a strided kernel.
+struct StridedOperand {
+  void* data = nullptr;  // storage base address
+  int64_t offset = 0;    // element 0, in elements from `data`
+  Strides strides;       // in elements, one per dim of the shape
+  DType dtype = DType::f32;
+};
+
+// dst[i] = convert(src[i]) for every index i of `shape`. When both operands are
+// contiguous and of one dtype this is a single memcpy. dst must not overlap src.
+void copy_strided(const Shape& shape, const StridedOperand& dst, const StridedOperand& src);
+
+// dst[i] = convert(value) for every index i of `shape`.
+void fill_strided(const Shape& shape, const StridedOperand& dst, double value);
+
+}  // namespace fitgrad::cpu

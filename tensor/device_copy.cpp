@@ -1,0 +1,58 @@
+// The registry of device byte copies (see device_copy.h).
+#include "tensor/device_copy.h"
+
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "tensor/error.h"
+
+namespace fitgrad {
+
+namespace {
+
+struct Registry {
+  std::mutex mutex;
+  std::map<DeviceType, DeviceMemcpy> copies;  // nodes are stable: find() hands out pointers
+};
+
+Registry& registry() {
+  static Registry* r = new Registry();  // never destroyed: copies may run during exit
+  return *r;
+}
+
+}  // namespace
+
+void register_device_memcpy(DeviceType type, DeviceMemcpy fn) {
+  FG_ASSERT(type == DeviceType::cuda, "only device backends register a memcpy");
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  r.copies[type] = std::move(fn);
+}
+
+const DeviceMemcpy* find_device_memcpy(DeviceType type) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  auto it = r.copies.find(type);
+  return it == r.copies.end() ? nullptr : &it->second;
+}
+
+void require_device_memcpy(Device device, const char* op) {
+  FG_ASSERT(device.has_bytes(), "meta has no bytes to copy");
+  FG_CHECK(device.type == DeviceType::cpu || find_device_memcpy(device.type) != nullptr,
+           "[{}] {} is not available: fitgrad was built without CUDA", op, device.str());
+}
+
+void device_memcpy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes,
+                   const char* op) {
+  if (bytes == 0) return;
+  if (dst_device.type == DeviceType::cpu && src_device.type == DeviceType::cpu) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  const Device backend = dst_device.type == DeviceType::cpu ? src_device : dst_device;
+  require_device_memcpy(backend, op);
+  (*find_device_memcpy(backend.type))(dst, dst_device, src, src_device, bytes);
+}
+
+}  // namespace fitgrad

@@ -1,0 +1,32 @@
+// The hook through which a device backend moves bytes between host memory and its
+// devices. tensor/ never includes a CUDA header (DESIGN.md), so cuda/ registers its
+// byte copy here at startup and Tensor::to / copy_ call it. Without a registered hook a
+// device is "not available". See Note [Device copies through the memcpy hook] in
+// tensor.cpp for what tensor/ does around the hook (casting and gathering on the host).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+
+#include "tensor/device.h"
+
+namespace fitgrad {
+
+// Copies `bytes` bytes from `src` on `src_device` to `dst` on `dst_device`, synchronously.
+// One side is a device of the registering backend; the other is cpu or a device of the
+// same backend. Pointers are raw addresses (storage data plus the byte offset).
+using DeviceMemcpy = std::function<void(void* dst, Device dst_device, const void* src,
+                                        Device src_device, size_t bytes)>;
+
+// Registers (or replaces) the byte copy for devices of `type` (cuda; never cpu or meta).
+void register_device_memcpy(DeviceType type, DeviceMemcpy fn);
+// The registered copy for `type`, or nullptr.
+const DeviceMemcpy* find_device_memcpy(DeviceType type);
+// Throws fitgrad::Error "[op] cuda:0 is not available: fitgrad was built without CUDA"
+// when no backend registered a byte copy for `device` (cpu always has one).
+void require_device_memcpy(Device device, const char* op);
+// Copies through the hook of the non-cpu side; both sides cpu is a plain memcpy.
+void device_memcpy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes,
+                   const char* op);
+
+}  // namespace fitgrad
