@@ -1,0 +1,57 @@
+// Host<->device and device<->device byte copies (see cuda/copy.h), registered as the
+// cuda byte copy of tensor/device_copy.h at static initialisation.
+#include "cuda/copy.h"
+
+#include <fmt/format.h>
+
+#include "cuda/runtime.h"
+#include "tensor/device_copy.h"
+#include "tensor/memory/bytes.h"
+
+namespace fitgrad::cuda {
+
+namespace {
+
+std::string describe(const char* call, Device dst, Device src, size_t bytes) {
+  return fmt::format("{}({} from {} to {})", call, format_bytes(int64_t(bytes)), src.str(),
+                     dst.str());
+}
+
+void check(cudaError_t err, const char* call, Device dst, Device src, size_t bytes) {
+  if (err != cudaSuccess) throw_cuda_error(err, describe(call, dst, src, bytes));
+}
+
+// See Note [Registration at static initialisation] in raw_sources.cpp.
+struct Registrar {
+  Registrar() { register_device_memcpy(DeviceType::cuda, copy_bytes); }
+};
+const Registrar registrar;
+
+}  // namespace
+
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
+  const bool dst_cuda = dst_device.type == DeviceType::cuda;
+  const bool src_cuda = src_device.type == DeviceType::cuda;
+  FG_CHECK((dst_cuda || dst_device.type == DeviceType::cpu) &&
+               (src_cuda || src_device.type == DeviceType::cpu) && (dst_cuda || src_cuda),
+           "[copy] the CUDA backend cannot copy from {} to {}", src_device.str(), dst_device.str());
+  if (bytes == 0) return;
+  FG_CHECK(dst != nullptr && src != nullptr, "[copy] null pointer in a copy of {} from {} to {}",
+           format_bytes(int64_t(bytes)), src_device.str(), dst_device.str());
+
+  if (dst_cuda && src_cuda && dst_device.index != src_device.index) {
+    // Works with or without peer access; the runtime stages through the host if needed.
+    DeviceGuard guard(dst_device.index);
+    check(cudaMemcpyPeer(dst, dst_device.index, src, src_device.index, bytes), "cudaMemcpyPeer",
+          dst_device, src_device, bytes);
+    return;
+  }
+  // One device is involved: make it current so the copy runs in its context.
+  DeviceGuard guard(dst_cuda ? dst_device.index : src_device.index);
+  const cudaMemcpyKind kind = dst_cuda && src_cuda ? cudaMemcpyDeviceToDevice
+                              : dst_cuda           ? cudaMemcpyHostToDevice
+                                                   : cudaMemcpyDeviceToHost;
+  check(cudaMemcpy(dst, src, bytes, kind), "cudaMemcpy", dst_device, src_device, bytes);
+}
+
+}  // namespace fitgrad::cuda

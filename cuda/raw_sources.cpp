@@ -1,0 +1,109 @@
+// cudaMalloc and cudaHostAlloc raw sources, and their registration with the allocator's
+// registry of backend sources (see cuda/raw_sources.h).
+#include "cuda/raw_sources.h"
+
+#include <fmt/format.h>
+
+#include <cstdint>
+
+#include "cuda/runtime.h"
+#include "tensor/memory/bytes.h"
+
+namespace fitgrad::cuda {
+
+namespace {
+
+// The allocator asks only for whole segments (multiples of 2 MiB), and RawSource promises
+// 512 B alignment; cudaMalloc documents 256 B, so the promise is checked, not assumed.
+constexpr uintptr_t kRequiredAlign = 512;
+
+// Note [Out of memory is not an error here]
+// cudaErrorMemoryAllocation is the one failure the allocator can recover from (by freeing
+// its cached segments and retrying), so the sources report it as nullptr after clearing
+// the thread's last-error state. Every other failure is a real error and throws.
+class DeviceSource final : public RawSource {
+ public:
+  explicit DeviceSource(int index) : index_(index) { check_device_index(index); }
+
+  void* allocate(size_t bytes) override {
+    DeviceGuard guard(index_);
+    void* ptr = nullptr;
+    const cudaError_t err = cudaMalloc(&ptr, bytes);
+    if (err == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    if (err != cudaSuccess) {
+      throw_cuda_error(
+          err, fmt::format("cudaMalloc({}) on cuda:{}", format_bytes(int64_t(bytes)), index_));
+    }
+    FG_ASSERT(reinterpret_cast<uintptr_t>(ptr) % kRequiredAlign == 0,
+              "cudaMalloc returned {} for {} bytes", ptr, bytes);
+    return ptr;
+  }
+
+  void release(void* ptr, size_t bytes) override {
+    DeviceGuard guard(index_);
+    const cudaError_t err = cudaFree(ptr);
+    // At process exit the runtime may be torn down before the allocator gives memory back;
+    // the driver reclaims it anyway.
+    if (err == cudaErrorCudartUnloading) return;
+    if (err != cudaSuccess) {
+      throw_cuda_error(err, fmt::format("cudaFree({} of {}) on cuda:{}", ptr,
+                                        format_bytes(int64_t(bytes)), index_));
+    }
+  }
+
+ private:
+  int index_;
+};
+
+class PinnedSource final : public RawSource {
+ public:
+  void* allocate(size_t bytes) override {
+    void* ptr = nullptr;
+    const cudaError_t err = cudaHostAlloc(&ptr, bytes, cudaHostAllocPortable);
+    if (err == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    if (err != cudaSuccess) {
+      throw_cuda_error(err, fmt::format("cudaHostAlloc({}, cudaHostAllocPortable)",
+                                        format_bytes(int64_t(bytes))));
+    }
+    FG_ASSERT(reinterpret_cast<uintptr_t>(ptr) % kRequiredAlign == 0,
+              "cudaHostAlloc returned {} for {} bytes", ptr, bytes);
+    return ptr;
+  }
+
+  void release(void* ptr, size_t bytes) override {
+    const cudaError_t err = cudaFreeHost(ptr);
+    if (err == cudaErrorCudartUnloading) return;
+    if (err != cudaSuccess) {
+      throw_cuda_error(err,
+                       fmt::format("cudaFreeHost({} of {})", ptr, format_bytes(int64_t(bytes))));
+    }
+  }
+};
+
+// Note [Registration at static initialisation]
+// fitgrad_cuda is an OBJECT library, so this file's objects are always linked and this
+// registrar always runs. It makes no CUDA call: a build with CUDA on a machine without a
+// GPU starts normally and fails only when a cuda:N tensor or pinned memory is asked for.
+struct Registrar {
+  Registrar() {
+    register_raw_source("cuda", [](int index) { return make_device_source(index); });
+    register_raw_source("pinned", [](int) { return make_pinned_source(); });
+  }
+};
+const Registrar registrar;
+
+}  // namespace
+
+std::unique_ptr<RawSource> make_device_source(int index) {
+  return std::make_unique<DeviceSource>(index);
+}
+
+std::unique_ptr<RawSource> make_pinned_source() { return std::make_unique<PinnedSource>(); }
+
+}  // namespace fitgrad::cuda

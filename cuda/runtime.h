@@ -1,0 +1,48 @@
+// Shared helpers for the CUDA backend: turning CUDA runtime errors into fitgrad::Error,
+// and a guard that makes one device current for a scope. This header includes the CUDA
+// runtime API, so only files in cuda/ may include it (DESIGN.md: no file outside cuda/
+// includes a CUDA header).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+#include "tensor/error.h"
+
+namespace fitgrad::cuda {
+
+// Throws fitgrad::Error "[cuda] <call> failed: <description> (<error name>)". Clears the
+// thread's last-error state first, so a recoverable error does not leak into the next
+// unrelated check.
+[[noreturn]] void throw_cuda_error(cudaError_t err, const std::string& call);
+
+// Number of visible CUDA devices; 0 when there is no device or no usable driver.
+int device_count();
+
+// Throws fitgrad::Error naming `index` when cuda:index is not a visible device.
+void check_device_index(int index);
+
+// Note [Device guard]
+// cudaSetDevice is per host thread, and other code (user code, the tests) may rely on the
+// current device. Every call that must run on a given device makes it current for the
+// scope of a DeviceGuard, which restores the previous device on exit.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int index);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
+}  // namespace fitgrad::cuda
+
+// FG_CUDA_CHECK(cudaFoo(args)): throws fitgrad::Error naming the call on any error.
+#define FG_CUDA_CHECK(call)                                                                  \
+  do {                                                                                       \
+    const cudaError_t fg_cuda_err_ = (call);                                                 \
+    if (fg_cuda_err_ != cudaSuccess) ::fitgrad::cuda::throw_cuda_error(fg_cuda_err_, #call); \
+  } while (0)

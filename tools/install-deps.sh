@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Installs the Debian packages fitgrad builds with (DESIGN.md, Conventions), and only the
+# missing ones: with everything present it makes no network call and changes nothing, so
+# `make test` can run it every time. Runs as root, or through sudo when available.
+# The CUDA Toolkit is optional and not installed here (see README.md).
+set -euo pipefail
+
+packages=(
+  cmake ninja-build g++ libeigen3-dev nlohmann-json3-dev libcli11-dev libfmt-dev
+  libopenblas-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format python3
+)
+
+if ! command -v dpkg-query >/dev/null 2>&1; then
+  echo "install-deps: dpkg not found: this script knows Debian/Ubuntu only." >&2
+  echo "install-deps: install these (or your system's equivalents) by hand: ${packages[*]}" >&2
+  exit 1
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == "installed" ]] || missing+=("$p")
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: missing: ${missing[*]}"
+if [[ $(id -u) -eq 0 ]]; then
+  sudo=()
+elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+  sudo=(sudo -n)
+elif command -v sudo >/dev/null 2>&1 && [[ -t 0 ]]; then
+  sudo=(sudo)  # interactive: sudo may ask for a password
+else
+  echo "install-deps: cannot install: not root, and sudo is unavailable or needs a password." >&2
+  echo "install-deps: run as root: apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+
+apt=("${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -q -y)
+if ! "${apt[@]}" update || ! "${apt[@]}" install --no-install-recommends "${missing[@]}"; then
+  echo "install-deps: apt-get failed to install: ${missing[*]}" >&2
+  echo "install-deps: check the network and the apt sources, then run this script again." >&2
+  exit 1
+fi
+echo "install-deps: installed ${missing[*]}"
