@@ -1,6 +1,7 @@
 # fitgrad — a thin driver over CMake + Ninja + CTest. Everything real lives in
 # CMakeLists.txt and CMakePresets.json; this file only strings the steps together.
 #
+#   make demo         build and run the demo (for now: a dry run of GPT-2's memory on meta)
 #   make test         install missing Debian packages, configure, build, run the tests
 #   make build        the same without running the tests
 #   make cuda-check   compile and link the CUDA backend (no GPU needed; skipped without nvcc)
@@ -26,7 +27,7 @@ NVCC := $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin
 
 CMAKE_BUILD = cmake --build $(1) $(if $(JOBS),--parallel $(JOBS))
 
-.PHONY: all deps configure build test cuda-check bench format format-check clean
+.PHONY: all deps configure build demo test cuda-check bench format format-check clean
 
 all: build
 
@@ -40,6 +41,12 @@ configure: deps
 
 build: configure
 	$(call CMAKE_BUILD,$(BUILD_DIR))
+
+# Until the data/apps issue brings training on Austen, the demo is the allocation dry run
+# of one GPT-2 (124M) training step on the meta device (apps/memory_demo.cpp).
+demo: configure
+	$(call CMAKE_BUILD,$(BUILD_DIR)) --target fitgrad_memory_demo
+	$(BUILD_DIR)/fitgrad_memory_demo $(BUILD_DIR)/demo
 
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(CTEST_JOBS)
