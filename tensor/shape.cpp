@@ -52,3 +52,20 @@ std::string shape_str(const Shape& shape) {
 }
 
 }  // namespace fitgrad
+
+namespace fitgrad {
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  const size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t sa = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    const int64_t sb = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    FG_CHECK(sa == sb || sa == 1 || sb == 1, "[{}] shapes {} and {} do not broadcast", op,
+             shape_str(a), shape_str(b));
+    out[i] = sa == 1 ? sb : sa;
+  }
+  return out;
+}
+
+}  // namespace fitgrad

@@ -23,3 +23,11 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
 std::string shape_str(const Shape& shape);
 
 }  // namespace fitgrad
+
+namespace fitgrad {
+
+// NumPy broadcasting: sizes align from the right; a size-1 dim stretches. Throws
+// "[op] shapes (..) and (..) do not broadcast" naming `op`.
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+
+}  // namespace fitgrad

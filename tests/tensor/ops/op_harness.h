@@ -1,0 +1,87 @@
+// The shared harness of the op tests (issue 3): seeded random inputs, fp64 views of
+// tensors, central finite differences in fp64, and closeness with a report of the worst
+// element. Each op test writes its own fp64 reference forward as plain loops; the analytic
+// backward of the fitgrad op is then checked against finite differences of that reference,
+// so neither the forward nor the backward is its own oracle.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace fitgrad::testing {
+
+// Uniform values in [lo, hi) from mt19937_64(seed), stored as `dtype` on the CPU.
+inline Tensor random_tensor(const Shape& shape, uint64_t seed, DType dtype = DType::f32,
+                            double lo = -1.0, double hi = 1.0) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<double> v(size_t(numel(shape)));
+  for (double& x : v) x = dist(rng);
+  return Tensor::from_vector(v, shape, dtype);
+}
+
+// Row-major values of any tensor, as doubles.
+inline std::vector<double> to_f64(const Tensor& t) { return t.to_vector<double>(); }
+
+// Central finite differences of f at x: (f(x + h e_i) - f(x - h e_i)) / 2h for every i.
+inline std::vector<double> finite_diff(const std::function<double(const std::vector<double>&)>& f,
+                                       std::vector<double> x, double h = 1e-6) {
+  std::vector<double> g(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double saved = x[i];
+    x[i] = saved + h;
+    const double up = f(x);
+    x[i] = saved - h;
+    const double down = f(x);
+    x[i] = saved;
+    g[i] = (up - down) / (2 * h);
+  }
+  return g;
+}
+
+// |got - want| <= atol + rtol * |want| elementwise; on failure names the worst element.
+inline ::testing::AssertionResult all_close(const std::vector<double>& got,
+                                            const std::vector<double>& want, double rtol,
+                                            double atol) {
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure()
+           << "sizes differ: " << got.size() << " vs " << want.size();
+  size_t worst = 0;
+  double worst_excess = -1;
+  size_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::fabs(got[i] - want[i]);
+    const double excess = err - (atol + rtol * std::fabs(want[i]));
+    const bool nan_mismatch = std::isnan(got[i]) != std::isnan(want[i]);
+    if (excess > 0 || nan_mismatch) ++bad;
+    if (nan_mismatch || excess > worst_excess) {
+      worst_excess = nan_mismatch ? INFINITY : excess;
+      worst = i;
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << bad << " of " << got.size() << " elements differ; worst at " << worst << ": got "
+         << got[worst] << ", want " << want[worst] << " (rtol " << rtol << ", atol " << atol << ")";
+}
+
+// Tolerances for results computed in f32 and stored in `dtype`.
+struct Tolerance {
+  double rtol, atol;
+};
+inline Tolerance tolerance_for(DType dtype) {
+  switch (dtype) {
+    case DType::bf16: return {1.6e-2, 1e-2};
+    case DType::f16: return {2e-3, 1e-3};
+    default: return {1e-5, 1e-6};
+  }
+}
+
+}  // namespace fitgrad::testing
