@@ -1,0 +1,40 @@
+// Rotary embedding kernels (see rope.h).
+#include "tensor/cpu/rope.h"
+
+#include <cmath>
+
+namespace fitgrad::cpu {
+
+void rope_table_f32(float* table, int64_t T, int64_t D, int64_t position_offset, double theta) {
+  const int64_t half = D / 2;
+#pragma omp parallel for schedule(static)
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t i = 0; i < half; ++i) {
+      const double inv_freq = std::pow(theta, -double(2 * i) / double(D));
+      const double angle = double(position_offset + t) * inv_freq;
+      table[t * half + i] = float(std::cos(angle));
+      table[(T + t) * half + i] = float(std::sin(angle));
+    }
+  }
+}
+
+void rope_f32(const float* x, const float* table, float* y, int64_t BH, int64_t T, int64_t D,
+              bool inverse) {
+  const int64_t half = D / 2;
+  const float sign = inverse ? -1.0f : 1.0f;
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < BH * T; ++r) {
+    const int64_t t = r % T;
+    const float* cos = table + t * half;
+    const float* sin = table + (T + t) * half;
+    const float* xr = x + r * D;
+    float* yr = y + r * D;
+    for (int64_t i = 0; i < half; ++i) {
+      const float a = xr[i], b = xr[i + half], s = sign * sin[i];
+      yr[i] = a * cos[i] - b * s;
+      yr[i + half] = b * cos[i] + a * s;
+    }
+  }
+}
+
+}  // namespace fitgrad::cpu

@@ -1,0 +1,23 @@
+// CPU kernels of the rotary position embedding (Hugging Face Llama convention: element i
+// pairs with element i + D/2 of the same head vector and both rotate by the angle of
+// frequency i). The front-end (tensor/ops/rope.h) fills a cos/sin table once per call and
+// the kernel applies it to every (batch, head) row.
+#pragma once
+
+#include <cstdint>
+
+namespace fitgrad::cpu {
+
+// table[0][t][i] = cos(a), table[1][t][i] = sin(a), a = (position_offset + t) * inv_freq[i],
+// inv_freq[i] = theta^(-2i/D), all in double and rounded to f32 at the end.
+void rope_table_f32(float* table,  // (2, T, D/2)
+                    int64_t T, int64_t D, int64_t position_offset, double theta);
+
+// Rotates each pair (x[i], x[i + D/2]) of every row by +angle, or by -angle when `inverse`
+// (the backward pass: the transpose of a rotation is the rotation by the negative angle).
+void rope_f32(const float* x,      // (BH, T, D)
+              const float* table,  // (2, T, D/2)
+              float* y,            // (BH, T, D)
+              int64_t BH, int64_t T, int64_t D, bool inverse);
+
+}  // namespace fitgrad::cpu

@@ -1,0 +1,145 @@
+// Norm front-ends (see norm.h): shape and dtype checks, f32 staging, allocation of outputs,
+// statistics and the weight-gradient scratch, and dispatch to tensor/cpu/norm.h.
+#include "tensor/ops/norm.h"
+
+#include "tensor/cpu/norm.h"
+#include "tensor/ops/op_util.h"
+
+namespace fitgrad::ops {
+namespace {
+
+// The leading dims of x: the shape of its per-row statistics.
+Shape row_shape(const Tensor& x) { return Shape(x.shape().begin(), x.shape().end() - 1); }
+
+// Checks x (..., C); returns C.
+int64_t check_input(const char* op, const Tensor& x) {
+  check_floating(op, "x", x);
+  FG_CHECK(x.dim() >= 1 && x.size(-1) > 0, "[{}] x must be (..., C) with C > 0, got shape {}", op,
+           shape_str(x.shape()));
+  return x.size(-1);
+}
+
+// Checks an optional (C) parameter.
+void check_param(const char* op, const char* name, const Tensor& p, int64_t C) {
+  if (!p.defined()) return;
+  check_floating(op, name, p);
+  check_shape(op, name, p, {C});
+}
+
+void check_eps(const char* op, double eps) {
+  FG_CHECK(eps >= 0, "[{}] eps = {} must be non-negative", op, eps);
+}
+
+// Checks dy against x and a saved f32 statistic against x's rows.
+void check_backward(const char* op, const Tensor& dy, const Tensor& x, const char* name,
+                    const Tensor& stat) {
+  check_floating(op, "dy", dy);
+  check_shape(op, "dy", dy, x.shape());
+  FG_CHECK(stat.defined() && stat.dtype() == DType::f32, "[{}] {} must be a defined f32 tensor", op,
+           name);
+  check_shape(op, name, stat, row_shape(x));
+}
+
+// f32 data of an optional parameter, or null.
+const float* data_or_null(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
+float* data_or_null(Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
+
+Tensor f32_or_undefined(const Tensor& t) { return t.defined() ? to_f32_contiguous(t) : Tensor(); }
+
+}  // namespace
+
+LayerNormOut layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  const char* op = "layer_norm";
+  const int64_t C = check_input(op, x);
+  check_param(op, "weight", weight, C);
+  check_param(op, "bias", bias, C);
+  check_same_device(op, {&x, &weight, &bias});
+  check_eps(op, eps);
+  const int64_t rows = x.numel() / C;
+  const Tensor xf = to_f32_contiguous(x);                       // (rows, C)
+  const Tensor wf = f32_or_undefined(weight);                   // (C)
+  const Tensor bf = f32_or_undefined(bias);                     // (C)
+  Tensor y = Tensor::empty(x.shape(), DType::f32, x.device());  // (rows, C)
+  LayerNormOut out{Tensor(), Tensor::empty(row_shape(x), DType::f32, x.device()),
+                   Tensor::empty(row_shape(x), DType::f32, x.device())};
+  if (run_kernel(op, x.device()))
+    cpu::layer_norm_f32(xf.data<float>(), data_or_null(wf), data_or_null(bf), y.data<float>(),
+                        out.mean.data<float>(), out.rstd.data<float>(), rows, C, float(eps));
+  out.y = cast_to(y, x.dtype());
+  return out;
+}
+
+LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
+                                   const Tensor& mean, const Tensor& rstd, bool with_dbias) {
+  const char* op = "layer_norm_backward";
+  const int64_t C = check_input(op, x);
+  check_param(op, "weight", weight, C);
+  check_backward(op, dy, x, "mean", mean);
+  check_backward(op, dy, x, "rstd", rstd);
+  check_same_device(op, {&dy, &x, &weight, &mean, &rstd});
+  const int64_t rows = x.numel() / C;
+  const int64_t P = cpu::norm_partitions(rows);
+  const Tensor dyf = to_f32_contiguous(dy);    // (rows, C)
+  const Tensor xf = to_f32_contiguous(x);      // (rows, C)
+  const Tensor wf = f32_or_undefined(weight);  // (C)
+  const Device device = x.device();
+  Tensor dx = Tensor::empty(x.shape(), DType::f32, device);                          // (rows, C)
+  Tensor dw = weight.defined() ? Tensor::empty({C}, DType::f32, device) : Tensor();  // (C)
+  Tensor db = with_dbias ? Tensor::empty({C}, DType::f32, device) : Tensor();        // (C)
+  Tensor partials;                                                                   // (P, 2 * C)
+  if (dw.defined() || db.defined()) partials = Tensor::empty({P, 2 * C}, DType::f32, device);
+  if (run_kernel(op, device))
+    cpu::layer_norm_backward_f32(dyf.data<float>(), xf.data<float>(), data_or_null(wf),
+                                 mean.contiguous().data<float>(), rstd.contiguous().data<float>(),
+                                 dx.data<float>(), data_or_null(dw), data_or_null(db),
+                                 data_or_null(partials), P, rows, C);
+  const DType param_dtype = weight.defined() ? weight.dtype() : x.dtype();
+  return {cast_to(dx, x.dtype()), dw.defined() ? cast_to(dw, param_dtype) : Tensor(),
+          db.defined() ? cast_to(db, param_dtype) : Tensor()};
+}
+
+RmsNormOut rms_norm(const Tensor& x, const Tensor& weight, double eps) {
+  const char* op = "rms_norm";
+  const int64_t C = check_input(op, x);
+  check_param(op, "weight", weight, C);
+  check_same_device(op, {&x, &weight});
+  check_eps(op, eps);
+  const int64_t rows = x.numel() / C;
+  const Tensor xf = to_f32_contiguous(x);                       // (rows, C)
+  const Tensor wf = f32_or_undefined(weight);                   // (C)
+  Tensor y = Tensor::empty(x.shape(), DType::f32, x.device());  // (rows, C)
+  RmsNormOut out{Tensor(), Tensor::empty(row_shape(x), DType::f32, x.device())};
+  if (run_kernel(op, x.device()))
+    cpu::rms_norm_f32(xf.data<float>(), data_or_null(wf), y.data<float>(), out.rstd.data<float>(),
+                      rows, C, float(eps));
+  out.y = cast_to(y, x.dtype());
+  return out;
+}
+
+RmsNormGrads rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
+                               const Tensor& rstd) {
+  const char* op = "rms_norm_backward";
+  const int64_t C = check_input(op, x);
+  check_param(op, "weight", weight, C);
+  check_backward(op, dy, x, "rstd", rstd);
+  check_same_device(op, {&dy, &x, &weight, &rstd});
+  const int64_t rows = x.numel() / C;
+  const int64_t P = cpu::norm_partitions(rows);
+  const Tensor dyf = to_f32_contiguous(dy);    // (rows, C)
+  const Tensor xf = to_f32_contiguous(x);      // (rows, C)
+  const Tensor wf = f32_or_undefined(weight);  // (C)
+  const Device device = x.device();
+  Tensor dx = Tensor::empty(x.shape(), DType::f32, device);  // (rows, C)
+  Tensor dw, partials;                                       // (C), (P, C)
+  if (weight.defined()) {
+    dw = Tensor::empty({C}, DType::f32, device);
+    partials = Tensor::empty({P, C}, DType::f32, device);
+  }
+  if (run_kernel(op, device))
+    cpu::rms_norm_backward_f32(dyf.data<float>(), xf.data<float>(), data_or_null(wf),
+                               rstd.contiguous().data<float>(), dx.data<float>(), data_or_null(dw),
+                               data_or_null(partials), P, rows, C);
+  return {cast_to(dx, x.dtype()), weight.defined() ? cast_to(dw, weight.dtype()) : Tensor()};
+}
+
+}  // namespace fitgrad::ops

@@ -1,0 +1,43 @@
+// RoPE front-ends (see rope.h): checks, the cos/sin table and dispatch to tensor/cpu/rope.h.
+// The (2, T, D/2) table is a workspace allocated through the allocator, so the ledger sees
+// it; it is B*H times smaller than x.
+#include "tensor/ops/rope.h"
+
+#include "tensor/cpu/rope.h"
+#include "tensor/ops/op_util.h"
+
+namespace fitgrad::ops {
+namespace {
+
+Tensor rotate(const char* op, const Tensor& x, int64_t position_offset, double theta,
+              bool inverse) {
+  const char* name = inverse ? "dy" : "x";
+  check_floating(op, name, x);
+  check_dim(op, name, x, 4);
+  const int64_t B = x.size(0), H = x.size(1), T = x.size(2), D = x.size(3);
+  FG_CHECK(D > 0 && D % 2 == 0, "[{}] head dim D must be even and positive, got {} in shape {}", op,
+           D, shape_str(x.shape()));
+  FG_CHECK(position_offset >= 0, "[{}] position_offset = {} must be non-negative", op,
+           position_offset);
+  FG_CHECK(theta > 0, "[{}] theta = {} must be positive", op, theta);
+  const Tensor xf = to_f32_contiguous(x);                                     // (B, H, T, D)
+  const Tensor table = Tensor::empty({2, T, D / 2}, DType::f32, x.device());  // (2, T, D/2)
+  Tensor y = Tensor::empty(x.shape(), DType::f32, x.device());                // (B, H, T, D)
+  if (run_kernel(op, x.device())) {
+    cpu::rope_table_f32(table.data<float>(), T, D, position_offset, theta);
+    cpu::rope_f32(xf.data<float>(), table.data<float>(), y.data<float>(), B * H, T, D, inverse);
+  }
+  return cast_to(y, x.dtype());
+}
+
+}  // namespace
+
+Tensor rope(const Tensor& x, int64_t position_offset, double theta) {
+  return rotate("rope", x, position_offset, theta, false);
+}
+
+Tensor rope_backward(const Tensor& dy, int64_t position_offset, double theta) {
+  return rotate("rope_backward", dy, position_offset, theta, true);
+}
+
+}  // namespace fitgrad::ops

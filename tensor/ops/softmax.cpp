@@ -1,0 +1,70 @@
+// Softmax front-ends (see softmax.h): checks, the (outer, n, inner) view of the reduced
+// dim, f32 staging and dispatch to tensor/cpu/softmax.h.
+#include "tensor/ops/softmax.h"
+
+#include "tensor/cpu/softmax.h"
+#include "tensor/ops/op_util.h"
+
+namespace fitgrad::ops {
+namespace {
+
+// The contiguous tensor as (outer, n, inner) around dim d.
+struct Split {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+
+Split split_at(const Shape& shape, int64_t d) {
+  Split s;
+  for (int64_t i = 0; i < int64_t(shape.size()); ++i) {
+    if (i < d) s.outer *= shape[size_t(i)];
+    if (i > d) s.inner *= shape[size_t(i)];
+  }
+  s.n = shape[size_t(d)];
+  return s;
+}
+
+int64_t reduced_dim(const char* op, const Tensor& t, int64_t dim) {
+  FG_CHECK(t.dim() >= 1, "[{}] x must have at least 1 dim, got shape {}", op, shape_str(t.shape()));
+  return wrap_dim(dim, t.dim(), op);
+}
+
+Tensor forward(const char* op, const Tensor& x, int64_t dim, bool log) {
+  check_floating(op, "x", x);
+  const Split s = split_at(x.shape(), reduced_dim(op, x, dim));
+  const Tensor xf = to_f32_contiguous(x);                       // (outer, n, inner)
+  Tensor y = Tensor::empty(x.shape(), DType::f32, x.device());  // (outer, n, inner)
+  if (run_kernel(op, x.device()))
+    cpu::softmax_f32(xf.data<float>(), y.data<float>(), s.outer, s.n, s.inner, log);
+  return cast_to(y, x.dtype());
+}
+
+Tensor backward(const char* op, const Tensor& dy, const Tensor& y, int64_t dim, bool log) {
+  check_floating(op, "dy", dy);
+  check_floating(op, "y", y);
+  check_same_device(op, {&dy, &y});
+  check_shape(op, "dy", dy, y.shape());
+  const Split s = split_at(y.shape(), reduced_dim(op, y, dim));
+  const Tensor dyf = to_f32_contiguous(dy);                      // (outer, n, inner)
+  const Tensor yf = to_f32_contiguous(y);                        // (outer, n, inner)
+  Tensor dx = Tensor::empty(y.shape(), DType::f32, y.device());  // (outer, n, inner)
+  if (run_kernel(op, y.device()))
+    cpu::softmax_backward_f32(dyf.data<float>(), yf.data<float>(), dx.data<float>(), s.outer, s.n,
+                              s.inner, log);
+  return cast_to(dx, y.dtype());
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t dim) { return forward("softmax", x, dim, false); }
+
+Tensor softmax_backward(const Tensor& dy, const Tensor& y, int64_t dim) {
+  return backward("softmax_backward", dy, y, dim, false);
+}
+
+Tensor log_softmax(const Tensor& x, int64_t dim) { return forward("log_softmax", x, dim, true); }
+
+Tensor log_softmax_backward(const Tensor& dy, const Tensor& y, int64_t dim) {
+  return backward("log_softmax_backward", dy, y, dim, true);
+}
+
+}  // namespace fitgrad::ops

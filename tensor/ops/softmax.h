@@ -1,0 +1,23 @@
+// Softmax and log_softmax over any dim: raw front-ends (no autograd) and their backward
+// functions. Inputs are f32, f16 or bf16 and results keep the input dtype; the kernels
+// compute in f32 (Note [Op dtypes and devices]). Numerically stable: the maximum along
+// `dim` is subtracted before exponentiating.
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/tensor.h"
+
+namespace fitgrad::ops {
+
+// y = exp(x) / sum(exp(x)) along `dim` (negative dims count from the end).
+Tensor softmax(const Tensor& x, int64_t dim);
+// dx = y * (dy - sum(dy * y)) along `dim`; y is softmax's output. dx has y's dtype.
+Tensor softmax_backward(const Tensor& dy, const Tensor& y, int64_t dim);
+
+// y = x - log(sum(exp(x))) along `dim`.
+Tensor log_softmax(const Tensor& x, int64_t dim);
+// dx = dy - exp(y) * sum(dy) along `dim`; y is log_softmax's output. dx has y's dtype.
+Tensor log_softmax_backward(const Tensor& dy, const Tensor& y, int64_t dim);
+
+}  // namespace fitgrad::ops

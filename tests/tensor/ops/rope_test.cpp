@@ -1,0 +1,134 @@
+// rope: forward against an fp64 reference written from the Hugging Face Llama definition
+// (rotate_half, inv_freq = theta^(-2i/D)), backward against finite differences of that
+// reference, for several shapes, offsets, bases and dtypes (one table row each); then the
+// inverse property, errors and meta allocation.
+#include "tensor/ops/rope.h"
+
+#include "tests/tensor/ops/op_harness.h"
+
+namespace fitgrad::testing {
+namespace {
+
+struct RopeCase {
+  const char* name;
+  Shape shape;  // (B, H, T, D)
+  int64_t offset;
+  double theta;
+  DType dtype;
+};
+
+std::vector<RopeCase> rope_cases() {
+  struct Base {
+    const char* name;
+    Shape shape;
+    int64_t offset;
+    double theta;
+  };
+  const Base bases[] = {
+      {"llama2", {1, 2, 5, 8}, 0, 1e4},
+      {"llama3_offset", {2, 1, 3, 6}, 7, 5e5},
+      {"pair", {1, 1, 4, 2}, 0, 1e4},
+      {"long_offset", {1, 1, 2, 4}, 4000, 1e4},
+  };
+  std::vector<RopeCase> out;
+  for (const Base& b : bases)
+    for (DType dt : {DType::f32, DType::bf16, DType::f16})
+      out.push_back({b.name, b.shape, b.offset, b.theta, dt});
+  return out;
+}
+
+// fp64 HF Llama RoPE: q * cos + rotate_half(q) * sin, with cos/sin of the angles
+// (offset + t) * inv_freq repeated over both halves; rotate_half(q) = (-q2, q1).
+std::vector<double> reference(const std::vector<double>& x, const Shape& s, int64_t offset,
+                              double theta) {
+  const int64_t T = s[2], D = s[3], half = D / 2;
+  std::vector<double> y(x.size());
+  for (size_t row = 0; row < x.size() / size_t(D); ++row) {
+    const int64_t t = int64_t(row) % T;
+    const double* q = x.data() + row * size_t(D);
+    double* out = y.data() + row * size_t(D);
+    for (int64_t j = 0; j < D; ++j) {
+      const int64_t i = j % half;
+      const double angle = double(offset + t) * std::pow(theta, -double(2 * i) / double(D));
+      const double rotated = j < half ? -q[j + half] : q[j - half];
+      out[j] = q[j] * std::cos(angle) + rotated * std::sin(angle);
+    }
+  }
+  return y;
+}
+
+class RopeTest : public ::testing::TestWithParam<RopeCase> {};
+
+TEST_P(RopeTest, ForwardMatchesFp64Reference) {
+  const RopeCase& c = GetParam();
+  const Tensor x = random_tensor(c.shape, 60, c.dtype);
+  const Tensor y = ops::rope(x, c.offset, c.theta);
+  EXPECT_EQ(y.shape(), c.shape);
+  EXPECT_EQ(y.dtype(), c.dtype);
+  // f32 cos/sin of angles up to ~4000 rad carry ~1e-7 absolute error each.
+  const Tolerance tol = tolerance_for(c.dtype);
+  EXPECT_TRUE(all_close(to_f64(y), reference(to_f64(x), c.shape, c.offset, c.theta), tol.rtol,
+                        std::max(tol.atol, 1e-6)));
+}
+
+TEST_P(RopeTest, BackwardMatchesFiniteDifferences) {
+  const RopeCase& c = GetParam();
+  const Tensor x = random_tensor(c.shape, 61, c.dtype);
+  const Tensor dy = random_tensor(c.shape, 62, c.dtype);
+  const Tensor dx = ops::rope_backward(dy, c.offset, c.theta);
+  EXPECT_EQ(dx.dtype(), c.dtype);
+  const std::vector<double> dyv = to_f64(dy);
+  auto loss = [&](const std::vector<double>& xv) {
+    const std::vector<double> y = reference(xv, c.shape, c.offset, c.theta);
+    double s = 0;
+    for (size_t i = 0; i < y.size(); ++i) s += dyv[i] * y[i];
+    return s;
+  };
+  const Tolerance tol = tolerance_for(c.dtype);
+  EXPECT_TRUE(
+      all_close(to_f64(dx), finite_diff(loss, to_f64(x)), tol.rtol, std::max(tol.atol, 1e-6)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Rope, RopeTest, ::testing::ValuesIn(rope_cases()), [](const auto& info) {
+  return std::string(info.param.name) + "_" + std::string(dtype_name(info.param.dtype));
+});
+
+TEST(RopeInverse, BackwardUndoesForward) {
+  const Tensor x = random_tensor({2, 3, 7, 16}, 63);
+  const Tensor back = ops::rope_backward(ops::rope(x, 3, 1e4), 3, 1e4);
+  EXPECT_TRUE(all_close(to_f64(back), to_f64(x), 1e-5, 1e-6));
+  // Position 0 (no offset) is the identity.
+  const Tensor first = x.narrow(2, 0, 1).contiguous();
+  EXPECT_EQ(ops::rope(first, 0, 1e4).to_vector<float>(), first.to_vector<float>());
+}
+
+// Throws fitgrad::Error whose message starts with `prefix`.
+void expect_error(const std::function<void()>& fn, const std::string& prefix) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error, expected one starting with " << prefix;
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(prefix, 0), 0u) << e.what();
+  }
+}
+
+TEST(RopeErrors, BadShapesDtypesAndArguments) {
+  expect_error([] { ops::rope(Tensor::zeros({1, 1, 2, 5}), 0, 1e4); }, "[rope]");
+  expect_error([] { ops::rope(Tensor::zeros({1, 2, 6}), 0, 1e4); }, "[rope]");
+  expect_error([] { ops::rope(Tensor::zeros({1, 1, 2, 4}, DType::i32), 0, 1e4); }, "[rope]");
+  expect_error([] { ops::rope(Tensor::zeros({1, 1, 2, 4}), -1, 1e4); }, "[rope]");
+  expect_error([] { ops::rope(Tensor::zeros({1, 1, 2, 4}), 0, 0); }, "[rope]");
+  expect_error([] { ops::rope_backward(Tensor::zeros({1, 1, 2, 3}), 0, 1e4); }, "[rope_backward]");
+}
+
+TEST(RopeMeta, AllocatesOutputsOnly) {
+  const Tensor x = Tensor::empty({2, 4, 8, 16}, DType::bf16, Device::meta());
+  for (const Tensor& y : {ops::rope(x, 5, 1e4), ops::rope_backward(x, 5, 1e4)}) {
+    EXPECT_EQ(y.shape(), x.shape());
+    EXPECT_EQ(y.dtype(), DType::bf16);
+    EXPECT_EQ(y.device(), Device::meta());
+  }
+}
+
+}  // namespace
+}  // namespace fitgrad::testing

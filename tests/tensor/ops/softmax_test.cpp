@@ -1,0 +1,146 @@
+// softmax / log_softmax: forward against an fp64 reference, backward against finite
+// differences of that reference, for several shapes, dims and dtypes (one table row each);
+// then errors and meta allocation.
+#include "tensor/ops/softmax.h"
+
+#include "tests/tensor/ops/op_harness.h"
+
+namespace fitgrad::testing {
+namespace {
+
+struct SoftmaxCase {
+  const char* name;
+  Shape shape;
+  int64_t dim;
+  DType dtype;
+  bool log;
+};
+
+std::vector<SoftmaxCase> softmax_cases() {
+  struct Base {
+    const char* name;
+    Shape shape;
+    int64_t dim;
+  };
+  const Base bases[] = {
+      {"rows", {4, 7}, -1},  {"middle", {3, 5, 4}, 1}, {"first", {6, 2, 3}, 0},
+      {"single", {2, 1}, 1}, {"vector", {9}, 0},
+  };
+  std::vector<SoftmaxCase> out;
+  for (const Base& b : bases)
+    for (DType dt : {DType::f32, DType::bf16, DType::f16})
+      for (bool log : {false, true}) out.push_back({b.name, b.shape, b.dim, dt, log});
+  return out;
+}
+
+// fp64 (log_)softmax of row-major x along dim d of `shape`.
+std::vector<double> reference(const std::vector<double>& x, const Shape& shape, int64_t dim,
+                              bool log) {
+  const int64_t d = dim < 0 ? dim + int64_t(shape.size()) : dim;
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < int64_t(shape.size()); ++i) {
+    if (i < d) outer *= shape[size_t(i)];
+    if (i > d) inner *= shape[size_t(i)];
+  }
+  const int64_t n = shape[size_t(d)];
+  std::vector<double> y(x.size());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t k = 0; k < inner; ++k) {
+      auto at = [&](int64_t i) { return size_t((o * n + i) * inner + k); };
+      double max = -INFINITY, sum = 0;
+      for (int64_t i = 0; i < n; ++i) max = std::max(max, x[at(i)]);
+      for (int64_t i = 0; i < n; ++i) sum += std::exp(x[at(i)] - max);
+      for (int64_t i = 0; i < n; ++i)
+        y[at(i)] = log ? x[at(i)] - max - std::log(sum) : std::exp(x[at(i)] - max) / sum;
+    }
+  return y;
+}
+
+class SoftmaxTest : public ::testing::TestWithParam<SoftmaxCase> {};
+
+TEST_P(SoftmaxTest, ForwardMatchesFp64Reference) {
+  const SoftmaxCase& c = GetParam();
+  const Tensor x = random_tensor(c.shape, 1, c.dtype, -3, 3);
+  const Tensor y = c.log ? ops::log_softmax(x, c.dim) : ops::softmax(x, c.dim);
+  EXPECT_EQ(y.shape(), c.shape);
+  EXPECT_EQ(y.dtype(), c.dtype);
+  const Tolerance tol = tolerance_for(c.dtype);
+  EXPECT_TRUE(
+      all_close(to_f64(y), reference(to_f64(x), c.shape, c.dim, c.log), tol.rtol, tol.atol));
+}
+
+TEST_P(SoftmaxTest, BackwardMatchesFiniteDifferences) {
+  const SoftmaxCase& c = GetParam();
+  const Tensor x = random_tensor(c.shape, 2, c.dtype, -3, 3);
+  const Tensor w = random_tensor(c.shape, 3, c.dtype);
+  const Tensor y = c.log ? ops::log_softmax(x, c.dim) : ops::softmax(x, c.dim);
+  const Tensor dx =
+      c.log ? ops::log_softmax_backward(w, y, c.dim) : ops::softmax_backward(w, y, c.dim);
+  EXPECT_EQ(dx.dtype(), c.dtype);
+  const std::vector<double> wv = to_f64(w);
+  auto loss = [&](const std::vector<double>& xv) {
+    const std::vector<double> yv = reference(xv, c.shape, c.dim, c.log);
+    double s = 0;
+    for (size_t i = 0; i < yv.size(); ++i) s += wv[i] * yv[i];
+    return s;
+  };
+  const Tolerance tol = tolerance_for(c.dtype);
+  EXPECT_TRUE(all_close(to_f64(dx), finite_diff(loss, to_f64(x)), tol.rtol, tol.atol));
+}
+
+INSTANTIATE_TEST_SUITE_P(Softmax, SoftmaxTest, ::testing::ValuesIn(softmax_cases()),
+                         [](const auto& info) {
+                           const SoftmaxCase& c = info.param;
+                           return std::string(c.log ? "log_" : "") + c.name + "_" +
+                                  std::string(dtype_name(c.dtype));
+                         });
+
+// Throws fitgrad::Error whose message starts with `prefix`.
+void expect_error(const std::function<void()>& fn, const std::string& prefix) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error, expected one starting with " << prefix;
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(prefix, 0), 0u) << e.what();
+  }
+}
+
+TEST(SoftmaxErrors, BadDimsDtypesAndShapes) {
+  const Tensor x = random_tensor({2, 3}, 4);
+  expect_error([&] { ops::softmax(x, 2); }, "[softmax]");
+  expect_error([&] { ops::log_softmax(x, -3); }, "[log_softmax]");
+  expect_error([&] { ops::softmax(Tensor::zeros({2, 3}, DType::i32), 1); }, "[softmax]");
+  expect_error([&] { ops::softmax(Tensor::zeros({}), 0); }, "[softmax]");
+  expect_error(
+      [&] {
+        ops::softmax_backward(random_tensor({3, 2}, 5), x, 1);
+      },
+      "[softmax_backward]");
+  expect_error(
+      [&] {
+        ops::log_softmax_backward(x, Tensor::zeros({2, 3}, DType::i64), 1);
+      },
+      "[log_softmax_backward]");
+  expect_error([&] { ops::softmax_backward(x.to(Device::meta()), x, 1); }, "[softmax_backward]");
+}
+
+TEST(SoftmaxMeta, AllocatesOutputsOnly) {
+  const Tensor x = Tensor::empty({2, 5, 3}, DType::bf16, Device::meta());
+  for (const Tensor& y : {ops::softmax(x, 1), ops::log_softmax(x, -1),
+                          ops::softmax_backward(x, x, 0), ops::log_softmax_backward(x, x, 2)}) {
+    EXPECT_EQ(y.shape(), x.shape());
+    EXPECT_EQ(y.dtype(), DType::bf16);
+    EXPECT_EQ(y.device(), Device::meta());
+  }
+}
+
+TEST(SoftmaxStability, LargeLogitsDoNotOverflow) {
+  const Tensor x = Tensor::from_vector(std::vector<double>{1000, 999, -1000}, {3}, DType::f32);
+  const std::vector<double> want = reference({1000, 999, -1000}, {3}, 0, false);
+  EXPECT_TRUE(all_close(to_f64(ops::softmax(x, 0)), want, 1e-6, 1e-7));
+  const std::vector<double> want_log = reference({1000, 999, -1000}, {3}, 0, true);
+  EXPECT_TRUE(all_close(to_f64(ops::log_softmax(x, 0)), want_log, 1e-6, 1e-5));
+}
+
+}  // namespace
+}  // namespace fitgrad::testing
