@@ -27,7 +27,9 @@ struct Param {
   fg::Tensor value, grad, exp_avg, exp_avg_sq;
 };
 
-fg::Tensor meta(const fg::Shape& shape) { return fg::Tensor::empty(shape, fg::DType::f32, fg::Device::meta()); }
+fg::Tensor meta(const fg::Shape& shape) {
+  return fg::Tensor::empty(shape, fg::DType::f32, fg::Device::meta());
+}
 
 std::vector<Param> make_parameters() {
   std::vector<Param> params;
@@ -138,7 +140,8 @@ int main(int argc, char** argv) {
 
   const int64_t B = 4, T = 1024;
   train_step(params, B, T, a);
-  std::cout << "One AdamW step at batch " << B << " x " << T << " tokens, eager attention, fp32:\n\n"
+  std::cout << "One AdamW step at batch " << B << " x " << T
+            << " tokens, eager attention, fp32:\n\n"
             << fg::peak_report(a) << "\n"
             << fg::memory_summary(a) << "\n";
   fg::write_memory_json(a, (out / "memory.json").string());

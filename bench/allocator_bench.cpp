@@ -31,7 +31,8 @@ std::vector<Op> gpt2_step() {
   const size_t btc = B * T * C * f32, bt = B * T * f32, bhtt = B * H * T * T * f32;
   // Saved for backward, per layer: ln1 out, mean, rstd, qkv, softmax, attention out,
   // residual, ln2 out, mean, rstd, fc out, gelu out, residual.
-  const size_t saved_sizes[] = {btc, bt, bt, 3 * btc, bhtt, btc, btc, btc, bt, bt, 4 * btc, 4 * btc, btc};
+  const size_t saved_sizes[] = {btc, bt, bt, 3 * btc, bhtt,    btc, btc,
+                                btc, bt, bt, 4 * btc, 4 * btc, btc};
   // Temporaries, per layer: attention scores before softmax, projection outputs.
   const size_t temp_sizes[] = {bhtt, btc, btc};
   std::vector<Op> ops;
@@ -70,8 +71,9 @@ void BM_Gpt2Step_CachingAllocator(benchmark::State& state) {
     }
   }
   state.SetItemsProcessed(int64_t(state.iterations() * ops.size()));
-  state.counters["ns/op"] = benchmark::Counter(double(state.iterations() * ops.size()),
-                                               benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["ns/op"] =
+      benchmark::Counter(double(state.iterations() * ops.size()),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_Gpt2Step_CachingAllocator)->Unit(benchmark::kMicrosecond);
 
@@ -89,8 +91,9 @@ void BM_Gpt2Step_Malloc(benchmark::State& state) {
     }
   }
   state.SetItemsProcessed(int64_t(state.iterations() * ops.size()));
-  state.counters["ns/op"] = benchmark::Counter(double(state.iterations() * ops.size()),
-                                               benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["ns/op"] =
+      benchmark::Counter(double(state.iterations() * ops.size()),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_Gpt2Step_Malloc)->Unit(benchmark::kMicrosecond);
 
@@ -131,8 +134,8 @@ void BM_LedgerEventPair(benchmark::State& state) {
     allocated -= 4096;
     ledger.record_free(e, allocated, 1 << 21);
   }
-  state.counters["ns/event"] = benchmark::Counter(double(state.iterations() * 2),
-                                                  benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["ns/event"] = benchmark::Counter(
+      double(state.iterations() * 2), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_LedgerEventPair);
 

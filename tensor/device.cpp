@@ -18,7 +18,8 @@ Device Device::parse(std::string_view text) {
     if (ec == std::errc() && end == num.data() + num.size() && index >= 0 && !num.empty())
       return cuda(index);
   }
-  throw Error(fmt::format("[device] unknown device '{}' (expected cpu, meta, cuda or cuda:N)", text));
+  throw Error(
+      fmt::format("[device] unknown device '{}' (expected cpu, meta, cuda or cuda:N)", text));
 }
 
 std::string Device::str() const {

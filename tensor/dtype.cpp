@@ -32,8 +32,8 @@ DType parse_dtype(std::string_view name) {
   if (name == "int64") return DType::i64;
   if (name == "uint8") return DType::u8;
   if (name == "int8") return DType::i8;
-  throw Error(fmt::format("[dtype] unknown dtype '{}' (expected f32, f16, bf16, i32, i64, u8 or i8)",
-                          name));
+  throw Error(fmt::format(
+      "[dtype] unknown dtype '{}' (expected f32, f16, bf16, i32, i64, u8 or i8)", name));
 }
 
 bool is_floating(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }

@@ -26,29 +26,64 @@ bool is_floating(DType t);
 template <DType T>
 struct DTypeTraits;
 template <>
-struct DTypeTraits<DType::f32> { using type = float; };
+struct DTypeTraits<DType::f32> {
+  using type = float;
+};
 template <>
-struct DTypeTraits<DType::f16> { using type = Half; };
+struct DTypeTraits<DType::f16> {
+  using type = Half;
+};
 template <>
-struct DTypeTraits<DType::bf16> { using type = BFloat16; };
+struct DTypeTraits<DType::bf16> {
+  using type = BFloat16;
+};
 template <>
-struct DTypeTraits<DType::i32> { using type = int32_t; };
+struct DTypeTraits<DType::i32> {
+  using type = int32_t;
+};
 template <>
-struct DTypeTraits<DType::i64> { using type = int64_t; };
+struct DTypeTraits<DType::i64> {
+  using type = int64_t;
+};
 template <>
-struct DTypeTraits<DType::u8> { using type = uint8_t; };
+struct DTypeTraits<DType::u8> {
+  using type = uint8_t;
+};
 template <>
-struct DTypeTraits<DType::i8> { using type = int8_t; };
+struct DTypeTraits<DType::i8> {
+  using type = int8_t;
+};
 
 template <class T>
 constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::f32; }
-template <> constexpr DType dtype_of<Half>() { return DType::f16; }
-template <> constexpr DType dtype_of<BFloat16>() { return DType::bf16; }
-template <> constexpr DType dtype_of<int32_t>() { return DType::i32; }
-template <> constexpr DType dtype_of<int64_t>() { return DType::i64; }
-template <> constexpr DType dtype_of<uint8_t>() { return DType::u8; }
-template <> constexpr DType dtype_of<int8_t>() { return DType::i8; }
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::f32;
+}
+template <>
+constexpr DType dtype_of<Half>() {
+  return DType::f16;
+}
+template <>
+constexpr DType dtype_of<BFloat16>() {
+  return DType::bf16;
+}
+template <>
+constexpr DType dtype_of<int32_t>() {
+  return DType::i32;
+}
+template <>
+constexpr DType dtype_of<int64_t>() {
+  return DType::i64;
+}
+template <>
+constexpr DType dtype_of<uint8_t>() {
+  return DType::u8;
+}
+template <>
+constexpr DType dtype_of<int8_t>() {
+  return DType::i8;
+}
 
 // Calls fn(T{}) with T the storage type of `t`.
 template <class Fn>

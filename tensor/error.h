@@ -27,16 +27,16 @@ class InternalError : public std::logic_error {
 }  // namespace fitgrad
 
 // FG_CHECK(cond, "[op] format {}", args...): throws fitgrad::Error when cond is false.
-#define FG_CHECK(cond, ...)                                   \
-  do {                                                        \
+#define FG_CHECK(cond, ...)                                        \
+  do {                                                             \
     if (!(cond)) throw ::fitgrad::Error(fmt::format(__VA_ARGS__)); \
   } while (0)
 
 // FG_ASSERT(cond) or FG_ASSERT(cond, "format {}", args...): an internal invariant.
-#define FG_ASSERT(cond, ...)                                                          \
-  do {                                                                                \
-    if (!(cond))                                                                      \
-      ::fitgrad::internal_assert_fail(#cond, __FILE__, __LINE__,                      \
+#define FG_ASSERT(cond, ...)                                                           \
+  do {                                                                                 \
+    if (!(cond))                                                                       \
+      ::fitgrad::internal_assert_fail(#cond, __FILE__, __LINE__,                       \
                                       ::fitgrad::detail::assert_message(__VA_ARGS__)); \
   } while (0)
 

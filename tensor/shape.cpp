@@ -55,6 +55,31 @@ std::string shape_str(const Shape& shape) {
 
 namespace fitgrad {
 
+// Note [Collapsing dims before a kernel]
+// A kernel's inner loop runs over its last dim, so the longer that dim the better. Size-1
+// dims are dropped, and neighbours d-1, d that form a single run in every operand
+// (stride[d-1] == size[d] * stride[d]) merge into one dim. A contiguous-to-contiguous
+// copy becomes 1-d, and a row-sliced matrix copies whole rows per inner loop.
+void collapse_dims(Shape& shape, std::vector<Strides>& strides) {
+  Shape out_shape;
+  std::vector<Strides> out(strides.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    bool merge = !out_shape.empty();
+    for (size_t k = 0; k < strides.size() && merge; ++k)
+      merge = out[k].back() == shape[d] * strides[k][d];
+    if (merge) {
+      out_shape.back() *= shape[d];
+      for (size_t k = 0; k < strides.size(); ++k) out[k].back() = strides[k][d];
+    } else {
+      out_shape.push_back(shape[d]);
+      for (size_t k = 0; k < strides.size(); ++k) out[k].push_back(strides[k][d]);
+    }
+  }
+  shape = std::move(out_shape);
+  strides = std::move(out);
+}
+
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   const size_t n = std::max(a.size(), b.size());
   Shape out(n);

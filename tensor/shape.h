@@ -26,6 +26,11 @@ std::string shape_str(const Shape& shape);
 
 namespace fitgrad {
 
+// Drops size-1 dims and merges neighbours d-1, d that form one run in every stride set
+// (strides[k][d-1] == shape[d] * strides[k][d]), keeping row-major order. See
+// Note [Collapsing dims before a kernel].
+void collapse_dims(Shape& shape, std::vector<Strides>& strides);
+
 // NumPy broadcasting: sizes align from the right; a size-1 dim stretches. Throws
 // "[op] shapes (..) and (..) do not broadcast" naming `op`.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);

@@ -37,33 +37,6 @@ const char* backend_name(Device device) {
   return "?";
 }
 
-// Note [Collapsing dims before a kernel]
-// A kernel's inner loop runs over its last dim, so the longer that dim the better. Size-1
-// dims are dropped, and neighbours d-1, d that form a single run in every operand
-// (stride[d-1] == size[d] * stride[d]) merge into one dim. A contiguous-to-contiguous
-// copy becomes 1-d, and a row-sliced matrix copies whole rows per inner loop.
-void collapse_dims(Shape& shape, std::initializer_list<Strides*> strides) {
-  Shape out_shape;
-  std::vector<Strides> out(strides.size());
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1) continue;
-    bool merge = !out_shape.empty();
-    size_t k = 0;
-    for (const Strides* s : strides) merge = merge && out[k++].back() == shape[d] * (*s)[d];
-    k = 0;
-    if (merge) {
-      out_shape.back() *= shape[d];
-      for (const Strides* s : strides) out[k++].back() = (*s)[d];
-    } else {
-      out_shape.push_back(shape[d]);
-      for (const Strides* s : strides) out[k++].push_back((*s)[d]);
-    }
-  }
-  shape = std::move(out_shape);
-  size_t k = 0;
-  for (Strides* s : strides) *s = std::move(out[k++]);
-}
-
 cpu::StridedOperand operand(const Tensor& t, Strides strides) {
   return {t.storage()->data(), t.offset(), std::move(strides), t.dtype()};
 }
@@ -73,7 +46,12 @@ void copy_on_host(const Tensor& dst, const Tensor& src) {
   Shape shape = dst.shape();
   Strides dst_strides = dst.strides();
   Strides src_strides = src.strides();
-  if (fitgrad::numel(shape) > 0) collapse_dims(shape, {&dst_strides, &src_strides});
+  if (fitgrad::numel(shape) > 0) {
+    std::vector<Strides> both{std::move(dst_strides), std::move(src_strides)};
+    collapse_dims(shape, both);
+    dst_strides = std::move(both[0]);
+    src_strides = std::move(both[1]);
+  }
   cpu::copy_strided(shape, operand(dst, std::move(dst_strides)),
                     operand(src, std::move(src_strides)));
 }
@@ -319,9 +297,9 @@ void Tensor::fill_(double value) {
   if (!dev.has_bytes() || numel() == 0) return;
   if (dev.type == DeviceType::cpu) {
     Shape shape = this->shape();
-    Strides strides = this->strides();
-    collapse_dims(shape, {&strides});
-    cpu::fill_strided(shape, operand(*this, std::move(strides)), value);
+    std::vector<Strides> strides{this->strides()};
+    collapse_dims(shape, strides);
+    cpu::fill_strided(shape, operand(*this, std::move(strides[0])), value);
     return;
   }
   FG_CHECK(is_contiguous(),

@@ -33,16 +33,26 @@ uint64_t parse_bytes(std::string_view text) {
   for (const char* p = end; *p; ++p)
     if (*p != ' ') unit += char(std::tolower(static_cast<unsigned char>(*p)));
   double mult = 0;
-  if (unit.empty() || unit == "b") mult = 1;
-  else if (unit == "kib" || unit == "k") mult = 1024.0;
-  else if (unit == "mib" || unit == "m") mult = 1024.0 * 1024;
-  else if (unit == "gib" || unit == "g") mult = 1024.0 * 1024 * 1024;
-  else if (unit == "tib" || unit == "t") mult = 1024.0 * 1024 * 1024 * 1024;
-  else if (unit == "kb") mult = 1e3;
-  else if (unit == "mb") mult = 1e6;
-  else if (unit == "gb") mult = 1e9;
-  else if (unit == "tb") mult = 1e12;
-  FG_CHECK(mult > 0, "[memory] '{}' has an unknown unit '{}' (use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB)",
+  if (unit.empty() || unit == "b")
+    mult = 1;
+  else if (unit == "kib" || unit == "k")
+    mult = 1024.0;
+  else if (unit == "mib" || unit == "m")
+    mult = 1024.0 * 1024;
+  else if (unit == "gib" || unit == "g")
+    mult = 1024.0 * 1024 * 1024;
+  else if (unit == "tib" || unit == "t")
+    mult = 1024.0 * 1024 * 1024 * 1024;
+  else if (unit == "kb")
+    mult = 1e3;
+  else if (unit == "mb")
+    mult = 1e6;
+  else if (unit == "gb")
+    mult = 1e9;
+  else if (unit == "tb")
+    mult = 1e12;
+  FG_CHECK(mult > 0,
+           "[memory] '{}' has an unknown unit '{}' (use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB)",
            text, unit);
   const double bytes = value * mult;
   FG_CHECK(bytes < 1.8e19, "[memory] '{}' is too large", text);

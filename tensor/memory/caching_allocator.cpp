@@ -128,7 +128,8 @@ Block* CachingAllocator::reserve_segment(size_t seg_size, int stream, bool small
   if (seg_size > capacity_ || reserved > capacity_ - seg_size) return nullptr;
   void* ptr = source_->allocate(seg_size);
   if (!ptr) return nullptr;
-  auto* seg = new Segment{next_segment_id_++, reinterpret_cast<uintptr_t>(ptr), seg_size, stream, small};
+  auto* seg =
+      new Segment{next_segment_id_++, reinterpret_cast<uintptr_t>(ptr), seg_size, stream, small};
   Block* head = new_block(Block{seg, seg->base, seg_size, 0, stream});
   segments_.insert(head);
   increase(stats_.segment, small, 1);

@@ -34,11 +34,11 @@
 namespace fitgrad {
 
 inline constexpr size_t kMinBlockSize = 512;
-inline constexpr size_t kSmallSize = size_t(1) << 20;         // small pool: <= 1 MiB
-inline constexpr size_t kSmallBuffer = size_t(2) << 20;       // small-pool segment
-inline constexpr size_t kMinLargeAlloc = size_t(10) << 20;    // below: a 20 MiB segment
+inline constexpr size_t kSmallSize = size_t(1) << 20;       // small pool: <= 1 MiB
+inline constexpr size_t kSmallBuffer = size_t(2) << 20;     // small-pool segment
+inline constexpr size_t kMinLargeAlloc = size_t(10) << 20;  // below: a 20 MiB segment
 inline constexpr size_t kLargeBuffer = size_t(20) << 20;
-inline constexpr size_t kRoundLarge = size_t(2) << 20;        // large segments: 2 MiB multiples
+inline constexpr size_t kRoundLarge = size_t(2) << 20;  // large segments: 2 MiB multiples
 
 size_t round_request(size_t bytes);
 bool is_small_request(size_t rounded);

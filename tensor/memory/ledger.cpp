@@ -60,8 +60,8 @@ std::string_view event_kind_name(EventKind k) {
 
 bool MemoryEvent::same_as(const MemoryEvent& o) const {
   return seq == o.seq && kind == o.kind && category == o.category && stream == o.stream &&
-         label == o.label && size == o.size && requested == o.requested &&
-         segment == o.segment && offset == o.offset && allocated_after == o.allocated_after &&
+         label == o.label && size == o.size && requested == o.requested && segment == o.segment &&
+         offset == o.offset && allocated_after == o.allocated_after &&
          reserved_after == o.reserved_after && category_after == o.category_after;
 }
 
@@ -152,7 +152,8 @@ std::vector<std::pair<uint32_t, int64_t>> Ledger::by_label() const {
 }
 
 void Ledger::capture_peak() {
-  for (int c = 0; c < kNumCategories; ++c) peak_.by_category[size_t(c)] = category_[size_t(c)].current;
+  for (int c = 0; c < kNumCategories; ++c)
+    peak_.by_category[size_t(c)] = category_[size_t(c)].current;
   peak_.by_label = by_label();
   peak_pending_ = false;
 }

@@ -17,17 +17,17 @@ enum class EventKind : uint8_t { alloc, free, segment_alloc, segment_free, oom, 
 std::string_view event_kind_name(EventKind k);
 
 struct MemoryEvent {
-  uint64_t seq = 0;      // position in the full event sequence of this allocator
-  int64_t time_ns = 0;   // steady-clock time since the ledger was created
+  uint64_t seq = 0;     // position in the full event sequence of this allocator
+  int64_t time_ns = 0;  // steady-clock time since the ledger was created
   EventKind kind = EventKind::alloc;
   Category category = Category::other;
   int32_t stream = 0;
-  uint32_t label = 0;    // interned label; for a mark, the mark text
-  uint64_t addr = 0;     // block or segment address
-  uint64_t size = 0;     // rounded block size, segment size, or bytes asked for (oom)
+  uint32_t label = 0;      // interned label; for a mark, the mark text
+  uint64_t addr = 0;       // block or segment address
+  uint64_t size = 0;       // rounded block size, segment size, or bytes asked for (oom)
   uint64_t requested = 0;  // bytes as requested (alloc, free, oom)
-  uint64_t segment = 0;  // segment id
-  uint64_t offset = 0;   // offset of the block in its segment
+  uint64_t segment = 0;    // segment id
+  uint64_t offset = 0;     // offset of the block in its segment
   // Totals after the event, so a window of the ring draws exact counter tracks.
   int64_t allocated_after = 0;
   int64_t reserved_after = 0;
@@ -80,7 +80,8 @@ class Ledger {
 
   double ns_per_tick() const;
 
-  std::vector<MemoryEvent> ring_;  // time_ns holds ticks here (Note [Trace timestamps from the TSC])
+  std::vector<MemoryEvent>
+      ring_;  // time_ns holds ticks here (Note [Trace timestamps from the TSC])
   uint64_t next_seq_ = 0;
   int64_t start_ns_;
   int64_t start_ticks_;

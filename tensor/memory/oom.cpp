@@ -29,20 +29,24 @@ std::string CachingAllocator::oom_report(size_t requested, size_t rounded, size_
   r += fmt::format("  allocated:               {}\n", format_bytes(allocated));
   r += fmt::format("  reserved:                {}\n", format_bytes(reserved));
   r += fmt::format("  reserved but unallocated: {}\n", format_bytes(reserved - allocated));
-  if (ledger_.last_mark() != 0) r += fmt::format("  last mark:               {}\n", label_text(ledger_.last_mark()));
+  if (ledger_.last_mark() != 0)
+    r += fmt::format("  last mark:               {}\n", label_text(ledger_.last_mark()));
   r += "  live allocations by category:\n";
   const auto& cats = ledger_.by_category();
   for (int c = 0; c < kNumCategories; ++c)
     if (cats[size_t(c)].current > 0)
-      r += fmt::format("    {:>12}  {}\n", format_bytes(cats[size_t(c)].current), category_name(Category(c)));
+      r += fmt::format("    {:>12}  {}\n", format_bytes(cats[size_t(c)].current),
+                       category_name(Category(c)));
   r += "  largest live allocations by label:\n";
   const auto labels = ledger_.by_label();
   const size_t shown = std::min<size_t>(labels.size(), 10);
   for (size_t i = 0; i < shown; ++i) {
     const std::string& text = label_text(labels[i].first);
-    r += fmt::format("    {:>12}  {}\n", format_bytes(labels[i].second), text.empty() ? "(no label)" : text);
+    r += fmt::format("    {:>12}  {}\n", format_bytes(labels[i].second),
+                     text.empty() ? "(no label)" : text);
   }
-  if (labels.size() > shown) r += fmt::format("    ... and {} more labels\n", labels.size() - shown);
+  if (labels.size() > shown)
+    r += fmt::format("    ... and {} more labels\n", labels.size() - shown);
   return r;
 }
 

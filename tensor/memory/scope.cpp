@@ -90,4 +90,9 @@ LabelScope::LabelScope(std::string_view part, char sep) : saved_(tls_context.lab
 }
 LabelScope::~LabelScope() { tls_context.label = saved_; }
 
+MemoryContextScope::MemoryContextScope(MemoryContext ctx) : saved_(tls_context) {
+  tls_context = ctx;
+}
+MemoryContextScope::~MemoryContextScope() { tls_context = saved_; }
+
 }  // namespace fitgrad

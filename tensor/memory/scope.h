@@ -51,6 +51,19 @@ class LabelScope {
   uint32_t saved_;
 };
 
+// Sets both category and label outright (not composed), restoring them on exit. The
+// autograd tape uses it to run each backward rule under the label its forward op had.
+class MemoryContextScope {
+ public:
+  explicit MemoryContextScope(MemoryContext ctx);
+  ~MemoryContextScope();
+  MemoryContextScope(const MemoryContextScope&) = delete;
+  MemoryContextScope& operator=(const MemoryContextScope&) = delete;
+
+ private:
+  MemoryContext saved_;
+};
+
 // An op inside a module: "layers.3.mlp" + OpScope("silu") -> "layers.3.mlp/silu".
 class OpScope : public LabelScope {
  public:

@@ -38,8 +38,9 @@ bool run_kernel(const char* op, Device device) {
     case DeviceType::meta: return false;
     case DeviceType::cuda: break;
   }
-  throw Error(fmt::format("[{}] is not implemented on {}: the cuda backend has no kernel for it yet",
-                          op, device.str()));
+  throw Error(
+      fmt::format("[{}] is not implemented on {}: the cuda backend has no kernel for it yet", op,
+                  device.str()));
 }
 
 Tensor to_f32_contiguous(const Tensor& t) { return t.to(DType::f32).contiguous(); }

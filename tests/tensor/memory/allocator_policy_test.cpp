@@ -62,9 +62,9 @@ TEST(AllocatorPolicy, RoundingPoolAndSegmentSize) {
 
 TEST(AllocatorPolicy, SmallPoolSplitsDownTo512Bytes) {
   auto a = make_meta();
-  Allocation x = a.allocate(MiB);            // [0, 1 MiB) of a 2 MiB segment
-  Allocation y = a.allocate(MiB - 512);      // best fit: the 1 MiB rest, leaving 512 B
-  Allocation z = a.allocate(100);            // the 512 B remainder, same segment
+  Allocation x = a.allocate(MiB);        // [0, 1 MiB) of a 2 MiB segment
+  Allocation y = a.allocate(MiB - 512);  // best fit: the 1 MiB rest, leaving 512 B
+  Allocation z = a.allocate(100);        // the 512 B remainder, same segment
   const MemorySnapshot snap = a.snapshot();
   ASSERT_EQ(snap.segments.size(), 1u);
   const auto& blocks = snap.segments[0].blocks;
@@ -203,8 +203,8 @@ TEST(AllocatorPolicy, FragmentationAndEmptyCacheReleaseOnlyWholeFreeSegments) {
 TEST(AllocatorPolicy, CapacityRetryFreesTheCacheFirst) {
   auto a = make_meta();
   a.set_capacity(21 * MiB);
-  Allocation small = a.allocate(KiB);  // 2 MiB small segment
-  a.free(small);                       // cached, wholly free
+  Allocation small = a.allocate(KiB);    // 2 MiB small segment
+  a.free(small);                         // cached, wholly free
   Allocation big = a.allocate(8 * MiB);  // needs 20 MiB: 22 > 21, so free the cache, retry
   const MemoryStats s = a.stats();
   EXPECT_EQ(s.num_alloc_retries, 1);

@@ -51,8 +51,7 @@ inline ::testing::AssertionResult all_close(const std::vector<double>& got,
                                             const std::vector<double>& want, double rtol,
                                             double atol) {
   if (got.size() != want.size())
-    return ::testing::AssertionFailure()
-           << "sizes differ: " << got.size() << " vs " << want.size();
+    return ::testing::AssertionFailure() << "sizes differ: " << got.size() << " vs " << want.size();
   size_t worst = 0;
   double worst_excess = -1;
   size_t bad = 0;

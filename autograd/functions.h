@@ -1,0 +1,65 @@
+// Differentiable ops: each calls its front-end in tensor/ops/ and, when grad mode is on
+// and an input requires grad, records a node whose rule is written with the front-ends
+// (DESIGN.md, Autograd). Shapes, dtypes and errors are those of tensor/ops/.
+//
+// The fused ops (attention, cross-entropy, layer/rms norm, swiglu) save only what their
+// rules need: flash attention saves q, k, v, o and the log-sum-exp; cross-entropy saves the
+// logits and the log-sum-exp; dropout saves its RNG state, not a mask.
+#pragma once
+
+#include <vector>
+
+#include "tensor/random/generator.h"
+#include "tensor/tensor.h"
+
+namespace fitgrad::autograd {
+
+// Elementwise (NumPy broadcasting for the binary ops).
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor scale(const Tensor& a, double s);
+Tensor add_scalar(const Tensor& a, double s);
+Tensor neg(const Tensor& a);
+Tensor exp(const Tensor& a);
+Tensor log(const Tensor& a);
+Tensor sqrt(const Tensor& a);
+Tensor rsqrt(const Tensor& a);
+Tensor pow(const Tensor& a, double p);
+Tensor gelu(const Tensor& x);  // tanh approximation
+Tensor silu(const Tensor& x);
+Tensor swiglu(const Tensor& gate, const Tensor& up);  // silu(gate) * up
+Tensor cast(const Tensor& x, DType dtype);
+
+// Reductions.
+Tensor sum(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor max(const Tensor& a, int64_t dim, bool keepdim = false);  // values
+
+// Products.
+Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
+
+// Normalisation and friends (over the last dim for the norms).
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6);
+Tensor embedding(const Tensor& weight, const Tensor& ids);
+Tensor rope(const Tensor& x, int64_t position_offset, double theta);  // x (B, H, T, D)
+Tensor dropout(const Tensor& x, double p, Generator& gen = default_generator());
+// Mean over non-ignored targets; logits (N, V), targets (N).
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
+// q (B, Hq, T, D), k and v (B, Hkv, S, D) -> (B, Hq, T, D).
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale = 0);
+
+// Views and layout: the result shares storage where tensor/ would.
+Tensor reshape(const Tensor& x, const Shape& shape);
+Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);
+Tensor permute(const Tensor& x, const std::vector<int64_t>& dims);
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
+Tensor expand(const Tensor& x, const Shape& shape);
+Tensor contiguous(const Tensor& x);
+
+}  // namespace fitgrad::autograd

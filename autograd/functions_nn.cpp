@@ -1,0 +1,225 @@
+// Differentiable products, normalisations, embedding, rope, dropout, cross-entropy and
+// attention (functions.h). Each rule calls the op's backward front-end in tensor/ops/.
+#include "autograd/functions.h"
+#include "autograd/lambda_node.h"
+#include "tensor/ops/attention.h"
+#include "tensor/ops/cross_entropy.h"
+#include "tensor/ops/dropout.h"
+#include "tensor/ops/embedding.h"
+#include "tensor/ops/matmul.h"
+#include "tensor/ops/norm.h"
+#include "tensor/ops/reduce.h"
+#include "tensor/ops/rope.h"
+#include "tensor/ops/softmax.h"
+
+namespace fitgrad::autograd {
+
+using Grads = std::vector<Tensor>;
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  const bool rec = needs_record({&a, &b});
+  Tensor out;
+  {
+    ForwardScope scope(rec);
+    out = ops::matmul(a, b, ta, tb);
+  }
+  if (!rec) return out;
+  // With A' = op(A), B' = op(B): dA' = G B'^T and dB' = A'^T G, transposed back where
+  // the operand was used transposed; batch broadcasting is summed away.
+  auto n = make_node("matmul", [ta, tb, sa = a.shape(), sb = b.shape()](Node& node, Grads& g) {
+    const Tensor &A = node.saved[0], &B = node.saved[1], &G = g[0];
+    Tensor da = !ta ? ops::matmul(G, B, false, !tb)
+                    : (!tb ? ops::matmul(B, G, false, true) : ops::matmul(B, G, true, true));
+    Tensor db = !tb ? ops::matmul(A, G, !ta, false)
+                    : (!ta ? ops::matmul(G, A, true, false) : ops::matmul(G, A, true, true));
+    return Grads{ops::sum_to(da, sa), ops::sum_to(db, sb)};
+  });
+  n->save(a);
+  n->save(b);
+  record(n, {&a, &b}, {&out});
+  return out;
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  const bool rec = needs_record({&x, &weight, &bias});
+  Tensor out;
+  {
+    ForwardScope scope(rec);
+    out = ops::linear(x, weight, bias);
+  }
+  if (!rec) return out;
+  auto n = make_node("linear", [xs = x.shape(), has_bias = bias.defined()](Node& node, Grads& g) {
+    const Tensor &X = node.saved[0], &W = node.saved[1];
+    const int64_t in = W.size(1), out_features = W.size(0);
+    const Tensor g2 = g[0].reshape({-1, out_features});   // (rows, out)
+    const Tensor x2 = X.reshape({-1, in});                // (rows, in)
+    Tensor dx = ops::matmul(g2, W).reshape(xs);           // (..., in)
+    Tensor dw = ops::matmul(g2, x2, true, false);         // (out, in)
+    Tensor db = has_bias ? ops::sum(g2, {0}) : Tensor();  // (out)
+    return Grads{dx, dw, db};
+  });
+  n->save(x);
+  n->save(weight);
+  record(n, {&x, &weight, &bias}, {&out});
+  return out;
+}
+
+Tensor softmax(const Tensor& x, int64_t dim) {
+  const bool rec = needs_record({&x});
+  Tensor out;
+  {
+    ForwardScope scope(rec);
+    out = ops::softmax(x, dim);
+  }
+  if (!rec) return out;
+  auto n = make_node("softmax", [dim](Node& node, Grads& g) {
+    return Grads{ops::softmax_backward(g[0], node.saved[0], dim)};
+  });
+  n->save(out);
+  record(n, {&x}, {&out});
+  return out;
+}
+
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  const bool rec = needs_record({&x});
+  Tensor out;
+  {
+    ForwardScope scope(rec);
+    out = ops::log_softmax(x, dim);
+  }
+  if (!rec) return out;
+  auto n = make_node("log_softmax", [dim](Node& node, Grads& g) {
+    return Grads{ops::log_softmax_backward(g[0], node.saved[0], dim)};
+  });
+  n->save(out);
+  record(n, {&x}, {&out});
+  return out;
+}
+
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  const bool rec = needs_record({&x, &weight, &bias});
+  ops::LayerNormOut r;
+  {
+    ForwardScope scope(rec);
+    r = ops::layer_norm(x, weight, bias, eps);
+  }
+  if (!rec) return r.y;
+  auto n = make_node("layer_norm", [has_bias = bias.defined()](Node& node, Grads& g) {
+    auto d = ops::layer_norm_backward(g[0], node.saved[0], node.saved[1], node.saved[2],
+                                      node.saved[3], has_bias);
+    return Grads{d.dx, d.dweight, d.dbias};
+  });
+  n->save(x);
+  n->save(weight);
+  n->save(r.mean);
+  n->save(r.rstd);
+  record(n, {&x, &weight, &bias}, {&r.y});
+  return r.y;
+}
+
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
+  const bool rec = needs_record({&x, &weight});
+  ops::RmsNormOut r;
+  {
+    ForwardScope scope(rec);
+    r = ops::rms_norm(x, weight, eps);
+  }
+  if (!rec) return r.y;
+  auto n = make_node("rms_norm", [](Node& node, Grads& g) {
+    auto d = ops::rms_norm_backward(g[0], node.saved[0], node.saved[1], node.saved[2]);
+    return Grads{d.dx, d.dweight};
+  });
+  n->save(x);
+  n->save(weight);
+  n->save(r.rstd);
+  record(n, {&x, &weight}, {&r.y});
+  return r.y;
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& ids) {
+  const bool rec = needs_record({&weight});
+  Tensor out;
+  {
+    ForwardScope scope(rec);
+    out = ops::embedding(weight, ids);
+  }
+  if (!rec) return out;
+  auto n =
+      make_node("embedding", [rows = weight.size(0), dtype = weight.dtype()](Node& node, Grads& g) {
+        return Grads{ops::embedding_backward(g[0], node.saved[0], rows).to(dtype)};
+      });
+  n->save(ids);
+  record(n, {&weight}, {&out});
+  return out;
+}
+
+Tensor rope(const Tensor& x, int64_t position_offset, double theta) {
+  const bool rec = needs_record({&x});
+  Tensor out;
+  {
+    ForwardScope scope(rec);
+    out = ops::rope(x, position_offset, theta);
+  }
+  if (!rec) return out;
+  auto n = make_node("rope", [position_offset, theta](Node&, Grads& g) {
+    return Grads{ops::rope_backward(g[0], position_offset, theta)};
+  });
+  record(n, {&x}, {&out});
+  return out;
+}
+
+Tensor dropout(const Tensor& x, double p, Generator& gen) {
+  const bool rec = needs_record({&x});
+  ops::DropoutOut r;
+  {
+    ForwardScope scope(rec);
+    r = ops::dropout(x, p, gen);
+  }
+  Tensor out = own(r.y, x);
+  if (!rec) return out;
+  auto n = make_node("dropout", [p, state = r.state](Node&, Grads& g) {
+    return Grads{ops::dropout_backward(g[0], p, state)};
+  });
+  record(n, {&x}, {&out});
+  return out;
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
+  const bool rec = needs_record({&logits});
+  ops::CrossEntropyOut r;
+  {
+    ForwardScope scope(rec);
+    r = ops::cross_entropy(logits, targets, ignore_index);
+  }
+  if (!rec) return r.loss;
+  auto n = make_node("cross_entropy", [count = r.count, ignore_index](Node& node, Grads& g) {
+    return Grads{ops::cross_entropy_backward(g[0], node.saved[0], node.saved[1], node.saved[2],
+                                             count, ignore_index)};
+  });
+  n->save(logits);
+  n->save(targets);
+  n->save(r.lse);
+  record(n, {&logits}, {&r.loss});
+  return r.loss;
+}
+
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale) {
+  const bool rec = needs_record({&q, &k, &v});
+  ops::AttentionOut r;
+  {
+    ForwardScope scope(rec);
+    r = ops::flash_attention(q, k, v, causal, scale);
+  }
+  if (!rec) return r.o;
+  auto n = make_node("attention", [causal, scale](Node& node, Grads& g) {
+    const auto& s = node.saved;
+    auto d = ops::flash_attention_backward(g[0], s[0], s[1], s[2], s[3], s[4], causal, scale);
+    return Grads{d.dq, d.dk, d.dv};
+  });
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&q, &k, &v, &r.o, &r.lse})
+    n->save(*t);
+  record(n, {&q, &k, &v}, {&r.o});
+  return r.o;
+}
+
+}  // namespace fitgrad::autograd

@@ -1,0 +1,70 @@
+// The tape's pieces: AutogradMeta hangs off a Tensor (through TensorImpl::autograd),
+// and a Node is one recorded op with its backward rule.
+//
+// Note [Saved tensors are detached aliases]
+// A node saves what its rule needs with save(), which stores an alias of the tensor with
+// no autograd data. A node saving its own output therefore makes no reference cycle
+// (output -> grad_fn -> saved output), and release() frees the bytes the moment the rule
+// has run, whoever else still holds the output tensor.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor/memory/scope.h"
+#include "tensor/tensor.h"
+
+namespace fitgrad::autograd {
+
+struct Node;
+using GradHook = std::function<void(const Tensor& grad)>;
+
+struct AutogradMeta {
+  bool requires_grad = false;
+  // Leaves: the accumulated gradient (allocated as Category::gradient, label name + ".grad").
+  Tensor grad;
+  // Non-leaves: the node that produced the tensor and which of its outputs it is.
+  std::shared_ptr<Node> grad_fn;
+  int output_nr = 0;
+  // Leaves: called once per backward when the gradient is final.
+  std::vector<GradHook> hooks;
+  // Leaves: the parameter's name, used to label its gradient in the ledger, and the
+  // category its gradient is allocated as (checkpoint's recompute inputs: temporary).
+  std::string name;
+  Category grad_category = Category::gradient;
+};
+
+// Where an input's gradient goes: to the node that produced it, or to a leaf.
+struct Edge {
+  std::shared_ptr<AutogradMeta> leaf;  // set for a leaf that requires grad
+  Node* node = nullptr;                // set for a non-leaf
+  int output_nr = 0;
+};
+
+struct Node {
+  virtual ~Node() = default;
+  virtual const char* name() const = 0;
+  // Given the gradient of each output (undefined where none arrived), returns the gradient
+  // of each input (undefined where the input needs none), in input order.
+  virtual std::vector<Tensor> apply(std::vector<Tensor>& grad_outputs) = 0;
+
+  // Keeps an alias of `t` for apply() as saved[index]; rules read it only from there, so
+  // release() frees it. See Note [Saved tensors are detached aliases].
+  size_t save(const Tensor& t);
+  // Drops the saved tensors; called right after apply() and when a tape is cleared.
+  void release();
+  bool released() const { return released_; }
+
+  std::vector<Edge> next;            // one per input
+  std::vector<Tensor> grad_outputs;  // filled during backward, one per output
+  std::vector<Tensor> saved;
+  MemoryContext context;  // the forward's label; backward temporaries reuse it
+  uint64_t position = 0;  // index on its tape
+
+ private:
+  bool released_ = false;
+};
+
+}  // namespace fitgrad::autograd

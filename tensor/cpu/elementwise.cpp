@@ -1,0 +1,125 @@
+// The CPU elementwise kernels (see cpu/elementwise.h). Each op is a scalar lambda applied
+// by one of the loops below; the op switch sits outside the loops, and a run whose
+// operands all have stride 1 takes a plain indexed loop the compiler can vectorise.
+#include "tensor/cpu/elementwise.h"
+
+#include "tensor/cpu/elementwise_loop.h"
+#include "tensor/error.h"
+
+namespace fitgrad::cpu {
+namespace {
+
+float* f32_data(const StridedOperand& t) {
+  FG_ASSERT(t.dtype == DType::f32);
+  return static_cast<float*>(t.data) + t.offset;
+}
+
+int64_t inner_stride(const StridedOperand& t) { return t.strides.empty() ? 0 : t.strides.back(); }
+
+template <class F>
+void unary_loop(const Shape& shape, const StridedOperand& out, const StridedOperand& x, F f) {
+  float* o = f32_data(out);
+  const float* a = f32_data(x);
+  const int64_t so = inner_stride(out), sa = inner_stride(x);
+  parallel_runs<2>(shape, {&out.strides, &x.strides}, {0, 0},
+                   [&](const std::array<int64_t, 2>& off, int64_t count) {
+                     float* po = o + off[0];
+                     const float* pa = a + off[1];
+                     if (so == 1 && sa == 1) {
+                       for (int64_t i = 0; i < count; ++i) po[i] = f(pa[i]);
+                     } else {
+                       for (int64_t i = 0; i < count; ++i) po[i * so] = f(pa[i * sa]);
+                     }
+                   });
+}
+
+template <class F>
+void binary_loop(const Shape& shape, const StridedOperand& out, const StridedOperand& x,
+                 const StridedOperand& y, F f) {
+  float* o = f32_data(out);
+  const float* a = f32_data(x);
+  const float* b = f32_data(y);
+  const int64_t so = inner_stride(out), sa = inner_stride(x), sb = inner_stride(y);
+  parallel_runs<3>(shape, {&out.strides, &x.strides, &y.strides}, {0, 0, 0},
+                   [&](const std::array<int64_t, 3>& off, int64_t count) {
+                     float* po = o + off[0];
+                     const float* pa = a + off[1];
+                     const float* pb = b + off[2];
+                     if (so == 1 && sa == 1 && sb == 1) {
+                       for (int64_t i = 0; i < count; ++i) po[i] = f(pa[i], pb[i]);
+                     } else if (so == 1 && sa == 1 && sb == 0) {  // a broadcast scalar row
+                       const float vb = *pb;
+                       for (int64_t i = 0; i < count; ++i) po[i] = f(pa[i], vb);
+                     } else {
+                       for (int64_t i = 0; i < count; ++i) po[i * so] = f(pa[i * sa], pb[i * sb]);
+                     }
+                   });
+}
+
+}  // namespace
+
+void unary_f32(UnaryOp op, float param, const Shape& shape, const StridedOperand& out,
+               const StridedOperand& x) {
+  switch (op) {
+    case UnaryOp::neg: return unary_loop(shape, out, x, [](float v) { return -v; });
+    case UnaryOp::exp: return unary_loop(shape, out, x, [](float v) { return std::exp(v); });
+    case UnaryOp::log: return unary_loop(shape, out, x, [](float v) { return std::log(v); });
+    case UnaryOp::sqrt: return unary_loop(shape, out, x, [](float v) { return std::sqrt(v); });
+    case UnaryOp::rsqrt:
+      return unary_loop(shape, out, x, [](float v) { return 1.0f / std::sqrt(v); });
+    case UnaryOp::pow:
+      return unary_loop(shape, out, x, [param](float v) { return std::pow(v, param); });
+    case UnaryOp::scale: return unary_loop(shape, out, x, [param](float v) { return v * param; });
+    case UnaryOp::add_scalar:
+      return unary_loop(shape, out, x, [param](float v) { return v + param; });
+    case UnaryOp::gelu: return unary_loop(shape, out, x, [](float v) { return gelu(v); });
+    case UnaryOp::silu: return unary_loop(shape, out, x, [](float v) { return silu(v); });
+  }
+  FG_ASSERT(false, "unknown unary op {}", int(op));
+}
+
+void binary_f32(BinaryOp op, const Shape& shape, const StridedOperand& out, const StridedOperand& a,
+                const StridedOperand& b) {
+  switch (op) {
+    case BinaryOp::add:
+      return binary_loop(shape, out, a, b, [](float x, float y) { return x + y; });
+    case BinaryOp::sub:
+      return binary_loop(shape, out, a, b, [](float x, float y) { return x - y; });
+    case BinaryOp::mul:
+      return binary_loop(shape, out, a, b, [](float x, float y) { return x * y; });
+    case BinaryOp::div:
+      return binary_loop(shape, out, a, b, [](float x, float y) { return x / y; });
+    case BinaryOp::gelu_backward:
+      return binary_loop(shape, out, a, b, [](float dy, float x) { return dy * gelu_grad(x); });
+    case BinaryOp::silu_backward:
+      return binary_loop(shape, out, a, b, [](float dy, float x) { return dy * silu_grad(x); });
+    case BinaryOp::swiglu:
+      return binary_loop(shape, out, a, b, [](float g, float u) { return silu(g) * u; });
+  }
+  FG_ASSERT(false, "unknown binary op {}", int(op));
+}
+
+void swiglu_backward_f32(const Shape& shape, const StridedOperand& dgate, const StridedOperand& dup,
+                         const StridedOperand& dy, const StridedOperand& gate,
+                         const StridedOperand& up) {
+  float* dg = f32_data(dgate);
+  float* du = f32_data(dup);
+  const float* d = f32_data(dy);
+  const float* g = f32_data(gate);
+  const float* u = f32_data(up);
+  const std::array<int64_t, 5> s = {inner_stride(dgate), inner_stride(dup), inner_stride(dy),
+                                    inner_stride(gate), inner_stride(up)};
+  parallel_runs<5>(shape, {&dgate.strides, &dup.strides, &dy.strides, &gate.strides, &up.strides},
+                   {0, 0, 0, 0, 0}, [&](const std::array<int64_t, 5>& off, int64_t count) {
+                     for (int64_t i = 0; i < count; ++i) {
+                       const float gi = g[off[3] + i * s[3]];
+                       const float di = d[off[2] + i * s[2]];
+                       const float sg = sigmoid(gi);
+                       dg[off[0] + i * s[0]] =
+                           di * u[off[4] + i * s[4]] * sg * (1.0f + gi * (1.0f - sg));
+                       du[off[1] + i * s[1]] = di * gi * sg;
+                     }
+                   });
+}
+
+}  // namespace fitgrad::cpu

@@ -1,0 +1,239 @@
+// fp32 CPU GEMM: argument checks, then Eigen maps or cblas_sgemm (see gemm.h).
+//
+// Note [GEMM backend]
+// ~~~~~~~~~~~~~~~~~~~
+// Issue 3: "matmul uses Eigen; OpenBLAS may back it if it measures faster; decide by
+// benchmark". Decision: OpenBLAS's cblas_sgemm when CMake found it (FITGRAD_HAVE_OPENBLAS),
+// Eigen otherwise, and Eigen also for a size beyond Debian's 32-bit blasint.
+//
+// Measured by bench/gemm_bench.cpp (2-core AMD EPYC, Zen 4 with AVX-512, shared with other
+// jobs, so best of 3; `env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE`; OpenBLAS 0.3.21 picks its
+// Cooperlake kernels; Eigen 3.4 with OpenMP), GFLOP/s:
+//   portable build (Eigen gets SSE2 only)  square 512-4096: OpenBLAS 80-101, Eigen 22-38
+//                                          GPT-2 B*T=4096 shapes: Eigen 0.20-0.40x OpenBLAS
+//   FITGRAD_NATIVE=ON (Eigen gets AVX-512) both cores free: OpenBLAS 195-200, Eigen 145-155
+//                                          one thread: Eigen 0.61-0.82x OpenBLAS
+// Eigen reaches 0.9x nowhere, even compiled for this CPU, and the default build cannot use
+// -march=native (it must run on other machines). OpenBLAS (DYNAMIC_ARCH) picks its kernel at
+// run time, so the portable build gets AVX-512 for free. With OpenBLAS the fitgrad arm is
+// 0.95-1.0x raw cblas_sgemm (the wrapper costs only the checks).
+//
+// Threads: both libraries get every hardware thread, or set_gemm_threads(n). Determinism:
+// both split the output over threads (OpenBLAS by rows and columns of C, Eigen by blocks of
+// C); neither splits k, so each C element is one thread's sum in a fixed order, and a fixed
+// shape and thread count give bitwise-equal results run to run (gemm_test's
+// TwoRunsAreBitwiseEqual checks 1, 2 and 3 threads on both backends). Results may differ
+// between thread counts, CPUs (the kernel is chosen per CPU) and backends.
+#include "tensor/cpu/gemm.h"
+
+// GCC 12 reports its own AVX-512 intrinsics (the `__Y = __Y` idiom in avx512fintrin.h) as
+// maybe-uninitialized once Eigen's packing code inlines them (FITGRAD_NATIVE builds): a false
+// positive that -Werror would turn into a failed build.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <Eigen/Core>
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <mutex>
+#include <thread>
+
+#include "tensor/error.h"
+
+#ifdef FITGRAD_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+namespace fitgrad::cpu {
+namespace {
+
+#ifdef FITGRAD_HAVE_OPENBLAS
+constexpr GemmBackend kDefaultBackend = GemmBackend::openblas;
+#else
+constexpr GemmBackend kDefaultBackend = GemmBackend::eigen;
+#endif
+
+std::atomic<GemmBackend> g_backend{kDefaultBackend};
+std::atomic<int> g_threads{0};  // 0: not yet applied to the backends
+std::once_flag g_threads_once;
+
+void apply_threads(int threads) {
+  Eigen::setNbThreads(threads);
+#ifdef FITGRAD_HAVE_OPENBLAS
+  openblas_set_num_threads(threads);
+#endif
+  g_threads.store(threads);
+}
+
+// Both backends start with every hardware thread, whatever OMP_NUM_THREADS or
+// OPENBLAS_NUM_THREADS say, so the two agree and the count is ours to set.
+void ensure_threads() {
+  std::call_once(g_threads_once, [] {
+    if (g_threads.load() == 0)
+      apply_threads(int(std::max(1u, std::thread::hardware_concurrency())));
+  });
+}
+
+void check_args(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                const float* a, int64_t lda, const float* b, int64_t ldb, const float* c,
+                int64_t ldc) {
+  FG_CHECK(m >= 0, "[gemm] m = {} is negative", m);
+  FG_CHECK(n >= 0, "[gemm] n = {} is negative", n);
+  FG_CHECK(k >= 0, "[gemm] k = {} is negative", k);
+  // Row-major: each leading dimension is at least the stored row's width (BLAS: max(1, .)).
+  const int64_t a_width = trans_a ? m : k, b_width = trans_b ? k : n;
+  FG_CHECK(lda >= std::max<int64_t>(1, a_width),
+           "[gemm] lda = {} is smaller than A's row width {} (trans_a = {}, m = {}, k = {})", lda,
+           a_width, trans_a, m, k);
+  FG_CHECK(ldb >= std::max<int64_t>(1, b_width),
+           "[gemm] ldb = {} is smaller than B's row width {} (trans_b = {}, k = {}, n = {})", ldb,
+           b_width, trans_b, k, n);
+  FG_CHECK(ldc >= std::max<int64_t>(1, n), "[gemm] ldc = {} is smaller than C's row width n = {}",
+           ldc, n);
+  if (m == 0 || n == 0) return;
+  FG_CHECK(c != nullptr, "[gemm] C is null for a ({},{}) result", m, n);
+  if (k == 0 || alpha == 0.0f) return;
+  FG_CHECK(a != nullptr, "[gemm] A is null (m = {}, k = {})", m, k);
+  FG_CHECK(b != nullptr, "[gemm] B is null (k = {}, n = {})", k, n);
+}
+
+// C = beta * C, with beta == 0 writing zeros (BLAS: C is not read).
+void scale_c(int64_t m, int64_t n, float beta, float* c, int64_t ldc) {
+  if (beta == 1.0f) return;
+  for (int64_t i = 0; i < m; ++i) {
+    float* row = c + i * ldc;
+    if (beta == 0.0f) {
+      std::fill(row, row + n, 0.0f);
+    } else {
+      for (int64_t j = 0; j < n; ++j) row[j] *= beta;
+    }
+  }
+}
+
+using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ConstMap = Eigen::Map<const RowMat, Eigen::Unaligned, Eigen::OuterStride<>>;
+using MutMap = Eigen::Map<RowMat, Eigen::Unaligned, Eigen::OuterStride<>>;
+
+template <class OpA, class OpB>
+void eigen_product(const OpA& op_a, const OpB& op_b, float alpha, float beta, MutMap& c) {
+  if (beta == 0.0f) {
+    c.noalias() = alpha * op_a * op_b;
+  } else {
+    if (beta != 1.0f) c *= beta;
+    c.noalias() += alpha * op_a * op_b;
+  }
+}
+
+void eigen_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                int64_t ldc) {
+  MutMap cm(c, m, n, Eigen::OuterStride<>(ldc));
+  const ConstMap am(a, trans_a ? k : m, trans_a ? m : k, Eigen::OuterStride<>(lda));
+  const ConstMap bm(b, trans_b ? n : k, trans_b ? k : n, Eigen::OuterStride<>(ldb));
+  if (!trans_a && !trans_b) eigen_product(am, bm, alpha, beta, cm);
+  if (!trans_a && trans_b) eigen_product(am, bm.transpose(), alpha, beta, cm);
+  if (trans_a && !trans_b) eigen_product(am.transpose(), bm, alpha, beta, cm);
+  if (trans_a && trans_b) eigen_product(am.transpose(), bm.transpose(), alpha, beta, cm);
+}
+
+#ifdef FITGRAD_HAVE_OPENBLAS
+// Debian's libopenblas takes 32-bit int sizes (USE_64BITINT is off).
+bool fits_blasint(int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldc) {
+  return std::max({m, n, k, lda, ldb, ldc}) <= int64_t(INT_MAX);
+}
+#endif
+
+// The product itself, arguments already checked and m, n, k, alpha all nonzero.
+void gemm_unchecked(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                    int64_t ldc) {
+#ifdef FITGRAD_HAVE_OPENBLAS
+  if (g_backend.load(std::memory_order_relaxed) == GemmBackend::openblas &&
+      fits_blasint(m, n, k, lda, ldb, ldc)) {
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, blasint(m), blasint(n), blasint(k), alpha, a,
+                blasint(lda), b, blasint(ldb), beta, c, blasint(ldc));
+    return;
+  }
+#endif
+  eigen_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void gemm_checked(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                  const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                  int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0 || alpha == 0.0f) {
+    scale_c(m, n, beta, c, ldc);
+    return;
+  }
+  gemm_unchecked(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+}  // namespace
+
+void gemm_f32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+              const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+              int64_t ldc) {
+  check_args(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, c, ldc);
+  ensure_threads();
+  gemm_checked(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void gemm_f32_batched(bool trans_a, bool trans_b, int64_t batch, int64_t m, int64_t n, int64_t k,
+                      float alpha, const float* a, int64_t lda, int64_t stride_a, const float* b,
+                      int64_t ldb, int64_t stride_b, float beta, float* c, int64_t ldc,
+                      int64_t stride_c) {
+  FG_CHECK(batch >= 0, "[gemm] batch = {} is negative", batch);
+  check_args(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, c, ldc);
+  FG_CHECK(stride_a >= 0, "[gemm] stride_a = {} is negative", stride_a);
+  FG_CHECK(stride_b >= 0, "[gemm] stride_b = {} is negative", stride_b);
+  if (batch > 1 && m > 0 && n > 0) {
+    FG_CHECK(stride_c >= (m - 1) * ldc + n,
+             "[gemm] stride_c = {} makes C's matrices overlap (m = {}, n = {}, ldc = {})", stride_c,
+             m, n, ldc);
+  }
+  ensure_threads();
+  // One multithreaded GEMM per matrix: each result is computed exactly as gemm_f32 would,
+  // so bmm and a loop of matmuls agree bitwise.
+  for (int64_t i = 0; i < batch; ++i) {
+    gemm_checked(trans_a, trans_b, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb,
+                 beta, c + i * stride_c, ldc);
+  }
+}
+
+GemmBackend gemm_backend() { return g_backend.load(); }
+
+bool gemm_backend_available(GemmBackend backend) {
+#ifdef FITGRAD_HAVE_OPENBLAS
+  (void)backend;
+  return true;
+#else
+  return backend == GemmBackend::eigen;
+#endif
+}
+
+void set_gemm_backend(GemmBackend backend) {
+  FG_CHECK(gemm_backend_available(backend),
+           "[gemm] backend {} was not built (OpenBLAS was not found by CMake)",
+           gemm_backend_name(backend));
+  g_backend.store(backend);
+}
+
+const char* gemm_backend_name(GemmBackend backend) {
+  return backend == GemmBackend::openblas ? "openblas" : "eigen";
+}
+
+int gemm_threads() {
+  ensure_threads();
+  return g_threads.load();
+}
+
+void set_gemm_threads(int threads) {
+  FG_CHECK(threads >= 1, "[gemm] thread count {} is not positive", threads);
+  ensure_threads();
+  apply_threads(threads);
+}
+
+}  // namespace fitgrad::cpu

@@ -1,0 +1,48 @@
+// The fp32 CPU GEMM that matmul, linear and bmm call (issue 3). Plain pointers and leading
+// dimensions, row-major, BLAS semantics: C = alpha * op(A) @ op(B) + beta * C. The op
+// front-ends in tensor/ own shapes and strides and hand this kernel only what it needs.
+//
+// Two backends sit behind one entry point: Eigen (always built) and OpenBLAS (when CMake
+// found it, FITGRAD_HAVE_OPENBLAS). Which one runs by default, and why, is in
+// Note [GEMM backend] in gemm.cpp. Results are bitwise reproducible run to run for a fixed
+// thread count (DESIGN.md, Numerics).
+#pragma once
+
+#include <cstdint>
+
+namespace fitgrad::cpu {
+
+enum class GemmBackend { eigen, openblas };
+
+// Row-major C(m,n) = alpha * op(A)(m,k) @ op(B)(k,n) + beta * C, op(X) = X^T when the flag is
+// set. A is stored (m,k) with row stride lda, or (k,m) when trans_a; B is (k,n), or (n,k)
+// when trans_b; C is (m,n) with row stride ldc. beta == 0 overwrites C (NaNs in C do not
+// survive); alpha == 0 or k == 0 never reads A or B. Throws fitgrad::Error "[gemm] ..." on a
+// negative size, a leading dimension narrower than its row, or a null pointer that would be
+// read or written.
+void gemm_f32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+              const float* a, int64_t lda,         // (m,k) or (k,m)
+              const float* b, int64_t ldb,         // (k,n) or (n,k)
+              float beta, float* c, int64_t ldc);  // (m,n)
+
+// `batch` independent products; matrix i starts at a + i*stride_a (likewise b, c). A batch
+// stride of 0 for A or B broadcasts one matrix over the batch; C's matrices must not
+// overlap (stride_c >= (m-1)*ldc + n).
+void gemm_f32_batched(bool trans_a, bool trans_b, int64_t batch, int64_t m, int64_t n, int64_t k,
+                      float alpha, const float* a, int64_t lda, int64_t stride_a,  // (batch,...)
+                      const float* b, int64_t ldb, int64_t stride_b,               // (batch,...)
+                      float beta, float* c, int64_t ldc, int64_t stride_c);        // (batch,m,n)
+
+// The backend gemm_f32 uses. The default is chosen at build time (Note [GEMM backend]);
+// set_gemm_backend exists for tests and benchmarks and throws when the backend was not built.
+GemmBackend gemm_backend();
+void set_gemm_backend(GemmBackend backend);
+bool gemm_backend_available(GemmBackend backend);
+const char* gemm_backend_name(GemmBackend backend);
+
+// Threads a single GEMM uses (both backends). The default is every hardware thread.
+// Results are reproducible for a fixed count; they may differ between counts.
+int gemm_threads();
+void set_gemm_threads(int threads);
+
+}  // namespace fitgrad::cpu

@@ -1,0 +1,156 @@
+// Cross-entropy front-ends (see cross_entropy.h): checks, target validation, the walk
+// over row chunks with f32 staging, and dispatch to tensor/cpu/cross_entropy.h.
+//
+// Note [Cross-entropy chunking]
+// f32 contiguous logits are read in place. Any other logits are staged one chunk of rows
+// at a time into a single f32 scratch (rows, V), tagged Category::temporary, which the
+// backward also reuses for the gradient before casting it into dlogits. So beyond the
+// inputs the forward allocates (in order) an i64 copy of i32 targets (N), the loss (),
+// lse (N) and the scratch; the backward dlogits (N, V) in the logits' dtype and the
+// scratch. With bf16 logits the peak is N*V*2 + rows*V*4 bytes (plus the small vectors)
+// against N*V*(2 + 4) for a convert-everything front-end, and
+// tests/tensor/ops/cross_entropy_test.cpp asserts the sum byte for byte. The loss is summed
+// in double in row order across chunks, so every chunk size gives bitwise the same result.
+//
+// Note [Cross-entropy with every target ignored]
+// The mean over zero rows is 0/0. PyTorch returns NaN, which poisons a whole training
+// step when one micro-batch happens to be all padding; fitgrad returns a loss of 0 and a
+// zero gradient instead, so such a micro-batch contributes nothing to the accumulated
+// gradients. count == 0 in the result tells the caller it happened.
+#include "tensor/ops/cross_entropy.h"
+
+#include <algorithm>
+
+#include "tensor/cpu/cross_entropy.h"
+#include "tensor/memory/scope.h"
+#include "tensor/ops/op_util.h"
+
+namespace fitgrad::ops {
+namespace {
+
+constexpr int64_t kChunkBytes = int64_t(4) << 20;
+
+struct Sizes {
+  int64_t n = 0, v = 0;
+};
+
+Sizes check_logits_targets(const char* op, const Tensor& logits, const Tensor& targets) {
+  check_floating(op, "logits", logits);
+  FG_CHECK(targets.defined(), "[{}] targets is undefined", op);
+  check_same_device(op, {&logits, &targets});
+  check_dim(op, "logits", logits, 2);
+  FG_CHECK(targets.dtype() == DType::i32 || targets.dtype() == DType::i64,
+           "[{}] targets must be i32 or i64, got {}", op, dtype_name(targets.dtype()));
+  const Sizes s{logits.size(0), logits.size(1)};
+  check_shape(op, "targets", targets, {s.n});
+  FG_CHECK(s.v >= 1, "[{}] logits {} have no classes", op, shape_str(logits.shape()));
+  return s;
+}
+
+// The rows whose target is not ignore_index; throws on a target outside [0, v).
+int64_t count_targets(const char* op, const Tensor& targets, int64_t v, int64_t ignore_index) {
+  const int64_t* t = targets.data<int64_t>();
+  int64_t count = 0;
+  for (int64_t r = 0; r < targets.numel(); ++r) {
+    if (t[r] == ignore_index) continue;
+    FG_CHECK(t[r] >= 0 && t[r] < v,
+             "[{}] target {} at row {} is out of range for {} classes (ignore_index {})", op, t[r],
+             r, v, ignore_index);
+    ++count;
+  }
+  return count;
+}
+
+// The (N, V) logits as f32, one chunk of rows at a time: read in place when they are f32
+// and contiguous, else staged into one f32 scratch of `rows` rows.
+class ChunkReader {
+ public:
+  ChunkReader(const Tensor& logits, int64_t rows)
+      : logits_(logits), direct_(logits.dtype() == DType::f32 && logits.is_contiguous()) {
+    if (direct_) return;
+    CategoryScope category(Category::temporary);
+    scratch_ = Tensor::empty({rows, logits.size(1)}, DType::f32, logits.device());
+  }
+  const Tensor& scratch() const { return scratch_; }
+  // The f32 rows [r0, r0 + n): in place, or staged into the scratch.
+  float* rows(int64_t r0, int64_t n) {
+    if (direct_) return logits_.data<float>() + r0 * logits_.size(1);
+    Tensor chunk = scratch_.narrow(0, 0, n);
+    chunk.copy_(logits_.narrow(0, r0, n));
+    return chunk.data<float>();
+  }
+
+ private:
+  Tensor logits_;  // (N, V)
+  bool direct_;
+  Tensor scratch_;  // (rows, V) f32 when not direct
+};
+
+}  // namespace
+
+int64_t cross_entropy_default_chunk_rows(int64_t v) {
+  return std::max<int64_t>(1, kChunkBytes / (std::max<int64_t>(v, 1) * 4));
+}
+
+CrossEntropyOut cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+                              int64_t chunk_rows) {
+  const char* op = "cross_entropy";
+  const Sizes s = check_logits_targets(op, logits, targets);
+  FG_CHECK(chunk_rows >= 0, "[{}] chunk_rows {} is negative", op, chunk_rows);
+  const bool compute = run_kernel(op, logits.device());
+  const Tensor t64 = targets.to(DType::i64).contiguous();  // (N)
+  const int64_t count = compute ? count_targets(op, t64, s.v, ignore_index) : s.n;
+  Tensor loss = Tensor::empty({}, DType::f32, logits.device());
+  Tensor lse = Tensor::empty({s.n}, DType::f32, logits.device());  // (N)
+  const int64_t rows =
+      std::min(s.n, chunk_rows > 0 ? chunk_rows : cross_entropy_default_chunk_rows(s.v));
+  ChunkReader reader(logits, rows);
+  if (!compute) return {loss, lse, count};
+  double nll = 0.0;
+  for (int64_t r0 = 0; r0 < s.n; r0 += rows) {
+    const int64_t n = std::min(rows, s.n - r0);
+    const float* x = reader.rows(r0, n);  // (n, V)
+    cpu::cross_entropy_lse(n, s.v, x, lse.data<float>() + r0);
+    nll += cpu::cross_entropy_nll_sum(n, s.v, x, lse.data<float>() + r0, t64.data<int64_t>() + r0,
+                                      ignore_index);
+  }
+  // Note [Cross-entropy with every target ignored]
+  loss.fill_(count > 0 ? nll / double(count) : 0.0);
+  return {loss, lse, count};
+}
+
+Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const Tensor& targets,
+                              const Tensor& lse, int64_t count, int64_t ignore_index) {
+  const char* op = "cross_entropy_backward";
+  const Sizes s = check_logits_targets(op, logits, targets);
+  check_floating(op, "dloss", dloss);
+  FG_CHECK(lse.defined(), "[{}] lse is undefined", op);
+  check_same_device(op, {&logits, &dloss, &lse});
+  check_shape(op, "dloss", dloss, {});
+  check_shape(op, "lse", lse, {s.n});
+  FG_CHECK(lse.dtype() == DType::f32, "[{}] lse must be f32, got {}", op, dtype_name(lse.dtype()));
+  FG_CHECK(count >= 0 && count <= s.n, "[{}] count {} is outside [0, {}]", op, count, s.n);
+  const bool compute = run_kernel(op, logits.device());
+  const Tensor t64 = targets.to(DType::i64).contiguous();                           // (N)
+  const Tensor lse32 = lse.contiguous();                                            // (N)
+  Tensor dlogits = Tensor::empty(logits.shape(), logits.dtype(), logits.device());  // (N, V)
+  const int64_t rows = std::min(s.n, cross_entropy_default_chunk_rows(s.v));
+  ChunkReader reader(logits, rows);
+  if (!compute) return dlogits;
+  count_targets(op, t64, s.v, ignore_index);  // for its range check
+  // Note [Cross-entropy with every target ignored]: no row contributes, the gradient is 0.
+  const float g = count > 0 ? float(dloss.item() / double(count)) : 0.0f;
+  const bool direct_out = logits.dtype() == DType::f32;  // dlogits is fresh, so contiguous
+  for (int64_t r0 = 0; r0 < s.n; r0 += rows) {
+    const int64_t n = std::min(rows, s.n - r0);
+    const float* x = reader.rows(r0, n);  // (n, V)
+    float* dx = direct_out ? dlogits.data<float>() + r0 * s.v
+                           : reader.scratch().data<float>();  // in place over the staged rows
+    cpu::cross_entropy_grad(n, s.v, x, lse32.data<float>() + r0, t64.data<int64_t>() + r0,
+                            ignore_index, g, dx);
+    if (!direct_out) dlogits.narrow(0, r0, n).copy_(reader.scratch().narrow(0, 0, n));
+  }
+  return dlogits;
+}
+
+}  // namespace fitgrad::ops

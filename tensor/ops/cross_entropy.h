@@ -1,0 +1,43 @@
+// Fused, chunked cross-entropy (DESIGN.md, Numerics): log-softmax and the negative
+// log-likelihood in one pass over row chunks, so that f32 copies of (N, V) bf16/f16 logits
+// or of their gradient never exist at once. Raw ops: no autograd here (autograd/ wires
+// the backward). Logits are f32, f16 or bf16 and computed in f32; lse and the loss are
+// f32; dlogits come back in the logits' dtype (Note [Op dtypes and devices]).
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/tensor.h"
+
+namespace fitgrad::ops {
+
+struct CrossEntropyOut {
+  Tensor loss;  // () f32: mean over the rows whose target is not ignore_index
+  Tensor lse;   // (N) f32: log-sum-exp of each row of logits, saved for backward
+  // Rows whose target is not ignore_index. On meta, where targets have no values, N.
+  int64_t count = 0;
+};
+
+// Mean cross-entropy of logits (N, V) against targets (N), i32 or i64. A target must be in
+// [0, V) or equal ignore_index; anything else throws naming the row and the value. When
+// every row is ignored the loss is 0 (Note [Cross-entropy with every target ignored] in
+// cross_entropy.cpp). chunk_rows bounds the rows converted to f32 at once; 0 picks it so a
+// chunk's f32 scratch is about 4 MiB. The chunking never changes the result.
+CrossEntropyOut cross_entropy(const Tensor& logits,   // (N, V)
+                              const Tensor& targets,  // (N) i32 or i64
+                              int64_t ignore_index = -100, int64_t chunk_rows = 0);
+
+// dlogits (N, V) in logits' dtype: dloss / count * (softmax(logits) - onehot(target)) per
+// row, zero rows where the target is ignore_index (and everywhere when count is 0).
+// lse and count are those cross_entropy returned; computed chunk by chunk like the forward.
+Tensor cross_entropy_backward(const Tensor& dloss,    // () loss gradient
+                              const Tensor& logits,   // (N, V)
+                              const Tensor& targets,  // (N) i32 or i64
+                              const Tensor& lse,      // (N) f32
+                              int64_t count, int64_t ignore_index = -100);
+
+// The rows cross_entropy converts at once for chunk_rows = 0 and V classes: the f32
+// scratch of one chunk is at most 4 MiB, and at least one row.
+int64_t cross_entropy_default_chunk_rows(int64_t v);
+
+}  // namespace fitgrad::ops

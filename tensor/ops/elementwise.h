@@ -1,0 +1,64 @@
+// Elementwise arithmetic op front-ends (issue 3; DESIGN.md, Ops): broadcasting add, sub,
+// mul and div, the scalar ops (scale, add_scalar, pow) and the unary math ops, plus the
+// in-place add_ that accumulates gradients. They are raw ops, without autograd: each
+// checks its inputs, allocates its output and runs the CPU kernel of cpu/elementwise.h.
+// All take f32, f16 or bf16 storage, compute in f32 and return the input dtype
+// (Note [Op dtypes and devices]); inputs may be any views (Note [Elementwise operands keep
+// their strides]). The backward of these ops is composed from them and ops::sum_to.
+#pragma once
+
+#include <functional>
+#include <initializer_list>
+#include <utility>
+#include <vector>
+
+#include "tensor/cpu/copy.h"
+#include "tensor/tensor.h"
+
+namespace fitgrad::ops {
+
+// NumPy broadcasting (broadcast_shapes); a and b must have the same dtype and device.
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+
+Tensor scale(const Tensor& a, double s);       // a * s
+Tensor add_scalar(const Tensor& a, double s);  // a + s
+Tensor neg(const Tensor& a);
+Tensor exp(const Tensor& a);
+Tensor log(const Tensor& a);
+Tensor sqrt(const Tensor& a);
+Tensor rsqrt(const Tensor& a);          // 1 / sqrt(a)
+Tensor pow(const Tensor& a, double p);  // a^p, in f32 (std::pow)
+
+// dst += src in place, src broadcasting to dst's shape; dst keeps its dtype (src may have
+// another floating dtype). dst must not be an expanded view. For gradient accumulation.
+void add_(Tensor& dst, const Tensor& src);
+
+namespace detail {
+
+// Shared by the elementwise front-ends (here and activation.cpp).
+
+// Throws "[op] ..." unless every named tensor is floating, and all share one dtype and
+// one device.
+void check_inputs(const char* op,
+                  std::initializer_list<std::pair<const char*, const Tensor*>> inputs);
+
+// Runs one elementwise kernel over `shape`: the inputs (each broadcasting to `shape`) are
+// brought to f32, `n_out` f32 outputs of `shape` are allocated, and on the CPU `kernel`
+// gets the collapsed shape and the operands, outputs first. The outputs are returned cast
+// to `dtype`. On meta only the allocations happen.
+using ElementwiseKernel =
+    std::function<void(const Shape& shape, const std::vector<cpu::StridedOperand>& operands)>;
+std::vector<Tensor> run_elementwise(const char* op, const Shape& shape, DType dtype,
+                                    const std::vector<Tensor>& inputs, int n_out,
+                                    const ElementwiseKernel& kernel);
+
+// `t` itself when f32 (any view), else a contiguous f32 copy (Note [Elementwise operands
+// keep their strides]).
+Tensor as_f32(const Tensor& t);
+
+
+}  // namespace detail
+}  // namespace fitgrad::ops

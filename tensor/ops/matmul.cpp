@@ -1,0 +1,101 @@
+// matmul and linear front-ends: shape checks, batch broadcasting, and the GEMM calls.
+#include "tensor/ops/matmul.h"
+
+#include "tensor/cpu/gemm.h"
+#include "tensor/ops/op_util.h"
+
+namespace fitgrad::ops {
+
+namespace {
+
+// Note [Batch strides for broadcast matmul]
+// gemm_f32_batched walks one batch index with one stride per operand. An operand whose
+// batch dims all have size 1 gets stride 0 (one matrix broadcast over the batch); one whose
+// batch shape equals the result's gets its matrix size as stride. Any other broadcast
+// (say (2,1) against (1,3)) is materialised with expand + contiguous first.
+Tensor batched_operand(const Tensor& t, const Shape& batch, int64_t& stride) {
+  const Shape mat(t.shape().end() - 2, t.shape().end());
+  const Shape own_batch(t.shape().begin(), t.shape().end() - 2);
+  Tensor c = to_f32_contiguous(t);
+  if (numel(own_batch) == 1) {
+    stride = 0;
+    return c;
+  }
+  stride = mat[0] * mat[1];
+  Shape full = batch;
+  full.insert(full.end(), mat.begin(), mat.end());
+  if (own_batch.size() == batch.size() && own_batch == batch) return c;
+  return c.expand(full).contiguous();
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
+  check_floating("matmul", "a", a);
+  check_floating("matmul", "b", b);
+  check_same_device("matmul", {&a, &b});
+  FG_CHECK(a.dim() >= 2 && b.dim() >= 2, "[matmul] operands must be at least 2-d, got {} and {}",
+           shape_str(a.shape()), shape_str(b.shape()));
+  FG_CHECK(a.dtype() == b.dtype(), "[matmul] dtypes differ: {} and {}", dtype_name(a.dtype()),
+           dtype_name(b.dtype()));
+  const int64_t m = a.size(trans_a ? -1 : -2), ka = a.size(trans_a ? -2 : -1);
+  const int64_t kb = b.size(trans_b ? -1 : -2), n = b.size(trans_b ? -2 : -1);
+  FG_CHECK(ka == kb, "[matmul] shapes {}{} and {}{} do not align ({} vs {})", shape_str(a.shape()),
+           trans_a ? "^T" : "", shape_str(b.shape()), trans_b ? "^T" : "", ka, kb);
+  const Shape batch = broadcast_shapes(Shape(a.shape().begin(), a.shape().end() - 2),
+                                       Shape(b.shape().begin(), b.shape().end() - 2), "matmul");
+  Shape out_shape = batch;
+  out_shape.push_back(m);
+  out_shape.push_back(n);
+  const bool f32 = a.dtype() == DType::f32;
+  Tensor out = Tensor::empty(out_shape, DType::f32, a.device());
+  if (!run_kernel("matmul", a.device())) return f32 ? out : out.to(a.dtype());
+  int64_t stride_a = 0, stride_b = 0;
+  const Tensor ca = batched_operand(a, batch, stride_a);
+  const Tensor cb = batched_operand(b, batch, stride_b);
+  cpu::gemm_f32_batched(trans_a, trans_b, numel(batch), m, n, ka, 1.0f, ca.data<float>(),
+                        a.size(-1), stride_a, cb.data<float>(), b.size(-1), stride_b, 0.0f,
+                        out.data<float>(), n, m * n);
+  return f32 ? out : out.to(a.dtype());
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_floating("linear", "x", x);
+  check_floating("linear", "weight", weight);
+  check_same_device("linear", {&x, &weight, &bias});
+  FG_CHECK(x.dim() >= 1 && weight.dim() == 2,
+           "[linear] x {} and weight {}: need x (..., in) and weight (out, in)",
+           shape_str(x.shape()), shape_str(weight.shape()));
+  const int64_t in = x.size(-1), out_features = weight.size(0);
+  FG_CHECK(weight.size(1) == in, "[linear] x {} has {} features but weight {} expects {}",
+           shape_str(x.shape()), in, shape_str(weight.shape()), weight.size(1));
+  FG_CHECK(x.dtype() == weight.dtype(), "[linear] dtypes differ: x {} and weight {}",
+           dtype_name(x.dtype()), dtype_name(weight.dtype()));
+  if (bias.defined()) {
+    FG_CHECK(bias.shape() == Shape{out_features}, "[linear] bias has shape {}, expected ({})",
+             shape_str(bias.shape()), out_features);
+    FG_CHECK(bias.dtype() == x.dtype(), "[linear] bias is {} but x is {}", dtype_name(bias.dtype()),
+             dtype_name(x.dtype()));
+  }
+  Shape out_shape = x.shape();
+  out_shape.back() = out_features;
+  const int64_t rows = numel(x.shape()) / std::max<int64_t>(in, 1);
+  const bool f32 = x.dtype() == DType::f32;
+  Tensor out = Tensor::empty(out_shape, DType::f32, x.device());  // (..., out)
+  if (!run_kernel("linear", x.device())) return f32 ? out : out.to(x.dtype());
+  const Tensor cx = to_f32_contiguous(x);       // (rows, in)
+  const Tensor cw = to_f32_contiguous(weight);  // (out, in)
+  float* y = out.data<float>();
+  float beta = 0.0f;
+  if (bias.defined()) {
+    const Tensor cb = to_f32_contiguous(bias);
+    const float* pb = cb.data<float>();
+    for (int64_t r = 0; r < rows; ++r) std::copy(pb, pb + out_features, y + r * out_features);
+    beta = 1.0f;
+  }
+  cpu::gemm_f32(false, true, rows, out_features, in, 1.0f, cx.data<float>(), in, cw.data<float>(),
+                in, beta, y, out_features);
+  return f32 ? out : out.to(x.dtype());
+}
+
+}  // namespace fitgrad::ops

@@ -1,0 +1,249 @@
+// Cross-entropy (tensor/ops/cross_entropy.h): forward against an fp64 reference and
+// backward against finite differences of it, per table row (dtype, target type,
+// ignore_index, chunking); chunking never changes a bit; every target ignored; the
+// ledger's peak for bf16 logits stays below one f32 copy of them; meta and errors.
+#include "tensor/ops/cross_entropy.h"
+
+#include <cmath>
+
+#include "tensor/memory/caching_allocator.h"
+#include "tests/tensor/ops/op_harness.h"
+
+namespace fitgrad::testing {
+namespace {
+
+struct CeCase {
+  const char* name;
+  int64_t n, v;
+  DType dtype;
+  DType target_dtype;
+  int64_t ignore_index;
+  int64_t chunk_rows;
+};
+
+std::vector<CeCase> ce_cases() {
+  return {
+      {"small_f32", 5, 7, DType::f32, DType::i64, -100, 0},
+      {"chunked_f32", 9, 11, DType::f32, DType::i32, -100, 4},
+      {"ignore_class_3", 12, 6, DType::f32, DType::i64, 3, 5},
+      {"bf16", 33, 100, DType::bf16, DType::i64, -100, 7},
+      {"f16", 16, 300, DType::f16, DType::i32, -100, 0},
+      {"one_row_chunks_bf16", 6, 50, DType::bf16, DType::i32, -1, 1},
+  };
+}
+
+// Targets in [0, v), every third row set to ignore_index.
+Tensor make_targets(const CeCase& c, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<int64_t> t(size_t(c.n));
+  for (int64_t r = 0; r < c.n; ++r)
+    t[size_t(r)] = r % 3 == 1 ? c.ignore_index : int64_t(rng() % uint64_t(c.v));
+  return Tensor::from_vector(t, {c.n}, c.target_dtype);
+}
+
+struct Reference {
+  double loss;
+  std::vector<double> lse;
+  int64_t count;
+};
+
+Reference reference(const std::vector<double>& x, const std::vector<int64_t>& t, int64_t v,
+                    int64_t ignore_index) {
+  const int64_t n = int64_t(t.size());
+  Reference r{0, std::vector<double>(size_t(n)), 0};
+  for (int64_t i = 0; i < n; ++i) {
+    double mx = -INFINITY, sum = 0;
+    for (int64_t c = 0; c < v; ++c) mx = std::max(mx, x[size_t(i * v + c)]);
+    for (int64_t c = 0; c < v; ++c) sum += std::exp(x[size_t(i * v + c)] - mx);
+    r.lse[size_t(i)] = mx + std::log(sum);
+    if (t[size_t(i)] == ignore_index) continue;
+    r.loss += r.lse[size_t(i)] - x[size_t(i * v + t[size_t(i)])];
+    ++r.count;
+  }
+  r.loss = r.count ? r.loss / double(r.count) : 0.0;
+  return r;
+}
+
+class CrossEntropyTest : public ::testing::TestWithParam<CeCase> {};
+
+TEST_P(CrossEntropyTest, ForwardMatchesFp64Reference) {
+  const CeCase& c = GetParam();
+  const Tensor logits = random_tensor({c.n, c.v}, 1, c.dtype, -4, 4);
+  const Tensor targets = make_targets(c, 2);
+  const ops::CrossEntropyOut out =
+      ops::cross_entropy(logits, targets, c.ignore_index, c.chunk_rows);
+  const Reference want =
+      reference(to_f64(logits), targets.to_vector<int64_t>(), c.v, c.ignore_index);
+  EXPECT_EQ(out.count, want.count);
+  EXPECT_EQ(out.loss.shape(), Shape{});
+  EXPECT_EQ(out.loss.dtype(), DType::f32);
+  EXPECT_EQ(out.lse.dtype(), DType::f32);
+  EXPECT_TRUE(all_close({out.loss.item()}, {want.loss}, 1e-6, 1e-6));
+  EXPECT_TRUE(all_close(to_f64(out.lse), want.lse, 1e-6, 1e-6));
+}
+
+TEST_P(CrossEntropyTest, BackwardMatchesFiniteDifferences) {
+  const CeCase& c = GetParam();
+  const Tensor logits = random_tensor({c.n, c.v}, 3, c.dtype, -4, 4);
+  const Tensor targets = make_targets(c, 4);
+  const ops::CrossEntropyOut out =
+      ops::cross_entropy(logits, targets, c.ignore_index, c.chunk_rows);
+  const double dloss = 0.7;
+  const Tensor dlogits = ops::cross_entropy_backward(Tensor::full({}, dloss), logits, targets,
+                                                     out.lse, out.count, c.ignore_index);
+  EXPECT_EQ(dlogits.dtype(), c.dtype);
+  EXPECT_EQ(dlogits.shape(), logits.shape());
+  const std::vector<int64_t> t = targets.to_vector<int64_t>();
+  auto loss = [&](const std::vector<double>& x) {
+    return dloss * reference(x, t, c.v, c.ignore_index).loss;
+  };
+  const Tolerance tol = tolerance_for(c.dtype);
+  // f32 is checked against the derivative to ~1e-6 of the largest entry (1 / count).
+  const double atol = c.dtype == DType::f32 ? 1e-7 : tol.atol / double(out.count);
+  EXPECT_TRUE(all_close(to_f64(dlogits), finite_diff(loss, to_f64(logits)), tol.rtol, atol));
+}
+
+TEST_P(CrossEntropyTest, ChunkingChangesNoBit) {
+  const CeCase& c = GetParam();
+  const Tensor logits = random_tensor({c.n, c.v}, 5, c.dtype, -4, 4);
+  const Tensor targets = make_targets(c, 6);
+  const ops::CrossEntropyOut whole = ops::cross_entropy(logits, targets, c.ignore_index, c.n);
+  for (int64_t rows : {int64_t(0), int64_t(1), int64_t(2), c.n - 1, c.n + 5}) {
+    const ops::CrossEntropyOut out = ops::cross_entropy(logits, targets, c.ignore_index, rows);
+    EXPECT_EQ(out.loss.to_vector<float>(), whole.loss.to_vector<float>()) << rows;
+    EXPECT_EQ(out.lse.to_vector<float>(), whole.lse.to_vector<float>()) << rows;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(CrossEntropy, CrossEntropyTest, ::testing::ValuesIn(ce_cases()),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(CrossEntropy, NonContiguousLogits) {
+  const Tensor wide = random_tensor({7, 10}, 7, DType::f32, -3, 3);
+  const Tensor logits = wide.transpose(0, 1);  // (10, 7), column-major
+  const Tensor targets =
+      Tensor::from_vector(std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 0, 1, 2}, {10}, DType::i64);
+  const ops::CrossEntropyOut out = ops::cross_entropy(logits, targets, -100, 3);
+  const ops::CrossEntropyOut want = ops::cross_entropy(logits.contiguous(), targets);
+  EXPECT_EQ(out.loss.item(), want.loss.item());
+  const Tensor d =
+      ops::cross_entropy_backward(Tensor::full({}, 1.0), logits, targets, out.lse, out.count);
+  const Tensor dw = ops::cross_entropy_backward(Tensor::full({}, 1.0), logits.contiguous(), targets,
+                                                want.lse, want.count);
+  EXPECT_EQ(to_f64(d), to_f64(dw));
+}
+
+// Note [Cross-entropy with every target ignored] in tensor/ops/cross_entropy.cpp.
+TEST(CrossEntropy, EveryTargetIgnoredGivesZeroLossAndGradient) {
+  const Tensor logits = random_tensor({4, 5}, 8, DType::bf16);
+  const Tensor targets = Tensor::full({4}, -100, DType::i64);
+  const ops::CrossEntropyOut out = ops::cross_entropy(logits, targets);
+  EXPECT_EQ(out.count, 0);
+  EXPECT_EQ(out.loss.item(), 0.0);
+  const Tensor d =
+      ops::cross_entropy_backward(Tensor::full({}, 1.0), logits, targets, out.lse, out.count);
+  EXPECT_EQ(to_f64(d), std::vector<double>(20, 0.0));
+}
+
+// Note [Cross-entropy chunking]: with bf16 logits the f32 scratch is one chunk, never N x V.
+TEST(CrossEntropyMemory, Bf16PeakStaysBelowOneF32CopyOfTheLogits) {
+  const int64_t n = 512, v = 8192;
+  const Tensor logits = random_tensor({n, v}, 9, DType::bf16, -4, 4);
+  std::vector<int64_t> t(static_cast<size_t>(n));
+  for (int64_t r = 0; r < n; ++r) t[size_t(r)] = (r * 131) % v;
+  const Tensor targets = Tensor::from_vector(t, {n}, DType::i64);
+  CachingAllocator& alloc = allocator_for(Device::cpu());
+  auto allocated = [&] { return alloc.stats().allocated_bytes[kAllPools]; };
+  const int64_t rows = ops::cross_entropy_default_chunk_rows(v);
+  EXPECT_EQ(rows, 128);  // 4 MiB of f32 scratch
+  auto b = [](int64_t nbytes) { return int64_t(round_request(size_t(nbytes))); };
+  const int64_t scratch = b(rows * v * 4);
+
+  alloc.empty_cache();  // the 4 MiB scratch then splits a fresh segment exactly
+  int64_t base = allocated().current;
+  alloc.reset_peak_stats();
+  const ops::CrossEntropyOut out = ops::cross_entropy(logits, targets);
+  // loss () + lse (N) + scratch (rows, V); i64 targets are used as they are.
+  EXPECT_EQ(allocated().peak - base, b(4) + b(n * 4) + scratch);
+  EXPECT_LT(allocated().peak - base, n * v * 4);
+
+  const Tensor dloss = Tensor::full({}, 1.0);
+  alloc.empty_cache();
+  base = allocated().current;
+  alloc.reset_peak_stats();
+  const Tensor d = ops::cross_entropy_backward(dloss, logits, targets, out.lse, out.count);
+  // dlogits (N, V) bf16 + scratch (rows, V) f32, against N*V*(2 + 4) converting it all.
+  EXPECT_EQ(allocated().peak - base, b(n * v * 2) + scratch);
+  EXPECT_LT(allocated().peak - base, n * v * 2 + n * v * 4);
+}
+
+TEST(CrossEntropyMeta, AllocatesOutputsOnly) {
+  const Tensor logits = Tensor::empty({6, 11}, DType::bf16, Device::meta());
+  const Tensor targets = Tensor::empty({6}, DType::i32, Device::meta());
+  const ops::CrossEntropyOut out = ops::cross_entropy(logits, targets);
+  EXPECT_EQ(out.count, 6);
+  EXPECT_EQ(out.loss.device(), Device::meta());
+  EXPECT_EQ(out.lse.shape(), Shape{6});
+  const Tensor d = ops::cross_entropy_backward(Tensor::empty({}, DType::f32, Device::meta()),
+                                               logits, targets, out.lse, out.count);
+  EXPECT_EQ(d.shape(), logits.shape());
+  EXPECT_EQ(d.dtype(), DType::bf16);
+}
+
+// Throws fitgrad::Error whose message starts with `prefix` and contains `part`.
+void expect_error(const std::function<void()>& fn, const std::string& prefix,
+                  const std::string& part = "") {
+  try {
+    fn();
+    ADD_FAILURE() << "no error, expected one starting with " << prefix;
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind(prefix, 0), 0u) << what;
+    EXPECT_NE(what.find(part), std::string::npos) << what;
+  }
+}
+
+TEST(CrossEntropyErrors, BadTargetsAndShapes) {
+  const Tensor logits = random_tensor({3, 5}, 10);
+  auto targets = [](std::vector<int64_t> t, DType dt = DType::i64) {
+    return Tensor::from_vector(t, {int64_t(t.size())}, dt);
+  };
+  const std::string f = "[cross_entropy]";
+  expect_error([&] { ops::cross_entropy(logits, targets({0, 1, 5})); }, f, "target 5 at row 2");
+  expect_error(
+      [&] {
+        ops::cross_entropy(logits, targets({-1, 1, 2}, DType::i32));
+      },
+      f, "target -1 at row 0");
+  expect_error([&] { ops::cross_entropy(logits, targets({0, 1})); }, f);
+  expect_error([&] { ops::cross_entropy(logits, targets({0, 1, 2}, DType::f32)); }, f);
+  expect_error([&] { ops::cross_entropy(logits.flatten(), targets({0, 1, 2})); }, f);
+  expect_error(
+      [&] {
+        ops::cross_entropy(Tensor::zeros({3, 5}, DType::i64), targets({0, 1, 2}));
+      },
+      f);
+  expect_error([&] { ops::cross_entropy(logits, targets({0, 1, 2}), -100, -1); }, f);
+  const ops::CrossEntropyOut out = ops::cross_entropy(logits, targets({0, 1, 2}));
+  const Tensor one = Tensor::full({}, 1.0);
+  const std::string b = "[cross_entropy_backward]";
+  expect_error(
+      [&] {
+        ops::cross_entropy_backward(one, logits, targets({0, 9, 2}), out.lse, 3);
+      },
+      b, "target 9 at row 1");
+  expect_error(
+      [&] {
+        ops::cross_entropy_backward(Tensor::full({1}, 1.0), logits, targets({0, 1, 2}), out.lse, 3);
+      },
+      b);
+  expect_error([&] { ops::cross_entropy_backward(one, logits, targets({0, 1, 2}), logits, 3); }, b);
+  expect_error(
+      [&] {
+        ops::cross_entropy_backward(one, logits, targets({0, 1, 2}), out.lse, 4);
+      },
+      b);
+}
+
+}  // namespace
+}  // namespace fitgrad::testing
