@@ -1,0 +1,125 @@
+// PyTorch golden data for a whole model (issue 3): a 2-layer pre-norm GPT-2-style decoder
+// built from fitgrad::autograd functions runs forward and backward on the parameters and
+// ids in block.gtb, and its logits, loss and EVERY parameter gradient must match torch's
+// (torch.autograd in float64, stored as f32). See gen_golden.py for the reference model.
+//
+// Note [Golden block tolerances]
+// The gradients pass through ~30 ops (two blocks, a tied head, cross-entropy), each
+// rounding in f32 in its own summation order; torch's own float32 run of the same model
+// is off its float64 result by up to ~1.3e-6 normwise (meta "torch_f32_err"). A correct
+// fitgrad gets within a small multiple of that: each element must satisfy
+// |got - want| <= 1e-4 |want| + 1e-5 max|want|. The absolute term, relative to the
+// tensor's largest element, covers the elements that cancel to near zero (their relative
+// error is unbounded in any f32 implementation, torch's included).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "autograd/functions.h"
+#include "autograd/tape.h"
+#include "autograd/variable.h"
+#include "tests/golden/golden_file.h"
+#include "tests/tensor/ops/op_harness.h"
+
+namespace fitgrad::testing {
+namespace {
+
+namespace ag = fitgrad::autograd;
+
+// x @ W + b with GPT-2's Conv1D layout: W (in, out), b (out).
+Tensor conv1d(const Tensor& x, const Tensor& w, const Tensor& b) {
+  return ag::add(ag::matmul(x, w), b);
+}
+
+struct Gpt2Config {
+  int64_t vocab, n_embd, n_layer, n_head;
+  double eps;
+};
+
+// The forward pass of gen_golden.py's block_forward. Returns {logits (B, T, V), loss ()}.
+std::pair<Tensor, Tensor> gpt2_forward(const std::map<std::string, Tensor>& p,
+                                       const Gpt2Config& cfg, const Tensor& idx,
+                                       const Tensor& targets) {
+  const int64_t b = idx.size(0), t = idx.size(1), c = cfg.n_embd, nh = cfg.n_head, hd = c / nh;
+  auto P = [&](const std::string& name) { return p.at(name); };
+  Tensor x = ag::add(ag::embedding(P("transformer.wte.weight"), idx),
+                     ag::narrow(P("transformer.wpe.weight"), 0, 0, t));  // (B, T, C)
+  for (int64_t i = 0; i < cfg.n_layer; ++i) {
+    const std::string h = "transformer.h." + std::to_string(i) + ".";
+    const Tensor a = ag::layer_norm(x, P(h + "ln_1.weight"), P(h + "ln_1.bias"), cfg.eps);
+    const Tensor qkv = conv1d(a, P(h + "attn.c_attn.weight"), P(h + "attn.c_attn.bias"));
+    // (B, T, 3C) -> three (B, NH, T, hd)
+    auto head = [&](int64_t j) {
+      const Tensor z = ag::reshape(ag::narrow(qkv, 2, j * c, c), {b, t, nh, hd});
+      return ag::contiguous(ag::transpose(z, 1, 2));
+    };
+    const Tensor y = ag::attention(head(0), head(1), head(2), /*causal=*/true);
+    const Tensor merged = ag::reshape(ag::contiguous(ag::transpose(y, 1, 2)), {b, t, c});
+    x = ag::add(x, conv1d(merged, P(h + "attn.c_proj.weight"), P(h + "attn.c_proj.bias")));
+    const Tensor m = ag::layer_norm(x, P(h + "ln_2.weight"), P(h + "ln_2.bias"), cfg.eps);
+    const Tensor f = ag::gelu(conv1d(m, P(h + "mlp.c_fc.weight"), P(h + "mlp.c_fc.bias")));
+    x = ag::add(x, conv1d(f, P(h + "mlp.c_proj.weight"), P(h + "mlp.c_proj.bias")));
+  }
+  x = ag::layer_norm(x, P("transformer.ln_f.weight"), P("transformer.ln_f.bias"), cfg.eps);
+  const Tensor logits = ag::matmul(x, P("transformer.wte.weight"), false, true);  // (B, T, V)
+  const Tensor loss =
+      ag::cross_entropy(ag::reshape(logits, {b * t, cfg.vocab}), targets.reshape({b * t}));
+  return {logits, loss};
+}
+
+// Note [Golden block tolerances]
+::testing::AssertionResult close_to(const Tensor& got, const Tensor& want, double* normwise) {
+  const auto g = to_f64(got), w = to_f64(want);
+  double scale = 0, err = 0;
+  for (size_t i = 0; i < w.size() && i < g.size(); ++i) {
+    scale = std::max(scale, std::fabs(w[i]));
+    err = std::max(err, std::fabs(g[i] - w[i]));
+  }
+  *normwise = scale > 0 ? err / scale : err;
+  return all_close(g, w, 1e-4, 1e-5 * scale);
+}
+
+TEST(GoldenBlock, Gpt2TwoLayerLossAndEveryGradientMatchTorch) {
+  const GoldenFile file(golden_path("block.gtb"));
+  const auto& meta = file.meta();
+  const Gpt2Config cfg{meta.at("vocab"), meta.at("n_embd"), meta.at("n_layer"), meta.at("n_head"),
+                       meta.at("layer_norm_eps")};
+  ASSERT_EQ(meta.at("gelu"), "tanh");
+
+  std::map<std::string, Tensor> params;
+  for (const std::string name : meta.at("param_names")) {
+    Tensor t = file.tensor(name);
+    ag::set_requires_grad(t);
+    ag::set_name(t, name);
+    params.emplace(name, t);
+  }
+  // Every parameter of the reference model, and nothing else, has a stored gradient.
+  for (const auto& name : file.names())
+    if (name.size() > 5 && name.ends_with(".grad")) {
+      EXPECT_TRUE(params.count(name.substr(0, name.size() - 5))) << name;
+    }
+  EXPECT_EQ(params.size(), size_t(2 + cfg.n_layer * 12 + 2));
+
+  const auto [logits, loss] = gpt2_forward(params, cfg, file.tensor("idx"), file.tensor("targets"));
+  ag::backward(loss);
+
+  const bool verbose = std::getenv("GOLDEN_VERBOSE") != nullptr;
+  auto check = [&](const std::string& what, const Tensor& got, const std::string& stored) {
+    const Tensor want = file.tensor(stored);
+    ASSERT_TRUE(got.defined()) << what << " was not computed";
+    ASSERT_EQ(got.shape(), want.shape()) << what;
+    double err = 0;
+    EXPECT_TRUE(close_to(got, want, &err)) << what;
+    if (verbose)
+      std::printf("[golden] block %-44s normwise err %.2e (torch f32 %.2e)\n", what.c_str(), err,
+                  meta.at("torch_f32_err").value(stored, 0.0));
+  };
+  check("loss", loss, "loss");
+  check("logits", logits, "logits");
+  for (const auto& [name, t] : params) check(name + ".grad", ag::grad(t), name + ".grad");
+}
+
+}  // namespace
+}  // namespace fitgrad::testing
