@@ -12,6 +12,22 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device, bool pi
   return std::shared_ptr<Storage>(new Storage(allocator, alloc, nbytes, device, pinned));
 }
 
-Storage::~Storage() { allocator_->free(alloc_); }
+std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, std::function<void()> release) {
+  Allocation alloc;
+  alloc.ptr = data;
+  alloc.size = nbytes;
+  alloc.requested = nbytes;
+  auto s = std::shared_ptr<Storage>(new Storage(nullptr, alloc, nbytes, Device::cpu(), false));
+  s->release_ = std::move(release);
+  return s;
+}
+
+Storage::~Storage() {
+  if (allocator_) {
+    allocator_->free(alloc_);
+  } else if (release_) {
+    release_();
+  }
+}
 
 }  // namespace fitgrad

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 
 #include "tensor/device.h"
@@ -16,6 +17,10 @@ class Storage {
   // Allocates through allocator_for(device), or pinned_allocator() when `pinned` (which
   // requires a cpu device), tagged with the thread's memory context.
   static std::shared_ptr<Storage> allocate(size_t nbytes, Device device, bool pinned = false);
+  // Wraps host memory that the allocator did not make, such as a memory-mapped checkpoint
+  // (zero-copy loading): `release` runs when the last tensor using it is gone. Such bytes
+  // are not in the ledger; the loader that maps them reports them itself.
+  static std::shared_ptr<Storage> wrap(void* data, size_t nbytes, std::function<void()> release);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -26,13 +31,16 @@ class Storage {
   Device device() const { return device_; }
   bool pinned() const { return pinned_; }
   bool has_bytes() const { return device_.has_bytes(); }
+  // False for wrapped external memory.
+  bool from_allocator() const { return allocator_ != nullptr; }
 
  private:
   Storage(CachingAllocator* allocator, Allocation alloc, size_t nbytes, Device device, bool pinned)
       : allocator_(allocator), alloc_(alloc), nbytes_(nbytes), device_(device), pinned_(pinned) {}
 
-  CachingAllocator* allocator_;
+  CachingAllocator* allocator_;  // nullptr for wrapped memory
   Allocation alloc_;
+  std::function<void()> release_;  // wrapped memory only
   size_t nbytes_;
   Device device_;
   bool pinned_;

@@ -319,3 +319,26 @@ TEST(TensorDeviceDeathTest, CopiesGoThroughTheRegisteredHook) {
 
 }  // namespace
 }  // namespace fitgrad
+
+namespace fitgrad {
+namespace {
+
+TEST(TensorStorage, WrappedMemoryIsZeroCopyAndReleasedOnce) {
+  std::vector<float> bytes = {1.5f, -2.0f, 3.25f, 4.0f};
+  int released = 0;
+  {
+    auto storage = Storage::wrap(bytes.data(), bytes.size() * sizeof(float), [&] { ++released; });
+    EXPECT_FALSE(storage->from_allocator());
+    Tensor t(std::make_shared<TensorImpl>(TensorImpl{storage, {2, 2}, {2, 1}, 0, DType::f32, nullptr}));
+    EXPECT_EQ(t.at({1, 0}), 3.25);
+    t.set({0, 1}, 7.0);
+    EXPECT_EQ(bytes[1], 7.0f);  // the same bytes, not a copy
+    Tensor view = t.transpose(0, 1);
+    t = Tensor();
+    EXPECT_EQ(released, 0);  // the view still holds the storage
+  }
+  EXPECT_EQ(released, 1);
+}
+
+}  // namespace
+}  // namespace fitgrad
