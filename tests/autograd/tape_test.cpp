@@ -151,6 +151,20 @@ TEST(Tape, ComposedGraphsMatchFiniteDifferences) {
       {"cross_entropy",
        {3, 5},
        [&](const Tensor& x) { return ag::cross_entropy(ag::scale(x, 3.0), targets); }},
+      {"rope",
+       {1, 2, 3, 4},
+       [&](const Tensor& x) { return ag::sum(ag::mul(ag::rope(x, 1, 10000.0), ag::exp(x))); }},
+      {"attention causal",
+       {1, 2, 3, 4},
+       [&](const Tensor& x) {
+         return ag::sum(ag::mul(ag::attention(x, ag::scale(x, 0.5), ag::exp(x), true), x));
+       }},
+      {"dropout",
+       {3, 4},
+       [&](const Tensor& x) {
+         default_generator().manual_seed(3);  // the same mask for every evaluation
+         return ag::sum(ag::mul(ag::dropout(x, 0.3), ag::exp(x)));
+       }},
   };
   for (const GraphCase& c : cases) {
     SCOPED_TRACE(c.name);
