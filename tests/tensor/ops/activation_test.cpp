@@ -151,14 +151,6 @@ TEST(ElementwiseActivation, ExtremeInputsStayFinite) {
   EXPECT_EQ(ops::gelu(x).to_vector<float>()[0], 0.0f);
 }
 
-void expect_error(const std::function<void()>& f, const std::string& prefix) {
-  try {
-    f();
-    ADD_FAILURE() << "no error, expected one starting with " << prefix;
-  } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()).rfind(prefix, 0), 0u) << e.what();
-  }
-}
 
 TEST(ElementwiseActivation, ErrorsNameTheOp) {
   const Tensor a = Tensor::zeros({2, 3});

@@ -366,14 +366,6 @@ TEST(AttentionEdges, NanPropagatesToItsRow) {
   }
 }
 
-void expect_error(const std::function<void()>& fn, const std::string& prefix) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error, expected one starting with " << prefix;
-  } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()).rfind(prefix, 0), 0u) << e.what();
-  }
-}
 
 TEST(AttentionErrors, BadShapesDtypesAndHeads) {
   const Tensor q = random_tensor({1, 4, 5, 8}, 80), kv = random_tensor({1, 2, 6, 8}, 81);

@@ -128,14 +128,6 @@ TEST(DropoutState, PZeroIsTheIdentity) {
 }
 
 // Throws fitgrad::Error whose message starts with `prefix`.
-void expect_error(const std::function<void()>& fn, const std::string& prefix) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error, expected one starting with " << prefix;
-  } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()).rfind(prefix, 0), 0u) << e.what();
-  }
-}
 
 TEST(DropoutErrors, BadProbabilitiesAndDtypes) {
   const Tensor x = random_tensor({3}, 85);

@@ -307,14 +307,6 @@ TEST(ElementwiseAddInPlace, SourceAliasingTheDestination) {
 
 // ---- errors and meta ----
 
-void expect_error(const std::function<void()>& f, const std::string& prefix) {
-  try {
-    f();
-    ADD_FAILURE() << "no error, expected one starting with " << prefix;
-  } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()).rfind(prefix, 0), 0u) << e.what();
-  }
-}
 
 TEST(ElementwiseErrors, NameTheOpAndTheProblem) {
   const Tensor a = Tensor::zeros({2, 3});

@@ -94,17 +94,6 @@ INSTANTIATE_TEST_SUITE_P(Embedding, EmbeddingTest, ::testing::ValuesIn(embedding
                          });
 
 // Throws fitgrad::Error whose message starts with `prefix` and contains `part`.
-void expect_error(const std::function<void()>& fn, const std::string& prefix,
-                  const std::string& part = "") {
-  try {
-    fn();
-    ADD_FAILURE() << "no error, expected one starting with " << prefix;
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_EQ(what.rfind(prefix, 0), 0u) << what;
-    EXPECT_NE(what.find(part), std::string::npos) << what;
-  }
-}
 
 TEST(EmbeddingErrors, BadIdsShapesAndDtypes) {
   const Tensor w = random_tensor({5, 3}, 53);

@@ -179,14 +179,6 @@ TEST(NormDeterminism, WeightGradientsAreBitwiseReproducible) {
 }
 
 // Throws fitgrad::Error whose message starts with `prefix`.
-void expect_error(const std::function<void()>& fn, const std::string& prefix) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error, expected one starting with " << prefix;
-  } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()).rfind(prefix, 0), 0u) << e.what();
-  }
-}
 
 TEST(NormErrors, BadShapesAndDtypes) {
   const Tensor x = random_tensor({2, 4}, 40), w = random_tensor({4}, 41);

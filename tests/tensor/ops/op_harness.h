@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "tensor/error.h"
 #include "tensor/tensor.h"
 
 namespace fitgrad::testing {
@@ -69,6 +70,20 @@ inline ::testing::AssertionResult all_close(const std::vector<double>& got,
   return ::testing::AssertionFailure()
          << bad << " of " << got.size() << " elements differ; worst at " << worst << ": got "
          << got[worst] << ", want " << want[worst] << " (rtol " << rtol << ", atol " << atol << ")";
+}
+
+// Runs fn and expects a fitgrad::Error whose message starts with `prefix` (the op, as
+// "[softmax]") and contains `part`.
+inline void expect_error(const std::function<void()>& fn, const std::string& prefix,
+                         const std::string& part = "") {
+  try {
+    fn();
+    ADD_FAILURE() << "no error, expected one starting with " << prefix;
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind(prefix, 0), 0u) << what;
+    EXPECT_NE(what.find(part), std::string::npos) << what;
+  }
 }
 
 // Tolerances for results computed in f32 and stored in `dtype`.

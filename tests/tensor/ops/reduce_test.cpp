@@ -343,14 +343,6 @@ TEST(ReduceSumTo, SumsTheBroadcastDims) {
 
 // ---- errors and meta ----
 
-void expect_error(const std::function<void()>& f, const std::string& prefix) {
-  try {
-    f();
-    ADD_FAILURE() << "no error, expected one starting with " << prefix;
-  } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()).rfind(prefix, 0), 0u) << e.what();
-  }
-}
 
 TEST(ReduceErrors, NameTheOpAndTheProblem) {
   const Tensor a = Tensor::zeros({2, 3});

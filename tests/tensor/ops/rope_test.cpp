@@ -103,14 +103,6 @@ TEST(RopeInverse, BackwardUndoesForward) {
 }
 
 // Throws fitgrad::Error whose message starts with `prefix`.
-void expect_error(const std::function<void()>& fn, const std::string& prefix) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error, expected one starting with " << prefix;
-  } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()).rfind(prefix, 0), 0u) << e.what();
-  }
-}
 
 TEST(RopeErrors, BadShapesDtypesAndArguments) {
   expect_error([] { ops::rope(Tensor::zeros({1, 1, 2, 5}), 0, 1e4); }, "[rope]");

@@ -96,14 +96,6 @@ INSTANTIATE_TEST_SUITE_P(Softmax, SoftmaxTest, ::testing::ValuesIn(softmax_cases
                          });
 
 // Throws fitgrad::Error whose message starts with `prefix`.
-void expect_error(const std::function<void()>& fn, const std::string& prefix) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error, expected one starting with " << prefix;
-  } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()).rfind(prefix, 0), 0u) << e.what();
-  }
-}
 
 TEST(SoftmaxErrors, BadDimsDtypesAndShapes) {
   const Tensor x = random_tensor({2, 3}, 4);
