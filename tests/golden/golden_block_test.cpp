@@ -18,8 +18,10 @@
 #include <map>
 
 #include "autograd/functions.h"
+#include "autograd/grad_mode.h"
 #include "autograd/tape.h"
 #include "autograd/variable.h"
+#include "nn/decoder.h"
 #include "tests/golden/golden_file.h"
 #include "tests/tensor/ops/op_harness.h"
 
@@ -119,6 +121,52 @@ TEST(GoldenBlock, Gpt2TwoLayerLossAndEveryGradientMatchTorch) {
   check("loss", loss, "loss");
   check("logits", logits, "logits");
   for (const auto& [name, t] : params) check(name + ".grad", ag::grad(t), name + ".grad");
+}
+
+// The same golden model built from fitgrad::nn's GPT-2 modules: the golden parameters load
+// by their Hugging Face names (strict), and the model's logits, loss and every parameter
+// gradient match torch's within Note [Golden block tolerances].
+TEST(GoldenBlock, Gpt2ModulesLoadTheGoldenParametersAndMatchTorch) {
+  const GoldenFile file(golden_path("block.gtb"));
+  const auto& meta = file.meta();
+  nn::ModelConfig cfg = nn::preset("gpt2-tiny");
+  cfg.name = "golden-block";
+  cfg.vocab_size = meta.at("vocab");
+  cfg.hidden_size = meta.at("n_embd");
+  cfg.intermediate_size = 4 * cfg.hidden_size;
+  cfg.num_layers = meta.at("n_layer");
+  cfg.num_heads = cfg.num_kv_heads = meta.at("n_head");
+  cfg.max_position_embeddings = meta.at("n_positions");
+  cfg.norm_eps = meta.at("layer_norm_eps");
+  nn::BuildOptions options;
+  options.initialize = false;
+  const auto model = nn::build_model(cfg, options);
+
+  std::map<std::string, Tensor> state;
+  for (const std::string name : meta.at("param_names")) state.emplace(name, file.tensor(name));
+  model->load(state, /*strict=*/true);  // every name matches, both ways
+  EXPECT_EQ(model->named_parameters().size(), state.size());
+
+  const Tensor idx = file.tensor("idx"), targets = file.tensor("targets");
+  Tensor logits;
+  {
+    ag::NoGradGuard no_grad;
+    logits = model->forward(idx);
+  }
+  const Tensor loss = model->loss(idx, targets);
+  ag::backward(loss);
+
+  auto check = [&](const std::string& what, const Tensor& got, const std::string& stored) {
+    const Tensor want = file.tensor(stored);
+    ASSERT_TRUE(got.defined()) << what << " was not computed";
+    ASSERT_EQ(got.shape(), want.shape()) << what;
+    double err = 0;
+    EXPECT_TRUE(close_to(got, want, &err)) << what;
+  };
+  check("loss", loss, "loss");
+  check("logits", logits, "logits");
+  for (const auto& [name, t] : model->named_parameters())
+    check(name + ".grad", ag::grad(t), name + ".grad");
 }
 
 }  // namespace

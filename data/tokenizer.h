@@ -1,0 +1,67 @@
+// The interface every tokenizer shares (byte-level, GPT-2 BPE, GGUF-embedded BPE): text
+// to ids and back, the vocabulary size, and special tokens.
+//
+// Special tokens (e.g. "<|endoftext|>") have ids and texts. Plain encode(text) treats
+// their text as ordinary text, the way a training corpus must be read; encode(text,
+// true) cuts the text at every occurrence of a special token's text and emits its id.
+// decode() writes a special token as its text. bos/eos/pad are roles that special
+// tokens may play; any may be absent.
+//
+// Implementations are immutable after construction, so encode/decode may run on many
+// threads at once.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace fitgrad::data {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+
+  // Text to ids, every byte of text as ordinary text.
+  virtual std::vector<int32_t> encode(std::string_view text) const = 0;
+  // With allow_special, the texts of special tokens become their ids (the longest wins
+  // where several start at the same place); without, the same as encode(text).
+  // Subclasses bring it into scope with `using Tokenizer::encode;`.
+  std::vector<int32_t> encode(std::string_view text, bool allow_special) const;
+
+  // Ids to bytes. The bytes need not be valid UTF-8: a byte-level token can be part of a
+  // character, so a slice of ids may cut one. Throws fitgrad::Error naming an unknown id.
+  virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
+
+  // Ids run from 0 to vocab_size() - 1, special tokens included.
+  virtual int32_t vocab_size() const = 0;
+  virtual std::string name() const = 0;
+
+  std::optional<int32_t> bos() const { return bos_; }
+  std::optional<int32_t> eos() const { return eos_; }
+  std::optional<int32_t> pad() const { return pad_; }
+  void set_bos(std::optional<int32_t> id);
+  void set_eos(std::optional<int32_t> id);
+  void set_pad(std::optional<int32_t> id);
+
+  // The id of a special token by its text; throws fitgrad::Error when there is none.
+  int32_t token_id(std::string_view special) const;
+  std::optional<int32_t> find_special(std::string_view special) const;
+  bool is_special(int32_t id) const;
+  // (text, id) of every special token, in the order they were added.
+  const std::vector<std::pair<std::string, int32_t>>& specials() const { return specials_; }
+
+ protected:
+  // Registers a special token; the text must be non-empty and new, the id in range.
+  void add_special(std::string text, int32_t id);
+
+ private:
+  void check_role(const char* role, std::optional<int32_t> id) const;
+
+  std::vector<std::pair<std::string, int32_t>> specials_;
+  std::optional<int32_t> bos_, eos_, pad_;
+};
+
+}  // namespace fitgrad::data

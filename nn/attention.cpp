@@ -1,0 +1,79 @@
+// Gpt2Attention and LlamaAttention (attention.h).
+#include "nn/attention.h"
+
+#include "autograd/functions.h"
+
+namespace fitgrad::nn {
+
+namespace ag = fitgrad::autograd;
+
+namespace {
+
+// (B, T, H D) -> (B, H, T, D), a view (the ops make their own contiguous copies).
+Tensor split_heads(const Tensor& x, int64_t heads, int64_t head_dim) {
+  const int64_t b = x.size(0), t = x.size(1);
+  return ag::transpose(ag::reshape(x, {b, t, heads, head_dim}), 1, 2);
+}
+
+// (B, H, T, D) -> (B, T, H D).
+Tensor merge_heads(const Tensor& y) {
+  const int64_t b = y.size(0), h = y.size(1), t = y.size(2), d = y.size(3);
+  return ag::reshape(ag::transpose(y, 1, 2), {b, t, h * d});
+}
+
+}  // namespace
+
+Gpt2Attention::Gpt2Attention(std::string path, std::string name, const ModelConfig& cfg,
+                             BuildContext& ctx)
+    : Module(std::move(path), std::move(name)),
+      heads_(cfg.num_heads),
+      head_dim_(cfg.hidden_size / cfg.num_heads) {
+  const int64_t c = cfg.hidden_size;
+  using L = Linear::Layout;
+  c_attn_ = &register_module<Linear>("c_attn", c, 3 * c,
+                                     Linear::Options{true, L::conv1d, cfg.initializer_range}, ctx);
+  c_proj_ = &register_module<Linear>(
+      "c_proj", c, c, Linear::Options{true, L::conv1d, cfg.residual_init_std()}, ctx);
+}
+
+Tensor Gpt2Attention::forward(const Tensor& x) const {
+  ForwardScope scope(*this);
+  const int64_t c = heads_ * head_dim_;
+  const Tensor qkv = c_attn_->forward(x);  // (B, T, 3C)
+  auto head = [&](int64_t j) {
+    return split_heads(ag::narrow(qkv, 2, j * c, c), heads_, head_dim_);
+  };
+  const Tensor y = ag::attention(head(0), head(1), head(2), /*causal=*/true);  // (B, H, T, D)
+  return c_proj_->forward(merge_heads(y));
+}
+
+LlamaAttention::LlamaAttention(std::string path, std::string name, const ModelConfig& cfg,
+                               BuildContext& ctx)
+    : Module(std::move(path), std::move(name)),
+      heads_(cfg.num_heads),
+      kv_heads_(cfg.num_kv_heads),
+      head_dim_(cfg.resolved_head_dim()),
+      rope_theta_(cfg.rope_theta) {
+  const int64_t c = cfg.hidden_size, q = heads_ * head_dim_, kv = kv_heads_ * head_dim_;
+  using L = Linear::Layout;
+  const Linear::Options qkv_opt{cfg.attention_qkv_bias, L::torch, cfg.initializer_range};
+  q_proj_ = &register_module<Linear>("q_proj", c, q, qkv_opt, ctx);
+  k_proj_ = &register_module<Linear>("k_proj", c, kv, qkv_opt, ctx);
+  v_proj_ = &register_module<Linear>("v_proj", c, kv, qkv_opt, ctx);
+  o_proj_ = &register_module<Linear>(
+      "o_proj", q, c, Linear::Options{cfg.attention_out_bias, L::torch, cfg.residual_init_std()},
+      ctx);
+}
+
+Tensor LlamaAttention::forward(const Tensor& x) const {
+  ForwardScope scope(*this);
+  Tensor q = split_heads(q_proj_->forward(x), heads_, head_dim_);     // (B, H, T, D)
+  Tensor k = split_heads(k_proj_->forward(x), kv_heads_, head_dim_);  // (B, Hkv, T, D)
+  const Tensor v = split_heads(v_proj_->forward(x), kv_heads_, head_dim_);
+  q = ag::rope(q, 0, rope_theta_);
+  k = ag::rope(k, 0, rope_theta_);
+  const Tensor y = ag::attention(q, k, v, /*causal=*/true);  // (B, H, T, D)
+  return o_proj_->forward(merge_heads(y));
+}
+
+}  // namespace fitgrad::nn

@@ -1,0 +1,44 @@
+// Causal self-attention for both families, on the flash-style autograd::attention
+// (which saves only q, k, v, the output and the log-sum-exp):
+//   - Gpt2Attention: fused c_attn (C -> 3C, Conv1D layout) split into q, k, v; learned
+//     positions live in the decoder, so no RoPE here; c_proj (C -> C).
+//   - LlamaAttention: q_proj (C -> H D), k_proj and v_proj (C -> Hkv D) for MHA or GQA,
+//     RoPE with the model's theta on q and k, o_proj (H D -> C); q/k/v and o biases per
+//     config (qwen2 has q/k/v biases).
+// Both take x (B, T, C) and return (B, T, C).
+#pragma once
+
+#include "nn/config.h"
+#include "nn/layers.h"
+
+namespace fitgrad::nn {
+
+class Gpt2Attention : public Module {
+ public:
+  Gpt2Attention(std::string path, std::string name, const ModelConfig& cfg, BuildContext& ctx);
+  Tensor forward(const Tensor& x) const;  // (B, T, C) -> (B, T, C)
+  const Linear& c_attn() const { return *c_attn_; }
+  const Linear& c_proj() const { return *c_proj_; }
+
+ private:
+  int64_t heads_, head_dim_;
+  Linear* c_attn_;  // (C, 3C)
+  Linear* c_proj_;  // (C, C), init std / sqrt(2 L)
+};
+
+class LlamaAttention : public Module {
+ public:
+  LlamaAttention(std::string path, std::string name, const ModelConfig& cfg, BuildContext& ctx);
+  Tensor forward(const Tensor& x) const;  // (B, T, C) -> (B, T, C)
+  const Linear& q_proj() const { return *q_proj_; }
+  const Linear& k_proj() const { return *k_proj_; }
+  const Linear& v_proj() const { return *v_proj_; }
+  const Linear& o_proj() const { return *o_proj_; }
+
+ private:
+  int64_t heads_, kv_heads_, head_dim_;
+  double rope_theta_;
+  Linear *q_proj_, *k_proj_, *v_proj_, *o_proj_;  // torch layout (out, in)
+};
+
+}  // namespace fitgrad::nn

@@ -1,0 +1,349 @@
+// Presets, validation, the parameter-count formula and the config.json reader (config.h).
+#include "nn/config.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "tensor/error.h"
+
+namespace fitgrad::nn {
+
+void ModelConfig::validate(const std::string& where_arg) const {
+  const std::string where = where_arg.empty() ? "[config " + name + "]" : where_arg;
+  FG_CHECK(vocab_size > 0, "{} vocab_size must be positive, got {}", where, vocab_size);
+  FG_CHECK(hidden_size > 0, "{} hidden_size must be positive, got {}", where, hidden_size);
+  FG_CHECK(intermediate_size > 0, "{} intermediate_size must be positive, got {}", where,
+           intermediate_size);
+  FG_CHECK(num_layers >= 0, "{} num_layers must be >= 0, got {}", where, num_layers);
+  FG_CHECK(num_heads > 0, "{} num_heads must be positive, got {}", where, num_heads);
+  FG_CHECK(num_kv_heads > 0 && num_heads % num_kv_heads == 0,
+           "{} num_kv_heads = {} must divide num_heads = {}", where, num_kv_heads, num_heads);
+  FG_CHECK(head_dim > 0 || hidden_size % num_heads == 0,
+           "{} hidden_size = {} is not a multiple of num_heads = {}", where, hidden_size,
+           num_heads);
+  FG_CHECK(head_dim >= 0, "{} head_dim must be >= 0, got {}", where, head_dim);
+  FG_CHECK(max_position_embeddings > 0, "{} max_position_embeddings must be positive, got {}",
+           where, max_position_embeddings);
+  FG_CHECK(norm_eps > 0, "{} norm eps must be positive, got {}", where, norm_eps);
+  FG_CHECK(initializer_range >= 0, "{} initializer_range must be >= 0, got {}", where,
+           initializer_range);
+  if (family == Family::gpt2) {
+    FG_CHECK(num_kv_heads == num_heads, "{} gpt2 has no grouped-query attention", where);
+    FG_CHECK(head_dim == 0 || head_dim * num_heads == hidden_size,
+             "{} gpt2 needs head_dim * num_heads == hidden_size", where);
+  } else {
+    FG_CHECK(resolved_head_dim() % 2 == 0, "{} RoPE needs an even head_dim, got {}", where,
+             resolved_head_dim());
+    FG_CHECK(rope_theta > 0, "{} rope_theta must be positive, got {}", where, rope_theta);
+  }
+}
+
+double ModelConfig::residual_init_std() const {
+  if (family != Family::gpt2) return initializer_range;
+  return initializer_range / std::sqrt(2.0 * double(std::max<int64_t>(num_layers, 1)));
+}
+
+int64_t ModelConfig::num_parameters() const {
+  const int64_t c = hidden_size, d = resolved_head_dim(), f = intermediate_size;
+  const int64_t q = num_heads * d, kv = num_kv_heads * d;
+  int64_t per_layer = 0, n = vocab_size * c;  // token embedding
+  if (family == Family::gpt2) {
+    n += max_position_embeddings * c;            // wpe
+    per_layer = 2 * 2 * c                        // ln_1, ln_2
+                + c * 3 * c + 3 * c + c * c + c  // c_attn, c_proj
+                + c * f + f + f * c + c;         // c_fc, c_proj
+    n += 2 * c;                                  // ln_f
+  } else {
+    per_layer = 2 * c                         // input / post-attention norms
+                + c * q + 2 * c * kv + q * c  // q, k, v, o
+                + (attention_qkv_bias ? q + 2 * kv : 0) + (attention_out_bias ? c : 0) + 3 * c * f +
+                (mlp_bias ? 2 * f + c : 0);  // gate, up, down
+    n += c;                                  // norm
+  }
+  n += num_layers * per_layer;
+  if (!tie_word_embeddings) n += vocab_size * c;  // lm_head
+  return n;
+}
+
+namespace {
+
+ModelConfig gpt2(std::string name, int64_t vocab, int64_t ctx, int64_t layers, int64_t c,
+                 int64_t heads) {
+  ModelConfig m;
+  m.name = std::move(name);
+  m.model_type = "gpt2";
+  m.family = Family::gpt2;
+  m.vocab_size = vocab;
+  m.max_position_embeddings = ctx;
+  m.num_layers = layers;
+  m.hidden_size = c;
+  m.intermediate_size = 4 * c;
+  m.num_heads = m.num_kv_heads = heads;
+  m.norm_eps = 1e-5;
+  m.tie_word_embeddings = true;
+  m.attention_qkv_bias = m.attention_out_bias = m.mlp_bias = true;
+  return m;
+}
+
+struct LlamaShape {
+  int64_t vocab, ctx, layers, hidden, intermediate, heads, kv_heads;
+  double eps, theta;
+  bool tied;
+};
+
+ModelConfig llama(std::string name, std::string type, const LlamaShape& s) {
+  ModelConfig m;
+  m.name = std::move(name);
+  m.model_type = std::move(type);
+  m.family = Family::llama;
+  m.vocab_size = s.vocab;
+  m.max_position_embeddings = s.ctx;
+  m.num_layers = s.layers;
+  m.hidden_size = s.hidden;
+  m.intermediate_size = s.intermediate;
+  m.num_heads = s.heads;
+  m.num_kv_heads = s.kv_heads;
+  m.norm_eps = s.eps;
+  m.rope_theta = s.theta;
+  m.tie_word_embeddings = s.tied;
+  return m;
+}
+
+}  // namespace
+
+// Note [Preset numbers] in config.h.
+std::vector<std::string> preset_names() {
+  return {"gpt2-tiny", "gpt2",       "gpt2-medium", "llama-tiny", "smollm2-135m", "llama2-7b",
+          "llama3-8b", "mistral-7b", "llama2-13b",  "llama-30b",  "llama2-70b"};
+}
+
+ModelConfig preset(std::string_view name) {
+  // GPT-2 (openai-community/gpt2, gpt2-medium): n_positions 1024, layer_norm_epsilon 1e-5.
+  if (name == "gpt2-tiny") return gpt2("gpt2-tiny", 256, 64, 2, 64, 4);
+  if (name == "gpt2") return gpt2("gpt2", 50257, 1024, 12, 768, 12);
+  if (name == "gpt2-medium") return gpt2("gpt2-medium", 50257, 1024, 24, 1024, 16);
+  //                                vocab   ctx     L   hidden inter  H   KV  eps   theta   tied
+  if (name == "llama-tiny")
+    return llama("llama-tiny", "llama", {256, 64, 2, 64, 176, 4, 2, 1e-5, 10000, false});
+  if (name == "smollm2-135m")  // HuggingFaceTB/SmolLM2-135M
+    return llama("smollm2-135m", "llama", {49152, 8192, 30, 576, 1536, 9, 3, 1e-5, 100000, true});
+  if (name == "llama2-7b")  // meta-llama/Llama-2-7b-hf
+    return llama("llama2-7b", "llama", {32000, 4096, 32, 4096, 11008, 32, 32, 1e-5, 10000, false});
+  if (name == "llama3-8b")  // meta-llama/Meta-Llama-3-8B
+    return llama("llama3-8b", "llama", {128256, 8192, 32, 4096, 14336, 32, 8, 1e-5, 500000, false});
+  if (name == "mistral-7b") {  // mistralai/Mistral-7B-v0.1
+    ModelConfig m =
+        llama("mistral-7b", "mistral", {32000, 32768, 32, 4096, 14336, 32, 8, 1e-5, 10000, false});
+    m.sliding_window = 4096;
+    return m;
+  }
+  if (name == "llama2-13b")  // meta-llama/Llama-2-13b-hf
+    return llama("llama2-13b", "llama", {32000, 4096, 40, 5120, 13824, 40, 40, 1e-5, 10000, false});
+  if (name == "llama-30b")  // LLaMA 1 "30B" (published as 33B: huggyllama/llama-30b)
+    return llama("llama-30b", "llama", {32000, 2048, 60, 6656, 17920, 52, 52, 1e-6, 10000, false});
+  if (name == "llama2-70b")  // meta-llama/Llama-2-70b-hf
+    return llama("llama2-70b", "llama", {32000, 4096, 80, 8192, 28672, 64, 8, 1e-5, 10000, false});
+  std::string known;
+  for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
+  throw Error(fmt::format("[config] unknown preset '{}' (known: {})", name, known));
+}
+
+// Note [Reading config.json]
+// model_type picks the family: gpt2 -> Family::gpt2; llama, mistral, qwen2 -> Family::llama.
+//   - The keys that fix the shapes are required, and a missing one is an error naming it
+//     ("[config f.json] missing key 'hidden_size' (model_type llama)"); so is a key of the
+//     wrong JSON type.
+//   - Optional keys take Hugging Face's defaults: num_key_value_heads = num_attention_heads,
+//     rope_theta 10000, tie_word_embeddings (gpt2 true, others false), n_inner = 4 n_embd,
+//     attention_bias/mlp_bias false (qwen2 always has q/k/v biases), initializer_range 0.02.
+//   - Keys whose non-default values change the model in ways fitgrad does not implement
+//     are errors naming the key: rope_scaling, a hidden_act other than silu, a GPT-2
+//     activation other than the tanh GELU, qwen2's use_sliding_window, GPT-2's
+//     scale_attn_weights false / scale_attn_by_inverse_layer_idx / add_cross_attention.
+//   - Any other key must be one of the bookkeeping keys these model types are known to
+//     carry (token ids, dtypes, dropout rates, ...); an unknown key is an error naming it,
+//     so that a config using a feature fitgrad has never heard of (quantization_config,
+//     a new attention variant) fails loudly instead of building the wrong model.
+namespace {
+
+class Reader {
+ public:
+  Reader(const nlohmann::json& j, std::string source, std::string type)
+      : j_(j), where_("[config " + source + "]"), type_(std::move(type)) {}
+
+  const std::string& where() const { return where_; }
+  bool has(const std::string& key) {
+    seen_.insert(key);
+    return j_.contains(key) && !j_.at(key).is_null();
+  }
+  int64_t integer(const std::string& key) {
+    FG_CHECK(has(key), "{} missing key '{}' (model_type {})", where_, key, type_);
+    return integer_at(key);
+  }
+  int64_t integer(const std::string& key, int64_t fallback) {
+    return has(key) ? integer_at(key) : fallback;
+  }
+  double number(const std::string& key) {
+    FG_CHECK(has(key), "{} missing key '{}' (model_type {})", where_, key, type_);
+    return number_at(key);
+  }
+  double number(const std::string& key, double fallback) {
+    return has(key) ? number_at(key) : fallback;
+  }
+  bool boolean(const std::string& key, bool fallback) {
+    if (!has(key)) return fallback;
+    FG_CHECK(j_.at(key).is_boolean(), "{} key '{}' must be a boolean, got {}", where_, key,
+             j_.at(key).type_name());
+    return j_.at(key).get<bool>();
+  }
+  std::string string(const std::string& key, const std::string& fallback) {
+    if (!has(key)) return fallback;
+    FG_CHECK(j_.at(key).is_string(), "{} key '{}' must be a string, got {}", where_, key,
+             j_.at(key).type_name());
+    return j_.at(key).get<std::string>();
+  }
+  // Marks bookkeeping keys as known.
+  void ignore(std::initializer_list<const char*> keys) {
+    for (const char* k : keys) seen_.insert(k);
+  }
+  // Throws on the first key (in the file's order) that was neither read nor ignored.
+  void reject_unknown() const {
+    for (const auto& [key, value] : j_.items())
+      FG_CHECK(seen_.count(key),
+               "{} unknown key '{}' for model_type {} (fitgrad does not know "
+               "what it changes)",
+               where_, key, type_);
+  }
+
+ private:
+  int64_t integer_at(const std::string& key) const {
+    const auto& v = j_.at(key);
+    FG_CHECK(v.is_number_integer(), "{} key '{}' must be an integer, got {}", where_, key,
+             v.type_name());
+    return v.get<int64_t>();
+  }
+  double number_at(const std::string& key) const {
+    const auto& v = j_.at(key);
+    FG_CHECK(v.is_number(), "{} key '{}' must be a number, got {}", where_, key, v.type_name());
+    return v.get<double>();
+  }
+
+  const nlohmann::json& j_;
+  std::string where_;
+  std::string type_;
+  std::set<std::string> seen_;
+};
+
+ModelConfig read_gpt2(Reader& r) {
+  ModelConfig m;
+  m.model_type = m.name = "gpt2";
+  m.family = Family::gpt2;
+  m.vocab_size = r.integer("vocab_size");
+  m.max_position_embeddings = r.integer("n_positions");
+  m.hidden_size = r.integer("n_embd");
+  m.num_layers = r.integer("n_layer");
+  m.num_heads = m.num_kv_heads = r.integer("n_head");
+  m.intermediate_size = r.integer("n_inner", 4 * m.hidden_size);
+  m.norm_eps = r.number("layer_norm_epsilon", 1e-5);
+  m.initializer_range = r.number("initializer_range", 0.02);
+  m.tie_word_embeddings = r.boolean("tie_word_embeddings", true);
+  m.attention_qkv_bias = m.attention_out_bias = m.mlp_bias = true;
+  const std::string act = r.string("activation_function", "gelu_new");
+  FG_CHECK(act == "gelu_new" || act == "gelu_pytorch_tanh",
+           "{} key 'activation_function' is '{}'; fitgrad's GPT-2 uses the tanh GELU "
+           "(gelu_new)",
+           r.where(), act);
+  FG_CHECK(r.boolean("scale_attn_weights", true),
+           "{} key 'scale_attn_weights' false is not supported", r.where());
+  FG_CHECK(!r.boolean("scale_attn_by_inverse_layer_idx", false),
+           "{} key 'scale_attn_by_inverse_layer_idx' true is not supported", r.where());
+  FG_CHECK(!r.boolean("add_cross_attention", false),
+           "{} key 'add_cross_attention' true is not supported (decoder-only)", r.where());
+  r.ignore({"n_ctx", "attn_pdrop", "embd_pdrop", "resid_pdrop", "summary_activation",
+            "summary_first_dropout", "summary_proj_to_labels", "summary_type", "summary_use_proj",
+            "task_specific_params", "reorder_and_upcast_attn", "gradient_checkpointing",
+            "output_past", "n_special", "predict_special_tokens"});
+  return m;
+}
+
+ModelConfig read_llama(Reader& r, const std::string& type) {
+  ModelConfig m;
+  m.model_type = m.name = type;
+  m.family = Family::llama;
+  m.vocab_size = r.integer("vocab_size");
+  m.hidden_size = r.integer("hidden_size");
+  m.intermediate_size = r.integer("intermediate_size");
+  m.num_layers = r.integer("num_hidden_layers");
+  m.num_heads = r.integer("num_attention_heads");
+  m.num_kv_heads = r.integer("num_key_value_heads", m.num_heads);
+  m.max_position_embeddings = r.integer("max_position_embeddings");
+  m.norm_eps = r.number("rms_norm_eps");
+  m.rope_theta = r.number("rope_theta", 10000.0);
+  m.head_dim = r.integer("head_dim", 0);
+  m.tie_word_embeddings = r.boolean("tie_word_embeddings", false);
+  m.initializer_range = r.number("initializer_range", 0.02);
+  if (type == "qwen2") {
+    m.attention_qkv_bias = true;  // Qwen2Attention: q/k/v with bias, o_proj without
+    FG_CHECK(!r.boolean("use_sliding_window", false),
+             "{} key 'use_sliding_window' true is not supported", r.where());
+    r.ignore({"sliding_window", "max_window_layers"});
+  } else {
+    const bool bias = r.boolean("attention_bias", false);
+    m.attention_qkv_bias = m.attention_out_bias = bias;
+    m.mlp_bias = r.boolean("mlp_bias", false);
+  }
+  if (type == "mistral") m.sliding_window = r.integer("sliding_window", 0);
+  const std::string act = r.string("hidden_act", "silu");
+  FG_CHECK(act == "silu", "{} key 'hidden_act' is '{}'; fitgrad's {} MLP is SwiGLU (silu)",
+           r.where(), act, type);
+  FG_CHECK(!r.has("rope_scaling"), "{} key 'rope_scaling' is set; RoPE scaling is not supported",
+           r.where());
+  FG_CHECK(!r.boolean("rope_interleaved", false),
+           "{} key 'rope_interleaved' true is not supported (fitgrad uses rotate_half)", r.where());
+  r.ignore({"attention_dropout", "pretraining_tp", "is_llama_config", "use_sliding_window"});
+  return m;
+}
+
+}  // namespace
+
+ModelConfig config_from_json(const nlohmann::json& j, const std::string& source) {
+  FG_CHECK(j.is_object(), "[config {}] the top level must be a JSON object, got {}", source,
+           j.type_name());
+  FG_CHECK(j.contains("model_type"), "[config {}] missing key 'model_type'", source);
+  FG_CHECK(j.at("model_type").is_string(), "[config {}] key 'model_type' must be a string", source);
+  const std::string type = j.at("model_type").get<std::string>();
+  Reader r(j, source, type);
+  ModelConfig m;
+  if (type == "gpt2") {
+    m = read_gpt2(r);
+  } else if (type == "llama" || type == "mistral" || type == "qwen2") {
+    m = read_llama(r, type);
+  } else {
+    throw Error(
+        fmt::format("[config {}] key 'model_type' is '{}'; supported: gpt2, llama, mistral, qwen2",
+                    source, type));
+  }
+  r.ignore({"model_type", "architectures", "torch_dtype", "transformers_version", "_name_or_path",
+            "bos_token_id", "eos_token_id", "pad_token_id", "use_cache", "tokenizer_class",
+            "max_length", "dtype"});
+  r.reject_unknown();
+  m.validate(r.where());
+  return m;
+}
+
+ModelConfig load_config_json(const std::string& path) {
+  std::ifstream in(path);
+  FG_CHECK(in.good(), "[config {}] cannot open the file", path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw Error(fmt::format("[config {}] invalid JSON: {}", path, e.what()));
+  }
+  return config_from_json(j, path);
+}
+
+}  // namespace fitgrad::nn

@@ -1,0 +1,75 @@
+// ModelConfig: the architecture of a decoder-only model, the named presets (issue 4) and
+// the reader of a Hugging Face config.json (model_type llama, mistral, qwen2, gpt2).
+//
+// Two families share one struct (Note [Two decoder families]):
+//   - gpt2: learned positions, LayerNorm with bias, fused c_attn in Conv1D (in, out)
+//     layout, GELU (tanh) MLP, biases everywhere, tied lm_head;
+//   - llama (also mistral and qwen2): RoPE, RMSNorm, q/k/v/o projections in torch (out, in)
+//     layout, MHA or GQA, SwiGLU MLP, optional q/k/v(/o) biases, tied or untied lm_head.
+//
+// Note [Preset numbers]
+// Every preset copies the published config.json of its model (hidden, intermediate,
+// layers, heads, kv heads, vocab, context, norm eps, rope theta, tie flag); tests/nn check
+// the parameter counts against the published totals. The two tiny presets are ours:
+//   gpt2-tiny:  vocab 256 (byte-level), ctx 64, 2 layers, d 64, 4 heads (MLP 256);
+//   llama-tiny: vocab 256 (byte-level), ctx 64, 2 layers, d 64, 4 heads, 2 kv heads
+//               (GQA), intermediate 176, rope theta 10000, untied lm_head.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fitgrad::nn {
+
+enum class Family { gpt2, llama };
+
+struct ModelConfig {
+  std::string name;        // preset name, or the model_type of a config.json
+  std::string model_type;  // "gpt2", "llama", "mistral" or "qwen2"
+  Family family = Family::llama;
+
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;        // d_model (GPT-2 n_embd)
+  int64_t intermediate_size = 0;  // MLP hidden width (GPT-2 n_inner, default 4 * n_embd)
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;  // == num_heads for MHA
+  int64_t head_dim = 0;      // 0: hidden_size / num_heads
+  int64_t max_position_embeddings = 0;
+  double norm_eps = 1e-5;  // layer_norm_epsilon (gpt2) or rms_norm_eps (llama)
+  double rope_theta = 10000.0;
+  bool tie_word_embeddings = false;
+  bool attention_qkv_bias = false;  // gpt2: true; qwen2: true; llama: attention_bias
+  bool attention_out_bias = false;  // gpt2: true; llama: attention_bias
+  bool mlp_bias = false;            // gpt2: true; llama: mlp_bias
+  // Mistral's sliding window: attention within the window equals full causal attention
+  // for sequences no longer than it, so forward accepts only T <= sliding_window. 0: none.
+  int64_t sliding_window = 0;
+  double initializer_range = 0.02;
+
+  int64_t resolved_head_dim() const { return head_dim > 0 ? head_dim : hidden_size / num_heads; }
+  // The init std of the projections that write into the residual stream (attention c_proj
+  // and MLP c_proj): GPT-2 initializer_range / sqrt(2 num_layers), Llama initializer_range
+  // (Note [Initialisation styles] in decoder.h).
+  double residual_init_std() const;
+  // Throws "<where> ..." naming the first inconsistent field; where defaults to
+  // "[config <name>]".
+  void validate(const std::string& where = "") const;
+  // The parameter count from the formula (no model is built); equals the module tree's.
+  int64_t num_parameters() const;
+};
+
+// The preset names, in the order of the note above.
+std::vector<std::string> preset_names();
+// Throws "[config] unknown preset 'x' (known: ...)".
+ModelConfig preset(std::string_view name);
+
+// Reads a Hugging Face config.json object; `source` (a file name) starts every error:
+// "[config <source>] missing key 'hidden_size'". See Note [Reading config.json] in config.cpp.
+ModelConfig config_from_json(const nlohmann::json& j, const std::string& source);
+// Reads and parses the file at `path`.
+ModelConfig load_config_json(const std::string& path);
+
+}  // namespace fitgrad::nn

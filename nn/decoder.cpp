@@ -1,0 +1,144 @@
+// Decoder blocks, bodies and the two causal language models (decoder.h).
+#include "nn/decoder.h"
+
+#include "autograd/functions.h"
+#include "tensor/error.h"
+
+namespace fitgrad::nn {
+
+namespace ag = fitgrad::autograd;
+
+Gpt2Block::Gpt2Block(std::string path, std::string name, const ModelConfig& cfg, BuildContext& ctx)
+    : Block(std::move(path), std::move(name)) {
+  ln_1_ = &register_module<LayerNorm>("ln_1", cfg.hidden_size, cfg.norm_eps, ctx);
+  attn_ = &register_module<Gpt2Attention>("attn", cfg, ctx);
+  ln_2_ = &register_module<LayerNorm>("ln_2", cfg.hidden_size, cfg.norm_eps, ctx);
+  mlp_ = &register_module<Gpt2Mlp>("mlp", cfg, ctx);
+}
+
+Tensor Gpt2Block::forward(const Tensor& x) const {
+  ForwardScope scope(*this);
+  const Tensor h = ag::add(x, attn_->forward(ln_1_->forward(x)));  // (B, T, C)
+  return ag::add(h, mlp_->forward(ln_2_->forward(h)));
+}
+
+LlamaBlock::LlamaBlock(std::string path, std::string name, const ModelConfig& cfg,
+                       BuildContext& ctx)
+    : Block(std::move(path), std::move(name)) {
+  // Hugging Face's registration order (LlamaDecoderLayer): attention, MLP, then the norms.
+  self_attn_ = &register_module<LlamaAttention>("self_attn", cfg, ctx);
+  mlp_ = &register_module<SwiGluMlp>("mlp", cfg, ctx);
+  input_layernorm_ =
+      &register_module<RMSNorm>("input_layernorm", cfg.hidden_size, cfg.norm_eps, ctx);
+  post_attention_layernorm_ =
+      &register_module<RMSNorm>("post_attention_layernorm", cfg.hidden_size, cfg.norm_eps, ctx);
+}
+
+Tensor LlamaBlock::forward(const Tensor& x) const {
+  ForwardScope scope(*this);
+  const Tensor h = ag::add(x, self_attn_->forward(input_layernorm_->forward(x)));  // (B, T, C)
+  return ag::add(h, mlp_->forward(post_attention_layernorm_->forward(h)));
+}
+
+Tensor DecoderBody::forward(const Tensor& ids, const autograd::SegmentPlan& plan) const {
+  ForwardScope scope(*this);
+  const Tensor x = embed(ids);  // (B, T, C)
+  std::vector<autograd::Block> fns;
+  fns.reserve(blocks_.size());
+  for (const Block* b : blocks_) fns.push_back([b](const Tensor& h) { return b->forward(h); });
+  return final_norm(autograd::checkpoint_sequential(fns, x, plan));
+}
+
+Gpt2Model::Gpt2Model(std::string path, std::string name, const ModelConfig& cfg, BuildContext& ctx)
+    : DecoderBody(std::move(path), std::move(name)) {
+  wte_ = &register_module<Embedding>("wte", cfg.vocab_size, cfg.hidden_size, cfg.initializer_range,
+                                     ctx);
+  wpe_ = &register_module<Embedding>("wpe", cfg.max_position_embeddings, cfg.hidden_size,
+                                     cfg.initializer_range, ctx);
+  for (int64_t i = 0; i < cfg.num_layers; ++i)
+    blocks_.push_back(&register_module<Gpt2Block>("h." + std::to_string(i), cfg, ctx));
+  ln_f_ = &register_module<LayerNorm>("ln_f", cfg.hidden_size, cfg.norm_eps, ctx);
+}
+
+Tensor Gpt2Model::embed(const Tensor& ids) const {
+  const int64_t t = ids.size(1);
+  const Tensor& wpe = wpe_->weight();  // (ctx, C)
+  FG_CHECK(t <= wpe.size(0), "[{}] sequence length {} exceeds n_positions = {}", path(), t,
+           wpe.size(0));
+  const Tensor tok = wte_->forward(ids);          // (B, T, C)
+  return ag::add(tok, ag::narrow(wpe, 0, 0, t));  // + (T, C), broadcast over B
+}
+
+LlamaModel::LlamaModel(std::string path, std::string name, const ModelConfig& cfg,
+                       BuildContext& ctx)
+    : DecoderBody(std::move(path), std::move(name)) {
+  embed_tokens_ = &register_module<Embedding>("embed_tokens", cfg.vocab_size, cfg.hidden_size,
+                                              cfg.initializer_range, ctx);
+  for (int64_t i = 0; i < cfg.num_layers; ++i)
+    blocks_.push_back(&register_module<LlamaBlock>("layers." + std::to_string(i), cfg, ctx));
+  norm_ = &register_module<RMSNorm>("norm", cfg.hidden_size, cfg.norm_eps, ctx);
+}
+
+CausalLM::CausalLM(const ModelConfig& cfg) : Module("", ""), config_(cfg) { config_.validate(); }
+
+Tensor CausalLM::forward(const Tensor& ids) const {
+  FG_CHECK(ids.dim() == 2 && (ids.dtype() == DType::i64 || ids.dtype() == DType::i32),
+           "[{}] ids must be (B, T) i32 or i64, got {} dims of {}", config_.name, ids.dim(),
+           dtype_name(ids.dtype()));
+  FG_CHECK(ids.size(1) <= config_.max_position_embeddings,
+           "[{}] sequence length {} exceeds max_position_embeddings = {}", config_.name,
+           ids.size(1), config_.max_position_embeddings);
+  FG_CHECK(config_.sliding_window <= 0 || ids.size(1) <= config_.sliding_window,
+           "[{}] sequence length {} exceeds the sliding window {} (sliding-window attention is "
+           "not implemented; within the window it equals causal attention)",
+           config_.name, ids.size(1), config_.sliding_window);
+  const Tensor x = body_->forward(ids, plan_);  // (B, T, C)
+  if (lm_head_) return lm_head_->forward(x);
+  LabelScope label("lm_head");
+  return ag::matmul(x, body_->token_embedding(), false, true);  // (B, T, V), tied
+}
+
+Tensor CausalLM::loss(const Tensor& ids, const Tensor& targets) const {
+  FG_CHECK(targets.shape() == ids.shape(), "[{}] targets must have the shape of ids", config_.name);
+  const Tensor logits = forward(ids);  // (B, T, V)
+  const int64_t n = ids.size(0) * ids.size(1);
+  LabelScope label("loss");
+  return ag::cross_entropy(ag::reshape(logits, {n, config_.vocab_size}), targets.reshape({n}));
+}
+
+bool CausalLM::ignorable_key(const std::string& key) const {
+  // A tied head's copy of the embedding (some exporters write it).
+  if (config_.tie_word_embeddings && key == "lm_head.weight") return true;
+  auto ends_with = [&](std::string_view s) { return key.ends_with(s); };
+  if (config_.family == Family::gpt2)  // the causal-mask buffers of old GPT-2 checkpoints
+    return key.starts_with("transformer.h.") &&
+           (ends_with(".attn.bias") || ends_with(".attn.masked_bias"));
+  return ends_with(".self_attn.rotary_emb.inv_freq");  // old Llama checkpoints' RoPE buffer
+}
+
+Gpt2LMHeadModel::Gpt2LMHeadModel(const ModelConfig& cfg, const BuildOptions& options)
+    : CausalLM(cfg) {
+  FG_CHECK(cfg.family == Family::gpt2, "[{}] Gpt2LMHeadModel needs a gpt2 config", cfg.name);
+  FG_CHECK(cfg.tie_word_embeddings, "[{}] GPT-2 with an untied lm_head is not supported", cfg.name);
+  BuildContext ctx(options);
+  body_ = &register_module<Gpt2Model>("transformer", config_, ctx);
+}
+
+LlamaForCausalLM::LlamaForCausalLM(const ModelConfig& cfg, const BuildOptions& options)
+    : CausalLM(cfg) {
+  FG_CHECK(cfg.family == Family::llama, "[{}] LlamaForCausalLM needs a llama-family config",
+           cfg.name);
+  BuildContext ctx(options);
+  body_ = &register_module<LlamaModel>("model", config_, ctx);
+  if (!cfg.tie_word_embeddings)
+    lm_head_ = &register_module<Linear>(
+        "lm_head", cfg.hidden_size, cfg.vocab_size,
+        Linear::Options{false, Linear::Layout::torch, cfg.initializer_range}, ctx);
+}
+
+std::unique_ptr<CausalLM> build_model(const ModelConfig& cfg, const BuildOptions& options) {
+  if (cfg.family == Family::gpt2) return std::make_unique<Gpt2LMHeadModel>(cfg, options);
+  return std::make_unique<LlamaForCausalLM>(cfg, options);
+}
+
+}  // namespace fitgrad::nn

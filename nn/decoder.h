@@ -1,0 +1,159 @@
+// Decoder blocks and decoder-only language models for both families (config.h):
+//
+//   Gpt2LMHeadModel                       LlamaForCausalLM
+//     transformer                           model
+//       wte (V, C), wpe (ctx, C)              embed_tokens (V, C)
+//       h.{i}: ln_1, attn, ln_2, mlp          layers.{i}: input_layernorm, self_attn,
+//                                                         post_attention_layernorm, mlp
+//       ln_f                                  norm
+//     (lm_head tied to wte)                 lm_head (V, C) unless tie_word_embeddings
+//
+// Both blocks are pre-norm: x += attn(norm_1(x)); x += mlp(norm_2(x)).
+//
+// Note [Two decoder families]
+// The families differ in positions (learned wpe added to the embeddings vs RoPE inside
+// attention), norms (LayerNorm with bias vs RMSNorm), the MLP (GELU vs SwiGLU) and the
+// weight layout (Conv1D (in, out) vs torch (out, in)); everything else -- the block
+// order, checkpointing, the loss -- is shared by CausalLM.
+//
+// Note [Initialisation styles]
+// As Hugging Face's _init_weights: every Linear/Conv1D weight and every embedding is
+// normal(0, initializer_range) (0.02 by default), biases zero, norm weights one (and
+// LayerNorm biases zero). GPT-2 additionally scales the residual projections (attn.c_proj
+// and mlp.c_proj weights) by 1/sqrt(2 n_layer), as in the GPT-2 paper; Llama does not.
+// Draws follow registration order (Note [Parameter initialisation] in module.h).
+//
+// Note [Checkpointing the blocks]
+// forward runs the blocks through autograd::checkpoint_sequential with the model's
+// SegmentPlan: none (the default) saves every activation; SegmentPlan::count(L) checkpoints
+// each block alone; sqrt_blocks() makes round(sqrt(L)) segments; per_block() any grouping.
+// Embeddings, the final norm, the head and the loss are never checkpointed. The blocks are
+// deterministic (no dropout), so checkpointed gradients are bitwise those of the plain run.
+#pragma once
+
+#include <memory>
+
+#include "autograd/checkpoint.h"
+#include "nn/attention.h"
+#include "nn/config.h"
+#include "nn/layers.h"
+#include "nn/mlp.h"
+
+namespace fitgrad::nn {
+
+// One decoder block: (B, T, C) -> (B, T, C).
+class Block : public Module {
+ public:
+  using Module::Module;
+  virtual Tensor forward(const Tensor& x) const = 0;
+};
+
+class Gpt2Block : public Block {
+ public:
+  Gpt2Block(std::string path, std::string name, const ModelConfig& cfg, BuildContext& ctx);
+  Tensor forward(const Tensor& x) const override;
+
+ private:
+  LayerNorm* ln_1_;
+  Gpt2Attention* attn_;
+  LayerNorm* ln_2_;
+  Gpt2Mlp* mlp_;
+};
+
+class LlamaBlock : public Block {
+ public:
+  LlamaBlock(std::string path, std::string name, const ModelConfig& cfg, BuildContext& ctx);
+  Tensor forward(const Tensor& x) const override;
+
+ private:
+  RMSNorm* input_layernorm_;
+  LlamaAttention* self_attn_;
+  RMSNorm* post_attention_layernorm_;
+  SwiGluMlp* mlp_;
+};
+
+// The body of a decoder ("transformer" or "model"): embeddings, blocks, final norm.
+class DecoderBody : public Module {
+ public:
+  using Module::Module;
+  // ids (B, T) -> final hidden states (B, T, C), blocks checkpointed per `plan`.
+  Tensor forward(const Tensor& ids, const autograd::SegmentPlan& plan) const;
+  // The token embedding table (V, C), which a tied head reuses.
+  virtual const Tensor& token_embedding() const = 0;
+  const std::vector<const Block*>& blocks() const { return blocks_; }
+
+ protected:
+  virtual Tensor embed(const Tensor& ids) const = 0;  // (B, T) -> (B, T, C)
+  virtual Tensor final_norm(const Tensor& x) const = 0;
+  std::vector<const Block*> blocks_;
+};
+
+class Gpt2Model : public DecoderBody {
+ public:
+  Gpt2Model(std::string path, std::string name, const ModelConfig& cfg, BuildContext& ctx);
+  const Tensor& token_embedding() const override { return wte_->weight(); }
+
+ protected:
+  Tensor embed(const Tensor& ids) const override;
+  Tensor final_norm(const Tensor& x) const override { return ln_f_->forward(x); }
+
+ private:
+  Embedding *wte_, *wpe_;
+  LayerNorm* ln_f_;
+};
+
+class LlamaModel : public DecoderBody {
+ public:
+  LlamaModel(std::string path, std::string name, const ModelConfig& cfg, BuildContext& ctx);
+  const Tensor& token_embedding() const override { return embed_tokens_->weight(); }
+
+ protected:
+  Tensor embed(const Tensor& ids) const override { return embed_tokens_->forward(ids); }
+  Tensor final_norm(const Tensor& x) const override { return norm_->forward(x); }
+
+ private:
+  Embedding* embed_tokens_;
+  RMSNorm* norm_;
+};
+
+// A decoder-only language model: the root of the module tree (path "").
+class CausalLM : public Module {
+ public:
+  const ModelConfig& config() const { return config_; }
+  // ids (B, T) i32/i64 -> logits (B, T, V).
+  Tensor forward(const Tensor& ids) const;
+  // Mean cross-entropy of the logits of ids against targets (B, T) (ignore_index -100),
+  // through autograd::cross_entropy on (B T, V). A scalar.
+  Tensor loss(const Tensor& ids, const Tensor& targets) const;
+
+  // Note [Checkpointing the blocks].
+  void set_checkpointing(const autograd::SegmentPlan& plan) { plan_ = plan; }
+  const autograd::SegmentPlan& checkpointing() const { return plan_; }
+
+  const DecoderBody& body() const { return *body_; }
+  int64_t num_layers() const { return int64_t(body_->blocks().size()); }
+
+ protected:
+  CausalLM(const ModelConfig& cfg);
+  bool ignorable_key(const std::string& key) const override;
+
+  ModelConfig config_;
+  DecoderBody* body_ = nullptr;
+  Linear* lm_head_ = nullptr;  // null when tied
+  autograd::SegmentPlan plan_ = autograd::SegmentPlan::none();
+};
+
+class Gpt2LMHeadModel : public CausalLM {
+ public:
+  Gpt2LMHeadModel(const ModelConfig& cfg, const BuildOptions& options = {});
+};
+
+class LlamaForCausalLM : public CausalLM {
+ public:
+  LlamaForCausalLM(const ModelConfig& cfg, const BuildOptions& options = {});
+};
+
+// The model of cfg.family, validated, with parameters on options.device.
+std::unique_ptr<CausalLM> build_model(const ModelConfig& cfg, const BuildOptions& options = {});
+
+}  // namespace fitgrad::nn

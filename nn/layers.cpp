@@ -1,0 +1,60 @@
+// Linear, Embedding, LayerNorm, RMSNorm (layers.h).
+#include "nn/layers.h"
+
+#include "autograd/functions.h"
+#include "tensor/error.h"
+
+namespace fitgrad::nn {
+
+namespace ag = fitgrad::autograd;
+
+Linear::Linear(std::string path, std::string name, int64_t in, int64_t out, const Options& options,
+               BuildContext& ctx)
+    : Module(std::move(path), std::move(name)), in_(in), out_(out), layout_(options.layout) {
+  const Shape w = layout_ == Layout::torch ? Shape{out, in} : Shape{in, out};
+  weight_ = register_parameter("weight", w, Init::normal(options.init_std), ctx);
+  if (options.bias) bias_ = register_parameter("bias", {out}, Init::zeros(), ctx);
+}
+
+Tensor Linear::forward(const Tensor& x) const {
+  ForwardScope scope(*this);
+  FG_CHECK(x.dim() >= 1 && x.size(-1) == in_, "[{}] expected input (..., {}), got last dim {}",
+           path(), in_, x.dim() ? x.size(-1) : 0);
+  if (layout_ == Layout::torch) return ag::linear(x, weight_, bias_);
+  const Tensor y = ag::matmul(x, weight_);  // (..., out)
+  return bias_.defined() ? ag::add(y, bias_) : y;
+}
+
+Embedding::Embedding(std::string path, std::string name, int64_t num, int64_t dim, double init_std,
+                     BuildContext& ctx)
+    : Module(std::move(path), std::move(name)) {
+  weight_ = register_parameter("weight", {num, dim}, Init::normal(init_std), ctx);
+}
+
+Tensor Embedding::forward(const Tensor& ids) const {
+  ForwardScope scope(*this);
+  return ag::embedding(weight_, ids);
+}
+
+LayerNorm::LayerNorm(std::string path, std::string name, int64_t dim, double eps, BuildContext& ctx)
+    : Module(std::move(path), std::move(name)), eps_(eps) {
+  weight_ = register_parameter("weight", {dim}, Init::ones(), ctx);
+  bias_ = register_parameter("bias", {dim}, Init::zeros(), ctx);
+}
+
+Tensor LayerNorm::forward(const Tensor& x) const {
+  ForwardScope scope(*this);
+  return ag::layer_norm(x, weight_, bias_, eps_);
+}
+
+RMSNorm::RMSNorm(std::string path, std::string name, int64_t dim, double eps, BuildContext& ctx)
+    : Module(std::move(path), std::move(name)), eps_(eps) {
+  weight_ = register_parameter("weight", {dim}, Init::ones(), ctx);
+}
+
+Tensor RMSNorm::forward(const Tensor& x) const {
+  ForwardScope scope(*this);
+  return ag::rms_norm(x, weight_, eps_);
+}
+
+}  // namespace fitgrad::nn

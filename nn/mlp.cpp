@@ -1,0 +1,41 @@
+// Gpt2Mlp and SwiGluMlp (mlp.h).
+#include "nn/mlp.h"
+
+#include "autograd/functions.h"
+
+namespace fitgrad::nn {
+
+namespace ag = fitgrad::autograd;
+
+Gpt2Mlp::Gpt2Mlp(std::string path, std::string name, const ModelConfig& cfg, BuildContext& ctx)
+    : Module(std::move(path), std::move(name)) {
+  const int64_t c = cfg.hidden_size, f = cfg.intermediate_size;
+  using L = Linear::Layout;
+  c_fc_ = &register_module<Linear>("c_fc", c, f,
+                                   Linear::Options{true, L::conv1d, cfg.initializer_range}, ctx);
+  c_proj_ = &register_module<Linear>(
+      "c_proj", f, c, Linear::Options{true, L::conv1d, cfg.residual_init_std()}, ctx);
+}
+
+Tensor Gpt2Mlp::forward(const Tensor& x) const {
+  ForwardScope scope(*this);
+  return c_proj_->forward(ag::gelu(c_fc_->forward(x)));
+}
+
+SwiGluMlp::SwiGluMlp(std::string path, std::string name, const ModelConfig& cfg, BuildContext& ctx)
+    : Module(std::move(path), std::move(name)) {
+  const int64_t c = cfg.hidden_size, f = cfg.intermediate_size;
+  const Linear::Options opt{cfg.mlp_bias, Linear::Layout::torch, cfg.initializer_range};
+  gate_proj_ = &register_module<Linear>("gate_proj", c, f, opt, ctx);
+  up_proj_ = &register_module<Linear>("up_proj", c, f, opt, ctx);
+  down_proj_ = &register_module<Linear>(
+      "down_proj", f, c,
+      Linear::Options{cfg.mlp_bias, Linear::Layout::torch, cfg.residual_init_std()}, ctx);
+}
+
+Tensor SwiGluMlp::forward(const Tensor& x) const {
+  ForwardScope scope(*this);
+  return down_proj_->forward(ag::swiglu(gate_proj_->forward(x), up_proj_->forward(x)));
+}
+
+}  // namespace fitgrad::nn

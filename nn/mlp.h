@@ -1,0 +1,31 @@
+// The two MLPs: GPT-2's c_fc -> GELU (tanh) -> c_proj in Conv1D layout, and Llama's
+// SwiGLU down_proj(silu(gate_proj(x)) * up_proj(x)) through the fused autograd::swiglu.
+// Both map (B, T, C) -> (B, T, C) through the config's intermediate_size.
+#pragma once
+
+#include "nn/config.h"
+#include "nn/layers.h"
+
+namespace fitgrad::nn {
+
+class Gpt2Mlp : public Module {
+ public:
+  Gpt2Mlp(std::string path, std::string name, const ModelConfig& cfg, BuildContext& ctx);
+  Tensor forward(const Tensor& x) const;
+
+ private:
+  Linear* c_fc_;    // (C, F)
+  Linear* c_proj_;  // (F, C), init std / sqrt(2 L)
+};
+
+class SwiGluMlp : public Module {
+ public:
+  SwiGluMlp(std::string path, std::string name, const ModelConfig& cfg, BuildContext& ctx);
+  Tensor forward(const Tensor& x) const;
+
+ private:
+  Linear *gate_proj_, *up_proj_;  // (F, C)
+  Linear* down_proj_;             // (C, F)
+};
+
+}  // namespace fitgrad::nn

@@ -1,0 +1,188 @@
+// The Module tree: registration, traversal, initialisation and loading (module.h).
+#include "nn/module.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <set>
+
+#include "autograd/variable.h"
+#include "tensor/error.h"
+#include "tensor/random/philox.h"
+
+namespace fitgrad::nn {
+
+BuildContext::BuildContext(const BuildOptions& o) : options(o), own_(o.seed) {}
+
+namespace {
+
+constexpr int64_t kInitChunk = int64_t(1) << 20;  // elements per Box-Muller chunk (even)
+
+std::string shape_str(const Shape& s) {
+  std::string out = "(";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + (s.size() == 1 ? ",)" : ")");
+}
+
+}  // namespace
+
+// Note [Parameter initialisation] in module.h.
+void init_tensor(Tensor& t, const Init& init, Generator& gen) {
+  switch (init.kind) {
+    case Init::Kind::zeros: t.fill_(0.0); return;
+    case Init::Kind::ones: t.fill_(1.0); return;
+    case Init::Kind::normal: break;
+  }
+  const int64_t n = t.numel();
+  if (!t.device().has_bytes()) {
+    gen.reserve(uint64_t(n + (n & 1)));
+    return;
+  }
+  FG_CHECK(t.is_contiguous(), "[init] a parameter must be contiguous");
+  const Tensor flat = t.view({n});
+  std::vector<float> u;
+  for (int64_t start = 0; start < n; start += kInitChunk) {
+    const int64_t len = std::min(kInitChunk, n - start);
+    const int64_t draws = len + (len & 1);
+    const RngState s = gen.reserve(uint64_t(draws));
+    u.assign(size_t(draws), 0.0f);
+    philox_for_each_uniform(s.seed, s.offset, draws, [&](int64_t i, float x) { u[size_t(i)] = x; });
+    Tensor chunk = Tensor::empty({len}, DType::f32);
+    float* out = chunk.data<float>();
+    for (int64_t k = 0; k < draws; k += 2) {
+      const double r = std::sqrt(-2.0 * std::log(1.0 - double(u[size_t(k)])));
+      const double angle = 2.0 * std::numbers::pi * double(u[size_t(k) + 1]);
+      out[k] = float(init.std * r * std::cos(angle));
+      if (k + 1 < len) out[k + 1] = float(init.std * r * std::sin(angle));
+    }
+    Tensor dst = flat.narrow(0, start, len);
+    dst.copy_(chunk);
+  }
+}
+
+Module::Module(std::string path, std::string name)
+    : path_(std::move(path)), name_(std::move(name)) {}
+
+Tensor Module::register_parameter(const std::string& name, const Shape& shape, const Init& init,
+                                  BuildContext& ctx) {
+  for (const auto& [n, t] : params_)
+    FG_ASSERT(n != name, "parameter {} registered twice in {}", name, path_);
+  const std::string full = child_path(name);
+  Tensor t;
+  {
+    MemoryContextScope label(MemoryContext{Category::parameter, intern_label(full)});
+    t = Tensor::empty(shape, ctx.options.dtype, ctx.options.device);
+    if (ctx.options.initialize) init_tensor(t, init, ctx.generator());
+  }
+  autograd::set_requires_grad(t);
+  autograd::set_name(t, full);
+  params_.emplace_back(name, t);
+  return t;
+}
+
+bool Module::ignorable_key(const std::string&) const { return false; }
+
+void Module::collect(std::vector<std::pair<std::string, Tensor>>& out) const {
+  for (const auto& [name, t] : params_) out.emplace_back(child_path(name), t);
+  for (const auto& [name, child] : children_) child->collect(out);
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  collect(out);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [name, t] : named_parameters()) out.push_back(t);
+  return out;
+}
+
+std::vector<std::pair<std::string, const Module*>> Module::named_modules() const {
+  std::vector<std::pair<std::string, const Module*>> out{{path_, this}};
+  for (const auto& [name, child] : children_) {
+    auto sub = child->named_modules();
+    out.insert(out.end(), sub.begin(), sub.end());
+  }
+  return out;
+}
+
+int64_t Module::num_parameters() const {
+  int64_t n = 0;
+  for (const auto& [name, t] : named_parameters()) n += t.numel();
+  return n;
+}
+
+Tensor Module::parameter(const std::string& full_name) const {
+  for (auto& [name, t] : named_parameters())
+    if (name == full_name) return t;
+  throw Error(
+      fmt::format("[module {}] no parameter '{}'", path_.empty() ? "<root>" : path_, full_name));
+}
+
+std::map<std::string, Tensor> Module::state_dict() const {
+  const auto params = named_parameters();
+  return {params.begin(), params.end()};
+}
+
+void Module::zero_grad() const {
+  for (const auto& [name, t] : named_parameters()) autograd::clear_grad(t);
+}
+
+// Note [Loading by name]
+// load() checks everything before it copies anything, and one error lists every fault:
+//   missing     a parameter with no entry (strict only),
+//   unexpected  an entry that is no parameter and not ignorable_key() (strict only),
+//   mismatched  an entry whose shape differs from the parameter's, or whose dtype is not
+//               floating (packed/quantized data needs its own loader) -- also when not strict.
+// Floating dtypes convert exactly as Tensor::copy_ does (a bf16 checkpoint loads into f32
+// parameters), and devices too; on meta the copy is a no-op. The parameters keep their
+// identity (copy_ into the existing leaves), so optimizers and hooks stay attached.
+void Module::load(const std::map<std::string, Tensor>& state, bool strict) {
+  const auto params = named_parameters();
+  std::vector<std::string> missing, unexpected, mismatched;
+  std::set<std::string> names;
+  for (const auto& [name, p] : params) {
+    names.insert(name);
+    auto it = state.find(name);
+    if (it == state.end()) {
+      if (strict) missing.push_back(name);
+      continue;
+    }
+    const Tensor& src = it->second;
+    if (!src.defined()) {
+      mismatched.push_back(name + ": the entry is an undefined tensor");
+    } else if (src.shape() != p.shape()) {
+      mismatched.push_back(fmt::format("{}: expected shape {}, got {}", name, shape_str(p.shape()),
+                                       shape_str(src.shape())));
+    } else if (!is_floating(src.dtype())) {
+      mismatched.push_back(fmt::format("{}: expected a floating dtype ({}), got {}", name,
+                                       dtype_name(p.dtype()), dtype_name(src.dtype())));
+    }
+  }
+  if (strict)
+    for (const auto& [name, t] : state)
+      if (!names.count(name) && !ignorable_key(name)) unexpected.push_back(name);
+  if (!missing.empty() || !unexpected.empty() || !mismatched.empty()) {
+    auto list = [](const char* what, const std::vector<std::string>& v) {
+      if (v.empty()) return std::string();
+      std::string s = fmt::format("\n  {} {}:", v.size(), what);
+      for (const auto& x : v) s += "\n    " + x;
+      return s;
+    };
+    throw Error(fmt::format(
+        "[load {}] the state does not match the model ({} parameters, {} "
+        "entries):{}{}{}",
+        path_.empty() ? "model" : path_, params.size(), state.size(), list("missing", missing),
+        list("unexpected", unexpected), list("mismatched", mismatched)));
+  }
+  for (const auto& [name, p] : params) {
+    auto it = state.find(name);
+    if (it == state.end()) continue;
+    Tensor dst = p;
+    dst.copy_(it->second);
+  }
+}
+
+}  // namespace fitgrad::nn

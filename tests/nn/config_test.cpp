@@ -1,0 +1,266 @@
+// ModelConfig presets and the Hugging Face config.json reader (nn/config.h): a llama,
+// mistral, qwen2 and gpt2 config.json as published are read into the right fields, and
+// malformed ones fail with errors that name the file and the key.
+#include "nn/config.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "tensor/error.h"
+
+namespace fitgrad::nn {
+namespace {
+
+// Writes `text` to a fresh file in the temp dir and returns its path.
+std::string write_temp(const std::string& stem, const std::string& text) {
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("fitgrad_nn_" + stem + "_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+// The error message of f(), or "" when it does not throw fitgrad::Error.
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// meta-llama/Llama-2-7b-hf config.json.
+constexpr const char* kLlama2 = R"({
+  "_name_or_path": "meta-llama/Llama-2-7b-hf",
+  "architectures": ["LlamaForCausalLM"],
+  "bos_token_id": 1,
+  "eos_token_id": 2,
+  "hidden_act": "silu",
+  "hidden_size": 4096,
+  "initializer_range": 0.02,
+  "intermediate_size": 11008,
+  "max_position_embeddings": 4096,
+  "model_type": "llama",
+  "num_attention_heads": 32,
+  "num_hidden_layers": 32,
+  "num_key_value_heads": 32,
+  "pretraining_tp": 1,
+  "rms_norm_eps": 1e-05,
+  "rope_scaling": null,
+  "tie_word_embeddings": false,
+  "torch_dtype": "float16",
+  "transformers_version": "4.31.0.dev0",
+  "use_cache": true,
+  "vocab_size": 32000
+})";
+
+// mistralai/Mistral-7B-v0.1 config.json.
+constexpr const char* kMistral = R"({
+  "architectures": ["MistralForCausalLM"],
+  "bos_token_id": 1,
+  "eos_token_id": 2,
+  "hidden_act": "silu",
+  "hidden_size": 4096,
+  "initializer_range": 0.02,
+  "intermediate_size": 14336,
+  "max_position_embeddings": 32768,
+  "model_type": "mistral",
+  "num_attention_heads": 32,
+  "num_hidden_layers": 32,
+  "num_key_value_heads": 8,
+  "rms_norm_eps": 1e-05,
+  "rope_theta": 10000.0,
+  "sliding_window": 4096,
+  "tie_word_embeddings": false,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.34.0.dev0",
+  "use_cache": true,
+  "vocab_size": 32000
+})";
+
+// Qwen/Qwen2-0.5B config.json.
+constexpr const char* kQwen2 = R"({
+  "architectures": ["Qwen2ForCausalLM"],
+  "attention_dropout": 0.0,
+  "bos_token_id": 151643,
+  "eos_token_id": 151643,
+  "hidden_act": "silu",
+  "hidden_size": 896,
+  "initializer_range": 0.02,
+  "intermediate_size": 4864,
+  "max_position_embeddings": 131072,
+  "max_window_layers": 24,
+  "model_type": "qwen2",
+  "num_attention_heads": 14,
+  "num_hidden_layers": 24,
+  "num_key_value_heads": 2,
+  "rms_norm_eps": 1e-06,
+  "rope_theta": 1000000.0,
+  "sliding_window": 131072,
+  "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.40.1",
+  "use_cache": true,
+  "use_sliding_window": false,
+  "vocab_size": 151936
+})";
+
+// openai-community/gpt2 config.json.
+constexpr const char* kGpt2 = R"({
+  "activation_function": "gelu_new",
+  "architectures": ["GPT2LMHeadModel"],
+  "attn_pdrop": 0.1,
+  "bos_token_id": 50256,
+  "embd_pdrop": 0.1,
+  "eos_token_id": 50256,
+  "initializer_range": 0.02,
+  "layer_norm_epsilon": 1e-05,
+  "model_type": "gpt2",
+  "n_ctx": 1024,
+  "n_embd": 768,
+  "n_head": 12,
+  "n_layer": 12,
+  "n_positions": 1024,
+  "resid_pdrop": 0.1,
+  "summary_activation": null,
+  "summary_first_dropout": 0.1,
+  "summary_proj_to_labels": true,
+  "summary_type": "cls_index",
+  "summary_use_proj": true,
+  "task_specific_params": {"text-generation": {"do_sample": true, "max_length": 50}},
+  "vocab_size": 50257
+})";
+
+TEST(NnConfig, EveryPresetValidatesAndUnknownPresetsAreNamed) {
+  for (const auto& name : preset_names()) {
+    const ModelConfig c = preset(name);
+    EXPECT_EQ(c.name, name);
+    EXPECT_NO_THROW(c.validate()) << name;
+  }
+  const std::string msg = error_of([] { preset("llama4-1t"); });
+  EXPECT_NE(msg.find("unknown preset 'llama4-1t'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("smollm2-135m"), std::string::npos) << msg;
+}
+
+TEST(NnConfig, ReadsLlama2ConfigJson) {
+  const std::string path = write_temp("llama2", kLlama2);
+  const ModelConfig c = load_config_json(path);
+  std::filesystem::remove(path);
+  EXPECT_EQ(c.family, Family::llama);
+  EXPECT_EQ(c.model_type, "llama");
+  EXPECT_EQ(c.vocab_size, 32000);
+  EXPECT_EQ(c.hidden_size, 4096);
+  EXPECT_EQ(c.intermediate_size, 11008);
+  EXPECT_EQ(c.num_layers, 32);
+  EXPECT_EQ(c.num_heads, 32);
+  EXPECT_EQ(c.num_kv_heads, 32);
+  EXPECT_EQ(c.max_position_embeddings, 4096);
+  EXPECT_DOUBLE_EQ(c.norm_eps, 1e-5);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 10000.0);  // absent: Hugging Face's default
+  EXPECT_FALSE(c.tie_word_embeddings);
+  EXPECT_FALSE(c.attention_qkv_bias);
+  EXPECT_EQ(c.num_parameters(), preset("llama2-7b").num_parameters());
+  EXPECT_EQ(c.num_parameters(), 6'738'415'616);
+}
+
+TEST(NnConfig, ReadsMistralConfigJson) {
+  const ModelConfig c = config_from_json(nlohmann::json::parse(kMistral), "mistral.json");
+  EXPECT_EQ(c.model_type, "mistral");
+  EXPECT_EQ(c.family, Family::llama);
+  EXPECT_EQ(c.num_kv_heads, 8);
+  EXPECT_EQ(c.intermediate_size, 14336);
+  EXPECT_EQ(c.sliding_window, 4096);
+  EXPECT_EQ(c.max_position_embeddings, 32768);
+  EXPECT_EQ(c.num_parameters(), 7'241'732'096);
+}
+
+TEST(NnConfig, ReadsQwen2ConfigJsonWithQkvBias) {
+  const ModelConfig c = config_from_json(nlohmann::json::parse(kQwen2), "qwen2.json");
+  EXPECT_EQ(c.model_type, "qwen2");
+  EXPECT_EQ(c.family, Family::llama);
+  EXPECT_TRUE(c.attention_qkv_bias);
+  EXPECT_FALSE(c.attention_out_bias);
+  EXPECT_FALSE(c.mlp_bias);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_EQ(c.num_heads, 14);
+  EXPECT_EQ(c.num_kv_heads, 2);
+  EXPECT_EQ(c.resolved_head_dim(), 64);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 1e6);
+  EXPECT_DOUBLE_EQ(c.norm_eps, 1e-6);
+  EXPECT_EQ(c.num_parameters(), 494'032'768);  // Qwen2-0.5B's published count
+}
+
+TEST(NnConfig, ReadsGpt2ConfigJson) {
+  const std::string path = write_temp("gpt2", kGpt2);
+  const ModelConfig c = load_config_json(path);
+  std::filesystem::remove(path);
+  EXPECT_EQ(c.family, Family::gpt2);
+  EXPECT_EQ(c.vocab_size, 50257);
+  EXPECT_EQ(c.hidden_size, 768);
+  EXPECT_EQ(c.intermediate_size, 4 * 768);  // n_inner absent
+  EXPECT_EQ(c.num_layers, 12);
+  EXPECT_EQ(c.num_heads, 12);
+  EXPECT_EQ(c.max_position_embeddings, 1024);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_TRUE(c.attention_qkv_bias && c.attention_out_bias && c.mlp_bias);
+  EXPECT_EQ(c.num_parameters(), 124'439'808);
+}
+
+struct BadConfig {
+  const char* what;
+  const char* base;
+  const char* key;     // edited key
+  const char* value;   // JSON text of its new value; nullptr erases it
+  const char* expect;  // substring of the error
+};
+
+TEST(NnConfig, MalformedConfigsNameTheFileAndKey) {
+  const BadConfig cases[] = {
+      {"missing hidden_size", kLlama2, "hidden_size", nullptr, "missing key 'hidden_size'"},
+      {"missing n_embd", kGpt2, "n_embd", nullptr, "missing key 'n_embd'"},
+      {"missing rms_norm_eps", kMistral, "rms_norm_eps", nullptr, "missing key 'rms_norm_eps'"},
+      {"missing model_type", kQwen2, "model_type", nullptr, "missing key 'model_type'"},
+      {"unknown model_type", kLlama2, "model_type", "\"bert\"", "key 'model_type' is 'bert'"},
+      {"unknown key", kLlama2, "quantization_config", "{\"bits\": 4}",
+       "unknown key 'quantization_config'"},
+      {"unknown key gpt2", kGpt2, "n_experts", "8", "unknown key 'n_experts'"},
+      {"wrong type", kLlama2, "num_hidden_layers", "\"32\"",
+       "key 'num_hidden_layers' must be an integer"},
+      {"rope scaling", kLlama2, "rope_scaling", "{\"type\": \"linear\", \"factor\": 2.0}",
+       "key 'rope_scaling'"},
+      {"gelu act in llama", kMistral, "hidden_act", "\"gelu\"", "key 'hidden_act' is 'gelu'"},
+      {"exact gelu gpt2", kGpt2, "activation_function", "\"gelu\"", "key 'activation_function'"},
+      {"qwen2 sliding window", kQwen2, "use_sliding_window", "true", "key 'use_sliding_window'"},
+      {"heads do not divide", kLlama2, "num_key_value_heads", "5", "num_kv_heads = 5"},
+  };
+  for (const auto& c : cases) {
+    nlohmann::json j = nlohmann::json::parse(c.base);
+    if (c.value)
+      j[c.key] = nlohmann::json::parse(c.value);
+    else
+      j.erase(c.key);
+    const std::string path = write_temp("bad", j.dump(2));
+    const std::string msg = error_of([&] { load_config_json(path); });
+    std::filesystem::remove(path);
+    EXPECT_NE(msg.find(c.expect), std::string::npos) << c.what << ": " << msg;
+    EXPECT_NE(msg.find("[config " + path + "]"), std::string::npos) << c.what << ": " << msg;
+  }
+}
+
+TEST(NnConfig, UnreadableFilesAreNamed) {
+  const std::string missing = "/nonexistent/fitgrad/config.json";
+  EXPECT_NE(error_of([&] { load_config_json(missing); }).find("[config " + missing + "]"),
+            std::string::npos);
+  const std::string path = write_temp("broken", "{\"model_type\": ");
+  const std::string msg = error_of([&] { load_config_json(path); });
+  std::filesystem::remove(path);
+  EXPECT_NE(msg.find("[config " + path + "] invalid JSON"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace fitgrad::nn
