@@ -10,7 +10,6 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -196,22 +195,6 @@ TEST(TokenizerGpt2, ConcurrentEncodes) {
     threads.emplace_back([&, t] { got[t] = gpt2().encode(big); });
   for (auto& th : threads) th.join();
   for (const auto& g : got) EXPECT_EQ(g, expected);
-}
-
-TEST(TokenizerGpt2, Throughput) {
-  const auto austen = austen_corpus();
-  if (!austen) GTEST_SKIP() << "../shared/data/corpora/austen.txt is absent";
-  const std::string mib = austen->substr(0, size_t(1) << 20);
-  double best = 0;
-  for (int rep = 0; rep < 3; ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    const std::vector<int32_t> ids = gpt2().encode(mib);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::max(best, double(mib.size()) / 1e6 / s);
-    EXPECT_GT(ids.size(), 0u);
-  }
-  std::printf("[ tokenizer ] GPT-2 BPE encode: %.1f MB/s on 1 MiB of Austen\n", best);
-  RecordProperty("encode_mb_per_s", int(best));
 }
 
 // from_vocab, fed what a GGUF file holds, builds the same tokenizer as GPT-2's files.
