@@ -1,0 +1,430 @@
+// safetensors reading (mmap + up-front validation) and writing (reference layout, atomic
+// rename). The format is small enough that every rule of its specification is checked
+// here in one pass over the header; see nn/io/safetensors.h for the layout.
+#include "nn/io/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string_view>
+
+#include "tensor/error.h"
+
+namespace fitgrad::nn {
+
+// Note [Little-endian host]: safetensors stores the header length and all tensor data
+// little-endian, and fitgrad reads and writes the bytes as they are.
+static_assert(std::endian::native == std::endian::little, "safetensors I/O assumes little-endian");
+
+namespace {
+
+using Json = nlohmann::json;
+
+// The reference implementation refuses headers above 100 MB; so do we, before parsing.
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+struct DTypeName {
+  std::string_view name;
+  DType dtype;
+};
+constexpr DTypeName kDTypeNames[] = {
+    {"F32", DType::f32}, {"F16", DType::f16}, {"BF16", DType::bf16}, {"I32", DType::i32},
+    {"I64", DType::i64}, {"U8", DType::u8},   {"I8", DType::i8}};
+// Valid in the format but without a fitgrad DType: an error that says so, not "unknown".
+constexpr std::string_view kUnsupportedDTypes[] = {
+    "F64",     "I16",     "U16",     "U32",     "U64", "BOOL", "F8_E4M3",
+    "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4",  "C64"};
+
+std::string_view format_name(DType dtype) {
+  for (const DTypeName& d : kDTypeNames) {
+    if (d.dtype == dtype) return d.name;
+  }
+  FG_ASSERT(false, "dtype {} has no safetensors name", dtype_name(dtype));
+}
+
+std::string errno_text() { return std::strerror(errno); }
+
+// Closes a file descriptor on scope exit.
+struct FileDescriptor {
+  int fd;
+  explicit FileDescriptor(int f) : fd(f) {}
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  ~FileDescriptor() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// Reading
+
+struct SafetensorsFile::Mapping {
+  std::byte* base = nullptr;
+  size_t size = 0;
+  Mapping(std::byte* b, size_t s) : base(b), size(s) {}
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+  ~Mapping() { munmap(base, size); }
+};
+
+namespace {
+
+// Validates the header of one file; `where` is the "[safetensors <path>]" prefix.
+class HeaderParser {
+ public:
+  HeaderParser(std::string where, uint64_t data_size)
+      : where_(std::move(where)), data_size_(data_size) {}
+
+  // Parses the JSON text, rejecting repeated keys (which nlohmann would silently merge),
+  // and returns the top-level keys in header order along with the document.
+  Json parse(std::string_view text, std::vector<std::string>& top_keys) const {
+    std::vector<std::set<std::string>> open_objects;  // the keys seen in each open object
+    const auto on_event = [&](int, Json::parse_event_t event, Json& parsed) {
+      if (event == Json::parse_event_t::object_start) {
+        open_objects.emplace_back();
+      } else if (event == Json::parse_event_t::object_end) {
+        open_objects.pop_back();
+      } else if (event == Json::parse_event_t::key) {
+        const std::string& key = parsed.get_ref<const std::string&>();
+        if (!open_objects.back().insert(key).second) {
+          FG_CHECK(open_objects.size() != 1, "{} tensor name '{}' appears twice in the header",
+                   where_, key);
+          throw Error(
+              fmt::format("{} key \"{}\" appears twice in one object of the header", where_, key));
+        }
+        if (open_objects.size() == 1) top_keys.push_back(key);
+      }
+      return true;
+    };
+    // The spec says the header MUST begin with '{', so leading whitespace is an error too.
+    FG_CHECK(text.starts_with('{'), "{} header does not start with '{{': it must be a JSON object",
+             where_);
+    Json doc;
+    try {
+      doc = Json::parse(text.begin(), text.end(), on_event);
+    } catch (const Json::exception& e) {
+      throw Error(fmt::format("{} header is not valid JSON: {}", where_, e.what()));
+    }
+    FG_ASSERT(doc.is_object());
+    return doc;
+  }
+
+  std::map<std::string, std::string> metadata(const Json& value) const {
+    FG_CHECK(value.is_object(), "{} \"__metadata__\" is a JSON {}, not an object of strings",
+             where_, value.type_name());
+    std::map<std::string, std::string> out;
+    for (const auto& [key, v] : value.items()) {
+      FG_CHECK(v.is_string(), "{} \"__metadata__\" key '{}' holds a JSON {}, not a string", where_,
+               key, v.type_name());
+      out.emplace(key, v.get<std::string>());
+    }
+    return out;
+  }
+
+  SafetensorsEntry entry(const std::string& name, const Json& value) const {
+    const std::string at = fmt::format("{} tensor '{}':", where_, name);
+    FG_CHECK(value.is_object(), "{} the entry is a JSON {}, not an object", at, value.type_name());
+    SafetensorsEntry e;
+    e.name = name;
+    e.dtype = dtype(at, field(at, value, "dtype"));
+    e.shape = shape(at, field(at, value, "shape"));
+    const Json& offsets = field(at, value, "data_offsets");
+    FG_CHECK(offsets.is_array() && offsets.size() == 2 && offsets[0].is_number_unsigned() &&
+                 offsets[1].is_number_unsigned(),
+             "{} \"data_offsets\" is {}, not an array of two non-negative integers", at,
+             offsets.dump());
+    e.begin = offsets[0].get<uint64_t>();
+    e.end = offsets[1].get<uint64_t>();
+    FG_CHECK(e.begin <= e.end, "{} data_offsets [{}, {}] end before they begin", at, e.begin,
+             e.end);
+    FG_CHECK(e.end <= data_size_,
+             "{} data_offsets [{}, {}] reach past the data section of {} bytes", at, e.begin, e.end,
+             data_size_);
+    // numel fits in int64 (checked by shape()), and element sizes are at most 8.
+    uint64_t bytes = 0;
+    FG_CHECK(
+        !__builtin_mul_overflow(uint64_t(fitgrad::numel(e.shape)), element_size(e.dtype), &bytes),
+        "{} shape {} of {} needs more bytes than fit in 64 bits", at, shape_str(e.shape),
+        format_name(e.dtype));
+    FG_CHECK(e.end - e.begin == bytes,
+             "{} data_offsets [{}, {}] hold {} bytes, but shape {} of {} needs {}", at, e.begin,
+             e.end, e.end - e.begin, shape_str(e.shape), format_name(e.dtype), bytes);
+    return e;
+  }
+
+  // The spec requires the tensors to cover the data section exactly: no overlaps, no gaps.
+  // Sorts `entries` into data order (stable, so equal offsets keep the header order).
+  void check_coverage(std::vector<SafetensorsEntry>& entries) const {
+    std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
+      return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+    });
+    uint64_t covered = 0;  // the data section is covered up to here
+    const SafetensorsEntry* previous = nullptr;
+    for (const SafetensorsEntry& e : entries) {
+      FG_CHECK(e.begin >= covered,
+               "{} tensor '{}' (data_offsets [{}, {}]) overlaps tensor '{}' (data_offsets "
+               "[{}, {}])",
+               where_, e.name, e.begin, e.end, previous->name, previous->begin, previous->end);
+      FG_CHECK(e.begin == covered,
+               "{} bytes [{}, {}) of the data section belong to no tensor ({} tensor '{}')", where_,
+               covered, e.begin,
+               previous ? "between tensor '" + previous->name + "' and" : std::string("before"),
+               e.name);
+      covered = e.end;
+      previous = &e;
+    }
+    FG_CHECK(
+        covered == data_size_, "{} bytes [{}, {}) of the data section belong to no tensor ({})",
+        where_, covered, data_size_,
+        previous ? "after tensor '" + previous->name + "'" : std::string("the header has none"));
+  }
+
+ private:
+  static const Json& field(const std::string& at, const Json& entry, const char* key) {
+    const auto it = entry.find(key);
+    FG_CHECK(it != entry.end(), "{} the entry has no \"{}\"", at, key);
+    return *it;
+  }
+
+  static DType dtype(const std::string& at, const Json& value) {
+    FG_CHECK(value.is_string(), "{} \"dtype\" is a JSON {}, not a string", at, value.type_name());
+    const std::string& name = value.get_ref<const std::string&>();
+    for (const DTypeName& d : kDTypeNames) {
+      if (d.name == name) return d.dtype;
+    }
+    const bool known = std::find(std::begin(kUnsupportedDTypes), std::end(kUnsupportedDTypes),
+                                 name) != std::end(kUnsupportedDTypes);
+    FG_CHECK(!known,
+             "{} dtype {} is not supported (fitgrad reads F32, F16, BF16, I32, I64, U8, I8)", at,
+             name);
+    throw Error(fmt::format("{} unknown dtype \"{}\"", at, name));
+  }
+
+  static Shape shape(const std::string& at, const Json& value) {
+    FG_CHECK(value.is_array(), "{} \"shape\" is a JSON {}, not an array", at, value.type_name());
+    Shape shape;
+    int64_t n = 1;
+    for (const Json& d : value) {
+      FG_CHECK(d.is_number_integer(), "{} \"shape\" {} holds {}, not an integer", at, value.dump(),
+               d.dump());
+      FG_CHECK(d.is_number_unsigned(), "{} \"shape\" {} has a negative size {}", at, value.dump(),
+               d.dump());
+      const uint64_t size = d.get<uint64_t>();
+      FG_CHECK(size <= uint64_t(std::numeric_limits<int64_t>::max()) &&
+                   !__builtin_mul_overflow(n, int64_t(size), &n),
+               "{} \"shape\" {} has more elements than fit in 64 bits", at, value.dump());
+      shape.push_back(int64_t(size));
+    }
+    return shape;
+  }
+
+  std::string where_;
+  uint64_t data_size_;
+};
+
+}  // namespace
+
+SafetensorsFile SafetensorsFile::open(const std::string& path) {
+  const std::string where = fmt::format("[safetensors {}]", path);
+  const FileDescriptor fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  FG_CHECK(fd.fd >= 0, "{} cannot open: {}", where, errno_text());
+  struct stat st {};
+  FG_CHECK(fstat(fd.fd, &st) == 0, "{} cannot stat: {}", where, errno_text());
+  FG_CHECK(S_ISREG(st.st_mode), "{} is not a regular file", where);
+  const auto file_size = uint64_t(st.st_size);
+  FG_CHECK(file_size >= 8, "{} the file is {} bytes, shorter than the 8-byte header length", where,
+           file_size);
+
+  // Note [Zero-copy tensors over the mapping]: the file is mapped private and writable, so
+  // a tensor over it may be written in place like any other (copy-on-write: the file never
+  // changes). Each tensor gets its own wrapped Storage whose release holds the mapping, so
+  // the mapping lives exactly as long as the file object or any tensor from it. A tensor
+  // whose bytes are not aligned to its element size (the format does not promise it) is
+  // copied instead, since the kernels assume aligned elements. (Under strict overcommit,
+  // vm.overcommit_memory=2, a writable private mapping is charged in full; the default
+  // heuristic mode charges only the pages actually written.)
+  void* base = mmap(nullptr, file_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd.fd, 0);
+  FG_CHECK(base != MAP_FAILED, "{} cannot mmap {} bytes: {}", where, file_size, errno_text());
+  SafetensorsFile file;
+  file.path_ = path;
+  file.mapping_ = std::make_shared<const Mapping>(static_cast<std::byte*>(base), file_size);
+
+  uint64_t header_size = 0;
+  std::memcpy(&header_size, base, 8);  // little-endian, Note [Little-endian host]
+  FG_CHECK(header_size <= kMaxHeaderBytes, "{} header length {} exceeds the limit of {} bytes",
+           where, header_size, kMaxHeaderBytes);
+  FG_CHECK(header_size <= file_size - 8,
+           "{} header length {} reaches past the end of the file ({} bytes)", where, header_size,
+           file_size);
+  file.data_start_ = 8 + header_size;
+
+  const HeaderParser parser(where, file_size - file.data_start_);
+  std::vector<std::string> names;
+  const Json header =
+      parser.parse(std::string_view(static_cast<const char*>(base) + 8, header_size), names);
+  for (const std::string& name : names) {
+    if (name == "__metadata__") {
+      file.metadata_ = parser.metadata(header.at(name));
+    } else {
+      file.entries_.push_back(parser.entry(name, header.at(name)));
+    }
+  }
+  parser.check_coverage(file.entries_);
+  for (size_t i = 0; i < file.entries_.size(); ++i) file.index_.emplace(file.entries_[i].name, i);
+  return file;
+}
+
+Tensor SafetensorsFile::tensor(const std::string& name) const {
+  const auto it = index_.find(name);
+  FG_CHECK(it != index_.end(), "[safetensors {}] no tensor named '{}'", path_, name);
+  const SafetensorsEntry& e = entries_[it->second];
+  std::byte* bytes = mapping_->base + data_start_ + e.begin;
+  const size_t nbytes = e.end - e.begin;
+  if (reinterpret_cast<uintptr_t>(bytes) % element_size(e.dtype) != 0) {
+    // Note [Zero-copy tensors over the mapping]: misaligned bytes are copied.
+    Tensor copy = Tensor::empty(e.shape, e.dtype);
+    if (nbytes > 0) std::memcpy(copy.data_ptr(), bytes, nbytes);
+    return copy;
+  }
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = Storage::wrap(bytes, nbytes, [mapping = mapping_]() mutable { mapping.reset(); });
+  impl->shape = e.shape;
+  impl->strides = contiguous_strides(e.shape);
+  impl->dtype = e.dtype;
+  return Tensor(std::move(impl));
+}
+
+std::map<std::string, Tensor> SafetensorsFile::tensors() const {
+  std::map<std::string, Tensor> out;
+  for (const SafetensorsEntry& e : entries_) out.emplace(e.name, tensor(e.name));
+  return out;
+}
+
+const std::byte* SafetensorsFile::mapped_data() const { return mapping_->base; }
+size_t SafetensorsFile::mapped_size() const { return mapping_->size; }
+
+// ---------------------------------------------------------------------------------------
+// Writing
+
+namespace {
+
+// A temporary file next to the target, removed unless commit() renamed it over the target.
+class TempFile {
+ public:
+  TempFile(std::string target, std::string where)
+      : target_(std::move(target)), where_(std::move(where)) {
+    static std::atomic<uint64_t> counter{0};
+    do {
+      path_ = fmt::format("{}.tmp.{}.{}", target_, getpid(), counter++);
+      fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    } while (fd_ < 0 && errno == EEXIST);
+    FG_CHECK(fd_ >= 0, "{} cannot create {}: {}", where_, path_, errno_text());
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  ~TempFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(path_.c_str());
+  }
+
+  void write(const void* data, size_t nbytes) {
+    const auto* p = static_cast<const char*>(data);
+    while (nbytes > 0) {
+      const ssize_t n = ::write(fd_, p, nbytes);
+      if (n < 0 && errno == EINTR) continue;
+      FG_CHECK(n > 0, "{} cannot write {}: {}", where_, path_, errno_text());
+      p += n;
+      nbytes -= size_t(n);
+    }
+  }
+
+  // fsync before rename: after a crash the target is either the old file or the whole
+  // new one, never a renamed file whose data blocks never reached the disk.
+  void commit() {
+    FG_CHECK(::fsync(fd_) == 0, "{} cannot fsync {}: {}", where_, path_, errno_text());
+    const int rc = ::close(fd_);
+    fd_ = -1;
+    FG_CHECK(rc == 0, "{} cannot close {}: {}", where_, path_, errno_text());
+    FG_CHECK(::rename(path_.c_str(), target_.c_str()) == 0, "{} cannot rename {} to it: {}", where_,
+             path_, errno_text());
+    committed_ = true;
+  }
+
+ private:
+  std::string target_;
+  std::string where_;
+  std::string path_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+// A JSON string literal; names must be valid UTF-8, as JSON requires.
+std::string json_string(const std::string& where, const std::string& s) {
+  try {
+    return Json(s).dump();
+  } catch (const Json::exception& e) {
+    throw Error(fmt::format("{} '{}' is not valid UTF-8: {}", where, s, e.what()));
+  }
+}
+
+}  // namespace
+
+// Note [Header layout]: the header is compact JSON with "__metadata__" first (when
+// present), then the tensors in the caller's order, each as {"dtype", "shape",
+// "data_offsets"} in that key order, with data laid out in the same order. Spaces pad it
+// to a multiple of 8 bytes so the data section starts 8-aligned. This is what the
+// reference implementation writes, so the files compare byte for byte.
+void save_safetensors(const std::string& path,
+                      const std::vector<std::pair<std::string, Tensor>>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  const std::string where = fmt::format("[safetensors {}]", path);
+  std::string header = "{";
+  if (!metadata.empty()) {
+    header += "\"__metadata__\":{";
+    for (const auto& [key, value] : metadata) {
+      if (header.back() != '{') header += ',';
+      header += json_string(where, key) + ':' + json_string(where, value);
+    }
+    header += '}';
+  }
+  std::set<std::string_view> names;
+  uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    FG_CHECK(name != "__metadata__", "{} '__metadata__' is reserved, not a tensor name", where);
+    FG_CHECK(names.insert(name).second, "{} tensor name '{}' is given twice", where, name);
+    FG_CHECK(t.defined(), "{} tensor '{}' is undefined", where, name);
+    FG_CHECK(t.device().has_bytes(), "{} tensor '{}' is on {}, which has no bytes to write", where,
+             name, t.device().str());
+    if (header.back() != '{') header += ',';
+    header += fmt::format("{}:{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}",
+                          json_string(where, name), format_name(t.dtype()),
+                          fmt::join(t.shape(), ","), offset, offset + t.nbytes());
+    offset += t.nbytes();
+  }
+  header += '}';
+  header.append((8 - header.size() % 8) % 8, ' ');
+
+  TempFile out(path, where);
+  const uint64_t header_size = header.size();  // little-endian, Note [Little-endian host]
+  out.write(&header_size, 8);
+  out.write(header.data(), header.size());
+  for (const auto& [name, t] : tensors) {
+    const Tensor host = t.to(Device::cpu()).contiguous();
+    if (host.nbytes() > 0) out.write(host.data_ptr(), host.nbytes());
+  }
+  out.commit();
+}
+
+}  // namespace fitgrad::nn
