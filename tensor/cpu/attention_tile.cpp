@@ -176,7 +176,7 @@ void online_softmax_tile(int64_t nq, int64_t d, float* __restrict s, float* __re
     for (int u = 0; u < kPanelVecs; ++u) x[u] = load(sr + u * kVecWidth);
     // The row max, NaN if any score is NaN: a NaN must reach o and lse, not vanish in a max.
     Vec vmax = x[0];
-    for (int u = 1; u < kPanelVecs; ++u) vmax = (x[u] > vmax) | (x[u] != x[u]) ? x[u] : vmax;
+    for (int u = 1; u < kPanelVecs; ++u) vmax = ((x[u] > vmax) | (x[u] != x[u])) ? x[u] : vmax;
     float m_new = m[r];
     for (int i = 0; i < kVecWidth; ++i)
       if (vmax[i] > m_new || std::isnan(vmax[i])) m_new = vmax[i];
