@@ -58,7 +58,6 @@ namespace detail {
 
 Tensor as_f32(const Tensor& t) { return t.dtype() == DType::f32 ? t : t.to(DType::f32); }
 
-
 void check_inputs(const char* op,
                   std::initializer_list<std::pair<const char*, const Tensor*>> inputs) {
   const std::pair<const char*, const Tensor*>* first = nullptr;

@@ -59,6 +59,5 @@ std::vector<Tensor> run_elementwise(const char* op, const Shape& shape, DType dt
 // keep their strides]).
 Tensor as_f32(const Tensor& t);
 
-
 }  // namespace detail
 }  // namespace fitgrad::ops

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tensor/error.h"
+#include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad::nn {
 namespace {
@@ -24,15 +25,7 @@ std::string write_temp(const std::string& stem, const std::string& text) {
 }
 
 // The error message of f(), or "" when it does not throw fitgrad::Error.
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using fitgrad::testing::error_of;
 
 // meta-llama/Llama-2-7b-hf config.json.
 constexpr const char* kLlama2 = R"({

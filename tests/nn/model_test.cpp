@@ -17,6 +17,7 @@
 #include "tensor/error.h"
 #include "tensor/memory/caching_allocator.h"
 #include "tensor/ops/elementwise.h"
+#include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad::nn {
 namespace {
@@ -31,15 +32,7 @@ Tensor random_ids(int64_t b, int64_t t, int64_t vocab, uint64_t seed) {
   return Tensor::from_vector(v, {b, t}, DType::i64);
 }
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using fitgrad::testing::error_of;
 
 // The loss of (ids, targets) and every parameter's gradient after one backward.
 struct LossAndGrads {

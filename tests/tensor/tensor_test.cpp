@@ -15,6 +15,7 @@
 
 #include "tensor/device_copy.h"
 #include "tensor/memory/caching_allocator.h"
+#include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad {
 namespace {
@@ -22,14 +23,7 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using fitgrad::testing::error_of;
 
 TEST(TensorTest, CreationShapesStridesAndValues) {
   for (DType dt : kAllDTypes) {
@@ -329,7 +323,8 @@ TEST(TensorStorage, WrappedMemoryIsZeroCopyAndReleasedOnce) {
   {
     auto storage = Storage::wrap(bytes.data(), bytes.size() * sizeof(float), [&] { ++released; });
     EXPECT_FALSE(storage->from_allocator());
-    Tensor t(std::make_shared<TensorImpl>(TensorImpl{storage, {2, 2}, {2, 1}, 0, DType::f32, nullptr}));
+    Tensor t(
+        std::make_shared<TensorImpl>(TensorImpl{storage, {2, 2}, {2, 1}, 0, DType::f32, nullptr}));
     EXPECT_EQ(t.at({1, 0}), 3.25);
     t.set({0, 1}, 7.0);
     EXPECT_EQ(bytes[1], 7.0f);  // the same bytes, not a copy

@@ -18,6 +18,8 @@
 #include <iterator>
 #include <sstream>
 
+#include "tests/tensor/ops/op_harness.h"
+
 namespace fitgrad::nn {
 namespace {
 
@@ -25,14 +27,7 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using fitgrad::testing::error_of;
 
 std::string read_bytes(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tensor/error.h"
+#include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad::cpu {
 namespace {
@@ -115,7 +116,7 @@ TEST_P(GemmTest, MatchesFp64Reference) {
       for (const AlphaBeta& ab : coefs) {
         for (int64_t pad : {0, 3}) {
           const bool ta = t & 1, tb = t & 2;
-          SCOPED_TRACE(testing::Message() << "m=" << s.m << " n=" << s.n << " k=" << s.k
+          SCOPED_TRACE(::testing::Message() << "m=" << s.m << " n=" << s.n << " k=" << s.k
                                           << " ta=" << ta << " tb=" << tb << " alpha=" << ab.alpha
                                           << " beta=" << ab.beta << " pad=" << pad);
           const Problem p(ta, tb, s.m, s.n, s.k, pad, seed++);
@@ -166,7 +167,7 @@ TEST_P(GemmTest, BatchedMatchesOneGemmPerMatrix) {
                       {true, true, 5, 17, 9, 31, false},
                       {false, false, 0, 4, 4, 4, false}};
   for (const Row& r : rows) {
-    SCOPED_TRACE(testing::Message() << "batch=" << r.batch << " m=" << r.m << " n=" << r.n
+    SCOPED_TRACE(::testing::Message() << "batch=" << r.batch << " m=" << r.m << " n=" << r.n
                                     << " k=" << r.k << " ta=" << r.ta << " tb=" << r.tb);
     std::vector<Problem> ps;
     for (int64_t i = 0; i < r.batch; ++i) ps.emplace_back(r.ta, r.tb, r.m, r.n, r.k, 2, 100 + i);
@@ -201,7 +202,7 @@ TEST_P(GemmTest, TwoRunsAreBitwiseEqual) {
   for (int threads : {1, 2, 3}) {
     set_gemm_threads(threads);
     for (int t = 0; t < 4; ++t) {
-      SCOPED_TRACE(testing::Message() << "threads=" << threads << " combo=" << t);
+      SCOPED_TRACE(::testing::Message() << "threads=" << threads << " combo=" << t);
       const Problem p(t & 1, t & 2, 333, 611, 517, 0, 900 + t);
       std::vector<float> first = p.c, second = p.c;
       p.run(1.0f, 1.0f, first);
@@ -218,14 +219,7 @@ INSTANTIATE_TEST_SUITE_P(Backends, GemmTest,
                            return std::string(gemm_backend_name(info.param));
                          });
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using fitgrad::testing::error_of;
 
 TEST(GemmErrorTest, BadArgumentsNameTheCulprit) {
   std::vector<float> a(64), b(64), c(64);

@@ -151,7 +151,6 @@ TEST(ElementwiseActivation, ExtremeInputsStayFinite) {
   EXPECT_EQ(ops::gelu(x).to_vector<float>()[0], 0.0f);
 }
 
-
 TEST(ElementwiseActivation, ErrorsNameTheOp) {
   const Tensor a = Tensor::zeros({2, 3});
   expect_error([&] { ops::swiglu(a, Tensor::zeros({3, 2})); }, "[swiglu] up has shape (3, 2)");

@@ -366,7 +366,6 @@ TEST(AttentionEdges, NanPropagatesToItsRow) {
   }
 }
 
-
 TEST(AttentionErrors, BadShapesDtypesAndHeads) {
   const Tensor q = random_tensor({1, 4, 5, 8}, 80), kv = random_tensor({1, 2, 6, 8}, 81);
   const std::string f = "[flash_attention]";

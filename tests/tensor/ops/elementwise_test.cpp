@@ -307,7 +307,6 @@ TEST(ElementwiseAddInPlace, SourceAliasingTheDestination) {
 
 // ---- errors and meta ----
 
-
 TEST(ElementwiseErrors, NameTheOpAndTheProblem) {
   const Tensor a = Tensor::zeros({2, 3});
   const Tensor b = Tensor::zeros({4});

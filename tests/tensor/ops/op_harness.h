@@ -72,6 +72,16 @@ inline ::testing::AssertionResult all_close(const std::vector<double>& got,
          << got[worst] << ", want " << want[worst] << " (rtol " << rtol << ", atol " << atol << ")";
 }
 
+// The message of the fitgrad::Error that fn throws, or "(no error)" when it throws none.
+inline std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
 // Runs fn and expects a fitgrad::Error whose message starts with `prefix` (the op, as
 // "[softmax]") and contains `part`.
 inline void expect_error(const std::function<void()>& fn, const std::string& prefix,

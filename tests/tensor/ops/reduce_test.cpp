@@ -343,7 +343,6 @@ TEST(ReduceSumTo, SumsTheBroadcastDims) {
 
 // ---- errors and meta ----
 
-
 TEST(ReduceErrors, NameTheOpAndTheProblem) {
   const Tensor a = Tensor::zeros({2, 3});
   expect_error([&] { ops::sum(a, {1, -1}); }, "[sum] dim 1 appears more than once");
