@@ -1,0 +1,53 @@
+// llama.cpp's tensor names for Llama-architecture models and their Hugging Face names
+// (the names fitgrad's modules use), plus the inverse of the row permutation that
+// llama.cpp's converter applies to q_proj and k_proj.
+//
+//   token_embd.weight              model.embed_tokens.weight
+//   output_norm.weight             model.norm.weight
+//   output.weight                  lm_head.weight (absent with tied embeddings)
+//   blk.N.attn_norm.weight         model.layers.N.input_layernorm.weight
+//   blk.N.attn_q / attn_k / attn_v / attn_output
+//                                  model.layers.N.self_attn.q_proj / k_proj / v_proj / o_proj
+//   blk.N.ffn_norm.weight          model.layers.N.post_attention_layernorm.weight
+//   blk.N.ffn_gate / ffn_up / ffn_down
+//                                  model.layers.N.mlp.gate_proj / up_proj / down_proj
+// Per-block names take a .weight or a .bias suffix (Qwen2-style q/k/v biases).
+//
+// See Note [Q/K row permutation] in llama_names.cpp for unpermute_qk.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace fitgrad::nn {
+
+class GgufFile;
+
+// The Hugging Face name of a llama.cpp tensor name; nullopt for a name outside the table
+// (such as rope_freqs.weight, which is no parameter).
+std::optional<std::string> llama_cpp_to_hf_name(std::string_view name);
+// The inverse: llama.cpp's name for a Hugging Face Llama parameter name.
+std::optional<std::string> hf_to_llama_cpp_name(std::string_view name);
+
+// llama.cpp's converter permutation of a q_proj (n_head = head count) or k_proj
+// (n_head = KV head count) weight or bias: rows (n_head, 2, head_dim/2) are reordered to
+// (n_head, head_dim/2, 2). Shape (n_head * head_dim, ...) in and out.
+Tensor permute_qk(const Tensor& w, int64_t n_head);
+// Its inverse: turns the rows of a GGUF attn_q / attn_k tensor back into Hugging Face's
+// order, in which RoPE rotates the two halves of each head.
+Tensor unpermute_qk(const Tensor& w, int64_t n_head);
+
+// Every tensor of a llama-architecture GGUF file under its Hugging Face name, decoded to
+// `dtype`, with attn_q / attn_k unpermuted using llama.attention.head_count and
+// head_count_kv. In file order; rope_freqs.weight (no parameter) is left out, and any other
+// name outside the table throws.
+std::vector<std::pair<std::string, Tensor>> load_llama_gguf(const GgufFile& file,
+                                                            DType dtype = DType::f32);
+
+}  // namespace fitgrad::nn
