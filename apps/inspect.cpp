@@ -1,0 +1,71 @@
+// `fitgrad inspect`: one table of tensors and one of metadata, for either format.
+#include "apps/inspect.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <fstream>
+
+#include "nn/io/gguf.h"
+#include "nn/io/safetensors.h"
+#include "tensor/memory/bytes.h"
+
+namespace fitgrad::apps {
+
+namespace {
+
+void print_tensor(std::ostream& out, const std::string& name, const std::string& dtype,
+                  const Shape& shape, uint64_t bytes) {
+  out << fmt::format("  {:<48} {:<6} {:<22} {:>12}\n", name, dtype, shape_str(shape),
+                     format_bytes(int64_t(bytes)));
+}
+
+void inspect_safetensors(const std::string& path, std::ostream& out) {
+  const nn::SafetensorsFile file = nn::SafetensorsFile::open(path);
+  uint64_t total = 0;
+  int64_t params = 0;
+  out << fmt::format("{}: safetensors, {} tensors\n", path, file.entries().size());
+  for (const nn::SafetensorsEntry& e : file.entries()) {
+    print_tensor(out, e.name, std::string(dtype_name(e.dtype)), e.shape, e.end - e.begin);
+    total += e.end - e.begin;
+    params += numel(e.shape);
+  }
+  out << fmt::format("  total: {} elements, {}\n", params, format_bytes(int64_t(total)));
+  out << fmt::format("metadata ({} keys)\n", file.metadata().size());
+  for (const auto& [key, value] : file.metadata()) out << fmt::format("  {} = {}\n", key, value);
+}
+
+void inspect_gguf(const std::string& path, std::ostream& out) {
+  const nn::GgufFile file = nn::GgufFile::open(path);
+  uint64_t total = 0;
+  int64_t params = 0;
+  out << fmt::format("{}: GGUF v{}, {} tensors\n", path, file.version(), file.tensors().size());
+  for (const nn::GgufTensorInfo& t : file.tensors()) {
+    print_tensor(out, t.name, t.type_name(), t.shape(), t.nbytes);
+    total += t.nbytes;
+    params += t.numel;
+  }
+  out << fmt::format("  total: {} elements, {}\n", params, format_bytes(int64_t(total)));
+  out << fmt::format("metadata ({} keys)\n", file.metadata().size());
+  for (const auto& [key, value] : file.metadata().entries())
+    out << fmt::format("  {} = {}\n", key, value.str());
+}
+
+}  // namespace
+
+void inspect_file(const std::string& path, std::ostream& out) {
+  std::ifstream in(path, std::ios::binary);
+  FG_CHECK(in.good(), "[inspect {}] cannot open the file", path);
+  std::array<char, 9> head{};
+  in.read(head.data(), 9);
+  const std::string magic(head.data(), size_t(in.gcount()));
+  if (magic.starts_with("GGUF")) return inspect_gguf(path, out);
+  // safetensors: an 8-byte little-endian header length, then a JSON object.
+  if (magic.size() == 9 && magic[8] == '{') return inspect_safetensors(path, out);
+  throw Error(
+      fmt::format("[inspect {}] is neither a safetensors file (8-byte length, then '{{') nor GGUF "
+                  "(magic 'GGUF')",
+                  path));
+}
+
+}  // namespace fitgrad::apps
