@@ -117,8 +117,8 @@ TEST_P(GemmTest, MatchesFp64Reference) {
         for (int64_t pad : {0, 3}) {
           const bool ta = t & 1, tb = t & 2;
           SCOPED_TRACE(::testing::Message() << "m=" << s.m << " n=" << s.n << " k=" << s.k
-                                          << " ta=" << ta << " tb=" << tb << " alpha=" << ab.alpha
-                                          << " beta=" << ab.beta << " pad=" << pad);
+                                            << " ta=" << ta << " tb=" << tb << " alpha=" << ab.alpha
+                                            << " beta=" << ab.beta << " pad=" << pad);
           const Problem p(ta, tb, s.m, s.n, s.k, pad, seed++);
           std::vector<float> out = p.c;
           p.run(ab.alpha, ab.beta, out);
@@ -168,7 +168,7 @@ TEST_P(GemmTest, BatchedMatchesOneGemmPerMatrix) {
                       {false, false, 0, 4, 4, 4, false}};
   for (const Row& r : rows) {
     SCOPED_TRACE(::testing::Message() << "batch=" << r.batch << " m=" << r.m << " n=" << r.n
-                                    << " k=" << r.k << " ta=" << r.ta << " tb=" << r.tb);
+                                      << " k=" << r.k << " ta=" << r.ta << " tb=" << r.tb);
     std::vector<Problem> ps;
     for (int64_t i = 0; i < r.batch; ++i) ps.emplace_back(r.ta, r.tb, r.m, r.n, r.k, 2, 100 + i);
     if (r.broadcast_b)
