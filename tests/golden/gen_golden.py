@@ -25,6 +25,10 @@ The cases:
     every parameter under its Hugging Face GPT-2 name (Linear weights stored (in, out) as
     GPT-2's Conv1D does), the input ids, the targets, the logits, the mean cross-entropy
     loss and `<param>.grad` for every parameter.
+  * llama_block.gtb (read by golden_llama_test.cpp): a 2-layer Llama-style decoder (RMSNorm,
+    RoPE in Hugging Face's rotate_half convention, grouped-query attention, SwiGLU MLP,
+    untied lm_head), every parameter under its Hugging Face Llama name (Linear weights
+    stored in torch's (out, in) layout, no biases), stored like block.gtb.
 
 Numerics: inputs are drawn in float32, so they are exact in the files. The reference
 forward and gradients are computed by torch.autograd in float64 from those exact inputs
@@ -33,9 +37,9 @@ error against float64 (max |f32 - f64| / max |f64|) is recorded in meta["torch_f
 per stored result: the accuracy plain f32 PyTorch reaches, which is what the C++
 tolerances are judged against.
 
-torch 1.13 has no scaled_dot_product_attention and no RMSNorm: both are written
+torch 1.13 has no scaled_dot_product_attention, no RMSNorm and no RoPE: all are written
 explicitly here with plain tensor ops (attention: q @ k^T * scale, mask, softmax, @ v,
-grouped-query heads by repeating kv heads).
+grouped-query heads by repeating kv heads; RoPE: x cos + rotate_half(x) sin).
 """
 
 import argparse
@@ -291,6 +295,100 @@ def block_case(out_dir):
     print(f"block: loss {f64['loss'].item():.6f}, worst torch f32 err {worst[1]:.1e} ({worst[0]})")
 
 
+# ---------------------------------------------------------------------------- llama case
+
+LV, LC, LT, LB, LL, LNH, LKV, LI = 64, 32, 16, 2, 2, 4, 2, 48
+LEPS, LTHETA = 1e-5, 10000.0
+
+
+def llama_params(g):
+    """Hugging Face Llama names; Linear weights in torch (out, in) layout, no biases; untied
+    lm_head. Random RMSNorm weights (around 1) so that no gradient is trivial."""
+    hd = LC // LNH
+    p = {"model.embed_tokens.weight": randn(g, LV, LC, scale=0.3)}
+    for i in range(LL):
+        h = f"model.layers.{i}."
+        p[h + "input_layernorm.weight"] = 1 + randn(g, LC, scale=0.1)
+        p[h + "self_attn.q_proj.weight"] = randn(g, LNH * hd, LC, scale=0.2)
+        p[h + "self_attn.k_proj.weight"] = randn(g, LKV * hd, LC, scale=0.2)
+        p[h + "self_attn.v_proj.weight"] = randn(g, LKV * hd, LC, scale=0.2)
+        p[h + "self_attn.o_proj.weight"] = randn(g, LC, LNH * hd, scale=0.2)
+        p[h + "post_attention_layernorm.weight"] = 1 + randn(g, LC, scale=0.1)
+        p[h + "mlp.gate_proj.weight"] = randn(g, LI, LC, scale=0.2)
+        p[h + "mlp.up_proj.weight"] = randn(g, LI, LC, scale=0.2)
+        p[h + "mlp.down_proj.weight"] = randn(g, LC, LI, scale=0.2)
+    p["model.norm.weight"] = 1 + randn(g, LC, scale=0.1)
+    p["lm_head.weight"] = randn(g, LV, LC, scale=0.3)
+    return p
+
+
+def rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def rope_ref(x, theta):
+    """Hugging Face Llama RoPE on x (B, H, T, D) at positions 0..T-1: x cos + rotate_half(x)
+    sin, angles t * theta^(-2i/D) repeated over both halves."""
+    t, d = x.shape[2], x.shape[3]
+    inv_freq = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+    ang = torch.arange(t, dtype=torch.float64).unsqueeze(1) * inv_freq.unsqueeze(0)  # (T, D/2)
+    emb = torch.cat((ang, ang), dim=-1).to(x.dtype)  # (T, D)
+    return x * emb.cos() + rotate_half(x) * emb.sin()
+
+
+def llama_forward(p, idx, targets):
+    """Pre-norm Llama decoder: x = embed_tokens[idx]; per layer
+    x += o_proj(attn(rope(q), rope(k), v)) of input_layernorm(x),
+    x += down(silu(gate(m)) * up(m)) of m = post_attention_layernorm(x); norm; untied
+    lm_head; mean cross-entropy. Returns (logits, loss)."""
+    b, t = idx.shape
+    hd = LC // LNH
+    x = F.embedding(idx, p["model.embed_tokens.weight"])
+    for i in range(LL):
+        h = f"model.layers.{i}."
+        a = rms_norm_ref(x, p[h + "input_layernorm.weight"], LEPS)
+        q = (a @ p[h + "self_attn.q_proj.weight"].t()).reshape(b, t, LNH, hd).transpose(1, 2)
+        k = (a @ p[h + "self_attn.k_proj.weight"].t()).reshape(b, t, LKV, hd).transpose(1, 2)
+        v = (a @ p[h + "self_attn.v_proj.weight"].t()).reshape(b, t, LKV, hd).transpose(1, 2)
+        q, k = rope_ref(q, LTHETA), rope_ref(k, LTHETA)
+        y = attention_ref(q, k, v, True, 1.0 / math.sqrt(hd))  # kv heads repeated
+        y = y.transpose(1, 2).reshape(b, t, LNH * hd)
+        x = x + y @ p[h + "self_attn.o_proj.weight"].t()
+        m = rms_norm_ref(x, p[h + "post_attention_layernorm.weight"], LEPS)
+        f = F.silu(m @ p[h + "mlp.gate_proj.weight"].t()) * (m @ p[h + "mlp.up_proj.weight"].t())
+        x = x + f @ p[h + "mlp.down_proj.weight"].t()
+    x = rms_norm_ref(x, p["model.norm.weight"], LEPS)
+    logits = x @ p["lm_head.weight"].t()  # (B, T, V)
+    loss = F.cross_entropy(logits.reshape(b * t, LV), targets.reshape(b * t))
+    return logits, loss
+
+
+def llama_case(out_dir):
+    g = gen(200)
+    params = llama_params(g)
+    tokens = torch.randint(0, LV, (LB, LT + 1), generator=g)
+    idx, targets = tokens[:, :LT].contiguous(), tokens[:, 1:].contiguous()
+    results = {}
+    for dtype in (torch.float64, torch.float32):
+        p = {k: v.to(dtype).requires_grad_(True) for k, v in params.items()}
+        logits, loss = llama_forward(p, idx, targets)
+        loss.backward()
+        results[dtype] = {"logits": logits.detach(), "loss": loss.detach(),
+                          **{k + ".grad": v.grad for k, v in p.items()}}
+    f64, f32 = results[torch.float64], results[torch.float32]
+    meta = {"vocab": LV, "hidden": LC, "seq_len": LT, "batch": LB, "n_layer": LL,
+            "n_head": LNH, "n_kv_head": LKV, "intermediate": LI, "rms_norm_eps": LEPS,
+            "rope_theta": LTHETA, "tie_word_embeddings": False,
+            "linear_weight_layout": "(out, in)", "param_names": list(params.keys()),
+            "torch_f32_err": {k: normwise_err(f32[k], f64[k]) for k in f64}}
+    write_case(os.path.join(out_dir, "llama_block.gtb"),
+               {**params, "idx": idx, "targets": targets, **f64}, meta)
+    worst = max(meta["torch_f32_err"].items(), key=lambda kv: kv[1])
+    print(f"llama_block: loss {f64['loss'].item():.6f}, worst torch f32 err {worst[1]:.1e} "
+          f"({worst[0]})")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)),
@@ -300,6 +398,7 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     op_cases(args.out)
     block_case(args.out)
+    llama_case(args.out)
 
 
 if __name__ == "__main__":

@@ -206,9 +206,10 @@ INSTANTIATE_TEST_SUITE_P(Golden, GoldenOps, ::testing::ValuesIn(cases()),
                            return s;
                          });
 
-// Each committed .gtb file is read by some row above or by golden_block_test.cpp.
+// Each committed .gtb file is read by some row above, by golden_block_test.cpp or by
+// golden_llama_test.cpp.
 TEST(GoldenOpsFiles, EveryGoldenFileIsUsed) {
-  std::set<std::string> used = {"block.gtb"};
+  std::set<std::string> used = {"block.gtb", "llama_block.gtb"};
   for (const auto& c : cases()) used.insert(c.file);
   int n = 0;
   for (const auto& e : std::filesystem::directory_iterator(FITGRAD_GOLDEN_DIR)) {
