@@ -3,14 +3,7 @@
 // ids in block.gtb, and its logits, loss and EVERY parameter gradient must match torch's
 // (torch.autograd in float64, stored as f32). See gen_golden.py for the reference model.
 //
-// Note [Golden block tolerances]
-// The gradients pass through ~30 ops (two blocks, a tied head, cross-entropy), each
-// rounding in f32 in its own summation order; torch's own float32 run of the same model
-// is off its float64 result by up to ~1.3e-6 normwise (meta "torch_f32_err"). A correct
-// fitgrad gets within a small multiple of that: each element must satisfy
-// |got - want| <= 1e-4 |want| + 1e-5 max|want|. The absolute term, relative to the
-// tensor's largest element, covers the elements that cancel to near zero (their relative
-// error is unbounded in any f32 implementation, torch's included).
+// Tolerances: Note [Golden block tolerances] in golden_compare.h.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,7 +15,7 @@
 #include "autograd/tape.h"
 #include "autograd/variable.h"
 #include "nn/decoder.h"
-#include "tests/golden/golden_file.h"
+#include "tests/golden/golden_compare.h"
 #include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad::testing {
@@ -71,18 +64,6 @@ std::pair<Tensor, Tensor> gpt2_forward(const std::map<std::string, Tensor>& p,
   return {logits, loss};
 }
 
-// Note [Golden block tolerances]
-::testing::AssertionResult close_to(const Tensor& got, const Tensor& want, double* normwise) {
-  const auto g = to_f64(got), w = to_f64(want);
-  double scale = 0, err = 0;
-  for (size_t i = 0; i < w.size() && i < g.size(); ++i) {
-    scale = std::max(scale, std::fabs(w[i]));
-    err = std::max(err, std::fabs(g[i] - w[i]));
-  }
-  *normwise = scale > 0 ? err / scale : err;
-  return all_close(g, w, 1e-4, 1e-5 * scale);
-}
-
 TEST(GoldenBlock, Gpt2TwoLayerLossAndEveryGradientMatchTorch) {
   const GoldenFile file(golden_path("block.gtb"));
   const auto& meta = file.meta();
@@ -107,16 +88,8 @@ TEST(GoldenBlock, Gpt2TwoLayerLossAndEveryGradientMatchTorch) {
   const auto [logits, loss] = gpt2_forward(params, cfg, file.tensor("idx"), file.tensor("targets"));
   ag::backward(loss);
 
-  const bool verbose = std::getenv("GOLDEN_VERBOSE") != nullptr;
   auto check = [&](const std::string& what, const Tensor& got, const std::string& stored) {
-    const Tensor want = file.tensor(stored);
-    ASSERT_TRUE(got.defined()) << what << " was not computed";
-    ASSERT_EQ(got.shape(), want.shape()) << what;
-    double err = 0;
-    EXPECT_TRUE(close_to(got, want, &err)) << what;
-    if (verbose)
-      std::printf("[golden] block %-44s normwise err %.2e (torch f32 %.2e)\n", what.c_str(), err,
-                  meta.at("torch_f32_err").value(stored, 0.0));
+    expect_matches_golden(file, what, got, stored);
   };
   check("loss", loss, "loss");
   check("logits", logits, "logits");
@@ -157,11 +130,7 @@ TEST(GoldenBlock, Gpt2ModulesLoadTheGoldenParametersAndMatchTorch) {
   ag::backward(loss);
 
   auto check = [&](const std::string& what, const Tensor& got, const std::string& stored) {
-    const Tensor want = file.tensor(stored);
-    ASSERT_TRUE(got.defined()) << what << " was not computed";
-    ASSERT_EQ(got.shape(), want.shape()) << what;
-    double err = 0;
-    EXPECT_TRUE(close_to(got, want, &err)) << what;
+    expect_matches_golden(file, what, got, stored);
   };
   check("loss", loss, "loss");
   check("logits", logits, "logits");

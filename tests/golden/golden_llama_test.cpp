@@ -6,7 +6,7 @@
 // match torch's (torch.autograd in float64, stored as f32). See gen_golden.py's
 // llama_forward for the reference model, written there in plain torch ops.
 //
-// Tolerances: those of Note [Golden block tolerances] in golden_block_test.cpp; torch's
+// Tolerances: those of Note [Golden block tolerances] in golden_compare.h; torch's
 // own float32 run of this model lands up to ~1.5e-6 normwise from its float64 result
 // (meta "torch_f32_err").
 #include <gtest/gtest.h>
@@ -22,26 +22,13 @@
 #include "autograd/tape.h"
 #include "autograd/variable.h"
 #include "nn/decoder.h"
-#include "tests/golden/golden_file.h"
+#include "tests/golden/golden_compare.h"
 #include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad::testing {
 namespace {
 
 namespace ag = fitgrad::autograd;
-
-// Note [Golden block tolerances] (golden_block_test.cpp):
-// |got - want| <= 1e-4 |want| + 1e-5 max|want|, per element.
-::testing::AssertionResult close_to(const Tensor& got, const Tensor& want, double* normwise) {
-  const auto g = to_f64(got), w = to_f64(want);
-  double scale = 0, err = 0;
-  for (size_t i = 0; i < w.size() && i < g.size(); ++i) {
-    scale = std::max(scale, std::fabs(w[i]));
-    err = std::max(err, std::fabs(g[i] - w[i]));
-  }
-  *normwise = scale > 0 ? err / scale : err;
-  return all_close(g, w, 1e-4, 1e-5 * scale);
-}
 
 // The ModelConfig of the golden model, from the file's meta.
 nn::ModelConfig golden_llama_config(const nlohmann::json& meta) {
@@ -94,16 +81,8 @@ TEST(GoldenLlama, TwoLayerModulesLoadTheGoldenParametersAndMatchTorch) {
   const Tensor loss = model->loss(idx, targets);
   ag::backward(loss);
 
-  const bool verbose = std::getenv("GOLDEN_VERBOSE") != nullptr;
   auto check = [&](const std::string& what, const Tensor& got, const std::string& stored) {
-    const Tensor want = file.tensor(stored);
-    ASSERT_TRUE(got.defined()) << what << " was not computed";
-    ASSERT_EQ(got.shape(), want.shape()) << what;
-    double err = 0;
-    EXPECT_TRUE(close_to(got, want, &err)) << what;
-    if (verbose)
-      std::printf("[golden] llama %-52s normwise err %.2e (torch f32 %.2e)\n", what.c_str(), err,
-                  meta.at("torch_f32_err").value(stored, 0.0));
+    expect_matches_golden(file, what, got, stored);
   };
   check("loss", loss, "loss");
   check("logits", logits, "logits");
