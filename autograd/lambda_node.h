@@ -18,6 +18,7 @@
 
 #include "autograd/node.h"
 #include "autograd/tape.h"
+#include "autograd/variable.h"
 
 namespace fitgrad::autograd {
 
@@ -52,10 +53,7 @@ class ForwardScope {
 // An op's output as a tensor of its own: an op may return its input unchanged (a cast to
 // the same dtype, dropout with p = 0), and the output needs its own autograd data.
 inline Tensor own(const Tensor& out, const Tensor& input) {
-  return out.same(input) ? Tensor(std::make_shared<TensorImpl>(
-                               TensorImpl{out.impl()->storage, out.shape(), out.strides(),
-                                          out.offset(), out.dtype(), nullptr}))
-                         : out;
+  return out.same(input) ? detach(out) : out;
 }
 
 }  // namespace fitgrad::autograd
