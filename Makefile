@@ -1,17 +1,22 @@
 # fitgrad — a thin driver over CMake + Ninja + CTest. Everything real lives in
 # CMakeLists.txt and CMakePresets.json; this file only strings the steps together.
 #
-#   make demo         build and run the demo (for now: a dry run of GPT-2's memory on meta)
+#   make demo         train a small decoder on the embedded Austen corpus (about 3-5 minutes
+#                     on 2 CPU cores), print a sample, say where the loss curve and memory went
+#   make memory-demo  the allocation dry run of a GPT-2 (124M) training step on meta
 #   make test         install missing Debian packages, configure, build, run the tests
 #   make build        the same without running the tests
 #   make cuda-check   compile and link the CUDA backend (no GPU needed; skipped without nvcc)
 #   make bench        build and run the Google Benchmark programs
+#   make fuzz         clang + libFuzzer build of the parser fuzz targets (fuzz/), then a short
+#                     campaign per target that fails on any crash; skipped without libFuzzer
 #   make format       clang-format every tracked .h/.cpp/.cu file in place
 #   make clean        remove the build directories
 #
 # Variables: BUILD_DIR (build), CUDA_BUILD_DIR (build-cuda-check), BUILD_TYPE (Release),
 # CUDA (AUTO, ON or OFF: FITGRAD_CUDA for test/build), CMAKE_ARGS (extra configure
-# arguments), CTEST_JOBS (2), JOBS (Ninja's default), BENCH_ARGS (passed to each bench).
+# arguments), CTEST_JOBS (2), JOBS (Ninja's default), BENCH_ARGS (passed to each bench),
+# FUZZ_BUILD_DIR (build-fuzz), FUZZ_TIME (seconds per fuzz target, 25).
 
 BUILD_DIR      ?= build
 CUDA_BUILD_DIR ?= build-cuda-check
@@ -21,13 +26,15 @@ CMAKE_ARGS     ?=
 CTEST_JOBS     ?= 2
 JOBS           ?=
 BENCH_ARGS     ?=
+FUZZ_BUILD_DIR ?= build-fuzz
+FUZZ_TIME      ?= 25
 
 # nvcc is often not on PATH in a fresh shell; the toolkit's default prefix is checked too.
 NVCC := $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
 
 CMAKE_BUILD = cmake --build $(1) $(if $(JOBS),--parallel $(JOBS))
 
-.PHONY: all deps configure build demo test cuda-check bench format format-check clean
+.PHONY: all deps configure build demo memory-demo test cuda-check bench fuzz format format-check clean
 
 all: build
 
@@ -42,11 +49,32 @@ configure: deps
 build: configure
 	$(call CMAKE_BUILD,$(BUILD_DIR))
 
-# Until the data/apps issue brings training on Austen, the demo is the allocation dry run
-# of one GPT-2 (124M) training step on the meta device (apps/memory_demo.cpp).
+# The demo: a 3M-parameter byte-level Llama (apps/demo/model.json) learns Austen's novels
+# (data/assets/austen.txt) for DEMO_STEPS steps, then samples from its final checkpoint.
+DEMO_DIR   ?= $(BUILD_DIR)/demo
+DEMO_STEPS ?= 600
+DEMO_PROMPT ?= It is a truth universally acknowledged
+
 demo: configure
+	$(call CMAKE_BUILD,$(BUILD_DIR)) --target fitgrad_cli
+	$(BUILD_DIR)/fitgrad train --model apps/demo/model.json --data data/assets/austen.txt \
+	  --output_dir $(DEMO_DIR) --overwrite_output_dir --seq_len 128 \
+	  --per_device_train_batch_size 16 --learning_rate 2e-3 --lr_scheduler_type cosine \
+	  --warmup_steps 30 --weight_decay 0.1 --max_steps $(DEMO_STEPS) --logging_steps 25 \
+	  --eval_steps 100 --eval_max_batches 8 --save_steps 0 --dataloader_num_workers 1
+	@echo
+	@echo "== a sample from $(DEMO_DIR)/checkpoint-$(DEMO_STEPS):"
+	@$(BUILD_DIR)/fitgrad generate --model $(DEMO_DIR)/checkpoint-$(DEMO_STEPS) \
+	  --prompt "$(DEMO_PROMPT)" --max_new_tokens 300 --temperature 0.8 --top_k 40 --seed 1
+	@echo
+	@echo "== written:"
+	@echo "   loss curve:       $(DEMO_DIR)/loss_curve.svg (metrics: $(DEMO_DIR)/metrics.jsonl)"
+	@echo "   memory timeline:  $(DEMO_DIR)/memory_trace.json (open in https://ui.perfetto.dev)"
+	@echo "   memory snapshot:  $(DEMO_DIR)/memory.json, peak: $(DEMO_DIR)/peak_report.txt"
+
+memory-demo: configure
 	$(call CMAKE_BUILD,$(BUILD_DIR)) --target fitgrad_memory_demo
-	$(BUILD_DIR)/fitgrad_memory_demo $(BUILD_DIR)/demo
+	$(BUILD_DIR)/fitgrad_memory_demo $(BUILD_DIR)/memory-demo
 
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(CTEST_JOBS)
@@ -67,6 +95,24 @@ bench: build
 	  if [ -f "$$b" ] && [ -x "$$b" ]; then found=1; echo "== $$b"; "$$b" $(BENCH_ARGS) || exit 1; fi; \
 	done; [ $$found = 1 ] || echo "bench: no benchmark programs yet (bench/*.cpp)"
 
+# The targets are fuzz/*_fuzz.cpp; fuzz/run_campaigns.sh seeds each from a temporary copy of
+# fuzz/corpus/<name>/, so the repository is not written.
+FUZZ_TARGETS := $(patsubst fuzz/%.cpp,%,$(wildcard fuzz/*_fuzz.cpp))
+LIBFUZZER_PROBE := extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }
+
+fuzz: deps
+	@if ! printf '%s\n' '$(LIBFUZZER_PROBE)' | \
+	     clang++ -x c++ -fsanitize=fuzzer - -o /dev/null >/dev/null 2>&1; then \
+	  echo "fuzz: skipped: clang++ cannot link -fsanitize=fuzzer (libFuzzer not installed)"; \
+	else \
+	  set -e; \
+	  cmake -S . -B $(FUZZ_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	    -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DFITGRAD_FUZZ=ON \
+	    -DFITGRAD_WERROR=ON -DFITGRAD_CUDA=OFF -DFITGRAD_TESTS=OFF -DFITGRAD_BENCH=OFF; \
+	  $(call CMAKE_BUILD,$(FUZZ_BUILD_DIR)) --target $(FUZZ_TARGETS); \
+	  bash fuzz/run_campaigns.sh $(FUZZ_BUILD_DIR) $(FUZZ_TIME); \
+	fi
+
 format:
 	git ls-files -z '*.h' '*.cpp' '*.cu' | xargs -0 -r clang-format -i
 
@@ -74,4 +120,4 @@ format-check:
 	git ls-files -z '*.h' '*.cpp' '*.cu' | xargs -0 -r clang-format --dry-run --Werror
 
 clean:
-	rm -rf $(BUILD_DIR) $(CUDA_BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(CUDA_BUILD_DIR) $(FUZZ_BUILD_DIR)

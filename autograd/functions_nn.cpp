@@ -30,6 +30,15 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
     const Tensor &A = node.saved[0], &B = node.saved[1], &G = g[0];
     Tensor da = !ta ? ops::matmul(G, B, false, !tb)
                     : (!tb ? ops::matmul(B, G, false, true) : ops::matmul(B, G, true, true));
+    // A shared 2-d B with a batched, untransposed A (a Conv1D layer or a tied head): the
+    // batch folds into the rows, so dB is one GEMM over all B T rows instead of a
+    // (batch, ...) stack of products summed afterwards (Note [One GEMM for a shared right
+    // operand] in tensor/ops/matmul.cpp).
+    if (!ta && sb.size() == 2 && sa.size() > 2) {
+      const Tensor a2 = A.reshape({-1, A.size(-1)}), g2 = G.reshape({-1, G.size(-1)});
+      return Grads{ops::sum_to(da, sa),
+                   !tb ? ops::matmul(a2, g2, true, false) : ops::matmul(g2, a2, true, false)};
+    }
     Tensor db = !tb ? ops::matmul(A, G, !ta, false)
                     : (!ta ? ops::matmul(G, A, true, false) : ops::matmul(G, A, true, true));
     return Grads{ops::sum_to(da, sa), ops::sum_to(db, sb)};
@@ -192,9 +201,20 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
     r = ops::cross_entropy(logits, targets, ignore_index);
   }
   if (!rec) return r.loss;
+  // Note [Cross-entropy gradient over the logits]
+  // A language model's logits are the largest tensor of a training step (B T V fp32:
+  // 393 MiB for GPT-2's vocabulary at B T = 2048), and usually nothing but this node reads
+  // them after the forward. When the saved alias is the only holder of their storage
+  // (every other handle dropped, no other node saved them), the gradient is written over
+  // them instead of beside them, as the kernel computes each row's gradient from that row
+  // alone; a caller who still holds the logits gets a fresh gradient. In the ledger the
+  // gradient then keeps the logits' block (activation, the head's label) until the head's
+  // backward has consumed it.
   auto n = make_node("cross_entropy", [count = r.count, ignore_index](Node& node, Grads& g) {
-    return Grads{ops::cross_entropy_backward(g[0], node.saved[0], node.saved[1], node.saved[2],
-                                             count, ignore_index)};
+    const Tensor& logits = node.saved[0];
+    const bool sole = logits.storage() && logits.storage().use_count() == 1;
+    return Grads{ops::cross_entropy_backward(g[0], logits, node.saved[1], node.saved[2], count,
+                                             ignore_index, sole)};
   });
   n->save(logits);
   n->save(targets);

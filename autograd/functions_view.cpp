@@ -10,10 +10,18 @@ using Grads = std::vector<Tensor>;
 
 namespace {
 
+// A view that must copy (reshape of a non-contiguous tensor, contiguous) allocates its
+// result as an activation when recording, as every other op does: the next op usually
+// saves it (merged attention heads feed a projection).
 template <class Forward, class Rule>
 Tensor view_op(const char* name, const Tensor& x, Forward forward, Rule rule) {
-  Tensor out = own(forward(x), x);
-  if (!needs_record({&x})) return out;
+  const bool rec = needs_record({&x});
+  Tensor out;
+  {
+    ForwardScope scope(rec);
+    out = own(forward(x), x);
+  }
+  if (!rec) return out;
   record(make_node(name, [rule](Node&, Grads& g) { return Grads{rule(g[0])}; }), {&x}, {&out});
   return out;
 }

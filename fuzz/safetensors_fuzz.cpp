@@ -1,39 +1,25 @@
 // libFuzzer target for the safetensors reader and writer (nn/io/safetensors.cpp). Each
-// input is written to a temporary file and opened like a checkpoint. fitgrad::Error from
-// open() is the expected outcome for malformed input; anything else (a crash, InternalError,
-// another exception) is a bug. A file that opens must give a tensor for every entry, every
+// input is written to a scratch file (fuzz/temp_file.h) and opened like a checkpoint.
+// fitgrad::Error from open() is the expected outcome for malformed input; anything else (a
+// crash, a sanitizer report, InternalError, another exception) is a bug. A file that opens must give a tensor for every entry, every
 // byte of which is read (so AddressSanitizer sees any view that strays outside the
 // mapping), and must survive a write and a re-read unchanged.
-#include <unistd.h>
-
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "fuzz/temp_file.h"
 #include "nn/io/safetensors.h"
 #include "tensor/error.h"
 
 namespace {
 
 volatile uint8_t sink;  // keeps the byte reads from being optimised away
-
-// In /dev/shm when there is one (a tmpfs runs the campaign ~30x faster than a disk),
-// else in $TMPDIR or /tmp. Each input's file is removed once it has been read.
-const std::string& input_path() {
-  static const std::string path = [] {
-    const char* tmp = std::getenv("TMPDIR");
-    const std::string dir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : tmp ? tmp : "/tmp";
-    return fmt::format("{}/fitgrad_safetensors_fuzz_{}.safetensors", dir, getpid());
-  }();
-  return path;
-}
 
 // A file that opens must write back as the same tensors: the same entries and metadata,
 // and the same data section byte for byte (the entries cover it in data order). Any
@@ -43,10 +29,9 @@ void check_round_trip(const fitgrad::nn::SafetensorsFile& file) {
   for (const fitgrad::nn::SafetensorsEntry& e : file.entries()) {
     tensors.emplace_back(e.name, file.tensor(e.name));
   }
-  const std::string copy_path = input_path() + ".copy";
-  fitgrad::nn::save_safetensors(copy_path, tensors, file.metadata());
-  const fitgrad::nn::SafetensorsFile copy = fitgrad::nn::SafetensorsFile::open(copy_path);
-  std::remove(copy_path.c_str());
+  static const fitgrad::fuzz::TempFile copy_file("copy.safetensors");
+  fitgrad::nn::save_safetensors(copy_file.path(), tensors, file.metadata());
+  const fitgrad::nn::SafetensorsFile copy = fitgrad::nn::SafetensorsFile::open(copy_file.path());
   if (copy.metadata() != file.metadata() || copy.entries().size() != file.entries().size()) {
     std::abort();
   }
@@ -67,16 +52,12 @@ void check_round_trip(const fitgrad::nn::SafetensorsFile& file) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  {
-    std::ofstream out(input_path(), std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(data), std::streamsize(size));
-  }
+  static const fitgrad::fuzz::TempFile scratch("input.safetensors");
   std::optional<fitgrad::nn::SafetensorsFile> file;
   try {
-    file = fitgrad::nn::SafetensorsFile::open(input_path());
+    file = fitgrad::nn::SafetensorsFile::open(scratch.write(data, size));
   } catch (const fitgrad::Error&) {
   }
-  std::remove(input_path().c_str());
   if (!file) return 0;
   uint8_t sum = 0;
   for (const fitgrad::nn::SafetensorsEntry& e : file->entries()) {

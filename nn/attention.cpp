@@ -1,7 +1,10 @@
 // Gpt2Attention and LlamaAttention (attention.h).
 #include "nn/attention.h"
 
+#include <tuple>
+
 #include "autograd/functions.h"
+#include "nn/kv_cache.h"
 
 namespace fitgrad::nn {
 
@@ -36,14 +39,16 @@ Gpt2Attention::Gpt2Attention(std::string path, std::string name, const ModelConf
       "c_proj", c, c, Linear::Options{true, L::conv1d, cfg.residual_init_std()}, ctx);
 }
 
-Tensor Gpt2Attention::forward(const Tensor& x) const {
+Tensor Gpt2Attention::forward(const Tensor& x, KvCache* cache, int64_t layer) const {
   ForwardScope scope(*this);
   const int64_t c = heads_ * head_dim_;
   const Tensor qkv = c_attn_->forward(x);  // (B, T, 3C)
   auto head = [&](int64_t j) {
     return split_heads(ag::narrow(qkv, 2, j * c, c), heads_, head_dim_);
   };
-  const Tensor y = ag::attention(head(0), head(1), head(2), /*causal=*/true);  // (B, H, T, D)
+  Tensor k = head(1), v = head(2);                                 // (B, H, T, D)
+  if (cache) std::tie(k, v) = cache->update(layer, k, v);          // (B, H, S, D)
+  const Tensor y = ag::attention(head(0), k, v, /*causal=*/true);  // (B, H, T, D)
   return c_proj_->forward(merge_heads(y));
 }
 
@@ -65,13 +70,15 @@ LlamaAttention::LlamaAttention(std::string path, std::string name, const ModelCo
       ctx);
 }
 
-Tensor LlamaAttention::forward(const Tensor& x) const {
+Tensor LlamaAttention::forward(const Tensor& x, KvCache* cache, int64_t layer) const {
   ForwardScope scope(*this);
   Tensor q = split_heads(q_proj_->forward(x), heads_, head_dim_);     // (B, H, T, D)
   Tensor k = split_heads(k_proj_->forward(x), kv_heads_, head_dim_);  // (B, Hkv, T, D)
-  const Tensor v = split_heads(v_proj_->forward(x), kv_heads_, head_dim_);
-  q = ag::rope(q, 0, rope_theta_);
-  k = ag::rope(k, 0, rope_theta_);
+  Tensor v = split_heads(v_proj_->forward(x), kv_heads_, head_dim_);
+  const int64_t position = cache ? cache->length() : 0;
+  q = ag::rope(q, position, rope_theta_);
+  k = ag::rope(k, position, rope_theta_);
+  if (cache) std::tie(k, v) = cache->update(layer, k, v);    // (B, Hkv, S, D)
   const Tensor y = ag::attention(q, k, v, /*causal=*/true);  // (B, H, T, D)
   return o_proj_->forward(merge_heads(y));
 }

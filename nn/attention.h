@@ -5,7 +5,9 @@
 //   - LlamaAttention: q_proj (C -> H D), k_proj and v_proj (C -> Hkv D) for MHA or GQA,
 //     RoPE with the model's theta on q and k, o_proj (H D -> C); q/k/v and o biases per
 //     config (qwen2 has q/k/v biases).
-// Both take x (B, T, C) and return (B, T, C).
+// Both take x (B, T, C) and return (B, T, C). With a KvCache (kv_cache.h) the T tokens of
+// x are the positions after the cache's length: their keys and values join the cache and
+// the queries attend over every cached position (causal, bottom-right aligned).
 #pragma once
 
 #include "nn/config.h"
@@ -13,10 +15,13 @@
 
 namespace fitgrad::nn {
 
+class KvCache;
+
 class Gpt2Attention : public Module {
  public:
   Gpt2Attention(std::string path, std::string name, const ModelConfig& cfg, BuildContext& ctx);
-  Tensor forward(const Tensor& x) const;  // (B, T, C) -> (B, T, C)
+  // (B, T, C) -> (B, T, C); with a cache, through its layer `layer`.
+  Tensor forward(const Tensor& x, KvCache* cache = nullptr, int64_t layer = 0) const;
   const Linear& c_attn() const { return *c_attn_; }
   const Linear& c_proj() const { return *c_proj_; }
 
@@ -29,7 +34,9 @@ class Gpt2Attention : public Module {
 class LlamaAttention : public Module {
  public:
   LlamaAttention(std::string path, std::string name, const ModelConfig& cfg, BuildContext& ctx);
-  Tensor forward(const Tensor& x) const;  // (B, T, C) -> (B, T, C)
+  // (B, T, C) -> (B, T, C); with a cache, through its layer `layer`, RoPE at positions
+  // from the cache's length on.
+  Tensor forward(const Tensor& x, KvCache* cache = nullptr, int64_t layer = 0) const;
   const Linear& q_proj() const { return *q_proj_; }
   const Linear& k_proj() const { return *k_proj_; }
   const Linear& v_proj() const { return *v_proj_; }

@@ -11,8 +11,27 @@
 
 namespace fitgrad::nn {
 
+// Note [Size bounds]
+// Sizes read from a config.json are untrusted. validate() caps each at kMaxSize, so that a
+// product of two fits int64, and an estimate in double of the weight matrices' count (one
+// layer at least) at kMaxParameters = 2^60, so that num_parameters() cannot overflow: its
+// terms are non-negative, and with the biases and norms (at most as many again) they sum
+// to less than 2^62. Real models are far inside both bounds.
+constexpr int64_t kMaxSize = int64_t(1) << 31;
+constexpr double kMaxParameters = 1152921504606846976.0;  // 2^60
+
 void ModelConfig::validate(const std::string& where_arg) const {
   const std::string where = where_arg.empty() ? "[config " + name + "]" : where_arg;
+  for (const auto& [field, value] : {std::pair<const char*, int64_t>{"vocab_size", vocab_size},
+                                     {"hidden_size", hidden_size},
+                                     {"intermediate_size", intermediate_size},
+                                     {"num_layers", num_layers},
+                                     {"num_heads", num_heads},
+                                     {"num_kv_heads", num_kv_heads},
+                                     {"head_dim", head_dim},
+                                     {"max_position_embeddings", max_position_embeddings},
+                                     {"sliding_window", sliding_window}})
+    FG_CHECK(value <= kMaxSize, "{} {} = {} is too large (at most 2^31)", where, field, value);
   FG_CHECK(vocab_size > 0, "{} vocab_size must be positive, got {}", where, vocab_size);
   FG_CHECK(hidden_size > 0, "{} hidden_size must be positive, got {}", where, hidden_size);
   FG_CHECK(intermediate_size > 0, "{} intermediate_size must be positive, got {}", where,
@@ -39,6 +58,15 @@ void ModelConfig::validate(const std::string& where_arg) const {
              resolved_head_dim());
     FG_CHECK(rope_theta > 0, "{} rope_theta must be positive, got {}", where, rope_theta);
   }
+  // See Note [Size bounds].
+  const double c = double(hidden_size), d = double(resolved_head_dim());
+  const double attn =
+      family == Family::gpt2 ? 4 * c * c : 2 * c * d * double(num_heads + num_kv_heads);
+  const double params =
+      double(vocab_size + max_position_embeddings) * c * 2 +
+      double(std::max<int64_t>(num_layers, 1)) * (attn + 3 * c * double(intermediate_size));
+  FG_CHECK(params <= kMaxParameters, "{} has about {:.3g} parameters, more than 2^60", where,
+           params);
 }
 
 double ModelConfig::residual_init_std() const {
@@ -246,7 +274,8 @@ ModelConfig read_gpt2(Reader& r) {
   m.hidden_size = r.integer("n_embd");
   m.num_layers = r.integer("n_layer");
   m.num_heads = m.num_kv_heads = r.integer("n_head");
-  m.intermediate_size = r.integer("n_inner", 4 * m.hidden_size);
+  // 4 * n_embd; an n_embd too large for that fails validate() (Note [Size bounds]).
+  m.intermediate_size = r.integer("n_inner", 4 * std::min(m.hidden_size, kMaxSize));
   m.norm_eps = r.number("layer_norm_epsilon", 1e-5);
   m.initializer_range = r.number("initializer_range", 0.02);
   m.tie_word_embeddings = r.boolean("tie_word_embeddings", true);
@@ -344,6 +373,58 @@ ModelConfig load_config_json(const std::string& path) {
     throw Error(fmt::format("[config {}] invalid JSON: {}", path, e.what()));
   }
   return config_from_json(j, path);
+}
+
+nlohmann::json config_to_json(const ModelConfig& cfg) {
+  cfg.validate();
+  nlohmann::json j;
+  j["model_type"] = cfg.model_type;
+  j["vocab_size"] = cfg.vocab_size;
+  j["initializer_range"] = cfg.initializer_range;
+  j["tie_word_embeddings"] = cfg.tie_word_embeddings;
+  if (cfg.family == Family::gpt2) {
+    FG_CHECK(cfg.model_type == "gpt2", "[config {}] a gpt2 config needs model_type gpt2, not '{}'",
+             cfg.name, cfg.model_type);
+    j["architectures"] = {"GPT2LMHeadModel"};
+    j["n_positions"] = cfg.max_position_embeddings;
+    j["n_embd"] = cfg.hidden_size;
+    j["n_layer"] = cfg.num_layers;
+    j["n_head"] = cfg.num_heads;
+    j["n_inner"] = cfg.intermediate_size;
+    j["layer_norm_epsilon"] = cfg.norm_eps;
+    j["activation_function"] = "gelu_new";
+    return j;
+  }
+  const std::string& type = cfg.model_type;
+  FG_CHECK(type == "llama" || type == "mistral" || type == "qwen2",
+           "[config {}] model_type '{}' is not a llama-family type", cfg.name, type);
+  j["architectures"] = {type == "llama"     ? "LlamaForCausalLM"
+                        : type == "mistral" ? "MistralForCausalLM"
+                                            : "Qwen2ForCausalLM"};
+  j["hidden_size"] = cfg.hidden_size;
+  j["intermediate_size"] = cfg.intermediate_size;
+  j["num_hidden_layers"] = cfg.num_layers;
+  j["num_attention_heads"] = cfg.num_heads;
+  j["num_key_value_heads"] = cfg.num_kv_heads;
+  j["max_position_embeddings"] = cfg.max_position_embeddings;
+  j["rms_norm_eps"] = cfg.norm_eps;
+  j["rope_theta"] = cfg.rope_theta;
+  j["hidden_act"] = "silu";
+  if (cfg.head_dim > 0) j["head_dim"] = cfg.head_dim;
+  if (type == "qwen2") {
+    FG_CHECK(cfg.attention_qkv_bias && !cfg.attention_out_bias && !cfg.mlp_bias,
+             "[config {}] qwen2 has q/k/v biases and no o_proj or MLP biases", cfg.name);
+  } else {
+    FG_CHECK(cfg.attention_qkv_bias == cfg.attention_out_bias,
+             "[config {}] {} config.json has one attention_bias for q/k/v and o_proj", cfg.name,
+             type);
+    j["attention_bias"] = cfg.attention_qkv_bias;
+    j["mlp_bias"] = cfg.mlp_bias;
+  }
+  FG_CHECK(cfg.sliding_window == 0 || type == "mistral",
+           "[config {}] only mistral configs carry a sliding window", cfg.name);
+  if (cfg.sliding_window > 0) j["sliding_window"] = cfg.sliding_window;
+  return j;
 }
 
 }  // namespace fitgrad::nn

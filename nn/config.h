@@ -59,6 +59,8 @@ struct ModelConfig {
   void validate(const std::string& where = "") const;
   // The parameter count from the formula (no model is built); equals the module tree's.
   int64_t num_parameters() const;
+
+  bool operator==(const ModelConfig&) const = default;
 };
 
 // The preset names, in the order of the note above.
@@ -71,5 +73,11 @@ ModelConfig preset(std::string_view name);
 ModelConfig config_from_json(const nlohmann::json& j, const std::string& source);
 // Reads and parses the file at `path`.
 ModelConfig load_config_json(const std::string& path);
+
+// A Hugging Face config.json for cfg (model_type, architectures and the keys
+// config_from_json reads), such that config_from_json gives cfg back except for `name`,
+// which a config.json does not hold (it reads as the model_type). Throws for a config no
+// config.json can express (a llama with q/k/v biases but no o_proj bias).
+nlohmann::json config_to_json(const ModelConfig& cfg);
 
 }  // namespace fitgrad::nn

@@ -2,6 +2,7 @@
 #include "nn/decoder.h"
 
 #include "autograd/functions.h"
+#include "autograd/grad_mode.h"
 #include "tensor/error.h"
 
 namespace fitgrad::nn {
@@ -16,9 +17,9 @@ Gpt2Block::Gpt2Block(std::string path, std::string name, const ModelConfig& cfg,
   mlp_ = &register_module<Gpt2Mlp>("mlp", cfg, ctx);
 }
 
-Tensor Gpt2Block::forward(const Tensor& x) const {
+Tensor Gpt2Block::forward(const Tensor& x, KvCache* cache, int64_t layer) const {
   ForwardScope scope(*this);
-  const Tensor h = ag::add(x, attn_->forward(ln_1_->forward(x)));  // (B, T, C)
+  const Tensor h = ag::add(x, attn_->forward(ln_1_->forward(x), cache, layer));  // (B, T, C)
   return ag::add(h, mlp_->forward(ln_2_->forward(h)));
 }
 
@@ -34,19 +35,27 @@ LlamaBlock::LlamaBlock(std::string path, std::string name, const ModelConfig& cf
       &register_module<RMSNorm>("post_attention_layernorm", cfg.hidden_size, cfg.norm_eps, ctx);
 }
 
-Tensor LlamaBlock::forward(const Tensor& x) const {
+Tensor LlamaBlock::forward(const Tensor& x, KvCache* cache, int64_t layer) const {
   ForwardScope scope(*this);
-  const Tensor h = ag::add(x, self_attn_->forward(input_layernorm_->forward(x)));  // (B, T, C)
+  const Tensor h =
+      ag::add(x, self_attn_->forward(input_layernorm_->forward(x), cache, layer));  // (B, T, C)
   return ag::add(h, mlp_->forward(post_attention_layernorm_->forward(h)));
 }
 
 Tensor DecoderBody::forward(const Tensor& ids, const autograd::SegmentPlan& plan) const {
   ForwardScope scope(*this);
-  const Tensor x = embed(ids);  // (B, T, C)
+  const Tensor x = embed(ids, 0);  // (B, T, C)
   std::vector<autograd::Block> fns;
   fns.reserve(blocks_.size());
   for (const Block* b : blocks_) fns.push_back([b](const Tensor& h) { return b->forward(h); });
   return final_norm(autograd::checkpoint_sequential(fns, x, plan));
+}
+
+Tensor DecoderBody::forward_cached(const Tensor& ids, KvCache& cache) const {
+  ForwardScope scope(*this);
+  Tensor x = embed(ids, cache.length());  // (B, T_new, C)
+  for (size_t i = 0; i < blocks_.size(); ++i) x = blocks_[i]->forward(x, &cache, int64_t(i));
+  return final_norm(x);
 }
 
 Gpt2Model::Gpt2Model(std::string path, std::string name, const ModelConfig& cfg, BuildContext& ctx)
@@ -60,13 +69,13 @@ Gpt2Model::Gpt2Model(std::string path, std::string name, const ModelConfig& cfg,
   ln_f_ = &register_module<LayerNorm>("ln_f", cfg.hidden_size, cfg.norm_eps, ctx);
 }
 
-Tensor Gpt2Model::embed(const Tensor& ids) const {
+Tensor Gpt2Model::embed(const Tensor& ids, int64_t position) const {
   const int64_t t = ids.size(1);
   const Tensor& wpe = wpe_->weight();  // (ctx, C)
-  FG_CHECK(t <= wpe.size(0), "[{}] sequence length {} exceeds n_positions = {}", path(), t,
-           wpe.size(0));
-  const Tensor tok = wte_->forward(ids);          // (B, T, C)
-  return ag::add(tok, ag::narrow(wpe, 0, 0, t));  // + (T, C), broadcast over B
+  FG_CHECK(position + t <= wpe.size(0), "[{}] sequence length {} exceeds n_positions = {}", path(),
+           position + t, wpe.size(0));
+  const Tensor tok = wte_->forward(ids);                 // (B, T, C)
+  return ag::add(tok, ag::narrow(wpe, 0, position, t));  // + (T, C), broadcast over B
 }
 
 LlamaModel::LlamaModel(std::string path, std::string name, const ModelConfig& cfg,
@@ -81,18 +90,38 @@ LlamaModel::LlamaModel(std::string path, std::string name, const ModelConfig& cf
 
 CausalLM::CausalLM(const ModelConfig& cfg) : Module("", ""), config_(cfg) { config_.validate(); }
 
-Tensor CausalLM::forward(const Tensor& ids) const {
+void CausalLM::check_ids(const Tensor& ids, int64_t start) const {
   FG_CHECK(ids.dim() == 2 && (ids.dtype() == DType::i64 || ids.dtype() == DType::i32),
            "[{}] ids must be (B, T) i32 or i64, got {} dims of {}", config_.name, ids.dim(),
            dtype_name(ids.dtype()));
-  FG_CHECK(ids.size(1) <= config_.max_position_embeddings,
-           "[{}] sequence length {} exceeds max_position_embeddings = {}", config_.name,
-           ids.size(1), config_.max_position_embeddings);
-  FG_CHECK(config_.sliding_window <= 0 || ids.size(1) <= config_.sliding_window,
+  const int64_t end = start + ids.size(1);
+  FG_CHECK(end <= config_.max_position_embeddings,
+           "[{}] sequence length {} exceeds max_position_embeddings = {}", config_.name, end,
+           config_.max_position_embeddings);
+  FG_CHECK(config_.sliding_window <= 0 || end <= config_.sliding_window,
            "[{}] sequence length {} exceeds the sliding window {} (sliding-window attention is "
            "not implemented; within the window it equals causal attention)",
-           config_.name, ids.size(1), config_.sliding_window);
-  const Tensor x = body_->forward(ids, plan_);  // (B, T, C)
+           config_.name, end, config_.sliding_window);
+}
+
+Tensor CausalLM::forward(const Tensor& ids) const {
+  check_ids(ids, 0);
+  return head(body_->forward(ids, plan_));  // (B, T, V)
+}
+
+Tensor CausalLM::forward_cached(const Tensor& ids, KvCache& cache) const {
+  check_ids(ids, cache.length());
+  FG_CHECK(cache.num_layers() == num_layers() && cache.batch() == ids.size(0),
+           "[{}] the cache holds {} layers of batch {}, the model has {} layers and ids batch {}",
+           config_.name, cache.num_layers(), cache.batch(), num_layers(), ids.size(0));
+  cache.check_room(ids.size(1));
+  autograd::NoGradGuard no_grad;
+  const Tensor logits = head(body_->forward_cached(ids, cache));  // (B, T_new, V)
+  cache.advance(ids.size(1));
+  return logits;
+}
+
+Tensor CausalLM::head(const Tensor& x) const {
   if (lm_head_) return lm_head_->forward(x);
   LabelScope label("lm_head");
   return ag::matmul(x, body_->token_embedding(), false, true);  // (B, T, V), tied

@@ -29,6 +29,14 @@
 // each block alone; sqrt_blocks() makes round(sqrt(L)) segments; per_block() any grouping.
 // Embeddings, the final norm, the head and the loss are never checkpointed. The blocks are
 // deterministic (no dropout), so checkpointed gradients are bitwise those of the plain run.
+//
+// Note [Cached decoding]
+// forward_cached runs new tokens against a KvCache (kv_cache.h) without grad: the tokens
+// take positions cache.length() onwards (the wpe rows from there for GPT-2, the RoPE
+// offset for Llama), each attention layer appends their keys and values to its slot of the
+// cache and attends over all cached positions with the bottom-right aligned causal mask of
+// ops::flash_attention, so prefill then token-by-token decoding gives the logits of one
+// full forward over the whole sequence. No checkpointing applies (nothing is saved).
 #pragma once
 
 #include <memory>
@@ -36,22 +44,24 @@
 #include "autograd/checkpoint.h"
 #include "nn/attention.h"
 #include "nn/config.h"
+#include "nn/kv_cache.h"
 #include "nn/layers.h"
 #include "nn/mlp.h"
 
 namespace fitgrad::nn {
 
-// One decoder block: (B, T, C) -> (B, T, C).
+// One decoder block: (B, T, C) -> (B, T, C). With a cache, x holds the positions after
+// cache->length() and attention goes through the cache's layer `layer`.
 class Block : public Module {
  public:
   using Module::Module;
-  virtual Tensor forward(const Tensor& x) const = 0;
+  virtual Tensor forward(const Tensor& x, KvCache* cache = nullptr, int64_t layer = 0) const = 0;
 };
 
 class Gpt2Block : public Block {
  public:
   Gpt2Block(std::string path, std::string name, const ModelConfig& cfg, BuildContext& ctx);
-  Tensor forward(const Tensor& x) const override;
+  Tensor forward(const Tensor& x, KvCache* cache = nullptr, int64_t layer = 0) const override;
 
  private:
   LayerNorm* ln_1_;
@@ -63,7 +73,7 @@ class Gpt2Block : public Block {
 class LlamaBlock : public Block {
  public:
   LlamaBlock(std::string path, std::string name, const ModelConfig& cfg, BuildContext& ctx);
-  Tensor forward(const Tensor& x) const override;
+  Tensor forward(const Tensor& x, KvCache* cache = nullptr, int64_t layer = 0) const override;
 
  private:
   RMSNorm* input_layernorm_;
@@ -78,12 +88,16 @@ class DecoderBody : public Module {
   using Module::Module;
   // ids (B, T) -> final hidden states (B, T, C), blocks checkpointed per `plan`.
   Tensor forward(const Tensor& ids, const autograd::SegmentPlan& plan) const;
+  // ids (B, T_new) at positions cache.length() onwards -> (B, T_new, C) (Note [Cached
+  // decoding]); does not advance the cache.
+  Tensor forward_cached(const Tensor& ids, KvCache& cache) const;
   // The token embedding table (V, C), which a tied head reuses.
   virtual const Tensor& token_embedding() const = 0;
   const std::vector<const Block*>& blocks() const { return blocks_; }
 
  protected:
-  virtual Tensor embed(const Tensor& ids) const = 0;  // (B, T) -> (B, T, C)
+  // ids (B, T) at positions [position, position + T) -> (B, T, C).
+  virtual Tensor embed(const Tensor& ids, int64_t position) const = 0;
   virtual Tensor final_norm(const Tensor& x) const = 0;
   std::vector<const Block*> blocks_;
 };
@@ -94,7 +108,7 @@ class Gpt2Model : public DecoderBody {
   const Tensor& token_embedding() const override { return wte_->weight(); }
 
  protected:
-  Tensor embed(const Tensor& ids) const override;
+  Tensor embed(const Tensor& ids, int64_t position) const override;
   Tensor final_norm(const Tensor& x) const override { return ln_f_->forward(x); }
 
  private:
@@ -108,7 +122,9 @@ class LlamaModel : public DecoderBody {
   const Tensor& token_embedding() const override { return embed_tokens_->weight(); }
 
  protected:
-  Tensor embed(const Tensor& ids) const override { return embed_tokens_->forward(ids); }
+  Tensor embed(const Tensor& ids, int64_t /*position: RoPE is in attention*/) const override {
+    return embed_tokens_->forward(ids);
+  }
   Tensor final_norm(const Tensor& x) const override { return norm_->forward(x); }
 
  private:
@@ -125,6 +141,10 @@ class CausalLM : public Module {
   // Mean cross-entropy of the logits of ids against targets (B, T) (ignore_index -100),
   // through autograd::cross_entropy on (B T, V). A scalar.
   Tensor loss(const Tensor& ids, const Tensor& targets) const;
+  // ids (B, T_new) of the positions after cache.length() -> their logits (B, T_new, V),
+  // under NoGradGuard; the cache then holds T_new more positions (Note [Cached decoding]).
+  // The cache must come from this model's config, with batch B.
+  Tensor forward_cached(const Tensor& ids, KvCache& cache) const;
 
   // Note [Checkpointing the blocks].
   void set_checkpointing(const autograd::SegmentPlan& plan) { plan_ = plan; }
@@ -136,6 +156,9 @@ class CausalLM : public Module {
  protected:
   CausalLM(const ModelConfig& cfg);
   bool ignorable_key(const std::string& key) const override;
+  // Checks that ids are (B, T) i32/i64 and that positions [start, start + T) fit.
+  void check_ids(const Tensor& ids, int64_t start) const;
+  Tensor head(const Tensor& x) const;  // (B, T, C) -> (B, T, V)
 
   ModelConfig config_;
   DecoderBody* body_ = nullptr;

@@ -25,7 +25,6 @@ namespace {
 constexpr uint64_t kMaxElements = uint64_t(1) << 40;
 constexpr int kMaxDims = 4;
 constexpr int kMaxArrayDepth = 16;  // arrays of arrays of ...; a bound on the recursion
-constexpr uint64_t kDefaultAlignment = 32;
 constexpr uint64_t kMaxAlignment = uint64_t(1) << 30;
 
 // Smallest encoding of each value type, used to refuse counts that cannot fit the bytes

@@ -2,73 +2,20 @@
 #include "tensor/cpu/attention_tile.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
-#include <cstring>
 #include <limits>
 
-// Each kernel is compiled for baseline x86-64, AVX2+FMA and AVX-512; the dynamic loader
-// picks one per process (GCC ifunc). Other compilers and targets get the single build.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define FITGRAD_TILE_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define FITGRAD_TILE_CLONES
-#endif
+#include "tensor/cpu/vec.h"
 
 namespace fitgrad::cpu {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// GCC/Clang vector extensions: 16 floats, which each clone lowers to its own registers
-// (one zmm, two ymm or four xmm). A 64-float panel row is kPanelVecs of them.
-// They never cross a call (every helper is always_inline), so GCC's -Wpsabi note about
-// passing them by value in the baseline ABI does not apply.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
-using Vec = float __attribute__((vector_size(64)));
-using IVec = int32_t __attribute__((vector_size(64)));
-constexpr int kVecWidth = 16;
+// A 64-float panel row is kPanelVecs vectors (tensor/cpu/vec.h).
 constexpr int kPanelVecs = 4;
 constexpr int64_t kPanel = kVecWidth * kPanelVecs;
 static_assert(kTileK == kPanel, "a score tile row is one panel");
-
-[[gnu::always_inline]] inline Vec load(const float* p) {
-  Vec v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-[[gnu::always_inline]] inline void store(float* p, const Vec& v) { std::memcpy(p, &v, sizeof v); }
-[[gnu::always_inline]] inline Vec splat(float x) { return Vec{} + x; }
-
-// e^x lane-wise, to ~1 ulp for x in [-87, 88.3]; 0 below (including -inf), clamped above
-// (no inf), NaN in, NaN out. x = n ln2 + r with |r| <= ln2/2 (Cody-Waite split of ln2),
-// e^r by its degree-7 Taylor polynomial (truncation error < 5e-9 relative), 2^n built in
-// the exponent bits. n is rounded with the 1.5 * 2^23 trick and read from t's low bits, so
-// there is no float-to-int conversion and no libm call.
-[[gnu::always_inline]] inline Vec fast_exp(const Vec& x) {
-  const Vec lo = splat(-87.5f), hi = splat(88.3f), round = splat(12582912.0f);  // 1.5 * 2^23
-  const Vec ln2_hi = splat(0.693145751953125f);  // 12 significant bits: n * ln2_hi is exact
-  const Vec ln2_lo = splat(1.42860682030941723e-6f);
-  Vec xc = x > hi ? hi : x;  // NaN fails both tests and stays NaN
-  xc = xc < lo ? lo : xc;
-  const Vec t = xc * 1.44269504088896341f + round;
-  const Vec n = t - round;
-  const IVec ni = std::bit_cast<IVec>(t) - std::bit_cast<IVec>(round);
-  const Vec r = (xc - n * ln2_hi) - n * ln2_lo;
-  Vec p = splat(1.0f / 5040);
-  p = p * r + 1.0f / 720;
-  p = p * r + 1.0f / 120;
-  p = p * r + 1.0f / 24;
-  p = p * r + 1.0f / 6;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  const Vec two_n = std::bit_cast<Vec>((ni + 127) << 23);
-  return x < splat(-87.0f) ? splat(0.0f) : p * two_n;
-}
 
 // acc(R, 64) += sum_k w(i, k) * b_k[0:64] for k < n, with w(i, k) = w[i * w_row + k * w_col]
 // and b_k = b + k * ldb: R x 4 accumulators stay in registers while each b_k is loaded once.
@@ -117,7 +64,7 @@ template <int R>
 
 }  // namespace
 
-FITGRAD_TILE_CLONES
+FITGRAD_SIMD_CLONES
 void transpose_tile(int64_t nk, int64_t d, const float* __restrict k, int64_t ldk,
                     float* __restrict kt) {
   for (int64_t x = 0; x < d; ++x) {
@@ -127,7 +74,7 @@ void transpose_tile(int64_t nk, int64_t d, const float* __restrict k, int64_t ld
   }
 }
 
-FITGRAD_TILE_CLONES
+FITGRAD_SIMD_CLONES
 void tile_scores(int64_t nq, int64_t d, float scale, const float* __restrict a, int64_t lda,
                  const float* __restrict bt, float* __restrict s) {
   int64_t r = 0;
@@ -135,7 +82,7 @@ void tile_scores(int64_t nq, int64_t d, float scale, const float* __restrict a, 
   for (; r < nq; ++r) score_rows<1>(r, d, scale, a, lda, bt, s);
 }
 
-FITGRAD_TILE_CLONES
+FITGRAD_SIMD_CLONES
 void tile_accumulate(int64_t m, int64_t n, int64_t d, const float* __restrict p, int64_t p_row,
                      int64_t p_col, const float* __restrict b, int64_t ldb, float* __restrict c,
                      int64_t ldc) {
@@ -167,7 +114,7 @@ void mask_tile(int64_t nq, int64_t nk, bool causal, int64_t q0, int64_t j0, int6
   }
 }
 
-FITGRAD_TILE_CLONES
+FITGRAD_SIMD_CLONES
 void online_softmax_tile(int64_t nq, int64_t d, float* __restrict s, float* __restrict m,
                          float* __restrict l, float* __restrict o, int64_t ldo) {
   for (int64_t r = 0; r < nq; ++r) {
@@ -203,7 +150,7 @@ void online_softmax_tile(int64_t nq, int64_t d, float* __restrict s, float* __re
   }
 }
 
-FITGRAD_TILE_CLONES
+FITGRAD_SIMD_CLONES
 void probs_from_lse(int64_t nq, const float* __restrict lse, float* __restrict s) {
   for (int64_t r = 0; r < nq; ++r) {
     float* sr = s + r * kTileK;
@@ -217,7 +164,7 @@ void probs_from_lse(int64_t nq, const float* __restrict lse, float* __restrict s
   }
 }
 
-FITGRAD_TILE_CLONES
+FITGRAD_SIMD_CLONES
 void softmax_grad_tile(int64_t nq, const float* __restrict p, const float* __restrict delta,
                        float* __restrict dp) {
   for (int64_t r = 0; r < nq; ++r) {

@@ -13,7 +13,7 @@
 // their accumulators on the stack and ran at about half the speed. The library is built
 // for baseline x86-64 unless FITGRAD_NATIVE is on, so every kernel is also compiled for
 // AVX2 and AVX-512 (GCC target_clones) and the loader picks the widest one the CPU has.
-// exp() is our own vectorised polynomial (fast_exp in attention_tile.cpp, ~1 ulp): libm's
+// exp() is our own vectorised polynomial (fast_exp in tensor/cpu/vec.h, ~1 ulp): libm's
 // expf is a scalar call and would dominate a tile. Every result depends only on its
 // tile's inputs, never on the thread count; sums run in a fixed order.
 #pragma once

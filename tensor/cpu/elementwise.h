@@ -34,15 +34,11 @@ void swiglu_backward_f32(const Shape& shape, const StridedOperand& dgate, const 
 // computed as x * sigmoid(2u): 0.5 (1 + tanh(u)) = sigmoid(2u) exactly, and one exp is
 // much cheaper than tanh in f32 while losing nothing to cancellation. The derivative is
 // s + 2 x s (1 - s) u', s = sigmoid(2u), u' = k (1 + 3 c x^2), the same expression as
-// 0.5 (1 + t) + 0.5 x (1 - t^2) u' with t = tanh(u).
+// 0.5 (1 + t) + 0.5 x (1 - t^2) u' with t = tanh(u). The CPU kernels evaluate both
+// sixteen lanes at a time (Note [Vectorised gelu] in elementwise.cpp).
 inline constexpr float kGeluK = 0.7978845608028654f;
 inline constexpr float kGeluC = 0.044715f;
 inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-inline float gelu(float x) { return x * sigmoid(2.0f * kGeluK * (x + kGeluC * x * x * x)); }
-inline float gelu_grad(float x) {
-  const float s = sigmoid(2.0f * kGeluK * (x + kGeluC * x * x * x));
-  return s + 2.0f * x * s * (1.0f - s) * kGeluK * (1.0f + 3.0f * kGeluC * x * x);
-}
 // silu(x) = x sigmoid(x); sigmoid(-inf) = 1 / (1 + inf) = 0, so no inf reaches a product.
 inline float silu(float x) { return x * sigmoid(x); }
 // d silu / dx = s (1 + x (1 - s)), s = sigmoid(x).

@@ -120,7 +120,8 @@ CrossEntropyOut cross_entropy(const Tensor& logits, const Tensor& targets, int64
 }
 
 Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const Tensor& targets,
-                              const Tensor& lse, int64_t count, int64_t ignore_index) {
+                              const Tensor& lse, int64_t count, int64_t ignore_index,
+                              bool overwrite_logits) {
   const char* op = "cross_entropy_backward";
   const Sizes s = check_logits_targets(op, logits, targets);
   check_floating(op, "dloss", dloss);
@@ -131,9 +132,11 @@ Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const T
   FG_CHECK(lse.dtype() == DType::f32, "[{}] lse must be f32, got {}", op, dtype_name(lse.dtype()));
   FG_CHECK(count >= 0 && count <= s.n, "[{}] count {} is outside [0, {}]", op, count, s.n);
   const bool compute = run_kernel(op, logits.device());
-  const Tensor t64 = targets.to(DType::i64).contiguous();                           // (N)
-  const Tensor lse32 = lse.contiguous();                                            // (N)
-  Tensor dlogits = Tensor::empty(logits.shape(), logits.dtype(), logits.device());  // (N, V)
+  const Tensor t64 = targets.to(DType::i64).contiguous();  // (N)
+  const Tensor lse32 = lse.contiguous();                   // (N)
+  const bool in_place = overwrite_logits && logits.dtype() == DType::f32 && logits.is_contiguous();
+  Tensor dlogits =
+      in_place ? logits : Tensor::empty(logits.shape(), logits.dtype(), logits.device());
   const int64_t rows = std::min(s.n, cross_entropy_default_chunk_rows(s.v));
   ChunkReader reader(logits, rows);
   if (!compute) return dlogits;

@@ -50,6 +50,18 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
   const bool f32 = a.dtype() == DType::f32;
   Tensor out = Tensor::empty(out_shape, DType::f32, a.device());
   if (!run_kernel("matmul", a.device())) return f32 ? out : out.to(a.dtype());
+  // Note [One GEMM for a shared right operand]
+  // x (B, T, C) @ W (C, N), as a Conv1D layer runs it, is one (B T, C) @ (C, N) product:
+  // A's matrices lie one after another, so with B shared they fold into the rows of a
+  // single GEMM. One large GEMM keeps both threads busy where B small ones of T rows
+  // each would not, and every output element is the same k-long dot product either way.
+  if (!trans_a && numel(batch) > 1 && b.dim() == 2) {
+    const Tensor ca = to_f32_contiguous(a);
+    const Tensor cb = to_f32_contiguous(b);
+    cpu::gemm_f32(false, trans_b, numel(batch) * m, n, ka, 1.0f, ca.data<float>(), ka,
+                  cb.data<float>(), b.size(-1), 0.0f, out.data<float>(), n);
+    return f32 ? out : out.to(a.dtype());
+  }
   int64_t stride_a = 0, stride_b = 0;
   const Tensor ca = batched_operand(a, batch, stride_a);
   const Tensor cb = batched_operand(b, batch, stride_b);

@@ -206,10 +206,13 @@ INSTANTIATE_TEST_SUITE_P(Golden, GoldenOps, ::testing::ValuesIn(cases()),
                            return s;
                          });
 
-// Each committed .gtb file is read by some row above, by golden_block_test.cpp or by
-// golden_llama_test.cpp.
+// Each committed .gtb file is read by some row above, by golden_block_test.cpp,
+// golden_llama_test.cpp, golden_smollm2_test.cpp or the optimizer tests.
 TEST(GoldenOpsFiles, EveryGoldenFileIsUsed) {
-  std::set<std::string> used = {"block.gtb", "llama_block.gtb"};
+  std::set<std::string> used = {"block.gtb", "llama_block.gtb", "smollm2_logits.gtb"};
+  // Read by tests/optim/ (optim_golden_test.cpp, schedule_test.cpp).
+  used.insert({"optim_adamw.gtb", "optim_adamw_clip.gtb", "optim_sgd.gtb", "optim_sgd_nesterov.gtb",
+               "optim_schedules.gtb"});
   for (const auto& c : cases()) used.insert(c.file);
   int n = 0;
   for (const auto& e : std::filesystem::directory_iterator(FITGRAD_GOLDEN_DIR)) {

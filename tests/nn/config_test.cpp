@@ -230,6 +230,12 @@ TEST(NnConfig, MalformedConfigsNameTheFileAndKey) {
       {"exact gelu gpt2", kGpt2, "activation_function", "\"gelu\"", "key 'activation_function'"},
       {"qwen2 sliding window", kQwen2, "use_sliding_window", "true", "key 'use_sliding_window'"},
       {"heads do not divide", kLlama2, "num_key_value_heads", "5", "num_kv_heads = 5"},
+      // Found by fuzz/config_json_fuzz.cpp: these overflowed int64 (4 * n_embd, the
+      // parameter count) before Note [Size bounds].
+      {"size past 2^31", kGpt2, "n_embd", "4611686018427387904",
+       "hidden_size = 4611686018427387904 is too large"},
+      {"parameter count past 2^60", kLlama2, "hidden_size", "2147483648",
+       "parameters, more than 2^60"},
   };
   for (const auto& c : cases) {
     nlohmann::json j = nlohmann::json::parse(c.base);

@@ -1,7 +1,8 @@
 // Exhaustive tests of the f16 and bf16 conversions in tensor/half.h and of the correctly
 // rounded integer -> half conversions in tensor/cpu/convert.h. References are
-// independent of the code under test: GCC's _Float16 for f16, and values computed in
-// double from the sign, exponent and mantissa fields for bf16.
+// independent of the code under test: tests/tensor/f16_reference.h for f16 (GCC's
+// _Float16 where the compiler has it), and values computed in double from the sign,
+// exponent and mantissa fields for bf16.
 #include "tensor/half.h"
 
 #include <gtest/gtest.h>
@@ -12,14 +13,15 @@
 #include <limits>
 
 #include "tensor/cpu/convert.h"
+#include "tests/tensor/f16_reference.h"
 
 namespace fitgrad {
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-float f16_reference(uint16_t bits) { return float(std::bit_cast<_Float16>(bits)); }
-uint16_t f16_encode_reference(float f) { return std::bit_cast<uint16_t>(_Float16(f)); }
+float f16_reference(uint16_t bits) { return float(test::f16_decode_reference(bits)); }
+using test::f16_encode_reference;
 
 // bf16: 1 sign bit, 8 exponent bits (bias 127), 7 mantissa bits.
 double bf16_reference(uint16_t bits) {
@@ -167,7 +169,7 @@ TEST(HalfTest, SignedZerosAndSubnormals) {
 }
 
 // Every 4099th float bit pattern (a million samples across all exponents and NaNs)
-// against GCC's float -> _Float16.
+// against the reference float -> f16.
 TEST(HalfTest, F16EncodeMatchesFloat16OnSampledFloats) {
   for (uint64_t x = 0; x <= 0xFFFFFFFFu; x += 4099) {
     const float f = std::bit_cast<float>(uint32_t(x));

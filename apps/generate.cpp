@@ -1,0 +1,196 @@
+// `fitgrad generate` (generate.h).
+#include "apps/generate.h"
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "apps/model_source.h"
+#include "autograd/grad_mode.h"
+#include "nn/kv_cache.h"
+#include "tensor/error.h"
+#include "tensor/memory/bytes.h"
+#include "tensor/memory/caching_allocator.h"
+
+namespace fitgrad::apps {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::string read_prompt(const GenerateOptions& o) {
+  FG_CHECK(!o.prompt.empty() || !o.prompt_file.empty(),
+           "[generate] give the prompt with --prompt TEXT or --prompt_file PATH");
+  FG_CHECK(o.prompt.empty() || o.prompt_file.empty(),
+           "[generate] give either --prompt or --prompt_file, not both");
+  if (!o.prompt.empty()) return o.prompt;
+  std::ifstream in(o.prompt_file, std::ios::binary);
+  FG_CHECK(in.good() && std::filesystem::is_regular_file(o.prompt_file),
+           "[generate] cannot open the prompt file '{}'", o.prompt_file);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+DType parse_dtype(const std::string& name) {
+  if (name == "f32") return DType::f32;
+  if (name == "bf16") return DType::bf16;
+  throw Error(fmt::format("[generate] --dtype must be f32 or bf16, got '{}'", name));
+}
+
+// The logits of the last position of (1, T, V) as a (V) tensor.
+Tensor last_logits(const Tensor& logits) {
+  return logits.select(0, 0).select(0, logits.size(1) - 1);
+}
+
+Tensor ids_tensor(const std::vector<int32_t>& ids, Device device) {
+  return Tensor::from_vector(ids, {1, int64_t(ids.size())}, DType::i32).to(device);
+}
+
+}  // namespace
+
+void Utf8Stream::write(const std::string& bytes) {
+  pending_ += bytes;
+  const size_t keep = incomplete_tail();
+  out_.write(pending_.data(), std::streamsize(pending_.size() - keep));
+  out_.flush();
+  pending_.erase(0, pending_.size() - keep);
+}
+
+void Utf8Stream::finish() {
+  out_ << pending_;
+  out_.flush();
+  pending_.clear();
+}
+
+// The bytes from the last lead byte on when they are fewer than its sequence needs (an
+// unfinished character); 0 when the end is complete. An invalid prefix held here is
+// written once a later byte shows it cannot continue.
+size_t Utf8Stream::incomplete_tail() const {
+  const size_t n = pending_.size();
+  for (size_t back = 1; back <= std::min<size_t>(4, n); ++back) {
+    const auto b = uint8_t(pending_[n - back]);
+    if ((b & 0xC0) == 0x80) continue;  // a continuation byte: look further back
+    const size_t need = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 1;
+    return need > back ? back : 0;
+  }
+  return 0;
+}
+
+GenerateStats generate(const GenerateOptions& o, std::ostream& out) {
+  o.sampling.validate();
+  FG_CHECK(o.max_new_tokens > 0, "[generate] --max_new_tokens must be positive, got {}",
+           o.max_new_tokens);
+  const std::string prompt = read_prompt(o);
+  FG_CHECK(!o.model.empty(), "[generate] --model is required");
+  nn::BuildOptions build;
+  build.device = Device::parse(o.device);
+  build.dtype = parse_dtype(o.dtype);
+  build.seed = o.seed;
+  const LoadedModel loaded = load_model(o.model, o.init, build);
+  const nn::CausalLM& model = *loaded.model;
+  const data::Tokenizer& tok = *loaded.tokenizer;
+
+  std::vector<int32_t> ids = tok.encode(prompt, /*allow_special=*/true);
+  if (ids.empty() && tok.bos()) ids.push_back(*tok.bos());
+  FG_CHECK(!ids.empty(), "[generate] the prompt is empty");
+  const int64_t context = model.config().max_position_embeddings;
+  const int64_t total = int64_t(ids.size()) + o.max_new_tokens - 1;  // the last is not fed
+  FG_CHECK(total <= context,
+           "[generate] {} prompt tokens + {} new tokens do not fit the model's context of {} "
+           "positions; lower --max_new_tokens or shorten the prompt",
+           ids.size(), o.max_new_tokens, context);
+
+  autograd::NoGradGuard no_grad;
+  CachingAllocator& allocator = allocator_for(build.device);
+  allocator.reset_peak_stats();
+  Generator generator(o.seed);
+  std::unique_ptr<nn::KvCache> cache;
+  if (!o.no_kv_cache)
+    cache = std::make_unique<nn::KvCache>(model.config(), 1, total, build.device, build.dtype);
+
+  GenerateStats stats;
+  stats.prompt_tokens = int64_t(ids.size());
+  stats.stop_reason = "max_new_tokens";
+  Utf8Stream stream(out);
+  auto t0 = Clock::now();
+  Tensor logits = cache ? model.forward_cached(ids_tensor(ids, build.device), *cache)
+                        : model.forward(ids_tensor(ids, build.device));
+  stats.prefill_seconds = seconds_since(t0);
+  t0 = Clock::now();
+  for (int64_t i = 0; i < o.max_new_tokens; ++i) {
+    const int32_t next = nn::sample_token(last_logits(logits), o.sampling, generator);
+    if (tok.eos() && next == *tok.eos()) {
+      stats.stop_reason = "eos";
+      break;
+    }
+    ++stats.new_tokens;
+    ids.push_back(next);
+    stream.write(tok.decode({next}));
+    if (i + 1 == o.max_new_tokens) break;
+    logits = cache ? model.forward_cached(ids_tensor({next}, build.device), *cache)
+                   : model.forward(ids_tensor(ids, build.device));
+  }
+  stream.finish();
+  stats.decode_seconds = seconds_since(t0);
+  stats.peak_bytes = allocator.stats().allocated_bytes[kAllPools].peak;
+  return stats;
+}
+
+std::string stats_line(const GenerateStats& s) {
+  const double per_s = s.decode_seconds > 0 ? double(s.new_tokens) / s.decode_seconds : 0.0;
+  return fmt::format(
+      "[generate] prompt tokens: {}, new tokens: {} (stop: {}), prefill: {:.1f} ms, decode: "
+      "{:.2f} tokens/s, peak memory: {}",
+      s.prompt_tokens, s.new_tokens, s.stop_reason, s.prefill_seconds * 1e3, per_s,
+      format_bytes(s.peak_bytes));
+}
+
+void add_generate_command(CLI::App& app) {
+  auto o = std::make_shared<GenerateOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "generate", "Generate text from a model (preset, config.json, checkpoint dir or .gguf)");
+  cmd->add_option("--model", o->model,
+                  "a preset name, a config.json, a checkpoint directory or a .gguf file")
+      ->required();
+  cmd->add_option("--init", o->init, "a .safetensors or .gguf file with the weights to load");
+  cmd->add_option("--prompt", o->prompt, "the prompt text");
+  cmd->add_option("--prompt_file", o->prompt_file, "a file holding the prompt");
+  cmd->add_option("--max_new_tokens", o->max_new_tokens, "tokens to generate (default 64)");
+  cmd->add_option("--temperature", o->sampling.temperature,
+                  "softmax temperature; 0 = greedy (default 1.0)");
+  cmd->add_option("--top_k", o->sampling.top_k,
+                  "keep the k most probable tokens; 0 = off (default 0)");
+  cmd->add_option("--top_p", o->sampling.top_p,
+                  "nucleus sampling: keep the smallest set of probability >= top_p; in (0, 1] "
+                  "(default 1.0)");
+  cmd->add_option("--seed", o->seed, "seed of the sampling draws and of a random init (default 0)");
+  cmd->add_option("--device", o->device, "cpu or cuda[:i] (default cpu)");
+  cmd->add_option("--dtype", o->dtype, "f32 or bf16 (default f32)");
+  cmd->add_flag("--no_kv_cache", o->no_kv_cache,
+                "re-run the whole sequence for every token (slow; for comparison)");
+  cmd->callback([o] {
+    try {
+      const GenerateStats stats = generate(*o, std::cout);
+      std::cout << std::endl;
+      std::cerr << stats_line(stats) << std::endl;
+    } catch (const Error& e) {
+      std::cout.flush();
+      std::cerr << "error: " << e.what() << std::endl;
+      throw CLI::RuntimeError(1);
+    }
+  });
+}
+
+}  // namespace fitgrad::apps

@@ -1,0 +1,204 @@
+// Model specs and tokenizer ids (model_source.h).
+#include "apps/model_source.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "data/bpe_tokenizer.h"
+#include "data/byte_tokenizer.h"
+#include "data/gguf_tokenizer.h"
+#include "nn/io/gguf.h"
+#include "nn/io/gguf_model.h"
+#include "nn/io/llama_names.h"
+#include "nn/io/safetensors.h"
+#include "tensor/error.h"
+
+namespace fitgrad::apps {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kGgufPrefix = "gguf:";
+
+std::unique_ptr<data::Tokenizer> gguf_tokenizer(const nn::GgufFile& file) {
+  return std::make_unique<data::BpeTokenizer>(data::tokenizer_from_gguf(file));
+}
+
+std::string gguf_tokenizer_id(const std::string& path) {
+  return kGgufPrefix + fs::absolute(path).lexically_normal().string();
+}
+
+// The tensors of an init file under Hugging Face names.
+std::map<std::string, Tensor> init_tensors(const std::string& init, DType dtype) {
+  FG_CHECK(fs::is_regular_file(init), "[model] --init file '{}' does not exist", init);
+  if (init.ends_with(".safetensors")) return nn::SafetensorsFile::open(init).tensors();
+  FG_CHECK(init.ends_with(".gguf"), "[model] --init '{}' must be a .safetensors or .gguf file",
+           init);
+  std::map<std::string, Tensor> out;
+  for (auto& [name, t] : nn::load_llama_gguf(nn::GgufFile::open(init), dtype))
+    out.emplace(std::move(name), std::move(t));
+  return out;
+}
+
+nn::BuildOptions without_init(nn::BuildOptions options) {
+  options.initialize = false;
+  return options;
+}
+
+// Module::load (strict), with the spec and the weights file named in any error.
+void load_weights(nn::CausalLM& model, const std::map<std::string, Tensor>& state,
+                  const std::string& where, const std::string& file) {
+  try {
+    model.load(state);
+  } catch (const Error& e) {
+    throw Error(
+        fmt::format("{} the weights in {} do not fit the model: {}", where, file, e.what()));
+  }
+}
+
+std::string params_text(const nn::CausalLM& m) {
+  return fmt::format("{:.1f}M parameters", double(m.num_parameters()) / 1e6);
+}
+
+}  // namespace
+
+std::unique_ptr<data::Tokenizer> default_tokenizer(const nn::ModelConfig& cfg,
+                                                   std::string* tokenizer_id) {
+  std::string id;
+  if (cfg.vocab_size == 256) {
+    id = "byte";
+  } else if (cfg.vocab_size == 50257) {
+    id = "gpt2";
+  } else {
+    throw Error(fmt::format(
+        "[model {}] no tokenizer for a vocabulary of {} tokens (known without a stored "
+        "tokenizer: 256 byte-level, 50257 GPT-2); use a checkpoint with tokenizer.json or a "
+        "GGUF file",
+        cfg.name, cfg.vocab_size));
+  }
+  if (tokenizer_id) *tokenizer_id = id;
+  return make_tokenizer(id);
+}
+
+std::unique_ptr<data::Tokenizer> make_tokenizer(const std::string& tokenizer_id) {
+  if (tokenizer_id == "byte") return std::make_unique<data::ByteTokenizer>();
+  if (tokenizer_id == "gpt2")
+    return std::make_unique<data::BpeTokenizer>(data::BpeTokenizer::gpt2(data::gpt2_asset_dir()));
+  if (tokenizer_id.starts_with(kGgufPrefix))
+    return gguf_tokenizer(nn::GgufFile::open(tokenizer_id.substr(std::string(kGgufPrefix).size())));
+  throw Error(fmt::format("[tokenizer] unknown tokenizer id '{}' (byte, gpt2 or gguf:<path>)",
+                          tokenizer_id));
+}
+
+void save_tokenizer_spec(const std::string& dir, const std::string& tokenizer_id) {
+  nlohmann::json j;
+  if (tokenizer_id.starts_with(kGgufPrefix)) {
+    j["kind"] = "gguf";
+    j["path"] = tokenizer_id.substr(std::string(kGgufPrefix).size());
+  } else {
+    FG_CHECK(tokenizer_id == "byte" || tokenizer_id == "gpt2",
+             "[tokenizer] unknown tokenizer id '{}' (byte, gpt2 or gguf:<path>)", tokenizer_id);
+    j["kind"] = tokenizer_id;
+  }
+  const std::string path = (fs::path(dir) / "tokenizer.json").string();
+  std::ofstream out(path);
+  out << j.dump(2) << "\n";
+  FG_CHECK(out.good(), "[tokenizer {}] cannot write the file", path);
+}
+
+std::string load_tokenizer_spec(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "tokenizer.json").string();
+  std::ifstream in(path);
+  FG_CHECK(in.good(), "[tokenizer {}] cannot open the file", path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw Error(fmt::format("[tokenizer {}] invalid JSON: {}", path, e.what()));
+  }
+  FG_CHECK(j.is_object() && j.contains("kind") && j.at("kind").is_string(),
+           "[tokenizer {}] not a fitgrad tokenizer spec (no string key 'kind'; Hugging Face "
+           "tokenizer files are not read)",
+           path);
+  const std::string kind = j.at("kind").get<std::string>();
+  if (kind == "byte" || kind == "gpt2") return kind;
+  FG_CHECK(kind == "gguf", "[tokenizer {}] unknown kind '{}' (byte, gpt2 or gguf)", path, kind);
+  FG_CHECK(j.contains("path") && j.at("path").is_string(),
+           "[tokenizer {}] kind gguf needs a string key 'path'", path);
+  return kGgufPrefix + j.at("path").get<std::string>();
+}
+
+LoadedModel load_model(const std::string& spec, const std::string& init,
+                       const nn::BuildOptions& options) {
+  LoadedModel out;
+  const std::string where = "[model " + spec + "]";
+  const bool is_dir = fs::is_directory(spec);
+  const bool is_file = fs::is_regular_file(spec);
+  std::string weights;  // "random", or the file the weights came from
+  if (spec.ends_with(".gguf") && is_file) {
+    const nn::GgufFile file = nn::GgufFile::open(spec);
+    if (init.empty()) {
+      out.model = nn::load_gguf_model(file, options);
+      weights = spec;
+    } else {
+      out.model = nn::build_model(nn::config_from_gguf(file), without_init(options));
+    }
+    out.tokenizer = gguf_tokenizer(file);
+    out.tokenizer_id = gguf_tokenizer_id(spec);
+  } else if (is_dir) {
+    const fs::path dir(spec);
+    FG_CHECK(fs::is_regular_file(dir / "config.json"),
+             "{} the directory has no config.json (a checkpoint directory holds config.json, "
+             "model.safetensors and tokenizer.json)",
+             where);
+    const nn::ModelConfig cfg = nn::load_config_json((dir / "config.json").string());
+    out.model = nn::build_model(cfg, without_init(options));
+    if (init.empty()) {
+      const fs::path st = dir / "model.safetensors";
+      FG_CHECK(fs::is_regular_file(st), "{} the directory has no model.safetensors", where);
+      load_weights(*out.model, nn::SafetensorsFile::open(st.string()).tensors(), where,
+                   st.string());
+      weights = st.string();
+    }
+    if (fs::is_regular_file(dir / "tokenizer.json")) {
+      out.tokenizer_id = load_tokenizer_spec(spec);
+      out.tokenizer = make_tokenizer(out.tokenizer_id);
+    }
+  } else if (spec.ends_with(".json") && is_file) {
+    const nn::ModelConfig cfg = nn::load_config_json(spec);
+    out.model = nn::build_model(cfg, init.empty() ? options : without_init(options));
+  } else {
+    const bool looks_like_path = spec.find('/') != std::string::npos || spec.ends_with(".json") ||
+                                 spec.ends_with(".gguf") || spec.ends_with(".safetensors");
+    FG_CHECK(!looks_like_path,
+             "{} no such file or directory (a model is a preset, a config.json, a checkpoint "
+             "directory or a .gguf file)",
+             where);
+    const nn::ModelConfig cfg = nn::preset(spec);
+    out.model = nn::build_model(cfg, init.empty() ? options : without_init(options));
+  }
+  if (!init.empty()) {
+    load_weights(*out.model, init_tensors(init, options.dtype), where, init);
+    weights = init;
+    if (!out.tokenizer && init.ends_with(".gguf")) {
+      out.tokenizer = gguf_tokenizer(nn::GgufFile::open(init));
+      out.tokenizer_id = gguf_tokenizer_id(init);
+    }
+  }
+  if (!out.tokenizer) out.tokenizer = default_tokenizer(out.model->config(), &out.tokenizer_id);
+  FG_CHECK(out.tokenizer->vocab_size() <= out.model->config().vocab_size,
+           "{} the tokenizer '{}' has {} tokens, more than the model's vocabulary of {}", where,
+           out.tokenizer_id, out.tokenizer->vocab_size(), out.model->config().vocab_size);
+  out.description = fmt::format(
+      "{} ({}, {}), weights: {}, tokenizer: {}", out.model->config().name,
+      out.model->config().model_type, params_text(*out.model),
+      weights.empty() ? fmt::format("random (seed {})", options.seed) : weights, out.tokenizer_id);
+  return out;
+}
+
+}  // namespace fitgrad::apps

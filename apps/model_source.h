@@ -1,0 +1,61 @@
+// Where `fitgrad generate` (and `train --model/--init`) get a model and its tokenizer:
+// a spec names a preset, a config.json, a checkpoint directory or a GGUF file, and an
+// optional init file supplies weights for the model the spec describes.
+//
+// Note [Model specs]
+//   - a preset name (nn::preset_names()): the preset, randomly initialised from
+//     options.seed; tokenizer by vocabulary size (default_tokenizer);
+//   - a path ending in .json: a Hugging Face config.json, randomly initialised;
+//     tokenizer by vocabulary size;
+//   - a directory: a fitgrad checkpoint, config.json + model.safetensors (Hugging Face
+//     names) + tokenizer.json (fitgrad's tokenizer spec below; without it, by vocabulary
+//     size);
+//   - a path ending in .gguf: the model (nn/io/gguf_model.h) with its embedded tokenizer.
+// init, when not empty, is a .safetensors or .gguf file whose tensors replace the spec's
+// weights: names (Hugging Face's; GGUF names are translated) and shapes must match the
+// model exactly (Module::load, strict). A spec without a stored tokenizer then takes the
+// init GGUF's tokenizer.
+//
+// Note [Tokenizer ids]
+// A tokenizer is named by a string, kept in a checkpoint's tokenizer.json so a checkpoint
+// decodes with the tokenizer it was trained with: "byte" (data::ByteTokenizer), "gpt2"
+// (GPT-2's BPE from the project's assets) or "gguf:<absolute path>" (the BPE embedded in
+// that GGUF file). tokenizer.json holds {"kind": "byte" | "gpt2" | "gguf"} plus
+// "path": "<absolute path>" for gguf. (Hugging Face's own tokenizer.json, the full
+// tokenizer, has no "kind" key and is refused with an error saying so.)
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "data/tokenizer.h"
+#include "nn/config.h"
+#include "nn/decoder.h"
+
+namespace fitgrad::apps {
+
+struct LoadedModel {
+  std::unique_ptr<nn::CausalLM> model;
+  std::unique_ptr<data::Tokenizer> tokenizer;
+  std::string tokenizer_id;  // Note [Tokenizer ids]
+  std::string description;   // one line: where the model and its weights came from
+};
+
+// Note [Model specs]. Errors are fitgrad::Errors starting "[model <spec>]" (or the
+// reader's own prefix for a malformed file).
+LoadedModel load_model(const std::string& spec, const std::string& init,
+                       const nn::BuildOptions& options);
+
+// The tokenizer of a model without a stored one: vocabulary 256 -> "byte", 50257 ->
+// "gpt2"; any other size is an error naming it. Sets *tokenizer_id when not null.
+std::unique_ptr<data::Tokenizer> default_tokenizer(const nn::ModelConfig& cfg,
+                                                   std::string* tokenizer_id);
+
+// The tokenizer a tokenizer id names (Note [Tokenizer ids]).
+std::unique_ptr<data::Tokenizer> make_tokenizer(const std::string& tokenizer_id);
+
+// Writes dir/tokenizer.json for `tokenizer_id`, and reads it back as an id.
+void save_tokenizer_spec(const std::string& dir, const std::string& tokenizer_id);
+std::string load_tokenizer_spec(const std::string& dir);
+
+}  // namespace fitgrad::apps

@@ -1,0 +1,38 @@
+// The metrics of a training run: one JSON object per line in <output_dir>/metrics.jsonl,
+// and the loss curve drawn from them as a self-contained SVG picture.
+//
+// Every record has "step"; a training record adds "loss", "learning_rate", "grad_norm",
+// "tokens_per_second", "epoch", "memory_allocated" and "memory_peak" (bytes); an
+// evaluation record adds "eval_loss" and "eval_perplexity". The records are also the
+// `log_history` of a checkpoint's trainer_state.json, so a resumed run rewrites the file
+// from that history and then appends: the file always describes one trajectory.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace fitgrad::apps {
+
+class MetricsLog {
+ public:
+  // Starts <path> afresh with `history` (empty for a new run).
+  MetricsLog(std::string path, std::vector<nlohmann::json> history = {});
+
+  // Appends one record to the file (flushed) and to the history.
+  void append(const nlohmann::json& record);
+  const std::vector<nlohmann::json>& history() const { return history_; }
+
+ private:
+  std::string path_;
+  std::vector<nlohmann::json> history_;
+};
+
+// The training loss (a line) and the evaluation loss (a line with dots) against the step,
+// with axes, ticks and a legend, as SVG text. Records without either key are skipped.
+std::string loss_curve_svg(const std::vector<nlohmann::json>& history, const std::string& title);
+
+// Writes `text` to `path` through a temporary file and a rename, so a reader never sees a
+// half-written file; throws fitgrad::Error naming the path.
+void write_file_atomic(const std::string& path, const std::string& text);
+
+}  // namespace fitgrad::apps

@@ -1,0 +1,178 @@
+// The `fitgrad train` options and their checks (train_args.h).
+#include "apps/train/train_args.h"
+
+#include <fmt/format.h>
+
+#include "tensor/device.h"
+#include "tensor/error.h"
+#include "tensor/memory/bytes.h"
+
+namespace fitgrad::apps {
+namespace {
+
+// A Hugging Face style boolean: `--flag`, `--flag true`, `--flag=False`.
+void add_bool(CLI::App& cmd, const std::string& name, bool& value, const std::string& help) {
+  cmd.add_flag("--" + name, value, help)->expected(0, 1);
+}
+
+[[noreturn]] void fail(const std::string& flag, const std::string& what) {
+  throw Error(fmt::format("[train] --{} {}", flag, what));
+}
+
+void require_positive(const std::string& flag, int64_t v) {
+  if (v < 1) fail(flag, fmt::format("must be at least 1, got {}", v));
+}
+
+void require_non_negative(const std::string& flag, double v) {
+  if (!(v >= 0)) fail(flag, fmt::format("must be >= 0, got {}", v));
+}
+
+}  // namespace
+
+void add_train_options(CLI::App& cmd, TrainArgs& a) {
+  cmd.add_option("--model", a.model,
+                 "A preset (see `fitgrad train --help` footer), a Hugging Face config.json, a "
+                 "fitgrad checkpoint directory or a .gguf file")
+      ->capture_default_str();
+  cmd.add_option("--init", a.init, "Weights to start from: a .safetensors or .gguf file");
+  cmd.add_option("--data", a.data, "A UTF-8 text file or a folder of them")->required();
+  cmd.add_option("--output_dir", a.output_dir,
+                 "Where checkpoints, metrics, the loss curve and the memory trace go")
+      ->required();
+  cmd.add_option("--seq_len", a.seq_len, "Tokens per training sequence")->capture_default_str();
+  cmd.add_option("--device", a.device, "cpu or cuda:N")->capture_default_str();
+  cmd.add_option("--memory_budget", a.memory_budget,
+                 "Device memory capacity enforced by the allocator, such as 24GiB");
+  cmd.add_option("--data_order", a.data_order, "random (seeded) or sequential")
+      ->check(CLI::IsMember({"random", "sequential"}))
+      ->capture_default_str();
+  cmd.add_option("--val_fraction", a.val_fraction,
+                 "Fraction of the tokens (the end of the data) held out for validation")
+      ->capture_default_str();
+
+  cmd.add_option("--per_device_train_batch_size", a.per_device_train_batch_size,
+                 "Sequences per micro-batch")
+      ->capture_default_str();
+  cmd.add_option("--per_device_eval_batch_size", a.per_device_eval_batch_size,
+                 "Sequences per validation batch")
+      ->capture_default_str();
+  cmd.add_option("--gradient_accumulation_steps", a.gradient_accumulation_steps,
+                 "Micro-batches per optimizer step")
+      ->capture_default_str();
+  add_bool(cmd, "gradient_checkpointing", a.gradient_checkpointing,
+           "Recompute each decoder block in backward instead of saving its activations");
+  add_bool(cmd, "bf16", a.bf16, "bf16 mixed precision (not available yet: see --help notes)");
+  add_bool(cmd, "fp16", a.fp16, "fp16 mixed precision (not available yet)");
+  add_bool(cmd, "tf32", a.tf32, "TF32 matmuls (not available yet)");
+  cmd.add_option("--optim", a.optim,
+                 "Optimizer: adamw_torch (= adamw_hf, adamw_torch_fused) or sgd")
+      ->capture_default_str();
+  cmd.add_option("--learning_rate", a.learning_rate, "Peak learning rate")->capture_default_str();
+  cmd.add_option("--adam_beta1", a.adam_beta1, "AdamW beta1")->capture_default_str();
+  cmd.add_option("--adam_beta2", a.adam_beta2, "AdamW beta2")->capture_default_str();
+  cmd.add_option("--adam_epsilon", a.adam_epsilon, "AdamW epsilon")->capture_default_str();
+  cmd.add_option("--weight_decay", a.weight_decay,
+                 "Decoupled weight decay (not applied to biases and norm weights)")
+      ->capture_default_str();
+  cmd.add_option("--max_grad_norm", a.max_grad_norm, "Gradient clipping norm (0: off)")
+      ->capture_default_str();
+  cmd.add_option("--lr_scheduler_type", a.lr_scheduler_type,
+                 "linear, cosine, cosine_with_restarts, polynomial, constant, "
+                 "constant_with_warmup, inverse_sqrt")
+      ->capture_default_str();
+  cmd.add_option("--warmup_steps", a.warmup_steps, "Linear warmup steps")->capture_default_str();
+  cmd.add_option("--warmup_ratio", a.warmup_ratio,
+                 "Warmup as a fraction of the total steps (when --warmup_steps is 0)")
+      ->capture_default_str();
+  cmd.add_option("--max_steps", a.max_steps, "Optimizer steps; overrides --num_train_epochs")
+      ->capture_default_str();
+  cmd.add_option("--num_train_epochs", a.num_train_epochs, "Epochs over the training split")
+      ->capture_default_str();
+  cmd.add_option("--torch_empty_cache_steps", a.torch_empty_cache_steps,
+                 "Release the allocator's free cached segments every N steps (0: never)")
+      ->capture_default_str();
+  cmd.add_option("--dataloader_num_workers", a.dataloader_num_workers,
+                 "Loader worker threads (0: batches are built on the training thread)")
+      ->capture_default_str();
+  add_bool(cmd, "dataloader_pin_memory", a.dataloader_pin_memory,
+           "Stage batches in pinned host memory when the device is CUDA");
+  cmd.add_option("--dataloader_prefetch_factor", a.dataloader_prefetch_factor,
+                 "Batches each worker builds ahead")
+      ->capture_default_str();
+  cmd.add_option("--seed", a.seed, "Seeds the initialisation, the data order and dropout")
+      ->capture_default_str();
+  cmd.add_option("--logging_steps", a.logging_steps, "Log (and write metrics) every N steps")
+      ->capture_default_str();
+  cmd.add_option("--eval_steps", a.eval_steps,
+                 "Validation loss and perplexity every N steps (0: as --logging_steps)")
+      ->capture_default_str();
+  cmd.add_option("--eval_max_batches", a.eval_max_batches,
+                 "Validation batches per evaluation (0: the whole split)")
+      ->capture_default_str();
+  cmd.add_option("--save_steps", a.save_steps, "Checkpoint every N steps (0: only at the end)")
+      ->capture_default_str();
+  cmd.add_option("--save_total_limit", a.save_total_limit,
+                 "Keep only the newest N checkpoints (0: keep all)")
+      ->capture_default_str();
+  cmd.add_option("--resume_from_checkpoint", a.resume_from_checkpoint,
+                 "A checkpoint directory, or `last` for the newest one in --output_dir");
+  add_bool(cmd, "overwrite_output_dir", a.overwrite_output_dir,
+           "Allow a fresh run into an --output_dir that already holds checkpoints");
+  cmd.add_option("--progress", a.progress,
+                 "auto (a live bar on a terminal, log lines otherwise), bar or plain")
+      ->check(CLI::IsMember({"auto", "bar", "plain"}))
+      ->capture_default_str();
+}
+
+void validate(const TrainArgs& a) {
+  require_positive("seq_len", a.seq_len);
+  require_positive("per_device_train_batch_size", a.per_device_train_batch_size);
+  require_positive("per_device_eval_batch_size", a.per_device_eval_batch_size);
+  require_positive("gradient_accumulation_steps", a.gradient_accumulation_steps);
+  require_positive("logging_steps", a.logging_steps);
+  require_positive("dataloader_prefetch_factor", a.dataloader_prefetch_factor);
+  if (a.max_steps == 0 || a.max_steps < -1)
+    fail("max_steps",
+         fmt::format("must be positive (or -1 for --num_train_epochs), got {}", a.max_steps));
+  if (a.max_steps < 0 && !(a.num_train_epochs > 0))
+    fail("num_train_epochs",
+         fmt::format("must be > 0 without --max_steps, got {}", a.num_train_epochs));
+  if (!(a.learning_rate > 0))
+    fail("learning_rate", fmt::format("must be > 0, got {}", a.learning_rate));
+  require_non_negative("weight_decay", a.weight_decay);
+  require_non_negative("max_grad_norm", a.max_grad_norm);
+  require_non_negative("warmup_ratio", a.warmup_ratio);
+  if (a.warmup_ratio >= 1)
+    fail("warmup_ratio", fmt::format("must be below 1, got {}", a.warmup_ratio));
+  if (a.warmup_steps < 0) fail("warmup_steps", fmt::format("must be >= 0, got {}", a.warmup_steps));
+  if (a.warmup_steps > 0 && a.warmup_ratio > 0)
+    throw Error("[train] --warmup_steps and --warmup_ratio conflict: give one of them");
+  for (auto [flag, v] : {std::pair{"adam_beta1", a.adam_beta1}, {"adam_beta2", a.adam_beta2}})
+    if (!(v >= 0 && v < 1)) fail(flag, fmt::format("must be in [0, 1), got {}", v));
+  if (!(a.adam_epsilon > 0))
+    fail("adam_epsilon", fmt::format("must be > 0, got {}", a.adam_epsilon));
+  if (!(a.val_fraction > 0 && a.val_fraction < 1))
+    fail("val_fraction", fmt::format("must be in (0, 1), got {}", a.val_fraction));
+  for (auto [flag, v] : {std::pair{"torch_empty_cache_steps", a.torch_empty_cache_steps},
+                         {"eval_steps", a.eval_steps},
+                         {"eval_max_batches", a.eval_max_batches},
+                         {"save_steps", a.save_steps},
+                         {"save_total_limit", a.save_total_limit}})
+    if (v < 0) fail(flag, fmt::format("must be >= 0, got {}", v));
+  if (a.dataloader_num_workers < 0)
+    fail("dataloader_num_workers", fmt::format("must be >= 0, got {}", a.dataloader_num_workers));
+  Device device = Device::parse(a.device);
+  if (device.type == DeviceType::meta)
+    fail("device", "meta cannot train (no values); plan memory with the memory demo instead");
+  if (!a.memory_budget.empty()) parse_bytes(a.memory_budget);
+  // Note [Flags fitgrad accepts but cannot honour yet].
+  if (a.bf16 && a.fp16) throw Error("[train] --bf16 and --fp16 conflict: choose one precision");
+  for (auto [flag, on] : {std::pair{"bf16", a.bf16}, {"fp16", a.fp16}, {"tf32", a.tf32}})
+    if (on)
+      fail(flag,
+           "is not available yet: mixed precision (fp32 master weights, low-precision compute, "
+           "loss scaling, TF32 matmuls) comes with the optimizer/numerics issue; train in fp32, "
+           "the default");
+}
+
+}  // namespace fitgrad::apps

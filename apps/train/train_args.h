@@ -1,0 +1,74 @@
+// The options of `fitgrad train`, named as in Hugging Face TrainingArguments where one
+// exists there (--per_device_train_batch_size, --gradient_accumulation_steps, ...), plus
+// fitgrad's own (--model, --init, --data, --seq_len, --device, --memory_budget,
+// --data_order). Defaults are Hugging Face's, except where a note below says otherwise.
+//
+// Note [Flags fitgrad accepts but cannot honour yet]
+// --bf16, --fp16 and --tf32 are part of the Trainer's vocabulary, so they parse, and their
+// conflicts are checked (bf16 with fp16), but mixed precision (fp32 master weights with
+// bf16/fp16 compute, the loss scaler, TF32 matmuls) arrives with the optimizer/numerics
+// issue. Until then asking for one fails before anything is allocated, with an error that
+// says so; it never silently trains in fp32. The same holds for --optim names Hugging Face
+// knows but fitgrad does not implement yet (optim/factory.h).
+#pragma once
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+
+namespace fitgrad::apps {
+
+struct TrainArgs {
+  // What to train, on what.
+  std::string model = "gpt2-tiny";  // a preset, a config.json, a checkpoint dir or a .gguf
+  std::string init;                 // weights to start from: .safetensors or .gguf
+  std::string data;                 // a text file or a folder of them
+  std::string output_dir;
+  int64_t seq_len = 256;
+  std::string device = "cpu";
+  std::string memory_budget;          // "" = unlimited; else a capacity such as 24GiB
+  std::string data_order = "random";  // random | sequential
+  double val_fraction = 0.05;
+
+  // Hugging Face TrainingArguments.
+  int64_t per_device_train_batch_size = 8;
+  int64_t per_device_eval_batch_size = 8;
+  int64_t gradient_accumulation_steps = 1;
+  bool gradient_checkpointing = false;
+  bool bf16 = false;
+  bool fp16 = false;
+  bool tf32 = false;
+  std::string optim = "adamw_torch";
+  double learning_rate = 5e-5;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_epsilon = 1e-8;
+  double weight_decay = 0.0;
+  double max_grad_norm = 1.0;
+  std::string lr_scheduler_type = "linear";
+  int64_t warmup_steps = 0;
+  double warmup_ratio = 0.0;
+  int64_t max_steps = -1;
+  double num_train_epochs = 3.0;
+  int64_t torch_empty_cache_steps = 0;  // 0: never
+  int dataloader_num_workers = 0;
+  bool dataloader_pin_memory = true;
+  int64_t dataloader_prefetch_factor = 2;
+  uint64_t seed = 42;
+  int64_t logging_steps = 500;
+  int64_t eval_steps = 0;              // 0: logging_steps
+  int64_t eval_max_batches = 50;       // fitgrad: caps each evaluation (0: the whole split)
+  int64_t save_steps = 500;            // 0: only the final checkpoint
+  int64_t save_total_limit = 0;        // 0: keep every checkpoint
+  std::string resume_from_checkpoint;  // a checkpoint dir, or "last" (newest in output_dir)
+  bool overwrite_output_dir = false;
+  std::string progress = "auto";  // auto | bar | plain
+};
+
+// Registers every option on `cmd` (the `train` subcommand), bound to `args`.
+void add_train_options(CLI::App& cmd, TrainArgs& args);
+
+// Checks values and combinations that CLI11 cannot (ranges, conflicts, the flags of Note
+// [Flags fitgrad accepts but cannot honour yet]); throws fitgrad::Error "[train] --flag ...".
+void validate(const TrainArgs& args);
+
+}  // namespace fitgrad::apps

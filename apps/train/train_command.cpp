@@ -1,0 +1,46 @@
+// `fitgrad train`: options (train_args.h), the run (trainer.h), and exit codes.
+#include "apps/train/train_command.h"
+
+#include <fmt/format.h>
+
+#include <iostream>
+#include <memory>
+
+#include "apps/train/train_args.h"
+#include "apps/train/trainer.h"
+#include "nn/config.h"
+#include "tensor/error.h"
+
+namespace fitgrad::apps {
+
+void add_train_command(CLI::App& app) {
+  auto args = std::make_shared<TrainArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "train", "Train or finetune a decoder on a text corpus (Hugging Face Trainer flags)");
+  add_train_options(*cmd, *args);
+  std::string presets;
+  for (const auto& p : nn::preset_names()) presets += (presets.empty() ? "" : ", ") + p;
+  cmd->footer(fmt::format(
+      "Presets: {}.\n"
+      "Outputs in --output_dir: checkpoint-<step>/ (model.safetensors, config.json, "
+      "tokenizer.json, optimizer.safetensors, trainer_state.json), metrics.jsonl, "
+      "loss_curve.svg, memory.json, memory_trace.json (Perfetto), peak_report.txt, "
+      "memory_summary.txt.\n"
+      "Ctrl-C (SIGINT) or SIGTERM saves a checkpoint and exits with 128 + the signal; "
+      "out of memory prints the allocator's report and exits {}; bad input exits 1.\n"
+      "--bf16, --fp16 and --tf32 are recognised but refused until mixed precision lands.",
+      presets, kExitOutOfMemory));
+  cmd->callback([args] {
+    int code = 0;
+    try {
+      code = run_train(*args, std::cout, std::cerr);
+    } catch (const Error& e) {
+      std::cout.flush();
+      std::cerr << "error: " << e.what() << std::endl;
+      code = 1;
+    }
+    if (code != 0) throw CLI::RuntimeError(code);
+  });
+}
+
+}  // namespace fitgrad::apps

@@ -1,0 +1,46 @@
+// `fitgrad train`: trains (or finetunes) a decoder on a text corpus, the way the Hugging
+// Face Trainer does, and records where the memory went.
+//
+// One optimizer step: for each of the gradient_accumulation_steps micro-batches, forward,
+// the mean cross-entropy scaled by 1/accumulation, backward (gradients accumulate with +=);
+// then gradient clipping, the optimizer step at the scheduled learning rate, and
+// zero_grad. Every --logging_steps a metrics record (the mean training loss over the
+// interval, as Hugging Face logs it), every --eval_steps the validation loss and
+// perplexity, every --save_steps an atomic checkpoint (checkpoint_dir.h):
+//
+//   checkpoint-<step>/model.safetensors      the weights, Hugging Face names
+//                     config.json             Hugging Face style (nn::config_to_json)
+//                     tokenizer.json          which tokenizer (apps/model_source.h)
+//                     optimizer.safetensors   every optimizer state tensor and the step
+//                     trainer_state.json      step, loader position, RNG state, log history
+//
+// Note [Bitwise resume]
+// Everything the next step reads is in the checkpoint: the f32 weights and optimizer
+// states as stored bytes, the optimizer's step count, the loader's (epoch, batch) position
+// and seed, and the global generator's (seed, offset). The learning rate is a function of
+// the step. The CPU kernels reduce in a fixed order for a fixed thread count, so a resumed
+// run repeats the uninterrupted run's losses bit for bit. A resume must keep --seq_len,
+// --per_device_train_batch_size, --gradient_accumulation_steps and --seed (checked).
+//
+// The output directory also receives metrics.jsonl, loss_curve.svg and, at the end, on an
+// interrupt and on an out-of-memory, the memory record of the run: memory.json (snapshot +
+// trace, docs/memory.md), memory_trace.json (Chrome/Perfetto), peak_report.txt and
+// memory_summary.txt.
+#pragma once
+#include <ostream>
+
+#include "apps/train/train_args.h"
+
+namespace fitgrad::apps {
+
+// Exit codes of run_train besides 0.
+inline constexpr int kExitOutOfMemory = 3;
+inline constexpr int kExitInterrupted = 130;  // SIGINT; SIGTERM gives 143 (128 + signal)
+
+// Runs a training job. `out` gets the summary lines and `err` the progress display.
+// Returns 0, kExitOutOfMemory (the allocator's report was printed; the newest checkpoint
+// on disk is intact) or 128 + signal after an interrupt (a checkpoint was saved). Throws
+// fitgrad::Error for bad input, before anything is trained.
+int run_train(const TrainArgs& args, std::ostream& out, std::ostream& err);
+
+}  // namespace fitgrad::apps

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# One CPU training step of a GPT-2-style decoder, fitgrad against PyTorch, in one run
+# (issue 5; bench/RESULTS.md). Runs the two arms alternately, --rounds times each
+# (default 2), and prints a table of the medians of each arm's per-round medians and the
+# ratio fitgrad / torch, then fitgrad's peak memory against the analytic sum.
+#
+#   bench/compare_train_step.sh [BUILD_DIR] [--rounds=N] [extra flags for both arms]
+#
+# BUILD_DIR defaults to build/. Extra flags (--steps=5, --warmup=2, --ctx=1024, ...) go to
+# both arms. The two OpenBLAS variables are unset for this command alone, as
+# the developers' guide says for benchmarks. PyTorch is Debian's /usr/bin/python3.
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+build="$here/../build"
+if [[ $# -gt 0 && $1 != --* ]]; then
+  build="$1"
+  shift
+fi
+rounds=2
+args=()
+for a in "$@"; do
+  case "$a" in
+    --rounds=*) rounds="${a#--rounds=}" ;;
+    *) args+=("$a") ;;
+  esac
+done
+bench="$build/bench/train_step_bench"
+[[ -x "$bench" ]] || { echo "compare_train_step: $bench not built (FITGRAD_BENCH=ON)" >&2; exit 1; }
+
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+for ((r = 1; r <= rounds; r++)); do
+  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$bench" "${args[@]}" | tee -a "$log"
+  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 "$here/train_step_torch.py" \
+    "${args[@]}" | tee -a "$log"
+done
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+/usr/bin/python3 - "$log" <<'EOF'
+import re, statistics, sys
+res = {"fitgrad": [], "torch": []}
+mem = None
+for line in open(sys.argv[1]):
+    if line.startswith("RESULT "):
+        kv = dict(f.split("=") for f in line.split()[1:])
+        res[kv["arm"]].append(float(kv["median_ms"]))
+    elif line.startswith("MEMORY "):
+        mem = dict(f.split("=") for f in line.split()[1:])
+f, t = statistics.median(res["fitgrad"]), statistics.median(res["torch"])
+print()
+print("| arm | step ms (median of rounds) | rounds | per-round medians |")
+print("|---|---|---|---|")
+print(f"| fitgrad | {f:.0f} | {len(res['fitgrad'])} | {', '.join(f'{x:.0f}' for x in res['fitgrad'])} |")
+print(f"| torch | {t:.0f} | {len(res['torch'])} | {', '.join(f'{x:.0f}' for x in res['torch'])} |")
+print(f"| ratio fitgrad / torch | {f / t:.2f} | | |")
+if mem:
+    print()
+    print("| memory (MiB) | weights | grads | AdamW states | saved activations | analytic | "
+          "measured peak | peak / analytic | activation peak / formula |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    print(f"| fitgrad | {mem['weights_mib']} | {mem['grads_mib']} | {mem['adamw_mib']} | "
+          f"{mem['activations_mib']} | {mem['analytic_mib']} | {mem['peak_mib']} | "
+          f"{mem['peak_ratio']} | {mem['activation_ratio']} |")
+EOF

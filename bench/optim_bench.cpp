@@ -1,0 +1,66 @@
+// Optimizer step micro-benchmarks: AdamW.step on ~30M f32 parameters (GPT-2-small's
+// 124M / 4, in a few tensors of transformer-like shapes), and clip_grad_norm on the same
+// gradients. A step reads p, g, m, v and writes p, m, v, 28 bytes per element, so the
+// "GB/s" counter is the memory traffic it sustains (Note [Optimizer kernels] in
+// optim/cpu/update.cpp). Clipping is timed below max_norm, so it only reads the gradients
+// (4 bytes per element).
+#include <benchmark/benchmark.h>
+
+#include "autograd/variable.h"
+#include "optim/adamw.h"
+#include "optim/clip.h"
+
+namespace fitgrad::optim {
+namespace {
+
+// 29,908,992 f32 parameters: an embedding, 12 MLP projections (768 x 2048) and their biases.
+std::vector<std::pair<std::string, Tensor>> params_30m() {
+  std::vector<std::pair<std::string, Tensor>> out;
+  const auto add = [&](const std::string& name, const Shape& shape) {
+    Tensor p = Tensor::full(shape, 0.01);
+    autograd::set_requires_grad(p);
+    autograd::ensure_meta(p).grad = Tensor::full(shape, 1e-3);
+    out.emplace_back(name, p);
+  };
+  add("wte.weight", {14336, 768});
+  for (int i = 0; i < 12; ++i) {
+    add("h." + std::to_string(i) + ".c_fc.weight", {768, 2048});
+    add("h." + std::to_string(i) + ".c_fc.bias", {2048});
+  }
+  return out;
+}
+
+int64_t numel_of(const std::vector<std::pair<std::string, Tensor>>& params) {
+  int64_t n = 0;
+  for (const auto& [name, p] : params) n += p.numel();
+  return n;
+}
+
+void BM_AdamWStep30M(benchmark::State& state) {
+  auto params = params_30m();
+  AdamW opt(decay_groups(params, 0.1), {});
+  opt.step();  // allocates the states outside the timed loop
+  for (auto _ : state) opt.step();
+  const double bytes = 28.0 * double(numel_of(params));
+  state.counters["params"] = double(numel_of(params));
+  state.counters["GB/s"] =
+      benchmark::Counter(bytes * 1e-9 * double(state.iterations()), benchmark::Counter::kIsRate);
+}
+
+void BM_ClipGradNorm30M(benchmark::State& state) {
+  auto params = params_30m();
+  std::vector<Tensor> tensors;
+  for (const auto& [name, p] : params) tensors.push_back(p);
+  // max_norm above the norm (~5.5): the norm pass alone, the common case.
+  for (auto _ : state) benchmark::DoNotOptimize(clip_grad_norm(tensors, 1e3));
+  state.counters["GB/s"] = benchmark::Counter(
+      4e-9 * double(numel_of(params)) * double(state.iterations()), benchmark::Counter::kIsRate);
+}
+
+BENCHMARK(BM_AdamWStep30M)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_ClipGradNorm30M)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+}  // namespace fitgrad::optim
+
+BENCHMARK_MAIN();

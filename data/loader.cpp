@@ -1,0 +1,177 @@
+// The Loader: window slicing, batch building, the worker threads and their queues, and the
+// resume state.
+#include "data/loader.h"
+
+#include <nlohmann/json.hpp>
+
+#include "tensor/error.h"
+#include "tensor/memory/caching_allocator.h"
+#include "tensor/memory/scope.h"
+
+namespace fitgrad::data {
+
+// Note [Loader workers]: the batch at position p (p = epoch * batches_per_epoch + index) is
+// a pure function of p, so any thread can build it. Worker k of W owns the positions
+// start + k + m*W and pushes them, in that order, to its own queue; next() at position p
+// pops the front of queue (p - start) % W, which is therefore batch p, with no reorder
+// buffer. A worker waits while its queue holds `prefetch` batches. restore() stops the
+// workers, drops what they built, and starts them again from the new position (start).
+// Each worker keeps its own copy of the epoch's window order (8 bytes a window).
+// Allocations inside a worker happen under Category::data, set in that thread (the memory
+// context is thread-local), and the allocator is thread-safe.
+
+void to_json(nlohmann::json& j, const LoaderState& s) {
+  j = nlohmann::json{{"epoch", s.epoch}, {"index", s.index}, {"seed", s.seed}};
+}
+
+void from_json(const nlohmann::json& j, LoaderState& s) {
+  j.at("epoch").get_to(s.epoch);
+  j.at("index").get_to(s.index);
+  j.at("seed").get_to(s.seed);
+}
+
+Loader::Loader(std::span<const int32_t> tokens, const LoaderOptions& options, std::string what)
+    : tokens_(tokens), options_(options), what_(std::move(what)) {
+  const int64_t B = options_.batch_size, T = options_.seq_len;
+  FG_CHECK(B >= 1, "[data {}] batch_size {} is less than 1", what_, B);
+  FG_CHECK(T >= 1, "[data {}] seq_len {} is less than 1", what_, T);
+  FG_CHECK(options_.num_workers >= 0, "[data {}] num_workers {} is negative", what_,
+           options_.num_workers);
+  FG_CHECK(options_.num_workers == 0 || options_.prefetch >= 1,
+           "[data {}] prefetch {} is less than 1 with {} workers", what_, options_.prefetch,
+           options_.num_workers);
+  const auto n = int64_t(tokens_.size());
+  num_windows_ = n >= 1 ? (n - 1) / T : 0;
+  FG_CHECK(num_windows_ >= B,
+           "[data {}] {} tokens give {} windows of seq_len {} + 1, fewer than batch_size {}", what_,
+           n, num_windows_, T, B);
+  batches_per_epoch_ = num_windows_ / B;
+  // Fails here, not in a worker, when the device's backend is missing.
+  allocator_for(options_.device);
+  pinned_ = options_.pin_memory && options_.device.type == DeviceType::cuda;
+  if (pinned_) pinned_allocator();
+  label_ = intern_label("data." + what_);
+  start_workers();
+}
+
+Loader::~Loader() { stop_workers(); }
+
+Batch Loader::build(int64_t position, OrderCache& cache) const {
+  const int64_t B = options_.batch_size, T = options_.seq_len;
+  Batch batch;
+  batch.epoch = position / batches_per_epoch_;
+  batch.index = position % batches_per_epoch_;
+  if (cache.epoch != batch.epoch) {
+    cache.order = window_order(num_windows_, options_.order, options_.seed, batch.epoch);
+    cache.epoch = batch.epoch;
+  }
+  const MemoryContextScope scope({Category::data, label_});
+  batch.ids = Tensor::empty({B, T}, DType::i64, Device::cpu(), pinned_);
+  batch.targets = Tensor::empty({B, T}, DType::i64, Device::cpu(), pinned_);
+  int64_t* ids = batch.ids.data<int64_t>();          // (B, T)
+  int64_t* targets = batch.targets.data<int64_t>();  // (B, T)
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t window = cache.order[size_t(batch.index * B + b)];
+    const int32_t* src = tokens_.data() + window * T;  // T + 1 tokens
+    for (int64_t t = 0; t < T; ++t) {
+      ids[b * T + t] = src[t];
+      targets[b * T + t] = src[t + 1];
+    }
+  }
+  return batch;
+}
+
+void Loader::work(int worker, int64_t first) {
+  OrderCache cache;
+  const auto stride = int64_t(options_.num_workers);
+  for (int64_t position = first;; position += stride) {
+    {
+      std::unique_lock lock(mutex_);
+      space_.wait(lock, [&] {
+        return stop_ || int64_t(queues_[size_t(worker)].size()) < options_.prefetch;
+      });
+      if (stop_) return;
+    }
+    Slot slot;
+    try {
+      slot.batch = build(position, cache);
+    } catch (...) {
+      slot.error = std::current_exception();
+    }
+    const bool failed = slot.error != nullptr;
+    {
+      std::lock_guard lock(mutex_);
+      if (stop_) return;
+      queues_[size_t(worker)].push_back(std::move(slot));
+    }
+    ready_.notify_all();
+    if (failed) return;
+  }
+}
+
+void Loader::start_workers() {
+  const int W = options_.num_workers;
+  stop_ = false;
+  start_ = position_;
+  queues_.assign(size_t(W), {});
+  for (int k = 0; k < W; ++k) workers_.emplace_back(&Loader::work, this, k, position_ + k);
+}
+
+void Loader::stop_workers() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  space_.notify_all();
+  for (std::thread& t : workers_) t.join();
+  workers_.clear();
+  queues_.clear();
+}
+
+Batch Loader::next() {
+  if (error_) std::rethrow_exception(error_);
+  Batch batch;
+  if (options_.num_workers == 0) {
+    batch = build(position_, order_);
+  } else {
+    const auto k = size_t((position_ - start_) % options_.num_workers);
+    Slot slot;
+    {
+      std::unique_lock lock(mutex_);
+      ready_.wait(lock, [&] { return !queues_[k].empty(); });
+      slot = std::move(queues_[k].front());
+      queues_[k].pop_front();
+    }
+    space_.notify_all();
+    if (slot.error) {
+      error_ = slot.error;
+      std::rethrow_exception(error_);
+    }
+    batch = std::move(slot.batch);
+  }
+  ++position_;
+  if (options_.device != Device::cpu()) {
+    const MemoryContextScope scope({Category::data, label_});
+    batch.ids = batch.ids.to(options_.device);
+    batch.targets = batch.targets.to(options_.device);
+  }
+  return batch;
+}
+
+LoaderState Loader::state() const {
+  return {position_ / batches_per_epoch_, position_ % batches_per_epoch_, options_.seed};
+}
+
+void Loader::restore(const LoaderState& s) {
+  FG_CHECK(s.seed == options_.seed, "[data {}] the state was saved with seed {}, not {}", what_,
+           s.seed, options_.seed);
+  FG_CHECK(s.epoch >= 0 && s.index >= 0 && s.index < batches_per_epoch_,
+           "[data {}] state epoch {} index {} is not a batch position ({} batches an epoch)", what_,
+           s.epoch, s.index, batches_per_epoch_);
+  stop_workers();
+  position_ = s.epoch * batches_per_epoch_ + s.index;
+  error_ = nullptr;
+  start_workers();
+}
+
+}  // namespace fitgrad::data

@@ -1,0 +1,137 @@
+// The data loader: (B, T) batches of token ids and next-token targets from a token stream
+// (a TokenDataset's train() or val(), or any span of ids), in a reproducible order that
+// survives a restart.
+//
+// Windows. The stream is cut into windows of seq_len + 1 tokens that start every seq_len
+// tokens (0, T, 2T, ...), so consecutive windows share one token and every token but the
+// first is a target exactly once; a tail too short for a whole window is dropped. With
+// n tokens there are floor((n - 1) / T) windows. A window gives one row: ids are its first
+// T tokens, targets its last T.
+//
+// Order. Epoch e visits the windows in window_order(num_windows, order, seed, e)
+// (data/window_order.h): a fresh Philox permutation per epoch, or the identity. Batch i of
+// an epoch is the windows at positions [i*B, (i+1)*B) of that order; the windows left
+// over after the last whole batch are dropped for that epoch (a random order drops
+// different ones each epoch). Epochs roll over by themselves. The batches depend only on
+// (tokens, batch_size, seq_len, seed, order): never on num_workers or on timing.
+//
+// Workers (Note [Loader workers] in loader.cpp). With num_workers = 0, next() builds the
+// batch on the calling thread. With W > 0 workers, worker k builds batches k, k + W,
+// k + 2W, ... (counting from the position of the last restore) into its own queue of at
+// most `prefetch` batches, so at most W * prefetch batches wait ahead of next(), and
+// next() takes them in order.
+//
+// Memory. Batch tensors are allocated under Category::data with the label "data.<what>",
+// so the memory ledger shows them. With pin_memory and a CUDA device they are built in
+// pinned host memory and next() copies them to the device; pin_memory is ignored for
+// other devices. For a device other than the cpu, next() copies the batch there.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <nlohmann/json_fwd.hpp>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "data/window_order.h"
+#include "tensor/tensor.h"
+
+namespace fitgrad::data {
+
+struct LoaderOptions {
+  int64_t batch_size = 8;  // B
+  int64_t seq_len = 256;   // T
+  uint64_t seed = 0;
+  DataOrder order = DataOrder::random;
+  int num_workers = 0;  // 0: next() builds batches itself
+  int prefetch = 2;     // batches each worker may hold ready; >= 1
+  bool pin_memory = false;
+  Device device = Device::cpu();
+};
+
+struct Batch {
+  Tensor ids;      // (B, T) i64
+  Tensor targets;  // (B, T) i64: ids shifted left by one token
+  int64_t epoch = 0;
+  int64_t index = 0;  // the batch's index within its epoch
+};
+
+// The position of the next batch: resuming from it gives exactly the batches an
+// uninterrupted run would have given. The seed must match the loader's.
+struct LoaderState {
+  int64_t epoch = 0;
+  int64_t index = 0;
+  uint64_t seed = 0;
+  bool operator==(const LoaderState&) const = default;
+};
+// {"epoch": e, "index": i, "seed": s}, for checkpoints.
+void to_json(nlohmann::json& j, const LoaderState& s);
+void from_json(const nlohmann::json& j, LoaderState& s);
+
+class Loader {
+ public:
+  // `tokens` must outlive the loader. `what` names the split in errors and labels
+  // ("[data train] ..."). Throws fitgrad::Error when batch_size, seq_len, num_workers or
+  // prefetch is out of range, or when the tokens give fewer than batch_size windows.
+  Loader(std::span<const int32_t> tokens, const LoaderOptions& options, std::string what = "train");
+  // Stops and joins the workers, also those waiting on a full queue.
+  ~Loader();
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  // The next batch in order, waiting for a worker when it is not ready. Rethrows an error
+  // a worker met while building it (and again on every later call).
+  Batch next();
+  LoaderState state() const;
+  // Continues from `s` (from state() of a loader with the same tokens and options); throws
+  // when the seed differs or the index is not within an epoch.
+  void restore(const LoaderState& s);
+
+  int64_t num_windows() const { return num_windows_; }
+  int64_t batches_per_epoch() const { return batches_per_epoch_; }
+  const LoaderOptions& options() const { return options_; }
+
+ private:
+  // A built batch, or the error building it threw.
+  struct Slot {
+    Batch batch;
+    std::exception_ptr error;
+  };
+  // The window order of one epoch, recomputed when the epoch changes.
+  struct OrderCache {
+    int64_t epoch = -1;
+    std::vector<int64_t> order;
+  };
+
+  Batch build(int64_t position, OrderCache& cache) const;
+  void work(int worker, int64_t first);
+  void start_workers();
+  void stop_workers();
+
+  std::span<const int32_t> tokens_;
+  LoaderOptions options_;
+  std::string what_;
+  uint32_t label_ = 0;
+  int64_t num_windows_ = 0;
+  int64_t batches_per_epoch_ = 0;
+  bool pinned_ = false;
+
+  int64_t position_ = 0;  // epoch * batches_per_epoch + index of the next batch
+  int64_t start_ = 0;     // the position the workers started from
+  std::exception_ptr error_;
+  OrderCache order_;  // for num_workers = 0
+
+  std::mutex mutex_;
+  std::condition_variable ready_;  // a queue got a batch
+  std::condition_variable space_;  // a queue has room, or stop_
+  bool stop_ = false;
+  std::vector<std::deque<Slot>> queues_;  // one per worker, guarded by mutex_
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace fitgrad::data

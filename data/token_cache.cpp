@@ -1,0 +1,185 @@
+// Reading, validating and atomically writing the token cache file (data/token_cache.h).
+#include "data/token_cache.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+
+#include "tensor/error.h"
+
+namespace fitgrad::data {
+
+// Note [Token cache layout]: the file is written and read with the host's byte order,
+// which fitgrad requires to be little-endian (as nn/io/safetensors.cpp does). Tokens are
+// always int32, even for vocabularies that fit 16 bits: the mapped bytes are then the
+// std::span<const int32_t> the loader reads, with no widening copy. The cost is twice the
+// disk and page cache of u16 (4 bytes a token; a 1B-token corpus is 4 GB). The 64-byte
+// alignment of the tokens keeps them aligned for any element type. The token hash in the
+// header catches a cache file that was damaged after it was written (the rename makes a
+// half-written one impossible); checking it reads the mapped tokens once per open, which
+// costs about what hashing the sources already does.
+static_assert(std::endian::native == std::endian::little, "the token cache assumes little-endian");
+
+namespace {
+
+constexpr char kMagic[8] = {'F', 'G', 'T', 'O', 'K', 'E', 'N', 'S'};
+constexpr size_t kHeaderBytes = 64;
+constexpr size_t kAlign = 64;
+
+struct Header {
+  char magic[8];
+  uint32_t version;
+  uint32_t token_bytes;
+  uint64_t count;
+  uint64_t fingerprint_bytes;
+  uint64_t token_hash;
+  uint64_t data_offset;
+  uint8_t zero[16];
+};
+static_assert(sizeof(Header) == kHeaderBytes);
+
+size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
+
+constexpr uint64_t kK1 = 0x9E3779B97F4A7C15ull;  // 2^64 / golden ratio
+constexpr uint64_t kK2 = 0xC2B2AE3D27D4EB4Full;
+
+uint64_t mix_word(uint64_t h, uint64_t w) {
+  w *= kK1;
+  w = std::rotl(w, 31);
+  w *= kK2;
+  h ^= w;
+  return std::rotl(h, 27) * 5 + 0x52DCE729ull;
+}
+
+// The 64-bit finalizer of MurmurHash3: every input bit affects every output bit.
+uint64_t avalanche(uint64_t h) {
+  h ^= h >> 33;
+  h *= 0xFF51AFD7ED558CCDull;
+  h ^= h >> 33;
+  h *= 0xC4CEB9FE1A85EC53ull;
+  h ^= h >> 33;
+  return h;
+}
+
+std::string errno_text() { return std::strerror(errno); }
+
+// A temporary file beside the target, removed unless commit() renamed it over the target.
+class TempFile {
+ public:
+  TempFile(std::string target, std::string where)
+      : target_(std::move(target)), where_(std::move(where)) {
+    static std::atomic<uint64_t> counter{0};
+    do {
+      path_ = fmt::format("{}.tmp.{}.{}", target_, getpid(), counter++);
+      fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    } while (fd_ < 0 && errno == EEXIST);
+    FG_CHECK(fd_ >= 0, "{} cannot create {}: {}", where_, path_, errno_text());
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  ~TempFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(path_.c_str());
+  }
+
+  void write(const void* data, size_t nbytes) {
+    const auto* p = static_cast<const char*>(data);
+    while (nbytes > 0) {
+      const ssize_t n = ::write(fd_, p, nbytes);
+      if (n < 0 && errno == EINTR) continue;
+      FG_CHECK(n > 0, "{} cannot write {}: {}", where_, path_, errno_text());
+      p += n;
+      nbytes -= size_t(n);
+    }
+  }
+
+  // fsync before rename: after a crash the target is the old file or the whole new one.
+  void commit() {
+    FG_CHECK(::fsync(fd_) == 0, "{} cannot fsync {}: {}", where_, path_, errno_text());
+    const int rc = ::close(fd_);
+    fd_ = -1;
+    FG_CHECK(rc == 0, "{} cannot close {}: {}", where_, path_, errno_text());
+    FG_CHECK(::rename(path_.c_str(), target_.c_str()) == 0, "{} cannot rename {} to {}: {}", where_,
+             path_, target_, errno_text());
+    committed_ = true;
+  }
+
+ private:
+  std::string target_;
+  std::string where_;
+  std::string path_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+}  // namespace
+
+uint64_t content_hash(std::string_view bytes) {
+  uint64_t h = kK2 ^ (uint64_t(bytes.size()) * kK1);
+  size_t i = 0;
+  for (; i + 8 <= bytes.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, bytes.data() + i, 8);
+    h = mix_word(h, w);
+  }
+  if (i < bytes.size()) {
+    uint64_t w = 0;
+    std::memcpy(&w, bytes.data() + i, bytes.size() - i);
+    h = mix_word(h, w);
+  }
+  return avalanche(h);
+}
+
+std::optional<MappedTokens> map_token_cache(const std::string& path, std::string_view fingerprint) {
+  if (::access(path.c_str(), F_OK) != 0) return std::nullopt;
+  MappedTokens out;
+  try {
+    out.file = MappedFile::open(path, "[data cache]");
+  } catch (const Error&) {
+    return std::nullopt;  // unreadable: rebuilt (and the rebuild reports a real I/O error)
+  }
+  const std::string_view bytes = out.file.bytes();
+  if (bytes.size() < kHeaderBytes) return std::nullopt;
+  Header h;
+  std::memcpy(&h, bytes.data(), kHeaderBytes);
+  if (std::memcmp(h.magic, kMagic, 8) != 0 || h.version != kTokenCacheVersion ||
+      h.token_bytes != sizeof(int32_t) || h.fingerprint_bytes != fingerprint.size() ||
+      h.data_offset != round_up(kHeaderBytes + fingerprint.size(), kAlign) ||
+      h.data_offset > bytes.size() || h.count > (bytes.size() - h.data_offset) / sizeof(int32_t) ||
+      bytes.size() != h.data_offset + h.count * sizeof(int32_t)) {
+    return std::nullopt;
+  }
+  if (bytes.substr(kHeaderBytes, fingerprint.size()) != fingerprint) return std::nullopt;
+  const std::string_view token_bytes = bytes.substr(h.data_offset);
+  if (content_hash(token_bytes) != h.token_hash) return std::nullopt;
+  out.tokens = {reinterpret_cast<const int32_t*>(token_bytes.data()), size_t(h.count)};
+  return out;
+}
+
+void write_token_cache(const std::string& path, std::string_view fingerprint,
+                       std::span<const int32_t> tokens, const std::string& where) {
+  const std::string_view token_bytes(reinterpret_cast<const char*>(tokens.data()),
+                                     tokens.size_bytes());
+  Header h{};
+  std::memcpy(h.magic, kMagic, 8);
+  h.version = kTokenCacheVersion;
+  h.token_bytes = sizeof(int32_t);
+  h.count = tokens.size();
+  h.fingerprint_bytes = fingerprint.size();
+  h.token_hash = content_hash(token_bytes);
+  h.data_offset = round_up(kHeaderBytes + fingerprint.size(), kAlign);
+  const std::string padding(h.data_offset - kHeaderBytes - fingerprint.size(), '\0');
+
+  TempFile file(path, where);
+  file.write(&h, sizeof(h));
+  file.write(fingerprint.data(), fingerprint.size());
+  file.write(padding.data(), padding.size());
+  file.write(token_bytes.data(), token_bytes.size());
+  file.commit();
+}
+
+}  // namespace fitgrad::data

@@ -1,0 +1,66 @@
+// AdamW (see adamw.h).
+#include "optim/adamw.h"
+
+#include <cmath>
+
+#include "autograd/variable.h"
+#include "optim/cpu/update.h"
+#include "tensor/error.h"
+#include "tensor/ops/op_util.h"
+
+namespace fitgrad::optim {
+
+AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWOptions& options)
+    : Optimizer(std::move(groups), options.lr, "adamw"),
+      options_(options),
+      states_("adamw", groups_, {"exp_avg", "exp_avg_sq"}) {
+  FG_CHECK(options.beta1 >= 0 && options.beta1 < 1, "[adamw] beta1 must be in [0, 1), got {}",
+           options.beta1);
+  FG_CHECK(options.beta2 >= 0 && options.beta2 < 1, "[adamw] beta2 must be in [0, 1), got {}",
+           options.beta2);
+  FG_CHECK(options.eps >= 0, "[adamw] eps must be >= 0, got {}", options.eps);
+}
+
+void AdamW::step() {
+  size_t index = 0;
+  for (const ParamGroup& group : groups_) {
+    for (const auto& [name, p] : group.params) {
+      const size_t i = index++;
+      const Tensor g = autograd::grad(p);
+      if (!g.defined()) continue;
+      FG_CHECK(g.shape() == p.shape() && g.device() == p.device(),
+               "[adamw] gradient of '{}' is {} on {}, the parameter {} on {}", name,
+               shape_str(g.shape()), g.device().str(), shape_str(p.shape()), p.device().str());
+      ParamStates::State& s = states_[i];
+      // false on meta (allocate, compute nothing); throws before any change on cuda.
+      const bool compute = ops::run_kernel("adamw", p.device());
+      if (s.step == 0) states_.allocate(i, /*zero=*/true);
+      ++s.step;
+      if (!compute) continue;
+      // The scalars as torch computes them in Python (double), then rounds them to f32.
+      const double t = double(s.step);
+      const double bias_correction1 = 1 - std::pow(options_.beta1, t);
+      const double bias_correction2 = 1 - std::pow(options_.beta2, t);
+      const cpu::AdamWScalars k{float(1 - lr_ * group.weight_decay),
+                                float(options_.beta1),
+                                float(1 - options_.beta1),
+                                float(options_.beta2),
+                                float(1 - options_.beta2),
+                                float(std::sqrt(bias_correction2)),
+                                float(options_.eps),
+                                float(-(lr_ / bias_correction1))};
+      const Tensor gc = g.contiguous();
+      cpu::adamw_update(k, p.data_ptr(), p.dtype(), gc.data_ptr(), gc.dtype(),
+                        s.buffers[0].data<float>(), s.buffers[1].data<float>(), p.numel());
+    }
+  }
+  ++steps_;
+}
+
+std::map<std::string, Tensor> AdamW::state_dict() const { return states_.state_dict(steps_); }
+
+void AdamW::load_state_dict(const std::map<std::string, Tensor>& state) {
+  steps_ = states_.load_state_dict(state);
+}
+
+}  // namespace fitgrad::optim

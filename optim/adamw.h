@@ -1,0 +1,40 @@
+// AdamW with torch.optim.AdamW's semantics (Loshchilov & Hutter, decoupled weight decay):
+// per step t of a parameter,
+//   p <- p * (1 - lr * weight_decay)
+//   m <- beta1 m + (1 - beta1) g,  v <- beta2 v + (1 - beta2) g^2
+//   p <- p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+// States exp_avg (m) and exp_avg_sq (v) are f32 for every parameter dtype and created at
+// the first step (Note [Optimizer state is lazy] in param_state.h); the update is one fused
+// pass per parameter (Note [Optimizer kernels] in cpu/update.cpp).
+#pragma once
+
+#include "optim/optimizer.h"
+#include "optim/param_state.h"
+
+namespace fitgrad::optim {
+
+struct AdamWOptions {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  // The default for groups built from options alone; the optimizer uses each
+  // ParamGroup's own weight_decay.
+  double weight_decay = 0.0;
+};
+
+class AdamW : public Optimizer {
+ public:
+  AdamW(std::vector<ParamGroup> groups, const AdamWOptions& options);
+
+  void step() override;
+  // "<param>.exp_avg", "<param>.exp_avg_sq", "<param>.step" and "step".
+  std::map<std::string, Tensor> state_dict() const override;
+  void load_state_dict(const std::map<std::string, Tensor>& state) override;
+  std::string name() const override { return "adamw"; }
+
+  const AdamWOptions& options() const { return options_; }
+
+ private:
+  AdamWOptions options_;
+  ParamStates states_;
+};
+
+}  // namespace fitgrad::optim

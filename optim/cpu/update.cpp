@@ -1,0 +1,170 @@
+// CPU kernels of the optimizers (see update.h).
+//
+// Note [Optimizer kernels]
+// An optimizer step is memory-bound: AdamW reads p, g, m, v and writes p, m, v, 28 bytes
+// per f32 element, and does a dozen flops. Each kernel therefore makes exactly one pass
+// over its arrays and allocates nothing. The elements are cut into fixed chunks of kChunk
+// that OpenMP threads take statically; every element is computed alone from its own
+// inputs, so the result does not depend on the thread count. Inside a chunk AdamW works in
+// tiles of kTile elements: a vectorised loop updates m and v, Eigen takes the square roots
+// of the tile into a stack buffer (a plain std::sqrt loop does not vectorise: GCC must keep
+// errno for negative inputs), and a second vectorised loop updates p while the tile is
+// still in L1. The arithmetic is torch's, in its order and in f32, with the step scalars
+// rounded to f32 as torch's f32 kernels round them. The squared norm accumulates in double
+// in eight interleaved partial sums per chunk, added in a fixed order: deterministic, and
+// vectorisable without reassociation.
+#include "optim/cpu/update.h"
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <vector>
+
+#include "tensor/error.h"
+
+namespace fitgrad::optim::cpu {
+namespace {
+
+constexpr int64_t kChunk = 16384;  // elements per thread work item
+constexpr int64_t kTile = 512;     // elements per AdamW tile (6 KiB of f32 per array)
+
+// Calls fn(T{}) for the storage type T of a floating dtype.
+template <class Fn>
+void dispatch_floating(DType t, Fn&& fn) {
+  switch (t) {
+    case DType::f32: return fn(float{});
+    case DType::f16: return fn(Half{});
+    case DType::bf16: return fn(BFloat16{});
+    default: FG_ASSERT(false, "optimizer kernel on {} data", dtype_name(t));
+  }
+}
+
+// Runs body(begin, end) over [0, n) in chunks of kChunk, in parallel.
+template <class Body>
+void parallel_chunks(int64_t n, Body&& body) {
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) body(c * kChunk, std::min(n, (c + 1) * kChunk));
+}
+
+template <class P, class G>
+void adamw_range(const AdamWScalars& s, P* __restrict p, const G* __restrict g, float* __restrict m,
+                 float* __restrict v, int64_t n) {
+  alignas(64) float root[kTile];
+  for (int64_t t0 = 0; t0 < n; t0 += kTile) {
+    const int64_t len = std::min(kTile, n - t0);
+    P* __restrict pt = p + t0;
+    const G* __restrict gt = g + t0;
+    float* __restrict mt = m + t0;
+    float* __restrict vt = v + t0;
+#pragma omp simd
+    for (int64_t i = 0; i < len; ++i) {
+      const float gi = float(gt[i]);
+      mt[i] = mt[i] * s.beta1 + s.one_minus_beta1 * gi;
+      vt[i] = vt[i] * s.beta2 + s.one_minus_beta2 * gi * gi;
+    }
+    Eigen::Map<Eigen::ArrayXf>(root, len) = Eigen::Map<const Eigen::ArrayXf>(vt, len).sqrt();
+#pragma omp simd
+    for (int64_t i = 0; i < len; ++i) {
+      const float denom = root[i] / s.bias_correction2_sqrt + s.eps;
+      pt[i] = P(float(pt[i]) * s.decay + s.neg_step_size * (mt[i] / denom));
+    }
+  }
+}
+
+template <class P, class G>
+void sgd_range(const SgdScalars& s, P* __restrict p, const G* __restrict g, float* __restrict buf,
+               int64_t n) {
+  if (!buf) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) {
+      const float pi = float(p[i]);
+      p[i] = P(pi - s.lr * (float(g[i]) + s.weight_decay * pi));
+    }
+    return;
+  }
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float pi = float(p[i]);
+    float d = float(g[i]) + s.weight_decay * pi;
+    const float b = s.first ? d : buf[i] * s.momentum + s.one_minus_dampening * d;
+    buf[i] = b;
+    d = s.nesterov ? d + s.momentum * b : b;
+    p[i] = P(pi - s.lr * d);
+  }
+}
+
+template <class T>
+double sum_squares_range(const T* __restrict x, int64_t n) {
+  double acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) {
+      const double xi = double(float(x[i + k]));
+      acc[k] += xi * xi;
+    }
+  for (int k = 0; i < n; ++i, ++k) {
+    const double xi = double(float(x[i]));
+    acc[k] += xi * xi;
+  }
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+}  // namespace
+
+void adamw_update(const AdamWScalars& s, void* param, DType param_dtype, const void* grad,
+                  DType grad_dtype, float* exp_avg, float* exp_avg_sq, int64_t n) {
+  dispatch_floating(param_dtype, [&](auto p_tag) {
+    using P = decltype(p_tag);
+    dispatch_floating(grad_dtype, [&](auto g_tag) {
+      using G = decltype(g_tag);
+      P* p = static_cast<P*>(param);
+      const G* g = static_cast<const G*>(grad);
+      parallel_chunks(n, [&](int64_t b, int64_t e) {
+        adamw_range(s, p + b, g + b, exp_avg + b, exp_avg_sq + b, e - b);
+      });
+    });
+  });
+}
+
+void sgd_update(const SgdScalars& s, void* param, DType param_dtype, const void* grad,
+                DType grad_dtype, float* momentum_buffer, int64_t n) {
+  dispatch_floating(param_dtype, [&](auto p_tag) {
+    using P = decltype(p_tag);
+    dispatch_floating(grad_dtype, [&](auto g_tag) {
+      using G = decltype(g_tag);
+      P* p = static_cast<P*>(param);
+      const G* g = static_cast<const G*>(grad);
+      parallel_chunks(n, [&](int64_t b, int64_t e) {
+        sgd_range(s, p + b, g + b, momentum_buffer ? momentum_buffer + b : nullptr, e - b);
+      });
+    });
+  });
+}
+
+double sum_squares(const void* x, DType dtype, int64_t n) {
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  std::vector<double> partial(size_t(chunks), 0.0);
+  dispatch_floating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* data = static_cast<const T*>(x);
+    parallel_chunks(n, [&](int64_t b, int64_t e) {
+      partial[size_t(b / kChunk)] = sum_squares_range(data + b, e - b);
+    });
+  });
+  double total = 0.0;
+  for (double v : partial) total += v;
+  return total;
+}
+
+void scale_inplace(void* x, DType dtype, int64_t n, float scale) {
+  dispatch_floating(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* data = static_cast<T*>(x);
+    parallel_chunks(n, [&](int64_t b, int64_t e) {
+#pragma omp simd
+      for (int64_t i = b; i < e; ++i) data[i] = T(float(data[i]) * scale);
+    });
+  });
+}
+
+}  // namespace fitgrad::optim::cpu

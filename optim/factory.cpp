@@ -1,0 +1,71 @@
+// Optimizers by Hugging Face name (see factory.h).
+#include "optim/factory.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "optim/sgd.h"
+#include "tensor/error.h"
+
+namespace fitgrad::optim {
+namespace {
+
+constexpr const char* kAdamW[] = {"adamw_torch", "adamw_torch_fused", "adamw_hf"};
+
+// transformers' OptimizerNames that fitgrad does not implement.
+constexpr const char* kNotYet[] = {
+    "adafactor",
+    "adamw_8bit",
+    "adamw_bnb_8bit",
+    "adamw_anyprecision",
+    "adamw_apex_fused",
+    "adamw_torch_xla",
+    "adamw_torch_4bit",
+    "adamw_torch_8bit",
+    "adagrad",
+    "ademamix",
+    "ademamix_8bit",
+    "galore_adafactor",
+    "galore_adamw",
+    "galore_adamw_8bit",
+    "lion_32bit",
+    "lion_8bit",
+    "lomo",
+    "adalomo",
+    "paged_adamw_32bit",
+    "paged_adamw_8bit",
+    "paged_lion_32bit",
+    "paged_lion_8bit",
+    "rmsprop",
+    "rmsprop_bnb",
+    "rmsprop_bnb_8bit",
+    "rmsprop_bnb_32bit",
+    "schedule_free_adamw",
+    "schedule_free_sgd",
+};
+
+}  // namespace
+
+std::vector<std::string> optimizer_names() {
+  std::vector<std::string> names(std::begin(kAdamW), std::end(kAdamW));
+  names.emplace_back("sgd");
+  return names;
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const std::string& hf_name,
+                                          std::vector<ParamGroup> groups, const AdamWOptions& o) {
+  for (const char* name : kAdamW)
+    if (hf_name == name) return std::make_unique<AdamW>(std::move(groups), o);
+  if (hf_name == "sgd") {
+    SgdOptions s;
+    s.lr = o.lr;
+    return std::make_unique<SGD>(std::move(groups), s);
+  }
+  for (const char* name : kNotYet)
+    FG_CHECK(hf_name != name, "[optim] '{}' is not implemented yet (available: {})", hf_name,
+             fmt::join(optimizer_names(), ", "));
+  throw Error(fmt::format("[optim] unknown optimizer '{}' (known: {})", hf_name,
+                          fmt::join(optimizer_names(), ", ")));
+}
+
+}  // namespace fitgrad::optim

@@ -1,0 +1,24 @@
+// Optimizers by Hugging Face name (TrainingArguments --optim), for the command line.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "optim/adamw.h"
+#include "optim/optimizer.h"
+
+namespace fitgrad::optim {
+
+// "adamw_torch", "adamw_torch_fused" and "adamw_hf" make AdamW(groups, o); "sgd" makes
+// SGD with o.lr and no momentum. transformers' deprecated "adamw_hf" (its own AdamW) adds
+// eps before the bias correction and decays after the update; fitgrad gives it torch's
+// AdamW, as later transformers releases do. A name transformers knows and fitgrad does not
+// have throws "[optim] 'x' is not implemented yet (available: ...)", any other name
+// "[optim] unknown optimizer 'x' (known: ...)".
+std::unique_ptr<Optimizer> make_optimizer(const std::string& hf_name,
+                                          std::vector<ParamGroup> groups, const AdamWOptions& o);
+// The names make_optimizer accepts.
+std::vector<std::string> optimizer_names();
+
+}  // namespace fitgrad::optim

@@ -1,0 +1,64 @@
+// SGD (see sgd.h).
+#include "optim/sgd.h"
+
+#include "autograd/variable.h"
+#include "optim/cpu/update.h"
+#include "tensor/error.h"
+#include "tensor/ops/op_util.h"
+
+namespace fitgrad::optim {
+namespace {
+
+std::vector<std::string> sgd_buffers(const SgdOptions& o) {
+  if (o.momentum == 0) return {};
+  return {"momentum_buffer"};
+}
+
+}  // namespace
+
+SGD::SGD(std::vector<ParamGroup> groups, const SgdOptions& options)
+    : Optimizer(std::move(groups), options.lr, "sgd"),
+      options_(options),
+      states_("sgd", groups_, sgd_buffers(options)) {
+  FG_CHECK(options.momentum >= 0, "[sgd] momentum must be >= 0, got {}", options.momentum);
+  FG_CHECK(!options.nesterov || (options.momentum > 0 && options.dampening == 0),
+           "[sgd] nesterov needs momentum > 0 and dampening 0");
+}
+
+void SGD::step() {
+  size_t index = 0;
+  for (const ParamGroup& group : groups_) {
+    for (const auto& [name, p] : group.params) {
+      const size_t i = index++;
+      const Tensor g = autograd::grad(p);
+      if (!g.defined()) continue;
+      FG_CHECK(g.shape() == p.shape() && g.device() == p.device(),
+               "[sgd] gradient of '{}' is {} on {}, the parameter {} on {}", name,
+               shape_str(g.shape()), g.device().str(), shape_str(p.shape()), p.device().str());
+      ParamStates::State& s = states_[i];
+      const bool compute = ops::run_kernel("sgd", p.device());  // as in AdamW::step
+      const bool first = s.step == 0;
+      if (first) states_.allocate(i, /*zero=*/false);
+      ++s.step;
+      if (!compute) continue;
+      const cpu::SgdScalars k{float(lr_),
+                              float(group.weight_decay),
+                              float(options_.momentum),
+                              float(1 - options_.dampening),
+                              options_.nesterov,
+                              first};
+      const Tensor gc = g.contiguous();
+      float* buf = s.buffers.empty() ? nullptr : s.buffers[0].data<float>();
+      cpu::sgd_update(k, p.data_ptr(), p.dtype(), gc.data_ptr(), gc.dtype(), buf, p.numel());
+    }
+  }
+  ++steps_;
+}
+
+std::map<std::string, Tensor> SGD::state_dict() const { return states_.state_dict(steps_); }
+
+void SGD::load_state_dict(const std::map<std::string, Tensor>& state) {
+  steps_ = states_.load_state_dict(state);
+}
+
+}  // namespace fitgrad::optim

@@ -1,0 +1,34 @@
+// SGD with torch.optim.SGD's semantics: d = g + weight_decay p; with momentum a buffer
+// b = d at a parameter's first step and b <- momentum b + (1 - dampening) d after, and
+// d = b (or d + momentum b with Nesterov); then p <- p - lr d. The momentum buffer is f32
+// and created at the first step (Note [Optimizer state is lazy] in param_state.h); with
+// momentum 0 there is no buffer.
+#pragma once
+
+#include "optim/optimizer.h"
+#include "optim/param_state.h"
+
+namespace fitgrad::optim {
+
+struct SgdOptions {
+  double lr = 1e-3, momentum = 0.0, dampening = 0.0;
+  bool nesterov = false;
+};
+
+class SGD : public Optimizer {
+ public:
+  // Each ParamGroup's weight_decay is used.
+  SGD(std::vector<ParamGroup> groups, const SgdOptions& options);
+
+  void step() override;
+  // "<param>.momentum_buffer" (with momentum), "<param>.step" and "step".
+  std::map<std::string, Tensor> state_dict() const override;
+  void load_state_dict(const std::map<std::string, Tensor>& state) override;
+  std::string name() const override { return "sgd"; }
+
+ private:
+  SgdOptions options_;
+  ParamStates states_;
+};
+
+}  // namespace fitgrad::optim

@@ -1,0 +1,143 @@
+// `fitgrad generate` as a library (apps/generate.h): decoded text streams without cutting
+// UTF-8 characters; greedy text with the KV cache equals the text of full re-forwards;
+// a seed fixes sampled text; the stats count tokens; and bad options fail with one clear
+// error before any model is loaded.
+#include "apps/generate.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "data/utf8.h"
+#include "tests/tensor/ops/op_harness.h"
+
+namespace fitgrad::apps {
+namespace {
+
+using fitgrad::testing::expect_error;
+
+TEST(Utf8Stream, WritesOnlyCompleteCharactersUntilFinished) {
+  const std::string text = "h\xC3\xA9llo \xE2\x82\xAC \xF0\x9D\x84\x9E!";  // é, €, 𝄞
+  std::ostringstream out;
+  Utf8Stream stream(out);
+  for (size_t i = 0; i < text.size(); ++i) {
+    stream.write(text.substr(i, 1));
+    EXPECT_TRUE(data::is_valid_utf8(out.str())) << "after byte " << i;
+    EXPECT_EQ(out.str(), text.substr(0, out.str().size()));
+    EXPECT_GE(out.str().size() + 3, i + 1);  // at most an unfinished character is held
+  }
+  stream.finish();
+  EXPECT_EQ(out.str(), text);
+}
+
+TEST(Utf8Stream, PassesInvalidBytesThrough) {
+  std::ostringstream out;
+  Utf8Stream stream(out);
+  stream.write("a\xE2");  // a lead byte: held
+  EXPECT_EQ(out.str(), "a");
+  stream.write("b");  // it cannot continue: written with what follows
+  EXPECT_EQ(out.str(),
+            "a\xE2"
+            "b");
+  stream.write("\x80\x80");  // stray continuation bytes: written
+  EXPECT_EQ(out.str(),
+            "a\xE2"
+            "b\x80\x80");
+  stream.write("\xF0\x9D");
+  stream.finish();  // an unfinished character at the end is written as it is
+  EXPECT_EQ(out.str(),
+            "a\xE2"
+            "b\x80\x80\xF0\x9D");
+}
+
+GenerateOptions tiny(const char* model) {
+  GenerateOptions o;
+  o.model = model;
+  o.prompt = "Once upon a time";
+  o.max_new_tokens = 24;
+  return o;
+}
+
+TEST(Generate, CachedGreedyTextEqualsFullReforwardText) {
+  for (const char* model : {"gpt2-tiny", "llama-tiny"}) {
+    GenerateOptions o = tiny(model);
+    o.sampling.temperature = 0;
+    std::ostringstream cached, full;
+    const GenerateStats s = generate(o, cached);
+    o.no_kv_cache = true;
+    generate(o, full);
+    EXPECT_EQ(cached.str(), full.str()) << model;
+    EXPECT_EQ(s.prompt_tokens, 16);  // bytes of the prompt
+    EXPECT_EQ(s.new_tokens, 24);
+    EXPECT_EQ(s.stop_reason, "max_new_tokens");
+    EXPECT_GT(s.peak_bytes, 0);
+    EXPECT_NE(stats_line(s).find("prompt tokens: 16, new tokens: 24"), std::string::npos);
+  }
+}
+
+TEST(Generate, TheSeedFixesTheSampledText) {
+  auto run = [](uint64_t seed) {
+    GenerateOptions o = tiny("llama-tiny");
+    o.seed = seed;  // also the random weights' seed
+    o.sampling = {.temperature = 1.0, .top_k = 50, .top_p = 0.9};
+    std::ostringstream out;
+    generate(o, out);
+    return out.str();
+  };
+  EXPECT_EQ(run(3), run(3));
+  EXPECT_NE(run(3), run(4));
+}
+
+TEST(Generate, ReadsThePromptFromAFile) {
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("fitgrad_prompt_" + std::to_string(::getpid()) + ".txt");
+  std::ofstream(path) << "Once upon a time";
+  GenerateOptions a = tiny("gpt2-tiny"), b = tiny("gpt2-tiny");
+  a.sampling.temperature = b.sampling.temperature = 0;
+  b.prompt.clear();
+  b.prompt_file = path.string();
+  std::ostringstream out_a, out_b;
+  generate(a, out_a);
+  generate(b, out_b);
+  EXPECT_EQ(out_a.str(), out_b.str());
+  std::filesystem::remove(path);
+}
+
+TEST(Generate, BadOptionsGiveOneClearError) {
+  auto with = [](auto edit) {
+    GenerateOptions o = tiny("gpt2-tiny");
+    edit(o);
+    std::ostringstream out;
+    generate(o, out);
+  };
+  expect_error([&] { with([](GenerateOptions& o) { o.prompt.clear(); }); }, "[generate]",
+               "--prompt TEXT or --prompt_file PATH");
+  expect_error([&] { with([](GenerateOptions& o) { o.prompt_file = "p.txt"; }); }, "[generate]",
+               "not both");
+  expect_error(
+      [&] {
+        with([](GenerateOptions& o) {
+          o.prompt.clear();
+          o.prompt_file = "/no/such/prompt.txt";
+        });
+      },
+      "[generate]", "cannot open the prompt file '/no/such/prompt.txt'");
+  expect_error([&] { with([](GenerateOptions& o) { o.sampling.top_p = 1.5; }); }, "[sampling]",
+               "top_p must be in (0, 1]");
+  expect_error([&] { with([](GenerateOptions& o) { o.sampling.temperature = -1; }); }, "[sampling]",
+               "temperature must be >= 0");
+  expect_error([&] { with([](GenerateOptions& o) { o.max_new_tokens = 0; }); }, "[generate]",
+               "--max_new_tokens must be positive");
+  expect_error([&] { with([](GenerateOptions& o) { o.max_new_tokens = 60; }); }, "[generate]",
+               "16 prompt tokens + 60 new tokens do not fit the model's context of 64");
+  expect_error([&] { with([](GenerateOptions& o) { o.dtype = "f16"; }); }, "[generate]",
+               "--dtype must be f32 or bf16");
+  expect_error([&] { with([](GenerateOptions& o) { o.model = "gpt-7"; }); }, "[config]",
+               "unknown preset 'gpt-7'");
+}
+
+}  // namespace
+}  // namespace fitgrad::apps

@@ -1,0 +1,165 @@
+// Model specs (apps/model_source.h): a preset, a config.json, a checkpoint directory
+// written here (config_to_json + save_safetensors + save_tokenizer_spec) that loads back to
+// the same logits, --init files with strict names, tokenizer ids, and the errors of every
+// kind of bad spec. The SmolLM2 GGUF cases skip when the file is absent.
+#include "apps/model_source.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "autograd/grad_mode.h"
+#include "nn/io/safetensors.h"
+#include "tests/tensor/ops/op_harness.h"
+
+namespace fitgrad::apps {
+namespace {
+
+namespace fs = std::filesystem;
+using fitgrad::testing::expect_error;
+
+fs::path fresh_dir(const std::string& stem) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("fitgrad_apps_" + stem + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// A checkpoint directory as a trainer writes it.
+void write_checkpoint(const nn::CausalLM& m, const fs::path& dir, const std::string& tokenizer) {
+  std::ofstream(dir / "config.json") << nn::config_to_json(m.config()).dump(2);
+  nn::save_safetensors((dir / "model.safetensors").string(), m.named_parameters());
+  save_tokenizer_spec(dir.string(), tokenizer);
+}
+
+std::vector<float> logits(const nn::CausalLM& m) {
+  autograd::NoGradGuard no_grad;
+  const Tensor ids = Tensor::from_vector(std::vector<int32_t>{72, 105, 33, 10}, {1, 4}, DType::i32);
+  return m.forward(ids).to_vector<float>();
+}
+
+std::string smollm2_gguf() {
+  const char* home = std::getenv("HOME");
+  const fs::path p = fs::path(home ? home : "") / ".cache/fitgrad/SmolLM2-135M-Instruct.Q4_1.gguf";
+  return fs::is_regular_file(p) ? p.string() : "";
+}
+
+TEST(ModelSource, PresetWithItsDefaultTokenizer) {
+  const LoadedModel m = load_model("gpt2-tiny", "", {.seed = 4});
+  EXPECT_EQ(m.model->config().name, "gpt2-tiny");
+  EXPECT_EQ(m.tokenizer_id, "byte");
+  EXPECT_EQ(m.tokenizer->decode(m.tokenizer->encode("héllo")), "héllo");
+  EXPECT_NE(m.description.find("random (seed 4)"), std::string::npos) << m.description;
+  // The same seed builds the same weights as build_model.
+  EXPECT_EQ(logits(*m.model), logits(*nn::build_model(nn::preset("gpt2-tiny"), {.seed = 4})));
+}
+
+TEST(ModelSource, DefaultTokenizerByVocabularySize) {
+  std::string id;
+  EXPECT_EQ(default_tokenizer(nn::preset("llama-tiny"), &id)->vocab_size(), 256);
+  EXPECT_EQ(id, "byte");
+  const auto gpt2 = default_tokenizer(nn::preset("gpt2"), &id);
+  EXPECT_EQ(id, "gpt2");
+  EXPECT_EQ(gpt2->vocab_size(), 50257);
+  EXPECT_EQ(gpt2->encode("Hello world"), (std::vector<int32_t>{15496, 995}));  // GPT-2's ids
+  expect_error([] { default_tokenizer(nn::preset("llama2-7b"), nullptr); }, "[model llama2-7b]",
+               "vocabulary of 32000 tokens");
+}
+
+TEST(ModelSource, CheckpointDirectoryLoadsBackTheSameModel) {
+  const fs::path dir = fresh_dir("ckpt");
+  for (const char* name : {"gpt2-tiny", "llama-tiny"}) {
+    const auto original = nn::build_model(nn::preset(name), {.seed = 9});
+    write_checkpoint(*original, dir, "byte");
+    const LoadedModel m = load_model(dir.string(), "", {.seed = 1});
+    EXPECT_EQ(m.tokenizer_id, "byte");
+    EXPECT_EQ(logits(*m.model), logits(*original)) << name;
+    EXPECT_NE(m.description.find("model.safetensors"), std::string::npos) << m.description;
+    // The config.json alone: the same architecture, random weights.
+    const LoadedModel fresh = load_model((dir / "config.json").string(), "", {.seed = 9});
+    EXPECT_EQ(fresh.model->num_parameters(), original->num_parameters());
+    EXPECT_EQ(fresh.tokenizer_id, "byte");
+  }
+  fs::remove_all(dir);
+}
+
+TEST(ModelSource, InitSafetensorsReplacesTheWeightsStrictly) {
+  const fs::path dir = fresh_dir("init");
+  const auto trained = nn::build_model(nn::preset("llama-tiny"), {.seed = 21});
+  const std::string file = (dir / "w.safetensors").string();
+  nn::save_safetensors(file, trained->named_parameters());
+  const LoadedModel m = load_model("llama-tiny", file, {.seed = 1});
+  EXPECT_EQ(logits(*m.model), logits(*trained));
+  EXPECT_NE(m.description.find("w.safetensors"), std::string::npos) << m.description;
+  // Llama weights into GPT-2: the names do not match, and the error lists them.
+  expect_error([&] { load_model("gpt2-tiny", file, {}); }, "[model gpt2-tiny] the weights in",
+               "transformer.wte.weight");
+  expect_error([&] { load_model("gpt2-tiny", (dir / "none.safetensors").string(), {}); }, "[model]",
+               "does not exist");
+  expect_error([&] { load_model("gpt2-tiny", (dir / "w.bin").string(), {}); }, "[model]",
+               "does not exist");
+  std::ofstream(dir / "w.bin") << "x";
+  expect_error([&] { load_model("gpt2-tiny", (dir / "w.bin").string(), {}); }, "[model]",
+               "must be a .safetensors or .gguf file");
+  fs::remove_all(dir);
+}
+
+TEST(ModelSource, TokenizerSpecsRoundTrip) {
+  const fs::path dir = fresh_dir("tok");
+  for (const std::string id : {"byte", "gpt2", "gguf:/models/x.gguf"}) {
+    save_tokenizer_spec(dir.string(), id);
+    EXPECT_EQ(load_tokenizer_spec(dir.string()), id);
+  }
+  const nlohmann::json j = nlohmann::json::parse(std::ifstream(dir / "tokenizer.json"));
+  EXPECT_EQ(j.at("kind"), "gguf");
+  EXPECT_EQ(j.at("path"), "/models/x.gguf");
+  // Hugging Face's tokenizer.json is no fitgrad spec.
+  std::ofstream(dir / "tokenizer.json") << R"({"version": "1.0", "model": {"type": "BPE"}})";
+  expect_error([&] { load_tokenizer_spec(dir.string()); }, "[tokenizer", "no string key 'kind'");
+  expect_error([&] { save_tokenizer_spec(dir.string(), "sentencepiece"); }, "[tokenizer]",
+               "unknown tokenizer id 'sentencepiece'");
+  expect_error([] { make_tokenizer("bpe"); }, "[tokenizer]", "unknown tokenizer id 'bpe'");
+  fs::remove_all(dir);
+}
+
+TEST(ModelSource, BadSpecsAreNamed) {
+  const fs::path dir = fresh_dir("bad");
+  expect_error([] { load_model("gpt3", "", {}); }, "[config]", "unknown preset 'gpt3'");
+  expect_error([] { load_model("/no/such/model.gguf", "", {}); }, "[model /no/such/model.gguf]",
+               "no such file or directory");
+  expect_error([] { load_model("missing/config.json", "", {}); }, "[model missing/config.json]",
+               "no such file or directory");
+  expect_error([&] { load_model(dir.string(), "", {}); }, "[model " + dir.string() + "]",
+               "has no config.json");
+  std::ofstream(dir / "config.json") << nn::config_to_json(nn::preset("gpt2-tiny")).dump();
+  expect_error([&] { load_model(dir.string(), "", {}); }, "[model " + dir.string() + "]",
+               "has no model.safetensors");
+  fs::remove_all(dir);
+}
+
+TEST(ModelSource, GgufSpecAndGgufInitGiveTheSameModel) {
+  const std::string gguf = smollm2_gguf();
+  if (gguf.empty()) GTEST_SKIP() << "no ~/.cache/fitgrad/SmolLM2-135M-Instruct.Q4_1.gguf";
+  const LoadedModel a = load_model(gguf, "", {});
+  EXPECT_EQ(a.tokenizer_id, "gguf:" + gguf);
+  EXPECT_EQ(a.model->config().vocab_size, 49152);
+  EXPECT_EQ(a.tokenizer->vocab_size(), 49152);
+  EXPECT_EQ(a.tokenizer->decode(a.tokenizer->encode("The capital of France")),
+            "The capital of France");
+  // The preset with the file as --init: the same weights, and the file's tokenizer.
+  const LoadedModel b = load_model("smollm2-135m", gguf, {});
+  EXPECT_EQ(b.tokenizer_id, a.tokenizer_id);
+  for (const char* name :
+       {"model.embed_tokens.weight", "model.layers.3.self_attn.k_proj.weight", "model.norm.weight"})
+    EXPECT_EQ(a.model->parameter(name).to_vector<float>(),
+              b.model->parameter(name).to_vector<float>())
+        << name;
+}
+
+}  // namespace
+}  // namespace fitgrad::apps

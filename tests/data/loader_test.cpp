@@ -1,0 +1,342 @@
+// Loader: windows, targets and order (sequential, and random epochs that visit every
+// window once), determinism across seeds and worker counts, resume from a saved state
+// (also across an epoch boundary), errors, shutdown with full queues, and the ledger's
+// Category::data bytes. The token stream is mostly 0, 1, 2, ..., so a row's first id
+// names its window (window w starts at token w*T).
+#include "data/loader.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "tensor/error.h"
+#include "tensor/memory/caching_allocator.h"
+#include "tensor/memory/raw_source.h"
+#include "tensor/memory/scope.h"
+
+namespace fitgrad::data {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::vector<int32_t> iota_tokens(int64_t n) {
+  std::vector<int32_t> t(size_t(n), 0);
+  std::iota(t.begin(), t.end(), 0);
+  return t;
+}
+
+LoaderOptions options_of(int64_t B, int64_t T, uint64_t seed = 0,
+                         DataOrder order = DataOrder::random, int workers = 0, int prefetch = 2) {
+  LoaderOptions o;
+  o.batch_size = B;
+  o.seq_len = T;
+  o.seed = seed;
+  o.order = order;
+  o.num_workers = workers;
+  o.prefetch = prefetch;
+  return o;
+}
+
+// The batches as plain values, for comparing runs.
+struct Plain {
+  std::vector<int64_t> ids, targets;
+  int64_t epoch, index;
+  bool operator==(const Plain&) const = default;
+};
+
+Plain plain(const Batch& b) {
+  return {b.ids.to_vector<int64_t>(), b.targets.to_vector<int64_t>(), b.epoch, b.index};
+}
+
+std::vector<Plain> take(Loader& loader, int64_t n) {
+  std::vector<Plain> out;
+  for (int64_t i = 0; i < n; ++i) out.push_back(plain(loader.next()));
+  return out;
+}
+
+// The windows of a batch over iota tokens, read back from the first id of each row.
+std::vector<int64_t> windows_of(const Plain& p, int64_t B, int64_t T) {
+  std::vector<int64_t> w;
+  for (int64_t b = 0; b < B; ++b) w.push_back(p.ids[size_t(b * T)] / T);
+  return w;
+}
+
+TEST(Loader, RowsAreWindowsAndTargetsAreShiftedIds) {
+  // Random token values: rows must equal the stream at window starts, checked directly.
+  std::mt19937 rng(7);
+  std::vector<int32_t> tokens(1000);
+  for (int32_t& t : tokens) t = int32_t(rng() % 50257);
+  const int64_t B = 3, T = 16;
+  Loader loader(tokens, options_of(B, T, 0, DataOrder::sequential));
+  EXPECT_EQ(loader.num_windows(), (1000 - 1) / T);
+  EXPECT_EQ(loader.batches_per_epoch(), loader.num_windows() / B);
+  for (int64_t i = 0; i < loader.batches_per_epoch(); ++i) {
+    const Batch batch = loader.next();
+    EXPECT_EQ(batch.ids.shape(), (Shape{B, T}));
+    EXPECT_EQ(batch.targets.shape(), (Shape{B, T}));
+    EXPECT_EQ(batch.ids.dtype(), DType::i64);
+    EXPECT_EQ(batch.targets.dtype(), DType::i64);
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t start = (i * B + b) * T;  // sequential: window i*B + b
+      for (int64_t t = 0; t < T; ++t) {
+        ASSERT_EQ(batch.ids.at({b, t}), tokens[size_t(start + t)]);
+        ASSERT_EQ(batch.targets.at({b, t}), tokens[size_t(start + t + 1)]);
+      }
+    }
+  }
+}
+
+TEST(Loader, SequentialOrderGivesConsecutiveWindowsAndRollsOver) {
+  const std::vector<int32_t> tokens = iota_tokens(10 * 8 + 5);  // 10 windows of T=8, tail dropped
+  const int64_t B = 3, T = 8;
+  Loader loader(tokens, options_of(B, T, 0, DataOrder::sequential));
+  ASSERT_EQ(loader.num_windows(), 10);
+  ASSERT_EQ(loader.batches_per_epoch(), 3);  // window 9 is dropped (drop_last)
+  for (int64_t epoch = 0; epoch < 3; ++epoch) {
+    for (int64_t i = 0; i < 3; ++i) {
+      const Plain p = plain(loader.next());
+      EXPECT_EQ(p.epoch, epoch);
+      EXPECT_EQ(p.index, i);
+      EXPECT_EQ(windows_of(p, B, T), (std::vector<int64_t>{3 * i, 3 * i + 1, 3 * i + 2}));
+    }
+  }
+  EXPECT_EQ(loader.state(), (LoaderState{3, 0, 0}));
+}
+
+TEST(Loader, WindowCountMatchesTheStrideRule) {
+  struct Row {
+    int64_t n, T, windows;  // windows = floor((n - 1) / T), by hand
+  };
+  for (const Row& r : {Row{9, 8, 1}, Row{8, 8, 0}, Row{17, 8, 2}, Row{16, 8, 1}, Row{2, 1, 1}}) {
+    SCOPED_TRACE(::testing::Message() << r.n << " tokens, T " << r.T);
+    const std::vector<int32_t> tokens = iota_tokens(r.n);
+    if (r.windows == 0) {
+      EXPECT_THROW(Loader(tokens, options_of(1, r.T)), Error);
+      continue;
+    }
+    Loader loader(tokens, options_of(1, r.T, 0, DataOrder::sequential));
+    EXPECT_EQ(loader.num_windows(), r.windows);
+    // The last window's last target is inside the stream.
+    for (int64_t i = 0; i < r.windows; ++i) {
+      const Plain p = plain(loader.next());
+      EXPECT_EQ(p.targets.back(), (i + 1) * r.T);
+      EXPECT_LT(p.targets.back(), r.n);
+    }
+  }
+}
+
+TEST(Loader, RandomEpochVisitsEveryWindowOnce) {
+  const int64_t B = 4, T = 8;
+  for (int64_t windows : {40, 43}) {  // divisible by B, and with 3 left over
+    SCOPED_TRACE(windows);
+    const std::vector<int32_t> tokens = iota_tokens(windows * T + 1);
+    Loader loader(tokens, options_of(B, T, 1234));
+    ASSERT_EQ(loader.num_windows(), windows);
+    std::vector<std::set<int64_t>> seen(3);
+    for (int64_t epoch = 0; epoch < 3; ++epoch) {
+      std::vector<int64_t> order;
+      for (int64_t i = 0; i < loader.batches_per_epoch(); ++i) {
+        const Plain p = plain(loader.next());
+        ASSERT_EQ(p.epoch, epoch);
+        for (int64_t w : windows_of(p, B, T)) {
+          EXPECT_TRUE(seen[size_t(epoch)].insert(w).second) << "window " << w << " twice";
+          order.push_back(w);
+        }
+        // Every row is a whole window: ids w*T .. w*T+T-1, targets one further.
+        for (int64_t b = 0; b < B; ++b) {
+          const int64_t w = order[size_t(i * B + b)];
+          for (int64_t t = 0; t < T; ++t) {
+            ASSERT_EQ(p.ids[size_t(b * T + t)], w * T + t);
+            ASSERT_EQ(p.targets[size_t(b * T + t)], w * T + t + 1);
+          }
+        }
+      }
+      EXPECT_EQ(int64_t(seen[size_t(epoch)].size()), windows / B * B);
+      std::vector<int64_t> sorted = order;
+      std::sort(sorted.begin(), sorted.end());
+      EXPECT_NE(order, sorted) << "epoch " << epoch << " is not shuffled";
+    }
+    if (windows % B == 0) {
+      for (const auto& s : seen) EXPECT_EQ(*s.rbegin(), windows - 1);
+    } else {
+      EXPECT_NE(seen[0], seen[1]);  // the dropped windows change with the epoch
+    }
+  }
+}
+
+TEST(Loader, SameSeedSameBatchesOtherSeedOtherBatches) {
+  const std::vector<int32_t> tokens = iota_tokens(64 * 16 + 1);
+  Loader a(tokens, options_of(4, 16, 5)), b(tokens, options_of(4, 16, 5)),
+      c(tokens, options_of(4, 16, 6));
+  const std::vector<Plain> ra = take(a, 40), rb = take(b, 40), rc = take(c, 40);
+  EXPECT_EQ(ra, rb);
+  EXPECT_NE(ra, rc);
+  // Epochs differ from each other too (16 batches an epoch).
+  EXPECT_NE(windows_of(ra[0], 4, 16), windows_of(ra[16], 4, 16));
+}
+
+TEST(Loader, WindowOrderIsUniformOverPermutations) {
+  // 24000 seeds of a 4-window shuffle: each of the 24 permutations should come up about
+  // 1000 times. Chi-square with 23 degrees of freedom stays below 49.7 with p = 0.999.
+  std::map<std::vector<int64_t>, int> counts;
+  const int kSeeds = 24000;
+  for (int s = 0; s < kSeeds; ++s) counts[window_order(4, DataOrder::random, uint64_t(s), 0)]++;
+  ASSERT_EQ(counts.size(), 24u);
+  double chi2 = 0;
+  for (const auto& [perm, count] : counts) chi2 += std::pow(count - 1000.0, 2) / 1000.0;
+  EXPECT_LT(chi2, 49.7);
+  // Position 0 of a 1000-window shuffle over epochs: uniform over the windows.
+  int low = 0;
+  for (int e = 0; e < 2000; ++e) low += window_order(1000, DataOrder::random, 3, e)[0] < 500;
+  EXPECT_NEAR(low, 1000, 4 * std::sqrt(500.0));
+  EXPECT_EQ(window_order(5, DataOrder::sequential, 9, 4), (std::vector<int64_t>{0, 1, 2, 3, 4}));
+}
+
+TEST(Loader, AnyWorkerCountGivesTheSameBatches) {
+  const std::vector<int32_t> tokens = iota_tokens(50 * 8 + 3);
+  Loader reference(tokens, options_of(4, 8, 77));  // 12 batches an epoch
+  const std::vector<Plain> expected = take(reference, 30);
+  for (int workers : {1, 2, 3, 5}) {
+    for (int prefetch : {1, 4}) {
+      SCOPED_TRACE(::testing::Message() << workers << " workers, prefetch " << prefetch);
+      Loader loader(tokens, options_of(4, 8, 77, DataOrder::random, workers, prefetch));
+      EXPECT_EQ(take(loader, 30), expected);
+    }
+  }
+}
+
+TEST(Loader, RestoreResumesExactly) {
+  const std::vector<int32_t> tokens = iota_tokens(30 * 8 + 1);
+  const int64_t bpe = 7;  // 30 windows / B=4
+  for (int64_t k : {int64_t{0}, int64_t{3}, bpe - 1, bpe, bpe + 2, 2 * bpe + 5}) {
+    for (int workers : {0, 2}) {
+      SCOPED_TRACE(::testing::Message() << k << " batches, then " << workers << " workers");
+      Loader uninterrupted(tokens, options_of(4, 8, 11));
+      ASSERT_EQ(uninterrupted.batches_per_epoch(), bpe);
+      take(uninterrupted, k);
+      const LoaderState saved = uninterrupted.state();
+      EXPECT_EQ(saved, (LoaderState{k / bpe, k % bpe, 11}));
+      // Through JSON, as a checkpoint stores it.
+      const nlohmann::json j = saved;
+      EXPECT_EQ(j.dump(), fmt::format(R"({{"epoch":{},"index":{},"seed":11}})", k / bpe, k % bpe));
+      Loader resumed(tokens, options_of(4, 8, 11, DataOrder::random, workers, 1));
+      take(resumed, 2);  // some progress of its own, discarded by restore
+      resumed.restore(j.get<LoaderState>());
+      EXPECT_EQ(resumed.state(), saved);
+      EXPECT_EQ(take(resumed, 2 * bpe), take(uninterrupted, 2 * bpe));
+    }
+  }
+}
+
+TEST(Loader, Errors) {
+  const std::vector<int32_t> tokens = iota_tokens(1000);
+  struct Row {
+    LoaderOptions options;
+    std::string message;
+  };
+  const Row rows[] = {
+      {options_of(8, 256),
+       "[data train] 1000 tokens give 3 windows of seq_len 256 + 1, fewer than batch_size 8"},
+      {options_of(0, 16), "[data train] batch_size 0 is less than 1"},
+      {options_of(2, 0), "[data train] seq_len 0 is less than 1"},
+      {options_of(2, 16, 0, DataOrder::random, -1), "[data train] num_workers -1 is negative"},
+      {options_of(2, 16, 0, DataOrder::random, 2, 0),
+       "[data train] prefetch 0 is less than 1 with 2 workers"},
+  };
+  for (const Row& r : rows) {
+    SCOPED_TRACE(r.message);
+    try {
+      Loader loader(tokens, r.options);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), r.message);
+    }
+  }
+  try {
+    Loader loader(std::span<const int32_t>(tokens).first(100), options_of(8, 64), "val");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("[data val] 100 tokens give 1 windows"));
+  }
+  Loader loader(tokens, options_of(2, 16, 3));
+  EXPECT_THROW(loader.restore({0, 0, 4}), Error);                           // another seed
+  EXPECT_THROW(loader.restore({0, loader.batches_per_epoch(), 3}), Error);  // not in an epoch
+  EXPECT_THROW(loader.restore({-1, 0, 3}), Error);
+}
+
+TEST(Loader, DestructorStopsWorkersWaitingOnFullQueues) {
+  const std::vector<int32_t> tokens = iota_tokens(4096);
+  for (int taken : {0, 1, 5}) {
+    Loader loader(tokens, options_of(2, 16, 0, DataOrder::random, 3, 1));
+    take(loader, taken);
+    // Give the workers time to fill their queues and block on them.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }  // joins, or the test hangs
+}
+
+TEST(Loader, BatchesAreDataInTheLedger) {
+  CachingAllocator& cpu = allocator_for(Device::cpu());
+  const auto data_bytes = [&] { return cpu.by_category()[size_t(Category::data)].current; };
+  const std::vector<int32_t> tokens = iota_tokens(1000);
+  const int64_t B = 4, T = 16;  // B*T*8 = 512 bytes a tensor, one rounding unit
+  const int64_t before = data_bytes();
+  {
+    const CategoryScope outer(Category::activation);  // the loader sets its own
+    Loader loader(tokens, options_of(B, T));
+    const Batch batch = loader.next();
+    EXPECT_EQ(data_bytes() - before, 2 * B * T * 8);
+    bool labelled = false;
+    for (const auto& [label, bytes] : cpu.by_label()) {
+      if (label_text(label) == "data.train") labelled = bytes >= 2 * B * T * 8;
+    }
+    EXPECT_TRUE(labelled);
+  }
+  EXPECT_EQ(data_bytes(), before);
+  {
+    // Batches built by workers are data too: all prefetched batches are counted.
+    Loader loader(tokens, options_of(B, T, 0, DataOrder::random, 2, 3), "val");
+    const Batch batch = loader.next();
+    // The workers refill their queues: 2 workers * 3 batches, plus the one held here.
+    const int64_t full = (1 + 2 * 3) * 2 * B * T * 8;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (data_bytes() - before < full && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_EQ(data_bytes() - before, full);
+    bool labelled = false;
+    for (const auto& [label, bytes] : cpu.by_label()) {
+      if (label_text(label) == "data.val") labelled = bytes == full;
+    }
+    EXPECT_TRUE(labelled);
+  }
+  EXPECT_EQ(data_bytes(), before);
+}
+
+TEST(Loader, PinnedBatchesReachTheDevice) {
+  if (find_raw_source("pinned") == nullptr || find_raw_source("cuda") == nullptr) {
+    GTEST_SKIP() << "no CUDA backend: pinned host memory is not available";
+  }
+  const std::vector<int32_t> tokens = iota_tokens(1000);
+  LoaderOptions options = options_of(4, 16, 2, DataOrder::random, 2);
+  options.pin_memory = true;
+  options.device = Device::cuda(0);
+  Loader on_device(tokens, options);
+  Loader on_cpu(tokens, options_of(4, 16, 2));
+  for (int i = 0; i < 5; ++i) {
+    const Batch batch = on_device.next();
+    EXPECT_EQ(batch.ids.device(), Device::cuda(0));
+    EXPECT_EQ(plain(batch), plain(on_cpu.next()));
+  }
+}
+
+}  // namespace
+}  // namespace fitgrad::data
