@@ -75,11 +75,12 @@ std::unique_ptr<data::Tokenizer> default_tokenizer(const nn::ModelConfig& cfg,
   } else if (cfg.vocab_size == 50257) {
     id = "gpt2";
   } else {
-    throw Error(fmt::format(
-        "[model {}] no tokenizer for a vocabulary of {} tokens (known without a stored "
-        "tokenizer: 256 byte-level, 50257 GPT-2); use a checkpoint with tokenizer.json or a "
-        "GGUF file",
-        cfg.name, cfg.vocab_size));
+    throw Error(
+        fmt::format("[model {}] no tokenizer for a vocabulary of {} tokens (known without a stored "
+                    "tokenizer: 256 byte-level, 50257 GPT-2); use a checkpoint with "
+                    "fitgrad_tokenizer.json or a "
+                    "GGUF file",
+                    cfg.name, cfg.vocab_size));
   }
   if (tokenizer_id) *tokenizer_id = id;
   return make_tokenizer(id);
@@ -105,14 +106,14 @@ void save_tokenizer_spec(const std::string& dir, const std::string& tokenizer_id
              "[tokenizer] unknown tokenizer id '{}' (byte, gpt2 or gguf:<path>)", tokenizer_id);
     j["kind"] = tokenizer_id;
   }
-  const std::string path = (fs::path(dir) / "tokenizer.json").string();
+  const std::string path = (fs::path(dir) / "fitgrad_tokenizer.json").string();
   std::ofstream out(path);
   out << j.dump(2) << "\n";
   FG_CHECK(out.good(), "[tokenizer {}] cannot write the file", path);
 }
 
 std::string load_tokenizer_spec(const std::string& dir) {
-  const std::string path = (fs::path(dir) / "tokenizer.json").string();
+  const std::string path = (fs::path(dir) / "fitgrad_tokenizer.json").string();
   std::ifstream in(path);
   FG_CHECK(in.good(), "[tokenizer {}] cannot open the file", path);
   nlohmann::json j;
@@ -154,7 +155,7 @@ LoadedModel load_model(const std::string& spec, const std::string& init,
     const fs::path dir(spec);
     FG_CHECK(fs::is_regular_file(dir / "config.json"),
              "{} the directory has no config.json (a checkpoint directory holds config.json, "
-             "model.safetensors and tokenizer.json)",
+             "model.safetensors and fitgrad_tokenizer.json)",
              where);
     const nn::ModelConfig cfg = nn::load_config_json((dir / "config.json").string());
     out.model = nn::build_model(cfg, without_init(options));
@@ -165,7 +166,7 @@ LoadedModel load_model(const std::string& spec, const std::string& init,
                    st.string());
       weights = st.string();
     }
-    if (fs::is_regular_file(dir / "tokenizer.json")) {
+    if (fs::is_regular_file(dir / "fitgrad_tokenizer.json")) {
       out.tokenizer_id = load_tokenizer_spec(spec);
       out.tokenizer = make_tokenizer(out.tokenizer_id);
     }

@@ -8,7 +8,7 @@
 //   - a path ending in .json: a Hugging Face config.json, randomly initialised;
 //     tokenizer by vocabulary size;
 //   - a directory: a fitgrad checkpoint, config.json + model.safetensors (Hugging Face
-//     names) + tokenizer.json (fitgrad's tokenizer spec below; without it, by vocabulary
+//     names) + fitgrad_tokenizer.json (the tokenizer spec below; without it, by vocabulary
 //     size);
 //   - a path ending in .gguf: the model (nn/io/gguf_model.h) with its embedded tokenizer.
 // init, when not empty, is a .safetensors or .gguf file whose tensors replace the spec's
@@ -17,12 +17,12 @@
 // init GGUF's tokenizer.
 //
 // Note [Tokenizer ids]
-// A tokenizer is named by a string, kept in a checkpoint's tokenizer.json so a checkpoint
-// decodes with the tokenizer it was trained with: "byte" (data::ByteTokenizer), "gpt2"
-// (GPT-2's BPE from the project's assets) or "gguf:<absolute path>" (the BPE embedded in
-// that GGUF file). tokenizer.json holds {"kind": "byte" | "gpt2" | "gguf"} plus
-// "path": "<absolute path>" for gguf. (Hugging Face's own tokenizer.json, the full
-// tokenizer, has no "kind" key and is refused with an error saying so.)
+// A tokenizer is named by a string, kept in a checkpoint's fitgrad_tokenizer.json so a
+// checkpoint decodes with the tokenizer it was trained with: "byte" (data::ByteTokenizer),
+// "gpt2" (GPT-2's BPE from the project's assets) or "gguf:<absolute path>" (the BPE
+// embedded in that GGUF file). The file holds {"kind": "byte" | "gpt2" | "gguf"} plus
+// "path": "<absolute path>" for gguf. It is not named tokenizer.json, which is Hugging
+// Face's full tokenizer file, so a checkpoint directory never misleads `transformers`.
 #pragma once
 
 #include <memory>
@@ -54,7 +54,7 @@ std::unique_ptr<data::Tokenizer> default_tokenizer(const nn::ModelConfig& cfg,
 // The tokenizer a tokenizer id names (Note [Tokenizer ids]).
 std::unique_ptr<data::Tokenizer> make_tokenizer(const std::string& tokenizer_id);
 
-// Writes dir/tokenizer.json for `tokenizer_id`, and reads it back as an id.
+// Writes dir/fitgrad_tokenizer.json for `tokenizer_id`, and reads it back as an id.
 void save_tokenizer_spec(const std::string& dir, const std::string& tokenizer_id);
 std::string load_tokenizer_spec(const std::string& dir);
 

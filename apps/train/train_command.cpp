@@ -23,7 +23,7 @@ void add_train_command(CLI::App& app) {
   cmd->footer(fmt::format(
       "Presets: {}.\n"
       "Outputs in --output_dir: checkpoint-<step>/ (model.safetensors, config.json, "
-      "tokenizer.json, optimizer.safetensors, trainer_state.json), metrics.jsonl, "
+      "fitgrad_tokenizer.json, optimizer.safetensors, trainer_state.json), metrics.jsonl, "
       "loss_curve.svg, memory.json, memory_trace.json (Perfetto), peak_report.txt, "
       "memory_summary.txt.\n"
       "Ctrl-C (SIGINT) or SIGTERM saves a checkpoint and exits with 128 + the signal; "

@@ -10,7 +10,7 @@
 //
 //   checkpoint-<step>/model.safetensors      the weights, Hugging Face names
 //                     config.json             Hugging Face style (nn::config_to_json)
-//                     tokenizer.json          which tokenizer (apps/model_source.h)
+//                     fitgrad_tokenizer.json  which tokenizer (apps/model_source.h)
 //                     optimizer.safetensors   every optimizer state tensor and the step
 //                     trainer_state.json      step, loader position, RNG state, log history
 //

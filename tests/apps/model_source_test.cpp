@@ -115,11 +115,12 @@ TEST(ModelSource, TokenizerSpecsRoundTrip) {
     save_tokenizer_spec(dir.string(), id);
     EXPECT_EQ(load_tokenizer_spec(dir.string()), id);
   }
-  const nlohmann::json j = nlohmann::json::parse(std::ifstream(dir / "tokenizer.json"));
+  const nlohmann::json j = nlohmann::json::parse(std::ifstream(dir / "fitgrad_tokenizer.json"));
   EXPECT_EQ(j.at("kind"), "gguf");
   EXPECT_EQ(j.at("path"), "/models/x.gguf");
-  // Hugging Face's tokenizer.json is no fitgrad spec.
-  std::ofstream(dir / "tokenizer.json") << R"({"version": "1.0", "model": {"type": "BPE"}})";
+  // A Hugging Face tokenizer file in its place is no fitgrad spec.
+  std::ofstream(dir / "fitgrad_tokenizer.json")
+      << R"({"version": "1.0", "model": {"type": "BPE"}})";
   expect_error([&] { load_tokenizer_spec(dir.string()); }, "[tokenizer", "no string key 'kind'");
   expect_error([&] { save_tokenizer_spec(dir.string(), "sentencepiece"); }, "[tokenizer]",
                "unknown tokenizer id 'sentencepiece'");

@@ -32,7 +32,7 @@ set -e
 cat "$work/stdout"
 if [[ $code -ne 130 ]]; then echo "FAIL: exit code $code, expected 130"; cat "$work/stderr"; exit 1; fi
 ckpt=$(ls -d "$work"/out/checkpoint-* | head -1)
-for f in model.safetensors config.json tokenizer.json optimizer.safetensors trainer_state.json; do
+for f in model.safetensors config.json fitgrad_tokenizer.json optimizer.safetensors trainer_state.json; do
   [[ -s "$ckpt/$f" ]] || { echo "FAIL: $ckpt/$f missing"; exit 1; }
 done
 if ls -d "$work"/out/tmp-* >/dev/null 2>&1; then echo "FAIL: temporary directory left"; exit 1; fi

@@ -110,7 +110,7 @@ TEST_F(TrainTest, TinyModelMemorizesAShortSequence) {
   for (const char* f :
        {"loss_curve.svg", "memory.json", "memory_trace.json", "peak_report.txt",
         "memory_summary.txt", "checkpoint-100/model.safetensors", "checkpoint-100/config.json",
-        "checkpoint-100/tokenizer.json", "checkpoint-100/optimizer.safetensors",
+        "checkpoint-100/fitgrad_tokenizer.json", "checkpoint-100/optimizer.safetensors",
         "checkpoint-100/trainer_state.json"})
     EXPECT_TRUE(fs::exists(fs::path(a.output_dir) / f)) << f;
 }
