@@ -149,6 +149,30 @@ TEST_F(TrainTest, ResumeRepeatsTheUninterruptedRunBitForBit) {
         << f;
 }
 
+TEST_F(TrainTest, GradientCheckpointingKeepsTheLossesAndLowersThePeak) {
+  std::string data = write_text("text.txt", 997, 3);
+  auto peak = [](const std::string& dir) {
+    std::ifstream in(fs::path(dir) / "memory.json");
+    return nlohmann::json::parse(in)["stats"]["allocated_bytes"]["all"]["peak"].get<int64_t>();
+  };
+  TrainArgs plain = args(data, "plain");
+  plain.per_device_train_batch_size = 8;
+  plain.save_steps = 0;
+  ASSERT_EQ(train(plain), 0);
+  TrainArgs ckpt = plain;
+  ckpt.output_dir = (root_ / "ckpt").string();
+  ckpt.gradient_checkpointing = true;
+  ASSERT_EQ(train(ckpt), 0);
+  auto a = metrics(plain.output_dir), b = metrics(ckpt.output_dir);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].contains("loss")) {
+      EXPECT_EQ(a[i]["loss"].get<double>(), b[i]["loss"].get<double>());
+    }
+  }
+  EXPECT_LT(peak(ckpt.output_dir), peak(plain.output_dir));
+}
+
 TEST_F(TrainTest, OutOfMemoryReportsAndLeavesTheCheckpointIntact) {
   std::string data = write_text("text.txt", 997, 3);
   TrainArgs first = args(data, "run");
