@@ -5,7 +5,8 @@
 //   - fitgrad's GGUF tokenizer turns the prompt into the reference's ids, and decodes the
 //     reference continuation to its text;
 //   - the f32 logits at the stored prompt positions match (Note [SmolLM2 logit tolerance]);
-//   - the greedy continuation of 32 tokens is the reference's, token for token.
+//   - the greedy continuation of 32 tokens is the reference's, token for token, both from
+//     one forward (below) and from apps::generate decoding through the KV cache.
 // Every test skips when the model file is absent (tools/fetch-smollm2.sh fetches it).
 //
 // Note [One forward for the greedy check]
@@ -36,9 +37,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "apps/generate.h"
 #include "autograd/grad_mode.h"
 #include "data/gguf_tokenizer.h"
 #include "nn/io/gguf_model.h"
@@ -157,6 +160,20 @@ TEST_F(GoldenSmolLM2, GreedyContinuationMatchesTheReference) {
   }
   std::printf("[smollm2] greedy continuation: %s\n",
               data::tokenizer_from_gguf(*file_).decode(got).c_str());
+}
+
+// The same continuation produced the way a user gets it: `fitgrad generate` at temperature
+// 0, decoding token by token through the KV cache from the prompt alone.
+TEST_F(GoldenSmolLM2, GenerateWithTheKvCacheWritesTheReferenceContinuation) {
+  apps::GenerateOptions o;
+  o.model = test::smollm2_path();
+  o.prompt = golden_->meta().at("prompt").get<std::string>();
+  o.max_new_tokens = 32;
+  o.sampling.temperature = 0;
+  std::ostringstream out;
+  const apps::GenerateStats stats = apps::generate(o, out);
+  EXPECT_EQ(stats.new_tokens, 32);
+  EXPECT_EQ(out.str(), golden_->meta().at("continuation_text").get<std::string>());
 }
 
 }  // namespace
