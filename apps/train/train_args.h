@@ -4,12 +4,13 @@
 // --data_order). Defaults are Hugging Face's, except where a note below says otherwise.
 //
 // Note [Flags fitgrad accepts but cannot honour yet]
-// --bf16, --fp16 and --tf32 are part of the Trainer's vocabulary, so they parse, and their
-// conflicts are checked (bf16 with fp16), but mixed precision (fp32 master weights with
-// bf16/fp16 compute, the loss scaler, TF32 matmuls) arrives with the optimizer/numerics
-// issue. Until then asking for one fails before anything is allocated, with an error that
-// says so; it never silently trains in fp32. The same holds for --optim names Hugging Face
-// knows but fitgrad does not implement yet (optim/factory.h).
+// --bf16 and --fp16 are part of the Trainer's vocabulary, so they parse, and their
+// conflict is checked, but mixed precision (fp32 master weights with bf16/fp16 compute and,
+// for fp16, the loss scaler) arrives with the optimizer/numerics issue. Until then asking
+// for either fails before anything is allocated, with an error that says so; it never
+// silently trains in fp32. The same holds for --optim names Hugging Face knows but fitgrad
+// does not implement yet (optim/factory.h). --tf32 works: it turns on the TF32 matmul mode
+// for the run (Note [TF32 on the CPU] in tensor/cpu/gemm.h).
 #pragma once
 #include <CLI/CLI.hpp>
 #include <cstdint>

@@ -26,6 +26,7 @@
 #include "optim/clip.h"
 #include "optim/factory.h"
 #include "optim/schedule.h"
+#include "tensor/cpu/gemm.h"
 #include "tensor/error.h"
 #include "tensor/memory/bytes.h"
 #include "tensor/memory/caching_allocator.h"
@@ -69,9 +70,15 @@ class Trainer {
         device_(Device::parse(args.device)),
         alloc_(allocator_for(device_)),
         progress_(err, args.progress, &err == &std::cerr),
-        capacity_before_(alloc_.capacity()) {}
-  // An in-process caller (the tests) gets the allocator's capacity back.
-  ~Trainer() { alloc_.set_capacity(capacity_before_); }
+        capacity_before_(alloc_.capacity()),
+        tf32_before_(cpu::matmul_tf32()) {
+    cpu::set_matmul_tf32(args.tf32);
+  }
+  // An in-process caller (the tests) gets the allocator's capacity and the math mode back.
+  ~Trainer() {
+    alloc_.set_capacity(capacity_before_);
+    cpu::set_matmul_tf32(tf32_before_);
+  }
 
   int run();
 
@@ -93,6 +100,7 @@ class Trainer {
   CachingAllocator& alloc_;
   Progress progress_;
   size_t capacity_before_;
+  bool tf32_before_;
   fs::path dir_;
 
   LoadedModel lm_;

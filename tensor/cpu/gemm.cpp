@@ -36,8 +36,11 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "tensor/error.h"
 
@@ -144,6 +147,16 @@ bool fits_blasint(int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int
 }
 #endif
 
+std::atomic<bool> g_tf32{false};
+
+// The rows x cols matrix at x (row stride ld) rounded to TF32 into a dense copy.
+std::vector<float> rounded_copy(const float* x, int64_t rows, int64_t cols, int64_t ld) {
+  std::vector<float> out(size_t(rows * cols));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) out[size_t(i * cols + j)] = round_to_tf32(x[i * ld + j]);
+  return out;
+}
+
 // The product itself, arguments already checked and m, n, k, alpha all nonzero.
 void gemm_unchecked(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                     const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
@@ -160,6 +173,18 @@ void gemm_unchecked(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
   eigen_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+// Note [TF32 on the CPU]: the operands' stored shapes are (m,k) or (k,m), and (k,n) or (n,k).
+void gemm_rounding_tf32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                        const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+                        float* c, int64_t ldc) {
+  const int64_t a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
+  const int64_t b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
+  const std::vector<float> ra = rounded_copy(a, a_rows, a_cols, lda);
+  const std::vector<float> rb = rounded_copy(b, b_rows, b_cols, ldb);
+  gemm_unchecked(trans_a, trans_b, m, n, k, alpha, ra.data(), a_cols, rb.data(), b_cols, beta, c,
+                 ldc);
+}
+
 void gemm_checked(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                   const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                   int64_t ldc) {
@@ -168,10 +193,30 @@ void gemm_checked(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
     scale_c(m, n, beta, c, ldc);
     return;
   }
+  if (g_tf32.load(std::memory_order_relaxed)) {
+    gemm_rounding_tf32(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
   gemm_unchecked(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 }  // namespace
+
+void set_matmul_tf32(bool on) { g_tf32.store(on); }
+
+bool matmul_tf32() { return g_tf32.load(); }
+
+float round_to_tf32(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  if ((bits & 0x7f800000u) == 0x7f800000u) return x;  // infinity or NaN
+  // Round the 13 dropped mantissa bits to nearest, ties to even; a carry into the exponent
+  // is the correct rounding up (to the next binade, or to infinity past the largest TF32).
+  bits += 0x0fffu + ((bits >> 13) & 1u);
+  bits &= ~0x1fffu;
+  std::memcpy(&x, &bits, sizeof bits);
+  return x;
+}
 
 void gemm_f32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
               const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,

@@ -33,6 +33,19 @@ void gemm_f32_batched(bool trans_a, bool trans_b, int64_t batch, int64_t m, int6
                       const float* b, int64_t ldb, int64_t stride_b,               // (batch,...)
                       float beta, float* c, int64_t ldc, int64_t stride_c);        // (batch,m,n)
 
+// Note [TF32 on the CPU]
+// TF32 is a matmul math mode, not a dtype (DESIGN.md, Numerics): tensor cores read fp32
+// operands rounded to 10 explicit mantissa bits (8 exponent bits, as fp32) and accumulate in
+// fp32. With the mode on, the CPU gemm emulates exactly that: it rounds copies of A and B
+// to the nearest TF32 value (ties to even; infinities and NaNs pass through) and runs the
+// ordinary fp32 product on them, so TF32 numerics can be tested and trained with anywhere.
+// The rounded copies are host scratch of the emulation, outside the memory ledger (a GPU
+// needs none). The mode is process-wide; `fitgrad train --tf32` turns it on for its run.
+void set_matmul_tf32(bool on);
+bool matmul_tf32();
+// x rounded to the nearest TF32 value, returned as an fp32.
+float round_to_tf32(float x);
+
 // The backend gemm_f32 uses. The default is chosen at build time (Note [GEMM backend]);
 // set_gemm_backend exists for tests and benchmarks and throws when the backend was not built.
 GemmBackend gemm_backend();

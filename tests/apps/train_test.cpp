@@ -14,6 +14,7 @@
 #include "apps/train/checkpoint_dir.h"
 #include "apps/train/trainer.h"
 #include "nn/io/safetensors.h"
+#include "tensor/cpu/gemm.h"
 #include "tensor/error.h"
 #include "tensor/memory/caching_allocator.h"
 
@@ -171,6 +172,27 @@ TEST_F(TrainTest, GradientCheckpointingKeepsTheLossesAndLowersThePeak) {
     }
   }
   EXPECT_LT(peak(ckpt.output_dir), peak(plain.output_dir));
+}
+
+TEST_F(TrainTest, Tf32ChangesTheNumericsSlightly) {
+  std::string data = write_text("text.txt", 997, 3);
+  TrainArgs fp32 = args(data, "fp32");
+  fp32.save_steps = 0;
+  ASSERT_EQ(train(fp32), 0);
+  TrainArgs tf32 = fp32;
+  tf32.output_dir = (root_ / "tf32").string();
+  tf32.tf32 = true;
+  ASSERT_EQ(train(tf32), 0);
+  EXPECT_FALSE(cpu::matmul_tf32());  // the mode is the run's only
+  auto a = metrics(fp32.output_dir), b = metrics(tf32.output_dir);
+  ASSERT_EQ(a.size(), b.size());
+  double max_diff = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].contains("loss"))
+      max_diff =
+          std::max(max_diff, std::abs(a[i]["loss"].get<double>() - b[i]["loss"].get<double>()));
+  EXPECT_GT(max_diff, 0.0);   // TF32 rounding reached the matmuls
+  EXPECT_LT(max_diff, 1e-2);  // and stayed a rounding effect
 }
 
 TEST_F(TrainTest, OutOfMemoryReportsAndLeavesTheCheckpointIntact) {
