@@ -1,6 +1,7 @@
 // Decoder blocks, bodies and the two causal language models (decoder.h).
 #include "nn/decoder.h"
 
+#include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "tensor/error.h"
@@ -124,7 +125,9 @@ Tensor CausalLM::forward_cached(const Tensor& ids, KvCache& cache) const {
 Tensor CausalLM::head(const Tensor& x) const {
   if (lm_head_) return lm_head_->forward(x);
   LabelScope label("lm_head");
-  return ag::matmul(x, body_->token_embedding(), false, true);  // (B, T, V), tied
+  // (B, T, V), tied; Note [Autocast] in autograd/autocast.h.
+  return ag::autocast_output(
+      ag::matmul(ag::autocast_input(x), ag::autocast_input(body_->token_embedding()), false, true));
 }
 
 Tensor CausalLM::loss(const Tensor& ids, const Tensor& targets) const {

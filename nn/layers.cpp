@@ -1,6 +1,7 @@
 // Linear, Embedding, LayerNorm, RMSNorm (layers.h).
 #include "nn/layers.h"
 
+#include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "tensor/error.h"
 
@@ -20,9 +21,12 @@ Tensor Linear::forward(const Tensor& x) const {
   ForwardScope scope(*this);
   FG_CHECK(x.dim() >= 1 && x.size(-1) == in_, "[{}] expected input (..., {}), got last dim {}",
            path(), in_, x.dim() ? x.size(-1) : 0);
-  if (layout_ == Layout::torch) return ag::linear(x, weight_, bias_);
-  const Tensor y = ag::matmul(x, weight_);  // (..., out)
-  return bias_.defined() ? ag::add(y, bias_) : y;
+  // Note [Autocast] in autograd/autocast.h: with autocast off these casts are identities.
+  const Tensor xc = ag::autocast_input(x), w = ag::autocast_input(weight_),
+               b = ag::autocast_input(bias_);
+  if (layout_ == Layout::torch) return ag::autocast_output(ag::linear(xc, w, b));
+  const Tensor y = ag::matmul(xc, w);  // (..., out)
+  return ag::autocast_output(b.defined() ? ag::add(y, b) : y);
 }
 
 Embedding::Embedding(std::string path, std::string name, int64_t num, int64_t dim, double init_std,

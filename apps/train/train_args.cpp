@@ -61,8 +61,9 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
       ->capture_default_str();
   add_bool(cmd, "gradient_checkpointing", a.gradient_checkpointing,
            "Recompute each decoder block in backward instead of saving its activations");
-  add_bool(cmd, "bf16", a.bf16, "bf16 mixed precision (not available yet: see --help notes)");
-  add_bool(cmd, "fp16", a.fp16, "fp16 mixed precision (not available yet)");
+  add_bool(cmd, "bf16", a.bf16,
+           "bf16 mixed precision: fp32 master weights, matmuls in bf16 (autocast)");
+  add_bool(cmd, "fp16", a.fp16, "fp16 mixed precision (not available yet: needs the loss scaler)");
   add_bool(cmd, "tf32", a.tf32,
            "TF32 matmuls (operands rounded to 10 mantissa bits, fp32 accumulation)");
   cmd.add_option("--optim", a.optim,
@@ -168,12 +169,10 @@ void validate(const TrainArgs& a) {
   if (!a.memory_budget.empty()) parse_bytes(a.memory_budget);
   // Note [Flags fitgrad accepts but cannot honour yet].
   if (a.bf16 && a.fp16) throw Error("[train] --bf16 and --fp16 conflict: choose one precision");
-  for (auto [flag, on] : {std::pair{"bf16", a.bf16}, {"fp16", a.fp16}})
-    if (on)
-      fail(flag,
-           "is not available yet: mixed precision (fp32 master weights, low-precision compute, "
-           "loss scaling) comes with the optimizer/numerics issue; train in fp32 (the default), "
-           "optionally with --tf32");
+  if (a.fp16)
+    fail("fp16",
+         "is not available yet: fp16 training needs the dynamic loss scaler, which comes with "
+         "the optimizer issue; use --bf16 (no scaler needed) or fp32");
 }
 
 }  // namespace fitgrad::apps

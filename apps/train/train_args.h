@@ -4,13 +4,14 @@
 // --data_order). Defaults are Hugging Face's, except where a note below says otherwise.
 //
 // Note [Flags fitgrad accepts but cannot honour yet]
-// --bf16 and --fp16 are part of the Trainer's vocabulary, so they parse, and their
-// conflict is checked, but mixed precision (fp32 master weights with bf16/fp16 compute and,
-// for fp16, the loss scaler) arrives with the optimizer/numerics issue. Until then asking
-// for either fails before anything is allocated, with an error that says so; it never
-// silently trains in fp32. The same holds for --optim names Hugging Face knows but fitgrad
-// does not implement yet (optim/factory.h). --tf32 works: it turns on the TF32 matmul mode
-// for the run (Note [TF32 on the CPU] in tensor/cpu/gemm.h).
+// --fp16 is part of the Trainer's vocabulary, so it parses and its conflict with --bf16 is
+// checked, but fp16 training needs the dynamic loss scaler (GradScaler semantics), which
+// arrives with the optimizer issue; until then asking for it fails before anything is
+// allocated, with an error that says so, and never silently trains in fp32. The same holds
+// for --optim names Hugging Face knows but fitgrad does not implement yet
+// (optim/factory.h). --bf16 runs the step under autocast (Note [Autocast] in
+// autograd/autocast.h: fp32 master weights, bf16 matmuls), and --tf32 turns on the TF32
+// matmul mode for the run (Note [TF32 on the CPU] in tensor/cpu/gemm.h).
 #pragma once
 #include <CLI/CLI.hpp>
 #include <cstdint>

@@ -28,7 +28,7 @@ void add_train_command(CLI::App& app) {
       "memory_summary.txt.\n"
       "Ctrl-C (SIGINT) or SIGTERM saves a checkpoint and exits with 128 + the signal; "
       "out of memory prints the allocator's report and exits {}; bad input exits 1.\n"
-      "--bf16 and --fp16 are recognised but refused until mixed precision lands.",
+      "--fp16 is recognised but refused until the loss scaler lands; --bf16 and --tf32 work.",
       presets, kExitOutOfMemory));
   cmd->callback([args] {
     int code = 0;

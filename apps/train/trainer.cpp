@@ -16,6 +16,7 @@
 #include "apps/train/interrupt.h"
 #include "apps/train/metrics.h"
 #include "apps/train/progress.h"
+#include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "autograd/tape.h"
@@ -250,6 +251,8 @@ void Trainer::resume(const std::string& dir) {
     same("per_device_train_batch_size", a_.per_device_train_batch_size);
     same("gradient_accumulation_steps", a_.gradient_accumulation_steps);
     same("seed", int64_t(a_.seed));
+    same("bf16", int64_t(a_.bf16));
+    same("tf32", int64_t(a_.tf32));
     if (state.at("tokenizer").get<std::string>() != lm_.tokenizer_id)
       throw Error(fmt::format("[train] --resume_from_checkpoint {}: tokenizer {} there, {} now",
                               dir, state.at("tokenizer").get<std::string>(), lm_.tokenizer_id));
@@ -286,6 +289,8 @@ double Trainer::train_step() {
   nn::CausalLM& model = *lm_.model;
   double loss_sum = 0;
   const int64_t accum = a_.gradient_accumulation_steps;
+  // Held across backward too: a checkpointed segment recomputes under the same mode.
+  autograd::AutocastGuard autocast(a_.bf16 ? DType::bf16 : DType::f32);
   for (int64_t m = 0; m < accum; ++m) {
     alloc_.mark(fmt::format("step {} / forward", step_ + 1));
     data::Batch batch = loader_->next();
@@ -304,6 +309,7 @@ double Trainer::train_step() {
 
 std::pair<double, int64_t> Trainer::evaluate() {
   autograd::NoGradGuard no_grad;
+  autograd::AutocastGuard autocast(a_.bf16 ? DType::bf16 : DType::f32);
   data::LoaderOptions lopt;
   lopt.batch_size = eval_batch_;
   lopt.seq_len = a_.seq_len;
@@ -337,6 +343,8 @@ json Trainer::trainer_state() const {
         {"per_device_train_batch_size", a_.per_device_train_batch_size},
         {"gradient_accumulation_steps", a_.gradient_accumulation_steps},
         {"seed", int64_t(a_.seed)},
+        {"bf16", int64_t(a_.bf16)},
+        {"tf32", int64_t(a_.tf32)},
         {"learning_rate", a_.learning_rate},
         {"lr_scheduler_type", a_.lr_scheduler_type}}},
       {"log_history", metrics_->history()},

@@ -1,7 +1,8 @@
 // `fitgrad train`: trains (or finetunes) a decoder on a text corpus, the way the Hugging
 // Face Trainer does, and records where the memory went.
 //
-// One optimizer step: for each of the gradient_accumulation_steps micro-batches, forward,
+// One optimizer step (under autocast with --bf16, Note [Autocast] in autograd/autocast.h):
+// for each of the gradient_accumulation_steps micro-batches, forward,
 // the mean cross-entropy scaled by 1/accumulation, backward (gradients accumulate with +=);
 // then gradient clipping, the optimizer step at the scheduled learning rate, and
 // zero_grad. Every --logging_steps a metrics record (the mean training loss over the
@@ -20,7 +21,8 @@
 // and seed, and the global generator's (seed, offset). The learning rate is a function of
 // the step. The CPU kernels reduce in a fixed order for a fixed thread count, so a resumed
 // run repeats the uninterrupted run's losses bit for bit. A resume must keep --seq_len,
-// --per_device_train_batch_size, --gradient_accumulation_steps and --seed (checked).
+// --per_device_train_batch_size, --gradient_accumulation_steps, --seed, --bf16 and --tf32
+// (checked).
 //
 // The output directory also receives metrics.jsonl, loss_curve.svg and, at the end, on an
 // interrupt and on an out-of-memory, the memory record of the run: memory.json (snapshot +

@@ -195,6 +195,30 @@ TEST_F(TrainTest, Tf32ChangesTheNumericsSlightly) {
   EXPECT_LT(max_diff, 1e-2);  // and stayed a rounding effect
 }
 
+TEST_F(TrainTest, Bf16AutocastTrainsCloseToFp32) {
+  std::string data = write_text("text.txt", 997, 3);
+  TrainArgs fp32 = args(data, "fp32");
+  fp32.save_steps = 0;
+  ASSERT_EQ(train(fp32), 0);
+  TrainArgs bf16 = fp32;
+  bf16.output_dir = (root_ / "bf16").string();
+  bf16.bf16 = true;
+  ASSERT_EQ(train(bf16), 0);
+  auto a = metrics(fp32.output_dir), b = metrics(bf16.output_dir);
+  ASSERT_EQ(a.size(), b.size());
+  double max_diff = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].contains("loss"))
+      max_diff =
+          std::max(max_diff, std::abs(a[i]["loss"].get<double>() - b[i]["loss"].get<double>()));
+  EXPECT_GT(max_diff, 0.0);   // the matmuls ran in bf16
+  EXPECT_LT(max_diff, 5e-2);  // bf16 has 8 significant bits: a rounding effect, not a bug
+  // The checkpoint holds fp32 master weights.
+  auto st = nn::SafetensorsFile::open(
+      (fs::path(bf16.output_dir) / "checkpoint-6" / "model.safetensors").string());
+  EXPECT_EQ(st.tensor("lm_head.weight").dtype(), DType::f32);
+}
+
 TEST_F(TrainTest, OutOfMemoryReportsAndLeavesTheCheckpointIntact) {
   std::string data = write_text("text.txt", 997, 3);
   TrainArgs first = args(data, "run");
@@ -247,7 +271,7 @@ TEST_F(TrainTest, BadInputGetsAClearError) {
        "exceeds the model's context"},
       {"bf16 with fp16", [](TrainArgs& a) { a.bf16 = a.fp16 = true; },
        "--bf16 and --fp16 conflict"},
-      {"bf16", [](TrainArgs& a) { a.bf16 = true; }, "--bf16 is not available yet"},
+      {"fp16", [](TrainArgs& a) { a.fp16 = true; }, "--fp16 is not available yet"},
       {"warmup twice", [](TrainArgs& a) { a.warmup_steps = 2, a.warmup_ratio = 0.1; },
        "--warmup_steps and --warmup_ratio conflict"},
       {"unknown optimizer", [](TrainArgs& a) { a.optim = "adamw_turbo"; }, "adamw_turbo"},

@@ -1,0 +1,76 @@
+// Autocast (Note [Autocast] in autograd/autocast.h): under a bf16 guard a Linear computes
+// from bf16-rounded operands, returns fp32, saves its input in bf16, and sends fp32
+// gradients to its fp32 weight; off, the casts are identities.
+#include "autograd/autocast.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "autograd/functions.h"
+#include "autograd/tape.h"
+#include "autograd/variable.h"
+#include "tensor/error.h"
+#include "tests/tensor/ops/op_harness.h"
+
+namespace fitgrad::autograd {
+namespace {
+
+double round_bf16(float x) {
+  return double(Tensor::from_vector<float>({x}, {1}).to(DType::bf16).to(DType::f32).item());
+}
+
+TEST(Autocast, LinearRunsOnBf16OperandsAndReturnsF32) {
+  const Tensor x = testing::random_tensor({3, 5}, 1);
+  const Tensor w = testing::random_tensor({4, 5}, 2);
+  set_requires_grad(w);
+  Tensor y;
+  {
+    AutocastGuard guard(DType::bf16);
+    EXPECT_EQ(autocast_dtype(), DType::bf16);
+    y = autocast_output(linear(autocast_input(x), autocast_input(w), Tensor()));
+  }
+  EXPECT_EQ(autocast_dtype(), DType::f32);
+  ASSERT_EQ(y.dtype(), DType::f32);
+  const auto xv = x.to_vector<float>(), wv = w.to_vector<float>(), yv = y.to_vector<float>();
+  double max_rel = 0, max_shift = 0;
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 4; ++j) {
+      double ref = 0, exact = 0;
+      for (int p = 0; p < 5; ++p) {
+        ref += round_bf16(xv[i * 5 + p]) * round_bf16(wv[j * 5 + p]);
+        exact += double(xv[i * 5 + p]) * double(wv[j * 5 + p]);
+      }
+      // The product is rounded to bf16 once more on its way out of the bf16 matmul.
+      max_rel = std::max(max_rel, std::abs(yv[i * 4 + j] - ref) / std::max(std::abs(ref), 1e-3));
+      max_shift = std::max(max_shift, std::abs(yv[i * 4 + j] - exact));
+    }
+  EXPECT_LT(max_rel, 1.0 / 256);  // within one bf16 rounding of the rounded-operand product
+  EXPECT_GT(max_shift, 0.0);
+
+  backward(sum(y));
+  const Tensor g = grad(w);
+  ASSERT_EQ(g.dtype(), DType::f32);  // fp32 master weight, fp32 gradient
+  // d sum(y) / dW[j, p] = sum_i x[i, p], in bf16 arithmetic.
+  const auto gv = g.to_vector<float>();
+  for (int j = 0; j < 4; ++j)
+    for (int p = 0; p < 5; ++p) {
+      double ref = 0;
+      for (int i = 0; i < 3; ++i) ref += xv[i * 5 + p];
+      EXPECT_NEAR(gv[j * 5 + p], ref, 2e-2 * std::max(1.0, std::abs(ref)));
+    }
+}
+
+TEST(Autocast, OffMeansIdentity) {
+  const Tensor x = testing::random_tensor({2, 2}, 3);
+  EXPECT_EQ(autocast_input(x).data_ptr(), x.data_ptr());
+  EXPECT_EQ(autocast_output(x).data_ptr(), x.data_ptr());
+  const Tensor ids = Tensor::from_vector<int64_t>({1, 2}, {2}, DType::i64);
+  AutocastGuard guard(DType::bf16);
+  EXPECT_EQ(autocast_input(ids).dtype(), DType::i64);  // integers are left alone
+}
+
+TEST(Autocast, RejectsANonFloatingComputeDtype) { EXPECT_THROW(AutocastGuard(DType::i32), Error); }
+
+}  // namespace
+}  // namespace fitgrad::autograd
