@@ -119,7 +119,7 @@ std::string load_tokenizer_spec(const std::string& dir) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("[tokenizer {}] invalid JSON: {}", path, e.what()));
   }
   FG_CHECK(j.is_object() && j.contains("kind") && j.at("kind").is_string(),

@@ -1,6 +1,6 @@
 // GPT-2 BPE encode throughput on 1 MiB of Jane Austen (data/tokenizer.h). The corpus is
-// read from $FITGRAD_CORPUS, else ../shared/data/corpora/austen.txt beside the checkout
-// (run from the repository root); the benchmark says so and skips when neither exists.
+// read from $FITGRAD_CORPUS, else the embedded data/assets/austen.txt (run from the
+// repository root); the benchmark says so and skips when neither exists.
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -13,7 +13,7 @@ namespace {
 
 std::string corpus_path() {
   if (const char* p = std::getenv("FITGRAD_CORPUS")) return p;
-  return "../shared/data/corpora/austen.txt";
+  return "data/assets/austen.txt";
 }
 
 void BM_Gpt2Encode1MiB(benchmark::State& state) {

@@ -230,6 +230,9 @@ BpeTokenizer BpeTokenizer::from_gpt2_files(const std::string& encoder_json_path,
     const auto [line, col] = line_col(json_text, e.byte > 0 ? e.byte - 1 : 0);
     throw Error(
         fmt::format("[{}:{}:{}] malformed JSON: {}", encoder_json_path, line, col, e.what()));
+  } catch (const nlohmann::json::exception& e) {
+    // Well-formed text the parser still refuses, such as a number beyond double's range.
+    throw Error(fmt::format("[{}] unreadable JSON: {}", encoder_json_path, e.what()));
   }
   FG_CHECK(json.is_object() && !json.empty(),
            "[{}] expected a JSON object mapping token text to id", encoder_json_path);

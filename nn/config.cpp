@@ -369,7 +369,7 @@ ModelConfig load_config_json(const std::string& path) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("[config {}] invalid JSON: {}", path, e.what()));
   }
   return config_from_json(j, path);

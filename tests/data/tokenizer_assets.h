@@ -25,10 +25,9 @@ inline std::optional<std::string> read_if_exists(const std::string& path) {
   return ss.str();
 }
 
-// Austen's novels (../shared/data/corpora/austen.txt), or nullopt when absent.
+// Austen's novels, the corpus embedded in the project (data/assets/austen.txt).
 inline std::optional<std::string> austen_corpus() {
-  return read_if_exists(std::string(FITGRAD_GOLDEN_DIR) +
-                        "/../../../shared/data/corpora/austen.txt");
+  return read_if_exists(std::string(FITGRAD_GOLDEN_DIR) + "/../../data/assets/austen.txt");
 }
 
 }  // namespace fitgrad::data::testing
