@@ -52,7 +52,7 @@ build: configure
 # The demo: a 3M-parameter byte-level Llama (apps/demo/model.json) learns Austen's novels
 # (data/assets/austen.txt) for DEMO_STEPS steps, then samples from its final checkpoint.
 DEMO_DIR   ?= $(BUILD_DIR)/demo
-DEMO_STEPS ?= 600
+DEMO_STEPS ?= 500
 DEMO_PROMPT ?= It is a truth universally acknowledged
 
 demo: configure
@@ -64,8 +64,9 @@ demo: configure
 	  --eval_steps 100 --eval_max_batches 8 --save_steps 0 --dataloader_num_workers 1
 	@echo
 	@echo "== a sample from $(DEMO_DIR)/checkpoint-$(DEMO_STEPS):"
+	@printf '%s' "$(DEMO_PROMPT)"
 	@$(BUILD_DIR)/fitgrad generate --model $(DEMO_DIR)/checkpoint-$(DEMO_STEPS) \
-	  --prompt "$(DEMO_PROMPT)" --max_new_tokens 300 --temperature 0.8 --top_k 40 --seed 1
+	  --prompt "$(DEMO_PROMPT)" --max_new_tokens 200 --temperature 0.8 --top_k 40 --seed 1
 	@echo
 	@echo "== written:"
 	@echo "   loss curve:       $(DEMO_DIR)/loss_curve.svg (metrics: $(DEMO_DIR)/metrics.jsonl)"

@@ -1,6 +1,9 @@
 // The `fitgrad` command line (DESIGN.md, apps/). Subcommands: `train` (apps/train/),
 // `generate` (apps/generate.h) and `inspect` (apps/inspect.h).
 #include <CLI/CLI.hpp>
+#include <unistd.h>
+
+#include <cstdlib>
 #include <iostream>
 
 #include "apps/generate.h"
@@ -8,7 +11,23 @@
 #include "apps/train/train_command.h"
 #include "tensor/error.h"
 
+// Note [OpenMP wait policy]
+// libgomp's threads spin after each parallel region by default, waiting for the next one.
+// fitgrad's GEMMs run on OpenBLAS's own threads, so on a machine with as many cores as
+// threads the spinning OpenMP team takes the cores those GEMMs need: the demo model's
+// training step measured 1.6x faster with OMP_WAIT_POLICY=passive on an idle 2-core
+// machine (bench/RESULTS.md), with bitwise the same losses. libgomp reads the variable when
+// it is loaded, before main, so the command line sets it and executes itself again when the
+// user has not chosen a policy. Setting OMP_WAIT_POLICY (active or passive) opts out.
+static void prefer_passive_openmp_waits(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  ::setenv("OMP_WAIT_POLICY", "passive", 1);
+  ::execv("/proc/self/exe", argv);  // returns only on failure: run on with the default
+  ::unsetenv("OMP_WAIT_POLICY");
+}
+
 int main(int argc, char** argv) {
+  prefer_passive_openmp_waits(argv);
   CLI::App app{"fitgrad: train transformer decoders where memory is the limit"};
   app.require_subcommand(1);
   std::string path;
