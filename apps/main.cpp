@@ -1,8 +1,8 @@
 // The `fitgrad` command line (DESIGN.md, apps/). Subcommands: `train` (apps/train/),
 // `generate` (apps/generate.h) and `inspect` (apps/inspect.h).
-#include <CLI/CLI.hpp>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <iostream>
 

@@ -220,8 +220,8 @@ void Trainer::setup() {
   }
   metrics_.emplace((dir_ / "metrics.jsonl").string(), std::move(history));
 
-  out_ << fmt::format("model: {} ({} parameters, {})\n", lm_.description, model.num_parameters(),
-                      format_bytes(model.num_parameters() * 4));
+  out_ << fmt::format("model: {}\nparameters: {} ({} of f32 weights)\n", lm_.description,
+                      model.num_parameters(), format_bytes(model.num_parameters() * 4));
   out_ << fmt::format("data: {} -> {} tokens ({}; {} train, {} validation), tokenizer {}\n",
                       a_.data, dataset_->num_tokens(),
                       dataset_->built() ? "tokenized now" : "from the cache",
