@@ -1,14 +1,10 @@
 // Reading, validating and atomically writing the token cache file (data/token_cache.h).
 #include "data/token_cache.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <atomic>
 #include <bit>
-#include <cerrno>
 #include <cstring>
 
+#include "nn/io/atomic_file.h"
 #include "tensor/error.h"
 
 namespace fitgrad::data {
@@ -64,57 +60,6 @@ uint64_t avalanche(uint64_t h) {
   h ^= h >> 33;
   return h;
 }
-
-std::string errno_text() { return std::strerror(errno); }
-
-// A temporary file beside the target, removed unless commit() renamed it over the target.
-class TempFile {
- public:
-  TempFile(std::string target, std::string where)
-      : target_(std::move(target)), where_(std::move(where)) {
-    static std::atomic<uint64_t> counter{0};
-    do {
-      path_ = fmt::format("{}.tmp.{}.{}", target_, getpid(), counter++);
-      fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    } while (fd_ < 0 && errno == EEXIST);
-    FG_CHECK(fd_ >= 0, "{} cannot create {}: {}", where_, path_, errno_text());
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  ~TempFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(path_.c_str());
-  }
-
-  void write(const void* data, size_t nbytes) {
-    const auto* p = static_cast<const char*>(data);
-    while (nbytes > 0) {
-      const ssize_t n = ::write(fd_, p, nbytes);
-      if (n < 0 && errno == EINTR) continue;
-      FG_CHECK(n > 0, "{} cannot write {}: {}", where_, path_, errno_text());
-      p += n;
-      nbytes -= size_t(n);
-    }
-  }
-
-  // fsync before rename: after a crash the target is the old file or the whole new one.
-  void commit() {
-    FG_CHECK(::fsync(fd_) == 0, "{} cannot fsync {}: {}", where_, path_, errno_text());
-    const int rc = ::close(fd_);
-    fd_ = -1;
-    FG_CHECK(rc == 0, "{} cannot close {}: {}", where_, path_, errno_text());
-    FG_CHECK(::rename(path_.c_str(), target_.c_str()) == 0, "{} cannot rename {} to {}: {}", where_,
-             path_, target_, errno_text());
-    committed_ = true;
-  }
-
- private:
-  std::string target_;
-  std::string where_;
-  std::string path_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
 
 }  // namespace
 
@@ -174,7 +119,7 @@ void write_token_cache(const std::string& path, std::string_view fingerprint,
   h.data_offset = round_up(kHeaderBytes + fingerprint.size(), kAlign);
   const std::string padding(h.data_offset - kHeaderBytes - fingerprint.size(), '\0');
 
-  TempFile file(path, where);
+  nn::AtomicFile file(path, where);
   file.write(&h, sizeof(h));
   file.write(fingerprint.data(), fingerprint.size());
   file.write(padding.data(), padding.size());

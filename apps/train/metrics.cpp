@@ -9,22 +9,13 @@
 #include <filesystem>
 #include <fstream>
 
+#include "nn/io/atomic_file.h"
 #include "tensor/error.h"
 
 namespace fitgrad::apps {
 
 void write_file_atomic(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error(fmt::format("[train {}] cannot write", tmp));
-    out << text;
-    out.flush();
-    if (!out) throw Error(fmt::format("[train {}] write failed (disk full?)", tmp));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw Error(fmt::format("[train {}] cannot rename into place: {}", path, ec.message()));
+  nn::write_file_atomic(path, text, fmt::format("[train {}]", path));
 }
 
 MetricsLog::MetricsLog(std::string path, std::vector<nlohmann::json> history)

@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstring>
@@ -18,6 +17,7 @@
 #include <set>
 #include <string_view>
 
+#include "nn/io/atomic_file.h"
 #include "tensor/error.h"
 
 namespace fitgrad::nn {
@@ -320,56 +320,6 @@ size_t SafetensorsFile::mapped_size() const { return mapping_->size; }
 
 namespace {
 
-// A temporary file next to the target, removed unless commit() renamed it over the target.
-class TempFile {
- public:
-  TempFile(std::string target, std::string where)
-      : target_(std::move(target)), where_(std::move(where)) {
-    static std::atomic<uint64_t> counter{0};
-    do {
-      path_ = fmt::format("{}.tmp.{}.{}", target_, getpid(), counter++);
-      fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    } while (fd_ < 0 && errno == EEXIST);
-    FG_CHECK(fd_ >= 0, "{} cannot create {}: {}", where_, path_, errno_text());
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  ~TempFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(path_.c_str());
-  }
-
-  void write(const void* data, size_t nbytes) {
-    const auto* p = static_cast<const char*>(data);
-    while (nbytes > 0) {
-      const ssize_t n = ::write(fd_, p, nbytes);
-      if (n < 0 && errno == EINTR) continue;
-      FG_CHECK(n > 0, "{} cannot write {}: {}", where_, path_, errno_text());
-      p += n;
-      nbytes -= size_t(n);
-    }
-  }
-
-  // fsync before rename: after a crash the target is either the old file or the whole
-  // new one, never a renamed file whose data blocks never reached the disk.
-  void commit() {
-    FG_CHECK(::fsync(fd_) == 0, "{} cannot fsync {}: {}", where_, path_, errno_text());
-    const int rc = ::close(fd_);
-    fd_ = -1;
-    FG_CHECK(rc == 0, "{} cannot close {}: {}", where_, path_, errno_text());
-    FG_CHECK(::rename(path_.c_str(), target_.c_str()) == 0, "{} cannot rename {} to it: {}", where_,
-             path_, errno_text());
-    committed_ = true;
-  }
-
- private:
-  std::string target_;
-  std::string where_;
-  std::string path_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
-
 // A JSON string literal; names must be valid UTF-8, as JSON requires.
 std::string json_string(const std::string& where, const std::string& s) {
   try {
@@ -416,7 +366,7 @@ void save_safetensors(const std::string& path,
   header += '}';
   header.append((8 - header.size() % 8) % 8, ' ');
 
-  TempFile out(path, where);
+  AtomicFile out(path, where);
   const uint64_t header_size = header.size();  // little-endian, Note [Little-endian host]
   out.write(&header_size, 8);
   out.write(header.data(), header.size());
