@@ -3,7 +3,6 @@
 
 #include <cmath>
 
-#include "autograd/variable.h"
 #include "optim/cpu/update.h"
 #include "tensor/error.h"
 #include "tensor/ops/op_util.h"
@@ -22,39 +21,30 @@ AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWOptions& options)
 }
 
 void AdamW::step() {
-  size_t index = 0;
-  for (const ParamGroup& group : groups_) {
-    for (const auto& [name, p] : group.params) {
-      const size_t i = index++;
-      const Tensor g = autograd::grad(p);
-      if (!g.defined()) continue;
-      FG_CHECK(g.shape() == p.shape() && g.device() == p.device(),
-               "[adamw] gradient of '{}' is {} on {}, the parameter {} on {}", name,
-               shape_str(g.shape()), g.device().str(), shape_str(p.shape()), p.device().str());
-      ParamStates::State& s = states_[i];
-      // false on meta (allocate, compute nothing); throws before any change on cuda.
-      const bool compute = ops::run_kernel("adamw", p.device());
-      if (s.step == 0) states_.allocate(i, /*zero=*/true);
-      ++s.step;
-      if (!compute) continue;
-      // The scalars as torch computes them in Python (double), then rounds them to f32.
-      const double t = double(s.step);
-      const double bias_correction1 = 1 - std::pow(options_.beta1, t);
-      const double bias_correction2 = 1 - std::pow(options_.beta2, t);
-      const cpu::AdamWScalars k{float(1 - lr_ * group.weight_decay),
-                                float(options_.beta1),
-                                float(1 - options_.beta1),
-                                float(options_.beta2),
-                                float(1 - options_.beta2),
-                                float(std::sqrt(bias_correction2)),
-                                float(options_.eps),
-                                float(-(lr_ / bias_correction1))};
-      const Tensor gc = g.contiguous();
-      cpu::adamw_update(k, p.data_ptr(), p.dtype(), gc.data_ptr(), gc.dtype(),
-                        s.buffers[0].data<float>(), s.buffers[1].data<float>(), p.numel());
-    }
-  }
-  ++steps_;
+  for_each_gradient(
+      [&](size_t i, const ParamGroup& group, const std::string&, const Tensor& p, const Tensor& g) {
+        ParamStates::State& s = states_[i];
+        // false on meta (allocate, compute nothing); throws before any change on cuda.
+        const bool compute = ops::run_kernel("adamw", p.device());
+        if (s.step == 0) states_.allocate(i, /*zero=*/true);
+        ++s.step;
+        if (!compute) return;
+        // The scalars as torch computes them in Python (double), then rounds them to f32.
+        const double t = double(s.step);
+        const double bias_correction1 = 1 - std::pow(options_.beta1, t);
+        const double bias_correction2 = 1 - std::pow(options_.beta2, t);
+        const cpu::AdamWScalars k{float(1 - lr_ * group.weight_decay),
+                                  float(options_.beta1),
+                                  float(1 - options_.beta1),
+                                  float(options_.beta2),
+                                  float(1 - options_.beta2),
+                                  float(std::sqrt(bias_correction2)),
+                                  float(options_.eps),
+                                  float(-(lr_ / bias_correction1))};
+        const Tensor gc = g.contiguous();
+        cpu::adamw_update(k, p.data_ptr(), p.dtype(), gc.data_ptr(), gc.dtype(),
+                          s.buffers[0].data<float>(), s.buffers[1].data<float>(), p.numel());
+      });
 }
 
 std::map<std::string, Tensor> AdamW::state_dict() const { return states_.state_dict(steps_); }

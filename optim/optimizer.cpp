@@ -6,6 +6,7 @@
 
 #include "autograd/variable.h"
 #include "tensor/error.h"
+#include "tensor/ops/op_util.h"
 
 namespace fitgrad::optim {
 
@@ -44,6 +45,22 @@ void Optimizer::zero_grad() const {
 void Optimizer::set_lr(double lr) {
   FG_CHECK(std::isfinite(lr) && lr >= 0, "[{}] learning rate must be >= 0, got {}", op_, lr);
   lr_ = lr;
+}
+
+void Optimizer::for_each_gradient(const Update& update) {
+  size_t index = 0;
+  for (const ParamGroup& group : groups_) {
+    for (const auto& [name, p] : group.params) {
+      const size_t i = index++;
+      const Tensor g = autograd::grad(p);
+      if (!g.defined()) continue;
+      FG_CHECK(g.shape() == p.shape() && g.device() == p.device(),
+               "[{}] gradient of '{}' is {} on {}, the parameter {} on {}", op_, name,
+               shape_str(g.shape()), g.device().str(), shape_str(p.shape()), p.device().str());
+      update(i, group, name, p, g);
+    }
+  }
+  ++steps_;
 }
 
 }  // namespace fitgrad::optim

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -60,6 +61,14 @@ class Optimizer {
   // Checks the groups: names unique and non-empty, tensors defined, floating, contiguous.
   // `op` starts error messages ("[adamw] ...").
   Optimizer(std::vector<ParamGroup> groups, double lr, const char* op);
+
+  // One step's walk over the parameters, shared by every optimizer: calls
+  // update(index, group, name, param, grad) for each parameter that has a gradient, in group
+  // order (index counts every parameter, skipped ones too, as the state slots do), after
+  // checking that the gradient's shape and device are the parameter's; then counts the step.
+  using Update = std::function<void(size_t index, const ParamGroup& group, const std::string& name,
+                                    const Tensor& param, const Tensor& grad)>;
+  void for_each_gradient(const Update& update);
 
   std::vector<ParamGroup> groups_;
   double lr_;

@@ -1,7 +1,6 @@
 // SGD (see sgd.h).
 #include "optim/sgd.h"
 
-#include "autograd/variable.h"
 #include "optim/cpu/update.h"
 #include "tensor/error.h"
 #include "tensor/ops/op_util.h"
@@ -26,33 +25,24 @@ SGD::SGD(std::vector<ParamGroup> groups, const SgdOptions& options)
 }
 
 void SGD::step() {
-  size_t index = 0;
-  for (const ParamGroup& group : groups_) {
-    for (const auto& [name, p] : group.params) {
-      const size_t i = index++;
-      const Tensor g = autograd::grad(p);
-      if (!g.defined()) continue;
-      FG_CHECK(g.shape() == p.shape() && g.device() == p.device(),
-               "[sgd] gradient of '{}' is {} on {}, the parameter {} on {}", name,
-               shape_str(g.shape()), g.device().str(), shape_str(p.shape()), p.device().str());
-      ParamStates::State& s = states_[i];
-      const bool compute = ops::run_kernel("sgd", p.device());  // as in AdamW::step
-      const bool first = s.step == 0;
-      if (first) states_.allocate(i, /*zero=*/false);
-      ++s.step;
-      if (!compute) continue;
-      const cpu::SgdScalars k{float(lr_),
-                              float(group.weight_decay),
-                              float(options_.momentum),
-                              float(1 - options_.dampening),
-                              options_.nesterov,
-                              first};
-      const Tensor gc = g.contiguous();
-      float* buf = s.buffers.empty() ? nullptr : s.buffers[0].data<float>();
-      cpu::sgd_update(k, p.data_ptr(), p.dtype(), gc.data_ptr(), gc.dtype(), buf, p.numel());
-    }
-  }
-  ++steps_;
+  for_each_gradient(
+      [&](size_t i, const ParamGroup& group, const std::string&, const Tensor& p, const Tensor& g) {
+        ParamStates::State& s = states_[i];
+        const bool compute = ops::run_kernel("sgd", p.device());  // as in AdamW::step
+        const bool first = s.step == 0;
+        if (first) states_.allocate(i, /*zero=*/false);
+        ++s.step;
+        if (!compute) return;
+        const cpu::SgdScalars k{float(lr_),
+                                float(group.weight_decay),
+                                float(options_.momentum),
+                                float(1 - options_.dampening),
+                                options_.nesterov,
+                                first};
+        const Tensor gc = g.contiguous();
+        float* buf = s.buffers.empty() ? nullptr : s.buffers[0].data<float>();
+        cpu::sgd_update(k, p.data_ptr(), p.dtype(), gc.data_ptr(), gc.dtype(), buf, p.numel());
+      });
 }
 
 std::map<std::string, Tensor> SGD::state_dict() const { return states_.state_dict(steps_); }
