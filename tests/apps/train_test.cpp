@@ -80,6 +80,19 @@ class TrainTest : public ::testing::Test {
     for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
     return rows;
   }
+  // Trains `base` into root_/base and the same run changed by `change` into root_/variant;
+  // returns their output directories.
+  std::pair<std::string, std::string> train_both(TrainArgs base,
+                                                 const std::function<void(TrainArgs&)>& change) {
+    base.output_dir = (root_ / "base").string();
+    base.save_steps = 0;
+    TrainArgs variant = base;
+    variant.output_dir = (root_ / "variant").string();
+    change(variant);
+    EXPECT_EQ(train(base), 0);
+    EXPECT_EQ(train(variant), 0);
+    return {base.output_dir, variant.output_dir};
+  }
   // The largest |loss difference| between two runs' metrics, which must log the same steps.
   static double max_loss_difference(const std::string& dir_a, const std::string& dir_b) {
     auto a = metrics(dir_a), b = metrics(dir_b);
@@ -162,59 +175,35 @@ TEST_F(TrainTest, ResumeRepeatsTheUninterruptedRunBitForBit) {
 }
 
 TEST_F(TrainTest, GradientCheckpointingKeepsTheLossesAndLowersThePeak) {
-  std::string data = write_text("text.txt", 997, 3);
   auto peak = [](const std::string& dir) {
     std::ifstream in(fs::path(dir) / "memory.json");
     return nlohmann::json::parse(in)["stats"]["allocated_bytes"]["all"]["peak"].get<int64_t>();
   };
-  TrainArgs plain = args(data, "plain");
-  plain.per_device_train_batch_size = 8;
-  plain.save_steps = 0;
-  ASSERT_EQ(train(plain), 0);
-  TrainArgs ckpt = plain;
-  ckpt.output_dir = (root_ / "ckpt").string();
-  ckpt.gradient_checkpointing = true;
-  ASSERT_EQ(train(ckpt), 0);
-  auto a = metrics(plain.output_dir), b = metrics(ckpt.output_dir);
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].contains("loss")) {
-      EXPECT_EQ(a[i]["loss"].get<double>(), b[i]["loss"].get<double>());
-    }
-  }
-  EXPECT_LT(peak(ckpt.output_dir), peak(plain.output_dir));
+  TrainArgs base = args(write_text("text.txt", 997, 3), "");
+  base.per_device_train_batch_size = 8;
+  auto [plain, ckpt] = train_both(base, [](TrainArgs& a) { a.gradient_checkpointing = true; });
+  EXPECT_EQ(max_loss_difference(plain, ckpt), 0.0);  // bitwise the same losses
+  EXPECT_LT(peak(ckpt), peak(plain));
 }
 
 TEST_F(TrainTest, Tf32ChangesTheNumericsSlightly) {
-  std::string data = write_text("text.txt", 997, 3);
-  TrainArgs fp32 = args(data, "fp32");
-  fp32.save_steps = 0;
-  ASSERT_EQ(train(fp32), 0);
-  TrainArgs tf32 = fp32;
-  tf32.output_dir = (root_ / "tf32").string();
-  tf32.tf32 = true;
-  ASSERT_EQ(train(tf32), 0);
+  auto [fp32, tf32] =
+      train_both(args(write_text("text.txt", 997, 3), ""), [](TrainArgs& a) { a.tf32 = true; });
   EXPECT_FALSE(cpu::matmul_tf32());  // the mode is the run's only
-  const double max_diff = max_loss_difference(fp32.output_dir, tf32.output_dir);
+  const double max_diff = max_loss_difference(fp32, tf32);
   EXPECT_GT(max_diff, 0.0);   // TF32 rounding reached the matmuls
   EXPECT_LT(max_diff, 1e-2);  // and stayed a rounding effect
 }
 
 TEST_F(TrainTest, Bf16AutocastTrainsCloseToFp32) {
-  std::string data = write_text("text.txt", 997, 3);
-  TrainArgs fp32 = args(data, "fp32");
-  fp32.save_steps = 0;
-  ASSERT_EQ(train(fp32), 0);
-  TrainArgs bf16 = fp32;
-  bf16.output_dir = (root_ / "bf16").string();
-  bf16.bf16 = true;
-  ASSERT_EQ(train(bf16), 0);
-  const double max_diff = max_loss_difference(fp32.output_dir, bf16.output_dir);
+  auto [fp32, bf16] =
+      train_both(args(write_text("text.txt", 997, 3), ""), [](TrainArgs& a) { a.bf16 = true; });
+  const double max_diff = max_loss_difference(fp32, bf16);
   EXPECT_GT(max_diff, 0.0);   // the matmuls ran in bf16
   EXPECT_LT(max_diff, 5e-2);  // bf16 has 8 significant bits: a rounding effect, not a bug
   // The checkpoint holds fp32 master weights.
-  auto st = nn::SafetensorsFile::open(
-      (fs::path(bf16.output_dir) / "checkpoint-6" / "model.safetensors").string());
+  auto st =
+      nn::SafetensorsFile::open((fs::path(bf16) / "checkpoint-6" / "model.safetensors").string());
   EXPECT_EQ(st.tensor("lm_head.weight").dtype(), DType::f32);
 }
 
