@@ -25,7 +25,6 @@ class Progress {
   // mode: "bar", "plain" or "auto" (bar when `out` is stderr and stderr is a terminal).
   Progress(std::ostream& out, const std::string& mode, bool out_is_stderr);
   ~Progress();
-  bool live() const { return live_; }
 
   // After every step; `logging_step` says whether this step is a logging step (a plain
   // line is written only then).

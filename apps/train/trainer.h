@@ -35,9 +35,8 @@
 
 namespace fitgrad::apps {
 
-// Exit codes of run_train besides 0.
+// The exit code of run_train after an out-of-memory (an interrupt gives 128 + the signal).
 inline constexpr int kExitOutOfMemory = 3;
-inline constexpr int kExitInterrupted = 130;  // SIGINT; SIGTERM gives 143 (128 + signal)
 
 // Runs a training job. `out` gets the summary lines and `err` the progress display.
 // Returns 0, kExitOutOfMemory (the allocator's report was printed; the newest checkpoint
