@@ -121,7 +121,7 @@ CrossEntropyOut cross_entropy(const Tensor& logits, const Tensor& targets, int64
 
 Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const Tensor& targets,
                               const Tensor& lse, int64_t count, int64_t ignore_index,
-                              bool overwrite_logits) {
+                              bool overwrite_logits, int64_t chunk_rows) {
   const char* op = "cross_entropy_backward";
   const Sizes s = check_logits_targets(op, logits, targets);
   check_floating(op, "dloss", dloss);
@@ -131,13 +131,15 @@ Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const T
   check_shape(op, "lse", lse, {s.n});
   FG_CHECK(lse.dtype() == DType::f32, "[{}] lse must be f32, got {}", op, dtype_name(lse.dtype()));
   FG_CHECK(count >= 0 && count <= s.n, "[{}] count {} is outside [0, {}]", op, count, s.n);
+  FG_CHECK(chunk_rows >= 0, "[{}] chunk_rows {} is negative", op, chunk_rows);
   const bool compute = run_kernel(op, logits.device());
   const Tensor t64 = targets.to(DType::i64).contiguous();  // (N)
   const Tensor lse32 = lse.contiguous();                   // (N)
   const bool in_place = overwrite_logits && logits.dtype() == DType::f32 && logits.is_contiguous();
   Tensor dlogits =
       in_place ? logits : Tensor::empty(logits.shape(), logits.dtype(), logits.device());
-  const int64_t rows = std::min(s.n, cross_entropy_default_chunk_rows(s.v));
+  const int64_t rows =
+      std::min(s.n, chunk_rows > 0 ? chunk_rows : cross_entropy_default_chunk_rows(s.v));
   ChunkReader reader(logits, rows);
   if (!compute) return dlogits;
   count_targets(op, t64, s.v, ignore_index);  // for its range check

@@ -29,7 +29,8 @@ CrossEntropyOut cross_entropy(const Tensor& logits,   // (N, V)
 
 // dlogits (N, V) in logits' dtype: dloss / count * (softmax(logits) - onehot(target)) per
 // row, zero rows where the target is ignore_index (and everywhere when count is 0).
-// lse and count are those cross_entropy returned; computed chunk by chunk like the forward.
+// lse and count are those cross_entropy returned; computed chunk by chunk like the forward,
+// with chunk_rows as there (0: the default; the chunking never changes the result).
 // overwrite_logits: when logits are f32 and contiguous, the gradient is written over them
 // and returned as the same tensor (no (N, V) allocation); the caller guarantees that
 // nothing reads the logits afterwards. Other logits get a fresh tensor as usual.
@@ -38,7 +39,7 @@ Tensor cross_entropy_backward(const Tensor& dloss,    // () loss gradient
                               const Tensor& targets,  // (N) i32 or i64
                               const Tensor& lse,      // (N) f32
                               int64_t count, int64_t ignore_index = -100,
-                              bool overwrite_logits = false);
+                              bool overwrite_logits = false, int64_t chunk_rows = 0);
 
 // The rows cross_entropy converts at once for chunk_rows = 0 and V classes: the f32
 // scratch of one chunk is at most 4 MiB, and at least one row.

@@ -7,13 +7,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "autograd/grad_mode.h"
 #include "nn/io/safetensors.h"
+#include "tests/nn/io/smollm2_file.h"
 #include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad::apps {
@@ -41,12 +41,6 @@ std::vector<float> logits(const nn::CausalLM& m) {
   autograd::NoGradGuard no_grad;
   const Tensor ids = Tensor::from_vector(std::vector<int32_t>{72, 105, 33, 10}, {1, 4}, DType::i32);
   return m.forward(ids).to_vector<float>();
-}
-
-std::string smollm2_gguf() {
-  const char* home = std::getenv("HOME");
-  const fs::path p = fs::path(home ? home : "") / ".cache/fitgrad/SmolLM2-135M-Instruct.Q4_1.gguf";
-  return fs::is_regular_file(p) ? p.string() : "";
 }
 
 TEST(ModelSource, PresetWithItsDefaultTokenizer) {
@@ -144,8 +138,8 @@ TEST(ModelSource, BadSpecsAreNamed) {
 }
 
 TEST(ModelSource, GgufSpecAndGgufInitGiveTheSameModel) {
-  const std::string gguf = smollm2_gguf();
-  if (gguf.empty()) GTEST_SKIP() << "no ~/.cache/fitgrad/SmolLM2-135M-Instruct.Q4_1.gguf";
+  const std::string gguf = test::smollm2_path();
+  if (!fs::is_regular_file(gguf)) GTEST_SKIP() << test::smollm2_skip_message();
   const LoadedModel a = load_model(gguf, "", {});
   EXPECT_EQ(a.tokenizer_id, "gguf:" + gguf);
   EXPECT_EQ(a.model->config().vocab_size, 49152);

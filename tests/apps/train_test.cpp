@@ -93,15 +93,21 @@ class TrainTest : public ::testing::Test {
     EXPECT_EQ(train(variant), 0);
     return {base.output_dir, variant.output_dir};
   }
-  // The largest |loss difference| between two runs' metrics, which must log the same steps.
+  // The largest |loss difference| between two runs' metrics, which must log the same steps,
+  // at least one of them with a loss (else any comparison of the two would pass).
   static double max_loss_difference(const std::string& dir_a, const std::string& dir_b) {
     auto a = metrics(dir_a), b = metrics(dir_b);
     EXPECT_EQ(a.size(), b.size());
     double max_diff = 0;
-    for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
-      if (a[i].contains("loss"))
-        max_diff =
-            std::max(max_diff, std::abs(a[i]["loss"].get<double>() - b[i]["loss"].get<double>()));
+    size_t compared = 0;
+    for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+      EXPECT_EQ(a[i].contains("loss"), b[i].contains("loss")) << "metrics row " << i;
+      if (!a[i].contains("loss") || !b[i].contains("loss")) continue;
+      max_diff =
+          std::max(max_diff, std::abs(a[i]["loss"].get<double>() - b[i]["loss"].get<double>()));
+      ++compared;
+    }
+    EXPECT_GT(compared, 0u) << "no loss rows in " << dir_a << " and " << dir_b;
     return max_diff;
   }
   static std::string read_bytes(const fs::path& p) {

@@ -1,29 +1,21 @@
 // The tokenizer embedded in SmolLM2's GGUF file, loaded through tokenizer_from_gguf. Runs
-// when the file is present (tools/fetch-smollm2.sh), else skips saying how to get it.
+// when the file is present (tools/fetch-smollm2.sh), else skips saying how to get it;
+// tests/golden/smollm2_slice_tokenizer_test.cpp checks a committed slice of it always.
 #include "data/gguf_tokenizer.h"
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
+
+#include "tests/nn/io/smollm2_file.h"
 
 namespace fitgrad::data {
 namespace {
 
-std::string smollm2_path() {
-  if (const char* p = std::getenv("FITGRAD_SMOLLM2"); p && *p) return p;
-  const char* cache = std::getenv("FITGRAD_CACHE");
-  const char* home = std::getenv("HOME");
-  return (cache && *cache ? std::string(cache)
-                          : std::string(home ? home : "") + "/.cache/fitgrad") +
-         "/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
-
 TEST(TokenizerGguf, SmolLM2VocabSpecialsAndRoundTrips) {
-  if (!std::filesystem::is_regular_file(smollm2_path()))
-    GTEST_SKIP() << "SmolLM2 GGUF not found at " << smollm2_path()
-                 << "; run tools/fetch-smollm2.sh or set FITGRAD_SMOLLM2";
-  const nn::GgufFile file = nn::GgufFile::open(smollm2_path());
+  if (!std::filesystem::is_regular_file(test::smollm2_path()))
+    GTEST_SKIP() << test::smollm2_skip_message();
+  const nn::GgufFile file = nn::GgufFile::open(test::smollm2_path());
   const BpeTokenizer tok = tokenizer_from_gguf(file);
   EXPECT_EQ(tok.vocab_size(), 49152);
   ASSERT_TRUE(tok.bos() && tok.eos());

@@ -11,6 +11,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -273,14 +276,37 @@ TEST(Loader, Errors) {
   EXPECT_THROW(loader.restore({-1, 0, 3}), Error);
 }
 
+// The loader lives on a thread of its own, watched: a destructor that does not return in
+// 60 s fails the test and ends the process (a hung join cannot be undone), instead of
+// waiting for ctest's timeout. Once it returns, every prefetched batch has been freed.
 TEST(Loader, DestructorStopsWorkersWaitingOnFullQueues) {
   const std::vector<int32_t> tokens = iota_tokens(4096);
+  CachingAllocator& cpu = allocator_for(Device::cpu());
+  const auto data_bytes = [&] { return cpu.by_category()[size_t(Category::data)].current; };
   for (int taken : {0, 1, 5}) {
-    Loader loader(tokens, options_of(2, 16, 0, DataOrder::random, 3, 1));
-    take(loader, taken);
-    // Give the workers time to fill their queues and block on them.
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }  // joins, or the test hangs
+    const int64_t before = data_bytes();
+    int64_t held = 0;
+    std::promise<void> destroyed;
+    std::future<void> done = destroyed.get_future();
+    std::thread owner([&] {
+      {
+        Loader loader(tokens, options_of(2, 16, 0, DataOrder::random, 3, 1));
+        take(loader, taken);
+        // Give the workers time to fill their queues and block on them.
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        held = data_bytes() - before;
+      }
+      destroyed.set_value();
+    });
+    if (done.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+      ADD_FAILURE() << "the Loader destructor did not return within 60 s (taken " << taken << ")";
+      std::fprintf(stderr, "Loader.DestructorStopsWorkersWaitingOnFullQueues: hung, exiting\n");
+      std::_Exit(1);
+    }
+    owner.join();
+    EXPECT_GT(held, 0) << "the workers prefetched nothing (taken " << taken << ")";
+    EXPECT_EQ(data_bytes(), before) << "batches outlived the loader (taken " << taken << ")";
+  }
 }
 
 TEST(Loader, BatchesAreDataInTheLedger) {

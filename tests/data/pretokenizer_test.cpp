@@ -1,6 +1,7 @@
 // Pre-tokenizers and UTF-8: the splits of GPT-2's, Llama 3's, Qwen2's and SmolLM's
 // patterns on tricky text (expected pieces produced by Python's `regex` module with the
-// patterns of Note [Pre-tokenizer patterns]), tiling on arbitrary bytes, strict UTF-8
+// patterns of Note [Pre-tokenizer patterns]: split_cases() is the output of
+// tests/golden/gen_tokenizer_golden.py --splits), tiling on arbitrary bytes, strict UTF-8
 // decoding, character classes, and the GGUF pre-tokenizer names.
 #include "data/pretokenizer.h"
 

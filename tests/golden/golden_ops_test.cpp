@@ -213,6 +213,8 @@ TEST(GoldenOpsFiles, EveryGoldenFileIsUsed) {
   // Read by tests/optim/ (optim_golden_test.cpp, schedule_test.cpp).
   used.insert({"optim_adamw.gtb", "optim_adamw_clip.gtb", "optim_sgd.gtb", "optim_sgd_nesterov.gtb",
                "optim_schedules.gtb"});
+  // Read by smollm2_slice_*_test.cpp and tests/nn/io/gguf_smollm2_test.cpp.
+  used.insert({"smollm2_slice.gtb", "smollm2_tensors.gtb"});
   for (const auto& c : cases()) used.insert(c.file);
   int n = 0;
   for (const auto& e : std::filesystem::directory_iterator(FITGRAD_GOLDEN_DIR)) {

@@ -1,7 +1,8 @@
 // Reads the real SmolLM2-135M-Instruct Q4_1 GGUF file (Llama architecture, 30 blocks,
 // tied embeddings): its metadata, its tokenizer arrays, every tensor decoded, and the
 // parameter count under the Hugging Face names, which must equal the published count
-// 134,515,008. The file comes from tools/fetch-smollm2.sh; the tests skip when it is absent.
+// 134,515,008. Every tensor's decode is checked against ggml's `gguf` package. The file
+// comes from tools/fetch-smollm2.sh; the tests skip when it is absent.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,9 +11,12 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "nn/io/gguf.h"
 #include "nn/io/llama_names.h"
+#include "tests/golden/golden_file.h"
+#include "tests/nn/io/gguf_decode_check.h"
 #include "tests/nn/io/smollm2_file.h"
 
 namespace fitgrad::nn {
@@ -113,35 +117,26 @@ TEST_F(GgufSmolLM2, ParameterCountIsPublished) {
   EXPECT_EQ(total, V * D + L * (2 * D + D * D + 2 * D * kv + D * D + 3 * D * F) + D);
 }
 
-// Every tensor decodes; the values are finite; quantized weights have a plausible
-// magnitude (the mean |w| of a trained 576-wide projection is of order 1/sqrt(576)).
+// Every tensor decodes to the values of ggml's `gguf` package, bit for bit (Note [Bitwise
+// GGUF decodes]): the checksum of its whole decode and three sampled 32-value blocks, from
+// tests/golden/smollm2_tensors.gtb (gen_smollm2_fixture.py).
 TEST_F(GgufSmolLM2, EveryTensorDequantizes) {
-  double min_mean = 1e9, max_mean = 0;
+  const testing::GoldenFile ref(testing::golden_path("smollm2_tensors.gtb"));
+  const auto& checksums = ref.meta().at("checksums");
+  ASSERT_EQ(checksums.size(), file().tensors().size());
   for (const auto& t : file().tensors()) {
-    SCOPED_TRACE(t.name);
+    SCOPED_TRACE(t.name + " (" + t.type_name() + ")");
     Tensor w = file().tensor(t.name);
     ASSERT_EQ(w.shape(), t.shape());
-    const float* p = w.data<float>();
-    double sum_abs = 0;
-    int64_t non_finite = 0;
-    for (int64_t i = 0; i < w.numel(); ++i) {
-      if (!std::isfinite(p[i])) ++non_finite;
-      sum_abs += std::abs(double(p[i]));
-    }
-    ASSERT_EQ(non_finite, 0);
-    const double mean_abs = sum_abs / double(w.numel());
-    if (t.type_name() == "F32") {
-      EXPECT_GT(mean_abs, 1e-3);  // norm weights
-      EXPECT_LT(mean_abs, 100.0);
-    } else {
-      EXPECT_GT(mean_abs, 5e-3);
-      EXPECT_LT(mean_abs, 0.5);
-      min_mean = std::min(min_mean, mean_abs);
-      max_mean = std::max(max_mean, mean_abs);
-    }
+    const float* x = w.data<float>();
+    EXPECT_EQ(test::decode_checksum(x, w.numel()), checksums.at(t.name).get<std::string>());
+    const std::vector<int64_t> blocks = ref.tensor(t.name + ".blocks").to_vector<int64_t>();
+    const std::vector<float> want = ref.tensor(t.name).to_vector<float>();
+    ASSERT_EQ(want.size(), 32 * blocks.size());
+    for (size_t s = 0; s < blocks.size(); ++s)
+      test::expect_same_bits(x + 32 * blocks[s], want.data() + 32 * s, 32,
+                             "block " + std::to_string(blocks[s]));
   }
-  RecordProperty("quantized_mean_abs_min", std::to_string(min_mean));
-  RecordProperty("quantized_mean_abs_max", std::to_string(max_mean));
 }
 
 // The decoded embedding row of a token matches in f32, bf16 and through load_llama_gguf,

@@ -216,10 +216,9 @@ TEST_P(AttentionHalf, ForwardAndBackwardWithinDtypeTolerance) {
   const ops::AttentionOut out = ops::flash_attention(in.q, in.k, in.v, true);
   EXPECT_EQ(out.o.dtype(), dtype);
   EXPECT_EQ(out.lse.dtype(), DType::f32);
-  const Tolerance tol = tolerance_for(dtype);
   const Reference want =
       reference(x, to_f64(in.q), to_f64(in.k), to_f64(in.v), true, default_scale(x));
-  EXPECT_TRUE(all_close(to_f64(out.o), want.o, tol.rtol, tol.atol));
+  EXPECT_TRUE(close_for(dtype, to_f64(out.o), want.o));
   EXPECT_TRUE(all_close(to_f64(out.lse), want.lse, 1e-5, 1e-5));
   // Gradients: against the f32 computation on the same (exactly representable) values.
   const ops::AttentionGrads g =
@@ -227,9 +226,9 @@ TEST_P(AttentionHalf, ForwardAndBackwardWithinDtypeTolerance) {
   const ops::AttentionGrads g32 = ops::naive_attention_backward(
       dout.to(DType::f32), in.q.to(DType::f32), in.k.to(DType::f32), in.v.to(DType::f32), true);
   for (const Tensor* t : {&g.dq, &g.dk, &g.dv}) EXPECT_EQ(t->dtype(), dtype);
-  EXPECT_TRUE(all_close(to_f64(g.dq), to_f64(g32.dq), tol.rtol, tol.atol)) << "dq";
-  EXPECT_TRUE(all_close(to_f64(g.dk), to_f64(g32.dk), tol.rtol, tol.atol)) << "dk";
-  EXPECT_TRUE(all_close(to_f64(g.dv), to_f64(g32.dv), tol.rtol, tol.atol)) << "dv";
+  EXPECT_TRUE(close_for(dtype, to_f64(g.dq), to_f64(g32.dq))) << "dq";
+  EXPECT_TRUE(close_for(dtype, to_f64(g.dk), to_f64(g32.dk))) << "dk";
+  EXPECT_TRUE(close_for(dtype, to_f64(g.dv), to_f64(g32.dv))) << "dv";
 }
 
 INSTANTIATE_TEST_SUITE_P(Attention, AttentionHalf, ::testing::Values(DType::bf16, DType::f16),

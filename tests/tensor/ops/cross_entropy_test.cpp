@@ -97,10 +97,7 @@ TEST_P(CrossEntropyTest, BackwardMatchesFiniteDifferences) {
   auto loss = [&](const std::vector<double>& x) {
     return dloss * reference(x, t, c.v, c.ignore_index).loss;
   };
-  const Tolerance tol = tolerance_for(c.dtype);
-  // f32 is checked against the derivative to ~1e-6 of the largest entry (1 / count).
-  const double atol = c.dtype == DType::f32 ? 1e-7 : tol.atol / double(out.count);
-  EXPECT_TRUE(all_close(to_f64(dlogits), finite_diff(loss, to_f64(logits)), tol.rtol, atol));
+  EXPECT_TRUE(close_for(c.dtype, to_f64(dlogits), finite_diff(loss, to_f64(logits))));
 }
 
 TEST_P(CrossEntropyTest, ChunkingChangesNoBit) {
@@ -132,6 +129,75 @@ TEST(CrossEntropy, NonContiguousLogits) {
                                                 want.lse, want.count);
   EXPECT_EQ(to_f64(d), to_f64(dw));
 }
+
+// Backward over several row chunks against the analytic fp64 gradient,
+// dloss / count * (softmax - onehot), so that every chunk's rows must land at their own
+// offset (in the logits read, the lse, the targets and dlogits). Ignored targets fall in
+// the first and in the last chunk; the last chunk is a short remainder.
+struct CeChunkCase {
+  std::string name;
+  int64_t n, v;
+  DType dtype;
+  int64_t chunk_rows;  // 0: the default, 256 rows for V = 4096
+  bool overwrite_logits;
+};
+
+std::vector<CeChunkCase> ce_chunk_cases() {
+  std::vector<CeChunkCase> cases;
+  for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
+    const std::string d(dtype_name(dt));
+    cases.push_back({"default_chunks_" + d, 300, 4096, dt, 0, false});
+    cases.push_back({"odd_chunks_" + d, 37, 50, dt, 8, false});
+  }
+  cases.push_back({"default_chunks_f32_in_place", 300, 4096, DType::f32, 0, true});
+  cases.push_back({"odd_chunks_f32_in_place", 37, 50, DType::f32, 8, true});
+  return cases;
+}
+
+class CrossEntropyChunkedBackward : public ::testing::TestWithParam<CeChunkCase> {};
+
+TEST_P(CrossEntropyChunkedBackward, MatchesFp64SoftmaxMinusOneHot) {
+  const CeChunkCase& c = GetParam();
+  const int64_t rows = c.chunk_rows > 0 ? c.chunk_rows : ops::cross_entropy_default_chunk_rows(c.v);
+  ASSERT_LT(rows, c.n);      // more than one chunk
+  ASSERT_NE(c.n % rows, 0);  // and a remainder
+  const Tensor logits = random_tensor({c.n, c.v}, 11, c.dtype, -6, 6);
+  const std::vector<double> x = to_f64(logits);
+  std::mt19937_64 rng(12);
+  std::vector<int64_t> t(size_t(c.n));
+  for (int64_t r = 0; r < c.n; ++r) t[size_t(r)] = int64_t(rng() % uint64_t(c.v));
+  for (int64_t r : {int64_t(1), rows - 1, c.n - 2}) t[size_t(r)] = -100;
+  const Tensor targets = Tensor::from_vector(t, {c.n}, DType::i64);
+  const ops::CrossEntropyOut out = ops::cross_entropy(logits, targets, -100, c.chunk_rows);
+  ASSERT_EQ(out.count, c.n - 3);
+
+  const double dloss = 1.3;
+  const double g = dloss / double(out.count);
+  std::vector<double> want(x.size(), 0.0);
+  for (int64_t i = 0; i < c.n; ++i) {
+    if (t[size_t(i)] == -100) continue;
+    const double* row = x.data() + i * c.v;
+    const double mx = *std::max_element(row, row + c.v);
+    double sum = 0;
+    for (int64_t j = 0; j < c.v; ++j) sum += std::exp(row[j] - mx);
+    for (int64_t j = 0; j < c.v; ++j)
+      want[size_t(i * c.v + j)] = g * (std::exp(row[j] - mx) / sum - (j == t[size_t(i)] ? 1 : 0));
+  }
+  // The in-place path writes over its own copy, so the checked logits stay intact.
+  const Tensor src = c.overwrite_logits ? logits.clone() : logits;
+  const Tensor dlogits =
+      ops::cross_entropy_backward(Tensor::full({}, dloss), src, targets, out.lse, out.count, -100,
+                                  c.overwrite_logits, c.chunk_rows);
+  EXPECT_EQ(dlogits.dtype(), c.dtype);
+  if (c.overwrite_logits) {
+    EXPECT_EQ(dlogits.data<float>(), src.data<float>());
+  }
+  EXPECT_TRUE(close_for(c.dtype, to_f64(dlogits), want));
+}
+
+INSTANTIATE_TEST_SUITE_P(CrossEntropy, CrossEntropyChunkedBackward,
+                         ::testing::ValuesIn(ce_chunk_cases()),
+                         [](const auto& info) { return info.param.name; });
 
 // Note [Cross-entropy with every target ignored] in tensor/ops/cross_entropy.cpp.
 TEST(CrossEntropy, EveryTargetIgnoredGivesZeroLossAndGradient) {

@@ -53,8 +53,7 @@ TEST_P(DropoutTest, ForwardMatchesFp64Reference) {
   EXPECT_EQ(gen.state().offset, 3 + uint64_t(x.numel()));
   EXPECT_EQ(out.y.shape(), c.shape);
   EXPECT_EQ(out.y.dtype(), c.dtype);
-  const Tolerance tol = tolerance_for(c.dtype);
-  EXPECT_TRUE(all_close(to_f64(out.y), reference(to_f64(x), c.p, out.state), tol.rtol, tol.atol));
+  EXPECT_TRUE(close_for(c.dtype, to_f64(out.y), reference(to_f64(x), c.p, out.state)));
 }
 
 TEST_P(DropoutTest, BackwardMatchesFiniteDifferences) {
@@ -72,8 +71,7 @@ TEST_P(DropoutTest, BackwardMatchesFiniteDifferences) {
     for (size_t i = 0; i < y.size(); ++i) s += dyv[i] * y[i];
     return s;
   };
-  const Tolerance tol = tolerance_for(c.dtype);
-  EXPECT_TRUE(all_close(to_f64(dx), finite_diff(loss, to_f64(x)), tol.rtol, tol.atol));
+  EXPECT_TRUE(close_for(c.dtype, to_f64(dx), finite_diff(loss, to_f64(x))));
 }
 
 INSTANTIATE_TEST_SUITE_P(Dropout, DropoutTest, ::testing::ValuesIn(dropout_cases()),

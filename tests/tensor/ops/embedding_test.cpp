@@ -82,8 +82,7 @@ TEST_P(EmbeddingTest, BackwardMatchesFiniteDifferences) {
     for (size_t i = 0; i < y.size(); ++i) s += dyv[i] * y[i];
     return s;
   };
-  const Tolerance tol = tolerance_for(c.dtype);
-  EXPECT_TRUE(all_close(to_f64(dw), finite_diff(loss, to_f64(w)), tol.rtol, tol.atol));
+  EXPECT_TRUE(close_for(c.dtype, to_f64(dw), finite_diff(loss, to_f64(w))));
 }
 
 INSTANTIATE_TEST_SUITE_P(Embedding, EmbeddingTest, ::testing::ValuesIn(embedding_cases()),

@@ -75,9 +75,7 @@ TEST(Matmul, MatchesFp64ReferenceAcrossTransposesAndBroadcasts) {
       const Tensor y = ops::matmul(a, b, c.ta, c.tb);
       ASSERT_EQ(y.shape(), c.out);
       EXPECT_EQ(y.dtype(), dt);
-      const Tolerance tol = tolerance_for(dt);
-      EXPECT_TRUE(
-          all_close(to_f64(y), ref_matmul(a, b, c.ta, c.tb, c.out), tol.rtol, tol.atol * 10));
+      EXPECT_TRUE(close_for(dt, to_f64(y), ref_matmul(a, b, c.ta, c.tb, c.out)));
     }
   }
 }

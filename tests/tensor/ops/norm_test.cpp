@@ -88,8 +88,6 @@ TEST_P(NormTest, ForwardMatchesFp64Reference) {
   const NormCase& c = GetParam();
   const Inputs in = make_inputs(c, 10);
   const Ref want = reference(c, to_f64(in.x), values_or_empty(in.w), values_or_empty(in.b));
-  const Tolerance tol = tolerance_for(c.dtype);
-  const Tolerance f32 = tolerance_for(DType::f32);
   const Shape rows(c.shape.begin(), c.shape.end() - 1);
   Tensor y, rstd;
   if (c.rms) {
@@ -102,14 +100,14 @@ TEST_P(NormTest, ForwardMatchesFp64Reference) {
     rstd = out.rstd;
     EXPECT_EQ(out.mean.shape(), rows);
     EXPECT_EQ(out.mean.dtype(), DType::f32);
-    EXPECT_TRUE(all_close(to_f64(out.mean), want.mean, f32.rtol, f32.atol));
+    EXPECT_TRUE(close_for(DType::f32, to_f64(out.mean), want.mean));
   }
   EXPECT_EQ(y.dtype(), c.dtype);
   EXPECT_EQ(y.shape(), c.shape);
-  EXPECT_TRUE(all_close(to_f64(y), want.y, tol.rtol, tol.atol));
+  EXPECT_TRUE(close_for(c.dtype, to_f64(y), want.y));
   EXPECT_EQ(rstd.shape(), rows);
   EXPECT_EQ(rstd.dtype(), DType::f32);
-  EXPECT_TRUE(all_close(to_f64(rstd), want.rstd, f32.rtol, f32.atol));
+  EXPECT_TRUE(close_for(DType::f32, to_f64(rstd), want.rstd));
 }
 
 TEST_P(NormTest, BackwardMatchesFiniteDifferences) {
@@ -140,22 +138,21 @@ TEST_P(NormTest, BackwardMatchesFiniteDifferences) {
     dw = g.dweight;
     db = g.dbias;
   }
-  const Tolerance tol = tolerance_for(c.dtype);
   EXPECT_EQ(dx.dtype(), c.dtype);
-  EXPECT_TRUE(all_close(to_f64(dx), finite_diff([&](const auto& v) { return loss(v, w, b); }, x),
-                        tol.rtol, tol.atol))
+  EXPECT_TRUE(
+      close_for(c.dtype, to_f64(dx), finite_diff([&](const auto& v) { return loss(v, w, b); }, x)))
       << "dx";
   EXPECT_EQ(dw.defined(), c.weight);
   if (c.weight) {
     EXPECT_EQ(dw.dtype(), c.dtype);
-    EXPECT_TRUE(all_close(to_f64(dw), finite_diff([&](const auto& v) { return loss(x, v, b); }, w),
-                          tol.rtol, tol.atol))
+    EXPECT_TRUE(close_for(c.dtype, to_f64(dw),
+                          finite_diff([&](const auto& v) { return loss(x, v, b); }, w)))
         << "dweight";
   }
   EXPECT_EQ(db.defined(), c.bias);
   if (c.bias) {
-    EXPECT_TRUE(all_close(to_f64(db), finite_diff([&](const auto& v) { return loss(x, w, v); }, b),
-                          tol.rtol, tol.atol))
+    EXPECT_TRUE(close_for(c.dtype, to_f64(db),
+                          finite_diff([&](const auto& v) { return loss(x, w, v); }, b)))
         << "dbias";
   }
 }

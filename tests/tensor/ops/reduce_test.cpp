@@ -147,9 +147,7 @@ TEST(ReduceSum, SumAndMeanMatchFp64AndTheirBackwardFiniteDifferences) {
         ASSERT_EQ(y.shape(), oshape);
         ASSERT_EQ(y.dtype(), dtype);
         const std::vector<double> xv = to_f64(x);
-        const Tolerance tol = tolerance_for(dtype);
-        EXPECT_TRUE(
-            all_close(to_f64(y), sum_ref(xv, row.shape, reduced, mean), tol.rtol, tol.atol));
+        EXPECT_TRUE(close_for(dtype, to_f64(y), sum_ref(xv, row.shape, reduced, mean)));
 
         // Backward as autograd composes it: w broadcast back over the reduced dims.
         const Tensor w = random_tensor(oshape, seed++, dtype);
@@ -334,8 +332,7 @@ TEST(ReduceSumTo, SumsTheBroadcastDims) {
         }
         want[size_t(o)] += gv[size_t(i)];
       }
-      const Tolerance tol = tolerance_for(dtype);
-      EXPECT_TRUE(all_close(to_f64(s), want, tol.rtol, tol.atol));
+      EXPECT_TRUE(close_for(dtype, to_f64(s), want));
     }
   const Tensor g = Tensor::zeros({2, 3});
   EXPECT_TRUE(ops::sum_to(g, {2, 3}).shares_storage_with(g));

@@ -66,9 +66,7 @@ TEST_P(RopeTest, ForwardMatchesFp64Reference) {
   EXPECT_EQ(y.shape(), c.shape);
   EXPECT_EQ(y.dtype(), c.dtype);
   // f32 cos/sin of angles up to ~4000 rad carry ~1e-7 absolute error each.
-  const Tolerance tol = tolerance_for(c.dtype);
-  EXPECT_TRUE(all_close(to_f64(y), reference(to_f64(x), c.shape, c.offset, c.theta), tol.rtol,
-                        std::max(tol.atol, 1e-6)));
+  EXPECT_TRUE(close_for(c.dtype, to_f64(y), reference(to_f64(x), c.shape, c.offset, c.theta)));
 }
 
 TEST_P(RopeTest, BackwardMatchesFiniteDifferences) {
@@ -84,9 +82,7 @@ TEST_P(RopeTest, BackwardMatchesFiniteDifferences) {
     for (size_t i = 0; i < y.size(); ++i) s += dyv[i] * y[i];
     return s;
   };
-  const Tolerance tol = tolerance_for(c.dtype);
-  EXPECT_TRUE(
-      all_close(to_f64(dx), finite_diff(loss, to_f64(x)), tol.rtol, std::max(tol.atol, 1e-6)));
+  EXPECT_TRUE(close_for(c.dtype, to_f64(dx), finite_diff(loss, to_f64(x))));
 }
 
 INSTANTIATE_TEST_SUITE_P(Rope, RopeTest, ::testing::ValuesIn(rope_cases()), [](const auto& info) {
