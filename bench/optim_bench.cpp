@@ -2,7 +2,7 @@
 // 124M / 4, in a few tensors of transformer-like shapes), and clip_grad_norm on the same
 // gradients. A step reads p, g, m, v and writes p, m, v, 28 bytes per element, so the
 // "GB/s" counter is the memory traffic it sustains (Note [Optimizer kernels] in
-// optim/cpu/update.cpp). Clipping is timed below max_norm, so it only reads the gradients
+// tensor/cpu/optim_update.cpp). Clipping is timed below max_norm, so it only reads the gradients
 // (4 bytes per element).
 #include <benchmark/benchmark.h>
 

@@ -3,9 +3,9 @@
 
 #include <cmath>
 
-#include "optim/cpu/update.h"
+#include "tensor/backend/kernel_table.h"
 #include "tensor/error.h"
-#include "tensor/ops/op_util.h"
+#include "tensor/ops/optim_update.h"
 
 namespace fitgrad::optim {
 
@@ -24,26 +24,23 @@ void AdamW::step() {
   for_each_gradient(
       [&](size_t i, const ParamGroup& group, const std::string&, const Tensor& p, const Tensor& g) {
         ParamStates::State& s = states_[i];
-        // false on meta (allocate, compute nothing); throws before any change on cuda.
-        const bool compute = ops::run_kernel("adamw", p.device());
+        // Throws before any change on a backend without the kernel.
+        backend::require_kernel(backend::OpId::adamw_update, p.device());
         if (s.step == 0) states_.allocate(i, /*zero=*/true);
         ++s.step;
-        if (!compute) return;
         // The scalars as torch computes them in Python (double), then rounds them to f32.
         const double t = double(s.step);
         const double bias_correction1 = 1 - std::pow(options_.beta1, t);
         const double bias_correction2 = 1 - std::pow(options_.beta2, t);
-        const cpu::AdamWScalars k{float(1 - lr_ * group.weight_decay),
-                                  float(options_.beta1),
-                                  float(1 - options_.beta1),
-                                  float(options_.beta2),
-                                  float(1 - options_.beta2),
-                                  float(std::sqrt(bias_correction2)),
-                                  float(options_.eps),
-                                  float(-(lr_ / bias_correction1))};
-        const Tensor gc = g.contiguous();
-        cpu::adamw_update(k, p.data_ptr(), p.dtype(), gc.data_ptr(), gc.dtype(),
-                          s.buffers[0].data<float>(), s.buffers[1].data<float>(), p.numel());
+        const backend::AdamWScalars k{float(1 - lr_ * group.weight_decay),
+                                      float(options_.beta1),
+                                      float(1 - options_.beta1),
+                                      float(options_.beta2),
+                                      float(1 - options_.beta2),
+                                      float(std::sqrt(bias_correction2)),
+                                      float(options_.eps),
+                                      float(-(lr_ / bias_correction1))};
+        ops::adamw_update_(p, g.contiguous(), s.buffers[0], s.buffers[1], k);
       });
 }
 

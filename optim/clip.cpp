@@ -5,9 +5,8 @@
 #include <utility>
 
 #include "autograd/variable.h"
-#include "optim/cpu/update.h"
 #include "tensor/error.h"
-#include "tensor/ops/op_util.h"
+#include "tensor/ops/optim_update.h"
 
 namespace fitgrad::optim {
 
@@ -16,18 +15,18 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   std::vector<std::pair<Tensor, Tensor>> grads;  // (gradient, it or a contiguous copy)
   for (const Tensor& p : params) {
     Tensor g = autograd::grad(p);
-    if (!g.defined() || !ops::run_kernel("clip_grad_norm", g.device())) continue;
+    if (!g.defined()) continue;
     FG_CHECK(is_floating(g.dtype()), "[clip_grad_norm] gradient must be floating, got {}",
              dtype_name(g.dtype()));
     grads.emplace_back(g, g.contiguous());
   }
   double sum = 0.0;
-  for (const auto& [g, c] : grads) sum += cpu::sum_squares(c.data_ptr(), c.dtype(), c.numel());
+  for (const auto& [g, c] : grads) sum += ops::sum_squares(c);
   const double total = std::sqrt(sum);
   const double coef = max_norm / (total + 1e-6);
   if (!std::isfinite(total) || coef >= 1) return total;
   for (auto& [g, c] : grads) {
-    cpu::scale_inplace(c.data_ptr(), c.dtype(), c.numel(), float(coef));
+    ops::scale_(c, float(coef));
     if (!c.same(g)) g.copy_(c);
   }
   return total;

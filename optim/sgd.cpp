@@ -1,9 +1,9 @@
 // SGD (see sgd.h).
 #include "optim/sgd.h"
 
-#include "optim/cpu/update.h"
+#include "tensor/backend/kernel_table.h"
 #include "tensor/error.h"
-#include "tensor/ops/op_util.h"
+#include "tensor/ops/optim_update.h"
 
 namespace fitgrad::optim {
 namespace {
@@ -28,20 +28,17 @@ void SGD::step() {
   for_each_gradient(
       [&](size_t i, const ParamGroup& group, const std::string&, const Tensor& p, const Tensor& g) {
         ParamStates::State& s = states_[i];
-        const bool compute = ops::run_kernel("sgd", p.device());  // as in AdamW::step
+        backend::require_kernel(backend::OpId::sgd_update, p.device());  // as in AdamW::step
         const bool first = s.step == 0;
         if (first) states_.allocate(i, /*zero=*/false);
         ++s.step;
-        if (!compute) return;
-        const cpu::SgdScalars k{float(lr_),
-                                float(group.weight_decay),
-                                float(options_.momentum),
-                                float(1 - options_.dampening),
-                                options_.nesterov,
-                                first};
-        const Tensor gc = g.contiguous();
-        float* buf = s.buffers.empty() ? nullptr : s.buffers[0].data<float>();
-        cpu::sgd_update(k, p.data_ptr(), p.dtype(), gc.data_ptr(), gc.dtype(), buf, p.numel());
+        const backend::SgdScalars k{float(lr_),
+                                    float(group.weight_decay),
+                                    float(options_.momentum),
+                                    float(1 - options_.dampening),
+                                    options_.nesterov,
+                                    first};
+        ops::sgd_update_(p, g.contiguous(), s.buffers.empty() ? Tensor() : s.buffers[0], k);
       });
 }
 

@@ -1,13 +1,14 @@
 // Tensor creation, properties, element access and copies (views are in view.cpp, printing
 // in print.cpp). Copies resolve every operand to a base address, offset and strides here
-// and hand them to the CPU kernel in cpu/copy.h, or move bytes through the device hook in
-// device_copy.h. See Note [Device copies through the memcpy hook].
+// and dispatch the host copy and fill through the cpu kernel table, or move bytes through
+// the device hook in device_copy.h. See Note [Device copies through the memcpy hook].
 #include "tensor/tensor.h"
 
 #include <initializer_list>
 
+#include "tensor/backend/kernel_args.h"
+#include "tensor/backend/kernel_table.h"
 #include "tensor/cpu/convert.h"
-#include "tensor/cpu/copy.h"
 #include "tensor/device_copy.h"
 
 namespace fitgrad {
@@ -37,7 +38,7 @@ const char* backend_name(Device device) {
   return "?";
 }
 
-cpu::StridedOperand operand(const Tensor& t, Strides strides) {
+backend::StridedOperand operand(const Tensor& t, Strides strides) {
   return {t.storage()->data(), t.offset(), std::move(strides), t.dtype()};
 }
 
@@ -52,8 +53,9 @@ void copy_on_host(const Tensor& dst, const Tensor& src) {
     dst_strides = std::move(both[0]);
     src_strides = std::move(both[1]);
   }
-  cpu::copy_strided(shape, operand(dst, std::move(dst_strides)),
-                    operand(src, std::move(src_strides)));
+  backend::dispatch(backend::OpId::copy, Device::cpu(),
+                    backend::CopyArgs{shape, operand(dst, std::move(dst_strides)),
+                                      operand(src, std::move(src_strides))});
 }
 
 bool broadcasts_to(const Shape& from, const Shape& to) {
@@ -299,7 +301,8 @@ void Tensor::fill_(double value) {
     Shape shape = this->shape();
     std::vector<Strides> strides{this->strides()};
     collapse_dims(shape, strides);
-    cpu::fill_strided(shape, operand(*this, std::move(strides[0])), value);
+    backend::dispatch(backend::OpId::fill, dev,
+                      backend::FillArgs{shape, operand(*this, std::move(strides[0])), value});
     return;
   }
   FG_CHECK(is_contiguous(),

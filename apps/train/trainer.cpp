@@ -27,7 +27,7 @@
 #include "optim/clip.h"
 #include "optim/factory.h"
 #include "optim/schedule.h"
-#include "tensor/cpu/gemm.h"
+#include "tensor/backend/math_mode.h"
 #include "tensor/error.h"
 #include "tensor/memory/bytes.h"
 #include "tensor/memory/caching_allocator.h"
@@ -72,14 +72,10 @@ class Trainer {
         alloc_(allocator_for(device_)),
         progress_(err, args.progress, &err == &std::cerr),
         capacity_before_(alloc_.capacity()),
-        tf32_before_(cpu::matmul_tf32()) {
-    cpu::set_matmul_tf32(args.tf32);
-  }
-  // An in-process caller (the tests) gets the allocator's capacity and the math mode back.
-  ~Trainer() {
-    alloc_.set_capacity(capacity_before_);
-    cpu::set_matmul_tf32(tf32_before_);
-  }
+        tf32_(args.tf32) {}
+  // An in-process caller (the tests) gets the allocator's capacity back, and the math mode
+  // through tf32_'s scope.
+  ~Trainer() { alloc_.set_capacity(capacity_before_); }
 
   int run();
 
@@ -101,7 +97,7 @@ class Trainer {
   CachingAllocator& alloc_;
   Progress progress_;
   size_t capacity_before_;
-  bool tf32_before_;
+  backend::MatmulTf32Scope tf32_;  // the run's mode, the previous one restored after
   fs::path dir_;
 
   LoadedModel lm_;

@@ -22,8 +22,6 @@ struct AttentionDims {
   int64_t d = 0;    // head dim
 };
 
-// Threads the attention kernels run on (OpenMP's default team size; 1 without OpenMP).
-int attention_threads();
 // fp32 workspace one thread needs: forward (kv tile transposed, score tile, running max
 // and sum) or backward (k and v tiles transposed, probability and gradient tiles).
 int64_t flash_workspace_floats(int64_t d, bool backward);

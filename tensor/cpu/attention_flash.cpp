@@ -65,14 +65,6 @@ void masked_scores(const AttentionDims& dims, bool causal, float scale, const fl
 
 }  // namespace
 
-int attention_threads() {
-#ifdef _OPENMP
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
-}
-
 int64_t flash_workspace_floats(int64_t d, bool backward) {
   if (backward) return 2 * d * kTileK + 2 * kTileQ * kTileK;
   return d * kTileK + kTileQ * kTileK + 2 * kTileQ;

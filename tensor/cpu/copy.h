@@ -6,18 +6,11 @@
 
 #include <cstdint>
 
-#include "tensor/dtype.h"
-#include "tensor/shape.h"
+#include "tensor/backend/strided.h"
 
 namespace fitgrad::cpu {
 
-// One operand of a strided kernel.
-struct StridedOperand {
-  void* data = nullptr;  // storage base address
-  int64_t offset = 0;    // element 0, in elements from `data`
-  Strides strides;       // in elements, one per dim of the shape
-  DType dtype = DType::f32;
-};
+using StridedOperand = backend::StridedOperand;
 
 // dst[i] = convert(src[i]) for every index i of `shape`. When both operands are
 // contiguous and of one dtype this is a single memcpy. dst must not overlap src.

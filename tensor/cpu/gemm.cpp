@@ -26,6 +26,8 @@
 // between thread counts, CPUs (the kernel is chosen per CPU) and backends.
 #include "tensor/cpu/gemm.h"
 
+#include "tensor/backend/math_mode.h"
+
 // GCC 12 reports its own AVX-512 intrinsics (the `__Y = __Y` idiom in avx512fintrin.h) as
 // maybe-uninitialized once Eigen's packing code inlines them (FITGRAD_NATIVE builds): a false
 // positive that -Werror would turn into a failed build.
@@ -147,8 +149,6 @@ bool fits_blasint(int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int
 }
 #endif
 
-std::atomic<bool> g_tf32{false};
-
 // The rows x cols matrix at x (row stride ld) rounded to TF32 into a dense copy.
 std::vector<float> rounded_copy(const float* x, int64_t rows, int64_t cols, int64_t ld) {
   std::vector<float> out(size_t(rows * cols));
@@ -193,7 +193,7 @@ void gemm_checked(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
     scale_c(m, n, beta, c, ldc);
     return;
   }
-  if (g_tf32.load(std::memory_order_relaxed)) {
+  if (backend::matmul_tf32()) {
     gemm_rounding_tf32(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
@@ -201,10 +201,6 @@ void gemm_checked(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
 }
 
 }  // namespace
-
-void set_matmul_tf32(bool on) { g_tf32.store(on); }
-
-bool matmul_tf32() { return g_tf32.load(); }
 
 float round_to_tf32(float x) {
   uint32_t bits;

@@ -40,9 +40,8 @@ void gemm_f32_batched(bool trans_a, bool trans_b, int64_t batch, int64_t m, int6
 // to the nearest TF32 value (ties to even; infinities and NaNs pass through) and runs the
 // ordinary fp32 product on them, so TF32 numerics can be tested and trained with anywhere.
 // The rounded copies are host scratch of the emulation, outside the memory ledger (a GPU
-// needs none). The mode is process-wide; `fitgrad train --tf32` turns it on for its run.
-void set_matmul_tf32(bool on);
-bool matmul_tf32();
+// needs none). The mode is backend state (tensor/backend/math_mode.h), process-wide;
+// `fitgrad train --tf32` turns it on for its run.
 // x rounded to the nearest TF32 value, returned as an fp32.
 float round_to_tf32(float x);
 

@@ -2,7 +2,7 @@
 // (mean, then the centred sum of squares), which avoids the cancellation of E[x^2] - E[x]^2.
 //
 // Note [Deterministic weight gradients]
-// dw and db sum over every row. Each of the P = norm_partitions(rows) partitions owns a
+// dw and db sum over every row. Each of the P partitions (backend::norm_partitions) owns a
 // fixed contiguous range of rows, sums its rows in order into its own row of `partials`,
 // and then every column adds the P partials in partition order. The partition depends only
 // on (rows, P), never on timing, so for a fixed thread count the result is the same bit for
@@ -35,15 +35,6 @@ void sum_partials(const float* partials, int64_t P, int64_t stride, int64_t C, f
 }
 
 }  // namespace
-
-int64_t norm_partitions(int64_t rows) {
-#ifdef _OPENMP
-  const int64_t threads = omp_get_max_threads();
-#else
-  const int64_t threads = 1;
-#endif
-  return std::max<int64_t>(1, std::min(threads, rows));
-}
 
 void layer_norm_f32(const float* x, const float* w, const float* b, float* y, float* mean,
                     float* rstd, int64_t rows, int64_t C, float eps) {

@@ -8,11 +8,9 @@
 
 namespace fitgrad::cpu {
 
-// Row partitions the backward kernels reduce weight gradients over: one per OpenMP thread,
-// at most one per row, at least 1. The front-end allocates the partials scratch, of shape
-// (P, 2 * C) for layer norm and (P, C) for RMS norm with P = norm_partitions(rows), and
-// passes P to the backward kernel.
-int64_t norm_partitions(int64_t rows);
+// The backward kernels reduce weight gradients over P row partitions, one per thread of the
+// target (backend::norm_partitions). The front-end allocates the partials scratch, of shape
+// (P, 2 * C) for layer norm and (P, C) for RMS norm, and passes P to the backward kernel.
 
 // y = (x - mean) * rstd * w + b, rstd = 1 / sqrt(var + eps) with the biased variance.
 // w and b may be null (1 and 0).
@@ -25,7 +23,7 @@ void layer_norm_f32(const float* x,  // (rows, C)
                     int64_t rows, int64_t C, float eps);
 
 // dx, and when dw/db are non-null dw = sum_rows dy * xhat, db = sum_rows dy. `partials`
-// is scratch of (norm_partitions(rows), 2 * C) floats, read only when dw or db is non-null.
+// is scratch of (P, 2 * C) floats, read only when dw or db is non-null.
 void layer_norm_backward_f32(const float* dy,    // (rows, C)
                              const float* x,     // (rows, C)
                              const float* w,     // (C) or null

@@ -1,5 +1,5 @@
 // Attention front-ends (see attention.h): checks, f32 conversion, allocation of outputs
-// and workspaces, dispatch to tensor/cpu/attention.h, and the cast back.
+// and workspaces, dispatch through the kernel table, and the cast back.
 //
 // Note [Attention memory]
 // What each call allocates, in order (f32 inputs; other dtypes add an f32 copy of each
@@ -8,7 +8,8 @@
 //   flash_attention_backward   dq, dk, dv, delta (B,Hq,T), workspace (threads, W_bwd)
 //   naive_attention            o, probs (B,Hq,T,S)
 //   naive_attention_backward   dq, dk, dv, probs, dprobs (B,Hq,T,S)
-// W = cpu::flash_workspace_floats(D, backward) does not depend on T or S, so flash's peak
+// W = backend::flash_workspace_floats(profile, D, backward) does not depend on T or S, and
+// threads is the target profile's (backend::attention_threads), so flash's peak
 // is linear in the sequence length and naive's quadratic; tests/tensor/ops/attention_test.cpp
 // asserts these sums byte for byte. Workspaces and probabilities are tagged
 // Category::temporary and freed before the call returns.
@@ -16,7 +17,9 @@
 
 #include <cmath>
 
-#include "tensor/cpu/attention.h"
+#include "tensor/backend/kernel_args.h"
+#include "tensor/backend/kernel_table.h"
+#include "tensor/backend/profile.h"
 #include "tensor/memory/scope.h"
 #include "tensor/ops/op_util.h"
 
@@ -24,7 +27,8 @@ namespace fitgrad::ops {
 namespace {
 
 // Checks q, k and v against each other and returns their sizes.
-cpu::AttentionDims check_qkv(const char* op, const Tensor& q, const Tensor& k, const Tensor& v) {
+backend::AttentionShape check_qkv(const char* op, const Tensor& q, const Tensor& k,
+                                  const Tensor& v) {
   check_floating(op, "q", q);
   check_floating(op, "k", k);
   check_floating(op, "v", v);
@@ -35,7 +39,8 @@ cpu::AttentionDims check_qkv(const char* op, const Tensor& q, const Tensor& k, c
   FG_CHECK(k.dtype() == q.dtype() && v.dtype() == q.dtype(),
            "[{}] q, k and v must share a dtype, got {}, {} and {}", op, dtype_name(q.dtype()),
            dtype_name(k.dtype()), dtype_name(v.dtype()));
-  const cpu::AttentionDims dims{q.size(0), q.size(1), k.size(1), q.size(2), k.size(2), q.size(3)};
+  const backend::AttentionShape dims{q.size(0), q.size(1), k.size(1),
+                                     q.size(2), k.size(2), q.size(3)};
   FG_CHECK(k.size(0) == dims.batch && k.size(3) == dims.d,
            "[{}] k has shape {}, expected (B, Hkv, S, D) with B = {} and D = {} of q {}", op,
            shape_str(k.shape()), dims.batch, dims.d, shape_str(q.shape()));
@@ -57,26 +62,25 @@ Tensor temporary(const Shape& shape, Device device) {
   return Tensor::empty(shape, DType::f32, device);
 }
 
-float* f32(const Tensor& t) { return t.data<float>(); }
-
 }  // namespace
 
 AttentionOut flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
                              double scale) {
-  const char* op = "flash_attention";
-  const cpu::AttentionDims dims = check_qkv(op, q, k, v);
+  const backend::OpId id = backend::OpId::flash_attention;
+  const char* op = backend::op_name(id);
+  const backend::AttentionShape dims = check_qkv(op, q, k, v);
   const float sc = resolve_scale(op, scale, dims.d);
-  const bool compute = run_kernel(op, q.device());
+  const backend::TargetProfile profile = backend::profile_for(q.device());
   const Tensor q32 = to_f32_contiguous(q), k32 = to_f32_contiguous(k), v32 = to_f32_contiguous(v);
   Tensor o = Tensor::empty(q.shape(), DType::f32, q.device());  // (B, Hq, T, D)
   Tensor lse = Tensor::empty({dims.batch, dims.hq, dims.t}, DType::f32, q.device());  // (B, Hq, T)
   {
-    const int threads = cpu::attention_threads();
+    const int threads = backend::attention_threads(profile);
     const Tensor workspace =
-        temporary({threads, cpu::flash_workspace_floats(dims.d, false)}, q.device());
-    if (compute)
-      cpu::flash_attention_forward(dims, causal, sc, f32(q32), f32(k32), f32(v32), f32(o), f32(lse),
-                                   f32(workspace), threads);
+        temporary({threads, backend::flash_workspace_floats(profile, dims.d, false)}, q.device());
+    backend::dispatch(
+        id, q.device(),
+        backend::FlashAttentionArgs{dims, causal, sc, threads, q32, k32, v32, o, lse, workspace});
   }
   return {cast_to(o, q.dtype()), lse};
 }
@@ -84,8 +88,9 @@ AttentionOut flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, 
 AttentionGrads flash_attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
                                         const Tensor& v, const Tensor& o, const Tensor& lse,
                                         bool causal, double scale) {
-  const char* op = "flash_attention_backward";
-  const cpu::AttentionDims dims = check_qkv(op, q, k, v);
+  const backend::OpId id = backend::OpId::flash_attention_backward;
+  const char* op = backend::op_name(id);
+  const backend::AttentionShape dims = check_qkv(op, q, k, v);
   check_floating(op, "dout", dout);
   check_floating(op, "o", o);
   FG_CHECK(lse.defined(), "[{}] lse is undefined", op);
@@ -95,7 +100,7 @@ AttentionGrads flash_attention_backward(const Tensor& dout, const Tensor& q, con
   check_shape(op, "lse", lse, {dims.batch, dims.hq, dims.t});
   FG_CHECK(lse.dtype() == DType::f32, "[{}] lse must be f32, got {}", op, dtype_name(lse.dtype()));
   const float sc = resolve_scale(op, scale, dims.d);
-  const bool compute = run_kernel(op, q.device());
+  const backend::TargetProfile profile = backend::profile_for(q.device());
   const Tensor dout32 = to_f32_contiguous(dout), q32 = to_f32_contiguous(q),
                k32 = to_f32_contiguous(k), v32 = to_f32_contiguous(v), o32 = to_f32_contiguous(o),
                lse32 = lse.contiguous();
@@ -104,43 +109,42 @@ AttentionGrads flash_attention_backward(const Tensor& dout, const Tensor& q, con
   Tensor dv = Tensor::empty(k.shape(), DType::f32, q.device());  // (B, Hkv, S, D)
   {
     const Tensor delta = temporary({dims.batch, dims.hq, dims.t}, q.device());
-    const int threads = cpu::attention_threads();
+    const int threads = backend::attention_threads(profile);
     const Tensor workspace =
-        temporary({threads, cpu::flash_workspace_floats(dims.d, true)}, q.device());
-    if (compute)
-      cpu::flash_attention_backward(dims, causal, sc, f32(dout32), f32(q32), f32(k32), f32(v32),
-                                    f32(o32), f32(lse32), f32(delta), f32(dq), f32(dk), f32(dv),
-                                    f32(workspace), threads);
+        temporary({threads, backend::flash_workspace_floats(profile, dims.d, true)}, q.device());
+    backend::dispatch(
+        id, q.device(),
+        backend::FlashAttentionBackwardArgs{dims, causal, sc, threads, dout32, q32, k32, v32, o32,
+                                            lse32, delta, dq, dk, dv, workspace});
   }
   return {cast_to(dq, q.dtype()), cast_to(dk, q.dtype()), cast_to(dv, q.dtype())};
 }
 
 Tensor naive_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
                        double scale) {
-  const char* op = "naive_attention";
-  const cpu::AttentionDims dims = check_qkv(op, q, k, v);
+  const backend::OpId id = backend::OpId::naive_attention;
+  const char* op = backend::op_name(id);
+  const backend::AttentionShape dims = check_qkv(op, q, k, v);
   const float sc = resolve_scale(op, scale, dims.d);
-  const bool compute = run_kernel(op, q.device());
   const Tensor q32 = to_f32_contiguous(q), k32 = to_f32_contiguous(k), v32 = to_f32_contiguous(v);
   Tensor o = Tensor::empty(q.shape(), DType::f32, q.device());  // (B, Hq, T, D)
   {
     const Tensor probs = temporary({dims.batch, dims.hq, dims.t, dims.s}, q.device());
-    if (compute)
-      cpu::naive_attention_forward(dims, causal, sc, f32(q32), f32(k32), f32(v32), f32(probs),
-                                   f32(o));
+    backend::dispatch(id, q.device(),
+                      backend::NaiveAttentionArgs{dims, causal, sc, q32, k32, v32, probs, o});
   }
   return cast_to(o, q.dtype());
 }
 
 AttentionGrads naive_attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
                                         const Tensor& v, bool causal, double scale) {
-  const char* op = "naive_attention_backward";
-  const cpu::AttentionDims dims = check_qkv(op, q, k, v);
+  const backend::OpId id = backend::OpId::naive_attention_backward;
+  const char* op = backend::op_name(id);
+  const backend::AttentionShape dims = check_qkv(op, q, k, v);
   check_floating(op, "dout", dout);
   check_same_device(op, {&q, &dout});
   check_shape(op, "dout", dout, q.shape());
   const float sc = resolve_scale(op, scale, dims.d);
-  const bool compute = run_kernel(op, q.device());
   const Tensor dout32 = to_f32_contiguous(dout), q32 = to_f32_contiguous(q),
                k32 = to_f32_contiguous(k), v32 = to_f32_contiguous(v);
   Tensor dq = Tensor::empty(q.shape(), DType::f32, q.device());  // (B, Hq, T, D)
@@ -149,9 +153,9 @@ AttentionGrads naive_attention_backward(const Tensor& dout, const Tensor& q, con
   {
     const Shape scores{dims.batch, dims.hq, dims.t, dims.s};
     const Tensor probs = temporary(scores, q.device()), dprobs = temporary(scores, q.device());
-    if (compute)
-      cpu::naive_attention_backward(dims, causal, sc, f32(dout32), f32(q32), f32(k32), f32(v32),
-                                    f32(probs), f32(dprobs), f32(dq), f32(dk), f32(dv));
+    backend::dispatch(id, q.device(),
+                      backend::NaiveAttentionBackwardArgs{dims, causal, sc, dout32, q32, k32, v32,
+                                                          probs, dprobs, dq, dk, dv});
   }
   return {cast_to(dq, q.dtype()), cast_to(dk, q.dtype()), cast_to(dv, q.dtype())};
 }

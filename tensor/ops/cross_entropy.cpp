@@ -1,5 +1,5 @@
 // Cross-entropy front-ends (see cross_entropy.h): checks, target validation, the walk
-// over row chunks with f32 staging, and dispatch to tensor/cpu/cross_entropy.h.
+// over row chunks with f32 staging, and one dispatch per chunk through the kernel table.
 //
 // Note [Cross-entropy chunking]
 // f32 contiguous logits are read in place. Any other logits are staged one chunk of rows
@@ -21,7 +21,8 @@
 
 #include <algorithm>
 
-#include "tensor/cpu/cross_entropy.h"
+#include "tensor/backend/kernel_args.h"
+#include "tensor/backend/kernel_table.h"
 #include "tensor/memory/scope.h"
 #include "tensor/ops/op_util.h"
 
@@ -94,10 +95,16 @@ int64_t cross_entropy_default_chunk_rows(int64_t v) {
 
 CrossEntropyOut cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
                               int64_t chunk_rows) {
-  const char* op = "cross_entropy";
+  const backend::OpId id = backend::OpId::cross_entropy;
+  const char* op = backend::op_name(id);
   const Sizes s = check_logits_targets(op, logits, targets);
   FG_CHECK(chunk_rows >= 0, "[{}] chunk_rows {} is negative", op, chunk_rows);
-  const bool compute = run_kernel(op, logits.device());
+  // Note [Cross-entropy on meta]
+  // The kernels read host-side values (the targets, to count them and check their range;
+  // dloss), so on a device without bytes the front-end allocates exactly as the real run
+  // does and then stops before the row walk, whose only allocations are views.
+  backend::require_kernel(id, logits.device());
+  const bool compute = logits.device().has_bytes();
   const Tensor t64 = targets.to(DType::i64).contiguous();  // (N)
   const int64_t count = compute ? count_targets(op, t64, s.v, ignore_index) : s.n;
   Tensor loss = Tensor::empty({}, DType::f32, logits.device());
@@ -110,9 +117,9 @@ CrossEntropyOut cross_entropy(const Tensor& logits, const Tensor& targets, int64
   for (int64_t r0 = 0; r0 < s.n; r0 += rows) {
     const int64_t n = std::min(rows, s.n - r0);
     const float* x = reader.rows(r0, n);  // (n, V)
-    cpu::cross_entropy_lse(n, s.v, x, lse.data<float>() + r0);
-    nll += cpu::cross_entropy_nll_sum(n, s.v, x, lse.data<float>() + r0, t64.data<int64_t>() + r0,
-                                      ignore_index);
+    backend::dispatch(id, logits.device(),
+                      backend::CrossEntropyArgs{n, s.v, ignore_index, x, t64.data<int64_t>() + r0,
+                                                lse.data<float>() + r0, &nll});
   }
   // Note [Cross-entropy with every target ignored]
   loss.fill_(count > 0 ? nll / double(count) : 0.0);
@@ -122,7 +129,8 @@ CrossEntropyOut cross_entropy(const Tensor& logits, const Tensor& targets, int64
 Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const Tensor& targets,
                               const Tensor& lse, int64_t count, int64_t ignore_index,
                               bool overwrite_logits, int64_t chunk_rows) {
-  const char* op = "cross_entropy_backward";
+  const backend::OpId id = backend::OpId::cross_entropy_backward;
+  const char* op = backend::op_name(id);
   const Sizes s = check_logits_targets(op, logits, targets);
   check_floating(op, "dloss", dloss);
   FG_CHECK(lse.defined(), "[{}] lse is undefined", op);
@@ -132,7 +140,8 @@ Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const T
   FG_CHECK(lse.dtype() == DType::f32, "[{}] lse must be f32, got {}", op, dtype_name(lse.dtype()));
   FG_CHECK(count >= 0 && count <= s.n, "[{}] count {} is outside [0, {}]", op, count, s.n);
   FG_CHECK(chunk_rows >= 0, "[{}] chunk_rows {} is negative", op, chunk_rows);
-  const bool compute = run_kernel(op, logits.device());
+  backend::require_kernel(id, logits.device());
+  const bool compute = logits.device().has_bytes();        // Note [Cross-entropy on meta]
   const Tensor t64 = targets.to(DType::i64).contiguous();  // (N)
   const Tensor lse32 = lse.contiguous();                   // (N)
   const bool in_place = overwrite_logits && logits.dtype() == DType::f32 && logits.is_contiguous();
@@ -151,8 +160,10 @@ Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const T
     const float* x = reader.rows(r0, n);  // (n, V)
     float* dx = direct_out ? dlogits.data<float>() + r0 * s.v
                            : reader.scratch().data<float>();  // in place over the staged rows
-    cpu::cross_entropy_grad(n, s.v, x, lse32.data<float>() + r0, t64.data<int64_t>() + r0,
-                            ignore_index, g, dx);
+    backend::dispatch(
+        id, logits.device(),
+        backend::CrossEntropyBackwardArgs{n, s.v, ignore_index, g, x, lse32.data<float>() + r0,
+                                          t64.data<int64_t>() + r0, dx});
     if (!direct_out) dlogits.narrow(0, r0, n).copy_(reader.scratch().narrow(0, 0, n));
   }
   return dlogits;

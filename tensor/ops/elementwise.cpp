@@ -1,8 +1,9 @@
 // Elementwise arithmetic front-ends (see ops/elementwise.h): checks, broadcasting and
-// stride resolution, output allocation, then the kernels of cpu/elementwise.h.
+// stride resolution, output allocation, then one dispatch through the kernel table.
 #include "tensor/ops/elementwise.h"
 
-#include "tensor/cpu/elementwise.h"
+#include "tensor/backend/kernel_args.h"
+#include "tensor/backend/kernel_table.h"
 #include "tensor/error.h"
 #include "tensor/ops/op_util.h"
 
@@ -30,26 +31,20 @@ Strides broadcast_strides(const Tensor& t, const Shape& shape) {
   return s;
 }
 
-cpu::StridedOperand operand(const Tensor& t, Strides strides) {
+backend::StridedOperand operand(const Tensor& t, Strides strides) {
   return {t.storage()->data(), t.offset(), std::move(strides), DType::f32};
 }
 
-Tensor binary(const char* op, cpu::BinaryOp kind, const Tensor& a, const Tensor& b) {
+Tensor binary(backend::OpId id, const Tensor& a, const Tensor& b) {
+  const char* op = backend::op_name(id);
   detail::check_inputs(op, {{"a", &a}, {"b", &b}});
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
-  return detail::run_elementwise(op, shape, a.dtype(), {a, b}, 1,
-                                 [kind](const Shape& s, const std::vector<cpu::StridedOperand>& t) {
-                                   cpu::binary_f32(kind, s, t[0], t[1], t[2]);
-                                 })[0];
+  return detail::run_elementwise(id, shape, a.dtype(), {a, b}, 1)[0];
 }
 
-Tensor unary(const char* op, cpu::UnaryOp kind, double param, const Tensor& a) {
-  detail::check_inputs(op, {{"a", &a}});
-  return detail::run_elementwise(
-      op, a.shape(), a.dtype(), {a}, 1,
-      [kind, param](const Shape& s, const std::vector<cpu::StridedOperand>& t) {
-        cpu::unary_f32(kind, float(param), s, t[0], t[1]);
-      })[0];
+Tensor unary(backend::OpId id, double param, const Tensor& a) {
+  detail::check_inputs(backend::op_name(id), {{"a", &a}});
+  return detail::run_elementwise(id, a.shape(), a.dtype(), {a}, 1, float(param))[0];
 }
 
 }  // namespace
@@ -74,26 +69,24 @@ void check_inputs(const char* op,
   }
 }
 
-std::vector<Tensor> run_elementwise(const char* op, const Shape& shape, DType dtype,
-                                    const std::vector<Tensor>& inputs, int n_out,
-                                    const ElementwiseKernel& kernel) {
+std::vector<Tensor> run_elementwise(backend::OpId id, const Shape& shape, DType dtype,
+                                    const std::vector<Tensor>& inputs, int n_out, float param) {
   const Device device = inputs.at(0).device();
-  const bool compute = run_kernel(op, device);
   std::vector<Tensor> f32_inputs;
   for (const Tensor& t : inputs) f32_inputs.push_back(detail::as_f32(t));
   std::vector<Tensor> outputs;
   for (int i = 0; i < n_out; ++i) outputs.push_back(Tensor::empty(shape, DType::f32, device));
-  if (compute && numel(shape) > 0) {
-    Shape s = shape;
+  if (numel(shape) > 0) {
+    backend::ElementwiseArgs args{shape, {}, param};
     std::vector<Strides> strides;
     for (const Tensor& t : outputs) strides.push_back(t.strides());
     for (const Tensor& t : f32_inputs) strides.push_back(broadcast_strides(t, shape));
-    collapse_dims(s, strides);
-    std::vector<cpu::StridedOperand> operands;
-    for (size_t k = 0; k < outputs.size(); ++k) operands.push_back(operand(outputs[k], strides[k]));
+    collapse_dims(args.shape, strides);
+    for (size_t k = 0; k < outputs.size(); ++k)
+      args.operands.push_back(operand(outputs[k], strides[k]));
     for (size_t k = 0; k < f32_inputs.size(); ++k)
-      operands.push_back(operand(f32_inputs[k], strides[outputs.size() + k]));
-    kernel(s, operands);
+      args.operands.push_back(operand(f32_inputs[k], strides[outputs.size() + k]));
+    backend::dispatch(id, device, args);
   }
   for (Tensor& t : outputs) t = cast_to(t, dtype);
   return outputs;
@@ -101,21 +94,21 @@ std::vector<Tensor> run_elementwise(const char* op, const Shape& shape, DType dt
 
 }  // namespace detail
 
-Tensor add(const Tensor& a, const Tensor& b) { return binary("add", cpu::BinaryOp::add, a, b); }
-Tensor sub(const Tensor& a, const Tensor& b) { return binary("sub", cpu::BinaryOp::sub, a, b); }
-Tensor mul(const Tensor& a, const Tensor& b) { return binary("mul", cpu::BinaryOp::mul, a, b); }
-Tensor div(const Tensor& a, const Tensor& b) { return binary("div", cpu::BinaryOp::div, a, b); }
+using backend::OpId;
 
-Tensor scale(const Tensor& a, double s) { return unary("scale", cpu::UnaryOp::scale, s, a); }
-Tensor add_scalar(const Tensor& a, double s) {
-  return unary("add_scalar", cpu::UnaryOp::add_scalar, s, a);
-}
-Tensor neg(const Tensor& a) { return unary("neg", cpu::UnaryOp::neg, 0, a); }
-Tensor exp(const Tensor& a) { return unary("exp", cpu::UnaryOp::exp, 0, a); }
-Tensor log(const Tensor& a) { return unary("log", cpu::UnaryOp::log, 0, a); }
-Tensor sqrt(const Tensor& a) { return unary("sqrt", cpu::UnaryOp::sqrt, 0, a); }
-Tensor rsqrt(const Tensor& a) { return unary("rsqrt", cpu::UnaryOp::rsqrt, 0, a); }
-Tensor pow(const Tensor& a, double p) { return unary("pow", cpu::UnaryOp::pow, p, a); }
+Tensor add(const Tensor& a, const Tensor& b) { return binary(OpId::add, a, b); }
+Tensor sub(const Tensor& a, const Tensor& b) { return binary(OpId::sub, a, b); }
+Tensor mul(const Tensor& a, const Tensor& b) { return binary(OpId::mul, a, b); }
+Tensor div(const Tensor& a, const Tensor& b) { return binary(OpId::div, a, b); }
+
+Tensor scale(const Tensor& a, double s) { return unary(OpId::scale, s, a); }
+Tensor add_scalar(const Tensor& a, double s) { return unary(OpId::add_scalar, s, a); }
+Tensor neg(const Tensor& a) { return unary(OpId::neg, 0, a); }
+Tensor exp(const Tensor& a) { return unary(OpId::exp, 0, a); }
+Tensor log(const Tensor& a) { return unary(OpId::log, 0, a); }
+Tensor sqrt(const Tensor& a) { return unary(OpId::sqrt, 0, a); }
+Tensor rsqrt(const Tensor& a) { return unary(OpId::rsqrt, 0, a); }
+Tensor pow(const Tensor& a, double p) { return unary(OpId::pow, p, a); }
 
 void add_(Tensor& dst, const Tensor& src) {
   check_floating("add_", "dst", dst);
@@ -130,17 +123,16 @@ void add_(Tensor& dst, const Tensor& src) {
              "[add_] dst of shape {} is an expanded view (stride 0 in dim {}): its elements alias "
              "one another",
              shape_str(shape), d);
-  const bool compute = run_kernel("add_", dst.device());
   // An f32 dst is updated in place; any other dst through an f32 copy written back.
   Tensor acc = detail::as_f32(dst);
   Tensor s = detail::as_f32(src);
   if (s.shares_storage_with(acc)) s = s.clone();  // it would change while being read
-  if (compute && dst.numel() > 0) {
-    Shape n = shape;
+  if (dst.numel() > 0) {
+    backend::ElementwiseArgs args{shape, {}, 0.0f};
     std::vector<Strides> strides = {acc.strides(), broadcast_strides(s, shape)};
-    collapse_dims(n, strides);
-    const cpu::StridedOperand out = operand(acc, strides[0]);
-    cpu::binary_f32(cpu::BinaryOp::add, n, out, out, operand(s, strides[1]));
+    collapse_dims(args.shape, strides);
+    args.operands = {operand(acc, strides[0]), operand(s, strides[1])};
+    backend::dispatch(OpId::add_, dst.device(), args);
   }
   if (!acc.same(dst)) dst.copy_(acc);
 }

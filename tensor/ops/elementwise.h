@@ -1,18 +1,17 @@
 // Elementwise arithmetic op front-ends (issue 3; DESIGN.md, Ops): broadcasting add, sub,
 // mul and div, the scalar ops (scale, add_scalar, pow) and the unary math ops, plus the
 // in-place add_ that accumulates gradients. They are raw ops, without autograd: each
-// checks its inputs, allocates its output and runs the CPU kernel of cpu/elementwise.h.
+// checks its inputs, allocates its output and dispatches through the kernel table.
 // All take f32, f16 or bf16 storage, compute in f32 and return the input dtype
 // (Note [Op dtypes and devices]); inputs may be any views (Note [Elementwise operands keep
 // their strides]). The backward of these ops is composed from them and ops::sum_to.
 #pragma once
 
-#include <functional>
 #include <initializer_list>
 #include <utility>
 #include <vector>
 
-#include "tensor/cpu/copy.h"
+#include "tensor/backend/op_id.h"
 #include "tensor/tensor.h"
 
 namespace fitgrad::ops {
@@ -45,15 +44,13 @@ namespace detail {
 void check_inputs(const char* op,
                   std::initializer_list<std::pair<const char*, const Tensor*>> inputs);
 
-// Runs one elementwise kernel over `shape`: the inputs (each broadcasting to `shape`) are
-// brought to f32, `n_out` f32 outputs of `shape` are allocated, and on the CPU `kernel`
-// gets the collapsed shape and the operands, outputs first. The outputs are returned cast
-// to `dtype`. On meta only the allocations happen.
-using ElementwiseKernel =
-    std::function<void(const Shape& shape, const std::vector<cpu::StridedOperand>& operands)>;
-std::vector<Tensor> run_elementwise(const char* op, const Shape& shape, DType dtype,
+// Runs elementwise op `id` over `shape`: the inputs (each broadcasting to `shape`) are
+// brought to f32, `n_out` f32 outputs of `shape` are allocated, and the kernel gets the
+// collapsed shape and the operands, outputs first (backend::ElementwiseArgs), with `param`
+// for the scalar ops. The outputs are returned cast to `dtype`.
+std::vector<Tensor> run_elementwise(backend::OpId id, const Shape& shape, DType dtype,
                                     const std::vector<Tensor>& inputs, int n_out,
-                                    const ElementwiseKernel& kernel);
+                                    float param = 0.0f);
 
 // `t` itself when f32 (any view), else a contiguous f32 copy (Note [Elementwise operands
 // keep their strides]).

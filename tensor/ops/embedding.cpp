@@ -1,5 +1,5 @@
-// Embedding front-ends (see embedding.h): checks, allocation and dispatch to
-// tensor/cpu/embedding.h on the id dtype.
+// Embedding front-ends (see embedding.h): checks, allocation and dispatch through the
+// kernel table (the CPU kernel switches on the id dtype).
 //
 // Note [Embedding gathers in the storage dtype]
 // Note [Op dtypes and devices] stages non-f32 inputs as f32 copies. For the embedding
@@ -9,7 +9,8 @@
 // only allocation is the output. The backward pass accumulates, so it does stage in f32.
 #include "tensor/ops/embedding.h"
 
-#include "tensor/cpu/embedding.h"
+#include "tensor/backend/kernel_args.h"
+#include "tensor/backend/kernel_table.h"
 #include "tensor/ops/op_util.h"
 
 namespace fitgrad::ops {
@@ -22,18 +23,11 @@ void check_ids(const char* op, const Tensor& ids) {
 }
 
 // Calls fn(ptr) with ptr the typed data of contiguous `ids`.
-template <class Fn>
-void with_ids(const Tensor& ids, Fn&& fn) {
-  if (ids.dtype() == DType::i32)
-    fn(ids.data<int32_t>());
-  else
-    fn(ids.data<int64_t>());
-}
-
 }  // namespace
 
 Tensor embedding(const Tensor& weight, const Tensor& ids) {
-  const char* op = "embedding";
+  const backend::OpId id = backend::OpId::embedding;
+  const char* op = backend::op_name(id);
   check_floating(op, "weight", weight);
   check_dim(op, "weight", weight, 2);
   check_ids(op, ids);
@@ -42,19 +36,15 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   Shape out_shape = ids.shape();
   out_shape.push_back(C);
   Tensor out = Tensor::empty(out_shape, weight.dtype(), weight.device());  // (ids..., C)
-  if (run_kernel(op, weight.device())) {
-    const Tensor w = weight.contiguous();  // (V, C)
-    const Tensor id = ids.contiguous();    // (n)
-    with_ids(id, [&](const auto* p) {
-      cpu::embedding_gather(w.data_ptr(), p, out.data_ptr(), id.numel(), V,
-                            size_t(C) * element_size(w.dtype()));
-    });
-  }
+  const Tensor w = weight.contiguous();                                    // (V, C)
+  const Tensor idc = ids.contiguous();                                     // (n)
+  backend::dispatch(id, weight.device(), backend::EmbeddingArgs{idc.numel(), V, C, w, idc, out});
   return out;
 }
 
 Tensor embedding_backward(const Tensor& dy, const Tensor& ids, int64_t num_embeddings) {
-  const char* op = "embedding_backward";
+  const backend::OpId id = backend::OpId::embedding_backward;
+  const char* op = backend::op_name(id);
   check_floating(op, "dy", dy);
   check_ids(op, ids);
   check_same_device(op, {&dy, &ids});
@@ -66,13 +56,9 @@ Tensor embedding_backward(const Tensor& dy, const Tensor& ids, int64_t num_embed
   const int64_t C = dy.size(-1);
   const Tensor dyf = to_f32_contiguous(dy);                                 // (n, C)
   Tensor dw = Tensor::empty({num_embeddings, C}, DType::f32, dy.device());  // (V, C)
-  if (run_kernel(op, dy.device())) {
-    const Tensor id = ids.contiguous();  // (n)
-    with_ids(id, [&](const auto* p) {
-      cpu::embedding_scatter_add_f32(dyf.data<float>(), p, dw.data<float>(), id.numel(),
-                                     num_embeddings, C);
-    });
-  }
+  const Tensor idc = ids.contiguous();                                      // (n)
+  backend::dispatch(id, dy.device(),
+                    backend::EmbeddingBackwardArgs{idc.numel(), num_embeddings, C, dyf, idc, dw});
   return cast_to(dw, dy.dtype());
 }
 

@@ -1,7 +1,9 @@
-// matmul and linear front-ends: shape checks, batch broadcasting, and the GEMM calls.
+// matmul and linear front-ends: shape checks, batch broadcasting, f32 staging, and the GEMM
+// dispatch through the kernel table.
 #include "tensor/ops/matmul.h"
 
-#include "tensor/cpu/gemm.h"
+#include "tensor/backend/kernel_args.h"
+#include "tensor/backend/kernel_table.h"
 #include "tensor/ops/op_util.h"
 
 namespace fitgrad::ops {
@@ -47,9 +49,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
   Shape out_shape = batch;
   out_shape.push_back(m);
   out_shape.push_back(n);
-  const bool f32 = a.dtype() == DType::f32;
   Tensor out = Tensor::empty(out_shape, DType::f32, a.device());
-  if (!run_kernel("matmul", a.device())) return f32 ? out : out.to(a.dtype());
   // Note [One GEMM for a shared right operand]
   // x (B, T, C) @ W (C, N), as a Conv1D layer runs it, is one (B T, C) @ (C, N) product:
   // A's matrices lie one after another, so with B shared they fold into the rows of a
@@ -58,17 +58,18 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
   if (!trans_a && numel(batch) > 1 && b.dim() == 2) {
     const Tensor ca = to_f32_contiguous(a);
     const Tensor cb = to_f32_contiguous(b);
-    cpu::gemm_f32(false, trans_b, numel(batch) * m, n, ka, 1.0f, ca.data<float>(), ka,
-                  cb.data<float>(), b.size(-1), 0.0f, out.data<float>(), n);
-    return f32 ? out : out.to(a.dtype());
+    backend::dispatch(backend::OpId::matmul, a.device(),
+                      backend::MatmulArgs{false, trans_b, 1, numel(batch) * m, n, ka, ca, cb, ka,
+                                          b.size(-1), 0, 0, out});
+    return cast_to(out, a.dtype());
   }
   int64_t stride_a = 0, stride_b = 0;
   const Tensor ca = batched_operand(a, batch, stride_a);
   const Tensor cb = batched_operand(b, batch, stride_b);
-  cpu::gemm_f32_batched(trans_a, trans_b, numel(batch), m, n, ka, 1.0f, ca.data<float>(),
-                        a.size(-1), stride_a, cb.data<float>(), b.size(-1), stride_b, 0.0f,
-                        out.data<float>(), n, m * n);
-  return f32 ? out : out.to(a.dtype());
+  backend::dispatch(backend::OpId::matmul, a.device(),
+                    backend::MatmulArgs{trans_a, trans_b, numel(batch), m, n, ka, ca, cb,
+                                        a.size(-1), b.size(-1), stride_a, stride_b, out});
+  return cast_to(out, a.dtype());
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
@@ -92,22 +93,13 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
   const int64_t rows = numel(x.shape()) / std::max<int64_t>(in, 1);
-  const bool f32 = x.dtype() == DType::f32;
-  Tensor out = Tensor::empty(out_shape, DType::f32, x.device());  // (..., out)
-  if (!run_kernel("linear", x.device())) return f32 ? out : out.to(x.dtype());
-  const Tensor cx = to_f32_contiguous(x);       // (rows, in)
-  const Tensor cw = to_f32_contiguous(weight);  // (out, in)
-  float* y = out.data<float>();
-  float beta = 0.0f;
-  if (bias.defined()) {
-    const Tensor cb = to_f32_contiguous(bias);
-    const float* pb = cb.data<float>();
-    for (int64_t r = 0; r < rows; ++r) std::copy(pb, pb + out_features, y + r * out_features);
-    beta = 1.0f;
-  }
-  cpu::gemm_f32(false, true, rows, out_features, in, 1.0f, cx.data<float>(), in, cw.data<float>(),
-                in, beta, y, out_features);
-  return f32 ? out : out.to(x.dtype());
+  Tensor out = Tensor::empty(out_shape, DType::f32, x.device());          // (..., out)
+  const Tensor cx = to_f32_contiguous(x);                                 // (rows, in)
+  const Tensor cw = to_f32_contiguous(weight);                            // (out, in)
+  const Tensor cb = bias.defined() ? to_f32_contiguous(bias) : Tensor();  // (out)
+  backend::dispatch(backend::OpId::linear, x.device(),
+                    backend::LinearArgs{rows, in, out_features, cx, cw, cb, out});
+  return cast_to(out, x.dtype());
 }
 
 }  // namespace fitgrad::ops

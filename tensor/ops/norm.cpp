@@ -1,8 +1,11 @@
 // Norm front-ends (see norm.h): shape and dtype checks, f32 staging, allocation of outputs,
-// statistics and the weight-gradient scratch, and dispatch to tensor/cpu/norm.h.
+// statistics and the weight-gradient scratch, and dispatch through the kernel table; the scratch's rows come from the device's target
+// profile (backend::norm_partitions).
 #include "tensor/ops/norm.h"
 
-#include "tensor/cpu/norm.h"
+#include "tensor/backend/kernel_args.h"
+#include "tensor/backend/kernel_table.h"
+#include "tensor/backend/profile.h"
 #include "tensor/ops/op_util.h"
 
 namespace fitgrad::ops {
@@ -41,15 +44,13 @@ void check_backward(const char* op, const Tensor& dy, const Tensor& x, const cha
 }
 
 // f32 data of an optional parameter, or null.
-const float* data_or_null(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
-float* data_or_null(Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
-
 Tensor f32_or_undefined(const Tensor& t) { return t.defined() ? to_f32_contiguous(t) : Tensor(); }
 
 }  // namespace
 
 LayerNormOut layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
-  const char* op = "layer_norm";
+  const backend::OpId id = backend::OpId::layer_norm;
+  const char* op = backend::op_name(id);
   const int64_t C = check_input(op, x);
   check_param(op, "weight", weight, C);
   check_param(op, "bias", bias, C);
@@ -62,44 +63,43 @@ LayerNormOut layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bia
   Tensor y = Tensor::empty(x.shape(), DType::f32, x.device());  // (rows, C)
   LayerNormOut out{Tensor(), Tensor::empty(row_shape(x), DType::f32, x.device()),
                    Tensor::empty(row_shape(x), DType::f32, x.device())};
-  if (run_kernel(op, x.device()))
-    cpu::layer_norm_f32(xf.data<float>(), data_or_null(wf), data_or_null(bf), y.data<float>(),
-                        out.mean.data<float>(), out.rstd.data<float>(), rows, C, float(eps));
+  backend::dispatch(id, x.device(),
+                    backend::LayerNormArgs{rows, C, float(eps), xf, wf, bf, y, out.mean, out.rstd});
   out.y = cast_to(y, x.dtype());
   return out;
 }
 
 LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
                                    const Tensor& mean, const Tensor& rstd, bool with_dbias) {
-  const char* op = "layer_norm_backward";
+  const backend::OpId id = backend::OpId::layer_norm_backward;
+  const char* op = backend::op_name(id);
   const int64_t C = check_input(op, x);
   check_param(op, "weight", weight, C);
   check_backward(op, dy, x, "mean", mean);
   check_backward(op, dy, x, "rstd", rstd);
   check_same_device(op, {&dy, &x, &weight, &mean, &rstd});
   const int64_t rows = x.numel() / C;
-  const int64_t P = cpu::norm_partitions(rows);
-  const Tensor dyf = to_f32_contiguous(dy);    // (rows, C)
-  const Tensor xf = to_f32_contiguous(x);      // (rows, C)
-  const Tensor wf = f32_or_undefined(weight);  // (C)
   const Device device = x.device();
+  const int64_t P = backend::norm_partitions(backend::profile_for(device), rows);
+  const Tensor dyf = to_f32_contiguous(dy);                                          // (rows, C)
+  const Tensor xf = to_f32_contiguous(x);                                            // (rows, C)
+  const Tensor wf = f32_or_undefined(weight);                                        // (C)
   Tensor dx = Tensor::empty(x.shape(), DType::f32, device);                          // (rows, C)
   Tensor dw = weight.defined() ? Tensor::empty({C}, DType::f32, device) : Tensor();  // (C)
   Tensor db = with_dbias ? Tensor::empty({C}, DType::f32, device) : Tensor();        // (C)
   Tensor partials;                                                                   // (P, 2 * C)
   if (dw.defined() || db.defined()) partials = Tensor::empty({P, 2 * C}, DType::f32, device);
-  if (run_kernel(op, device))
-    cpu::layer_norm_backward_f32(dyf.data<float>(), xf.data<float>(), data_or_null(wf),
-                                 mean.contiguous().data<float>(), rstd.contiguous().data<float>(),
-                                 dx.data<float>(), data_or_null(dw), data_or_null(db),
-                                 data_or_null(partials), P, rows, C);
+  backend::dispatch(id, device,
+                    backend::LayerNormBackwardArgs{rows, C, P, dyf, xf, wf, mean.contiguous(),
+                                                   rstd.contiguous(), dx, dw, db, partials});
   const DType param_dtype = weight.defined() ? weight.dtype() : x.dtype();
   return {cast_to(dx, x.dtype()), dw.defined() ? cast_to(dw, param_dtype) : Tensor(),
           db.defined() ? cast_to(db, param_dtype) : Tensor()};
 }
 
 RmsNormOut rms_norm(const Tensor& x, const Tensor& weight, double eps) {
-  const char* op = "rms_norm";
+  const backend::OpId id = backend::OpId::rms_norm;
+  const char* op = backend::op_name(id);
   const int64_t C = check_input(op, x);
   check_param(op, "weight", weight, C);
   check_same_device(op, {&x, &weight});
@@ -109,36 +109,34 @@ RmsNormOut rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   const Tensor wf = f32_or_undefined(weight);                   // (C)
   Tensor y = Tensor::empty(x.shape(), DType::f32, x.device());  // (rows, C)
   RmsNormOut out{Tensor(), Tensor::empty(row_shape(x), DType::f32, x.device())};
-  if (run_kernel(op, x.device()))
-    cpu::rms_norm_f32(xf.data<float>(), data_or_null(wf), y.data<float>(), out.rstd.data<float>(),
-                      rows, C, float(eps));
+  backend::dispatch(id, x.device(), backend::RmsNormArgs{rows, C, float(eps), xf, wf, y, out.rstd});
   out.y = cast_to(y, x.dtype());
   return out;
 }
 
 RmsNormGrads rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
                                const Tensor& rstd) {
-  const char* op = "rms_norm_backward";
+  const backend::OpId id = backend::OpId::rms_norm_backward;
+  const char* op = backend::op_name(id);
   const int64_t C = check_input(op, x);
   check_param(op, "weight", weight, C);
   check_backward(op, dy, x, "rstd", rstd);
   check_same_device(op, {&dy, &x, &weight, &rstd});
   const int64_t rows = x.numel() / C;
-  const int64_t P = cpu::norm_partitions(rows);
-  const Tensor dyf = to_f32_contiguous(dy);    // (rows, C)
-  const Tensor xf = to_f32_contiguous(x);      // (rows, C)
-  const Tensor wf = f32_or_undefined(weight);  // (C)
   const Device device = x.device();
+  const int64_t P = backend::norm_partitions(backend::profile_for(device), rows);
+  const Tensor dyf = to_f32_contiguous(dy);                  // (rows, C)
+  const Tensor xf = to_f32_contiguous(x);                    // (rows, C)
+  const Tensor wf = f32_or_undefined(weight);                // (C)
   Tensor dx = Tensor::empty(x.shape(), DType::f32, device);  // (rows, C)
   Tensor dw, partials;                                       // (C), (P, C)
   if (weight.defined()) {
     dw = Tensor::empty({C}, DType::f32, device);
     partials = Tensor::empty({P, C}, DType::f32, device);
   }
-  if (run_kernel(op, device))
-    cpu::rms_norm_backward_f32(dyf.data<float>(), xf.data<float>(), data_or_null(wf),
-                               rstd.contiguous().data<float>(), dx.data<float>(), data_or_null(dw),
-                               data_or_null(partials), P, rows, C);
+  backend::dispatch(
+      id, device,
+      backend::RmsNormBackwardArgs{rows, C, P, dyf, xf, wf, rstd.contiguous(), dx, dw, partials});
   return {cast_to(dx, x.dtype()), weight.defined() ? cast_to(dw, weight.dtype()) : Tensor()};
 }
 

@@ -32,17 +32,6 @@ void check_dim(const char* op, const char* name, const Tensor& t, int64_t ndim) 
            shape_str(t.shape()));
 }
 
-bool run_kernel(const char* op, Device device) {
-  switch (device.type) {
-    case DeviceType::cpu: return true;
-    case DeviceType::meta: return false;
-    case DeviceType::cuda: break;
-  }
-  throw Error(
-      fmt::format("[{}] is not implemented on {}: the cuda backend has no kernel for it yet", op,
-                  device.str()));
-}
-
 Tensor to_f32_contiguous(const Tensor& t) { return t.to(DType::f32).contiguous(); }
 
 }  // namespace fitgrad::ops

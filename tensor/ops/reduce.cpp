@@ -1,8 +1,9 @@
 // Reduction front-ends (see ops/reduce.h): dim handling, the split of the input's dims
-// into kept and reduced dims with their strides, output allocation, then cpu/reduce.h.
+// into kept and reduced dims with their strides, output allocation, then the dispatch.
 #include "tensor/ops/reduce.h"
 
-#include "tensor/cpu/reduce.h"
+#include "tensor/backend/kernel_args.h"
+#include "tensor/backend/kernel_table.h"
 #include "tensor/error.h"
 #include "tensor/ops/elementwise.h"
 #include "tensor/ops/op_util.h"
@@ -26,7 +27,6 @@ Tensor sum_or_mean(const char* op, const Tensor& a, const std::vector<int64_t>& 
                    bool mean) {
   check_floating(op, "a", a);
   const std::vector<bool> reduced = reduced_dims(op, a.dim(), dims);
-  const bool compute = run_kernel(op, a.device());
   const Tensor x = detail::as_f32(a);
   Shape out_shape;
   Shape kept_shape, red_shape;
@@ -44,13 +44,12 @@ Tensor sum_or_mean(const char* op, const Tensor& a, const std::vector<int64_t>& 
     }
   }
   Tensor out = Tensor::empty(out_shape, DType::f32, a.device());
-  if (compute) {
-    const double count = double(numel(red_shape));
-    collapse_dims(kept_shape, kept);
-    collapse_dims(red_shape, red);
-    cpu::sum_f32(kept_shape, kept[0], red_shape, red[0], x.data<float>(), mean ? count : 1.0,
-                 out.data<float>());
-  }
+  const double count = double(numel(red_shape));
+  collapse_dims(kept_shape, kept);
+  collapse_dims(red_shape, red);
+  backend::dispatch(
+      backend::OpId::sum, a.device(),
+      backend::SumArgs{kept_shape, red_shape, kept[0], red[0], x, mean ? count : 1.0, out});
   return cast_to(out, a.dtype());
 }
 
@@ -69,7 +68,6 @@ MaxOut max(const Tensor& a, int64_t dim, bool keepdim) {
   const int64_t d = wrap_dim(dim, a.dim(), "max");
   FG_CHECK(a.size(d) > 0, "[max] dim {} of shape {} is empty: there is no maximum", d,
            shape_str(a.shape()));
-  const bool compute = run_kernel("max", a.device());
   const Tensor x = detail::as_f32(a);
   Shape out_shape = a.shape();
   Shape kept_shape = a.shape();
@@ -82,9 +80,9 @@ MaxOut max(const Tensor& a, int64_t dim, bool keepdim) {
     out_shape.erase(out_shape.begin() + d);
   MaxOut out{Tensor::empty(out_shape, DType::f32, a.device()),
              Tensor::empty(out_shape, DType::i64, a.device())};
-  if (compute)
-    cpu::max_f32(kept_shape, kept_strides, a.size(d), x.stride(d), x.data<float>(),
-                 out.values.data<float>(), out.indices.data<int64_t>());
+  backend::dispatch(backend::OpId::max, a.device(),
+                    backend::MaxArgs{kept_shape, kept_strides, a.size(d), x.stride(d), x,
+                                     out.values, out.indices});
   out.values = cast_to(out.values, a.dtype());
   return out;
 }
@@ -104,19 +102,17 @@ Tensor max_backward(const Tensor& dy, const Tensor& indices, const Shape& input_
     out_shape.erase(out_shape.begin() + d);
   check_shape(op, "dy", dy, out_shape);
   check_shape(op, "indices", indices, out_shape);
-  const bool compute = run_kernel(op, dy.device());
   const Tensor g = to_f32_contiguous(dy);
   const Tensor idx = indices.contiguous();
   Tensor dx = Tensor::zeros(input_shape, DType::f32, dy.device());
-  if (compute) {
-    Shape kept_shape = input_shape;
-    Strides kept_strides = dx.strides();
-    const int64_t stride = kept_strides[size_t(d)];
-    kept_shape.erase(kept_shape.begin() + d);
-    kept_strides.erase(kept_strides.begin() + d);
-    cpu::max_backward_f32(kept_shape, kept_strides, input_shape[size_t(d)], stride, g.data<float>(),
-                          idx.data<int64_t>(), dx.data<float>());
-  }
+  Shape kept_shape = input_shape;
+  Strides kept_strides = dx.strides();
+  const int64_t stride = kept_strides[size_t(d)];
+  kept_shape.erase(kept_shape.begin() + d);
+  kept_strides.erase(kept_strides.begin() + d);
+  backend::dispatch(backend::OpId::max_backward, dy.device(),
+                    backend::MaxBackwardArgs{kept_shape, kept_strides, input_shape[size_t(d)],
+                                             stride, g, idx, dx});
   return cast_to(dx, dy.dtype());
 }
 

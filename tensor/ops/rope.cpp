@@ -1,16 +1,18 @@
-// RoPE front-ends (see rope.h): checks, the cos/sin table and dispatch to tensor/cpu/rope.h.
+// RoPE front-ends (see rope.h): checks, the cos/sin table and dispatch through the kernels.
 // The (2, T, D/2) table is a workspace allocated through the allocator, so the ledger sees
 // it; it is B*H times smaller than x.
 #include "tensor/ops/rope.h"
 
-#include "tensor/cpu/rope.h"
+#include "tensor/backend/kernel_args.h"
+#include "tensor/backend/kernel_table.h"
 #include "tensor/ops/op_util.h"
 
 namespace fitgrad::ops {
 namespace {
 
-Tensor rotate(const char* op, const Tensor& x, int64_t position_offset, double theta,
+Tensor rotate(backend::OpId id, const Tensor& x, int64_t position_offset, double theta,
               bool inverse) {
+  const char* op = backend::op_name(id);
   const char* name = inverse ? "dy" : "x";
   check_floating(op, name, x);
   check_dim(op, name, x, 4);
@@ -23,21 +25,19 @@ Tensor rotate(const char* op, const Tensor& x, int64_t position_offset, double t
   const Tensor xf = to_f32_contiguous(x);                                     // (B, H, T, D)
   const Tensor table = Tensor::empty({2, T, D / 2}, DType::f32, x.device());  // (2, T, D/2)
   Tensor y = Tensor::empty(x.shape(), DType::f32, x.device());                // (B, H, T, D)
-  if (run_kernel(op, x.device())) {
-    cpu::rope_table_f32(table.data<float>(), T, D, position_offset, theta);
-    cpu::rope_f32(xf.data<float>(), table.data<float>(), y.data<float>(), B * H, T, D, inverse);
-  }
+  backend::dispatch(id, x.device(),
+                    backend::RopeArgs{B * H, T, D, position_offset, theta, inverse, xf, table, y});
   return cast_to(y, x.dtype());
 }
 
 }  // namespace
 
 Tensor rope(const Tensor& x, int64_t position_offset, double theta) {
-  return rotate("rope", x, position_offset, theta, false);
+  return rotate(backend::OpId::rope, x, position_offset, theta, false);
 }
 
 Tensor rope_backward(const Tensor& dy, int64_t position_offset, double theta) {
-  return rotate("rope_backward", dy, position_offset, theta, true);
+  return rotate(backend::OpId::rope_backward, dy, position_offset, theta, true);
 }
 
 }  // namespace fitgrad::ops

@@ -1,8 +1,9 @@
 // Softmax front-ends (see softmax.h): checks, the (outer, n, inner) view of the reduced
-// dim, f32 staging and dispatch to tensor/cpu/softmax.h.
+// dim, f32 staging and dispatch through the kernel table.
 #include "tensor/ops/softmax.h"
 
-#include "tensor/cpu/softmax.h"
+#include "tensor/backend/kernel_args.h"
+#include "tensor/backend/kernel_table.h"
 #include "tensor/ops/op_util.h"
 
 namespace fitgrad::ops {
@@ -28,17 +29,18 @@ int64_t reduced_dim(const char* op, const Tensor& t, int64_t dim) {
   return wrap_dim(dim, t.dim(), op);
 }
 
-Tensor forward(const char* op, const Tensor& x, int64_t dim, bool log) {
+Tensor forward(backend::OpId id, const Tensor& x, int64_t dim) {
+  const char* op = backend::op_name(id);
   check_floating(op, "x", x);
   const Split s = split_at(x.shape(), reduced_dim(op, x, dim));
   const Tensor xf = to_f32_contiguous(x);                       // (outer, n, inner)
   Tensor y = Tensor::empty(x.shape(), DType::f32, x.device());  // (outer, n, inner)
-  if (run_kernel(op, x.device()))
-    cpu::softmax_f32(xf.data<float>(), y.data<float>(), s.outer, s.n, s.inner, log);
+  backend::dispatch(id, x.device(), backend::SoftmaxArgs{s.outer, s.n, s.inner, xf, y});
   return cast_to(y, x.dtype());
 }
 
-Tensor backward(const char* op, const Tensor& dy, const Tensor& y, int64_t dim, bool log) {
+Tensor backward(backend::OpId id, const Tensor& dy, const Tensor& y, int64_t dim) {
+  const char* op = backend::op_name(id);
   check_floating(op, "dy", dy);
   check_floating(op, "y", y);
   check_same_device(op, {&dy, &y});
@@ -47,24 +49,25 @@ Tensor backward(const char* op, const Tensor& dy, const Tensor& y, int64_t dim, 
   const Tensor dyf = to_f32_contiguous(dy);                      // (outer, n, inner)
   const Tensor yf = to_f32_contiguous(y);                        // (outer, n, inner)
   Tensor dx = Tensor::empty(y.shape(), DType::f32, y.device());  // (outer, n, inner)
-  if (run_kernel(op, y.device()))
-    cpu::softmax_backward_f32(dyf.data<float>(), yf.data<float>(), dx.data<float>(), s.outer, s.n,
-                              s.inner, log);
+  backend::dispatch(id, y.device(),
+                    backend::SoftmaxBackwardArgs{s.outer, s.n, s.inner, dyf, yf, dx});
   return cast_to(dx, y.dtype());
 }
 
 }  // namespace
 
-Tensor softmax(const Tensor& x, int64_t dim) { return forward("softmax", x, dim, false); }
+Tensor softmax(const Tensor& x, int64_t dim) { return forward(backend::OpId::softmax, x, dim); }
 
 Tensor softmax_backward(const Tensor& dy, const Tensor& y, int64_t dim) {
-  return backward("softmax_backward", dy, y, dim, false);
+  return backward(backend::OpId::softmax_backward, dy, y, dim);
 }
 
-Tensor log_softmax(const Tensor& x, int64_t dim) { return forward("log_softmax", x, dim, true); }
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  return forward(backend::OpId::log_softmax, x, dim);
+}
 
 Tensor log_softmax_backward(const Tensor& dy, const Tensor& y, int64_t dim) {
-  return backward("log_softmax_backward", dy, y, dim, true);
+  return backward(backend::OpId::log_softmax_backward, dy, y, dim);
 }
 
 }  // namespace fitgrad::ops

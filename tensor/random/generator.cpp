@@ -1,8 +1,9 @@
 // Generator state handling and its uniform fill (see generator.h).
 #include "tensor/random/generator.h"
 
+#include "tensor/backend/kernel_args.h"
+#include "tensor/backend/kernel_table.h"
 #include "tensor/ops/op_util.h"
-#include "tensor/random/philox.h"
 
 namespace fitgrad {
 
@@ -29,13 +30,8 @@ Tensor Generator::uniform(const Shape& shape, double lo, double hi, DType dtype,
   FG_CHECK(lo <= hi, "[uniform] lo = {} is greater than hi = {}", lo, hi);
   Tensor out = Tensor::empty(shape, DType::f32, device);
   const RngState start = reserve(uint64_t(out.numel()));
-  if (ops::run_kernel("uniform", device)) {
-    float* data = out.data<float>();
-    const float base = float(lo);
-    const float width = float(hi - lo);
-    philox_for_each_uniform(start.seed, start.offset, out.numel(),
-                            [&](int64_t i, float u) { data[i] = base + width * u; });
-  }
+  backend::dispatch(backend::OpId::uniform, device,
+                    backend::UniformArgs{out.numel(), start, float(lo), float(hi - lo), out});
   return ops::cast_to(out, dtype);
 }
 

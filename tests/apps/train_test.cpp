@@ -14,7 +14,7 @@
 #include "apps/train/checkpoint_dir.h"
 #include "apps/train/trainer.h"
 #include "nn/io/safetensors.h"
-#include "tensor/cpu/gemm.h"
+#include "tensor/backend/math_mode.h"
 #include "tensor/error.h"
 #include "tensor/memory/caching_allocator.h"
 
@@ -195,7 +195,7 @@ TEST_F(TrainTest, GradientCheckpointingKeepsTheLossesAndLowersThePeak) {
 TEST_F(TrainTest, Tf32ChangesTheNumericsSlightly) {
   auto [fp32, tf32] =
       train_both(args(write_text("text.txt", 997, 3), ""), [](TrainArgs& a) { a.tf32 = true; });
-  EXPECT_FALSE(cpu::matmul_tf32());  // the mode is the run's only
+  EXPECT_FALSE(backend::matmul_tf32());  // the mode is the run's only
   const double max_diff = max_loss_difference(fp32, tf32);
   EXPECT_GT(max_diff, 0.0);   // TF32 rounding reached the matmuls
   EXPECT_LT(max_diff, 1e-2);  // and stayed a rounding effect

@@ -8,16 +8,14 @@
 #include <random>
 #include <vector>
 
+#include "tensor/backend/math_mode.h"
 #include "tensor/cpu/gemm.h"
 
 namespace fitgrad::cpu {
 namespace {
 
-struct Tf32Mode {
-  explicit Tf32Mode(bool on) : before_(matmul_tf32()) { set_matmul_tf32(on); }
-  ~Tf32Mode() { set_matmul_tf32(before_); }
-  bool before_;
-};
+using Tf32Mode = backend::MatmulTf32Scope;
+using backend::matmul_tf32;
 
 TEST(Tf32, RoundsToTenMantissaBitsTiesToEven) {
   const float ulp = std::ldexp(1.0f, -10);  // TF32's spacing in [1, 2)

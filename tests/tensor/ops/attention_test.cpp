@@ -7,7 +7,7 @@
 #include <cmath>
 #include <limits>
 
-#include "tensor/cpu/attention.h"
+#include "tensor/backend/profile.h"
 #include "tensor/memory/caching_allocator.h"
 #include "tests/tensor/ops/op_harness.h"
 
@@ -283,7 +283,8 @@ Measured measure(Fn&& fn) {
 int64_t bytes(int64_t floats) { return int64_t(round_request(size_t(floats) * 4)); }
 
 TEST(AttentionMemory, FlashIsLinearAndNaiveQuadraticInT) {
-  const int64_t threads = cpu::attention_threads();
+  const backend::TargetProfile profile = backend::host_cpu_profile();
+  const int64_t threads = backend::attention_threads(profile);
   Measured flash_fwd[2], flash_bwd[2], naive_fwd[2], naive_bwd[2];
   const int64_t ts[2] = {256, 1024};
   for (int i = 0; i < 2; ++i) {
@@ -296,14 +297,16 @@ TEST(AttentionMemory, FlashIsLinearAndNaiveQuadraticInT) {
     // Note [Attention memory] in tensor/ops/attention.cpp, byte for byte.
     flash_fwd[i] = measure([&] { return ops::flash_attention(in.q, in.k, in.v, true); });
     EXPECT_EQ(flash_fwd[i].held, bytes(q_floats) + bytes(rows));  // o + lse: what is saved
-    EXPECT_EQ(flash_fwd[i].peak,
-              flash_fwd[i].held + bytes(threads * cpu::flash_workspace_floats(x.d, false)));
+    EXPECT_EQ(
+        flash_fwd[i].peak,
+        flash_fwd[i].held + bytes(threads * backend::flash_workspace_floats(profile, x.d, false)));
     flash_bwd[i] = measure([&] {
       return ops::flash_attention_backward(dout, in.q, in.k, in.v, out.o, out.lse, true);
     });
     EXPECT_EQ(flash_bwd[i].held, bytes(q_floats) + 2 * bytes(kv_floats));
-    EXPECT_EQ(flash_bwd[i].peak, flash_bwd[i].held + bytes(rows) +
-                                     bytes(threads * cpu::flash_workspace_floats(x.d, true)));
+    EXPECT_EQ(flash_bwd[i].peak,
+              flash_bwd[i].held + bytes(rows) +
+                  bytes(threads * backend::flash_workspace_floats(profile, x.d, true)));
     naive_fwd[i] = measure([&] { return ops::naive_attention(in.q, in.k, in.v, true); });
     EXPECT_EQ(naive_fwd[i].peak, bytes(q_floats) + bytes(scores));
     naive_bwd[i] =

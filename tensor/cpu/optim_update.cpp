@@ -1,4 +1,4 @@
-// CPU kernels of the optimizers (see update.h).
+// CPU kernels of the optimizers (see optim_update.h).
 //
 // Note [Optimizer kernels]
 // An optimizer step is memory-bound: AdamW reads p, g, m, v and writes p, m, v, 28 bytes
@@ -13,7 +13,7 @@
 // rounded to f32 as torch's f32 kernels round them. The squared norm accumulates in double
 // in eight interleaved partial sums per chunk, added in a fixed order: deterministic, and
 // vectorisable without reassociation.
-#include "optim/cpu/update.h"
+#include "tensor/cpu/optim_update.h"
 
 #include <Eigen/Core>
 #include <algorithm>
@@ -21,7 +21,7 @@
 
 #include "tensor/error.h"
 
-namespace fitgrad::optim::cpu {
+namespace fitgrad::cpu {
 namespace {
 
 constexpr int64_t kChunk = 16384;  // elements per thread work item
@@ -167,4 +167,4 @@ void scale_inplace(void* x, DType dtype, int64_t n, float scale) {
   });
 }
 
-}  // namespace fitgrad::optim::cpu
+}  // namespace fitgrad::cpu

@@ -1,0 +1,247 @@
+// The argument structs of the kernels (Note [Kernel tables] in kernel_table.h): what a
+// front-end hands a backend after checking shapes and allocating every buffer. They hold
+// tensors (handles, so a meta kernel can take them without touching bytes) and plain
+// sizes; no shape or stride logic happens behind them (DESIGN.md: it lives in tensor/).
+// Today's CPU kernels compute in f32, so the front-ends pass f32 contiguous buffers,
+// staged through the allocator before dispatch; each struct's comments give the shapes.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "tensor/backend/strided.h"
+#include "tensor/random/generator.h"
+#include "tensor/tensor.h"
+
+namespace fitgrad::backend {
+
+// copy (dst[i] = convert(src[i])) and fill (dst[i] = convert(value)) over `shape`.
+struct CopyArgs {
+  Shape shape;
+  StridedOperand dst, src;
+};
+struct FillArgs {
+  Shape shape;
+  StridedOperand dst;
+  double value = 0;
+};
+
+// Every elementwise op over the (collapsed) `shape`: the outputs first, then the inputs,
+// all f32. Unary ops read `param` (scale, add_scalar, pow). add_ has one operand that is
+// both its output and its first input.
+struct ElementwiseArgs {
+  Shape shape;
+  std::vector<StridedOperand> operands;
+  float param = 0;
+};
+
+// sum: out (O) = sum over the reduced index space of a, divided by `divisor`.
+struct SumArgs {
+  Shape kept_shape, reduced_shape;
+  Strides kept_strides, reduced_strides;  // of a, in elements
+  Tensor a;                               // f32
+  double divisor = 1;
+  Tensor out;  // (O) f32
+};
+// max along one dim of length `size`, stride `stride`: values and argmax indices (O).
+struct MaxArgs {
+  Shape kept_shape;
+  Strides kept_strides;
+  int64_t size = 0, stride = 0;
+  Tensor a;                // f32
+  Tensor values, indices;  // (O) f32, (O) i64
+};
+// dx (zeroed, input shape) gets dy at each indices' position.
+struct MaxBackwardArgs {
+  Shape kept_shape;
+  Strides kept_strides;  // of dx
+  int64_t size = 0, stride = 0;
+  Tensor dy, indices;  // (O) f32 contiguous, (O) i64 contiguous
+  Tensor dx;           // f32
+};
+
+// matmul: c (batch, m, n) = op(a) op(b), one matrix per batch index with per-operand
+// batch strides (0 broadcasts one matrix). linear: y (rows, n) = x (rows, k) w^T (n, k)
+// + bias (n) when defined.
+struct MatmulArgs {
+  bool trans_a = false, trans_b = false;
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  Tensor a, b;  // f32 contiguous
+  int64_t lda = 0, ldb = 0, stride_a = 0, stride_b = 0;
+  Tensor c;  // (batch, m, n) f32
+};
+struct LinearArgs {
+  int64_t rows = 0, in = 0, out = 0;
+  Tensor x, weight, bias;  // (rows, in), (out, in), (out) or undefined; f32 contiguous
+  Tensor y;                // (rows, out) f32
+};
+
+// Norms over the last dim C of `rows` rows. Undefined weight / bias / dw / db are absent.
+struct LayerNormArgs {
+  int64_t rows = 0, c = 0;
+  float eps = 0;
+  Tensor x, weight, bias;  // (rows, C), (C), (C)
+  Tensor y, mean, rstd;    // (rows, C), (rows), (rows)
+};
+struct LayerNormBackwardArgs {
+  int64_t rows = 0, c = 0, partitions = 0;
+  Tensor dy, x, weight, mean, rstd;  // (rows, C), (rows, C), (C), (rows), (rows)
+  Tensor dx, dw, db;                 // (rows, C), (C), (C)
+  Tensor partials;                   // (partitions, 2 C) workspace, when dw or db is defined
+};
+struct RmsNormArgs {
+  int64_t rows = 0, c = 0;
+  float eps = 0;
+  Tensor x, weight;  // (rows, C), (C)
+  Tensor y, rstd;    // (rows, C), (rows)
+};
+struct RmsNormBackwardArgs {
+  int64_t rows = 0, c = 0, partitions = 0;
+  Tensor dy, x, weight, rstd;  // (rows, C), (rows, C), (C), (rows)
+  Tensor dx, dw;               // (rows, C), (C)
+  Tensor partials;             // (partitions, C) workspace, when dw is defined
+};
+
+// (log_)softmax of a contiguous (outer, n, inner) tensor along n.
+struct SoftmaxArgs {
+  int64_t outer = 1, n = 1, inner = 1;
+  Tensor x, y;  // f32
+};
+struct SoftmaxBackwardArgs {
+  int64_t outer = 1, n = 1, inner = 1;
+  Tensor dy, y, dx;  // f32
+};
+
+struct AttentionShape {
+  int64_t batch = 0, hq = 0, hkv = 0, t = 0, s = 0, d = 0;
+};
+// q (B, Hq, T, D), k and v (B, Hkv, S, D), all f32 contiguous.
+struct FlashAttentionArgs {
+  AttentionShape dims;
+  bool causal = false;
+  float scale = 1;
+  int threads = 1;
+  Tensor q, k, v;
+  Tensor o, lse;     // (B, Hq, T, D), (B, Hq, T)
+  Tensor workspace;  // (threads, flash_workspace_floats) temporary
+};
+struct FlashAttentionBackwardArgs {
+  AttentionShape dims;
+  bool causal = false;
+  float scale = 1;
+  int threads = 1;
+  Tensor dout, q, k, v, o, lse;
+  Tensor delta;  // (B, Hq, T) temporary
+  Tensor dq, dk, dv;
+  Tensor workspace;  // (threads, flash_workspace_floats) temporary
+};
+struct NaiveAttentionArgs {
+  AttentionShape dims;
+  bool causal = false;
+  float scale = 1;
+  Tensor q, k, v;
+  Tensor probs;  // (B, Hq, T, S) temporary
+  Tensor o;
+};
+struct NaiveAttentionBackwardArgs {
+  AttentionShape dims;
+  bool causal = false;
+  float scale = 1;
+  Tensor dout, q, k, v;
+  Tensor probs, dprobs;  // (B, Hq, T, S) temporaries
+  Tensor dq, dk, dv;
+};
+
+// embedding: out (n, C) = weight (V, C) rows at ids (n), in weight's dtype. backward:
+// dw (V, C) f32 = the deterministic scatter-add of dy (n, C) f32 at ids.
+struct EmbeddingArgs {
+  int64_t n = 0, v = 0, c = 0;
+  Tensor weight, ids, out;  // ids i32 or i64 contiguous
+};
+struct EmbeddingBackwardArgs {
+  int64_t n = 0, v = 0, c = 0;
+  Tensor dy, ids, dw;
+};
+
+// RoPE over (B H, T, D) rows, with the (2, T, D/2) cos/sin table a workspace that the
+// kernel fills; inverse rotates back (the backward).
+struct RopeArgs {
+  int64_t bh = 0, t = 0, d = 0, position_offset = 0;
+  double theta = 0;
+  bool inverse = false;
+  Tensor x, table, y;  // f32
+};
+
+// y (n) = x (n) masked with the Philox stream at `state` and scaled by 1 / (1 - p).
+struct DropoutArgs {
+  int64_t n = 0;
+  double p = 0;
+  RngState state;
+  Tensor x, y;  // f32
+};
+
+// out (n) f32 = lo + width * u for the Philox stream's uniforms u at `state`.
+struct UniformArgs {
+  int64_t n = 0;
+  RngState state;
+  float lo = 0, width = 1;
+  Tensor out;
+};
+
+// One chunk of rows of the fused cross-entropy (tensor/ops/cross_entropy.cpp walks them):
+// lse (rows) and the summed negative log-likelihood, or the gradient rows.
+struct CrossEntropyArgs {
+  int64_t rows = 0, v = 0, ignore_index = 0;
+  const float* x = nullptr;          // (rows, V) f32, staged or in place
+  const int64_t* targets = nullptr;  // (rows)
+  float* lse = nullptr;              // (rows)
+  double* nll_sum = nullptr;         // += the rows' negative log-likelihood
+};
+struct CrossEntropyBackwardArgs {
+  int64_t rows = 0, v = 0, ignore_index = 0;
+  float scale = 0;  // dloss / count
+  const float* x = nullptr;
+  const float* lse = nullptr;
+  const int64_t* targets = nullptr;
+  float* dx = nullptr;  // (rows, V), may alias x
+};
+
+// The fused optimizer updates over one parameter's n elements; param, grad and the f32
+// states are contiguous, param and grad in any floating dtype (computed in f32, rounded
+// back). The scalars are torch.optim's, already rounded to f32 as torch's f32 kernels round
+// them. AdamW, per element:
+//   p = p * decay                      (decay = 1 - lr * weight_decay)
+//   m = m * beta1 + g * (1 - beta1)
+//   v = v * beta2 + g * g * (1 - beta2)
+//   p = p + neg_step_size * (m / (sqrt(v) / bias_correction2_sqrt + eps))
+struct AdamWScalars {
+  float decay, beta1, one_minus_beta1, beta2, one_minus_beta2, bias_correction2_sqrt, eps,
+      neg_step_size;
+};
+struct AdamWArgs {
+  AdamWScalars k;
+  Tensor param, grad, exp_avg, exp_avg_sq;
+};
+// SGD, per element: d = g + weight_decay * p, then with momentum
+//   buf = first ? d : buf * momentum + d * (1 - dampening)
+//   d = nesterov ? d + momentum * buf : buf
+// and p = p - lr * d.
+struct SgdScalars {
+  float lr, weight_decay, momentum, one_minus_dampening;
+  bool nesterov, first;
+};
+struct SgdArgs {
+  SgdScalars k;
+  Tensor param, grad, momentum_buffer;  // momentum_buffer f32, undefined when momentum is 0
+};
+// sum of x^2 over a contiguous tensor, in double, into *out; and x *= factor in place.
+struct SumSquaresArgs {
+  Tensor x;
+  double* out = nullptr;
+};
+struct ScaleInPlaceArgs {
+  Tensor x;
+  float factor = 1;
+};
+
+}  // namespace fitgrad::backend

@@ -1,0 +1,68 @@
+// The kernel tables (Note [Kernel tables] in kernel_table.h).
+#include "tensor/backend/kernel_table.h"
+
+#include <array>
+#include <mutex>
+
+#include "tensor/error.h"
+
+namespace fitgrad::backend {
+namespace {
+
+struct Entry {
+  ErasedKernel kernel;
+  const std::type_info* args_type = nullptr;
+};
+
+constexpr size_t kDeviceTypes = 3;  // cpu, cuda, meta
+using Table = std::array<Entry, kOpCount>;
+
+struct Registry {
+  std::mutex mutex;
+  std::array<Table, kDeviceTypes> tables;
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+// The built-in tables, once; their registration takes the registry's mutex itself.
+void ensure_builtin() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    register_cpu_kernels();
+    register_meta_kernels();
+  });
+}
+
+}  // namespace
+
+void register_erased_kernel(DeviceType type, OpId op, const std::type_info* args_type,
+                            ErasedKernel kernel) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  r.tables[size_t(type)][size_t(op)] = Entry{std::move(kernel), args_type};
+}
+
+bool has_kernel(DeviceType type, OpId op) {
+  ensure_builtin();
+  return bool(registry().tables[size_t(type)][size_t(op)].kernel);
+}
+
+void require_kernel(OpId op, Device device) {
+  if (!has_kernel(device.type, op))
+    throw Error(fmt::format("[{}] has no kernel on {}: its backend does not implement the op yet",
+                            op_name(op), device.str()));
+}
+
+const ErasedKernel& find_kernel(OpId op, Device device, const std::type_info& args_type) {
+  require_kernel(op, device);
+  const Entry& e = registry().tables[size_t(device.type)][size_t(op)];
+  FG_ASSERT(e.args_type == nullptr || *e.args_type == args_type,
+            "[{}] dispatched with {} but its {} kernel takes {}", op_name(op), args_type.name(),
+            device.str(), e.args_type->name());
+  return e.kernel;
+}
+
+}  // namespace fitgrad::backend

@@ -1,0 +1,58 @@
+// One kernel table per backend (DESIGN.md, Ops). A front-end checks its inputs, allocates
+// every output, workspace and staging buffer through the allocator, and then calls
+// dispatch() once; the table of the device's backend runs the kernel. Kernels never
+// allocate.
+//
+// Note [Kernel tables]
+// A table maps each OpId to a kernel taking that op's argument struct (kernel_args.h). The
+// cpu and meta tables are built in (registered on first use, so no static-initialisation
+// order or dropped object file can lose them); other backends register theirs with
+// register_kernel at static initialisation, as they register raw allocator sources. Meta's
+// kernels do nothing, so a dry run makes exactly the real run's allocations. An op that a
+// backend lacks throws an Error naming the op and the device; nothing ever falls back to
+// another backend. Each registration records its argument type, and dispatch asserts it,
+// so a front-end that passes the wrong struct fails loudly instead of reading garbage.
+#pragma once
+
+#include <functional>
+#include <typeinfo>
+
+#include "tensor/backend/op_id.h"
+#include "tensor/device.h"
+
+namespace fitgrad::backend {
+
+using ErasedKernel = std::function<void(const void* args)>;
+
+// args_type: the argument struct the kernel reads, or nullptr for a kernel that reads none
+// (meta's). Registering an op twice for one backend replaces the kernel.
+void register_erased_kernel(DeviceType type, OpId op, const std::type_info* args_type,
+                            ErasedKernel kernel);
+
+template <class Args>
+void register_kernel(DeviceType type, OpId op, void (*kernel)(const Args&)) {
+  register_erased_kernel(type, op, &typeid(Args),
+                         [kernel](const void* a) { kernel(*static_cast<const Args*>(a)); });
+}
+
+// True when the backend of `type` has a kernel for op.
+bool has_kernel(DeviceType type, OpId op);
+// Throws "[op] has no kernel on <device>" unless device's backend has one: for front-ends
+// that read host-side values (targets, a loss gradient) before their first dispatch.
+void require_kernel(OpId op, Device device);
+
+// The kernel of op on device's backend; throws "[op] has no kernel on <device>" when it
+// has none, and asserts that the kernel takes `args_type`.
+const ErasedKernel& find_kernel(OpId op, Device device, const std::type_info& args_type);
+
+template <class Args>
+void dispatch(OpId op, Device device, const Args& args) {
+  find_kernel(op, device, typeid(Args))(&args);
+}
+
+// The built-in tables, defined next to their kernels (tensor/cpu/kernels.cpp,
+// tensor/backend/meta_kernels.cpp) and registered on the first lookup.
+void register_cpu_kernels();
+void register_meta_kernels();
+
+}  // namespace fitgrad::backend

@@ -1,0 +1,89 @@
+// Target profiles and workspace sizes (see profile.h).
+#include "tensor/backend/profile.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <mutex>
+
+#include "tensor/cpu/attention.h"
+#include "tensor/error.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace fitgrad::backend {
+namespace {
+
+std::mutex g_mutex;
+TargetProfile& meta_target() {
+  static TargetProfile target = host_cpu_profile();
+  return target;
+}
+
+void check_cpu(const TargetProfile& profile, const char* what) {
+  FG_CHECK(profile.backend == DeviceType::cpu, "[profile] {} has no size rule for a {} target",
+           what, profile_name(profile));
+}
+
+}  // namespace
+
+TargetProfile host_cpu_profile() {
+#ifdef _OPENMP
+  return cpu_profile(omp_get_max_threads());
+#else
+  return cpu_profile(1);
+#endif
+}
+
+TargetProfile cpu_profile(int threads) {
+  FG_CHECK(threads >= 1, "[profile] a CPU target needs at least 1 thread, got {}", threads);
+  return {DeviceType::cpu, threads};
+}
+
+std::string profile_name(const TargetProfile& profile) {
+  switch (profile.backend) {
+    case DeviceType::cpu:
+      return fmt::format("cpu ({} thread{})", profile.threads, profile.threads == 1 ? "" : "s");
+    case DeviceType::cuda: return "cuda";
+    case DeviceType::meta: break;
+  }
+  return "meta";
+}
+
+TargetProfile profile_for(Device device) {
+  if (device.type == DeviceType::cuda) return {DeviceType::cuda, 1};
+  if (device.type == DeviceType::cpu) return host_cpu_profile();
+  std::lock_guard lock(g_mutex);
+  return meta_target();
+}
+
+MetaTargetScope::MetaTargetScope(const TargetProfile& target) {
+  FG_CHECK(target.backend != DeviceType::meta, "[profile] meta cannot plan for itself");
+  std::lock_guard lock(g_mutex);
+  before_ = meta_target();
+  meta_target() = target;
+}
+
+MetaTargetScope::~MetaTargetScope() {
+  std::lock_guard lock(g_mutex);
+  meta_target() = before_;
+}
+
+int attention_threads(const TargetProfile& profile) {
+  check_cpu(profile, "flash attention");
+  return profile.threads;
+}
+
+int64_t flash_workspace_floats(const TargetProfile& profile, int64_t d, bool backward) {
+  check_cpu(profile, "flash attention");
+  return cpu::flash_workspace_floats(d, backward);
+}
+
+int64_t norm_partitions(const TargetProfile& profile, int64_t rows) {
+  check_cpu(profile, "the norms");
+  return std::max<int64_t>(1, std::min<int64_t>(profile.threads, rows));
+}
+
+}  // namespace fitgrad::backend

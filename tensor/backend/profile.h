@@ -1,0 +1,59 @@
+// Target profiles (DESIGN.md, Ops): the facts about a backend that decide workspace sizes,
+// such as a CPU's thread count. Front-ends size every workspace from the profile of the
+// tensor's device through the pure functions below, so a dry run on `meta` can plan for
+// another machine: meta uses the planning target set here, by default this machine's CPU.
+//
+// Note [Meta plans for a target]
+// For one profile, meta makes exactly the real run's allocations, in order, with the same
+// sizes, categories and labels: every allocation happens in a front-end before dispatch,
+// and every size comes from these functions of (profile, shapes). A CPU with 2 threads and
+// one with 16 differ only in the per-thread workspaces (flash attention's tiles, the norms'
+// partial sums), so memplan for a 16-thread CPU on a 2-core machine is exact.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tensor/device.h"
+
+namespace fitgrad::backend {
+
+struct TargetProfile {
+  DeviceType backend = DeviceType::cpu;  // whose workspace rules apply
+  int threads = 1;                       // cpu: the OpenMP threads a kernel may use
+  bool operator==(const TargetProfile&) const = default;
+};
+
+// This machine's CPU: OpenMP's maximum thread count (1 without OpenMP).
+TargetProfile host_cpu_profile();
+// A CPU with `threads` threads (>= 1).
+TargetProfile cpu_profile(int threads);
+// "cpu (2 threads)".
+std::string profile_name(const TargetProfile& profile);
+
+// The profile a device's front-ends size workspaces with: the host CPU for cpu, the
+// planning target for meta.
+TargetProfile profile_for(Device device);
+// meta's planning target, until the scope ends (scopes nest; not thread-local: set it
+// before a dry run, not during one).
+class MetaTargetScope {
+ public:
+  explicit MetaTargetScope(const TargetProfile& target);
+  ~MetaTargetScope();
+  MetaTargetScope(const MetaTargetScope&) = delete;
+  MetaTargetScope& operator=(const MetaTargetScope&) = delete;
+
+ private:
+  TargetProfile before_;
+};
+
+// ---- workspace sizes: pure functions of the profile and the shapes ----
+
+// The threads flash attention splits its tiles over; one workspace row each.
+int attention_threads(const TargetProfile& profile);
+// f32 elements of one thread's flash attention workspace for head dim d.
+int64_t flash_workspace_floats(const TargetProfile& profile, int64_t d, bool backward);
+// The partial-sum rows of a norm backward over `rows` rows (its dw / db workspace).
+int64_t norm_partitions(const TargetProfile& profile, int64_t rows);
+
+}  // namespace fitgrad::backend

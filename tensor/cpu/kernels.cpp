@@ -1,0 +1,238 @@
+// The cpu backend's kernel table (Note [Kernel tables] in tensor/backend/kernel_table.h):
+// one adapter per op from its argument struct to the f32 kernels of this folder.
+#include <cstdint>
+
+#include "tensor/backend/kernel_args.h"
+#include "tensor/backend/kernel_table.h"
+#include "tensor/cpu/attention.h"
+#include "tensor/cpu/copy.h"
+#include "tensor/cpu/cross_entropy.h"
+#include "tensor/cpu/dropout.h"
+#include "tensor/cpu/elementwise.h"
+#include "tensor/cpu/embedding.h"
+#include "tensor/cpu/gemm.h"
+#include "tensor/cpu/norm.h"
+#include "tensor/cpu/optim_update.h"
+#include "tensor/cpu/reduce.h"
+#include "tensor/cpu/rope.h"
+#include "tensor/cpu/softmax.h"
+#include "tensor/random/philox.h"
+
+namespace fitgrad::backend {
+namespace {
+
+using cpu::BinaryOp;
+using cpu::UnaryOp;
+
+float* f32(const Tensor& t) { return t.data<float>(); }
+float* f32_or_null(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
+cpu::AttentionDims dims_of(const AttentionShape& s) {
+  return {s.batch, s.hq, s.hkv, s.t, s.s, s.d};
+}
+
+void copy(const CopyArgs& a) { cpu::copy_strided(a.shape, a.dst, a.src); }
+void fill(const FillArgs& a) { cpu::fill_strided(a.shape, a.dst, a.value); }
+
+template <UnaryOp K>
+void unary(const ElementwiseArgs& a) {
+  cpu::unary_f32(K, a.param, a.shape, a.operands[0], a.operands[1]);
+}
+template <BinaryOp K>
+void binary(const ElementwiseArgs& a) {
+  cpu::binary_f32(K, a.shape, a.operands[0], a.operands[1], a.operands[2]);
+}
+void add_in_place(const ElementwiseArgs& a) {
+  cpu::binary_f32(BinaryOp::add, a.shape, a.operands[0], a.operands[0], a.operands[1]);
+}
+void swiglu_backward(const ElementwiseArgs& a) {
+  const auto& t = a.operands;
+  cpu::swiglu_backward_f32(a.shape, t[0], t[1], t[2], t[3], t[4]);
+}
+
+void sum(const SumArgs& a) {
+  cpu::sum_f32(a.kept_shape, a.kept_strides, a.reduced_shape, a.reduced_strides, f32(a.a),
+               a.divisor, f32(a.out));
+}
+void max(const MaxArgs& a) {
+  cpu::max_f32(a.kept_shape, a.kept_strides, a.size, a.stride, f32(a.a), f32(a.values),
+               a.indices.data<int64_t>());
+}
+void max_backward(const MaxBackwardArgs& a) {
+  cpu::max_backward_f32(a.kept_shape, a.kept_strides, a.size, a.stride, f32(a.dy),
+                        a.indices.data<int64_t>(), f32(a.dx));
+}
+
+void matmul(const MatmulArgs& a) {
+  cpu::gemm_f32_batched(a.trans_a, a.trans_b, a.batch, a.m, a.n, a.k, 1.0f, f32(a.a), a.lda,
+                        a.stride_a, f32(a.b), a.ldb, a.stride_b, 0.0f, f32(a.c), a.n, a.m * a.n);
+}
+void linear(const LinearArgs& a) {
+  float* y = f32(a.y);
+  float beta = 0.0f;
+  if (a.bias.defined()) {
+    const float* pb = f32(a.bias);
+    for (int64_t r = 0; r < a.rows; ++r) std::copy(pb, pb + a.out, y + r * a.out);
+    beta = 1.0f;
+  }
+  cpu::gemm_f32(false, true, a.rows, a.out, a.in, 1.0f, f32(a.x), a.in, f32(a.weight), a.in, beta,
+                y, a.out);
+}
+
+void layer_norm(const LayerNormArgs& a) {
+  cpu::layer_norm_f32(f32(a.x), f32_or_null(a.weight), f32_or_null(a.bias), f32(a.y), f32(a.mean),
+                      f32(a.rstd), a.rows, a.c, a.eps);
+}
+void layer_norm_backward(const LayerNormBackwardArgs& a) {
+  cpu::layer_norm_backward_f32(f32(a.dy), f32(a.x), f32_or_null(a.weight), f32(a.mean), f32(a.rstd),
+                               f32(a.dx), f32_or_null(a.dw), f32_or_null(a.db),
+                               f32_or_null(a.partials), a.partitions, a.rows, a.c);
+}
+void rms_norm(const RmsNormArgs& a) {
+  cpu::rms_norm_f32(f32(a.x), f32_or_null(a.weight), f32(a.y), f32(a.rstd), a.rows, a.c, a.eps);
+}
+void rms_norm_backward(const RmsNormBackwardArgs& a) {
+  cpu::rms_norm_backward_f32(f32(a.dy), f32(a.x), f32_or_null(a.weight), f32(a.rstd), f32(a.dx),
+                             f32_or_null(a.dw), f32_or_null(a.partials), a.partitions, a.rows, a.c);
+}
+
+template <bool Log>
+void softmax(const SoftmaxArgs& a) {
+  cpu::softmax_f32(f32(a.x), f32(a.y), a.outer, a.n, a.inner, Log);
+}
+template <bool Log>
+void softmax_backward(const SoftmaxBackwardArgs& a) {
+  cpu::softmax_backward_f32(f32(a.dy), f32(a.y), f32(a.dx), a.outer, a.n, a.inner, Log);
+}
+
+void flash_attention(const FlashAttentionArgs& a) {
+  cpu::flash_attention_forward(dims_of(a.dims), a.causal, a.scale, f32(a.q), f32(a.k), f32(a.v),
+                               f32(a.o), f32(a.lse), f32(a.workspace), a.threads);
+}
+void flash_attention_backward(const FlashAttentionBackwardArgs& a) {
+  cpu::flash_attention_backward(dims_of(a.dims), a.causal, a.scale, f32(a.dout), f32(a.q), f32(a.k),
+                                f32(a.v), f32(a.o), f32(a.lse), f32(a.delta), f32(a.dq), f32(a.dk),
+                                f32(a.dv), f32(a.workspace), a.threads);
+}
+void naive_attention(const NaiveAttentionArgs& a) {
+  cpu::naive_attention_forward(dims_of(a.dims), a.causal, a.scale, f32(a.q), f32(a.k), f32(a.v),
+                               f32(a.probs), f32(a.o));
+}
+void naive_attention_backward(const NaiveAttentionBackwardArgs& a) {
+  cpu::naive_attention_backward(dims_of(a.dims), a.causal, a.scale, f32(a.dout), f32(a.q), f32(a.k),
+                                f32(a.v), f32(a.probs), f32(a.dprobs), f32(a.dq), f32(a.dk),
+                                f32(a.dv));
+}
+
+template <class Fn>
+void with_ids(const Tensor& ids, Fn&& fn) {
+  if (ids.dtype() == DType::i32)
+    fn(ids.data<int32_t>());
+  else
+    fn(ids.data<int64_t>());
+}
+void embedding(const EmbeddingArgs& a) {
+  with_ids(a.ids, [&](const auto* p) {
+    cpu::embedding_gather(a.weight.data_ptr(), p, a.out.data_ptr(), a.n, a.v,
+                          size_t(a.c) * element_size(a.weight.dtype()));
+  });
+}
+void embedding_backward(const EmbeddingBackwardArgs& a) {
+  with_ids(a.ids, [&](const auto* p) {
+    cpu::embedding_scatter_add_f32(f32(a.dy), p, f32(a.dw), a.n, a.v, a.c);
+  });
+}
+
+void rope(const RopeArgs& a) {
+  cpu::rope_table_f32(f32(a.table), a.t, a.d, a.position_offset, a.theta);
+  cpu::rope_f32(f32(a.x), f32(a.table), f32(a.y), a.bh, a.t, a.d, a.inverse);
+}
+void dropout(const DropoutArgs& a) {
+  cpu::dropout_f32(f32(a.x), f32(a.y), a.n, a.p, a.state.seed, a.state.offset);
+}
+void uniform(const UniformArgs& a) {
+  float* data = f32(a.out);
+  philox_for_each_uniform(a.state.seed, a.state.offset, a.n,
+                          [&](int64_t i, float u) { data[i] = a.lo + a.width * u; });
+}
+
+void cross_entropy(const CrossEntropyArgs& a) {
+  cpu::cross_entropy_lse(a.rows, a.v, a.x, a.lse);
+  *a.nll_sum += cpu::cross_entropy_nll_sum(a.rows, a.v, a.x, a.lse, a.targets, a.ignore_index);
+}
+void cross_entropy_backward(const CrossEntropyBackwardArgs& a) {
+  cpu::cross_entropy_grad(a.rows, a.v, a.x, a.lse, a.targets, a.ignore_index, a.scale, a.dx);
+}
+
+void adamw_update(const AdamWArgs& a) {
+  cpu::adamw_update(a.k, a.param.data_ptr(), a.param.dtype(), a.grad.data_ptr(), a.grad.dtype(),
+                    f32(a.exp_avg), f32(a.exp_avg_sq), a.param.numel());
+}
+void sgd_update(const SgdArgs& a) {
+  cpu::sgd_update(a.k, a.param.data_ptr(), a.param.dtype(), a.grad.data_ptr(), a.grad.dtype(),
+                  f32_or_null(a.momentum_buffer), a.param.numel());
+}
+void sum_squares(const SumSquaresArgs& a) {
+  *a.out = cpu::sum_squares(a.x.data_ptr(), a.x.dtype(), a.x.numel());
+}
+void scale_in_place(const ScaleInPlaceArgs& a) {
+  cpu::scale_inplace(a.x.data_ptr(), a.x.dtype(), a.x.numel(), a.factor);
+}
+
+}  // namespace
+
+void register_cpu_kernels() {
+  constexpr DeviceType cpu = DeviceType::cpu;
+  register_kernel(cpu, OpId::copy, copy);
+  register_kernel(cpu, OpId::fill, fill);
+  register_kernel(cpu, OpId::add, binary<BinaryOp::add>);
+  register_kernel(cpu, OpId::sub, binary<BinaryOp::sub>);
+  register_kernel(cpu, OpId::mul, binary<BinaryOp::mul>);
+  register_kernel(cpu, OpId::div, binary<BinaryOp::div>);
+  register_kernel(cpu, OpId::add_, add_in_place);
+  register_kernel(cpu, OpId::neg, unary<UnaryOp::neg>);
+  register_kernel(cpu, OpId::exp, unary<UnaryOp::exp>);
+  register_kernel(cpu, OpId::log, unary<UnaryOp::log>);
+  register_kernel(cpu, OpId::sqrt, unary<UnaryOp::sqrt>);
+  register_kernel(cpu, OpId::rsqrt, unary<UnaryOp::rsqrt>);
+  register_kernel(cpu, OpId::pow, unary<UnaryOp::pow>);
+  register_kernel(cpu, OpId::scale, unary<UnaryOp::scale>);
+  register_kernel(cpu, OpId::add_scalar, unary<UnaryOp::add_scalar>);
+  register_kernel(cpu, OpId::gelu, unary<UnaryOp::gelu>);
+  register_kernel(cpu, OpId::silu, unary<UnaryOp::silu>);
+  register_kernel(cpu, OpId::gelu_backward, binary<BinaryOp::gelu_backward>);
+  register_kernel(cpu, OpId::silu_backward, binary<BinaryOp::silu_backward>);
+  register_kernel(cpu, OpId::swiglu, binary<BinaryOp::swiglu>);
+  register_kernel(cpu, OpId::swiglu_backward, swiglu_backward);
+  register_kernel(cpu, OpId::sum, sum);
+  register_kernel(cpu, OpId::max, max);
+  register_kernel(cpu, OpId::max_backward, max_backward);
+  register_kernel(cpu, OpId::matmul, matmul);
+  register_kernel(cpu, OpId::linear, linear);
+  register_kernel(cpu, OpId::layer_norm, layer_norm);
+  register_kernel(cpu, OpId::layer_norm_backward, layer_norm_backward);
+  register_kernel(cpu, OpId::rms_norm, rms_norm);
+  register_kernel(cpu, OpId::rms_norm_backward, rms_norm_backward);
+  register_kernel(cpu, OpId::softmax, softmax<false>);
+  register_kernel(cpu, OpId::softmax_backward, softmax_backward<false>);
+  register_kernel(cpu, OpId::log_softmax, softmax<true>);
+  register_kernel(cpu, OpId::log_softmax_backward, softmax_backward<true>);
+  register_kernel(cpu, OpId::flash_attention, flash_attention);
+  register_kernel(cpu, OpId::flash_attention_backward, flash_attention_backward);
+  register_kernel(cpu, OpId::naive_attention, naive_attention);
+  register_kernel(cpu, OpId::naive_attention_backward, naive_attention_backward);
+  register_kernel(cpu, OpId::embedding, embedding);
+  register_kernel(cpu, OpId::embedding_backward, embedding_backward);
+  register_kernel(cpu, OpId::rope, rope);
+  register_kernel(cpu, OpId::rope_backward, rope);
+  register_kernel(cpu, OpId::dropout, dropout);
+  register_kernel(cpu, OpId::dropout_backward, dropout);
+  register_kernel(cpu, OpId::uniform, uniform);
+  register_kernel(cpu, OpId::cross_entropy, cross_entropy);
+  register_kernel(cpu, OpId::cross_entropy_backward, cross_entropy_backward);
+  register_kernel(cpu, OpId::adamw_update, adamw_update);
+  register_kernel(cpu, OpId::sgd_update, sgd_update);
+  register_kernel(cpu, OpId::sum_squares, sum_squares);
+  register_kernel(cpu, OpId::scale_, scale_in_place);
+}
+
+}  // namespace fitgrad::backend

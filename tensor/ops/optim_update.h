@@ -1,0 +1,26 @@
+// Front-ends of the fused optimizer kernels (DESIGN.md, Ops: optim/ reaches kernels only
+// through ops): one pass over a parameter for AdamW and SGD, and the squared norm and the
+// in-place scale of gradient clipping. Each checks its tensors and dispatches once; the
+// scalars are those of tensor/backend/kernel_args.h, computed by optim/.
+#pragma once
+
+#include "tensor/backend/kernel_args.h"
+#include "tensor/tensor.h"
+
+namespace fitgrad::ops {
+
+// param and grad (any floating dtype) and the f32 states: one shape, one device, all
+// contiguous. Updates param, exp_avg and exp_avg_sq in place.
+void adamw_update_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                   const Tensor& exp_avg_sq, const backend::AdamWScalars& scalars);
+// momentum_buffer: f32 like param, or undefined when momentum is 0.
+void sgd_update_(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
+                 const backend::SgdScalars& scalars);
+
+// sum(x^2) of a contiguous floating tensor, accumulated in double in a fixed order; 0 on a
+// device without bytes (meta).
+double sum_squares(const Tensor& x);
+// x *= factor in place (a contiguous floating tensor), computed in f32.
+void scale_(const Tensor& x, float factor);
+
+}  // namespace fitgrad::ops
