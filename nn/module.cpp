@@ -2,21 +2,17 @@
 #include "nn/module.h"
 
 #include <algorithm>
-#include <cmath>
-#include <numbers>
 #include <set>
 
 #include "autograd/variable.h"
 #include "tensor/error.h"
-#include "tensor/random/philox.h"
+#include "tensor/ops/random.h"
 
 namespace fitgrad::nn {
 
 BuildContext::BuildContext(const BuildOptions& o) : options(o), own_(o.seed) {}
 
 namespace {
-
-constexpr int64_t kInitChunk = int64_t(1) << 20;  // elements per Box-Muller chunk (even)
 
 std::string shape_str(const Shape& s) {
   std::string out = "(";
@@ -33,31 +29,9 @@ void init_tensor(Tensor& t, const Init& init, Generator& gen) {
     case Init::Kind::ones: t.fill_(1.0); return;
     case Init::Kind::normal: break;
   }
-  const int64_t n = t.numel();
-  if (!t.device().has_bytes()) {
-    gen.reserve(uint64_t(n + (n & 1)));
-    return;
-  }
   FG_CHECK(t.is_contiguous(), "[init] a parameter must be contiguous");
-  const Tensor flat = t.view({n});
-  std::vector<float> u;
-  for (int64_t start = 0; start < n; start += kInitChunk) {
-    const int64_t len = std::min(kInitChunk, n - start);
-    const int64_t draws = len + (len & 1);
-    const RngState s = gen.reserve(uint64_t(draws));
-    u.assign(size_t(draws), 0.0f);
-    philox_for_each_uniform(s.seed, s.offset, draws, [&](int64_t i, float x) { u[size_t(i)] = x; });
-    Tensor chunk = Tensor::empty({len}, DType::f32);
-    float* out = chunk.data<float>();
-    for (int64_t k = 0; k < draws; k += 2) {
-      const double r = std::sqrt(-2.0 * std::log(1.0 - double(u[size_t(k)])));
-      const double angle = 2.0 * std::numbers::pi * double(u[size_t(k) + 1]);
-      out[k] = float(init.std * r * std::cos(angle));
-      if (k + 1 < len) out[k + 1] = float(init.std * r * std::sin(angle));
-    }
-    Tensor dst = flat.narrow(0, start, len);
-    dst.copy_(chunk);
-  }
+  const int64_t n = t.numel();
+  ops::normal_(t, gen.reserve(uint64_t(n + (n & 1))), init.std);
 }
 
 Module::Module(std::string path, std::string name)

@@ -18,9 +18,10 @@
 // numel rounded up to even draws; draws 2k and 2k+1 give (u1, u2) and elements 2k and 2k+1
 // get r cos(2 pi u2) and r sin(2 pi u2), r = sqrt(-2 ln(1 - u1)). The result depends only
 // on the generator state and the order of creation (registration order), so a model built
-// twice from the same seed is bitwise the same, on any thread count. On the meta device
-// nothing is computed but the draws are still reserved, so a dry run leaves the generator
-// where the real build would.
+// twice from the same seed is bitwise the same, on any thread count. The fill is an op
+// (ops::normal_) that writes the parameter in place, so no staging buffer exists; on the
+// meta device nothing is computed but the draws are still reserved, so a dry run leaves
+// the generator where the real build would.
 #pragma once
 
 #include <map>

@@ -188,6 +188,15 @@ struct UniformArgs {
   Tensor out;
 };
 
+// out (contiguous, any floating dtype) = std * the Box-Muller normals of the Philox stream
+// at `state`: draws 2j and 2j+1 give elements 2j (cosine) and 2j+1 (sine), each computed in
+// double, rounded to f32 and then to out's dtype; an odd count draws one uniform more.
+struct NormalArgs {
+  RngState state;
+  double std = 1;
+  Tensor out;
+};
+
 // One chunk of rows of the fused cross-entropy (tensor/ops/cross_entropy.cpp walks them):
 // lse (rows) and the summed negative log-likelihood, or the gradient rows.
 struct CrossEntropyArgs {

@@ -12,18 +12,22 @@ namespace fitgrad::backend {
 
 // X(name): one entry per op. Forward and backward are separate ops, as each backend
 // implements them separately.
-#define FITGRAD_OPS(X)                                                                           \
-  X(copy)                                                                                        \
-  X(fill) X(add) X(sub) X(mul) X(div) X(add_) X(neg) X(exp) X(log) X(sqrt) X(rsqrt) X(pow)       \
-      X(scale) X(add_scalar) X(gelu) X(silu) X(gelu_backward) X(silu_backward) X(swiglu)         \
-          X(swiglu_backward) X(sum) X(max) X(max_backward) X(matmul) X(linear) X(layer_norm)     \
-              X(layer_norm_backward) X(rms_norm) X(rms_norm_backward) X(softmax)                 \
-                  X(softmax_backward) X(log_softmax) X(log_softmax_backward) X(flash_attention)  \
-                      X(flash_attention_backward) X(naive_attention) X(naive_attention_backward) \
-                          X(embedding) X(embedding_backward) X(rope) X(rope_backward) X(dropout) \
-                              X(dropout_backward) X(uniform) X(cross_entropy)                    \
-                                  X(cross_entropy_backward) X(adamw_update) X(sgd_update)        \
-                                      X(sum_squares) X(scale_)
+// clang-format off
+#define FITGRAD_OPS(X) \
+  X(copy) X(fill) \
+  X(add) X(sub) X(mul) X(div) X(add_) \
+  X(neg) X(exp) X(log) X(sqrt) X(rsqrt) X(pow) X(scale) X(add_scalar) \
+  X(gelu) X(silu) X(gelu_backward) X(silu_backward) X(swiglu) X(swiglu_backward) \
+  X(sum) X(max) X(max_backward) \
+  X(matmul) X(linear) \
+  X(layer_norm) X(layer_norm_backward) X(rms_norm) X(rms_norm_backward) \
+  X(softmax) X(softmax_backward) X(log_softmax) X(log_softmax_backward) \
+  X(flash_attention) X(flash_attention_backward) X(naive_attention) X(naive_attention_backward) \
+  X(embedding) X(embedding_backward) X(rope) X(rope_backward) \
+  X(dropout) X(dropout_backward) X(uniform) X(normal_) \
+  X(cross_entropy) X(cross_entropy_backward) \
+  X(adamw_update) X(sgd_update) X(sum_squares) X(scale_)
+// clang-format on
 
 enum class OpId : uint16_t {
 #define FITGRAD_OP_ENUM(name) name,

@@ -1,10 +1,13 @@
 // The cpu backend's kernel table (Note [Kernel tables] in tensor/backend/kernel_table.h):
 // one adapter per op from its argument struct to the f32 kernels of this folder.
+#include <cmath>
 #include <cstdint>
+#include <numbers>
 
 #include "tensor/backend/kernel_args.h"
 #include "tensor/backend/kernel_table.h"
 #include "tensor/cpu/attention.h"
+#include "tensor/cpu/convert.h"
 #include "tensor/cpu/copy.h"
 #include "tensor/cpu/cross_entropy.h"
 #include "tensor/cpu/dropout.h"
@@ -155,6 +158,29 @@ void uniform(const UniformArgs& a) {
                           [&](int64_t i, float u) { data[i] = a.lo + a.width * u; });
 }
 
+template <class T>
+void normal_into(const NormalArgs& a, T* out) {
+  const int64_t len = a.out.numel(), draws = len + (len & 1);
+  const uint64_t seed = a.state.seed, offset = a.state.offset;
+#pragma omp parallel for schedule(static)
+  for (int64_t k = 0; k < draws; k += 2) {
+    const double u0 = philox_uniform(seed, offset + uint64_t(k));
+    const double u1 = philox_uniform(seed, offset + uint64_t(k) + 1);
+    const double r = std::sqrt(-2.0 * std::log(1.0 - u0));
+    const double angle = 2.0 * std::numbers::pi * u1;
+    out[k] = cpu::convert<T>(float(a.std * r * std::cos(angle)));
+    if (k + 1 < len) out[k + 1] = cpu::convert<T>(float(a.std * r * std::sin(angle)));
+  }
+}
+void normal(const NormalArgs& a) {
+  switch (a.out.dtype()) {
+    case DType::f32: return normal_into(a, a.out.data<float>());
+    case DType::bf16: return normal_into(a, a.out.data<BFloat16>());
+    case DType::f16: return normal_into(a, a.out.data<Half>());
+    default: FG_ASSERT(false, "[normal_] {} is not floating", dtype_name(a.out.dtype()));
+  }
+}
+
 void cross_entropy(const CrossEntropyArgs& a) {
   cpu::cross_entropy_lse(a.rows, a.v, a.x, a.lse);
   *a.nll_sum += cpu::cross_entropy_nll_sum(a.rows, a.v, a.x, a.lse, a.targets, a.ignore_index);
@@ -227,6 +253,7 @@ void register_cpu_kernels() {
   register_kernel(cpu, OpId::dropout, dropout);
   register_kernel(cpu, OpId::dropout_backward, dropout);
   register_kernel(cpu, OpId::uniform, uniform);
+  register_kernel(cpu, OpId::normal_, normal);
   register_kernel(cpu, OpId::cross_entropy, cross_entropy);
   register_kernel(cpu, OpId::cross_entropy_backward, cross_entropy_backward);
   register_kernel(cpu, OpId::adamw_update, adamw_update);

@@ -1,0 +1,20 @@
+// Random fill front-ends (see random.h).
+#include "tensor/ops/random.h"
+
+#include "tensor/backend/kernel_args.h"
+#include "tensor/backend/kernel_table.h"
+#include "tensor/ops/op_util.h"
+
+namespace fitgrad::ops {
+
+void normal_(const Tensor& out, const RngState& state, double std) {
+  const backend::OpId id = backend::OpId::normal_;
+  const char* op = backend::op_name(id);
+  check_floating(op, "out", out);
+  FG_CHECK(out.is_contiguous(), "[{}] out of shape {} must be contiguous", op,
+           shape_str(out.shape()));
+  if (out.numel() == 0) return;
+  backend::dispatch(id, out.device(), backend::NormalArgs{state, std, out});
+}
+
+}  // namespace fitgrad::ops
