@@ -4,8 +4,10 @@
 #   make demo         train a small decoder on the embedded Austen corpus (about 3-5 minutes
 #                     on 2 CPU cores), print a sample, say where the loss curve and memory went
 #   make memory-demo  the allocation dry run of a GPT-2 (124M) training step on meta
-#   make test         install missing Debian packages, configure, build, run the tests
-#   make build        the same without running the tests
+#   make test         install missing Debian packages, configure, build, fetch the SmolLM2
+#                     model (tools/fetch-smollm2.sh; one line says so where it cannot, and
+#                     the tests that need it skip), run the tests
+#   make build        the same without the fetch and the tests
 #   make cuda-check   compile and link the CUDA backend (no GPU needed; skipped without nvcc)
 #   make bench        build and run the Google Benchmark programs
 #   make fuzz         clang + libFuzzer build of the parser fuzz targets (fuzz/), then a short
@@ -77,7 +79,15 @@ memory-demo: configure
 	$(call CMAKE_BUILD,$(BUILD_DIR)) --target fitgrad_memory_demo
 	$(BUILD_DIR)/fitgrad_memory_demo $(BUILD_DIR)/memory-demo
 
+# The real SmolLM2 model for the tests that need it, unless FITGRAD_SMOLLM2 names a file. The
+# script downloads nothing when the file is already in its cache; a failed fetch (no network)
+# is one line, with the script's output in $(BUILD_DIR)/fetch-smollm2.log, and not a failure.
 test: build
+	@if [ -z "$$FITGRAD_SMOLLM2" ] && \
+	    ! bash tools/fetch-smollm2.sh </dev/null >/dev/null 2>$(BUILD_DIR)/fetch-smollm2.log; then \
+	  echo "test: could not fetch SmolLM2 ($$(tail -n 1 $(BUILD_DIR)/fetch-smollm2.log | \
+	    sed 's/^fetch-smollm2: error: //')); its tests will skip"; \
+	fi
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(CTEST_JOBS)
 
 # Compile + link only: fitgrad_cuda_link_check links every CUDA object with cudart.

@@ -1,5 +1,6 @@
 // cudaMalloc and cudaHostAlloc raw sources, and their registration with the allocator's
-// registry of backend sources (see cuda/raw_sources.h).
+// registry of backend sources (see cuda/raw_sources.h), together with the device count
+// (tensor/device_registry.h).
 #include "cuda/raw_sources.h"
 
 #include <fmt/format.h>
@@ -7,6 +8,7 @@
 #include <cstdint>
 
 #include "cuda/runtime.h"
+#include "tensor/device_registry.h"
 #include "tensor/memory/bytes.h"
 
 namespace fitgrad::cuda {
@@ -90,8 +92,11 @@ class PinnedSource final : public RawSource {
 // fitgrad_cuda is an OBJECT library, so this file's objects are always linked and this
 // registrar always runs. It makes no CUDA call: a build with CUDA on a machine without a
 // GPU starts normally and fails only when a cuda:N tensor or pinned memory is asked for.
+// Code that must know beforehand (the GPU tests) asks usable_device_count, which calls
+// device_count: 0 without a device or a usable driver.
 struct Registrar {
   Registrar() {
+    register_device_count(DeviceType::cuda, device_count);
     register_raw_source("cuda", [](int index) { return make_device_source(index); });
     register_raw_source("pinned", [](int) { return make_pinned_source(); });
   }

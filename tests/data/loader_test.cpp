@@ -21,9 +21,9 @@
 #include <set>
 #include <thread>
 
+#include "tensor/device_registry.h"
 #include "tensor/error.h"
 #include "tensor/memory/caching_allocator.h"
-#include "tensor/memory/raw_source.h"
 #include "tensor/memory/scope.h"
 
 namespace fitgrad::data {
@@ -348,8 +348,8 @@ TEST(Loader, BatchesAreDataInTheLedger) {
 }
 
 TEST(Loader, PinnedBatchesReachTheDevice) {
-  if (find_raw_source("pinned") == nullptr || find_raw_source("cuda") == nullptr) {
-    GTEST_SKIP() << "no CUDA backend: pinned host memory is not available";
+  if (usable_device_count(DeviceType::cuda) == 0) {
+    GTEST_SKIP() << "no usable CUDA device (built without CUDA, or no GPU or driver visible)";
   }
   const std::vector<int32_t> tokens = iota_tokens(1000);
   LoaderOptions options = options_of(4, 16, 2, DataOrder::random, 2);
