@@ -25,9 +25,4 @@ Tensor autocast_input(const Tensor& x) {
   return cast(x, dt);
 }
 
-Tensor autocast_output(const Tensor& y) {
-  if (t_autocast == DType::f32 || y.dtype() == DType::f32) return y;
-  return cast(y, DType::f32);
-}
-
 }  // namespace fitgrad::autograd

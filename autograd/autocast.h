@@ -5,15 +5,19 @@
 // While an AutocastGuard(bf16 or f16) is alive on a thread, the modules that multiply by a
 // weight (nn::Linear, the tied head) run their product in that compute dtype: the input and
 // the fp32 master weight (and bias) are cast to it, the product is taken there (the CPU
-// kernels accumulate in fp32), and the result is cast back to fp32. Everything else --
-// embeddings, norms, softmax, attention, the residual stream and the loss -- stays fp32, as
-// in PyTorch's autocast lists. What that buys in memory: the matmul inputs saved for
-// backward are stored in the compute dtype (half the bytes), at the price of a compute-dtype
-// copy of each weight per forward (PyTorch's autocast weight cache holds the same). The casts
-// are differentiable, so the gradients reaching the fp32 parameters are fp32 and accumulate
-// there. The mode is thread-local state read at forward time; a checkpointed segment is
-// recomputed during backward, so the guard must stay alive across backward too (the trainer
-// holds it around the whole step), or the recompute would differ from the forward.
+// kernels accumulate in fp32), and the result stays in the compute dtype, as PyTorch's
+// autocast leaves it. What follows a product runs on what it gets, as in PyTorch's lists:
+// activations, attention, RoPE and dropout on the compute dtype (their kernels compute in
+// fp32 and round once); the residual add promotes to fp32 (ops::promote_floating), so the
+// residual stream, the norms fed by it and the embeddings stay fp32; the loss reads the
+// compute-dtype logits and accumulates in fp32. What that buys in memory: every tensor
+// saved for backward between a product and the next residual add is stored in the compute
+// dtype (half the bytes), at the price of a compute-dtype copy of each weight per forward
+// (PyTorch's autocast weight cache holds the same). The casts are differentiable and
+// promoted ops send each operand a gradient in its own dtype, so the gradients reaching the
+// fp32 parameters are fp32 and accumulate there. The mode is thread-local state read at
+// forward time; a checkpointed segment records the mode it ran under and recomputes under
+// it (autograd/checkpoint.cpp), so no guard needs to outlive the forward.
 #pragma once
 #include "tensor/dtype.h"
 #include "tensor/tensor.h"
@@ -38,7 +42,5 @@ class AutocastGuard {
 // x cast (differentiably) to the compute dtype when autocast is on and x is floating;
 // x itself otherwise.
 Tensor autocast_input(const Tensor& x);
-// y cast back to f32 when autocast is on; y itself otherwise.
-Tensor autocast_output(const Tensor& y);
 
 }  // namespace fitgrad::autograd

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/tape.h"
 #include "autograd/variable.h"
@@ -15,6 +16,7 @@ namespace {
 struct CheckpointNode final : Node {
   CheckpointFn fn;
   RngState rng;
+  DType autocast = DType::f32;  // the mode the forward ran under, restored for the recompute
   std::vector<bool> input_requires_grad;
 
   const char* name() const override { return "checkpoint"; }
@@ -27,6 +29,7 @@ struct CheckpointNode final : Node {
     {
       TapeScope tape;
       GradModeGuard grad_on(true);
+      AutocastGuard mode(autocast);
       MemoryContextScope ctx(MemoryContext{Category::activation, context.label});
       std::vector<Tensor> xs;
       for (size_t i = 0; i < input_requires_grad.size(); ++i) {
@@ -76,6 +79,7 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
   auto node = std::make_shared<CheckpointNode>();
   node->fn = fn;
   node->rng = rng;
+  node->autocast = autocast_dtype();
   for (const Tensor& x : inputs) {
     node->input_requires_grad.push_back(x.defined() && requires_grad(x));
     node->save(x);

@@ -11,7 +11,14 @@ using Grads = std::vector<Tensor>;
 
 namespace {
 
-// A binary op with broadcasting: gradients are reduced back to each operand's shape.
+// A gradient reduced back to its operand's shape and dtype (a bf16 operand of a promoted
+// f32 op gets a bf16 gradient, as in PyTorch).
+Tensor back_to(const Tensor& g, const Shape& shape, DType dtype) {
+  return g.defined() ? ops::sum_to(g, shape).to(dtype) : g;
+}
+
+// A binary op with broadcasting and dtype promotion: gradients are reduced back to each
+// operand's shape and dtype.
 template <class Forward, class Rule>
 Tensor binary(const char* name, const Tensor& a, const Tensor& b, Forward forward, Rule rule,
               bool save_inputs, bool save_output) {
@@ -22,9 +29,10 @@ Tensor binary(const char* name, const Tensor& a, const Tensor& b, Forward forwar
     out = forward(a, b);
   }
   if (!rec) return out;
-  auto n = make_node(name, [rule, sa = a.shape(), sb = b.shape()](Node& node, Grads& g) {
+  auto n = make_node(name, [rule, sa = a.shape(), sb = b.shape(), ta = a.dtype(), tb = b.dtype()](
+                               Node& node, Grads& g) {
     auto [da, db] = rule(node, g[0]);
-    return Grads{da.defined() ? ops::sum_to(da, sa) : da, db.defined() ? ops::sum_to(db, sb) : db};
+    return Grads{back_to(da, sa, ta), back_to(db, sb, tb)};
   });
   if (save_inputs) {
     n->save(a);

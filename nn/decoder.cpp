@@ -122,12 +122,12 @@ Tensor CausalLM::forward_cached(const Tensor& ids, KvCache& cache) const {
   return logits;
 }
 
-Tensor CausalLM::head(const Tensor& x) const {
-  if (lm_head_) return lm_head_->forward(x);
+Tensor CausalLM::head(Tensor x) const {
   LabelScope label("lm_head");
-  // (B, T, V), tied; Note [Autocast] in autograd/autocast.h.
-  return ag::autocast_output(
-      ag::matmul(ag::autocast_input(x), ag::autocast_input(body_->token_embedding()), false, true));
+  x = ag::autocast_input(x);  // Note [Autocast] in autograd/autocast.h; see head() in decoder.h
+  if (lm_head_) return lm_head_->forward(x);
+  // (B, T, V), tied.
+  return ag::matmul(x, ag::autocast_input(body_->token_embedding()), false, true);
 }
 
 Tensor CausalLM::loss(const Tensor& ids, const Tensor& targets) const {

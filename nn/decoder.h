@@ -158,7 +158,9 @@ class CausalLM : public Module {
   bool ignorable_key(const std::string& key) const override;
   // Checks that ids are (B, T) i32/i64 and that positions [start, start + T) fit.
   void check_ids(const Tensor& ids, int64_t start) const;
-  Tensor head(const Tensor& x) const;  // (B, T, C) -> (B, T, V)
+  // (B, T, C) -> (B, T, V). Takes x by value: under autocast only its compute-dtype copy is
+  // kept, so the fp32 output of the final norm is freed before the head's product.
+  Tensor head(Tensor x) const;
 
   ModelConfig config_;
   DecoderBody* body_ = nullptr;

@@ -24,9 +24,9 @@ Tensor Linear::forward(const Tensor& x) const {
   // Note [Autocast] in autograd/autocast.h: with autocast off these casts are identities.
   const Tensor xc = ag::autocast_input(x), w = ag::autocast_input(weight_),
                b = ag::autocast_input(bias_);
-  if (layout_ == Layout::torch) return ag::autocast_output(ag::linear(xc, w, b));
+  if (layout_ == Layout::torch) return ag::linear(xc, w, b);
   const Tensor y = ag::matmul(xc, w);  // (..., out)
-  return ag::autocast_output(b.defined() ? ag::add(y, b) : y);
+  return b.defined() ? ag::add(y, b) : y;
 }
 
 Embedding::Embedding(std::string path, std::string name, int64_t num, int64_t dim, double init_std,

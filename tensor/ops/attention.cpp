@@ -72,7 +72,7 @@ AttentionOut flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, 
   const float sc = resolve_scale(op, scale, dims.d);
   const backend::TargetProfile profile = backend::profile_for(q.device());
   const Tensor q32 = to_f32_contiguous(q), k32 = to_f32_contiguous(k), v32 = to_f32_contiguous(v);
-  Tensor o = Tensor::empty(q.shape(), DType::f32, q.device());  // (B, Hq, T, D)
+  Tensor o = f32_result(q.shape(), q.device(), q.dtype());  // (B, Hq, T, D)
   Tensor lse = Tensor::empty({dims.batch, dims.hq, dims.t}, DType::f32, q.device());  // (B, Hq, T)
   {
     const int threads = backend::attention_threads(profile);
@@ -104,9 +104,9 @@ AttentionGrads flash_attention_backward(const Tensor& dout, const Tensor& q, con
   const Tensor dout32 = to_f32_contiguous(dout), q32 = to_f32_contiguous(q),
                k32 = to_f32_contiguous(k), v32 = to_f32_contiguous(v), o32 = to_f32_contiguous(o),
                lse32 = lse.contiguous();
-  Tensor dq = Tensor::empty(q.shape(), DType::f32, q.device());  // (B, Hq, T, D)
-  Tensor dk = Tensor::empty(k.shape(), DType::f32, q.device());  // (B, Hkv, S, D)
-  Tensor dv = Tensor::empty(k.shape(), DType::f32, q.device());  // (B, Hkv, S, D)
+  Tensor dq = f32_result(q.shape(), q.device(), q.dtype());  // (B, Hq, T, D)
+  Tensor dk = f32_result(k.shape(), q.device(), q.dtype());  // (B, Hkv, S, D)
+  Tensor dv = f32_result(k.shape(), q.device(), q.dtype());  // (B, Hkv, S, D)
   {
     const Tensor delta = temporary({dims.batch, dims.hq, dims.t}, q.device());
     const int threads = backend::attention_threads(profile);
@@ -127,7 +127,7 @@ Tensor naive_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool c
   const backend::AttentionShape dims = check_qkv(op, q, k, v);
   const float sc = resolve_scale(op, scale, dims.d);
   const Tensor q32 = to_f32_contiguous(q), k32 = to_f32_contiguous(k), v32 = to_f32_contiguous(v);
-  Tensor o = Tensor::empty(q.shape(), DType::f32, q.device());  // (B, Hq, T, D)
+  Tensor o = f32_result(q.shape(), q.device(), q.dtype());  // (B, Hq, T, D)
   {
     const Tensor probs = temporary({dims.batch, dims.hq, dims.t, dims.s}, q.device());
     backend::dispatch(id, q.device(),
@@ -147,9 +147,9 @@ AttentionGrads naive_attention_backward(const Tensor& dout, const Tensor& q, con
   const float sc = resolve_scale(op, scale, dims.d);
   const Tensor dout32 = to_f32_contiguous(dout), q32 = to_f32_contiguous(q),
                k32 = to_f32_contiguous(k), v32 = to_f32_contiguous(v);
-  Tensor dq = Tensor::empty(q.shape(), DType::f32, q.device());  // (B, Hq, T, D)
-  Tensor dk = Tensor::empty(k.shape(), DType::f32, q.device());  // (B, Hkv, S, D)
-  Tensor dv = Tensor::empty(k.shape(), DType::f32, q.device());  // (B, Hkv, S, D)
+  Tensor dq = f32_result(q.shape(), q.device(), q.dtype());  // (B, Hq, T, D)
+  Tensor dk = f32_result(k.shape(), q.device(), q.dtype());  // (B, Hkv, S, D)
+  Tensor dv = f32_result(k.shape(), q.device(), q.dtype());  // (B, Hkv, S, D)
   {
     const Shape scores{dims.batch, dims.hq, dims.t, dims.s};
     const Tensor probs = temporary(scores, q.device()), dprobs = temporary(scores, q.device());

@@ -5,6 +5,7 @@
 #include "tensor/backend/kernel_args.h"
 #include "tensor/backend/kernel_table.h"
 #include "tensor/error.h"
+#include "tensor/memory/scope.h"
 #include "tensor/ops/op_util.h"
 
 namespace fitgrad::ops {
@@ -35,11 +36,14 @@ backend::StridedOperand operand(const Tensor& t, Strides strides) {
   return {t.storage()->data(), t.offset(), std::move(strides), DType::f32};
 }
 
+// Mixed floating dtypes promote (promote_floating), as PyTorch's arithmetic does.
 Tensor binary(backend::OpId id, const Tensor& a, const Tensor& b) {
   const char* op = backend::op_name(id);
-  detail::check_inputs(op, {{"a", &a}, {"b", &b}});
+  check_floating(op, "a", a);
+  check_floating(op, "b", b);
+  check_same_device(op, {&a, &b});
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
-  return detail::run_elementwise(id, shape, a.dtype(), {a, b}, 1)[0];
+  return detail::run_elementwise(id, shape, promote_floating(a.dtype(), b.dtype()), {a, b}, 1)[0];
 }
 
 Tensor unary(backend::OpId id, double param, const Tensor& a) {
@@ -51,7 +55,11 @@ Tensor unary(backend::OpId id, double param, const Tensor& a) {
 
 namespace detail {
 
-Tensor as_f32(const Tensor& t) { return t.dtype() == DType::f32 ? t : t.to(DType::f32); }
+Tensor as_f32(const Tensor& t) {
+  if (t.dtype() == DType::f32) return t;
+  CategoryScope category(Category::temporary);  // Note [Staging is temporary] (op_util.h)
+  return t.to(DType::f32);
+}
 
 void check_inputs(const char* op,
                   std::initializer_list<std::pair<const char*, const Tensor*>> inputs) {
@@ -75,7 +83,7 @@ std::vector<Tensor> run_elementwise(backend::OpId id, const Shape& shape, DType 
   std::vector<Tensor> f32_inputs;
   for (const Tensor& t : inputs) f32_inputs.push_back(detail::as_f32(t));
   std::vector<Tensor> outputs;
-  for (int i = 0; i < n_out; ++i) outputs.push_back(Tensor::empty(shape, DType::f32, device));
+  for (int i = 0; i < n_out; ++i) outputs.push_back(f32_result(shape, device, dtype));
   if (numel(shape) > 0) {
     backend::ElementwiseArgs args{shape, {}, param};
     std::vector<Strides> strides;

@@ -16,7 +16,8 @@
 
 namespace fitgrad::ops {
 
-// NumPy broadcasting (broadcast_shapes); a and b must have the same dtype and device.
+// NumPy broadcasting (broadcast_shapes); a and b on one device, floating dtypes promoted as
+// PyTorch does (bf16 + f32 is f32; ops::promote_floating).
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);

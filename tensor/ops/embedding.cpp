@@ -54,9 +54,9 @@ Tensor embedding_backward(const Tensor& dy, const Tensor& ids, int64_t num_embed
       "[{}] dy has shape {}, expected ids' shape {} plus a last dim C", op, shape_str(dy.shape()),
       shape_str(ids.shape()));
   const int64_t C = dy.size(-1);
-  const Tensor dyf = to_f32_contiguous(dy);                                 // (n, C)
-  Tensor dw = Tensor::empty({num_embeddings, C}, DType::f32, dy.device());  // (V, C)
-  const Tensor idc = ids.contiguous();                                      // (n)
+  const Tensor dyf = to_f32_contiguous(dy);                              // (n, C)
+  Tensor dw = f32_result({num_embeddings, C}, dy.device(), dy.dtype());  // (V, C)
+  const Tensor idc = ids.contiguous();                                   // (n)
   backend::dispatch(id, dy.device(),
                     backend::EmbeddingBackwardArgs{idc.numel(), num_embeddings, C, dyf, idc, dw});
   return cast_to(dw, dy.dtype());

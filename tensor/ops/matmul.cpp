@@ -49,7 +49,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
   Shape out_shape = batch;
   out_shape.push_back(m);
   out_shape.push_back(n);
-  Tensor out = Tensor::empty(out_shape, DType::f32, a.device());
+  Tensor out = f32_result(out_shape, a.device(), a.dtype());
   // Note [One GEMM for a shared right operand]
   // x (B, T, C) @ W (C, N), as a Conv1D layer runs it, is one (B T, C) @ (C, N) product:
   // A's matrices lie one after another, so with B shared they fold into the rows of a
@@ -93,7 +93,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
   const int64_t rows = numel(x.shape()) / std::max<int64_t>(in, 1);
-  Tensor out = Tensor::empty(out_shape, DType::f32, x.device());          // (..., out)
+  Tensor out = f32_result(out_shape, x.device(), x.dtype());              // (..., out)
   const Tensor cx = to_f32_contiguous(x);                                 // (rows, in)
   const Tensor cw = to_f32_contiguous(weight);                            // (out, in)
   const Tensor cb = bias.defined() ? to_f32_contiguous(bias) : Tensor();  // (out)

@@ -6,6 +6,7 @@
 #include "tensor/backend/kernel_args.h"
 #include "tensor/backend/kernel_table.h"
 #include "tensor/backend/profile.h"
+#include "tensor/memory/scope.h"
 #include "tensor/ops/op_util.h"
 
 namespace fitgrad::ops {
@@ -44,6 +45,12 @@ void check_backward(const char* op, const Tensor& dy, const Tensor& x, const cha
 }
 
 // f32 data of an optional parameter, or null.
+// The weight-gradient partial sums: a workspace, freed when the op returns.
+Tensor workspace(const Shape& shape, Device device) {
+  CategoryScope category(Category::temporary);
+  return Tensor::empty(shape, DType::f32, device);
+}
+
 Tensor f32_or_undefined(const Tensor& t) { return t.defined() ? to_f32_contiguous(t) : Tensor(); }
 
 }  // namespace
@@ -57,10 +64,10 @@ LayerNormOut layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bia
   check_same_device(op, {&x, &weight, &bias});
   check_eps(op, eps);
   const int64_t rows = x.numel() / C;
-  const Tensor xf = to_f32_contiguous(x);                       // (rows, C)
-  const Tensor wf = f32_or_undefined(weight);                   // (C)
-  const Tensor bf = f32_or_undefined(bias);                     // (C)
-  Tensor y = Tensor::empty(x.shape(), DType::f32, x.device());  // (rows, C)
+  const Tensor xf = to_f32_contiguous(x);                   // (rows, C)
+  const Tensor wf = f32_or_undefined(weight);               // (C)
+  const Tensor bf = f32_or_undefined(bias);                 // (C)
+  Tensor y = f32_result(x.shape(), x.device(), x.dtype());  // (rows, C)
   LayerNormOut out{Tensor(), Tensor::empty(row_shape(x), DType::f32, x.device()),
                    Tensor::empty(row_shape(x), DType::f32, x.device())};
   backend::dispatch(id, x.device(),
@@ -84,11 +91,11 @@ LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tens
   const Tensor dyf = to_f32_contiguous(dy);                                          // (rows, C)
   const Tensor xf = to_f32_contiguous(x);                                            // (rows, C)
   const Tensor wf = f32_or_undefined(weight);                                        // (C)
-  Tensor dx = Tensor::empty(x.shape(), DType::f32, device);                          // (rows, C)
+  Tensor dx = f32_result(x.shape(), device, x.dtype());                              // (rows, C)
   Tensor dw = weight.defined() ? Tensor::empty({C}, DType::f32, device) : Tensor();  // (C)
   Tensor db = with_dbias ? Tensor::empty({C}, DType::f32, device) : Tensor();        // (C)
   Tensor partials;                                                                   // (P, 2 * C)
-  if (dw.defined() || db.defined()) partials = Tensor::empty({P, 2 * C}, DType::f32, device);
+  if (dw.defined() || db.defined()) partials = workspace({P, 2 * C}, device);
   backend::dispatch(id, device,
                     backend::LayerNormBackwardArgs{rows, C, P, dyf, xf, wf, mean.contiguous(),
                                                    rstd.contiguous(), dx, dw, db, partials});
@@ -105,9 +112,9 @@ RmsNormOut rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   check_same_device(op, {&x, &weight});
   check_eps(op, eps);
   const int64_t rows = x.numel() / C;
-  const Tensor xf = to_f32_contiguous(x);                       // (rows, C)
-  const Tensor wf = f32_or_undefined(weight);                   // (C)
-  Tensor y = Tensor::empty(x.shape(), DType::f32, x.device());  // (rows, C)
+  const Tensor xf = to_f32_contiguous(x);                   // (rows, C)
+  const Tensor wf = f32_or_undefined(weight);               // (C)
+  Tensor y = f32_result(x.shape(), x.device(), x.dtype());  // (rows, C)
   RmsNormOut out{Tensor(), Tensor::empty(row_shape(x), DType::f32, x.device())};
   backend::dispatch(id, x.device(), backend::RmsNormArgs{rows, C, float(eps), xf, wf, y, out.rstd});
   out.y = cast_to(y, x.dtype());
@@ -125,14 +132,14 @@ RmsNormGrads rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& 
   const int64_t rows = x.numel() / C;
   const Device device = x.device();
   const int64_t P = backend::norm_partitions(backend::profile_for(device), rows);
-  const Tensor dyf = to_f32_contiguous(dy);                  // (rows, C)
-  const Tensor xf = to_f32_contiguous(x);                    // (rows, C)
-  const Tensor wf = f32_or_undefined(weight);                // (C)
-  Tensor dx = Tensor::empty(x.shape(), DType::f32, device);  // (rows, C)
-  Tensor dw, partials;                                       // (C), (P, C)
+  const Tensor dyf = to_f32_contiguous(dy);              // (rows, C)
+  const Tensor xf = to_f32_contiguous(x);                // (rows, C)
+  const Tensor wf = f32_or_undefined(weight);            // (C)
+  Tensor dx = f32_result(x.shape(), device, x.dtype());  // (rows, C)
+  Tensor dw, partials;                                   // (C), (P, C)
   if (weight.defined()) {
     dw = Tensor::empty({C}, DType::f32, device);
-    partials = Tensor::empty({P, C}, DType::f32, device);
+    partials = workspace({P, C}, device);
   }
   backend::dispatch(
       id, device,

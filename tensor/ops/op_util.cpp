@@ -1,6 +1,8 @@
 // Shared front-end checks (see op_util.h).
 #include "tensor/ops/op_util.h"
 
+#include "tensor/memory/scope.h"
+
 namespace fitgrad::ops {
 
 void check_floating(const char* op, const char* name, const Tensor& t) {
@@ -32,6 +34,18 @@ void check_dim(const char* op, const char* name, const Tensor& t, int64_t ndim) 
            shape_str(t.shape()));
 }
 
-Tensor to_f32_contiguous(const Tensor& t) { return t.to(DType::f32).contiguous(); }
+Tensor to_f32_contiguous(const Tensor& t) {
+  if (t.dtype() == DType::f32 && t.is_contiguous()) return t;
+  CategoryScope category(Category::temporary);  // Note [Staging is temporary]
+  return t.to(DType::f32).contiguous();
+}
+
+Tensor f32_result(const Shape& shape, Device device, DType result_dtype) {
+  if (result_dtype == DType::f32) return Tensor::empty(shape, DType::f32, device);
+  CategoryScope category(Category::temporary);  // Note [Staging is temporary]
+  return Tensor::empty(shape, DType::f32, device);
+}
+
+DType promote_floating(DType a, DType b) { return a == b ? a : DType::f32; }
 
 }  // namespace fitgrad::ops

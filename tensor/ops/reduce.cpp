@@ -43,7 +43,7 @@ Tensor sum_or_mean(const char* op, const Tensor& a, const std::vector<int64_t>& 
       kept[0].push_back(x.stride(d));
     }
   }
-  Tensor out = Tensor::empty(out_shape, DType::f32, a.device());
+  Tensor out = f32_result(out_shape, a.device(), a.dtype());
   const double count = double(numel(red_shape));
   collapse_dims(kept_shape, kept);
   collapse_dims(red_shape, red);
@@ -78,7 +78,7 @@ MaxOut max(const Tensor& a, int64_t dim, bool keepdim) {
     out_shape[size_t(d)] = 1;
   else
     out_shape.erase(out_shape.begin() + d);
-  MaxOut out{Tensor::empty(out_shape, DType::f32, a.device()),
+  MaxOut out{f32_result(out_shape, a.device(), a.dtype()),
              Tensor::empty(out_shape, DType::i64, a.device())};
   backend::dispatch(backend::OpId::max, a.device(),
                     backend::MaxArgs{kept_shape, kept_strides, a.size(d), x.stride(d), x,
@@ -104,7 +104,8 @@ Tensor max_backward(const Tensor& dy, const Tensor& indices, const Shape& input_
   check_shape(op, "indices", indices, out_shape);
   const Tensor g = to_f32_contiguous(dy);
   const Tensor idx = indices.contiguous();
-  Tensor dx = Tensor::zeros(input_shape, DType::f32, dy.device());
+  Tensor dx = f32_result(input_shape, dy.device(), dy.dtype());
+  dx.fill_(0.0);
   Shape kept_shape = input_shape;
   Strides kept_strides = dx.strides();
   const int64_t stride = kept_strides[size_t(d)];

@@ -1,10 +1,11 @@
 // RoPE front-ends (see rope.h): checks, the cos/sin table and dispatch through the kernels.
-// The (2, T, D/2) table is a workspace allocated through the allocator, so the ledger sees
+// The (2, T, D/2) table is a workspace (Category::temporary) allocated through the allocator, so the ledger sees
 // it; it is B*H times smaller than x.
 #include "tensor/ops/rope.h"
 
 #include "tensor/backend/kernel_args.h"
 #include "tensor/backend/kernel_table.h"
+#include "tensor/memory/scope.h"
 #include "tensor/ops/op_util.h"
 
 namespace fitgrad::ops {
@@ -22,9 +23,13 @@ Tensor rotate(backend::OpId id, const Tensor& x, int64_t position_offset, double
   FG_CHECK(position_offset >= 0, "[{}] position_offset = {} must be non-negative", op,
            position_offset);
   FG_CHECK(theta > 0, "[{}] theta = {} must be positive", op, theta);
-  const Tensor xf = to_f32_contiguous(x);                                     // (B, H, T, D)
-  const Tensor table = Tensor::empty({2, T, D / 2}, DType::f32, x.device());  // (2, T, D/2)
-  Tensor y = Tensor::empty(x.shape(), DType::f32, x.device());                // (B, H, T, D)
+  const Tensor xf = to_f32_contiguous(x);  // (B, H, T, D)
+  Tensor table;                            // (2, T, D/2)
+  {
+    CategoryScope category(Category::temporary);
+    table = Tensor::empty({2, T, D / 2}, DType::f32, x.device());
+  }
+  Tensor y = f32_result(x.shape(), x.device(), x.dtype());  // (B, H, T, D)
   backend::dispatch(id, x.device(),
                     backend::RopeArgs{B * H, T, D, position_offset, theta, inverse, xf, table, y});
   return cast_to(y, x.dtype());

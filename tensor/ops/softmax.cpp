@@ -33,8 +33,8 @@ Tensor forward(backend::OpId id, const Tensor& x, int64_t dim) {
   const char* op = backend::op_name(id);
   check_floating(op, "x", x);
   const Split s = split_at(x.shape(), reduced_dim(op, x, dim));
-  const Tensor xf = to_f32_contiguous(x);                       // (outer, n, inner)
-  Tensor y = Tensor::empty(x.shape(), DType::f32, x.device());  // (outer, n, inner)
+  const Tensor xf = to_f32_contiguous(x);                   // (outer, n, inner)
+  Tensor y = f32_result(x.shape(), x.device(), x.dtype());  // (outer, n, inner)
   backend::dispatch(id, x.device(), backend::SoftmaxArgs{s.outer, s.n, s.inner, xf, y});
   return cast_to(y, x.dtype());
 }
@@ -46,9 +46,9 @@ Tensor backward(backend::OpId id, const Tensor& dy, const Tensor& y, int64_t dim
   check_same_device(op, {&dy, &y});
   check_shape(op, "dy", dy, y.shape());
   const Split s = split_at(y.shape(), reduced_dim(op, y, dim));
-  const Tensor dyf = to_f32_contiguous(dy);                      // (outer, n, inner)
-  const Tensor yf = to_f32_contiguous(y);                        // (outer, n, inner)
-  Tensor dx = Tensor::empty(y.shape(), DType::f32, y.device());  // (outer, n, inner)
+  const Tensor dyf = to_f32_contiguous(dy);                  // (outer, n, inner)
+  const Tensor yf = to_f32_contiguous(y);                    // (outer, n, inner)
+  Tensor dx = f32_result(y.shape(), y.device(), y.dtype());  // (outer, n, inner)
   backend::dispatch(id, y.device(),
                     backend::SoftmaxBackwardArgs{s.outer, s.n, s.inner, dyf, yf, dx});
   return cast_to(dx, y.dtype());

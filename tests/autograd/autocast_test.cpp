@@ -1,12 +1,14 @@
 // Autocast (Note [Autocast] in autograd/autocast.h): under a bf16 guard a Linear computes
-// from bf16-rounded operands, returns fp32, saves its input in bf16, and sends fp32
-// gradients to its fp32 weight; off, the casts are identities.
+// from bf16-rounded operands, returns bf16, saves its input in bf16, and sends fp32
+// gradients to its fp32 weight; a residual add promotes back to fp32; a checkpointed
+// segment recomputes under the mode of its forward; off, the casts are identities.
 #include "autograd/autocast.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "autograd/checkpoint.h"
 #include "autograd/functions.h"
 #include "autograd/tape.h"
 #include "autograd/variable.h"
@@ -20,7 +22,7 @@ double round_bf16(float x) {
   return double(Tensor::from_vector<float>({x}, {1}).to(DType::bf16).to(DType::f32).item());
 }
 
-TEST(Autocast, LinearRunsOnBf16OperandsAndReturnsF32) {
+TEST(Autocast, LinearRunsOnBf16OperandsAndReturnsBf16) {
   const Tensor x = testing::random_tensor({3, 5}, 1);
   const Tensor w = testing::random_tensor({4, 5}, 2);
   set_requires_grad(w);
@@ -28,10 +30,10 @@ TEST(Autocast, LinearRunsOnBf16OperandsAndReturnsF32) {
   {
     AutocastGuard guard(DType::bf16);
     EXPECT_EQ(autocast_dtype(), DType::bf16);
-    y = autocast_output(linear(autocast_input(x), autocast_input(w), Tensor()));
+    y = linear(autocast_input(x), autocast_input(w), Tensor());
   }
   EXPECT_EQ(autocast_dtype(), DType::f32);
-  ASSERT_EQ(y.dtype(), DType::f32);
+  ASSERT_EQ(y.dtype(), DType::bf16);
   const auto xv = x.to_vector<float>(), wv = w.to_vector<float>(), yv = y.to_vector<float>();
   double max_rel = 0, max_shift = 0;
   for (int i = 0; i < 3; ++i)
@@ -64,10 +66,55 @@ TEST(Autocast, LinearRunsOnBf16OperandsAndReturnsF32) {
 TEST(Autocast, OffMeansIdentity) {
   const Tensor x = testing::random_tensor({2, 2}, 3);
   EXPECT_EQ(autocast_input(x).data_ptr(), x.data_ptr());
-  EXPECT_EQ(autocast_output(x).data_ptr(), x.data_ptr());
   const Tensor ids = Tensor::from_vector<int64_t>({1, 2}, {2}, DType::i64);
   AutocastGuard guard(DType::bf16);
   EXPECT_EQ(autocast_input(ids).dtype(), DType::i64);  // integers are left alone
+}
+
+TEST(Autocast, ResidualAddPromotesAndEachOperandGetsItsOwnDtype) {
+  Tensor r = testing::random_tensor({2, 3}, 4);                  // f32 residual stream
+  Tensor y = testing::random_tensor({2, 3}, 5).to(DType::bf16);  // a bf16 product
+  set_requires_grad(r);
+  set_requires_grad(y);
+  const Tensor s = add(r, y);
+  ASSERT_EQ(s.dtype(), DType::f32);
+  const auto rv = r.to_vector<double>(), yv = y.to_vector<double>(), sv = s.to_vector<double>();
+  for (size_t i = 0; i < sv.size(); ++i) EXPECT_EQ(sv[i], double(float(rv[i] + yv[i])));
+  backward(sum(mul(s, s)));
+  ASSERT_EQ(grad(r).dtype(), DType::f32);
+  ASSERT_EQ(grad(y).dtype(), DType::bf16);
+  const auto gr = grad(r).to_vector<double>(), gy = grad(y).to_vector<double>();
+  for (size_t i = 0; i < sv.size(); ++i) {
+    EXPECT_NEAR(gr[i], 2 * sv[i], 1e-6);
+    EXPECT_EQ(gy[i], double(Tensor::from_vector<float>({float(gr[i])}, {1})
+                                .to(DType::bf16)
+                                .to_vector<double>()[0]));  // the f32 gradient, rounded once
+  }
+}
+
+// The checkpoint node records the mode of its forward: backward outside the guard
+// recomputes in bf16 and gives the gradients of an uncheckpointed run, bit for bit.
+TEST(Autocast, CheckpointRecomputesUnderTheModeOfItsForward) {
+  const Tensor x = testing::random_tensor({4, 6}, 6);
+  const Tensor w = testing::random_tensor({5, 6}, 7);
+  auto fn = [&](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{linear(autocast_input(in[0]), autocast_input(w), Tensor())};
+  };
+  set_requires_grad(w);
+  {
+    AutocastGuard guard(DType::bf16);
+    backward(sum(fn({x})[0]));
+  }
+  const std::vector<float> plain = grad(w).to_vector<float>();
+  clear_grad(w);
+  Tensor y;
+  {
+    AutocastGuard guard(DType::bf16);
+    y = checkpoint(fn, {x})[0];
+  }
+  ASSERT_EQ(y.dtype(), DType::bf16);
+  backward(sum(y));  // no guard alive: the node restores bf16 for its recompute
+  EXPECT_EQ(grad(w).to_vector<float>(), plain);
 }
 
 TEST(Autocast, RejectsANonFloatingComputeDtype) { EXPECT_THROW(AutocastGuard(DType::i32), Error); }

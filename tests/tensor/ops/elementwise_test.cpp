@@ -329,13 +329,37 @@ TEST(ElementwiseAddInPlace, SourceAliasingTheDestination) {
   EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{2, 5, 5, 8}));
 }
 
+// ---- dtype promotion ----
+
+// PyTorch's rule for floating operands: equal dtypes stay, f32 with anything is f32, and
+// bf16 with f16 is f32. The result is the fp64 op on the stored values, rounded once.
+TEST(ElementwisePromotion, MixedFloatingDtypesPromoteAsPyTorch) {
+  struct Row {
+    DType a, b, want;
+  };
+  const Row rows[] = {
+      {DType::f32, DType::bf16, DType::f32},   {DType::bf16, DType::f32, DType::f32},
+      {DType::f16, DType::f32, DType::f32},    {DType::bf16, DType::f16, DType::f32},
+      {DType::bf16, DType::bf16, DType::bf16}, {DType::f16, DType::f16, DType::f16}};
+  for (const Row& r : rows) {
+    SCOPED_TRACE(std::string(dtype_name(r.a)) + " * " + std::string(dtype_name(r.b)));
+    const Tensor a = random_tensor({3, 4}, 60, r.a), b = random_tensor({4}, 61, r.b);
+    const Tensor y = ops::mul(a, b);
+    ASSERT_EQ(y.dtype(), r.want);
+    const std::vector<double> av = to_f64(a), bv = to_f64(b);
+    std::vector<double> want(12);
+    for (size_t i = 0; i < 12; ++i) want[i] = av[i] * bv[i % 4];
+    EXPECT_TRUE(close_for(r.want, to_f64(y), want));
+  }
+}
+
 // ---- errors and meta ----
 
 TEST(ElementwiseErrors, NameTheOpAndTheProblem) {
   const Tensor a = Tensor::zeros({2, 3});
   const Tensor b = Tensor::zeros({4});
   expect_error([&] { ops::add(a, b); }, "[add] shapes (2, 3) and (4)");
-  expect_error([&] { ops::mul(a, Tensor::zeros({2, 3}, DType::bf16)); }, "[mul] dtypes differ");
+  expect_error([&] { ops::mul(a, Tensor::zeros({2, 3}, DType::i32)); }, "[mul] b must be f32");
   expect_error(
       [&] {
         ops::sub(a, Tensor::empty({2, 3}, DType::f32, Device::meta()));
