@@ -7,7 +7,7 @@ set -euo pipefail
 
 packages=(
   cmake ninja-build g++ libeigen3-dev nlohmann-json3-dev libcli11-dev libfmt-dev
-  libopenblas-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format python3
+  libopenblas-dev libdnnl-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format python3
   # `make fuzz`: clang with libFuzzer (in libclang-rt-dev, only recommended by clang) and
   # OpenMP for clang.
   clang libclang-rt-dev libomp-dev

@@ -62,18 +62,19 @@ struct MaxBackwardArgs {
 
 // matmul: c (batch, m, n) = op(a) op(b), one matrix per batch index with per-operand
 // batch strides (0 broadcasts one matrix). linear: y (rows, n) = x (rows, k) w^T (n, k)
-// + bias (n) when defined.
+// + bias (n) when defined. All f32, or all bf16 when the profile has a bf16 GEMM (Note
+// [Native bf16 products] in tensor/ops/matmul.cpp).
 struct MatmulArgs {
   bool trans_a = false, trans_b = false;
   int64_t batch = 1, m = 0, n = 0, k = 0;
-  Tensor a, b;  // f32 contiguous
+  Tensor a, b;  // contiguous
   int64_t lda = 0, ldb = 0, stride_a = 0, stride_b = 0;
-  Tensor c;  // (batch, m, n) f32
+  Tensor c;  // (batch, m, n)
 };
 struct LinearArgs {
   int64_t rows = 0, in = 0, out = 0;
-  Tensor x, weight, bias;  // (rows, in), (out, in), (out) or undefined; f32 contiguous
-  Tensor y;                // (rows, out) f32
+  Tensor x, weight, bias;  // (rows, in), (out, in), (out) or undefined; contiguous
+  Tensor y;                // (rows, out)
 };
 
 // Norms over the last dim C of `rows` rows. Undefined weight / bias / dw / db are absent.

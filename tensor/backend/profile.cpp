@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "tensor/cpu/attention.h"
+#include "tensor/cpu/gemm_bf16.h"
 #include "tensor/error.h"
 
 #ifdef _OPENMP
@@ -31,21 +32,22 @@ void check_cpu(const TargetProfile& profile, const char* what) {
 
 TargetProfile host_cpu_profile() {
 #ifdef _OPENMP
-  return cpu_profile(omp_get_max_threads());
+  return cpu_profile(omp_get_max_threads(), cpu::gemm_bf16_available());
 #else
-  return cpu_profile(1);
+  return cpu_profile(1, cpu::gemm_bf16_available());
 #endif
 }
 
-TargetProfile cpu_profile(int threads) {
+TargetProfile cpu_profile(int threads, bool bf16_gemm) {
   FG_CHECK(threads >= 1, "[profile] a CPU target needs at least 1 thread, got {}", threads);
-  return {DeviceType::cpu, threads};
+  return {DeviceType::cpu, threads, bf16_gemm};
 }
 
 std::string profile_name(const TargetProfile& profile) {
   switch (profile.backend) {
     case DeviceType::cpu:
-      return fmt::format("cpu ({} thread{})", profile.threads, profile.threads == 1 ? "" : "s");
+      return fmt::format("cpu ({} thread{}{})", profile.threads, profile.threads == 1 ? "" : "s",
+                         profile.bf16_gemm ? ", bf16 GEMM" : "");
     case DeviceType::cuda: return "cuda";
     case DeviceType::meta: break;
   }
@@ -53,7 +55,7 @@ std::string profile_name(const TargetProfile& profile) {
 }
 
 TargetProfile profile_for(Device device) {
-  if (device.type == DeviceType::cuda) return {DeviceType::cuda, 1};
+  if (device.type == DeviceType::cuda) return {DeviceType::cuda, 1, false};
   if (device.type == DeviceType::cpu) return host_cpu_profile();
   std::lock_guard lock(g_mutex);
   return meta_target();

@@ -21,13 +21,15 @@ namespace fitgrad::backend {
 struct TargetProfile {
   DeviceType backend = DeviceType::cpu;  // whose workspace rules apply
   int threads = 1;                       // cpu: the OpenMP threads a kernel may use
+  bool bf16_gemm = false;                // its GEMM reads bf16 operands (no f32 staging)
   bool operator==(const TargetProfile&) const = default;
 };
 
-// This machine's CPU: OpenMP's maximum thread count (1 without OpenMP).
+// This machine's CPU: OpenMP's maximum thread count (1 without OpenMP), and a bf16 GEMM when
+// the build has one (tensor/cpu/gemm_bf16.h).
 TargetProfile host_cpu_profile();
-// A CPU with `threads` threads (>= 1).
-TargetProfile cpu_profile(int threads);
+// A CPU with `threads` threads (>= 1), with or without a bf16 GEMM.
+TargetProfile cpu_profile(int threads, bool bf16_gemm);
 // "cpu (2 threads)".
 std::string profile_name(const TargetProfile& profile);
 

@@ -14,6 +14,7 @@
 #include "tensor/cpu/elementwise.h"
 #include "tensor/cpu/embedding.h"
 #include "tensor/cpu/gemm.h"
+#include "tensor/cpu/gemm_bf16.h"
 #include "tensor/cpu/norm.h"
 #include "tensor/cpu/optim_update.h"
 #include "tensor/cpu/reduce.h"
@@ -65,11 +66,25 @@ void max_backward(const MaxBackwardArgs& a) {
                         a.indices.data<int64_t>(), f32(a.dx));
 }
 
+BFloat16* bf16(const Tensor& t) { return t.data<BFloat16>(); }
+
 void matmul(const MatmulArgs& a) {
+  if (a.a.dtype() == DType::bf16) {
+    for (int64_t i = 0; i < a.batch; ++i)
+      cpu::gemm_bf16(a.trans_a, a.trans_b, a.m, a.n, a.k, bf16(a.a) + i * a.stride_a, a.lda,
+                     bf16(a.b) + i * a.stride_b, a.ldb, nullptr, bf16(a.c) + i * a.m * a.n,
+                     DType::bf16, a.n);
+    return;
+  }
   cpu::gemm_f32_batched(a.trans_a, a.trans_b, a.batch, a.m, a.n, a.k, 1.0f, f32(a.a), a.lda,
                         a.stride_a, f32(a.b), a.ldb, a.stride_b, 0.0f, f32(a.c), a.n, a.m * a.n);
 }
 void linear(const LinearArgs& a) {
+  if (a.x.dtype() == DType::bf16) {
+    cpu::gemm_bf16(false, true, a.rows, a.out, a.in, bf16(a.x), a.in, bf16(a.weight), a.in,
+                   a.bias.defined() ? bf16(a.bias) : nullptr, bf16(a.y), DType::bf16, a.out);
+    return;
+  }
   float* y = f32(a.y);
   float beta = 0.0f;
   if (a.bias.defined()) {

@@ -1,24 +1,49 @@
 // matmul and linear front-ends: shape checks, batch broadcasting, f32 staging, and the GEMM
 // dispatch through the kernel table.
+//
+// Note [Native bf16 products]
+// When both operands (and a linear's bias) are bf16 and the device's target profile has a
+// bf16 GEMM (backend::TargetProfile::bf16_gemm; tensor/cpu/gemm_bf16.h), the operands go to
+// the kernel as they are and the result is written in bf16 directly: no f32 copy of an input
+// or of the output exists. Otherwise (f16, mixed, or no bf16 GEMM) every operand is staged
+// into an f32 temporary and the f32 result cast back, as Note [Op dtypes and devices] says.
 #include "tensor/ops/matmul.h"
 
 #include "tensor/backend/kernel_args.h"
 #include "tensor/backend/kernel_table.h"
+#include "tensor/backend/profile.h"
 #include "tensor/ops/op_util.h"
 
 namespace fitgrad::ops {
 
 namespace {
 
+// True when the product of these operands runs on the bf16 GEMM (Note [Native bf16 products]).
+bool native_bf16(Device device, std::initializer_list<const Tensor*> operands) {
+  for (const Tensor* t : operands)
+    if (t->defined() && t->dtype() != DType::bf16) return false;
+  return backend::profile_for(device).bf16_gemm;
+}
+
+// The operand as the GEMM reads it: contiguous, and f32 unless the product is native.
+Tensor staged(const Tensor& t, bool native) {
+  return native ? t.contiguous() : to_f32_contiguous(t);
+}
+
+// The result buffer: the result itself when native, else f32 staging of it.
+Tensor result(const Shape& shape, Device device, DType dtype, bool native) {
+  return native ? Tensor::empty(shape, dtype, device) : f32_result(shape, device, dtype);
+}
+
 // Note [Batch strides for broadcast matmul]
 // gemm_f32_batched walks one batch index with one stride per operand. An operand whose
 // batch dims all have size 1 gets stride 0 (one matrix broadcast over the batch); one whose
 // batch shape equals the result's gets its matrix size as stride. Any other broadcast
 // (say (2,1) against (1,3)) is materialised with expand + contiguous first.
-Tensor batched_operand(const Tensor& t, const Shape& batch, int64_t& stride) {
+Tensor batched_operand(const Tensor& t, const Shape& batch, int64_t& stride, bool native) {
   const Shape mat(t.shape().end() - 2, t.shape().end());
   const Shape own_batch(t.shape().begin(), t.shape().end() - 2);
-  Tensor c = to_f32_contiguous(t);
+  Tensor c = staged(t, native);
   if (numel(own_batch) == 1) {
     stride = 0;
     return c;
@@ -49,23 +74,24 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
   Shape out_shape = batch;
   out_shape.push_back(m);
   out_shape.push_back(n);
-  Tensor out = f32_result(out_shape, a.device(), a.dtype());
+  const bool native = native_bf16(a.device(), {&a, &b});
+  Tensor out = result(out_shape, a.device(), a.dtype(), native);
   // Note [One GEMM for a shared right operand]
   // x (B, T, C) @ W (C, N), as a Conv1D layer runs it, is one (B T, C) @ (C, N) product:
   // A's matrices lie one after another, so with B shared they fold into the rows of a
   // single GEMM. One large GEMM keeps both threads busy where B small ones of T rows
   // each would not, and every output element is the same k-long dot product either way.
   if (!trans_a && numel(batch) > 1 && b.dim() == 2) {
-    const Tensor ca = to_f32_contiguous(a);
-    const Tensor cb = to_f32_contiguous(b);
+    const Tensor ca = staged(a, native);
+    const Tensor cb = staged(b, native);
     backend::dispatch(backend::OpId::matmul, a.device(),
                       backend::MatmulArgs{false, trans_b, 1, numel(batch) * m, n, ka, ca, cb, ka,
                                           b.size(-1), 0, 0, out});
     return cast_to(out, a.dtype());
   }
   int64_t stride_a = 0, stride_b = 0;
-  const Tensor ca = batched_operand(a, batch, stride_a);
-  const Tensor cb = batched_operand(b, batch, stride_b);
+  const Tensor ca = batched_operand(a, batch, stride_a, native);
+  const Tensor cb = batched_operand(b, batch, stride_b, native);
   backend::dispatch(backend::OpId::matmul, a.device(),
                     backend::MatmulArgs{trans_a, trans_b, numel(batch), m, n, ka, ca, cb,
                                         a.size(-1), b.size(-1), stride_a, stride_b, out});
@@ -93,10 +119,11 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
   const int64_t rows = numel(x.shape()) / std::max<int64_t>(in, 1);
-  Tensor out = f32_result(out_shape, x.device(), x.dtype());              // (..., out)
-  const Tensor cx = to_f32_contiguous(x);                                 // (rows, in)
-  const Tensor cw = to_f32_contiguous(weight);                            // (out, in)
-  const Tensor cb = bias.defined() ? to_f32_contiguous(bias) : Tensor();  // (out)
+  const bool native = native_bf16(x.device(), {&x, &weight, &bias});
+  Tensor out = result(out_shape, x.device(), x.dtype(), native);       // (..., out)
+  const Tensor cx = staged(x, native);                                 // (rows, in)
+  const Tensor cw = staged(weight, native);                            // (out, in)
+  const Tensor cb = bias.defined() ? staged(bias, native) : Tensor();  // (out)
   backend::dispatch(backend::OpId::linear, x.device(),
                     backend::LinearArgs{rows, in, out_features, cx, cw, cb, out});
   return cast_to(out, x.dtype());
