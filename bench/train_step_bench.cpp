@@ -48,6 +48,7 @@
 #include <omp.h>
 #endif
 
+#include "autograd/autocast.h"
 #include "autograd/tape.h"
 #include "nn/decoder.h"
 #include "optim/adamw.h"
@@ -62,6 +63,7 @@ struct Args {
   int64_t layers = 6, d = 384, heads = 6, seq = 256, batch = 8, vocab = 50257, ctx = 1024;
   int warmup = 2, steps = 5, threads = 2;
   bool adamw = true;  // --optimizer=none: forward and backward only
+  bool bf16 = false;  // --bf16: forward under bf16 autocast (Note [Autocast])
   bool peak_report = false;
 };
 
@@ -96,6 +98,8 @@ Args parse(int argc, char** argv) {
       a.threads = std::atoi(v);
     else if (const char* v = value("--optimizer"))
       a.adamw = std::string(v) != "none";
+    else if (s == "--bf16")
+      a.bf16 = true;
     else if (s == "--peak_report")
       a.peak_report = true;
     else if (s.starts_with("--benchmark_"))  // `make bench` passes BENCH_ARGS to every program
@@ -104,7 +108,7 @@ Args parse(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: train_step_bench [--layers=6] [--d=384] [--heads=6] [--seq=256] "
                    "[--batch=8] [--vocab=50257] [--ctx=1024] [--warmup=2] [--steps=5] "
-                   "[--threads=2] [--optimizer=adamw|none] [--peak_report]\n");
+                   "[--threads=2] [--optimizer=adamw|none] [--bf16] [--peak_report]\n");
       std::exit(2);
     }
   }
@@ -164,7 +168,11 @@ int run(const Args& a) {
   for (int i = 0; i < a.warmup + a.steps; ++i) {
     if (i == a.warmup) alloc.reset_peak_stats();
     const auto t0 = std::chrono::steady_clock::now();
-    const Tensor loss = model->loss(x, y);
+    Tensor loss;
+    {
+      autograd::AutocastGuard autocast(a.bf16 ? DType::bf16 : DType::f32);
+      loss = model->loss(x, y);
+    }
     autograd::backward(loss);
     if (a.adamw) opt.step();
     opt.zero_grad();
@@ -187,9 +195,9 @@ int run(const Args& a) {
   const int64_t analytic = weights + grads + states + acts;
   std::printf(
       "RESULT arm=fitgrad median_ms=%.1f min_ms=%.1f tokens_per_s=%.0f steps=%d threads=%d "
-      "optimizer=%s\n",
+      "optimizer=%s precision=%s\n",
       median, ms.front(), double(a.batch * a.seq) / (median / 1e3), a.steps, a.threads,
-      a.adamw ? "adamw" : "none");
+      a.adamw ? "adamw" : "none", a.bf16 ? "bf16" : "fp32");
   std::printf(
       "MEMORY params=%lld weights_mib=%.1f grads_mib=%.1f adamw_mib=%.1f activations_mib=%.1f "
       "analytic_mib=%.1f peak_mib=%.1f peak_ratio=%.3f activation_peak_mib=%.1f "

@@ -86,6 +86,8 @@ def main():
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--bf16", action="store_true",
+                   help="forward under torch.autocast('cpu', torch.bfloat16)")
     p.add_argument("--optimizer", choices=["adamw", "none"], default="adamw",
                    help="none: forward and backward only")
     a = p.parse_args()
@@ -105,7 +107,8 @@ def main():
     times = []
     for i in range(a.warmup + a.steps):
         t0 = time.perf_counter()
-        loss = model.loss(x, y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
+            loss = model.loss(x, y)
         loss.backward()
         if a.optimizer == "adamw":
             opt.step()
@@ -117,7 +120,7 @@ def main():
     med = statistics.median(times)
     print(f"RESULT arm=torch median_ms={med:.1f} min_ms={min(times):.1f} "
           f"tokens_per_s={a.batch * a.seq / (med / 1e3):.0f} steps={a.steps} threads={a.threads} "
-          f"optimizer={a.optimizer}",
+          f"optimizer={a.optimizer} precision={'bf16' if a.bf16 else 'fp32'}",
           flush=True)
 
 
