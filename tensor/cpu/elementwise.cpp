@@ -1,10 +1,21 @@
 // The CPU elementwise kernels (see cpu/elementwise.h). Each op is a scalar lambda applied
 // by one of the loops below; the op switch sits outside the loops, and a run whose
 // operands all have stride 1 takes a plain indexed loop the compiler can vectorise.
+//
+// Note [Native low-precision elementwise]
+// Operands may be f32, bf16 or f16 in any mix (the front-end promotes the output's dtype).
+// When any is not f32, each run is processed in tiles of kTile elements: the inputs are
+// converted into f32 tiles on the stack, the op's f32 code runs on the tiles, and the
+// outputs are rounded once into their dtype. No f32 copy of a whole tensor exists, and the
+// bits are those of converting every input to f32, computing, and casting the result (what
+// the front-ends did before), since widening is exact and the one rounding is the same
+// convert(). An in-place operand (add_) is read and written tile by tile by one thread.
 #include "tensor/cpu/elementwise.h"
 
 #include <algorithm>
+#include <type_traits>
 
+#include "tensor/cpu/convert.h"
 #include "tensor/cpu/elementwise_loop.h"
 #include "tensor/cpu/vec.h"
 #include "tensor/error.h"
@@ -64,15 +75,82 @@ void gelu_backward_run(float* o, int64_t so, const float* dy, int64_t sd, const 
   }
 }
 
+constexpr int64_t kTile = 256;
+
+template <class T>
+T* typed(const StridedOperand& t) {
+  return static_cast<T*>(t.data) + t.offset;
+}
+
+// n elements of t from element `off`, stride s, converted into the f32 tile dst, and back.
+void load_tile(const StridedOperand& t, int64_t off, int64_t s, int64_t n, float* dst) {
+  auto load = [&](const auto* p) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = convert<float>(p[off + i * s]);
+  };
+  switch (t.dtype) {
+    case DType::f32: return load(typed<float>(t));
+    case DType::bf16: return load(typed<BFloat16>(t));
+    case DType::f16: return load(typed<Half>(t));
+    default: FG_ASSERT(false, "elementwise operand of dtype {}", dtype_name(t.dtype));
+  }
+}
+void store_tile(const StridedOperand& t, int64_t off, int64_t s, int64_t n, const float* src) {
+  auto store = [&](auto* p) {
+    using T = std::remove_pointer_t<decltype(p)>;
+    for (int64_t i = 0; i < n; ++i) p[off + i * s] = convert<T>(src[i]);
+  };
+  switch (t.dtype) {
+    case DType::f32: return store(typed<float>(t));
+    case DType::bf16: return store(typed<BFloat16>(t));
+    case DType::f16: return store(typed<Half>(t));
+    default: FG_ASSERT(false, "elementwise operand of dtype {}", dtype_name(t.dtype));
+  }
+}
+
+bool all_f32(std::initializer_list<const StridedOperand*> ops) {
+  for (const StridedOperand* t : ops)
+    if (t->dtype != DType::f32) return false;
+  return true;
+}
+
+int64_t inner_stride(const StridedOperand& t) { return t.strides.empty() ? 0 : t.strides.back(); }
+
+// Note [Native low-precision elementwise]: fn(tiles, n) computes outputs tiles[0..NOut)
+// from inputs tiles[NOut..), all f32 and contiguous, n <= kTile elements each.
+template <size_t NOut, size_t NIn, class TileFn>
+void tiled(const Shape& shape, const std::array<const StridedOperand*, NOut + NIn>& ops,
+           TileFn fn) {
+  constexpr size_t N = NOut + NIn;
+  std::array<const Strides*, N> strides{};
+  std::array<int64_t, N> s{}, zero{};
+  for (size_t k = 0; k < N; ++k) {
+    strides[k] = &ops[k]->strides;
+    s[k] = inner_stride(*ops[k]);
+  }
+  parallel_runs<N>(shape, strides, zero, [&](const std::array<int64_t, N>& off, int64_t count) {
+    float buf[N][kTile];
+    std::array<float*, N> tiles{};
+    for (size_t k = 0; k < N; ++k) tiles[k] = buf[k];
+    for (int64_t t0 = 0; t0 < count; t0 += kTile) {
+      const int64_t n = std::min(kTile, count - t0);
+      for (size_t k = NOut; k < N; ++k) load_tile(*ops[k], off[k] + t0 * s[k], s[k], n, buf[k]);
+      fn(tiles, n);
+      for (size_t k = 0; k < NOut; ++k) store_tile(*ops[k], off[k] + t0 * s[k], s[k], n, buf[k]);
+    }
+  });
+}
+
 float* f32_data(const StridedOperand& t) {
   FG_ASSERT(t.dtype == DType::f32);
   return static_cast<float*>(t.data) + t.offset;
 }
 
-int64_t inner_stride(const StridedOperand& t) { return t.strides.empty() ? 0 : t.strides.back(); }
-
 template <class F>
 void unary_loop(const Shape& shape, const StridedOperand& out, const StridedOperand& x, F f) {
+  if (!all_f32({&out, &x}))
+    return tiled<1, 1>(shape, {&out, &x}, [&](const auto& t, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) t[0][i] = f(t[1][i]);
+    });
   float* o = f32_data(out);
   const float* a = f32_data(x);
   const int64_t so = inner_stride(out), sa = inner_stride(x);
@@ -91,6 +169,10 @@ void unary_loop(const Shape& shape, const StridedOperand& out, const StridedOper
 template <class F>
 void binary_loop(const Shape& shape, const StridedOperand& out, const StridedOperand& x,
                  const StridedOperand& y, F f) {
+  if (!all_f32({&out, &x, &y}))
+    return tiled<1, 2>(shape, {&out, &x, &y}, [&](const auto& t, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) t[0][i] = f(t[1][i], t[2][i]);
+    });
   float* o = f32_data(out);
   const float* a = f32_data(x);
   const float* b = f32_data(y);
@@ -128,6 +210,9 @@ void unary_f32(UnaryOp op, float param, const Shape& shape, const StridedOperand
     case UnaryOp::add_scalar:
       return unary_loop(shape, out, x, [param](float v) { return v + param; });
     case UnaryOp::gelu: {  // Note [Vectorised gelu]
+      if (!all_f32({&out, &x}))
+        return tiled<1, 1>(shape, {&out, &x},
+                           [](const auto& t, int64_t n) { gelu_run(t[0], 1, t[1], 1, n); });
       float* o = f32_data(out);
       const float* a = f32_data(x);
       const int64_t so = inner_stride(out), sa = inner_stride(x);
@@ -153,6 +238,10 @@ void binary_f32(BinaryOp op, const Shape& shape, const StridedOperand& out, cons
     case BinaryOp::div:
       return binary_loop(shape, out, a, b, [](float x, float y) { return x / y; });
     case BinaryOp::gelu_backward: {  // Note [Vectorised gelu]
+      if (!all_f32({&out, &a, &b}))
+        return tiled<1, 2>(shape, {&out, &a, &b}, [](const auto& t, int64_t n) {
+          gelu_backward_run(t[0], 1, t[1], 1, t[2], 1, n);
+        });
       float* o = f32_data(out);
       const float* pd = f32_data(a);
       const float* px = f32_data(b);
@@ -174,6 +263,14 @@ void binary_f32(BinaryOp op, const Shape& shape, const StridedOperand& out, cons
 void swiglu_backward_f32(const Shape& shape, const StridedOperand& dgate, const StridedOperand& dup,
                          const StridedOperand& dy, const StridedOperand& gate,
                          const StridedOperand& up) {
+  if (!all_f32({&dgate, &dup, &dy, &gate, &up}))
+    return tiled<2, 3>(shape, {&dgate, &dup, &dy, &gate, &up}, [](const auto& t, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) {
+        const float gi = t[3][i], di = t[2][i], sg = sigmoid(gi);
+        t[0][i] = di * t[4][i] * sg * (1.0f + gi * (1.0f - sg));
+        t[1][i] = di * gi * sg;
+      }
+    });
   float* dg = f32_data(dgate);
   float* du = f32_data(dup);
   const float* d = f32_data(dy);

@@ -33,7 +33,7 @@ Strides broadcast_strides(const Tensor& t, const Shape& shape) {
 }
 
 backend::StridedOperand operand(const Tensor& t, Strides strides) {
-  return {t.storage()->data(), t.offset(), std::move(strides), DType::f32};
+  return {t.storage()->data(), t.offset(), std::move(strides), t.dtype()};
 }
 
 // Mixed floating dtypes promote (promote_floating), as PyTorch's arithmetic does.
@@ -79,24 +79,23 @@ void check_inputs(const char* op,
 
 std::vector<Tensor> run_elementwise(backend::OpId id, const Shape& shape, DType dtype,
                                     const std::vector<Tensor>& inputs, int n_out, float param) {
+  // Inputs go to the kernel in their own dtypes and views, outputs are allocated in `dtype`
+  // (Note [Native low-precision elementwise] in tensor/cpu/elementwise.cpp).
   const Device device = inputs.at(0).device();
-  std::vector<Tensor> f32_inputs;
-  for (const Tensor& t : inputs) f32_inputs.push_back(detail::as_f32(t));
   std::vector<Tensor> outputs;
-  for (int i = 0; i < n_out; ++i) outputs.push_back(f32_result(shape, device, dtype));
+  for (int i = 0; i < n_out; ++i) outputs.push_back(Tensor::empty(shape, dtype, device));
   if (numel(shape) > 0) {
     backend::ElementwiseArgs args{shape, {}, param};
     std::vector<Strides> strides;
     for (const Tensor& t : outputs) strides.push_back(t.strides());
-    for (const Tensor& t : f32_inputs) strides.push_back(broadcast_strides(t, shape));
+    for (const Tensor& t : inputs) strides.push_back(broadcast_strides(t, shape));
     collapse_dims(args.shape, strides);
     for (size_t k = 0; k < outputs.size(); ++k)
       args.operands.push_back(operand(outputs[k], strides[k]));
-    for (size_t k = 0; k < f32_inputs.size(); ++k)
-      args.operands.push_back(operand(f32_inputs[k], strides[outputs.size() + k]));
+    for (size_t k = 0; k < inputs.size(); ++k)
+      args.operands.push_back(operand(inputs[k], strides[outputs.size() + k]));
     backend::dispatch(id, device, args);
   }
-  for (Tensor& t : outputs) t = cast_to(t, dtype);
   return outputs;
 }
 
@@ -131,18 +130,16 @@ void add_(Tensor& dst, const Tensor& src) {
              "[add_] dst of shape {} is an expanded view (stride 0 in dim {}): its elements alias "
              "one another",
              shape_str(shape), d);
-  // An f32 dst is updated in place; any other dst through an f32 copy written back.
-  Tensor acc = detail::as_f32(dst);
-  Tensor s = detail::as_f32(src);
-  if (s.shares_storage_with(acc)) s = s.clone();  // it would change while being read
+  // dst is updated in place in its own dtype (Note [Native low-precision elementwise]).
+  Tensor s = src;
+  if (s.shares_storage_with(dst)) s = s.clone();  // it would change while being read
   if (dst.numel() > 0) {
     backend::ElementwiseArgs args{shape, {}, 0.0f};
-    std::vector<Strides> strides = {acc.strides(), broadcast_strides(s, shape)};
+    std::vector<Strides> strides = {dst.strides(), broadcast_strides(s, shape)};
     collapse_dims(args.shape, strides);
-    args.operands = {operand(acc, strides[0]), operand(s, strides[1])};
+    args.operands = {operand(dst, strides[0]), operand(s, strides[1])};
     backend::dispatch(OpId::add_, dst.device(), args);
   }
-  if (!acc.same(dst)) dst.copy_(acc);
 }
 
 }  // namespace fitgrad::ops
