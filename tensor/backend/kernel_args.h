@@ -164,21 +164,23 @@ struct EmbeddingBackwardArgs {
   Tensor dy, ids, dw;
 };
 
-// RoPE over (B H, T, D) rows, with the (2, T, D/2) cos/sin table a workspace that the
-// kernel fills; inverse rotates back (the backward).
+// RoPE over (B H, T, D) rows, with the (2, T, D/2) cos/sin table an f32 workspace that the
+// kernel fills; inverse rotates back (the backward). x and y contiguous, in one floating
+// dtype, read and written natively.
 struct RopeArgs {
   int64_t bh = 0, t = 0, d = 0, position_offset = 0;
   double theta = 0;
   bool inverse = false;
-  Tensor x, table, y;  // f32
+  Tensor x, table, y;
 };
 
-// y (n) = x (n) masked with the Philox stream at `state` and scaled by 1 / (1 - p).
+// y (n) = x (n) masked with the Philox stream at `state` and scaled by 1 / (1 - p); x and y
+// contiguous, in one floating dtype, read and written natively.
 struct DropoutArgs {
   int64_t n = 0;
   double p = 0;
   RngState state;
-  Tensor x, y;  // f32
+  Tensor x, y;
 };
 
 // out (n) f32 = lo + width * u for the Philox stream's uniforms u at `state`.

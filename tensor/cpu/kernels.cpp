@@ -160,12 +160,29 @@ void embedding_backward(const EmbeddingBackwardArgs& a) {
   });
 }
 
+// Calls fn(T{}) for the storage type T of a floating tensor.
+template <class Fn>
+void with_floating(const Tensor& t, Fn&& fn) {
+  switch (t.dtype()) {
+    case DType::f32: return fn(float{});
+    case DType::bf16: return fn(BFloat16{});
+    case DType::f16: return fn(Half{});
+    default: FG_ASSERT(false, "{} is not floating", dtype_name(t.dtype()));
+  }
+}
+
 void rope(const RopeArgs& a) {
   cpu::rope_table_f32(f32(a.table), a.t, a.d, a.position_offset, a.theta);
-  cpu::rope_f32(f32(a.x), f32(a.table), f32(a.y), a.bh, a.t, a.d, a.inverse);
+  with_floating(a.x, [&](auto e) {
+    using E = decltype(e);
+    cpu::rope(a.x.data<E>(), f32(a.table), a.y.data<E>(), a.bh, a.t, a.d, a.inverse);
+  });
 }
 void dropout(const DropoutArgs& a) {
-  cpu::dropout_f32(f32(a.x), f32(a.y), a.n, a.p, a.state.seed, a.state.offset);
+  with_floating(a.x, [&](auto e) {
+    using E = decltype(e);
+    cpu::dropout(a.x.data<E>(), a.y.data<E>(), a.n, a.p, a.state.seed, a.state.offset);
+  });
 }
 void uniform(const UniformArgs& a) {
   float* data = f32(a.out);

@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "tensor/cpu/convert.h"
+
 namespace fitgrad::cpu {
 
 void rope_table_f32(float* table, int64_t T, int64_t D, int64_t position_offset, double theta) {
@@ -18,8 +20,8 @@ void rope_table_f32(float* table, int64_t T, int64_t D, int64_t position_offset,
   }
 }
 
-void rope_f32(const float* x, const float* table, float* y, int64_t BH, int64_t T, int64_t D,
-              bool inverse) {
+template <class E>
+void rope(const E* x, const float* table, E* y, int64_t BH, int64_t T, int64_t D, bool inverse) {
   const int64_t half = D / 2;
   const float sign = inverse ? -1.0f : 1.0f;
 #pragma omp parallel for schedule(static)
@@ -27,14 +29,18 @@ void rope_f32(const float* x, const float* table, float* y, int64_t BH, int64_t 
     const int64_t t = r % T;
     const float* cos = table + t * half;
     const float* sin = table + (T + t) * half;
-    const float* xr = x + r * D;
-    float* yr = y + r * D;
+    const E* xr = x + r * D;
+    E* yr = y + r * D;
     for (int64_t i = 0; i < half; ++i) {
-      const float a = xr[i], b = xr[i + half], s = sign * sin[i];
-      yr[i] = a * cos[i] - b * s;
-      yr[i + half] = b * cos[i] + a * s;
+      const float a = convert<float>(xr[i]), b = convert<float>(xr[i + half]), s = sign * sin[i];
+      yr[i] = convert<E>(a * cos[i] - b * s);
+      yr[i + half] = convert<E>(b * cos[i] + a * s);
     }
   }
 }
+
+template void rope(const float*, const float*, float*, int64_t, int64_t, int64_t, bool);
+template void rope(const BFloat16*, const float*, BFloat16*, int64_t, int64_t, int64_t, bool);
+template void rope(const Half*, const float*, Half*, int64_t, int64_t, int64_t, bool);
 
 }  // namespace fitgrad::cpu

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "tensor/half.h"
+
 namespace fitgrad::cpu {
 
 // table[0][t][i] = cos(a), table[1][t][i] = sin(a), a = (position_offset + t) * inv_freq[i],
@@ -15,9 +17,16 @@ void rope_table_f32(float* table,  // (2, T, D/2)
 
 // Rotates each pair (x[i], x[i + D/2]) of every row by +angle, or by -angle when `inverse`
 // (the backward pass: the transpose of a rotation is the rotation by the negative angle).
-void rope_f32(const float* x,      // (BH, T, D)
-              const float* table,  // (2, T, D/2)
-              float* y,            // (BH, T, D)
-              int64_t BH, int64_t T, int64_t D, bool inverse);
+// E is float, BFloat16 or Half: each element is widened to f32, rotated in f32 and rounded
+// once into E.
+template <class E>
+void rope(const E* x,          // (BH, T, D)
+          const float* table,  // (2, T, D/2)
+          E* y,                // (BH, T, D)
+          int64_t BH, int64_t T, int64_t D, bool inverse);
+extern template void rope(const float*, const float*, float*, int64_t, int64_t, int64_t, bool);
+extern template void rope(const BFloat16*, const float*, BFloat16*, int64_t, int64_t, int64_t,
+                          bool);
+extern template void rope(const Half*, const float*, Half*, int64_t, int64_t, int64_t, bool);
 
 }  // namespace fitgrad::cpu

@@ -14,10 +14,10 @@ void check_p(const char* op, double p) {
 }
 
 Tensor apply_mask(backend::OpId id, const Tensor& x, double p, const RngState& state) {
-  const Tensor xf = to_f32_contiguous(x);                   // (n)
-  Tensor y = f32_result(x.shape(), x.device(), x.dtype());  // (n)
-  backend::dispatch(id, x.device(), backend::DropoutArgs{x.numel(), p, state, xf, y});
-  return cast_to(y, x.dtype());
+  const Tensor xc = x.contiguous();                            // (n), read natively
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());  // (n)
+  backend::dispatch(id, x.device(), backend::DropoutArgs{x.numel(), p, state, xc, y});
+  return y;
 }
 
 }  // namespace

@@ -23,16 +23,16 @@ Tensor rotate(backend::OpId id, const Tensor& x, int64_t position_offset, double
   FG_CHECK(position_offset >= 0, "[{}] position_offset = {} must be non-negative", op,
            position_offset);
   FG_CHECK(theta > 0, "[{}] theta = {} must be positive", op, theta);
-  const Tensor xf = to_f32_contiguous(x);  // (B, H, T, D)
-  Tensor table;                            // (2, T, D/2)
+  const Tensor xc = x.contiguous();  // (B, H, T, D), read natively
+  Tensor table;                      // (2, T, D/2)
   {
     CategoryScope category(Category::temporary);
     table = Tensor::empty({2, T, D / 2}, DType::f32, x.device());
   }
-  Tensor y = f32_result(x.shape(), x.device(), x.dtype());  // (B, H, T, D)
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());  // (B, H, T, D)
   backend::dispatch(id, x.device(),
-                    backend::RopeArgs{B * H, T, D, position_offset, theta, inverse, xf, table, y});
-  return cast_to(y, x.dtype());
+                    backend::RopeArgs{B * H, T, D, position_offset, theta, inverse, xc, table, y});
+  return y;
 }
 
 }  // namespace
