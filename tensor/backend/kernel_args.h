@@ -103,14 +103,15 @@ struct RmsNormBackwardArgs {
   Tensor partials;             // (partitions, C) workspace, when dw is defined
 };
 
-// (log_)softmax of a contiguous (outer, n, inner) tensor along n.
+// (log_)softmax of a contiguous (outer, n, inner) tensor along n; every operand of one
+// floating dtype, read and written natively.
 struct SoftmaxArgs {
   int64_t outer = 1, n = 1, inner = 1;
-  Tensor x, y;  // f32
+  Tensor x, y;
 };
 struct SoftmaxBackwardArgs {
   int64_t outer = 1, n = 1, inner = 1;
-  Tensor dy, y, dx;  // f32
+  Tensor dy, y, dx;
 };
 
 struct AttentionShape {

@@ -113,13 +113,31 @@ void rms_norm_backward(const RmsNormBackwardArgs& a) {
                              f32_or_null(a.dw), f32_or_null(a.partials), a.partitions, a.rows, a.c);
 }
 
+// Calls fn(T{}) for the storage type T of a floating tensor.
+template <class Fn>
+void with_floating(const Tensor& t, Fn&& fn) {
+  switch (t.dtype()) {
+    case DType::f32: return fn(float{});
+    case DType::bf16: return fn(BFloat16{});
+    case DType::f16: return fn(Half{});
+    default: FG_ASSERT(false, "{} is not floating", dtype_name(t.dtype()));
+  }
+}
+
 template <bool Log>
 void softmax(const SoftmaxArgs& a) {
-  cpu::softmax_f32(f32(a.x), f32(a.y), a.outer, a.n, a.inner, Log);
+  with_floating(a.x, [&](auto e) {
+    using E = decltype(e);
+    cpu::softmax(a.x.data<E>(), a.y.data<E>(), a.outer, a.n, a.inner, Log);
+  });
 }
 template <bool Log>
 void softmax_backward(const SoftmaxBackwardArgs& a) {
-  cpu::softmax_backward_f32(f32(a.dy), f32(a.y), f32(a.dx), a.outer, a.n, a.inner, Log);
+  with_floating(a.y, [&](auto e) {
+    using E = decltype(e);
+    cpu::softmax_backward(a.dy.data<E>(), a.y.data<E>(), a.dx.data<E>(), a.outer, a.n, a.inner,
+                          Log);
+  });
 }
 
 void flash_attention(const FlashAttentionArgs& a) {
@@ -158,17 +176,6 @@ void embedding_backward(const EmbeddingBackwardArgs& a) {
   with_ids(a.ids, [&](const auto* p) {
     cpu::embedding_scatter_add_f32(f32(a.dy), p, f32(a.dw), a.n, a.v, a.c);
   });
-}
-
-// Calls fn(T{}) for the storage type T of a floating tensor.
-template <class Fn>
-void with_floating(const Tensor& t, Fn&& fn) {
-  switch (t.dtype()) {
-    case DType::f32: return fn(float{});
-    case DType::bf16: return fn(BFloat16{});
-    case DType::f16: return fn(Half{});
-    default: FG_ASSERT(false, "{} is not floating", dtype_name(t.dtype()));
-  }
 }
 
 void rope(const RopeArgs& a) {

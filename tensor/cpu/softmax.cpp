@@ -4,55 +4,79 @@
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
+
+#include "tensor/cpu/convert.h"
 
 namespace fitgrad::cpu {
 
-void softmax_f32(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, bool log) {
+// Note [Softmax in one rounding]
+// An f32 output holds exp(x - max) and is then scaled in place, as before; any other output
+// would round twice that way, so the row's exponentials are computed again in the last pass
+// (the same f32 values, bit for bit) and each y = e / sum is rounded once.
+template <class E>
+void softmax(const E* x, E* y, int64_t outer, int64_t n, int64_t inner, bool log) {
   const int64_t rows = outer * inner;
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t base = (r / inner) * n * inner + r % inner;
-    const float* xr = x + base;
-    float* yr = y + base;
+    const E* xr = x + base;
+    E* yr = y + base;
+    auto at = [&](int64_t i) { return convert<float>(xr[i * inner]); };
     float max = -std::numeric_limits<float>::infinity();
-    for (int64_t i = 0; i < n; ++i) max = std::fmax(max, xr[i * inner]);
+    for (int64_t i = 0; i < n; ++i) max = std::fmax(max, at(i));
     float sum = 0;
     for (int64_t i = 0; i < n; ++i) {
-      const float e = std::exp(xr[i * inner] - max);
-      if (!log) yr[i * inner] = e;
+      const float e = std::exp(at(i) - max);
+      if constexpr (std::is_same_v<E, float>) {
+        if (!log) yr[i * inner] = e;
+      }
       sum += e;
     }
     if (log) {
       // (x - max) - log(sum), not x - (max + log(sum)): max + log(sum) would round to the
       // spacing of max, which for large logits is coarser than the result needs.
       const float log_sum = std::log(sum);
-      for (int64_t i = 0; i < n; ++i) yr[i * inner] = (xr[i * inner] - max) - log_sum;
-    } else {
+      for (int64_t i = 0; i < n; ++i) yr[i * inner] = convert<E>((at(i) - max) - log_sum);
+    } else if constexpr (std::is_same_v<E, float>) {
       const float inv = 1.0f / sum;
       for (int64_t i = 0; i < n; ++i) yr[i * inner] *= inv;
+    } else {  // Note [Softmax in one rounding]
+      const float inv = 1.0f / sum;
+      for (int64_t i = 0; i < n; ++i) yr[i * inner] = convert<E>(std::exp(at(i) - max) * inv);
     }
   }
 }
 
-void softmax_backward_f32(const float* dy, const float* y, float* dx, int64_t outer, int64_t n,
-                          int64_t inner, bool log) {
+template <class E>
+void softmax_backward(const E* dy, const E* y, E* dx, int64_t outer, int64_t n, int64_t inner,
+                      bool log) {
   const int64_t rows = outer * inner;
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t base = (r / inner) * n * inner + r % inner;
-    const float* dyr = dy + base;
-    const float* yr = y + base;
-    float* dxr = dx + base;
+    const E* dyr = dy + base;
+    const E* yr = y + base;
+    E* dxr = dx + base;
+    auto g = [&](int64_t i) { return convert<float>(dyr[i * inner]); };
+    auto v = [&](int64_t i) { return convert<float>(yr[i * inner]); };
     float sum = 0;
     if (log) {
-      for (int64_t i = 0; i < n; ++i) sum += dyr[i * inner];
-      for (int64_t i = 0; i < n; ++i)
-        dxr[i * inner] = dyr[i * inner] - std::exp(yr[i * inner]) * sum;
+      for (int64_t i = 0; i < n; ++i) sum += g(i);
+      for (int64_t i = 0; i < n; ++i) dxr[i * inner] = convert<E>(g(i) - std::exp(v(i)) * sum);
     } else {
-      for (int64_t i = 0; i < n; ++i) sum += dyr[i * inner] * yr[i * inner];
-      for (int64_t i = 0; i < n; ++i) dxr[i * inner] = yr[i * inner] * (dyr[i * inner] - sum);
+      for (int64_t i = 0; i < n; ++i) sum += g(i) * v(i);
+      for (int64_t i = 0; i < n; ++i) dxr[i * inner] = convert<E>(v(i) * (g(i) - sum));
     }
   }
 }
+
+#define FITGRAD_SOFTMAX_INSTANTIATE(E)                                  \
+  template void softmax(const E*, E*, int64_t, int64_t, int64_t, bool); \
+  template void softmax_backward(const E*, const E*, E*, int64_t, int64_t, int64_t, bool);
+FITGRAD_SOFTMAX_INSTANTIATE(float)
+FITGRAD_SOFTMAX_INSTANTIATE(BFloat16)
+FITGRAD_SOFTMAX_INSTANTIATE(Half)
+#undef FITGRAD_SOFTMAX_INSTANTIATE
 
 }  // namespace fitgrad::cpu

@@ -1,5 +1,5 @@
 // Softmax front-ends (see softmax.h): checks, the (outer, n, inner) view of the reduced
-// dim, f32 staging and dispatch through the kernel table.
+// dim, and dispatch through the kernel table (the kernels read bf16/f16 natively).
 #include "tensor/ops/softmax.h"
 
 #include "tensor/backend/kernel_args.h"
@@ -33,10 +33,10 @@ Tensor forward(backend::OpId id, const Tensor& x, int64_t dim) {
   const char* op = backend::op_name(id);
   check_floating(op, "x", x);
   const Split s = split_at(x.shape(), reduced_dim(op, x, dim));
-  const Tensor xf = to_f32_contiguous(x);                   // (outer, n, inner)
-  Tensor y = f32_result(x.shape(), x.device(), x.dtype());  // (outer, n, inner)
-  backend::dispatch(id, x.device(), backend::SoftmaxArgs{s.outer, s.n, s.inner, xf, y});
-  return cast_to(y, x.dtype());
+  const Tensor xc = x.contiguous();                            // (outer, n, inner)
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());  // (outer, n, inner)
+  backend::dispatch(id, x.device(), backend::SoftmaxArgs{s.outer, s.n, s.inner, xc, y});
+  return y;
 }
 
 Tensor backward(backend::OpId id, const Tensor& dy, const Tensor& y, int64_t dim) {
@@ -46,11 +46,14 @@ Tensor backward(backend::OpId id, const Tensor& dy, const Tensor& y, int64_t dim
   check_same_device(op, {&dy, &y});
   check_shape(op, "dy", dy, y.shape());
   const Split s = split_at(y.shape(), reduced_dim(op, y, dim));
-  const Tensor dyf = to_f32_contiguous(dy);                  // (outer, n, inner)
-  const Tensor yf = to_f32_contiguous(y);                    // (outer, n, inner)
-  Tensor dx = f32_result(y.shape(), y.device(), y.dtype());  // (outer, n, inner)
+  // One dtype is read natively; a dy of another dtype stages both through f32.
+  const bool native = dy.dtype() == y.dtype();
+  const Tensor dyc = native ? dy.contiguous() : to_f32_contiguous(dy);  // (outer, n, inner)
+  const Tensor yc = native ? y.contiguous() : to_f32_contiguous(y);     // (outer, n, inner)
+  Tensor dx = native ? Tensor::empty(y.shape(), y.dtype(), y.device())
+                     : f32_result(y.shape(), y.device(), y.dtype());  // (outer, n, inner)
   backend::dispatch(id, y.device(),
-                    backend::SoftmaxBackwardArgs{s.outer, s.n, s.inner, dyf, yf, dx});
+                    backend::SoftmaxBackwardArgs{s.outer, s.n, s.inner, dyc, yc, dx});
   return cast_to(dx, y.dtype());
 }
 
