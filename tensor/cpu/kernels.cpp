@@ -96,23 +96,6 @@ void linear(const LinearArgs& a) {
                 y, a.out);
 }
 
-void layer_norm(const LayerNormArgs& a) {
-  cpu::layer_norm_f32(f32(a.x), f32_or_null(a.weight), f32_or_null(a.bias), f32(a.y), f32(a.mean),
-                      f32(a.rstd), a.rows, a.c, a.eps);
-}
-void layer_norm_backward(const LayerNormBackwardArgs& a) {
-  cpu::layer_norm_backward_f32(f32(a.dy), f32(a.x), f32_or_null(a.weight), f32(a.mean), f32(a.rstd),
-                               f32(a.dx), f32_or_null(a.dw), f32_or_null(a.db),
-                               f32_or_null(a.partials), a.partitions, a.rows, a.c);
-}
-void rms_norm(const RmsNormArgs& a) {
-  cpu::rms_norm_f32(f32(a.x), f32_or_null(a.weight), f32(a.y), f32(a.rstd), a.rows, a.c, a.eps);
-}
-void rms_norm_backward(const RmsNormBackwardArgs& a) {
-  cpu::rms_norm_backward_f32(f32(a.dy), f32(a.x), f32_or_null(a.weight), f32(a.rstd), f32(a.dx),
-                             f32_or_null(a.dw), f32_or_null(a.partials), a.partitions, a.rows, a.c);
-}
-
 // Calls fn(T{}) for the storage type T of a floating tensor.
 template <class Fn>
 void with_floating(const Tensor& t, Fn&& fn) {
@@ -122,6 +105,42 @@ void with_floating(const Tensor& t, Fn&& fn) {
     case DType::f16: return fn(Half{});
     default: FG_ASSERT(false, "{} is not floating", dtype_name(t.dtype()));
   }
+}
+
+template <class E>
+const E* data_or_null(const Tensor& t) {
+  return t.defined() ? t.data<E>() : nullptr;
+}
+
+void layer_norm(const LayerNormArgs& a) {
+  with_floating(a.x, [&](auto e) {
+    using E = decltype(e);
+    cpu::layer_norm(a.x.data<E>(), data_or_null<E>(a.weight), data_or_null<E>(a.bias),
+                    a.y.data<E>(), f32(a.mean), f32(a.rstd), a.rows, a.c, a.eps);
+  });
+}
+void layer_norm_backward(const LayerNormBackwardArgs& a) {
+  with_floating(a.x, [&](auto e) {
+    using E = decltype(e);
+    cpu::layer_norm_backward(a.dy.data<E>(), a.x.data<E>(), data_or_null<E>(a.weight), f32(a.mean),
+                             f32(a.rstd), a.dx.data<E>(), f32_or_null(a.dw), f32_or_null(a.db),
+                             f32_or_null(a.partials), a.partitions, a.rows, a.c);
+  });
+}
+void rms_norm(const RmsNormArgs& a) {
+  with_floating(a.x, [&](auto e) {
+    using E = decltype(e);
+    cpu::rms_norm(a.x.data<E>(), data_or_null<E>(a.weight), a.y.data<E>(), f32(a.rstd), a.rows, a.c,
+                  a.eps);
+  });
+}
+void rms_norm_backward(const RmsNormBackwardArgs& a) {
+  with_floating(a.x, [&](auto e) {
+    using E = decltype(e);
+    cpu::rms_norm_backward(a.dy.data<E>(), a.x.data<E>(), data_or_null<E>(a.weight), f32(a.rstd),
+                           a.dx.data<E>(), f32_or_null(a.dw), f32_or_null(a.partials), a.partitions,
+                           a.rows, a.c);
+  });
 }
 
 template <bool Log>

@@ -13,12 +13,20 @@
 #include <algorithm>
 #include <cmath>
 
+#include "tensor/cpu/convert.h"
+
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
 namespace fitgrad::cpu {
 namespace {
+
+// An element widened to f32 (exact).
+template <class E>
+float f(E v) {
+  return convert<float>(v);
+}
 
 // Rows [begin, end) of partition p of P.
 int64_t partition_begin(int64_t p, int64_t P, int64_t rows) { return p * rows / P; }
@@ -36,30 +44,32 @@ void sum_partials(const float* partials, int64_t P, int64_t stride, int64_t C, f
 
 }  // namespace
 
-void layer_norm_f32(const float* x, const float* w, const float* b, float* y, float* mean,
-                    float* rstd, int64_t rows, int64_t C, float eps) {
+template <class E>
+void layer_norm(const E* x, const E* w, const E* b, E* y, float* mean, float* rstd, int64_t rows,
+                int64_t C, float eps) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * C;
-    float* yr = y + r * C;
+    const E* xr = x + r * C;
+    E* yr = y + r * C;
     float sum = 0;
-    for (int64_t c = 0; c < C; ++c) sum += xr[c];
+    for (int64_t c = 0; c < C; ++c) sum += f(xr[c]);
     const float mu = sum / float(C);
     float sq = 0;
-    for (int64_t c = 0; c < C; ++c) sq += (xr[c] - mu) * (xr[c] - mu);
+    for (int64_t c = 0; c < C; ++c) sq += (f(xr[c]) - mu) * (f(xr[c]) - mu);
     const float rs = 1.0f / std::sqrt(sq / float(C) + eps);
     mean[r] = mu;
     rstd[r] = rs;
     for (int64_t c = 0; c < C; ++c) {
-      const float xhat = (xr[c] - mu) * rs;
-      yr[c] = (w ? xhat * w[c] : xhat) + (b ? b[c] : 0.0f);
+      const float xhat = (f(xr[c]) - mu) * rs;
+      yr[c] = convert<E>((w ? xhat * f(w[c]) : xhat) + (b ? f(b[c]) : 0.0f));
     }
   }
 }
 
-void layer_norm_backward_f32(const float* dy, const float* x, const float* w, const float* mean,
-                             const float* rstd, float* dx, float* dw, float* db, float* partials,
-                             int64_t P, int64_t rows, int64_t C) {
+template <class E>
+void layer_norm_backward(const E* dy, const E* x, const E* w, const float* mean, const float* rstd,
+                         E* dx, float* dw, float* db, float* partials, int64_t P, int64_t rows,
+                         int64_t C) {
 #pragma omp parallel for schedule(static)
   for (int64_t p = 0; p < P; ++p) {
     float* part_w = dw ? partials + p * 2 * C : nullptr;      // (C)
@@ -67,24 +77,24 @@ void layer_norm_backward_f32(const float* dy, const float* x, const float* w, co
     if (part_w) std::fill(part_w, part_w + C, 0.0f);
     if (part_b) std::fill(part_b, part_b + C, 0.0f);
     for (int64_t r = partition_begin(p, P, rows); r < partition_begin(p + 1, P, rows); ++r) {
-      const float* dyr = dy + r * C;
-      const float* xr = x + r * C;
-      float* dxr = dx + r * C;
+      const E* dyr = dy + r * C;
+      const E* xr = x + r * C;
+      E* dxr = dx + r * C;
       const float mu = mean[r], rs = rstd[r];
       // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w.
       float sum_g = 0, sum_gx = 0;
       for (int64_t c = 0; c < C; ++c) {
-        const float g = w ? dyr[c] * w[c] : dyr[c];
+        const float g = w ? f(dyr[c]) * f(w[c]) : f(dyr[c]);
         sum_g += g;
-        sum_gx += g * (xr[c] - mu) * rs;
+        sum_gx += g * (f(xr[c]) - mu) * rs;
       }
       const float mean_g = sum_g / float(C), mean_gx = sum_gx / float(C);
       for (int64_t c = 0; c < C; ++c) {
-        const float xhat = (xr[c] - mu) * rs;
-        const float g = w ? dyr[c] * w[c] : dyr[c];
-        dxr[c] = rs * (g - mean_g - xhat * mean_gx);
-        if (part_w) part_w[c] += dyr[c] * xhat;
-        if (part_b) part_b[c] += dyr[c];
+        const float xhat = (f(xr[c]) - mu) * rs;
+        const float g = w ? f(dyr[c]) * f(w[c]) : f(dyr[c]);
+        dxr[c] = convert<E>(rs * (g - mean_g - xhat * mean_gx));
+        if (part_w) part_w[c] += f(dyr[c]) * xhat;
+        if (part_b) part_b[c] += f(dyr[c]);
       }
     }
   }
@@ -92,45 +102,59 @@ void layer_norm_backward_f32(const float* dy, const float* x, const float* w, co
   if (db) sum_partials(partials + C, P, 2 * C, C, db);
 }
 
-void rms_norm_f32(const float* x, const float* w, float* y, float* rstd, int64_t rows, int64_t C,
-                  float eps) {
+template <class E>
+void rms_norm(const E* x, const E* w, E* y, float* rstd, int64_t rows, int64_t C, float eps) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * C;
-    float* yr = y + r * C;
+    const E* xr = x + r * C;
+    E* yr = y + r * C;
     float sq = 0;
-    for (int64_t c = 0; c < C; ++c) sq += xr[c] * xr[c];
+    for (int64_t c = 0; c < C; ++c) sq += f(xr[c]) * f(xr[c]);
     const float rs = 1.0f / std::sqrt(sq / float(C) + eps);
     rstd[r] = rs;
-    for (int64_t c = 0; c < C; ++c) yr[c] = w ? xr[c] * rs * w[c] : xr[c] * rs;
+    for (int64_t c = 0; c < C; ++c) yr[c] = convert<E>(w ? f(xr[c]) * rs * f(w[c]) : f(xr[c]) * rs);
   }
 }
 
-void rms_norm_backward_f32(const float* dy, const float* x, const float* w, const float* rstd,
-                           float* dx, float* dw, float* partials, int64_t P, int64_t rows,
-                           int64_t C) {
+template <class E>
+void rms_norm_backward(const E* dy, const E* x, const E* w, const float* rstd, E* dx, float* dw,
+                       float* partials, int64_t P, int64_t rows, int64_t C) {
 #pragma omp parallel for schedule(static)
   for (int64_t p = 0; p < P; ++p) {
     float* part = dw ? partials + p * C : nullptr;
     if (part) std::fill(part, part + C, 0.0f);
     for (int64_t r = partition_begin(p, P, rows); r < partition_begin(p + 1, P, rows); ++r) {
-      const float* dyr = dy + r * C;
-      const float* xr = x + r * C;
-      float* dxr = dx + r * C;
+      const E* dyr = dy + r * C;
+      const E* xr = x + r * C;
+      E* dxr = dx + r * C;
       const float rs = rstd[r];
       // dx = rstd * (g - xhat * mean(g * xhat)), g = dy * w, xhat = x * rstd.
       float sum_gx = 0;
-      for (int64_t c = 0; c < C; ++c) sum_gx += (w ? dyr[c] * w[c] : dyr[c]) * xr[c] * rs;
+      for (int64_t c = 0; c < C; ++c)
+        sum_gx += (w ? f(dyr[c]) * f(w[c]) : f(dyr[c])) * f(xr[c]) * rs;
       const float mean_gx = sum_gx / float(C);
       for (int64_t c = 0; c < C; ++c) {
-        const float xhat = xr[c] * rs;
-        const float g = w ? dyr[c] * w[c] : dyr[c];
-        dxr[c] = rs * (g - xhat * mean_gx);
-        if (part) part[c] += dyr[c] * xhat;
+        const float xhat = f(xr[c]) * rs;
+        const float g = w ? f(dyr[c]) * f(w[c]) : f(dyr[c]);
+        dxr[c] = convert<E>(rs * (g - xhat * mean_gx));
+        if (part) part[c] += f(dyr[c]) * xhat;
       }
     }
   }
   if (dw) sum_partials(partials, P, C, C, dw);
 }
+
+#define FITGRAD_NORM_INSTANTIATE(E)                                                               \
+  template void layer_norm(const E*, const E*, const E*, E*, float*, float*, int64_t, int64_t,    \
+                           float);                                                                \
+  template void layer_norm_backward(const E*, const E*, const E*, const float*, const float*, E*, \
+                                    float*, float*, float*, int64_t, int64_t, int64_t);           \
+  template void rms_norm(const E*, const E*, E*, float*, int64_t, int64_t, float);                \
+  template void rms_norm_backward(const E*, const E*, const E*, const float*, E*, float*, float*, \
+                                  int64_t, int64_t, int64_t);
+FITGRAD_NORM_INSTANTIATE(float)
+FITGRAD_NORM_INSTANTIATE(BFloat16)
+FITGRAD_NORM_INSTANTIATE(Half)
+#undef FITGRAD_NORM_INSTANTIATE
 
 }  // namespace fitgrad::cpu

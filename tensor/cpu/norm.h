@@ -1,10 +1,15 @@
-// fp32 CPU kernels of layer_norm and rms_norm over the last dim, forward and backward. The
-// front-end (tensor/ops/norm.h) hands contiguous (rows, C) buffers. Rows run in parallel;
+// CPU kernels of layer_norm and rms_norm over the last dim, forward and backward. The
+// front-end (tensor/ops/norm.h) hands contiguous (rows, C) buffers. E (float, BFloat16 or
+// Half) is the storage type of x, w, b, y, dy and dx: elements are widened to f32, rows are
+// computed in f32, and each result is rounded once into E; the statistics (mean, rstd), the
+// weight gradients and their partials are f32. Rows run in parallel;
 // every row and every weight-gradient column is reduced in a fixed order, so results are
 // bitwise reproducible for a fixed thread count (Note [Deterministic weight gradients]).
 #pragma once
 
 #include <cstdint>
+
+#include "tensor/half.h"
 
 namespace fitgrad::cpu {
 
@@ -14,42 +19,46 @@ namespace fitgrad::cpu {
 
 // y = (x - mean) * rstd * w + b, rstd = 1 / sqrt(var + eps) with the biased variance.
 // w and b may be null (1 and 0).
-void layer_norm_f32(const float* x,  // (rows, C)
-                    const float* w,  // (C) or null
-                    const float* b,  // (C) or null
-                    float* y,        // (rows, C)
-                    float* mean,     // (rows)
-                    float* rstd,     // (rows)
-                    int64_t rows, int64_t C, float eps);
+template <class E>
+void layer_norm(const E* x,   // (rows, C)
+                const E* w,   // (C) or null
+                const E* b,   // (C) or null
+                E* y,         // (rows, C)
+                float* mean,  // (rows)
+                float* rstd,  // (rows)
+                int64_t rows, int64_t C, float eps);
 
 // dx, and when dw/db are non-null dw = sum_rows dy * xhat, db = sum_rows dy. `partials`
 // is scratch of (P, 2 * C) floats, read only when dw or db is non-null.
-void layer_norm_backward_f32(const float* dy,    // (rows, C)
-                             const float* x,     // (rows, C)
-                             const float* w,     // (C) or null
-                             const float* mean,  // (rows)
-                             const float* rstd,  // (rows)
-                             float* dx,          // (rows, C)
-                             float* dw,          // (C) or null
-                             float* db,          // (C) or null
-                             float* partials,    // (P, 2 * C) scratch
-                             int64_t P, int64_t rows, int64_t C);
+template <class E>
+void layer_norm_backward(const E* dy,        // (rows, C)
+                         const E* x,         // (rows, C)
+                         const E* w,         // (C) or null
+                         const float* mean,  // (rows)
+                         const float* rstd,  // (rows)
+                         E* dx,              // (rows, C)
+                         float* dw,          // (C) or null
+                         float* db,          // (C) or null
+                         float* partials,    // (P, 2 * C) scratch
+                         int64_t P, int64_t rows, int64_t C);
 
 // y = x * rstd * w, rstd = 1 / sqrt(mean(x^2) + eps); w may be null.
-void rms_norm_f32(const float* x,  // (rows, C)
-                  const float* w,  // (C) or null
-                  float* y,        // (rows, C)
-                  float* rstd,     // (rows)
-                  int64_t rows, int64_t C, float eps);
+template <class E>
+void rms_norm(const E* x,   // (rows, C)
+              const E* w,   // (C) or null
+              E* y,         // (rows, C)
+              float* rstd,  // (rows)
+              int64_t rows, int64_t C, float eps);
 
 // dx, and when dw is non-null dw = sum_rows dy * x * rstd (partials as above).
-void rms_norm_backward_f32(const float* dy,    // (rows, C)
-                           const float* x,     // (rows, C)
-                           const float* w,     // (C) or null
-                           const float* rstd,  // (rows)
-                           float* dx,          // (rows, C)
-                           float* dw,          // (C) or null
-                           float* partials,    // (P, C) scratch
-                           int64_t P, int64_t rows, int64_t C);
+template <class E>
+void rms_norm_backward(const E* dy,        // (rows, C)
+                       const E* x,         // (rows, C)
+                       const E* w,         // (C) or null
+                       const float* rstd,  // (rows)
+                       E* dx,              // (rows, C)
+                       float* dw,          // (C) or null
+                       float* partials,    // (P, C) scratch
+                       int64_t P, int64_t rows, int64_t C);
 
 }  // namespace fitgrad::cpu

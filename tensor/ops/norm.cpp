@@ -1,6 +1,11 @@
-// Norm front-ends (see norm.h): shape and dtype checks, f32 staging, allocation of outputs,
-// statistics and the weight-gradient scratch, and dispatch through the kernel table; the scratch's rows come from the device's target
-// profile (backend::norm_partitions).
+// Norm front-ends (see norm.h): shape and dtype checks, allocation of outputs, statistics
+// and the weight-gradient scratch, and dispatch through the kernel table; the scratch's rows
+// come from the device's target profile (backend::norm_partitions).
+//
+// Note [Native norms]
+// The kernels read and write bf16/f16 as they are (tensor/cpu/norm.h) when x and every
+// defined operand (weight, bias, dy) share x's dtype; a mix is staged through f32 copies
+// tagged temporary. Statistics and weight gradients are computed in f32 either way.
 #include "tensor/ops/norm.h"
 
 #include "tensor/backend/kernel_args.h"
@@ -51,7 +56,22 @@ Tensor workspace(const Shape& shape, Device device) {
   return Tensor::empty(shape, DType::f32, device);
 }
 
-Tensor f32_or_undefined(const Tensor& t) { return t.defined() ? to_f32_contiguous(t) : Tensor(); }
+// Note [Native norms].
+bool native(const Tensor& x, std::initializer_list<const Tensor*> others) {
+  for (const Tensor* t : others)
+    if (t->defined() && t->dtype() != x.dtype()) return false;
+  return true;
+}
+// The operand as the kernel reads it: contiguous, staged to f32 unless native.
+Tensor operand(const Tensor& t, bool native) {
+  if (!t.defined()) return t;
+  return native ? t.contiguous() : to_f32_contiguous(t);
+}
+// The (rows, C) result: in x's dtype when native, else f32 staging cast afterwards.
+Tensor result(const Tensor& x, bool native) {
+  return native ? Tensor::empty(x.shape(), x.dtype(), x.device())
+                : f32_result(x.shape(), x.device(), x.dtype());
+}
 
 }  // namespace
 
@@ -64,10 +84,11 @@ LayerNormOut layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bia
   check_same_device(op, {&x, &weight, &bias});
   check_eps(op, eps);
   const int64_t rows = x.numel() / C;
-  const Tensor xf = to_f32_contiguous(x);                   // (rows, C)
-  const Tensor wf = f32_or_undefined(weight);               // (C)
-  const Tensor bf = f32_or_undefined(bias);                 // (C)
-  Tensor y = f32_result(x.shape(), x.device(), x.dtype());  // (rows, C)
+  const bool nat = native(x, {&weight, &bias});
+  const Tensor xf = operand(x, nat);       // (rows, C)
+  const Tensor wf = operand(weight, nat);  // (C)
+  const Tensor bf = operand(bias, nat);    // (C)
+  Tensor y = result(x, nat);               // (rows, C)
   LayerNormOut out{Tensor(), Tensor::empty(row_shape(x), DType::f32, x.device()),
                    Tensor::empty(row_shape(x), DType::f32, x.device())};
   backend::dispatch(id, x.device(),
@@ -88,10 +109,11 @@ LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tens
   const int64_t rows = x.numel() / C;
   const Device device = x.device();
   const int64_t P = backend::norm_partitions(backend::profile_for(device), rows);
-  const Tensor dyf = to_f32_contiguous(dy);                                          // (rows, C)
-  const Tensor xf = to_f32_contiguous(x);                                            // (rows, C)
-  const Tensor wf = f32_or_undefined(weight);                                        // (C)
-  Tensor dx = f32_result(x.shape(), device, x.dtype());                              // (rows, C)
+  const bool nat = native(x, {&dy, &weight});
+  const Tensor dyf = operand(dy, nat);                                               // (rows, C)
+  const Tensor xf = operand(x, nat);                                                 // (rows, C)
+  const Tensor wf = operand(weight, nat);                                            // (C)
+  Tensor dx = result(x, nat);                                                        // (rows, C)
   Tensor dw = weight.defined() ? Tensor::empty({C}, DType::f32, device) : Tensor();  // (C)
   Tensor db = with_dbias ? Tensor::empty({C}, DType::f32, device) : Tensor();        // (C)
   Tensor partials;                                                                   // (P, 2 * C)
@@ -112,9 +134,10 @@ RmsNormOut rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   check_same_device(op, {&x, &weight});
   check_eps(op, eps);
   const int64_t rows = x.numel() / C;
-  const Tensor xf = to_f32_contiguous(x);                   // (rows, C)
-  const Tensor wf = f32_or_undefined(weight);               // (C)
-  Tensor y = f32_result(x.shape(), x.device(), x.dtype());  // (rows, C)
+  const bool nat = native(x, {&weight});
+  const Tensor xf = operand(x, nat);       // (rows, C)
+  const Tensor wf = operand(weight, nat);  // (C)
+  Tensor y = result(x, nat);               // (rows, C)
   RmsNormOut out{Tensor(), Tensor::empty(row_shape(x), DType::f32, x.device())};
   backend::dispatch(id, x.device(), backend::RmsNormArgs{rows, C, float(eps), xf, wf, y, out.rstd});
   out.y = cast_to(y, x.dtype());
@@ -132,11 +155,12 @@ RmsNormGrads rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& 
   const int64_t rows = x.numel() / C;
   const Device device = x.device();
   const int64_t P = backend::norm_partitions(backend::profile_for(device), rows);
-  const Tensor dyf = to_f32_contiguous(dy);              // (rows, C)
-  const Tensor xf = to_f32_contiguous(x);                // (rows, C)
-  const Tensor wf = f32_or_undefined(weight);            // (C)
-  Tensor dx = f32_result(x.shape(), device, x.dtype());  // (rows, C)
-  Tensor dw, partials;                                   // (C), (P, C)
+  const bool nat = native(x, {&dy, &weight});
+  const Tensor dyf = operand(dy, nat);     // (rows, C)
+  const Tensor xf = operand(x, nat);       // (rows, C)
+  const Tensor wf = operand(weight, nat);  // (C)
+  Tensor dx = result(x, nat);              // (rows, C)
+  Tensor dw, partials;                     // (C), (P, C)
   if (weight.defined()) {
     dw = Tensor::empty({C}, DType::f32, device);
     partials = workspace({P, C}, device);
