@@ -73,6 +73,23 @@ Tensor result(const Tensor& x, bool native) {
                 : f32_result(x.shape(), x.device(), x.dtype());
 }
 
+// A norm backward's staged operands, its dx and its partition count (Note [Native norms]).
+struct Backward {
+  int64_t rows, P;
+  Tensor dy, x, w;  // (rows, C), (rows, C), (C)
+  Tensor dx;        // (rows, C)
+};
+Backward stage_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, int64_t C) {
+  const int64_t rows = x.numel() / C;
+  const bool nat = native(x, {&dy, &weight});
+  return {rows,
+          backend::norm_partitions(backend::profile_for(x.device()), rows),
+          operand(dy, nat),
+          operand(x, nat),
+          operand(weight, nat),
+          result(x, nat)};
+}
+
 }  // namespace
 
 LayerNormOut layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
@@ -106,23 +123,18 @@ LayerNormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tens
   check_backward(op, dy, x, "mean", mean);
   check_backward(op, dy, x, "rstd", rstd);
   check_same_device(op, {&dy, &x, &weight, &mean, &rstd});
-  const int64_t rows = x.numel() / C;
   const Device device = x.device();
-  const int64_t P = backend::norm_partitions(backend::profile_for(device), rows);
-  const bool nat = native(x, {&dy, &weight});
-  const Tensor dyf = operand(dy, nat);                                               // (rows, C)
-  const Tensor xf = operand(x, nat);                                                 // (rows, C)
-  const Tensor wf = operand(weight, nat);                                            // (C)
-  Tensor dx = result(x, nat);                                                        // (rows, C)
+  const Backward in = stage_backward(dy, x, weight, C);
   Tensor dw = weight.defined() ? Tensor::empty({C}, DType::f32, device) : Tensor();  // (C)
   Tensor db = with_dbias ? Tensor::empty({C}, DType::f32, device) : Tensor();        // (C)
   Tensor partials;                                                                   // (P, 2 * C)
-  if (dw.defined() || db.defined()) partials = workspace({P, 2 * C}, device);
-  backend::dispatch(id, device,
-                    backend::LayerNormBackwardArgs{rows, C, P, dyf, xf, wf, mean.contiguous(),
-                                                   rstd.contiguous(), dx, dw, db, partials});
+  if (dw.defined() || db.defined()) partials = workspace({in.P, 2 * C}, device);
+  backend::dispatch(
+      id, device,
+      backend::LayerNormBackwardArgs{in.rows, C, in.P, in.dy, in.x, in.w, mean.contiguous(),
+                                     rstd.contiguous(), in.dx, dw, db, partials});
   const DType param_dtype = weight.defined() ? weight.dtype() : x.dtype();
-  return {cast_to(dx, x.dtype()), dw.defined() ? cast_to(dw, param_dtype) : Tensor(),
+  return {cast_to(in.dx, x.dtype()), dw.defined() ? cast_to(dw, param_dtype) : Tensor(),
           db.defined() ? cast_to(db, param_dtype) : Tensor()};
 }
 
@@ -152,23 +164,17 @@ RmsNormGrads rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& 
   check_param(op, "weight", weight, C);
   check_backward(op, dy, x, "rstd", rstd);
   check_same_device(op, {&dy, &x, &weight, &rstd});
-  const int64_t rows = x.numel() / C;
   const Device device = x.device();
-  const int64_t P = backend::norm_partitions(backend::profile_for(device), rows);
-  const bool nat = native(x, {&dy, &weight});
-  const Tensor dyf = operand(dy, nat);     // (rows, C)
-  const Tensor xf = operand(x, nat);       // (rows, C)
-  const Tensor wf = operand(weight, nat);  // (C)
-  Tensor dx = result(x, nat);              // (rows, C)
-  Tensor dw, partials;                     // (C), (P, C)
+  const Backward in = stage_backward(dy, x, weight, C);
+  Tensor dw, partials;  // (C), (P, C)
   if (weight.defined()) {
     dw = Tensor::empty({C}, DType::f32, device);
-    partials = workspace({P, C}, device);
+    partials = workspace({in.P, C}, device);
   }
-  backend::dispatch(
-      id, device,
-      backend::RmsNormBackwardArgs{rows, C, P, dyf, xf, wf, rstd.contiguous(), dx, dw, partials});
-  return {cast_to(dx, x.dtype()), weight.defined() ? cast_to(dw, weight.dtype()) : Tensor()};
+  backend::dispatch(id, device,
+                    backend::RmsNormBackwardArgs{in.rows, C, in.P, in.dy, in.x, in.w,
+                                                 rstd.contiguous(), in.dx, dw, partials});
+  return {cast_to(in.dx, x.dtype()), weight.defined() ? cast_to(dw, weight.dtype()) : Tensor()};
 }
 
 }  // namespace fitgrad::ops
