@@ -8,7 +8,7 @@
 #include <cmath>
 #include <ostream>
 
-#include "tensor/cpu/convert.h"
+#include "tensor/convert.h"
 #include "tensor/tensor.h"
 
 namespace fitgrad {
@@ -63,9 +63,9 @@ class Printer {
         using S = decltype(tag);
         const S v = static_cast<const S*>(t_.storage()->data())[off];
         if (floating_)
-          reals_.push_back(cpu::convert<double>(v));
+          reals_.push_back(convert<double>(v));
         else
-          ints_.push_back(cpu::convert<int64_t>(v));
+          ints_.push_back(convert<int64_t>(v));
       });
       return;
     }

@@ -8,7 +8,7 @@
 
 #include "tensor/backend/kernel_args.h"
 #include "tensor/backend/kernel_table.h"
-#include "tensor/cpu/convert.h"
+#include "tensor/convert.h"
 #include "tensor/device_copy.h"
 
 namespace fitgrad {
@@ -155,7 +155,7 @@ double read_scalar(const Tensor& e, const char* op) {
   const Tensor host = e.device().type == DeviceType::cpu ? e : e.to(Device::cpu());
   return dispatch_dtype(host.dtype(), [&](auto tag) {
     using S = decltype(tag);
-    return cpu::convert<double>(*static_cast<const S*>(host.data_ptr()));
+    return convert<double>(*static_cast<const S*>(host.data_ptr()));
   });
 }
 
@@ -190,7 +190,7 @@ Tensor Tensor::arange(int64_t n, DType dtype, Device device) {
   dispatch_dtype(dtype, [&](auto tag) {
     using S = decltype(tag);
     S* out = static_cast<S*>(host.data_ptr());
-    for (int64_t i = 0; i < n; ++i) out[i] = cpu::convert<S>(i);
+    for (int64_t i = 0; i < n; ++i) out[i] = convert<S>(i);
   });
   return host.to(device);
 }

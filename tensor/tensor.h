@@ -52,7 +52,7 @@ class Tensor {
                             Device device = Device::cpu()) {
     return from_vector(values, shape, dtype_of<T>(), device);
   }
-  // Row-major contents converted to T with the rules of cpu/convert.h (the same result
+  // Row-major contents converted to T with the rules of tensor/convert.h (the same result
   // as going through double for floating dtypes). Copies device tensors to the host.
   // Throws on meta.
   template <class T>

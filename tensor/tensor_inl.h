@@ -1,8 +1,8 @@
 // Template definitions of Tensor (included at the end of tensor.h): from_vector,
-// to_vector and data<T>. Elements convert with the rules of cpu/convert.h.
+// to_vector and data<T>. Elements convert with the rules of tensor/convert.h.
 #pragma once
 
-#include "tensor/cpu/convert.h"
+#include "tensor/convert.h"
 #include "tensor/error.h"
 
 namespace fitgrad {
@@ -17,7 +17,7 @@ Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape, DTy
   dispatch_dtype(dtype, [&](auto tag) {
     using S = decltype(tag);
     S* out = static_cast<S*>(host.data_ptr());
-    for (size_t i = 0; i < values.size(); ++i) out[i] = cpu::convert<S>(values[i]);
+    for (size_t i = 0; i < values.size(); ++i) out[i] = convert<S>(values[i]);
   });
   return host.to(device);
 }
@@ -31,7 +31,7 @@ std::vector<T> Tensor::to_vector() const {
   dispatch_dtype(host.dtype(), [&](auto tag) {
     using S = decltype(tag);
     const S* in = static_cast<const S*>(host.data_ptr());
-    for (size_t i = 0; i < out.size(); ++i) out[i] = cpu::convert<T>(in[i]);
+    for (size_t i = 0; i < out.size(); ++i) out[i] = convert<T>(in[i]);
   });
   return out;
 }

@@ -20,6 +20,7 @@ using Table = std::array<Entry, kOpCount>;
 struct Registry {
   std::mutex mutex;
   std::array<Table, kDeviceTypes> tables;
+  std::array<BackendRules, kDeviceTypes> rules;
 };
 
 Registry& registry() {
@@ -43,6 +44,17 @@ void register_erased_kernel(DeviceType type, OpId op, const std::type_info* args
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   r.tables[size_t(type)][size_t(op)] = Entry{std::move(kernel), args_type};
+}
+
+void register_backend_rules(DeviceType type, BackendRules rules) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  r.rules[size_t(type)] = rules;
+}
+
+const BackendRules& backend_rules(DeviceType type) {
+  ensure_builtin();
+  return registry().rules[size_t(type)];
 }
 
 bool has_kernel(DeviceType type, OpId op) {

@@ -50,6 +50,17 @@ void dispatch(OpId op, Device device, const Args& args) {
   find_kernel(op, device, typeid(Args))(&args);
 }
 
+// What a backend declares besides its kernels, for the planner (tensor/backend/profile.h):
+// the rules its workspaces are sized by and what its GEMM reads. Registered with the table.
+struct BackendRules {
+  // f32 elements of one thread's flash-attention workspace for head dim d; null: none.
+  int64_t (*flash_workspace_floats)(int64_t d, bool backward) = nullptr;
+  bool bf16_gemm = false;  // the GEMM reads bf16 operands (no f32 staging)
+};
+void register_backend_rules(DeviceType type, BackendRules rules);
+// The rules `type` registered (all empty when it registered none).
+const BackendRules& backend_rules(DeviceType type);
+
 // The built-in tables, defined next to their kernels (tensor/cpu/kernels.cpp,
 // tensor/backend/meta_kernels.cpp) and registered on the first lookup.
 void register_cpu_kernels();

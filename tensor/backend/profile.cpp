@@ -6,8 +6,7 @@
 #include <algorithm>
 #include <mutex>
 
-#include "tensor/cpu/attention.h"
-#include "tensor/cpu/gemm_bf16.h"
+#include "tensor/backend/kernel_table.h"
 #include "tensor/error.h"
 
 #ifdef _OPENMP
@@ -32,9 +31,9 @@ void check_cpu(const TargetProfile& profile, const char* what) {
 
 TargetProfile host_cpu_profile() {
 #ifdef _OPENMP
-  return cpu_profile(omp_get_max_threads(), cpu::gemm_bf16_available());
+  return cpu_profile(omp_get_max_threads(), backend_rules(DeviceType::cpu).bf16_gemm);
 #else
-  return cpu_profile(1, cpu::gemm_bf16_available());
+  return cpu_profile(1, backend_rules(DeviceType::cpu).bf16_gemm);
 #endif
 }
 
@@ -79,8 +78,10 @@ int attention_threads(const TargetProfile& profile) {
 }
 
 int64_t flash_workspace_floats(const TargetProfile& profile, int64_t d, bool backward) {
-  check_cpu(profile, "flash attention");
-  return cpu::flash_workspace_floats(d, backward);
+  const auto rule = backend_rules(profile.backend).flash_workspace_floats;
+  FG_CHECK(rule != nullptr, "[profile] flash attention has no size rule for a {} target",
+           profile_name(profile));
+  return rule(d, backward);
 }
 
 int64_t norm_partitions(const TargetProfile& profile, int64_t rows) {

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "tensor/cpu/convert.h"
+#include "tensor/convert.h"
 #include "tensor/error.h"
 
 namespace fitgrad::cpu {

@@ -1,7 +1,7 @@
 // The CPU strided copy and fill kernels. tensor/ resolves every view to a base address,
 // an element offset and per-dim strides (broadcast dims have stride 0) before calling
 // here, so these kernels do no shape logic: they walk the index space of `shape` and
-// convert each element with cpu/convert.h.
+// convert each element with tensor/convert.h.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 // Dropout kernel (see dropout.h).
 #include "tensor/cpu/dropout.h"
 
-#include "tensor/cpu/convert.h"
+#include "tensor/convert.h"
 #include "tensor/random/philox.h"
 
 namespace fitgrad::cpu {

@@ -13,9 +13,8 @@
 #include "tensor/cpu/elementwise.h"
 
 #include <algorithm>
-#include <type_traits>
 
-#include "tensor/cpu/convert.h"
+#include "tensor/convert.h"
 #include "tensor/cpu/elementwise_loop.h"
 #include "tensor/cpu/vec.h"
 #include "tensor/error.h"
@@ -84,27 +83,17 @@ T* typed(const StridedOperand& t) {
 
 // n elements of t from element `off`, stride s, converted into the f32 tile dst, and back.
 void load_tile(const StridedOperand& t, int64_t off, int64_t s, int64_t n, float* dst) {
-  auto load = [&](const auto* p) {
+  dispatch_floating(t.dtype, "elementwise operand", [&](auto e) {
+    const auto* p = typed<decltype(e)>(t);
     for (int64_t i = 0; i < n; ++i) dst[i] = convert<float>(p[off + i * s]);
-  };
-  switch (t.dtype) {
-    case DType::f32: return load(typed<float>(t));
-    case DType::bf16: return load(typed<BFloat16>(t));
-    case DType::f16: return load(typed<Half>(t));
-    default: FG_ASSERT(false, "elementwise operand of dtype {}", dtype_name(t.dtype));
-  }
+  });
 }
 void store_tile(const StridedOperand& t, int64_t off, int64_t s, int64_t n, const float* src) {
-  auto store = [&](auto* p) {
-    using T = std::remove_pointer_t<decltype(p)>;
+  dispatch_floating(t.dtype, "elementwise operand", [&](auto e) {
+    using T = decltype(e);
+    T* p = typed<T>(t);
     for (int64_t i = 0; i < n; ++i) p[off + i * s] = convert<T>(src[i]);
-  };
-  switch (t.dtype) {
-    case DType::f32: return store(typed<float>(t));
-    case DType::bf16: return store(typed<BFloat16>(t));
-    case DType::f16: return store(typed<Half>(t));
-    default: FG_ASSERT(false, "elementwise operand of dtype {}", dtype_name(t.dtype));
-  }
+  });
 }
 
 bool all_f32(std::initializer_list<const StridedOperand*> ops) {

@@ -6,8 +6,8 @@
 
 #include "tensor/backend/kernel_args.h"
 #include "tensor/backend/kernel_table.h"
+#include "tensor/convert.h"
 #include "tensor/cpu/attention.h"
-#include "tensor/cpu/convert.h"
 #include "tensor/cpu/copy.h"
 #include "tensor/cpu/cross_entropy.h"
 #include "tensor/cpu/dropout.h"
@@ -96,31 +96,20 @@ void linear(const LinearArgs& a) {
                 y, a.out);
 }
 
-// Calls fn(T{}) for the storage type T of a floating tensor.
-template <class Fn>
-void with_floating(const Tensor& t, Fn&& fn) {
-  switch (t.dtype()) {
-    case DType::f32: return fn(float{});
-    case DType::bf16: return fn(BFloat16{});
-    case DType::f16: return fn(Half{});
-    default: FG_ASSERT(false, "{} is not floating", dtype_name(t.dtype()));
-  }
-}
-
 template <class E>
 const E* data_or_null(const Tensor& t) {
   return t.defined() ? t.data<E>() : nullptr;
 }
 
 void layer_norm(const LayerNormArgs& a) {
-  with_floating(a.x, [&](auto e) {
+  dispatch_floating(a.x.dtype(), "cpu kernel", [&](auto e) {
     using E = decltype(e);
     cpu::layer_norm(a.x.data<E>(), data_or_null<E>(a.weight), data_or_null<E>(a.bias),
                     a.y.data<E>(), f32(a.mean), f32(a.rstd), a.rows, a.c, a.eps);
   });
 }
 void layer_norm_backward(const LayerNormBackwardArgs& a) {
-  with_floating(a.x, [&](auto e) {
+  dispatch_floating(a.x.dtype(), "cpu kernel", [&](auto e) {
     using E = decltype(e);
     cpu::layer_norm_backward(a.dy.data<E>(), a.x.data<E>(), data_or_null<E>(a.weight), f32(a.mean),
                              f32(a.rstd), a.dx.data<E>(), f32_or_null(a.dw), f32_or_null(a.db),
@@ -128,14 +117,14 @@ void layer_norm_backward(const LayerNormBackwardArgs& a) {
   });
 }
 void rms_norm(const RmsNormArgs& a) {
-  with_floating(a.x, [&](auto e) {
+  dispatch_floating(a.x.dtype(), "cpu kernel", [&](auto e) {
     using E = decltype(e);
     cpu::rms_norm(a.x.data<E>(), data_or_null<E>(a.weight), a.y.data<E>(), f32(a.rstd), a.rows, a.c,
                   a.eps);
   });
 }
 void rms_norm_backward(const RmsNormBackwardArgs& a) {
-  with_floating(a.x, [&](auto e) {
+  dispatch_floating(a.x.dtype(), "cpu kernel", [&](auto e) {
     using E = decltype(e);
     cpu::rms_norm_backward(a.dy.data<E>(), a.x.data<E>(), data_or_null<E>(a.weight), f32(a.rstd),
                            a.dx.data<E>(), f32_or_null(a.dw), f32_or_null(a.partials), a.partitions,
@@ -145,14 +134,14 @@ void rms_norm_backward(const RmsNormBackwardArgs& a) {
 
 template <bool Log>
 void softmax(const SoftmaxArgs& a) {
-  with_floating(a.x, [&](auto e) {
+  dispatch_floating(a.x.dtype(), "cpu kernel", [&](auto e) {
     using E = decltype(e);
     cpu::softmax(a.x.data<E>(), a.y.data<E>(), a.outer, a.n, a.inner, Log);
   });
 }
 template <bool Log>
 void softmax_backward(const SoftmaxBackwardArgs& a) {
-  with_floating(a.y, [&](auto e) {
+  dispatch_floating(a.y.dtype(), "cpu kernel", [&](auto e) {
     using E = decltype(e);
     cpu::softmax_backward(a.dy.data<E>(), a.y.data<E>(), a.dx.data<E>(), a.outer, a.n, a.inner,
                           Log);
@@ -199,13 +188,13 @@ void embedding_backward(const EmbeddingBackwardArgs& a) {
 
 void rope(const RopeArgs& a) {
   cpu::rope_table_f32(f32(a.table), a.t, a.d, a.position_offset, a.theta);
-  with_floating(a.x, [&](auto e) {
+  dispatch_floating(a.x.dtype(), "cpu kernel", [&](auto e) {
     using E = decltype(e);
     cpu::rope(a.x.data<E>(), f32(a.table), a.y.data<E>(), a.bh, a.t, a.d, a.inverse);
   });
 }
 void dropout(const DropoutArgs& a) {
-  with_floating(a.x, [&](auto e) {
+  dispatch_floating(a.x.dtype(), "cpu kernel", [&](auto e) {
     using E = decltype(e);
     cpu::dropout(a.x.data<E>(), a.y.data<E>(), a.n, a.p, a.state.seed, a.state.offset);
   });
@@ -226,17 +215,13 @@ void normal_into(const NormalArgs& a, T* out) {
     const double u1 = philox_uniform(seed, offset + uint64_t(k) + 1);
     const double r = std::sqrt(-2.0 * std::log(1.0 - u0));
     const double angle = 2.0 * std::numbers::pi * u1;
-    out[k] = cpu::convert<T>(float(a.std * r * std::cos(angle)));
-    if (k + 1 < len) out[k + 1] = cpu::convert<T>(float(a.std * r * std::sin(angle)));
+    out[k] = convert<T>(float(a.std * r * std::cos(angle)));
+    if (k + 1 < len) out[k + 1] = convert<T>(float(a.std * r * std::sin(angle)));
   }
 }
 void normal(const NormalArgs& a) {
-  switch (a.out.dtype()) {
-    case DType::f32: return normal_into(a, a.out.data<float>());
-    case DType::bf16: return normal_into(a, a.out.data<BFloat16>());
-    case DType::f16: return normal_into(a, a.out.data<Half>());
-    default: FG_ASSERT(false, "[normal_] {} is not floating", dtype_name(a.out.dtype()));
-  }
+  dispatch_floating(a.out.dtype(), "normal_",
+                    [&](auto e) { normal_into(a, a.out.data<decltype(e)>()); });
 }
 
 void cross_entropy(const CrossEntropyArgs& a) {
@@ -266,6 +251,7 @@ void scale_in_place(const ScaleInPlaceArgs& a) {
 
 void register_cpu_kernels() {
   constexpr DeviceType cpu = DeviceType::cpu;
+  register_backend_rules(cpu, {cpu::flash_workspace_floats, cpu::gemm_bf16_available()});
   register_kernel(cpu, OpId::copy, copy);
   register_kernel(cpu, OpId::fill, fill);
   register_kernel(cpu, OpId::add, binary<BinaryOp::add>);

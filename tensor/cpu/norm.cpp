@@ -13,7 +13,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "tensor/cpu/convert.h"
+#include "tensor/convert.h"
 
 #ifdef _OPENMP
 #include <omp.h>

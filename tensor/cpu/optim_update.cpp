@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "tensor/convert.h"
 #include "tensor/error.h"
 
 namespace fitgrad::cpu {
@@ -26,17 +27,6 @@ namespace {
 
 constexpr int64_t kChunk = 16384;  // elements per thread work item
 constexpr int64_t kTile = 512;     // elements per AdamW tile (6 KiB of f32 per array)
-
-// Calls fn(T{}) for the storage type T of a floating dtype.
-template <class Fn>
-void dispatch_floating(DType t, Fn&& fn) {
-  switch (t) {
-    case DType::f32: return fn(float{});
-    case DType::f16: return fn(Half{});
-    case DType::bf16: return fn(BFloat16{});
-    default: FG_ASSERT(false, "optimizer kernel on {} data", dtype_name(t));
-  }
-}
 
 // Runs body(begin, end) over [0, n) in chunks of kChunk, in parallel.
 template <class Body>
@@ -113,9 +103,9 @@ double sum_squares_range(const T* __restrict x, int64_t n) {
 
 void adamw_update(const AdamWScalars& s, void* param, DType param_dtype, const void* grad,
                   DType grad_dtype, float* exp_avg, float* exp_avg_sq, int64_t n) {
-  dispatch_floating(param_dtype, [&](auto p_tag) {
+  dispatch_floating(param_dtype, "optimizer kernel", [&](auto p_tag) {
     using P = decltype(p_tag);
-    dispatch_floating(grad_dtype, [&](auto g_tag) {
+    dispatch_floating(grad_dtype, "optimizer kernel", [&](auto g_tag) {
       using G = decltype(g_tag);
       P* p = static_cast<P*>(param);
       const G* g = static_cast<const G*>(grad);
@@ -128,9 +118,9 @@ void adamw_update(const AdamWScalars& s, void* param, DType param_dtype, const v
 
 void sgd_update(const SgdScalars& s, void* param, DType param_dtype, const void* grad,
                 DType grad_dtype, float* momentum_buffer, int64_t n) {
-  dispatch_floating(param_dtype, [&](auto p_tag) {
+  dispatch_floating(param_dtype, "optimizer kernel", [&](auto p_tag) {
     using P = decltype(p_tag);
-    dispatch_floating(grad_dtype, [&](auto g_tag) {
+    dispatch_floating(grad_dtype, "optimizer kernel", [&](auto g_tag) {
       using G = decltype(g_tag);
       P* p = static_cast<P*>(param);
       const G* g = static_cast<const G*>(grad);
@@ -144,7 +134,7 @@ void sgd_update(const SgdScalars& s, void* param, DType param_dtype, const void*
 double sum_squares(const void* x, DType dtype, int64_t n) {
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   std::vector<double> partial(size_t(chunks), 0.0);
-  dispatch_floating(dtype, [&](auto tag) {
+  dispatch_floating(dtype, "optimizer kernel", [&](auto tag) {
     using T = decltype(tag);
     const T* data = static_cast<const T*>(x);
     parallel_chunks(n, [&](int64_t b, int64_t e) {
@@ -157,7 +147,7 @@ double sum_squares(const void* x, DType dtype, int64_t n) {
 }
 
 void scale_inplace(void* x, DType dtype, int64_t n, float scale) {
-  dispatch_floating(dtype, [&](auto tag) {
+  dispatch_floating(dtype, "optimizer kernel", [&](auto tag) {
     using T = decltype(tag);
     T* data = static_cast<T*>(x);
     parallel_chunks(n, [&](int64_t b, int64_t e) {

@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "tensor/cpu/convert.h"
+#include "tensor/convert.h"
 
 namespace fitgrad::cpu {
 

@@ -6,7 +6,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "tensor/cpu/convert.h"
+#include "tensor/convert.h"
 
 namespace fitgrad::cpu {
 

@@ -25,16 +25,6 @@ bool native_bf16(Device device, std::initializer_list<const Tensor*> operands) {
   return backend::profile_for(device).bf16_gemm;
 }
 
-// The operand as the GEMM reads it: contiguous, and f32 unless the product is native.
-Tensor staged(const Tensor& t, bool native) {
-  return native ? t.contiguous() : to_f32_contiguous(t);
-}
-
-// The result buffer: the result itself when native, else f32 staging of it.
-Tensor result(const Shape& shape, Device device, DType dtype, bool native) {
-  return native ? Tensor::empty(shape, dtype, device) : f32_result(shape, device, dtype);
-}
-
 // Note [Batch strides for broadcast matmul]
 // gemm_f32_batched walks one batch index with one stride per operand. An operand whose
 // batch dims all have size 1 gets stride 0 (one matrix broadcast over the batch); one whose
@@ -43,7 +33,7 @@ Tensor result(const Shape& shape, Device device, DType dtype, bool native) {
 Tensor batched_operand(const Tensor& t, const Shape& batch, int64_t& stride, bool native) {
   const Shape mat(t.shape().end() - 2, t.shape().end());
   const Shape own_batch(t.shape().begin(), t.shape().end() - 2);
-  Tensor c = staged(t, native);
+  Tensor c = kernel_operand(t, native);
   if (numel(own_batch) == 1) {
     stride = 0;
     return c;
@@ -75,15 +65,15 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
   out_shape.push_back(m);
   out_shape.push_back(n);
   const bool native = native_bf16(a.device(), {&a, &b});
-  Tensor out = result(out_shape, a.device(), a.dtype(), native);
+  Tensor out = kernel_result(out_shape, a.device(), a.dtype(), native);
   // Note [One GEMM for a shared right operand]
   // x (B, T, C) @ W (C, N), as a Conv1D layer runs it, is one (B T, C) @ (C, N) product:
   // A's matrices lie one after another, so with B shared they fold into the rows of a
   // single GEMM. One large GEMM keeps both threads busy where B small ones of T rows
   // each would not, and every output element is the same k-long dot product either way.
   if (!trans_a && numel(batch) > 1 && b.dim() == 2) {
-    const Tensor ca = staged(a, native);
-    const Tensor cb = staged(b, native);
+    const Tensor ca = kernel_operand(a, native);
+    const Tensor cb = kernel_operand(b, native);
     backend::dispatch(backend::OpId::matmul, a.device(),
                       backend::MatmulArgs{false, trans_b, 1, numel(batch) * m, n, ka, ca, cb, ka,
                                           b.size(-1), 0, 0, out});
@@ -120,10 +110,10 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   out_shape.back() = out_features;
   const int64_t rows = numel(x.shape()) / std::max<int64_t>(in, 1);
   const bool native = native_bf16(x.device(), {&x, &weight, &bias});
-  Tensor out = result(out_shape, x.device(), x.dtype(), native);       // (..., out)
-  const Tensor cx = staged(x, native);                                 // (rows, in)
-  const Tensor cw = staged(weight, native);                            // (out, in)
-  const Tensor cb = bias.defined() ? staged(bias, native) : Tensor();  // (out)
+  Tensor out = kernel_result(out_shape, x.device(), x.dtype(), native);  // (..., out)
+  const Tensor cx = kernel_operand(x, native);                           // (rows, in)
+  const Tensor cw = kernel_operand(weight, native);                      // (out, in)
+  const Tensor cb = kernel_operand(bias, native);                        // (out)
   backend::dispatch(backend::OpId::linear, x.device(),
                     backend::LinearArgs{rows, in, out_features, cx, cw, cb, out});
   return cast_to(out, x.dtype());

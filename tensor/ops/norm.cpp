@@ -62,15 +62,9 @@ bool native(const Tensor& x, std::initializer_list<const Tensor*> others) {
     if (t->defined() && t->dtype() != x.dtype()) return false;
   return true;
 }
-// The operand as the kernel reads it: contiguous, staged to f32 unless native.
-Tensor operand(const Tensor& t, bool native) {
-  if (!t.defined()) return t;
-  return native ? t.contiguous() : to_f32_contiguous(t);
-}
-// The (rows, C) result: in x's dtype when native, else f32 staging cast afterwards.
+// The (rows, C) result in x's shape and dtype (kernel_result).
 Tensor result(const Tensor& x, bool native) {
-  return native ? Tensor::empty(x.shape(), x.dtype(), x.device())
-                : f32_result(x.shape(), x.device(), x.dtype());
+  return kernel_result(x.shape(), x.device(), x.dtype(), native);
 }
 
 // A norm backward's staged operands, its dx and its partition count (Note [Native norms]).
@@ -84,9 +78,9 @@ Backward stage_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
   const bool nat = native(x, {&dy, &weight});
   return {rows,
           backend::norm_partitions(backend::profile_for(x.device()), rows),
-          operand(dy, nat),
-          operand(x, nat),
-          operand(weight, nat),
+          kernel_operand(dy, nat),
+          kernel_operand(x, nat),
+          kernel_operand(weight, nat),
           result(x, nat)};
 }
 
@@ -102,10 +96,10 @@ LayerNormOut layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bia
   check_eps(op, eps);
   const int64_t rows = x.numel() / C;
   const bool nat = native(x, {&weight, &bias});
-  const Tensor xf = operand(x, nat);       // (rows, C)
-  const Tensor wf = operand(weight, nat);  // (C)
-  const Tensor bf = operand(bias, nat);    // (C)
-  Tensor y = result(x, nat);               // (rows, C)
+  const Tensor xf = kernel_operand(x, nat);       // (rows, C)
+  const Tensor wf = kernel_operand(weight, nat);  // (C)
+  const Tensor bf = kernel_operand(bias, nat);    // (C)
+  Tensor y = result(x, nat);                      // (rows, C)
   LayerNormOut out{Tensor(), Tensor::empty(row_shape(x), DType::f32, x.device()),
                    Tensor::empty(row_shape(x), DType::f32, x.device())};
   backend::dispatch(id, x.device(),
@@ -147,9 +141,9 @@ RmsNormOut rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   check_eps(op, eps);
   const int64_t rows = x.numel() / C;
   const bool nat = native(x, {&weight});
-  const Tensor xf = operand(x, nat);       // (rows, C)
-  const Tensor wf = operand(weight, nat);  // (C)
-  Tensor y = result(x, nat);               // (rows, C)
+  const Tensor xf = kernel_operand(x, nat);       // (rows, C)
+  const Tensor wf = kernel_operand(weight, nat);  // (C)
+  Tensor y = result(x, nat);                      // (rows, C)
   RmsNormOut out{Tensor(), Tensor::empty(row_shape(x), DType::f32, x.device())};
   backend::dispatch(id, x.device(), backend::RmsNormArgs{rows, C, float(eps), xf, wf, y, out.rstd});
   out.y = cast_to(y, x.dtype());

@@ -46,6 +46,15 @@ Tensor f32_result(const Shape& shape, Device device, DType result_dtype) {
   return Tensor::empty(shape, DType::f32, device);
 }
 
+Tensor kernel_operand(const Tensor& t, bool native) {
+  if (!t.defined()) return t;
+  return native ? t.contiguous() : to_f32_contiguous(t);
+}
+
+Tensor kernel_result(const Shape& shape, Device device, DType dtype, bool native) {
+  return native ? Tensor::empty(shape, dtype, device) : f32_result(shape, device, dtype);
+}
+
 DType promote_floating(DType a, DType b) { return a == b ? a : DType::f32; }
 
 }  // namespace fitgrad::ops

@@ -36,6 +36,12 @@ void check_dim(const char* op, const char* name, const Tensor& t, int64_t ndim);
 // Category::temporary (Note [Staging is temporary]). On meta the copy is allocated like on
 // the CPU.
 Tensor to_f32_contiguous(const Tensor& t);
+// An operand as its kernel reads it: contiguous in its own dtype when the kernel reads that
+// dtype natively, else an f32 contiguous copy (to_f32_contiguous). Undefined stays undefined.
+Tensor kernel_operand(const Tensor& t, bool native);
+// A result buffer: the result itself, in `dtype`, when the kernel writes it natively, else
+// f32 staging cast afterwards (f32_result).
+Tensor kernel_result(const Shape& shape, Device device, DType dtype, bool native);
 // An f32 buffer for a result that the front-end returns cast to `result_dtype`: when that
 // is f32 it is the result itself, allocated in the caller's category; otherwise it is
 // staging, tagged Category::temporary (Note [Staging is temporary]).

@@ -48,10 +48,9 @@ Tensor backward(backend::OpId id, const Tensor& dy, const Tensor& y, int64_t dim
   const Split s = split_at(y.shape(), reduced_dim(op, y, dim));
   // One dtype is read natively; a dy of another dtype stages both through f32.
   const bool native = dy.dtype() == y.dtype();
-  const Tensor dyc = native ? dy.contiguous() : to_f32_contiguous(dy);  // (outer, n, inner)
-  const Tensor yc = native ? y.contiguous() : to_f32_contiguous(y);     // (outer, n, inner)
-  Tensor dx = native ? Tensor::empty(y.shape(), y.dtype(), y.device())
-                     : f32_result(y.shape(), y.device(), y.dtype());  // (outer, n, inner)
+  const Tensor dyc = kernel_operand(dy, native);                        // (outer, n, inner)
+  const Tensor yc = kernel_operand(y, native);                          // (outer, n, inner)
+  Tensor dx = kernel_result(y.shape(), y.device(), y.dtype(), native);  // (outer, n, inner)
   backend::dispatch(id, y.device(),
                     backend::SoftmaxBackwardArgs{s.outer, s.n, s.inner, dyc, yc, dx});
   return cast_to(dx, y.dtype());

@@ -1,5 +1,5 @@
 // Dtype conversions through Tensor: round trips across every pair of the seven dtypes
-// for values both can hold, the saturating/wrapping rules of cpu/convert.h, correct
+// for values both can hold, the saturating/wrapping rules of tensor/convert.h, correct
 // rounding of doubles to half types, and from_vector/to_vector.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 // Exhaustive tests of the f16 and bf16 conversions in tensor/half.h and of the correctly
-// rounded integer -> half conversions in tensor/cpu/convert.h. References are
+// rounded integer -> half conversions in tensor/convert.h. References are
 // independent of the code under test: tests/tensor/f16_reference.h for f16 (GCC's
 // _Float16 where the compiler has it), and values computed in double from the sign,
 // exponent and mantissa fields for bf16.
@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "tensor/cpu/convert.h"
+#include "tensor/convert.h"
 #include "tests/tensor/f16_reference.h"
 
 namespace fitgrad {
@@ -201,7 +201,7 @@ TEST(HalfTest, Int32ToBf16IsCorrectlyRounded) {
   for (int64_t center : {int64_t(1) << 24, int64_t(1) << 25, int64_t(1) << 26}) {
     for (int64_t x = center - (1 << 18); x <= center + (1 << 20); ++x) {
       for (int64_t v : {x, -x}) {
-        const BFloat16 got = cpu::convert<BFloat16>(int32_t(v));
+        const BFloat16 got = convert<BFloat16>(int32_t(v));
         ASSERT_EQ(double(float(got)), round_int_reference(v, 7)) << v;
       }
     }
@@ -210,10 +210,10 @@ TEST(HalfTest, Int32ToBf16IsCorrectlyRounded) {
 
 TEST(HalfTest, Int32ToF16IsCorrectlyRoundedOverItsRange) {
   for (int32_t v = -65519; v <= 65519; ++v)
-    ASSERT_EQ(double(float(cpu::convert<Half>(v))), round_int_reference(v, 10)) << v;
-  EXPECT_EQ(cpu::convert<Half>(int32_t(65520)).bits, 0x7C00);
-  EXPECT_EQ(cpu::convert<Half>(int32_t(-65520)).bits, 0xFC00);
-  EXPECT_EQ(cpu::convert<Half>(std::numeric_limits<int32_t>::max()).bits, 0x7C00);
+    ASSERT_EQ(double(float(convert<Half>(v))), round_int_reference(v, 10)) << v;
+  EXPECT_EQ(convert<Half>(int32_t(65520)).bits, 0x7C00);
+  EXPECT_EQ(convert<Half>(int32_t(-65520)).bits, 0xFC00);
+  EXPECT_EQ(convert<Half>(std::numeric_limits<int32_t>::max()).bits, 0x7C00);
 }
 
 // Integers just above an exact half-way point of the bf16 grid: rounding first to float
@@ -227,12 +227,12 @@ TEST(HalfTest, WideIntegersAboveMidpointsRoundUp) {
       std::numeric_limits<int64_t>::min(),
   };
   for (int64_t x : cases)
-    EXPECT_EQ(double(float(cpu::convert<BFloat16>(x))), round_int_reference(x, 7)) << x;
+    EXPECT_EQ(double(float(convert<BFloat16>(x))), round_int_reference(x, 7)) << x;
   // The first case spelled out: 2^24 + 2^16 + 1 lies above the midpoint of 2^24 and
   // 2^24 + 2^17, so it rounds up.
-  EXPECT_EQ(float(cpu::convert<BFloat16>(int32_t((1 << 24) + (1 << 16) + 1))),
+  EXPECT_EQ(float(convert<BFloat16>(int32_t((1 << 24) + (1 << 16) + 1))),
             float((1 << 24) + (1 << 17)));
-  EXPECT_EQ(float(cpu::convert<BFloat16>((int64_t(1) << 60) + (int64_t(1) << 52) + 1)),
+  EXPECT_EQ(float(convert<BFloat16>((int64_t(1) << 60) + (int64_t(1) << 52) + 1)),
             std::ldexp(1.0f, 60) + std::ldexp(1.0f, 53));
 }
 

@@ -13,9 +13,11 @@
 #include <limits>
 #include <type_traits>
 
+#include "tensor/dtype.h"
+#include "tensor/error.h"
 #include "tensor/half.h"
 
-namespace fitgrad::cpu {
+namespace fitgrad {
 
 template <class T>
 concept HalfLike = std::same_as<T, Half> || std::same_as<T, BFloat16>;
@@ -105,4 +107,16 @@ To convert(From x) {
   }
 }
 
-}  // namespace fitgrad::cpu
+// Calls fn(T{}) with T the storage type (float, Half, BFloat16) of a floating dtype; `what`
+// names the caller in the internal error for any other dtype.
+template <class Fn>
+void dispatch_floating(DType t, const char* what, Fn&& fn) {
+  switch (t) {
+    case DType::f32: return fn(float{});
+    case DType::f16: return fn(Half{});
+    case DType::bf16: return fn(BFloat16{});
+    default: FG_ASSERT(false, "{} on {} data", what, dtype_name(t));
+  }
+}
+
+}  // namespace fitgrad
