@@ -44,8 +44,6 @@ The tokenizer is set up as gen_smollm2_golden.py sets it up: SmolLM's pre-tokeni
 digit alone, then byte-level GPT-2 splitting) and the control tokens as special tokens.
 """
 
-import argparse
-import hashlib
 import json
 import os
 import struct
@@ -59,7 +57,8 @@ from gguf import GGMLQuantizationType as Q
 from gguf import quants
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
-MODEL_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+from smollm2_model import MODEL_NAME, parse_args, sha256
+
 TEXTS = [
     "<|im_start|>user\nWhat is the capital of France? Name 3 famous places there."
     "<|im_end|>\n<|im_start|>assistant\n",
@@ -181,16 +180,10 @@ def vocab_slice(tokens, merges, types, used_ids):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    default_model = os.path.join(os.environ.get("FITGRAD_CACHE") or
-                                 os.path.expanduser("~/.cache/fitgrad"), MODEL_NAME)
-    ap.add_argument("--model", default=os.environ.get("FITGRAD_SMOLLM2") or default_model)
-    ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
-    args = ap.parse_args()
+    args = parse_args()
     assert sys.byteorder == "little", "the formats are little-endian"
 
-    with open(args.model, "rb") as f:
-        sha = hashlib.sha256(f.read()).hexdigest()
+    sha = sha256(args.model)
     r = gguf.GGUFReader(args.model)
     meta = {"model": MODEL_NAME, "model_sha256": sha, "gguf": version("gguf"),
             "tokenizers": version("tokenizers"), "numpy": np.__version__, "texts": TEXTS}

@@ -51,8 +51,6 @@ well part from this one at step 3, where the reference's top-1/top-2 margin is o
 logits (tensor "margins"): a gap that rounding activations to 8 bits can close.
 """
 
-import argparse
-import hashlib
 import os
 import sys
 from importlib.metadata import version
@@ -64,8 +62,8 @@ from gguf import quants
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gen_golden import write_case  # noqa: E402  (the .gtb writer)
+from smollm2_model import MODEL_NAME, parse_args, sha256  # noqa: E402
 
-MODEL_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 PROMPT = ("<|im_start|>user\nWhat is the capital of France? Name 3 famous places there."
           "<|im_end|>\n<|im_start|>assistant\n")
 STEPS = 32
@@ -195,16 +193,10 @@ def hf_tokenizer(reader):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    default_model = os.path.join(os.environ.get("FITGRAD_CACHE") or
-                                 os.path.expanduser("~/.cache/fitgrad"), MODEL_NAME)
-    ap.add_argument("--model", default=os.environ.get("FITGRAD_SMOLLM2") or default_model)
-    ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
-    args = ap.parse_args()
+    args = parse_args()
     torch.set_num_threads(2)
 
-    with open(args.model, "rb") as f:
-        sha = hashlib.sha256(f.read()).hexdigest()
+    sha = sha256(args.model)
     cfg, w, reader = load_model(args.model)
     tok = hf_tokenizer(reader)
     ids = tok.encode(PROMPT).ids
