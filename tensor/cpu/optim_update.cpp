@@ -99,34 +99,33 @@ double sum_squares_range(const T* __restrict x, int64_t n) {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
+// Calls fn(p, g) with param and grad as pointers to their storage types.
+template <class Fn>
+void with_param_and_grad(void* param, DType param_dtype, const void* grad, DType grad_dtype,
+                         Fn&& fn) {
+  dispatch_floating(param_dtype, "optimizer kernel", [&](auto p_tag) {
+    dispatch_floating(grad_dtype, "optimizer kernel", [&](auto g_tag) {
+      fn(static_cast<decltype(p_tag)*>(param), static_cast<const decltype(g_tag)*>(grad));
+    });
+  });
+}
+
 }  // namespace
 
 void adamw_update(const AdamWScalars& s, void* param, DType param_dtype, const void* grad,
                   DType grad_dtype, float* exp_avg, float* exp_avg_sq, int64_t n) {
-  dispatch_floating(param_dtype, "optimizer kernel", [&](auto p_tag) {
-    using P = decltype(p_tag);
-    dispatch_floating(grad_dtype, "optimizer kernel", [&](auto g_tag) {
-      using G = decltype(g_tag);
-      P* p = static_cast<P*>(param);
-      const G* g = static_cast<const G*>(grad);
-      parallel_chunks(n, [&](int64_t b, int64_t e) {
-        adamw_range(s, p + b, g + b, exp_avg + b, exp_avg_sq + b, e - b);
-      });
+  with_param_and_grad(param, param_dtype, grad, grad_dtype, [&](auto* p, const auto* g) {
+    parallel_chunks(n, [&](int64_t b, int64_t e) {
+      adamw_range(s, p + b, g + b, exp_avg + b, exp_avg_sq + b, e - b);
     });
   });
 }
 
 void sgd_update(const SgdScalars& s, void* param, DType param_dtype, const void* grad,
                 DType grad_dtype, float* momentum_buffer, int64_t n) {
-  dispatch_floating(param_dtype, "optimizer kernel", [&](auto p_tag) {
-    using P = decltype(p_tag);
-    dispatch_floating(grad_dtype, "optimizer kernel", [&](auto g_tag) {
-      using G = decltype(g_tag);
-      P* p = static_cast<P*>(param);
-      const G* g = static_cast<const G*>(grad);
-      parallel_chunks(n, [&](int64_t b, int64_t e) {
-        sgd_range(s, p + b, g + b, momentum_buffer ? momentum_buffer + b : nullptr, e - b);
-      });
+  with_param_and_grad(param, param_dtype, grad, grad_dtype, [&](auto* p, const auto* g) {
+    parallel_chunks(n, [&](int64_t b, int64_t e) {
+      sgd_range(s, p + b, g + b, momentum_buffer ? momentum_buffer + b : nullptr, e - b);
     });
   });
 }

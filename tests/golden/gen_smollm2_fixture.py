@@ -55,9 +55,8 @@ import gguf
 import numpy as np
 from gguf import GGMLQuantizationType as Q
 from gguf import quants
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
-from smollm2_model import MODEL_NAME, parse_args, sha256
+from smollm2_model import MODEL_NAME, parse_args, sha256, smollm2_tokenizer
 
 TEXTS = [
     "<|im_start|>user\nWhat is the capital of France? Name 3 famous places there."
@@ -146,17 +145,6 @@ def pick_blocks(reader, qtype):
 # ---------------------------------------------------------------------------- tokenizer
 
 
-def hf_tokenizer(tokens, merges, types):
-    tok = Tokenizer(models.BPE({t: i for i, t in enumerate(tokens)},
-                               [tuple(m.split(" ", 1)) for m in merges]))
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Digits(individual_digits=True),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
-    tok.decoder = decoders.ByteLevel()
-    tok.add_special_tokens([t for t, ty in zip(tokens, types) if ty == 3])  # control tokens
-    return tok
-
-
 def vocab_slice(tokens, merges, types, used_ids):
     """Kept token ids (sorted) and merge indices: base tokens plus the merge trees of
     used_ids. Each non-base token is made by exactly one merge (asserted)."""
@@ -199,7 +187,7 @@ def main():
     merges = list(field(r, "tokenizer.ggml.merges"))
     types = list(field(r, "tokenizer.ggml.token_type"))
     assert field(r, "tokenizer.ggml.pre") == "smollm"
-    full = hf_tokenizer(tokens, merges, types)
+    full = smollm2_tokenizer(tokens, merges, types)
     full_ids = [full.encode(t).ids for t in TEXTS]
     id_of = {t: i for i, t in enumerate(tokens)}
     used = {i for ids in full_ids for i in ids}
@@ -209,7 +197,7 @@ def main():
     s_tokens = [tokens[i] for i in keep]
     s_merges = [merges[i] for i in keep_merges]
     s_types = [types[i] for i in keep]
-    sliced = hf_tokenizer(s_tokens, s_merges, s_types)
+    sliced = smollm2_tokenizer(s_tokens, s_merges, s_types)
     for k, (text, ids) in enumerate(zip(TEXTS, full_ids)):
         got = sliced.encode(text).ids
         assert got == [new_id[i] for i in ids], f"the slice tokenizes text {k} differently"

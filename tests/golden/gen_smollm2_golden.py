@@ -62,7 +62,7 @@ from gguf import quants
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gen_golden import write_case  # noqa: E402  (the .gtb writer)
-from smollm2_model import MODEL_NAME, parse_args, sha256  # noqa: E402
+from smollm2_model import MODEL_NAME, parse_args, sha256, smollm2_tokenizer  # noqa: E402
 
 PROMPT = ("<|im_start|>user\nWhat is the capital of France? Name 3 famous places there."
           "<|im_end|>\n<|im_start|>assistant\n")
@@ -174,19 +174,10 @@ def normwise(a, b):
 
 def hf_tokenizer(reader):
     """Hugging Face `tokenizers` BPE from the GGUF token and merge lists (SmolLM's setup)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-
-    tokens = list(field(reader, "tokenizer.ggml.tokens"))
-    merges = [tuple(m.split(" ", 1)) for m in field(reader, "tokenizer.ggml.merges")]
-    types = list(field(reader, "tokenizer.ggml.token_type"))
     assert field(reader, "tokenizer.ggml.pre") == "smollm"
-    tok = Tokenizer(models.BPE({t: i for i, t in enumerate(tokens)}, merges))
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Digits(individual_digits=True),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
-    tok.decoder = decoders.ByteLevel()
-    tok.add_special_tokens([t for t, ty in zip(tokens, types) if ty == 3])  # control tokens
-    return tok
+    return smollm2_tokenizer(list(field(reader, "tokenizer.ggml.tokens")),
+                             list(field(reader, "tokenizer.ggml.merges")),
+                             list(field(reader, "tokenizer.ggml.token_type")))
 
 
 # ---------------------------------------------------------------------------- main

@@ -2,9 +2,9 @@
 
 gen_smollm2_golden.py and gen_smollm2_fixture.py both read the file that
 tools/fetch-smollm2.sh fetches, from the place the C++ tests look (FITGRAD_SMOLLM2, else
-FITGRAD_CACHE or ~/.cache/fitgrad), and record its SHA-256 next to their output. This
-module holds that shared part and imports nothing beyond the standard library, so the
-fixture generator runs without torch.
+FITGRAD_CACHE or ~/.cache/fitgrad), record its SHA-256 next to their output, and tokenize
+with Hugging Face `tokenizers` set up as SmolLM's tokenizer.json is. This module holds
+that shared part; it needs no torch, so the fixture generator runs without it.
 """
 import argparse
 import hashlib
@@ -26,3 +26,18 @@ def parse_args():
 def sha256(path):
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
+
+
+def smollm2_tokenizer(tokens, merges, types):
+    """`tokenizers` BPE over GGUF token, merge ("a b") and token-type lists: SmolLM's digit
+    splitting, then GPT-2's byte-level pre-tokenizer; control tokens (type 3) are special."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    tok = Tokenizer(models.BPE({t: i for i, t in enumerate(tokens)},
+                               [tuple(m.split(" ", 1)) for m in merges]))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens([t for t, ty in zip(tokens, types) if ty == 3])
+    return tok
