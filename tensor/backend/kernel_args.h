@@ -117,7 +117,8 @@ struct SoftmaxBackwardArgs {
 struct AttentionShape {
   int64_t batch = 0, hq = 0, hkv = 0, t = 0, s = 0, d = 0;
 };
-// q (B, Hq, T, D), k and v (B, Hkv, S, D), all f32 contiguous.
+// q (B, Hq, T, D), k and v (B, Hkv, S, D), contiguous, of one floating dtype, which o, dout,
+// dq, dk and dv share; lse, delta, probs and the workspaces are f32.
 struct FlashAttentionArgs {
   AttentionShape dims;
   bool causal = false;
@@ -144,6 +145,7 @@ struct NaiveAttentionArgs {
   Tensor q, k, v;
   Tensor probs;  // (B, Hq, T, S) temporary
   Tensor o;
+  Tensor workspace;  // (naive_workspace_floats) temporary, undefined when that is 0
 };
 struct NaiveAttentionBackwardArgs {
   AttentionShape dims;
@@ -152,6 +154,7 @@ struct NaiveAttentionBackwardArgs {
   Tensor dout, q, k, v;
   Tensor probs, dprobs;  // (B, Hq, T, S) temporaries
   Tensor dq, dk, dv;
+  Tensor workspace;  // (naive_workspace_floats) temporary, undefined when that is 0
 };
 
 // embedding: out (n, C) = weight (V, C) rows at ids (n), in weight's dtype. backward:

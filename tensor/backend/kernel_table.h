@@ -53,8 +53,12 @@ void dispatch(OpId op, Device device, const Args& args) {
 // What a backend declares besides its kernels, for the planner (tensor/backend/profile.h):
 // the rules its workspaces are sized by and what its GEMM reads. Registered with the table.
 struct BackendRules {
-  // f32 elements of one thread's flash-attention workspace for head dim d; null: none.
-  int64_t (*flash_workspace_floats)(int64_t d, bool backward) = nullptr;
+  // f32 elements of one thread's flash-attention workspace for head dim d, with `staged`
+  // for bf16/f16 operands; null: none.
+  int64_t (*flash_workspace_floats)(int64_t d, bool backward, bool staged) = nullptr;
+  // f32 elements of naive attention's workspace for one kv head's `group` query heads.
+  int64_t (*naive_workspace_floats)(int64_t group, int64_t t, int64_t s, int64_t d, bool backward,
+                                    bool staged) = nullptr;
   bool bf16_gemm = false;  // the GEMM reads bf16 operands (no f32 staging)
 };
 void register_backend_rules(DeviceType type, BackendRules rules);

@@ -77,11 +77,20 @@ int attention_threads(const TargetProfile& profile) {
   return profile.threads;
 }
 
-int64_t flash_workspace_floats(const TargetProfile& profile, int64_t d, bool backward) {
+int64_t flash_workspace_floats(const TargetProfile& profile, int64_t d, bool backward,
+                               DType dtype) {
   const auto rule = backend_rules(profile.backend).flash_workspace_floats;
   FG_CHECK(rule != nullptr, "[profile] flash attention has no size rule for a {} target",
            profile_name(profile));
-  return rule(d, backward);
+  return rule(d, backward, dtype != DType::f32);
+}
+
+int64_t naive_workspace_floats(const TargetProfile& profile, int64_t group, int64_t t, int64_t s,
+                               int64_t d, bool backward, DType dtype) {
+  const auto rule = backend_rules(profile.backend).naive_workspace_floats;
+  FG_CHECK(rule != nullptr, "[profile] naive attention has no size rule for a {} target",
+           profile_name(profile));
+  return rule(group, t, s, d, backward, dtype != DType::f32);
 }
 
 int64_t norm_partitions(const TargetProfile& profile, int64_t rows) {

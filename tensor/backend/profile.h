@@ -15,6 +15,7 @@
 #include <string>
 
 #include "tensor/device.h"
+#include "tensor/dtype.h"
 
 namespace fitgrad::backend {
 
@@ -53,8 +54,13 @@ class MetaTargetScope {
 
 // The threads flash attention splits its tiles over; one workspace row each.
 int attention_threads(const TargetProfile& profile);
-// f32 elements of one thread's flash attention workspace for head dim d.
-int64_t flash_workspace_floats(const TargetProfile& profile, int64_t d, bool backward);
+// f32 elements of one thread's flash attention workspace for head dim d and operands of
+// `dtype` (bf16/f16 add their staging tiles).
+int64_t flash_workspace_floats(const TargetProfile& profile, int64_t d, bool backward, DType dtype);
+// f32 elements of naive attention's workspace (beyond its probabilities) for one kv head's
+// `group` query heads of t rows against s keys, operands of `dtype`.
+int64_t naive_workspace_floats(const TargetProfile& profile, int64_t group, int64_t t, int64_t s,
+                               int64_t d, bool backward, DType dtype);
 // The partial-sum rows of a norm backward over `rows` rows (its dw / db workspace).
 int64_t norm_partitions(const TargetProfile& profile, int64_t rows);
 

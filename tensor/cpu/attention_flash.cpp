@@ -21,10 +21,21 @@
 // tiles in a fixed order. Recomputing the scores and dp in both passes costs two tile
 // products more than the atomic scheme (7 instead of 5 per tile pair), and buys results
 // that are bitwise identical run to run, for any thread count.
+//
+// Note [Staged attention tiles]
+// bf16 and f16 operands are read tile by tile: each thread converts the query, key, value
+// and dout rows of the tile it works on into f32 rows of its own workspace, and keeps its
+// o, dq, dk or dv rows in f32 there until the tile is done, when they are rounded once into
+// the output. So no f32 copy of a whole input exists, and the extra workspace is a few
+// (64, d) tiles per thread (flash_workspace_floats(d, backward, true)). The arithmetic is
+// the f32 kernel's, on the same f32 values, so a bf16 result is the f32 result on the
+// widened inputs, rounded once. f32 operands are used in place.
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
+#include "tensor/convert.h"
 #include "tensor/cpu/attention.h"
 #include "tensor/cpu/attention_tile.h"
 
@@ -63,43 +74,92 @@ void masked_scores(const AttentionDims& dims, bool causal, float scale, const fl
     mask_tile(nq, nk, causal, q0, j0, offset, s);
 }
 
-}  // namespace
+template <class E>
+constexpr bool kStaged = !std::is_same_v<E, float>;
 
-int64_t flash_workspace_floats(int64_t d, bool backward) {
-  if (backward) return 2 * d * kTileK + 2 * kTileQ * kTileK;
-  return d * kTileK + kTileQ * kTileK + 2 * kTileQ;
+// The n contiguous elements at src as f32: src itself for f32, else converted into buf
+// (Note [Staged attention tiles]).
+template <class E>
+const float* as_f32(const E* src, int64_t n, float* buf) {
+  if constexpr (kStaged<E>) {
+    for (int64_t i = 0; i < n; ++i) buf[i] = convert<float>(src[i]);
+    return buf;
+  } else {
+    (void)n;
+    (void)buf;
+    return src;
+  }
 }
 
-void flash_attention_forward(const AttentionDims& dims, bool causal, float scale, const float* q,
-                             const float* k, const float* v, float* o, float* lse, float* workspace,
+// Where the f32 accumulator for the n output elements at dst lives: dst itself for f32,
+// else buf, which store_rows then rounds into dst.
+template <class E>
+float* accumulator(E* dst, float* buf) {
+  if constexpr (kStaged<E>) {
+    (void)dst;
+    return buf;
+  } else {
+    (void)buf;
+    return dst;
+  }
+}
+template <class E>
+void store_rows(const float* acc, int64_t n, E* dst) {
+  if constexpr (kStaged<E>)
+    for (int64_t i = 0; i < n; ++i) dst[i] = convert<E>(acc[i]);
+}
+
+// The f32 tiles one thread stages bf16/f16 operands through: forward q rows, k or v rows
+// and the o accumulator; backward q and dout rows, the dq accumulator, and k and v rows
+// (pass 2 reuses the last two as its dk and dv accumulators once they are transposed).
+int64_t staging_floats(int64_t d, bool backward) {
+  return backward ? 3 * kTileQ * d + 2 * kTileK * d : 2 * kTileQ * d + kTileK * d;
+}
+
+}  // namespace
+
+int64_t flash_workspace_floats(int64_t d, bool backward, bool staged) {
+  const int64_t tiles =
+      backward ? 2 * d * kTileK + 2 * kTileQ * kTileK : d * kTileK + kTileQ * kTileK + 2 * kTileQ;
+  return tiles + (staged ? staging_floats(d, backward) : 0);
+}
+
+template <class E>
+void flash_attention_forward(const AttentionDims& dims, bool causal, float scale, const E* q,
+                             const E* k, const E* v, E* o, float* lse, float* workspace,
                              int threads) {
   const int64_t d = dims.d, group = dims.hq / dims.hkv, q_tiles = ceil_div(dims.t, kTileQ);
   const int64_t items = dims.batch * dims.hq * q_tiles;
-  const int64_t per_thread = flash_workspace_floats(d, false);
+  const int64_t per_thread = flash_workspace_floats(d, false, kStaged<E>);
 #pragma omp parallel for schedule(static, 1) num_threads(threads) if (items > 1)
   for (int64_t item = 0; item < items; ++item) {
     const int64_t bh = item / q_tiles, q0 = item % q_tiles * kTileQ;
     const int64_t nq = std::min(kTileQ, dims.t - q0);
     const int64_t kv = (bh / dims.hq) * dims.hkv + bh % dims.hq / group;
-    const float* q_rows = q + (bh * dims.t + q0) * d;  // (nq, d)
-    const float* k_head = k + kv * dims.s * d;         // (s, d)
-    const float* v_head = v + kv * dims.s * d;         // (s, d)
-    float* o_rows = o + (bh * dims.t + q0) * d;        // (nq, d), the accumulator
-    float* lse_rows = lse + bh * dims.t + q0;          // (nq)
+    const E* k_head = k + kv * dims.s * d;             // (s, d)
+    const E* v_head = v + kv * dims.s * d;             // (s, d)
     float* kt = workspace + thread_id() * per_thread;  // (d, kTileK)
     float* s = kt + d * kTileK;                        // (kTileQ, kTileK)
     float* m = s + kTileQ * kTileK;                    // (kTileQ) running max
     float* l = m + kTileQ;                             // (kTileQ) running sum
+    float* q_buf = l + kTileQ;                         // (kTileQ, d) when staged
+    float* o_buf = q_buf + kTileQ * d;                 // (kTileQ, d) when staged
+    float* kv_buf = o_buf + kTileQ * d;                // (kTileK, d) when staged
+    const float* q_rows = as_f32(q + (bh * dims.t + q0) * d, nq * d, q_buf);  // (nq, d)
+    E* o_out = o + (bh * dims.t + q0) * d;                                    // (nq, d)
+    float* o_rows = accumulator(o_out, o_buf);                                // (nq, d)
+    float* lse_rows = lse + bh * dims.t + q0;                                 // (nq)
     std::fill(o_rows, o_rows + nq * d, 0.0f);
     std::fill(m, m + nq, kNegInf);
     std::fill(l, l + nq, 0.0f);
     const int64_t end = key_end(dims, causal, q0, nq);
     for (int64_t j0 = 0; j0 < end; j0 += kTileK) {
       const int64_t nk = std::min(kTileK, end - j0);
-      transpose_tile(nk, d, k_head + j0 * d, d, kt);
+      transpose_tile(nk, d, as_f32(k_head + j0 * d, nk * d, kv_buf), d, kt);
       masked_scores(dims, causal, scale, q_rows, kt, q0, nq, j0, nk, s);
       online_softmax_tile(nq, d, s, m, l, o_rows, d);
-      tile_accumulate(nq, nk, d, s, kTileK, 1, v_head + j0 * d, d, o_rows, d);
+      tile_accumulate(nq, nk, d, s, kTileK, 1, as_f32(v_head + j0 * d, nk * d, kv_buf), d, o_rows,
+                      d);
     }
     for (int64_t r = 0; r < nq; ++r) {
       float* orow = o_rows + r * d;
@@ -112,16 +172,17 @@ void flash_attention_forward(const AttentionDims& dims, bool causal, float scale
       for (int64_t x = 0; x < d; ++x) orow[x] *= inv;
       lse_rows[r] = m[r] + std::log(l[r]);
     }
+    store_rows(o_rows, nq * d, o_out);
   }
 }
 
-void flash_attention_backward(const AttentionDims& dims, bool causal, float scale,
-                              const float* dout, const float* q, const float* k, const float* v,
-                              const float* o, const float* lse, float* delta, float* dq, float* dk,
-                              float* dv, float* workspace, int threads) {
+template <class E>
+void flash_attention_backward(const AttentionDims& dims, bool causal, float scale, const E* dout,
+                              const E* q, const E* k, const E* v, const E* o, const float* lse,
+                              float* delta, E* dq, E* dk, E* dv, float* workspace, int threads) {
   const int64_t d = dims.d, group = dims.hq / dims.hkv;
   const int64_t q_tiles = ceil_div(dims.t, kTileQ), k_tiles = ceil_div(dims.s, kTileK);
-  const int64_t per_thread = flash_workspace_floats(d, true);
+  const int64_t per_thread = flash_workspace_floats(d, true, kStaged<E>);
   const int64_t offset = dims.s - dims.t;
 
   // delta = rowsum(dout * o): (batch, hq, t)
@@ -129,7 +190,8 @@ void flash_attention_backward(const AttentionDims& dims, bool causal, float scal
 #pragma omp parallel for schedule(static) num_threads(threads) if (rows * d >= kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
     float acc = 0.0f;
-    for (int64_t x = 0; x < d; ++x) acc += dout[r * d + x] * o[r * d + x];
+    for (int64_t x = 0; x < d; ++x)
+      acc += convert<float>(dout[r * d + x]) * convert<float>(o[r * d + x]);
     delta[r] = acc;
   }
 
@@ -141,26 +203,35 @@ void flash_attention_backward(const AttentionDims& dims, bool causal, float scal
     const int64_t nq = std::min(kTileQ, dims.t - q0);
     const int64_t kv = (bh / dims.hq) * dims.hkv + bh % dims.hq / group;
     const int64_t row0 = bh * dims.t + q0;
-    const float* k_head = k + kv * dims.s * d;         // (s, d)
-    const float* v_head = v + kv * dims.s * d;         // (s, d)
-    float* dq_rows = dq + row0 * d;                    // (nq, d)
-    float* kt = workspace + thread_id() * per_thread;  // (d, kTileK)
-    float* vt = kt + d * kTileK;                       // (d, kTileK)
-    float* p = vt + d * kTileK;                        // (kTileQ, kTileK)
-    float* ds = p + kTileQ * kTileK;                   // (kTileQ, kTileK)
+    const E* k_head = k + kv * dims.s * d;                               // (s, d)
+    const E* v_head = v + kv * dims.s * d;                               // (s, d)
+    float* kt = workspace + thread_id() * per_thread;                    // (d, kTileK)
+    float* vt = kt + d * kTileK;                                         // (d, kTileK)
+    float* p = vt + d * kTileK;                                          // (kTileQ, kTileK)
+    float* ds = p + kTileQ * kTileK;                                     // (kTileQ, kTileK)
+    float* q_buf = ds + kTileQ * kTileK;                                 // (kTileQ, d) when staged
+    float* dout_buf = q_buf + kTileQ * d;                                // (kTileQ, d) when staged
+    float* dq_buf = dout_buf + kTileQ * d;                               // (kTileQ, d) when staged
+    float* k_buf = dq_buf + kTileQ * d;                                  // (kTileK, d) when staged
+    float* v_buf = k_buf + kTileK * d;                                   // (kTileK, d) when staged
+    const float* q_rows = as_f32(q + row0 * d, nq * d, q_buf);           // (nq, d)
+    const float* dout_rows = as_f32(dout + row0 * d, nq * d, dout_buf);  // (nq, d)
+    float* dq_rows = accumulator(dq + row0 * d, dq_buf);                 // (nq, d)
     std::fill(dq_rows, dq_rows + nq * d, 0.0f);
     const int64_t end = key_end(dims, causal, q0, nq);
     for (int64_t j0 = 0; j0 < end; j0 += kTileK) {
       const int64_t nk = std::min(kTileK, end - j0);
-      transpose_tile(nk, d, k_head + j0 * d, d, kt);
-      transpose_tile(nk, d, v_head + j0 * d, d, vt);
-      masked_scores(dims, causal, scale, q + row0 * d, kt, q0, nq, j0, nk, p);
+      const float* k_rows = as_f32(k_head + j0 * d, nk * d, k_buf);  // (nk, d)
+      transpose_tile(nk, d, k_rows, d, kt);
+      transpose_tile(nk, d, as_f32(v_head + j0 * d, nk * d, v_buf), d, vt);
+      masked_scores(dims, causal, scale, q_rows, kt, q0, nq, j0, nk, p);
       probs_from_lse(nq, lse + row0, p);
-      tile_scores(nq, d, 1.0f, dout + row0 * d, d, vt, ds);  // dp = dout @ v^T
+      tile_scores(nq, d, 1.0f, dout_rows, d, vt, ds);  // dp = dout @ v^T
       softmax_grad_tile(nq, p, delta + row0, ds);
-      tile_accumulate(nq, nk, d, ds, kTileK, 1, k_head + j0 * d, d, dq_rows, d);
+      tile_accumulate(nq, nk, d, ds, kTileK, 1, k_rows, d, dq_rows, d);
     }
     for (int64_t x = 0; x < nq * d; ++x) dq_rows[x] *= scale;
+    store_rows(dq_rows, nq * d, dq + row0 * d);
   }
 
   // Pass 2: dk and dv for one (batch, kv head, key tile), summing the group's query heads.
@@ -171,14 +242,18 @@ void flash_attention_backward(const AttentionDims& dims, bool causal, float scal
     const int64_t nk = std::min(kTileK, dims.s - j0);
     const int64_t b = kv / dims.hkv, h_first = kv % dims.hkv * group;
     const int64_t key0 = kv * dims.s + j0;
-    float* dk_rows = dk + key0 * d;                    // (nk, d)
-    float* dv_rows = dv + key0 * d;                    // (nk, d)
     float* kt = workspace + thread_id() * per_thread;  // (d, kTileK)
     float* vt = kt + d * kTileK;                       // (d, kTileK)
     float* p = vt + d * kTileK;                        // (kTileQ, kTileK)
     float* ds = p + kTileQ * kTileK;                   // (kTileQ, kTileK)
-    transpose_tile(nk, d, k + key0 * d, d, kt);
-    transpose_tile(nk, d, v + key0 * d, d, vt);
+    float* q_buf = ds + kTileQ * kTileK;               // (kTileQ, d) when staged
+    float* dout_buf = q_buf + kTileQ * d;              // (kTileQ, d) when staged
+    float* dk_buf = dout_buf + 2 * kTileQ * d;         // (kTileK, d) when staged
+    float* dv_buf = dk_buf + kTileK * d;               // (kTileK, d) when staged
+    transpose_tile(nk, d, as_f32(k + key0 * d, nk * d, dk_buf), d, kt);
+    transpose_tile(nk, d, as_f32(v + key0 * d, nk * d, dv_buf), d, vt);
+    float* dk_rows = accumulator(dk + key0 * d, dk_buf);  // (nk, d)
+    float* dv_rows = accumulator(dv + key0 * d, dv_buf);  // (nk, d)
     std::fill(dk_rows, dk_rows + nk * d, 0.0f);
     std::fill(dv_rows, dv_rows + nk * d, 0.0f);
     // The first query that sees key j0.
@@ -188,16 +263,31 @@ void flash_attention_backward(const AttentionDims& dims, bool causal, float scal
       for (int64_t q0 = q_first / kTileQ * kTileQ; q0 < dims.t; q0 += kTileQ) {
         const int64_t nq = std::min(kTileQ, dims.t - q0);
         const int64_t row0 = bh * dims.t + q0;
-        masked_scores(dims, causal, scale, q + row0 * d, kt, q0, nq, j0, nk, p);
+        const float* q_rows = as_f32(q + row0 * d, nq * d, q_buf);           // (nq, d)
+        const float* dout_rows = as_f32(dout + row0 * d, nq * d, dout_buf);  // (nq, d)
+        masked_scores(dims, causal, scale, q_rows, kt, q0, nq, j0, nk, p);
         probs_from_lse(nq, lse + row0, p);
-        tile_accumulate(nk, nq, d, p, 1, kTileK, dout + row0 * d, d, dv_rows, d);  // p^T dout
-        tile_scores(nq, d, 1.0f, dout + row0 * d, d, vt, ds);                      // dout v^T
+        tile_accumulate(nk, nq, d, p, 1, kTileK, dout_rows, d, dv_rows, d);  // p^T dout
+        tile_scores(nq, d, 1.0f, dout_rows, d, vt, ds);                      // dout v^T
         softmax_grad_tile(nq, p, delta + row0, ds);
-        tile_accumulate(nk, nq, d, ds, 1, kTileK, q + row0 * d, d, dk_rows, d);  // ds^T q
+        tile_accumulate(nk, nq, d, ds, 1, kTileK, q_rows, d, dk_rows, d);  // ds^T q
       }
     }
     for (int64_t x = 0; x < nk * d; ++x) dk_rows[x] *= scale;
+    store_rows(dk_rows, nk * d, dk + key0 * d);
+    store_rows(dv_rows, nk * d, dv + key0 * d);
   }
 }
+
+#define FITGRAD_FLASH(E)                                                                         \
+  template void flash_attention_forward(const AttentionDims&, bool, float, const E*, const E*,   \
+                                        const E*, E*, float*, float*, int);                      \
+  template void flash_attention_backward(const AttentionDims&, bool, float, const E*, const E*,  \
+                                         const E*, const E*, const E*, const float*, float*, E*, \
+                                         E*, E*, float*, int);
+FITGRAD_FLASH(float)
+FITGRAD_FLASH(BFloat16)
+FITGRAD_FLASH(Half)
+#undef FITGRAD_FLASH
 
 }  // namespace fitgrad::cpu

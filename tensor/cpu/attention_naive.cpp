@@ -2,11 +2,16 @@
 // backward its gradient too, is materialised and multiplied with gemm_f32. It is the
 // reference for flash attention (attention_flash.cpp) and the baseline of
 // bench/attention_bench.cpp, so it favours plain, obviously correct code over speed;
-// only the products are fast. Masking follows Note [Causal alignment].
+// only the products are fast. Masking follows Note [Causal alignment]. The work runs one
+// kv head at a time (its group of query heads against it); bf16 and f16 operands are
+// widened one kv head at a time into the workspace, and that head's outputs are kept there
+// in f32 and rounded once (Note [Staged attention tiles] in attention_flash.cpp).
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
+#include "tensor/convert.h"
 #include "tensor/cpu/attention.h"
 #include "tensor/cpu/gemm.h"
 
@@ -15,17 +20,51 @@ namespace {
 
 constexpr int64_t kParallelMin = int64_t(1) << 15;  // elements worth waking a thread team for
 
-// probs (batch, hq, t, s) = softmax(scale * q k^T) with the causal mask; a row that sees no
-// key is all zeros. The query heads of one kv head are one batched product against it.
-void probabilities(const AttentionDims& dims, bool causal, float scale, const float* q,
-                   const float* k, float* probs) {
-  const int64_t group = dims.hq / dims.hkv, t = dims.t, s = dims.s, d = dims.d;
-  for (int64_t kv = 0; kv < dims.batch * dims.hkv; ++kv) {
-    const int64_t bh0 = kv * group;  // first query head of this kv head, across batches
-    gemm_f32_batched(false, true, group, t, s, d, scale, q + bh0 * t * d, d, t * d, k + kv * s * d,
-                     d, 0, 0.0f, probs + bh0 * t * s, s, t * s);
+template <class E>
+constexpr bool kStaged = !std::is_same_v<E, float>;
+
+// The n elements at src as f32: src itself for f32, else converted into `buf`, which then
+// advances past them.
+template <class E>
+const float* widen(const E* src, int64_t n, float*& buf) {
+  if constexpr (kStaged<E>) {
+    float* out = buf;
+    for (int64_t i = 0; i < n; ++i) out[i] = convert<float>(src[i]);
+    buf += n;
+    return out;
+  } else {
+    (void)n;
+    (void)buf;
+    return src;
   }
-  const int64_t rows = dims.batch * dims.hq * t;
+}
+// The f32 buffer for the n output elements at dst: dst for f32, else the next n floats of
+// `buf`, which narrow() rounds into dst when the head is done.
+template <class E>
+float* f32_out(E* dst, int64_t n, float*& buf) {
+  if constexpr (kStaged<E>) {
+    (void)dst;
+    float* out = buf;
+    buf += n;
+    return out;
+  } else {
+    (void)n;
+    (void)buf;
+    return dst;
+  }
+}
+template <class E>
+void narrow(const float* src, int64_t n, E* dst) {
+  if constexpr (kStaged<E>)
+    for (int64_t i = 0; i < n; ++i) dst[i] = convert<E>(src[i]);
+}
+
+// probs (group, t, s) = softmax(scale * q k^T) for the query heads q (group, t, d) of one
+// kv head k (s, d), with the causal mask; a row that sees no key is all zeros.
+void probabilities(int64_t group, int64_t t, int64_t s, int64_t d, bool causal, float scale,
+                   const float* q, const float* k, float* probs) {
+  gemm_f32_batched(false, true, group, t, s, d, scale, q, d, t * d, k, d, 0, 0.0f, probs, s, t * s);
+  const int64_t rows = group * t;
 #pragma omp parallel for schedule(static) if (rows * s >= kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
     float* row = probs + r * s;
@@ -45,63 +84,96 @@ void probabilities(const AttentionDims& dims, bool causal, float scale, const fl
 
 }  // namespace
 
-void naive_attention_forward(const AttentionDims& dims, bool causal, float scale, const float* q,
-                             const float* k, const float* v, float* probs, float* o) {
+int64_t naive_workspace_floats(int64_t group, int64_t t, int64_t s, int64_t d, bool backward,
+                               bool staged) {
+  if (!staged) return 0;
+  // forward: q and o of the group, k and v; backward: q, dout and dq, k, v, dk and dv.
+  return backward ? 3 * group * t * d + 4 * s * d : 2 * group * t * d + 2 * s * d;
+}
+
+template <class E>
+void naive_attention_forward(const AttentionDims& dims, bool causal, float scale, const E* q,
+                             const E* k, const E* v, float* probs, E* o, float* workspace) {
   const int64_t group = dims.hq / dims.hkv, t = dims.t, s = dims.s, d = dims.d;
   if (t == 0 || s == 0) {  // no products to form (gemm wants leading dims >= 1)
-    std::fill(o, o + dims.batch * dims.hq * t * d, 0.0f);
+    std::fill(o, o + dims.batch * dims.hq * t * d, convert<E>(0.0f));
     return;
   }
-  probabilities(dims, causal, scale, q, k, probs);
   for (int64_t kv = 0; kv < dims.batch * dims.hkv; ++kv) {
-    const int64_t bh0 = kv * group;
-    gemm_f32_batched(false, false, group, t, d, s, 1.0f, probs + bh0 * t * s, s, t * s,
-                     v + kv * s * d, d, 0, 0.0f, o + bh0 * t * d, d, t * d);
+    const int64_t bh0 = kv * group;  // first query head of this kv head
+    float* buf = workspace;
+    const float* qh = widen(q + bh0 * t * d, group * t * d, buf);  // (group, t, d)
+    const float* kh = widen(k + kv * s * d, s * d, buf);           // (s, d)
+    const float* vh = widen(v + kv * s * d, s * d, buf);           // (s, d)
+    float* oh = f32_out(o + bh0 * t * d, group * t * d, buf);      // (group, t, d)
+    float* ph = probs + bh0 * t * s;                               // (group, t, s)
+    probabilities(group, t, s, d, causal, scale, qh, kh, ph);
+    gemm_f32_batched(false, false, group, t, d, s, 1.0f, ph, s, t * s, vh, d, 0, 0.0f, oh, d,
+                     t * d);
+    narrow(oh, group * t * d, o + bh0 * t * d);
   }
 }
 
-void naive_attention_backward(const AttentionDims& dims, bool causal, float scale,
-                              const float* dout, const float* q, const float* k, const float* v,
-                              float* probs, float* dprobs, float* dq, float* dk, float* dv) {
+template <class E>
+void naive_attention_backward(const AttentionDims& dims, bool causal, float scale, const E* dout,
+                              const E* q, const E* k, const E* v, float* probs, float* dprobs,
+                              E* dq, E* dk, E* dv, float* workspace) {
   const int64_t group = dims.hq / dims.hkv, t = dims.t, s = dims.s, d = dims.d;
   if (t == 0 || s == 0) {
-    std::fill(dq, dq + dims.batch * dims.hq * t * d, 0.0f);
-    std::fill(dk, dk + dims.batch * dims.hkv * s * d, 0.0f);
-    std::fill(dv, dv + dims.batch * dims.hkv * s * d, 0.0f);
+    std::fill(dq, dq + dims.batch * dims.hq * t * d, convert<E>(0.0f));
+    std::fill(dk, dk + dims.batch * dims.hkv * s * d, convert<E>(0.0f));
+    std::fill(dv, dv + dims.batch * dims.hkv * s * d, convert<E>(0.0f));
     return;
   }
-  probabilities(dims, causal, scale, q, k, probs);
-  // dprobs = dout v^T
   for (int64_t kv = 0; kv < dims.batch * dims.hkv; ++kv) {
     const int64_t bh0 = kv * group;
-    gemm_f32_batched(false, true, group, t, s, d, 1.0f, dout + bh0 * t * d, d, t * d,
-                     v + kv * s * d, d, 0, 0.0f, dprobs + bh0 * t * s, s, t * s);
-  }
-  // dscores = p * (dp - rowsum(p * dp)), written over dprobs
-  const int64_t rows = dims.batch * dims.hq * t;
+    float* buf = workspace;
+    const float* qh = widen(q + bh0 * t * d, group * t * d, buf);        // (group, t, d)
+    const float* douth = widen(dout + bh0 * t * d, group * t * d, buf);  // (group, t, d)
+    const float* kh = widen(k + kv * s * d, s * d, buf);                 // (s, d)
+    const float* vh = widen(v + kv * s * d, s * d, buf);                 // (s, d)
+    float* dqh = f32_out(dq + bh0 * t * d, group * t * d, buf);          // (group, t, d)
+    float* dkh = f32_out(dk + kv * s * d, s * d, buf);                   // (s, d)
+    float* dvh = f32_out(dv + kv * s * d, s * d, buf);                   // (s, d)
+    float* ph = probs + bh0 * t * s;                                     // (group, t, s)
+    float* dph = dprobs + bh0 * t * s;                                   // (group, t, s)
+    probabilities(group, t, s, d, causal, scale, qh, kh, ph);
+    // dprobs = dout v^T
+    gemm_f32_batched(false, true, group, t, s, d, 1.0f, douth, d, t * d, vh, d, 0, 0.0f, dph, s,
+                     t * s);
+    // dscores = p * (dp - rowsum(p * dp)), written over dprobs
+    const int64_t rows = group * t;
 #pragma omp parallel for schedule(static) if (rows * s >= kParallelMin)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* p = probs + r * s;
-    float* dp = dprobs + r * s;
-    double dot = 0.0;
-    for (int64_t j = 0; j < s; ++j) dot += double(p[j]) * dp[j];
-    for (int64_t j = 0; j < s; ++j) dp[j] = p[j] * (dp[j] - float(dot));
-  }
-  for (int64_t kv = 0; kv < dims.batch * dims.hkv; ++kv) {
-    const int64_t bh0 = kv * group;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* p = ph + r * s;
+      float* dp = dph + r * s;
+      double dot = 0.0;
+      for (int64_t j = 0; j < s; ++j) dot += double(p[j]) * dp[j];
+      for (int64_t j = 0; j < s; ++j) dp[j] = p[j] * (dp[j] - float(dot));
+    }
     // dq = scale * dscores k
-    gemm_f32_batched(false, false, group, t, d, s, scale, dprobs + bh0 * t * s, s, t * s,
-                     k + kv * s * d, d, 0, 0.0f, dq + bh0 * t * d, d, t * d);
+    gemm_f32_batched(false, false, group, t, d, s, scale, dph, s, t * s, kh, d, 0, 0.0f, dqh, d,
+                     t * d);
     // dk = scale * sum_h dscores_h^T q_h, dv = sum_h p_h^T dout_h, heads in order
     for (int64_t h = 0; h < group; ++h) {
       const float beta = h == 0 ? 0.0f : 1.0f;
-      const int64_t bh = bh0 + h;
-      gemm_f32(true, false, s, d, t, scale, dprobs + bh * t * s, s, q + bh * t * d, d, beta,
-               dk + kv * s * d, d);
-      gemm_f32(true, false, s, d, t, 1.0f, probs + bh * t * s, s, dout + bh * t * d, d, beta,
-               dv + kv * s * d, d);
+      gemm_f32(true, false, s, d, t, scale, dph + h * t * s, s, qh + h * t * d, d, beta, dkh, d);
+      gemm_f32(true, false, s, d, t, 1.0f, ph + h * t * s, s, douth + h * t * d, d, beta, dvh, d);
     }
+    narrow(dqh, group * t * d, dq + bh0 * t * d);
+    narrow(dkh, s * d, dk + kv * s * d);
+    narrow(dvh, s * d, dv + kv * s * d);
   }
 }
+
+#define FITGRAD_NAIVE(E)                                                                        \
+  template void naive_attention_forward(const AttentionDims&, bool, float, const E*, const E*,  \
+                                        const E*, float*, E*, float*);                          \
+  template void naive_attention_backward(const AttentionDims&, bool, float, const E*, const E*, \
+                                         const E*, const E*, float*, float*, E*, E*, E*, float*);
+FITGRAD_NAIVE(float)
+FITGRAD_NAIVE(BFloat16)
+FITGRAD_NAIVE(Half)
+#undef FITGRAD_NAIVE
 
 }  // namespace fitgrad::cpu

@@ -149,22 +149,38 @@ void softmax_backward(const SoftmaxBackwardArgs& a) {
 }
 
 void flash_attention(const FlashAttentionArgs& a) {
-  cpu::flash_attention_forward(dims_of(a.dims), a.causal, a.scale, f32(a.q), f32(a.k), f32(a.v),
-                               f32(a.o), f32(a.lse), f32(a.workspace), a.threads);
+  dispatch_floating(a.q.dtype(), "cpu kernel", [&](auto e) {
+    using E = decltype(e);
+    cpu::flash_attention_forward(dims_of(a.dims), a.causal, a.scale, a.q.data<E>(), a.k.data<E>(),
+                                 a.v.data<E>(), a.o.data<E>(), f32(a.lse), f32(a.workspace),
+                                 a.threads);
+  });
 }
 void flash_attention_backward(const FlashAttentionBackwardArgs& a) {
-  cpu::flash_attention_backward(dims_of(a.dims), a.causal, a.scale, f32(a.dout), f32(a.q), f32(a.k),
-                                f32(a.v), f32(a.o), f32(a.lse), f32(a.delta), f32(a.dq), f32(a.dk),
-                                f32(a.dv), f32(a.workspace), a.threads);
+  dispatch_floating(a.q.dtype(), "cpu kernel", [&](auto e) {
+    using E = decltype(e);
+    cpu::flash_attention_backward(dims_of(a.dims), a.causal, a.scale, a.dout.data<E>(),
+                                  a.q.data<E>(), a.k.data<E>(), a.v.data<E>(), a.o.data<E>(),
+                                  f32(a.lse), f32(a.delta), a.dq.data<E>(), a.dk.data<E>(),
+                                  a.dv.data<E>(), f32(a.workspace), a.threads);
+  });
 }
 void naive_attention(const NaiveAttentionArgs& a) {
-  cpu::naive_attention_forward(dims_of(a.dims), a.causal, a.scale, f32(a.q), f32(a.k), f32(a.v),
-                               f32(a.probs), f32(a.o));
+  dispatch_floating(a.q.dtype(), "cpu kernel", [&](auto e) {
+    using E = decltype(e);
+    cpu::naive_attention_forward(dims_of(a.dims), a.causal, a.scale, a.q.data<E>(), a.k.data<E>(),
+                                 a.v.data<E>(), f32(a.probs), a.o.data<E>(),
+                                 f32_or_null(a.workspace));
+  });
 }
 void naive_attention_backward(const NaiveAttentionBackwardArgs& a) {
-  cpu::naive_attention_backward(dims_of(a.dims), a.causal, a.scale, f32(a.dout), f32(a.q), f32(a.k),
-                                f32(a.v), f32(a.probs), f32(a.dprobs), f32(a.dq), f32(a.dk),
-                                f32(a.dv));
+  dispatch_floating(a.q.dtype(), "cpu kernel", [&](auto e) {
+    using E = decltype(e);
+    cpu::naive_attention_backward(dims_of(a.dims), a.causal, a.scale, a.dout.data<E>(),
+                                  a.q.data<E>(), a.k.data<E>(), a.v.data<E>(), f32(a.probs),
+                                  f32(a.dprobs), a.dq.data<E>(), a.dk.data<E>(), a.dv.data<E>(),
+                                  f32_or_null(a.workspace));
+  });
 }
 
 template <class Fn>
@@ -251,7 +267,8 @@ void scale_in_place(const ScaleInPlaceArgs& a) {
 
 void register_cpu_kernels() {
   constexpr DeviceType cpu = DeviceType::cpu;
-  register_backend_rules(cpu, {cpu::flash_workspace_floats, cpu::gemm_bf16_available()});
+  register_backend_rules(
+      cpu, {cpu::flash_workspace_floats, cpu::naive_workspace_floats, cpu::gemm_bf16_available()});
   register_kernel(cpu, OpId::copy, copy);
   register_kernel(cpu, OpId::fill, fill);
   register_kernel(cpu, OpId::add, binary<BinaryOp::add>);

@@ -1,14 +1,17 @@
-// Attention front-ends (see attention.h): checks, f32 conversion, allocation of outputs
-// and workspaces, dispatch through the kernel table, and the cast back.
+// Attention front-ends (see attention.h): checks, allocation of outputs and workspaces, and
+// dispatch through the kernel table. The kernels read and write q's dtype (f32, bf16 or f16)
+// and stage low-precision operands tile by tile in their workspace (Note [Staged attention
+// tiles] in tensor/cpu/attention_flash.cpp).
 //
 // Note [Attention memory]
-// What each call allocates, in order (f32 inputs; other dtypes add an f32 copy of each
-// input first and the cast outputs last):
+// What each call allocates, in order (o, dq, dk and dv in q's dtype, the rest f32):
 //   flash_attention            o (B,Hq,T,D), lse (B,Hq,T), workspace (threads, W_fwd)
 //   flash_attention_backward   dq, dk, dv, delta (B,Hq,T), workspace (threads, W_bwd)
-//   naive_attention            o, probs (B,Hq,T,S)
-//   naive_attention_backward   dq, dk, dv, probs, dprobs (B,Hq,T,S)
-// W = backend::flash_workspace_floats(profile, D, backward) does not depend on T or S, and
+//   naive_attention            o, probs (B,Hq,T,S), [workspace]
+//   naive_attention_backward   dq, dk, dv, probs, dprobs (B,Hq,T,S), [workspace]
+// (a backward whose dout or o is not in q's dtype casts it first). The naive workspace
+// exists for bf16/f16 only and holds one kv head's operands (naive_workspace_floats).
+// W = backend::flash_workspace_floats(profile, D, backward, dtype) does not depend on T or S, and
 // threads is the target profile's (backend::attention_threads), so flash's peak
 // is linear in the sequence length and naive's quadratic; tests/tensor/ops/attention_test.cpp
 // asserts these sums byte for byte. Workspaces and probabilities are tagged
@@ -62,6 +65,14 @@ Tensor temporary(const Shape& shape, Device device) {
   return Tensor::empty(shape, DType::f32, device);
 }
 
+// `t` (dout or o of a backward) in q's dtype: itself, or a cast tagged temporary when the
+// caller mixed dtypes.
+Tensor in_dtype_of(const Tensor& t, DType dtype) {
+  if (t.dtype() == dtype) return t.contiguous();
+  CategoryScope category(Category::temporary);
+  return t.to(dtype).contiguous();
+}
+
 }  // namespace
 
 AttentionOut flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
@@ -71,18 +82,18 @@ AttentionOut flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, 
   const backend::AttentionShape dims = check_qkv(op, q, k, v);
   const float sc = resolve_scale(op, scale, dims.d);
   const backend::TargetProfile profile = backend::profile_for(q.device());
-  const Tensor q32 = to_f32_contiguous(q), k32 = to_f32_contiguous(k), v32 = to_f32_contiguous(v);
-  Tensor o = f32_result(q.shape(), q.device(), q.dtype());  // (B, Hq, T, D)
+  const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+  Tensor o = Tensor::empty(q.shape(), q.dtype(), q.device());  // (B, Hq, T, D)
   Tensor lse = Tensor::empty({dims.batch, dims.hq, dims.t}, DType::f32, q.device());  // (B, Hq, T)
   {
     const int threads = backend::attention_threads(profile);
-    const Tensor workspace =
-        temporary({threads, backend::flash_workspace_floats(profile, dims.d, false)}, q.device());
+    const Tensor workspace = temporary(
+        {threads, backend::flash_workspace_floats(profile, dims.d, false, q.dtype())}, q.device());
     backend::dispatch(
         id, q.device(),
-        backend::FlashAttentionArgs{dims, causal, sc, threads, q32, k32, v32, o, lse, workspace});
+        backend::FlashAttentionArgs{dims, causal, sc, threads, qc, kc, vc, o, lse, workspace});
   }
-  return {cast_to(o, q.dtype()), lse};
+  return {o, lse};
 }
 
 AttentionGrads flash_attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
@@ -101,24 +112,35 @@ AttentionGrads flash_attention_backward(const Tensor& dout, const Tensor& q, con
   FG_CHECK(lse.dtype() == DType::f32, "[{}] lse must be f32, got {}", op, dtype_name(lse.dtype()));
   const float sc = resolve_scale(op, scale, dims.d);
   const backend::TargetProfile profile = backend::profile_for(q.device());
-  const Tensor dout32 = to_f32_contiguous(dout), q32 = to_f32_contiguous(q),
-               k32 = to_f32_contiguous(k), v32 = to_f32_contiguous(v), o32 = to_f32_contiguous(o),
-               lse32 = lse.contiguous();
-  Tensor dq = f32_result(q.shape(), q.device(), q.dtype());  // (B, Hq, T, D)
-  Tensor dk = f32_result(k.shape(), q.device(), q.dtype());  // (B, Hkv, S, D)
-  Tensor dv = f32_result(k.shape(), q.device(), q.dtype());  // (B, Hkv, S, D)
+  const Tensor doutc = in_dtype_of(dout, q.dtype()), qc = q.contiguous(), kc = k.contiguous(),
+               vc = v.contiguous(), oc = in_dtype_of(o, q.dtype()), lsec = lse.contiguous();
+  Tensor dq = Tensor::empty(q.shape(), q.dtype(), q.device());  // (B, Hq, T, D)
+  Tensor dk = Tensor::empty(k.shape(), q.dtype(), q.device());  // (B, Hkv, S, D)
+  Tensor dv = Tensor::empty(k.shape(), q.dtype(), q.device());  // (B, Hkv, S, D)
   {
     const Tensor delta = temporary({dims.batch, dims.hq, dims.t}, q.device());
     const int threads = backend::attention_threads(profile);
-    const Tensor workspace =
-        temporary({threads, backend::flash_workspace_floats(profile, dims.d, true)}, q.device());
+    const Tensor workspace = temporary(
+        {threads, backend::flash_workspace_floats(profile, dims.d, true, q.dtype())}, q.device());
     backend::dispatch(
         id, q.device(),
-        backend::FlashAttentionBackwardArgs{dims, causal, sc, threads, dout32, q32, k32, v32, o32,
-                                            lse32, delta, dq, dk, dv, workspace});
+        backend::FlashAttentionBackwardArgs{dims, causal, sc, threads, doutc, qc, kc, vc, oc, lsec,
+                                            delta, dq, dk, dv, workspace});
   }
-  return {cast_to(dq, q.dtype()), cast_to(dk, q.dtype()), cast_to(dv, q.dtype())};
+  return {dq, dk, dv};
 }
+
+namespace {
+
+// Naive attention's workspace (undefined when its size is 0, as for f32 operands).
+Tensor naive_workspace(const backend::AttentionShape& dims, bool backward, DType dtype,
+                       Device device) {
+  const int64_t floats = backend::naive_workspace_floats(
+      backend::profile_for(device), dims.hq / dims.hkv, dims.t, dims.s, dims.d, backward, dtype);
+  return floats > 0 ? temporary({floats}, device) : Tensor();
+}
+
+}  // namespace
 
 Tensor naive_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
                        double scale) {
@@ -126,14 +148,16 @@ Tensor naive_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool c
   const char* op = backend::op_name(id);
   const backend::AttentionShape dims = check_qkv(op, q, k, v);
   const float sc = resolve_scale(op, scale, dims.d);
-  const Tensor q32 = to_f32_contiguous(q), k32 = to_f32_contiguous(k), v32 = to_f32_contiguous(v);
-  Tensor o = f32_result(q.shape(), q.device(), q.dtype());  // (B, Hq, T, D)
+  const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+  Tensor o = Tensor::empty(q.shape(), q.dtype(), q.device());  // (B, Hq, T, D)
   {
     const Tensor probs = temporary({dims.batch, dims.hq, dims.t, dims.s}, q.device());
-    backend::dispatch(id, q.device(),
-                      backend::NaiveAttentionArgs{dims, causal, sc, q32, k32, v32, probs, o});
+    const Tensor workspace = naive_workspace(dims, false, q.dtype(), q.device());
+    backend::dispatch(
+        id, q.device(),
+        backend::NaiveAttentionArgs{dims, causal, sc, qc, kc, vc, probs, o, workspace});
   }
-  return cast_to(o, q.dtype());
+  return o;
 }
 
 AttentionGrads naive_attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
@@ -145,19 +169,20 @@ AttentionGrads naive_attention_backward(const Tensor& dout, const Tensor& q, con
   check_same_device(op, {&q, &dout});
   check_shape(op, "dout", dout, q.shape());
   const float sc = resolve_scale(op, scale, dims.d);
-  const Tensor dout32 = to_f32_contiguous(dout), q32 = to_f32_contiguous(q),
-               k32 = to_f32_contiguous(k), v32 = to_f32_contiguous(v);
-  Tensor dq = f32_result(q.shape(), q.device(), q.dtype());  // (B, Hq, T, D)
-  Tensor dk = f32_result(k.shape(), q.device(), q.dtype());  // (B, Hkv, S, D)
-  Tensor dv = f32_result(k.shape(), q.device(), q.dtype());  // (B, Hkv, S, D)
+  const Tensor doutc = in_dtype_of(dout, q.dtype()), qc = q.contiguous(), kc = k.contiguous(),
+               vc = v.contiguous();
+  Tensor dq = Tensor::empty(q.shape(), q.dtype(), q.device());  // (B, Hq, T, D)
+  Tensor dk = Tensor::empty(k.shape(), q.dtype(), q.device());  // (B, Hkv, S, D)
+  Tensor dv = Tensor::empty(k.shape(), q.dtype(), q.device());  // (B, Hkv, S, D)
   {
     const Shape scores{dims.batch, dims.hq, dims.t, dims.s};
     const Tensor probs = temporary(scores, q.device()), dprobs = temporary(scores, q.device());
+    const Tensor workspace = naive_workspace(dims, true, q.dtype(), q.device());
     backend::dispatch(id, q.device(),
-                      backend::NaiveAttentionBackwardArgs{dims, causal, sc, dout32, q32, k32, v32,
-                                                          probs, dprobs, dq, dk, dv});
+                      backend::NaiveAttentionBackwardArgs{dims, causal, sc, doutc, qc, kc, vc,
+                                                          probs, dprobs, dq, dk, dv, workspace});
   }
-  return {cast_to(dq, q.dtype()), cast_to(dk, q.dtype()), cast_to(dv, q.dtype())};
+  return {dq, dk, dv};
 }
 
 }  // namespace fitgrad::ops

@@ -39,7 +39,8 @@ TEST(TargetProfile, MetaSizesWorkspacesForThePlanningTarget) {
   const std::vector<uint64_t> sixteen = plan(backend::cpu_profile(16, false));
   ASSERT_EQ(one.size(), sixteen.size());
   const backend::TargetProfile p1 = backend::cpu_profile(1, false);
-  const uint64_t flash_row = uint64_t(backend::flash_workspace_floats(p1, 16, false)) * 4;
+  const uint64_t flash_row =
+      uint64_t(backend::flash_workspace_floats(p1, 16, false, DType::f32)) * 4;
   int differing = 0;
   for (size_t i = 0; i < one.size(); ++i) {
     if (one[i] == sixteen[i]) continue;

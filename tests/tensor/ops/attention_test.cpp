@@ -297,16 +297,16 @@ TEST(AttentionMemory, FlashIsLinearAndNaiveQuadraticInT) {
     // Note [Attention memory] in tensor/ops/attention.cpp, byte for byte.
     flash_fwd[i] = measure([&] { return ops::flash_attention(in.q, in.k, in.v, true); });
     EXPECT_EQ(flash_fwd[i].held, bytes(q_floats) + bytes(rows));  // o + lse: what is saved
-    EXPECT_EQ(
-        flash_fwd[i].peak,
-        flash_fwd[i].held + bytes(threads * backend::flash_workspace_floats(profile, x.d, false)));
+    EXPECT_EQ(flash_fwd[i].peak,
+              flash_fwd[i].held + bytes(threads * backend::flash_workspace_floats(
+                                                      profile, x.d, false, DType::f32)));
     flash_bwd[i] = measure([&] {
       return ops::flash_attention_backward(dout, in.q, in.k, in.v, out.o, out.lse, true);
     });
     EXPECT_EQ(flash_bwd[i].held, bytes(q_floats) + 2 * bytes(kv_floats));
     EXPECT_EQ(flash_bwd[i].peak,
               flash_bwd[i].held + bytes(rows) +
-                  bytes(threads * backend::flash_workspace_floats(profile, x.d, true)));
+                  bytes(threads * backend::flash_workspace_floats(profile, x.d, true, DType::f32)));
     naive_fwd[i] = measure([&] { return ops::naive_attention(in.q, in.k, in.v, true); });
     EXPECT_EQ(naive_fwd[i].peak, bytes(q_floats) + bytes(scores));
     naive_bwd[i] =
@@ -319,6 +319,84 @@ TEST(AttentionMemory, FlashIsLinearAndNaiveQuadraticInT) {
   EXPECT_GT(double(naive_fwd[1].peak) / double(naive_fwd[0].peak), 10.0);
   EXPECT_GT(double(naive_bwd[1].peak) / double(naive_bwd[0].peak), 10.0);
 }
+
+// ---- bf16/f16 staged tile by tile (Note [Staged attention tiles]) ----
+
+std::vector<uint16_t> bits16(const Tensor& t) {
+  const Tensor c = t.contiguous();
+  const auto* p = static_cast<const uint16_t*>(c.data_ptr());
+  return std::vector<uint16_t>(p, p + c.numel());
+}
+
+// A low-precision result is the f32 kernel's result on the widened inputs, rounded once.
+void expect_rounded_f32(const Tensor& got, const Tensor& f32, const char* what) {
+  ASSERT_EQ(got.dtype() == DType::f32, false) << what;
+  EXPECT_EQ(bits16(got), bits16(f32.to(got.dtype()))) << what;
+}
+
+class AttentionStaged : public ::testing::TestWithParam<DType> {};
+
+TEST_P(AttentionStaged, EqualsTheF32KernelOnWidenedInputsRounded) {
+  const DType dtype = GetParam();
+  // Several query and key tiles, ragged ends, GQA, D = 64 (full panels) and D = 24 (ragged).
+  for (const Dims& x : {Dims{2, 4, 2, 130, 150, 64}, Dims{1, 3, 1, 70, 70, 24}}) {
+    const Inputs in = random_inputs(x, 80, dtype);
+    const Tensor dout = random_tensor(x.q(), 83, dtype);
+    const Tensor q32 = in.q.to(DType::f32), k32 = in.k.to(DType::f32), v32 = in.v.to(DType::f32),
+                 dout32 = dout.to(DType::f32);
+    for (bool causal : {false, true}) {
+      const ops::AttentionOut out = ops::flash_attention(in.q, in.k, in.v, causal);
+      const ops::AttentionOut out32 = ops::flash_attention(q32, k32, v32, causal);
+      expect_rounded_f32(out.o, out32.o, "flash o");
+      EXPECT_TRUE(all_close(to_f64(out.lse), to_f64(out32.lse), 0, 0)) << "flash lse";
+      const ops::AttentionGrads g =
+          ops::flash_attention_backward(dout, in.q, in.k, in.v, out.o, out.lse, causal);
+      const ops::AttentionGrads g32 = ops::flash_attention_backward(
+          dout32, q32, k32, v32, out.o.to(DType::f32), out.lse, causal);
+      expect_rounded_f32(g.dq, g32.dq, "flash dq");
+      expect_rounded_f32(g.dk, g32.dk, "flash dk");
+      expect_rounded_f32(g.dv, g32.dv, "flash dv");
+      expect_rounded_f32(ops::naive_attention(in.q, in.k, in.v, causal),
+                         ops::naive_attention(q32, k32, v32, causal), "naive o");
+      const ops::AttentionGrads n = ops::naive_attention_backward(dout, in.q, in.k, in.v, causal);
+      const ops::AttentionGrads n32 = ops::naive_attention_backward(dout32, q32, k32, v32, causal);
+      expect_rounded_f32(n.dq, n32.dq, "naive dq");
+      expect_rounded_f32(n.dk, n32.dk, "naive dk");
+      expect_rounded_f32(n.dv, n32.dv, "naive dv");
+    }
+  }
+}
+
+// No f32 copy of an input or output: beyond the results, only the f32 lse/delta/probs and
+// the bounded workspaces, whose staging part does not grow with T.
+TEST_P(AttentionStaged, AllocatesOnlyTheResultsAndBoundedWorkspaces) {
+  const DType dtype = GetParam();
+  const backend::TargetProfile profile = backend::host_cpu_profile();
+  const int64_t threads = backend::attention_threads(profile);
+  const Dims x{1, 4, 2, 512, 512, 32};
+  const Inputs in = random_inputs(x, 90, dtype);
+  const Tensor dout = random_tensor(x.q(), 93, dtype);
+  const ops::AttentionOut out = ops::flash_attention(in.q, in.k, in.v, true);
+  const auto half_bytes = [](int64_t n) { return int64_t(round_request(size_t(n) * 2)); };
+  const int64_t q_n = numel(x.q()), kv_n = numel(x.kv()), rows = x.b * x.hq * x.t;
+  const int64_t fwd_ws = threads * backend::flash_workspace_floats(profile, x.d, false, dtype);
+  const int64_t bwd_ws = threads * backend::flash_workspace_floats(profile, x.d, true, dtype);
+  const Measured fwd = measure([&] { return ops::flash_attention(in.q, in.k, in.v, true); });
+  EXPECT_EQ(fwd.held, half_bytes(q_n) + bytes(rows));
+  EXPECT_EQ(fwd.peak, fwd.held + bytes(fwd_ws));
+  const Measured bwd = measure(
+      [&] { return ops::flash_attention_backward(dout, in.q, in.k, in.v, out.o, out.lse, true); });
+  EXPECT_EQ(bwd.held, half_bytes(q_n) + 2 * half_bytes(kv_n));
+  EXPECT_EQ(bwd.peak, bwd.held + bytes(rows) + bytes(bwd_ws));
+  const int64_t group = x.hq / x.hkv;
+  const Measured naive = measure([&] { return ops::naive_attention(in.q, in.k, in.v, true); });
+  EXPECT_EQ(naive.peak, half_bytes(q_n) + bytes(rows * x.s) +
+                            bytes(backend::naive_workspace_floats(profile, group, x.t, x.s, x.d,
+                                                                  false, dtype)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Attention, AttentionStaged, ::testing::Values(DType::bf16, DType::f16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 // ---- meta and errors ----
 
