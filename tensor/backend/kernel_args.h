@@ -62,19 +62,22 @@ struct MaxBackwardArgs {
 
 // matmul: c (batch, m, n) = op(a) op(b), one matrix per batch index with per-operand
 // batch strides (0 broadcasts one matrix). linear: y (rows, n) = x (rows, k) w^T (n, k)
-// + bias (n) when defined. All f32, or all bf16 when the profile has a bf16 GEMM (Note
-// [Native bf16 products] in tensor/ops/matmul.cpp).
+// + bias (n) when defined. Every operand has one floating dtype (Note [Native products] in
+// tensor/ops/matmul.cpp); the workspace (gemm_workspace_floats) is defined when that dtype
+// is staged.
 struct MatmulArgs {
   bool trans_a = false, trans_b = false;
   int64_t batch = 1, m = 0, n = 0, k = 0;
   Tensor a, b;  // contiguous
   int64_t lda = 0, ldb = 0, stride_a = 0, stride_b = 0;
-  Tensor c;  // (batch, m, n)
+  Tensor c;          // (batch, m, n)
+  Tensor workspace;  // f32 temporary, or undefined
 };
 struct LinearArgs {
   int64_t rows = 0, in = 0, out = 0;
   Tensor x, weight, bias;  // (rows, in), (out, in), (out) or undefined; contiguous
   Tensor y;                // (rows, out)
+  Tensor workspace;        // f32 temporary, or undefined
 };
 
 // Norms over the last dim C of `rows` rows. Undefined weight / bias / dw / db are absent.

@@ -60,6 +60,9 @@ struct BackendRules {
   int64_t (*naive_workspace_floats)(int64_t group, int64_t t, int64_t s, int64_t d, bool backward,
                                     bool staged) = nullptr;
   bool bf16_gemm = false;  // the GEMM reads bf16 operands (no f32 staging)
+  // f32 elements of the workspace an (m, k) @ (k, n) GEMM stages f16 operands (and bf16
+  // ones without bf16_gemm) through; null: none.
+  int64_t (*gemm_staging_floats)(int64_t m, int64_t n, int64_t k) = nullptr;
 };
 void register_backend_rules(DeviceType type, BackendRules rules);
 // The rules `type` registered (all empty when it registered none).

@@ -93,6 +93,15 @@ int64_t naive_workspace_floats(const TargetProfile& profile, int64_t group, int6
   return rule(group, t, s, d, backward, dtype != DType::f32);
 }
 
+int64_t gemm_workspace_floats(const TargetProfile& profile, DType dtype, int64_t m, int64_t n,
+                              int64_t k) {
+  if (dtype == DType::f32 || (dtype == DType::bf16 && profile.bf16_gemm)) return 0;
+  const auto rule = backend_rules(profile.backend).gemm_staging_floats;
+  FG_CHECK(rule != nullptr, "[profile] a {} GEMM has no staging rule for a {} target",
+           dtype_name(dtype), profile_name(profile));
+  return rule(m, n, k);
+}
+
 int64_t norm_partitions(const TargetProfile& profile, int64_t rows) {
   check_cpu(profile, "the norms");
   return std::max<int64_t>(1, std::min<int64_t>(profile.threads, rows));

@@ -61,6 +61,10 @@ int64_t flash_workspace_floats(const TargetProfile& profile, int64_t d, bool bac
 // `group` query heads of t rows against s keys, operands of `dtype`.
 int64_t naive_workspace_floats(const TargetProfile& profile, int64_t group, int64_t t, int64_t s,
                                int64_t d, bool backward, DType dtype);
+// f32 elements of the staging workspace of one (m, k) @ (k, n) GEMM on `dtype` operands:
+// 0 for f32, and for bf16 when the profile has a bf16 GEMM.
+int64_t gemm_workspace_floats(const TargetProfile& profile, DType dtype, int64_t m, int64_t n,
+                              int64_t k);
 // The partial-sum rows of a norm backward over `rows` rows (its dw / db workspace).
 int64_t norm_partitions(const TargetProfile& profile, int64_t rows);
 

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <numbers>
+#include <type_traits>
 
 #include "tensor/backend/kernel_args.h"
 #include "tensor/backend/kernel_table.h"
@@ -15,6 +16,7 @@
 #include "tensor/cpu/embedding.h"
 #include "tensor/cpu/gemm.h"
 #include "tensor/cpu/gemm_bf16.h"
+#include "tensor/cpu/gemm_staged.h"
 #include "tensor/cpu/norm.h"
 #include "tensor/cpu/optim_update.h"
 #include "tensor/cpu/reduce.h"
@@ -66,34 +68,55 @@ void max_backward(const MaxBackwardArgs& a) {
                         a.indices.data<int64_t>(), f32(a.dx));
 }
 
-BFloat16* bf16(const Tensor& t) { return t.data<BFloat16>(); }
-
-void matmul(const MatmulArgs& a) {
-  if (a.a.dtype() == DType::bf16) {
-    for (int64_t i = 0; i < a.batch; ++i)
-      cpu::gemm_bf16(a.trans_a, a.trans_b, a.m, a.n, a.k, bf16(a.a) + i * a.stride_a, a.lda,
-                     bf16(a.b) + i * a.stride_b, a.ldb, nullptr, bf16(a.c) + i * a.m * a.n,
-                     DType::bf16, a.n);
+// c (m, n) = op(a) op(b) (+ bias) on one matrix, in the operands' dtype: the f32 GEMM, the
+// bf16 GEMM, or the staged one when the front-end gave a workspace.
+void gemm_one(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+              const void* a, int64_t lda, const void* b, int64_t ldb, const void* bias, void* c,
+              const Tensor& workspace) {
+  if (workspace.defined()) {
+    dispatch_floating(dtype, "staged gemm", [&](auto e) {
+      using E = decltype(e);
+      if constexpr (!std::is_same_v<E, float>)
+        cpu::gemm_staged(trans_a, trans_b, m, n, k, static_cast<const E*>(a), lda,
+                         static_cast<const E*>(b), ldb, static_cast<const E*>(bias),
+                         static_cast<E*>(c), n, f32(workspace));
+    });
     return;
   }
-  cpu::gemm_f32_batched(a.trans_a, a.trans_b, a.batch, a.m, a.n, a.k, 1.0f, f32(a.a), a.lda,
-                        a.stride_a, f32(a.b), a.ldb, a.stride_b, 0.0f, f32(a.c), a.n, a.m * a.n);
-}
-void linear(const LinearArgs& a) {
-  if (a.x.dtype() == DType::bf16) {
-    cpu::gemm_bf16(false, true, a.rows, a.out, a.in, bf16(a.x), a.in, bf16(a.weight), a.in,
-                   a.bias.defined() ? bf16(a.bias) : nullptr, bf16(a.y), DType::bf16, a.out);
+  if (dtype == DType::bf16) {
+    cpu::gemm_bf16(trans_a, trans_b, m, n, k, static_cast<const BFloat16*>(a), lda,
+                   static_cast<const BFloat16*>(b), ldb, static_cast<const BFloat16*>(bias), c,
+                   DType::bf16, n);
     return;
   }
-  float* y = f32(a.y);
+  float* y = static_cast<float*>(c);
   float beta = 0.0f;
-  if (a.bias.defined()) {
-    const float* pb = f32(a.bias);
-    for (int64_t r = 0; r < a.rows; ++r) std::copy(pb, pb + a.out, y + r * a.out);
+  if (bias) {
+    const auto* pb = static_cast<const float*>(bias);
+    for (int64_t r = 0; r < m; ++r) std::copy(pb, pb + n, y + r * n);
     beta = 1.0f;
   }
-  cpu::gemm_f32(false, true, a.rows, a.out, a.in, 1.0f, f32(a.x), a.in, f32(a.weight), a.in, beta,
-                y, a.out);
+  cpu::gemm_f32(trans_a, trans_b, m, n, k, 1.0f, static_cast<const float*>(a), lda,
+                static_cast<const float*>(b), ldb, beta, y, n);
+}
+
+void matmul(const MatmulArgs& a) {
+  if (a.a.dtype() == DType::f32) {
+    cpu::gemm_f32_batched(a.trans_a, a.trans_b, a.batch, a.m, a.n, a.k, 1.0f, f32(a.a), a.lda,
+                          a.stride_a, f32(a.b), a.ldb, a.stride_b, 0.0f, f32(a.c), a.n, a.m * a.n);
+    return;
+  }
+  const int64_t elem = int64_t(element_size(a.a.dtype()));
+  const auto* pa = static_cast<const char*>(a.a.data_ptr());
+  const auto* pb = static_cast<const char*>(a.b.data_ptr());
+  auto* pc = static_cast<char*>(a.c.data_ptr());
+  for (int64_t i = 0; i < a.batch; ++i)
+    gemm_one(a.a.dtype(), a.trans_a, a.trans_b, a.m, a.n, a.k, pa + i * a.stride_a * elem, a.lda,
+             pb + i * a.stride_b * elem, a.ldb, nullptr, pc + i * a.m * a.n * elem, a.workspace);
+}
+void linear(const LinearArgs& a) {
+  gemm_one(a.x.dtype(), false, true, a.rows, a.out, a.in, a.x.data_ptr(), a.in, a.weight.data_ptr(),
+           a.in, a.bias.defined() ? a.bias.data_ptr() : nullptr, a.y.data_ptr(), a.workspace);
 }
 
 template <class E>
@@ -267,8 +290,8 @@ void scale_in_place(const ScaleInPlaceArgs& a) {
 
 void register_cpu_kernels() {
   constexpr DeviceType cpu = DeviceType::cpu;
-  register_backend_rules(
-      cpu, {cpu::flash_workspace_floats, cpu::naive_workspace_floats, cpu::gemm_bf16_available()});
+  register_backend_rules(cpu, {cpu::flash_workspace_floats, cpu::naive_workspace_floats,
+                               cpu::gemm_bf16_available(), cpu::gemm_staged_workspace_floats});
   register_kernel(cpu, OpId::copy, copy);
   register_kernel(cpu, OpId::fill, fill);
   register_kernel(cpu, OpId::add, binary<BinaryOp::add>);

@@ -1,28 +1,34 @@
-// matmul and linear front-ends: shape checks, batch broadcasting, f32 staging, and the GEMM
-// dispatch through the kernel table.
+// matmul and linear front-ends: shape checks, batch broadcasting, the staging workspace, and
+// the GEMM dispatch through the kernel table.
 //
-// Note [Native bf16 products]
-// When both operands (and a linear's bias) are bf16 and the device's target profile has a
-// bf16 GEMM (backend::TargetProfile::bf16_gemm; tensor/cpu/gemm_bf16.h), the operands go to
-// the kernel as they are and the result is written in bf16 directly: no f32 copy of an input
-// or of the output exists. Otherwise (f16, mixed, or no bf16 GEMM) every operand is staged
-// into an f32 temporary and the f32 result cast back, as Note [Op dtypes and devices] says.
+// Note [Native products]
+// The operands (and a linear's bias) share one floating dtype, and the result is written in
+// it directly: no f32 copy of an input or of the output exists. f32 runs the f32 GEMM; bf16
+// runs the bf16 GEMM when the device's target profile has one (backend::TargetProfile::
+// bf16_gemm; tensor/cpu/gemm_bf16.h); f16, and bf16 without one, run the staged GEMM, which
+// widens one block of each operand at a time into a bounded f32 workspace that this front-end
+// allocates (backend::gemm_workspace_floats; Note [Staged GEMM blocks] in
+// tensor/cpu/gemm_staged.cpp).
 #include "tensor/ops/matmul.h"
 
 #include "tensor/backend/kernel_args.h"
 #include "tensor/backend/kernel_table.h"
 #include "tensor/backend/profile.h"
+#include "tensor/memory/scope.h"
 #include "tensor/ops/op_util.h"
 
 namespace fitgrad::ops {
 
 namespace {
 
-// True when the product of these operands runs on the bf16 GEMM (Note [Native bf16 products]).
-bool native_bf16(Device device, std::initializer_list<const Tensor*> operands) {
-  for (const Tensor* t : operands)
-    if (t->defined() && t->dtype() != DType::bf16) return false;
-  return backend::profile_for(device).bf16_gemm;
+// The staging workspace of an (m, k) @ (k, n) product on `dtype` operands, or undefined
+// when the GEMM reads them as they are (Note [Native products]).
+Tensor gemm_workspace(Device device, DType dtype, int64_t m, int64_t n, int64_t k) {
+  const int64_t floats =
+      backend::gemm_workspace_floats(backend::profile_for(device), dtype, m, n, k);
+  if (floats == 0) return Tensor();
+  CategoryScope category(Category::temporary);
+  return Tensor::empty({floats}, DType::f32, device);
 }
 
 // Note [Batch strides for broadcast matmul]
@@ -30,10 +36,10 @@ bool native_bf16(Device device, std::initializer_list<const Tensor*> operands) {
 // batch dims all have size 1 gets stride 0 (one matrix broadcast over the batch); one whose
 // batch shape equals the result's gets its matrix size as stride. Any other broadcast
 // (say (2,1) against (1,3)) is materialised with expand + contiguous first.
-Tensor batched_operand(const Tensor& t, const Shape& batch, int64_t& stride, bool native) {
+Tensor batched_operand(const Tensor& t, const Shape& batch, int64_t& stride) {
   const Shape mat(t.shape().end() - 2, t.shape().end());
   const Shape own_batch(t.shape().begin(), t.shape().end() - 2);
-  Tensor c = kernel_operand(t, native);
+  Tensor c = t.contiguous();
   if (numel(own_batch) == 1) {
     stride = 0;
     return c;
@@ -64,28 +70,29 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
   Shape out_shape = batch;
   out_shape.push_back(m);
   out_shape.push_back(n);
-  const bool native = native_bf16(a.device(), {&a, &b});
-  Tensor out = kernel_result(out_shape, a.device(), a.dtype(), native);
+  Tensor out = Tensor::empty(out_shape, a.dtype(), a.device());
   // Note [One GEMM for a shared right operand]
   // x (B, T, C) @ W (C, N), as a Conv1D layer runs it, is one (B T, C) @ (C, N) product:
   // A's matrices lie one after another, so with B shared they fold into the rows of a
   // single GEMM. One large GEMM keeps both threads busy where B small ones of T rows
   // each would not, and every output element is the same k-long dot product either way.
   if (!trans_a && numel(batch) > 1 && b.dim() == 2) {
-    const Tensor ca = kernel_operand(a, native);
-    const Tensor cb = kernel_operand(b, native);
-    backend::dispatch(backend::OpId::matmul, a.device(),
-                      backend::MatmulArgs{false, trans_b, 1, numel(batch) * m, n, ka, ca, cb, ka,
-                                          b.size(-1), 0, 0, out});
-    return cast_to(out, a.dtype());
+    const Tensor ca = a.contiguous(), cb = b.contiguous();
+    const int64_t rows = numel(batch) * m;
+    backend::dispatch(
+        backend::OpId::matmul, a.device(),
+        backend::MatmulArgs{false, trans_b, 1, rows, n, ka, ca, cb, ka, b.size(-1), 0, 0, out,
+                            gemm_workspace(a.device(), a.dtype(), rows, n, ka)});
+    return out;
   }
   int64_t stride_a = 0, stride_b = 0;
-  const Tensor ca = batched_operand(a, batch, stride_a, native);
-  const Tensor cb = batched_operand(b, batch, stride_b, native);
+  const Tensor ca = batched_operand(a, batch, stride_a);
+  const Tensor cb = batched_operand(b, batch, stride_b);
   backend::dispatch(backend::OpId::matmul, a.device(),
                     backend::MatmulArgs{trans_a, trans_b, numel(batch), m, n, ka, ca, cb,
-                                        a.size(-1), b.size(-1), stride_a, stride_b, out});
-  return cast_to(out, a.dtype());
+                                        a.size(-1), b.size(-1), stride_a, stride_b, out,
+                                        gemm_workspace(a.device(), a.dtype(), m, n, ka)});
+  return out;
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
@@ -109,14 +116,15 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
   const int64_t rows = numel(x.shape()) / std::max<int64_t>(in, 1);
-  const bool native = native_bf16(x.device(), {&x, &weight, &bias});
-  Tensor out = kernel_result(out_shape, x.device(), x.dtype(), native);  // (..., out)
-  const Tensor cx = kernel_operand(x, native);                           // (rows, in)
-  const Tensor cw = kernel_operand(weight, native);                      // (out, in)
-  const Tensor cb = kernel_operand(bias, native);                        // (out)
-  backend::dispatch(backend::OpId::linear, x.device(),
-                    backend::LinearArgs{rows, in, out_features, cx, cw, cb, out});
-  return cast_to(out, x.dtype());
+  Tensor out = Tensor::empty(out_shape, x.dtype(), x.device());     // (..., out)
+  const Tensor cx = x.contiguous();                                 // (rows, in)
+  const Tensor cw = weight.contiguous();                            // (out, in)
+  const Tensor cb = bias.defined() ? bias.contiguous() : Tensor();  // (out)
+  backend::dispatch(
+      backend::OpId::linear, x.device(),
+      backend::LinearArgs{rows, in, out_features, cx, cw, cb, out,
+                          gemm_workspace(x.device(), x.dtype(), rows, out_features, in)});
+  return out;
 }
 
 }  // namespace fitgrad::ops
