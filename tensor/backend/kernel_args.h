@@ -35,29 +35,32 @@ struct ElementwiseArgs {
   float param = 0;
 };
 
-// sum: out (O) = sum over the reduced index space of a, divided by `divisor`.
+// sum: out (O) = sum over the reduced index space of a, divided by `divisor`, in a's
+// floating dtype; workspace holds the partial sums (backend::sum_workspace_doubles).
 struct SumArgs {
   Shape kept_shape, reduced_shape;
   Strides kept_strides, reduced_strides;  // of a, in elements
-  Tensor a;                               // f32
+  Tensor a;
   double divisor = 1;
-  Tensor out;  // (O) f32
+  Tensor out;        // (O)
+  Tensor workspace;  // f32 of 2 x the doubles, temporary, or undefined
 };
-// max along one dim of length `size`, stride `stride`: values and argmax indices (O).
+// max along one dim of length `size`, stride `stride`: values (in a's dtype) and argmax
+// indices (O).
 struct MaxArgs {
   Shape kept_shape;
   Strides kept_strides;
   int64_t size = 0, stride = 0;
-  Tensor a;                // f32
-  Tensor values, indices;  // (O) f32, (O) i64
+  Tensor a;
+  Tensor values, indices;  // (O), (O) i64
 };
-// dx (zeroed, input shape) gets dy at each indices' position.
+// dx (zeroed, input shape, dy's dtype) gets dy at each indices' position.
 struct MaxBackwardArgs {
   Shape kept_shape;
   Strides kept_strides;  // of dx
   int64_t size = 0, stride = 0;
-  Tensor dy, indices;  // (O) f32 contiguous, (O) i64 contiguous
-  Tensor dx;           // f32
+  Tensor dy, indices;  // (O) contiguous, (O) i64 contiguous
+  Tensor dx;
 };
 
 // matmul: c (batch, m, n) = op(a) op(b), one matrix per batch index with per-operand

@@ -19,6 +19,7 @@
 
 #include "tensor/backend/op_id.h"
 #include "tensor/device.h"
+#include "tensor/shape.h"
 
 namespace fitgrad::backend {
 
@@ -63,6 +64,9 @@ struct BackendRules {
   // f32 elements of the workspace an (m, k) @ (k, n) GEMM stages f16 operands (and bf16
   // ones without bf16_gemm) through; null: none.
   int64_t (*gemm_staging_floats)(int64_t m, int64_t n, int64_t k) = nullptr;
+  // doubles of the partial sums a sum over these (collapsed) dims needs; null: none.
+  int64_t (*sum_workspace_doubles)(const Shape& kept_shape, const Strides& kept_strides,
+                                   const Shape& reduced_shape) = nullptr;
 };
 void register_backend_rules(DeviceType type, BackendRules rules);
 // The rules `type` registered (all empty when it registered none).

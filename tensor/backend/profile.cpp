@@ -102,6 +102,14 @@ int64_t gemm_workspace_floats(const TargetProfile& profile, DType dtype, int64_t
   return rule(m, n, k);
 }
 
+int64_t sum_workspace_doubles(const TargetProfile& profile, const Shape& kept_shape,
+                              const Strides& kept_strides, const Shape& reduced_shape) {
+  const auto rule = backend_rules(profile.backend).sum_workspace_doubles;
+  FG_CHECK(rule != nullptr, "[profile] sum has no workspace rule for a {} target",
+           profile_name(profile));
+  return rule(kept_shape, kept_strides, reduced_shape);
+}
+
 int64_t norm_partitions(const TargetProfile& profile, int64_t rows) {
   check_cpu(profile, "the norms");
   return std::max<int64_t>(1, std::min<int64_t>(profile.threads, rows));

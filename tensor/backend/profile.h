@@ -16,6 +16,7 @@
 
 #include "tensor/device.h"
 #include "tensor/dtype.h"
+#include "tensor/shape.h"
 
 namespace fitgrad::backend {
 
@@ -65,6 +66,9 @@ int64_t naive_workspace_floats(const TargetProfile& profile, int64_t group, int6
 // 0 for f32, and for bf16 when the profile has a bf16 GEMM.
 int64_t gemm_workspace_floats(const TargetProfile& profile, DType dtype, int64_t m, int64_t n,
                               int64_t k);
+// Doubles of the partial sums of one sum over these collapsed dims (0: none).
+int64_t sum_workspace_doubles(const TargetProfile& profile, const Shape& kept_shape,
+                              const Strides& kept_strides, const Shape& reduced_shape);
 // The partial-sum rows of a norm backward over `rows` rows (its dw / db workspace).
 int64_t norm_partitions(const TargetProfile& profile, int64_t rows);
 

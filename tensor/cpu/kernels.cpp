@@ -56,16 +56,28 @@ void swiglu_backward(const ElementwiseArgs& a) {
 }
 
 void sum(const SumArgs& a) {
-  cpu::sum_f32(a.kept_shape, a.kept_strides, a.reduced_shape, a.reduced_strides, f32(a.a),
-               a.divisor, f32(a.out));
+  dispatch_floating(a.a.dtype(), "cpu kernel", [&](auto e) {
+    using E = decltype(e);
+    // The partials are doubles in an f32 buffer of twice the count (Note [Sum workspace] in
+    // tensor/ops/reduce.cpp).
+    double* partial = a.workspace.defined() ? reinterpret_cast<double*>(f32(a.workspace)) : nullptr;
+    cpu::sum(a.kept_shape, a.kept_strides, a.reduced_shape, a.reduced_strides, a.a.data<E>(),
+             a.divisor, a.out.data<E>(), partial);
+  });
 }
 void max(const MaxArgs& a) {
-  cpu::max_f32(a.kept_shape, a.kept_strides, a.size, a.stride, f32(a.a), f32(a.values),
-               a.indices.data<int64_t>());
+  dispatch_floating(a.a.dtype(), "cpu kernel", [&](auto e) {
+    using E = decltype(e);
+    cpu::max(a.kept_shape, a.kept_strides, a.size, a.stride, a.a.data<E>(), a.values.data<E>(),
+             a.indices.data<int64_t>());
+  });
 }
 void max_backward(const MaxBackwardArgs& a) {
-  cpu::max_backward_f32(a.kept_shape, a.kept_strides, a.size, a.stride, f32(a.dy),
-                        a.indices.data<int64_t>(), f32(a.dx));
+  dispatch_floating(a.dy.dtype(), "cpu kernel", [&](auto e) {
+    using E = decltype(e);
+    cpu::max_backward(a.kept_shape, a.kept_strides, a.size, a.stride, a.dy.data<E>(),
+                      a.indices.data<int64_t>(), a.dx.data<E>());
+  });
 }
 
 // c (m, n) = op(a) op(b) (+ bias) on one matrix, in the operands' dtype: the f32 GEMM, the
@@ -290,8 +302,11 @@ void scale_in_place(const ScaleInPlaceArgs& a) {
 
 void register_cpu_kernels() {
   constexpr DeviceType cpu = DeviceType::cpu;
-  register_backend_rules(cpu, {cpu::flash_workspace_floats, cpu::naive_workspace_floats,
-                               cpu::gemm_bf16_available(), cpu::gemm_staged_workspace_floats});
+  register_backend_rules(cpu, {.flash_workspace_floats = cpu::flash_workspace_floats,
+                               .naive_workspace_floats = cpu::naive_workspace_floats,
+                               .bf16_gemm = cpu::gemm_bf16_available(),
+                               .gemm_staging_floats = cpu::gemm_staged_workspace_floats,
+                               .sum_workspace_doubles = cpu::sum_workspace_doubles});
   register_kernel(cpu, OpId::copy, copy);
   register_kernel(cpu, OpId::fill, fill);
   register_kernel(cpu, OpId::add, binary<BinaryOp::add>);

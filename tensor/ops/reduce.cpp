@@ -1,10 +1,21 @@
 // Reduction front-ends (see ops/reduce.h): dim handling, the split of the input's dims
-// into kept and reduced dims with their strides, output allocation, then the dispatch.
+// into kept and reduced dims with their strides, output allocation, then the dispatch. The
+// kernels read and write the input's floating dtype (sums accumulate in double).
+//
+// Note [Sum workspace]
+// A sum with few outputs over a long reduction (a full sum of a large tensor) splits each
+// output's reduction into blocks summed by different threads, then adds the block sums in
+// order (Note [Sum accumulation order] in tensor/cpu/reduce.cpp). Those partial sums are
+// doubles; the storage dtypes have no f64, so the workspace is an f32 temporary of twice
+// their count, which the kernel reads as doubles (the allocator aligns every block far
+// beyond 8 bytes). Its size is the backend's pure rule (backend::sum_workspace_doubles).
 #include "tensor/ops/reduce.h"
 
 #include "tensor/backend/kernel_args.h"
 #include "tensor/backend/kernel_table.h"
+#include "tensor/backend/profile.h"
 #include "tensor/error.h"
+#include "tensor/memory/scope.h"
 #include "tensor/ops/elementwise.h"
 #include "tensor/ops/op_util.h"
 
@@ -27,7 +38,7 @@ Tensor sum_or_mean(const char* op, const Tensor& a, const std::vector<int64_t>& 
                    bool mean) {
   check_floating(op, "a", a);
   const std::vector<bool> reduced = reduced_dims(op, a.dim(), dims);
-  const Tensor x = detail::as_f32(a);
+  const Tensor& x = a;
   Shape out_shape;
   Shape kept_shape, red_shape;
   std::vector<Strides> kept(1), red(1);
@@ -43,14 +54,21 @@ Tensor sum_or_mean(const char* op, const Tensor& a, const std::vector<int64_t>& 
       kept[0].push_back(x.stride(d));
     }
   }
-  Tensor out = f32_result(out_shape, a.device(), a.dtype());
+  Tensor out = Tensor::empty(out_shape, a.dtype(), a.device());
   const double count = double(numel(red_shape));
   collapse_dims(kept_shape, kept);
   collapse_dims(red_shape, red);
-  backend::dispatch(
-      backend::OpId::sum, a.device(),
-      backend::SumArgs{kept_shape, red_shape, kept[0], red[0], x, mean ? count : 1.0, out});
-  return cast_to(out, a.dtype());
+  const int64_t doubles = backend::sum_workspace_doubles(backend::profile_for(a.device()),
+                                                         kept_shape, kept[0], red_shape);
+  Tensor workspace;
+  if (doubles > 0) {
+    CategoryScope category(Category::temporary);
+    workspace = Tensor::empty({2 * doubles}, DType::f32, a.device());
+  }
+  backend::dispatch(backend::OpId::sum, a.device(),
+                    backend::SumArgs{kept_shape, red_shape, kept[0], red[0], x, mean ? count : 1.0,
+                                     out, workspace});
+  return out;
 }
 
 }  // namespace
@@ -68,7 +86,7 @@ MaxOut max(const Tensor& a, int64_t dim, bool keepdim) {
   const int64_t d = wrap_dim(dim, a.dim(), "max");
   FG_CHECK(a.size(d) > 0, "[max] dim {} of shape {} is empty: there is no maximum", d,
            shape_str(a.shape()));
-  const Tensor x = detail::as_f32(a);
+  const Tensor& x = a;
   Shape out_shape = a.shape();
   Shape kept_shape = a.shape();
   Strides kept_strides = x.strides();
@@ -78,12 +96,11 @@ MaxOut max(const Tensor& a, int64_t dim, bool keepdim) {
     out_shape[size_t(d)] = 1;
   else
     out_shape.erase(out_shape.begin() + d);
-  MaxOut out{f32_result(out_shape, a.device(), a.dtype()),
+  MaxOut out{Tensor::empty(out_shape, a.dtype(), a.device()),
              Tensor::empty(out_shape, DType::i64, a.device())};
   backend::dispatch(backend::OpId::max, a.device(),
                     backend::MaxArgs{kept_shape, kept_strides, a.size(d), x.stride(d), x,
                                      out.values, out.indices});
-  out.values = cast_to(out.values, a.dtype());
   return out;
 }
 
@@ -102,9 +119,9 @@ Tensor max_backward(const Tensor& dy, const Tensor& indices, const Shape& input_
     out_shape.erase(out_shape.begin() + d);
   check_shape(op, "dy", dy, out_shape);
   check_shape(op, "indices", indices, out_shape);
-  const Tensor g = to_f32_contiguous(dy);
+  const Tensor g = dy.contiguous();
   const Tensor idx = indices.contiguous();
-  Tensor dx = f32_result(input_shape, dy.device(), dy.dtype());
+  Tensor dx = Tensor::empty(input_shape, dy.dtype(), dy.device());
   dx.fill_(0.0);
   Shape kept_shape = input_shape;
   Strides kept_strides = dx.strides();
@@ -114,7 +131,7 @@ Tensor max_backward(const Tensor& dy, const Tensor& indices, const Shape& input_
   backend::dispatch(backend::OpId::max_backward, dy.device(),
                     backend::MaxBackwardArgs{kept_shape, kept_strides, input_shape[size_t(d)],
                                              stride, g, idx, dx});
-  return cast_to(dx, dy.dtype());
+  return dx;
 }
 
 Tensor sum_to(const Tensor& g, const Shape& shape) {

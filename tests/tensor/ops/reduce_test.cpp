@@ -15,6 +15,7 @@
 #include <omp.h>
 #endif
 
+#include "tensor/memory/caching_allocator.h"
 #include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad::testing {
@@ -215,6 +216,44 @@ TEST(ReduceSum, LargeSumsAreBitwiseReproducible) {
   EXPECT_EQ(bits(ops::mean(m.transpose(0, 1), {1})), cols);
   omp_set_num_threads(threads);
 #endif
+}
+
+// bf16/f16 inputs are read as they are (no f32 copy): a sum or mean is the double sum of
+// the widened values, rounded once to f32 and then to the dtype, so it equals the f32 route
+// on widened inputs bit for bit; the only allocations are the output and, for a long sum
+// with few outputs, the partial-sum workspace (Note [Sum workspace] in tensor/ops/reduce.cpp).
+TEST(ReduceSum, LowPrecisionInputsAreReadInTheirDtype) {
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Tensor x = random_tensor({3, 40000}, 11, dtype, -1, 1);
+    const Tensor x32 = x.to(DType::f32);
+    const auto bits = [](const Tensor& t) { return to_f64(t); };
+    CachingAllocator& cpu = allocator_for(Device::cpu());
+    for (const std::vector<int64_t>& dims :
+         {std::vector<int64_t>{1}, std::vector<int64_t>{0}, std::vector<int64_t>{}}) {
+      const uint64_t first = cpu.total_events();
+      const Tensor got = ops::sum(x, dims);
+      std::vector<uint64_t> allocs;
+      for (const MemoryEvent& e : cpu.events())
+        if (e.seq >= first && e.kind == EventKind::alloc) allocs.push_back(e.requested);
+      ASSERT_FALSE(allocs.empty());
+      EXPECT_EQ(allocs[0], uint64_t(got.numel()) * 2) << "the output, in the dtype";
+      for (size_t i = 1; i < allocs.size(); ++i)
+        EXPECT_LE(allocs[i], uint64_t(x.numel()) * 2) << "no f32 copy of the input";
+      EXPECT_EQ(got.dtype(), dtype);
+      EXPECT_EQ(bits(got), bits(ops::sum(x32, dims).to(dtype)));
+      EXPECT_EQ(bits(ops::mean(x, dims)), bits(ops::mean(x32, dims).to(dtype)));
+    }
+    const ops::MaxOut m = ops::max(x, 1);
+    const ops::MaxOut m32 = ops::max(x32, 1);
+    EXPECT_EQ(m.values.dtype(), dtype);
+    EXPECT_EQ(bits(m.values), bits(m32.values));
+    EXPECT_EQ(m.indices.to_vector<int64_t>(), m32.indices.to_vector<int64_t>());
+    const Tensor dy = random_tensor({3}, 12, dtype);
+    const Tensor dx = ops::max_backward(dy, m.indices, x.shape(), 1, false);
+    EXPECT_EQ(dx.dtype(), dtype);
+    EXPECT_EQ(bits(dx), bits(ops::max_backward(dy.to(DType::f32), m.indices, x.shape(), 1, false)));
+  }
 }
 
 // ---- max ----
