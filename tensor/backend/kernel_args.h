@@ -171,7 +171,8 @@ struct EmbeddingArgs {
 };
 struct EmbeddingBackwardArgs {
   int64_t n = 0, v = 0, c = 0;
-  Tensor dy, ids, dw;
+  Tensor dy, ids, dw;  // dy (n, C) and dw (V, C) of one floating dtype
+  Tensor pairs;        // (n, 2) i64 temporary when that dtype is bf16/f16, else undefined
 };
 
 // RoPE over (B H, T, D) rows, with the (2, T, D/2) cos/sin table an f32 workspace that the

@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tensor/half.h"
+
 namespace fitgrad::cpu {
 
 // out[i] = weight[ids[i]] for i in [0, n): rows of `row_bytes` bytes, copied as bytes (any
@@ -22,5 +24,13 @@ void embedding_scatter_add_f32(const float* dy,  // (n, C)
                                const Id* ids,    // (n)
                                float* dw,        // (V, C)
                                int64_t n, int64_t V, int64_t C);
+
+// The same for E = BFloat16 or Half (Note [Low-precision embedding backward]): dw (V, C)
+// in E, summed in f32 and rounded once. pairs is a workspace of 2 n int64 values.
+template <class E, class Id>
+void embedding_scatter_add_sorted(const E* dy,    // (n, C)
+                                  const Id* ids,  // (n)
+                                  E* dw,          // (V, C)
+                                  int64_t n, int64_t V, int64_t C, int64_t* pairs);
 
 }  // namespace fitgrad::cpu

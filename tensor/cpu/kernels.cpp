@@ -233,7 +233,14 @@ void embedding(const EmbeddingArgs& a) {
 }
 void embedding_backward(const EmbeddingBackwardArgs& a) {
   with_ids(a.ids, [&](const auto* p) {
-    cpu::embedding_scatter_add_f32(f32(a.dy), p, f32(a.dw), a.n, a.v, a.c);
+    dispatch_floating(a.dy.dtype(), "cpu kernel", [&](auto e) {
+      using E = decltype(e);
+      if constexpr (std::is_same_v<E, float>)
+        cpu::embedding_scatter_add_f32(f32(a.dy), p, f32(a.dw), a.n, a.v, a.c);
+      else
+        cpu::embedding_scatter_add_sorted(a.dy.data<E>(), p, a.dw.data<E>(), a.n, a.v, a.c,
+                                          a.pairs.data<int64_t>());
+    });
   });
 }
 

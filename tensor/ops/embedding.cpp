@@ -6,11 +6,15 @@
 // forward pass that copy would be the whole (V, C) table, 512 MiB for a 32000 x 4096 bf16
 // table, to read B*T rows of it. A gather does no arithmetic, so it copies the rows as bytes
 // in the table's dtype instead: the result is exactly what the f32 route would give, and the
-// only allocation is the output. The backward pass accumulates, so it does stage in f32.
+// only allocation is the output. The backward pass accumulates: f32 sums into dw directly;
+// bf16/f16 sort the (id, position) pairs into an (n, 2) i64 temporary and round each sum
+// once (Note [Low-precision embedding backward] in tensor/cpu/embedding.cpp), so no f32
+// copy of dy or of the table exists.
 #include "tensor/ops/embedding.h"
 
 #include "tensor/backend/kernel_args.h"
 #include "tensor/backend/kernel_table.h"
+#include "tensor/memory/scope.h"
 #include "tensor/ops/op_util.h"
 
 namespace fitgrad::ops {
@@ -54,12 +58,18 @@ Tensor embedding_backward(const Tensor& dy, const Tensor& ids, int64_t num_embed
       "[{}] dy has shape {}, expected ids' shape {} plus a last dim C", op, shape_str(dy.shape()),
       shape_str(ids.shape()));
   const int64_t C = dy.size(-1);
-  const Tensor dyf = to_f32_contiguous(dy);                              // (n, C)
-  Tensor dw = f32_result({num_embeddings, C}, dy.device(), dy.dtype());  // (V, C)
-  const Tensor idc = ids.contiguous();                                   // (n)
-  backend::dispatch(id, dy.device(),
-                    backend::EmbeddingBackwardArgs{idc.numel(), num_embeddings, C, dyf, idc, dw});
-  return cast_to(dw, dy.dtype());
+  const Tensor dyc = dy.contiguous();                                       // (n, C)
+  Tensor dw = Tensor::empty({num_embeddings, C}, dy.dtype(), dy.device());  // (V, C)
+  const Tensor idc = ids.contiguous();                                      // (n)
+  Tensor pairs;
+  if (dy.dtype() != DType::f32) {
+    CategoryScope category(Category::temporary);
+    pairs = Tensor::empty({idc.numel(), 2}, DType::i64, dy.device());
+  }
+  backend::dispatch(
+      id, dy.device(),
+      backend::EmbeddingBackwardArgs{idc.numel(), num_embeddings, C, dyc, idc, dw, pairs});
+  return dw;
 }
 
 }  // namespace fitgrad::ops

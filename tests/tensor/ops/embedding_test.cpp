@@ -4,6 +4,7 @@
 // bitwise reproducibility across thread counts, and meta allocation.
 #include "tensor/ops/embedding.h"
 
+#include "tensor/memory/caching_allocator.h"
 #include "tests/tensor/ops/op_harness.h"
 
 #ifdef _OPENMP
@@ -134,6 +135,28 @@ TEST(EmbeddingDeterminism, BackwardIsBitwiseTheSameForAnyThreadCount) {
 #else
   GTEST_SKIP() << "built without OpenMP";
 #endif
+}
+
+// Note [Low-precision embedding backward]: a bf16/f16 dw is the f32 backward on the widened
+// dy, rounded once, bit for bit; it allocates dw and the (n, 2) i64 pairs, no f32 copy.
+TEST(EmbeddingHalf, BackwardIsTheF32SumRoundedOnce) {
+  std::vector<int64_t> v(300);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = int64_t(i * 13 % 37);  // ids 0..36 repeat
+  const Tensor ids = Tensor::from_vector(v, {300}, DType::i64);
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Tensor dy = random_tensor({300, 150}, 57, dtype);  // three column blocks, one ragged
+    CachingAllocator& cpu = allocator_for(Device::cpu());
+    const uint64_t first = cpu.total_events();
+    const Tensor dw = ops::embedding_backward(dy, ids, 40);  // rows 37..39 see no id
+    std::vector<uint64_t> allocs;
+    for (const MemoryEvent& e : cpu.events())
+      if (e.seq >= first && e.kind == EventKind::alloc) allocs.push_back(e.requested);
+    EXPECT_EQ(allocs, (std::vector<uint64_t>{40 * 150 * 2, 300 * 2 * 8}));
+    EXPECT_EQ(dw.dtype(), dtype);
+    const Tensor want = ops::embedding_backward(dy.to(DType::f32), ids, 40).to(dtype);
+    EXPECT_TRUE(all_close(to_f64(dw), to_f64(want), 0, 0));
+  }
 }
 
 TEST(EmbeddingMeta, AllocatesOutputsOnly) {
