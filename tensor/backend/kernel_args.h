@@ -194,7 +194,8 @@ struct DropoutArgs {
   Tensor x, y;
 };
 
-// out (n) f32 = lo + width * u for the Philox stream's uniforms u at `state`.
+// out (n) = lo + width * u for the Philox stream's uniforms u at `state`, computed in f32
+// and rounded once to out's floating dtype.
 struct UniformArgs {
   int64_t n = 0;
   RngState state;

@@ -258,9 +258,12 @@ void dropout(const DropoutArgs& a) {
   });
 }
 void uniform(const UniformArgs& a) {
-  float* data = f32(a.out);
-  philox_for_each_uniform(a.state.seed, a.state.offset, a.n,
-                          [&](int64_t i, float u) { data[i] = a.lo + a.width * u; });
+  dispatch_floating(a.out.dtype(), "cpu kernel", [&](auto e) {
+    using E = decltype(e);
+    E* data = a.out.data<E>();
+    philox_for_each_uniform(a.state.seed, a.state.offset, a.n,
+                            [&](int64_t i, float u) { data[i] = convert<E>(a.lo + a.width * u); });
+  });
 }
 
 template <class T>

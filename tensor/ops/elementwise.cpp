@@ -55,12 +55,6 @@ Tensor unary(backend::OpId id, double param, const Tensor& a) {
 
 namespace detail {
 
-Tensor as_f32(const Tensor& t) {
-  if (t.dtype() == DType::f32) return t;
-  CategoryScope category(Category::temporary);  // Note [Staging is temporary] (op_util.h)
-  return t.to(DType::f32);
-}
-
 void check_inputs(const char* op,
                   std::initializer_list<std::pair<const char*, const Tensor*>> inputs) {
   const std::pair<const char*, const Tensor*>* first = nullptr;

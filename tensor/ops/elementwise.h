@@ -53,9 +53,5 @@ std::vector<Tensor> run_elementwise(backend::OpId id, const Shape& shape, DType 
                                     const std::vector<Tensor>& inputs, int n_out,
                                     float param = 0.0f);
 
-// `t` itself when f32 (any view), else a contiguous f32 copy (Note [Elementwise operands
-// keep their strides]).
-Tensor as_f32(const Tensor& t);
-
 }  // namespace detail
 }  // namespace fitgrad::ops

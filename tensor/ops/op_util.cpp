@@ -34,25 +34,18 @@ void check_dim(const char* op, const char* name, const Tensor& t, int64_t ndim) 
            shape_str(t.shape()));
 }
 
-Tensor to_f32_contiguous(const Tensor& t) {
+Tensor kernel_operand(const Tensor& t, bool native) {
+  if (!t.defined() || native) return t.defined() ? t.contiguous() : t;
   if (t.dtype() == DType::f32 && t.is_contiguous()) return t;
   CategoryScope category(Category::temporary);  // Note [Staging is temporary]
   return t.to(DType::f32).contiguous();
 }
 
-Tensor f32_result(const Shape& shape, Device device, DType result_dtype) {
-  if (result_dtype == DType::f32) return Tensor::empty(shape, DType::f32, device);
+Tensor kernel_result(const Shape& shape, Device device, DType dtype, bool native) {
+  if (native || dtype == DType::f32)
+    return Tensor::empty(shape, native ? dtype : DType::f32, device);
   CategoryScope category(Category::temporary);  // Note [Staging is temporary]
   return Tensor::empty(shape, DType::f32, device);
-}
-
-Tensor kernel_operand(const Tensor& t, bool native) {
-  if (!t.defined()) return t;
-  return native ? t.contiguous() : to_f32_contiguous(t);
-}
-
-Tensor kernel_result(const Shape& shape, Device device, DType dtype, bool native) {
-  return native ? Tensor::empty(shape, dtype, device) : f32_result(shape, device, dtype);
 }
 
 DType promote_floating(DType a, DType b) { return a == b ? a : DType::f32; }

@@ -3,7 +3,6 @@
 
 #include "tensor/backend/kernel_args.h"
 #include "tensor/backend/kernel_table.h"
-#include "tensor/ops/op_util.h"
 
 namespace fitgrad {
 
@@ -28,11 +27,11 @@ Tensor Generator::uniform(const Shape& shape, double lo, double hi, DType dtype,
   FG_CHECK(is_floating(dtype), "[uniform] dtype must be f32, f16 or bf16, got {}",
            dtype_name(dtype));
   FG_CHECK(lo <= hi, "[uniform] lo = {} is greater than hi = {}", lo, hi);
-  Tensor out = Tensor::empty(shape, DType::f32, device);
+  Tensor out = Tensor::empty(shape, dtype, device);
   const RngState start = reserve(uint64_t(out.numel()));
   backend::dispatch(backend::OpId::uniform, device,
                     backend::UniformArgs{out.numel(), start, float(lo), float(hi - lo), out});
-  return ops::cast_to(out, dtype);
+  return out;
 }
 
 Generator& default_generator() {
