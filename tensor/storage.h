@@ -3,7 +3,9 @@
 // allocator when the last of them is gone. A meta storage has an address but no bytes.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 
@@ -33,6 +35,12 @@ class Storage {
   bool has_bytes() const { return device_.has_bytes(); }
   // False for wrapped external memory.
   bool from_allocator() const { return allocator_ != nullptr; }
+  // Counts the in-place writes made through the front-ends (copy_, fill_, add_, the optimizer
+  // updates, normal_), on every device, meta included: a cache of something computed from
+  // these bytes compares it to notice a write (autograd/autocast_cache.h). Writes through a
+  // raw data pointer are not counted.
+  uint64_t version() const { return version_.load(std::memory_order_relaxed); }
+  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
  private:
   Storage(CachingAllocator* allocator, Allocation alloc, size_t nbytes, Device device, bool pinned)
@@ -44,6 +52,7 @@ class Storage {
   size_t nbytes_;
   Device device_;
   bool pinned_;
+  std::atomic<uint64_t> version_{0};
 };
 
 }  // namespace fitgrad

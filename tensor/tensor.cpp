@@ -71,6 +71,7 @@ void copy_into(const Tensor& dst, Tensor src, const char* op) {
   FG_CHECK(broadcasts_to(src.shape(), dst.shape()),
            "[{}] cannot copy a source of shape {} into a destination of shape {}", op,
            shape_str(src.shape()), shape_str(dst.shape()));
+  dst.storage()->bump_version();
   const Device dd = dst.device();
   const Device sd = src.device();
   if (!dd.has_bytes()) return;  // meta: allocations only
@@ -295,6 +296,7 @@ Tensor Tensor::to(Device device) const {
 void Tensor::copy_(const Tensor& src) { copy_into(*this, src, "copy_"); }
 
 void Tensor::fill_(double value) {
+  storage()->bump_version();
   const Device dev = device();
   if (!dev.has_bytes() || numel() == 0) return;
   if (dev.type == DeviceType::cpu) {

@@ -127,6 +127,7 @@ void add_(Tensor& dst, const Tensor& src) {
   // dst is updated in place in its own dtype (Note [Native low-precision elementwise]).
   Tensor s = src;
   if (s.shares_storage_with(dst)) s = s.clone();  // it would change while being read
+  dst.storage()->bump_version();
   if (dst.numel() > 0) {
     backend::ElementwiseArgs args{shape, {}, 0.0f};
     std::vector<Strides> strides = {dst.strides(), broadcast_strides(s, shape)};

@@ -38,6 +38,7 @@ void adamw_update_(const Tensor& param, const Tensor& grad, const Tensor& exp_av
   const backend::OpId id = backend::OpId::adamw_update;
   check_update(backend::op_name(id), param, grad,
                {{"exp_avg", &exp_avg}, {"exp_avg_sq", &exp_avg_sq}});
+  param.storage()->bump_version();
   backend::dispatch(id, param.device(),
                     backend::AdamWArgs{scalars, param, grad, exp_avg, exp_avg_sq});
 }
@@ -50,6 +51,7 @@ void sgd_update_(const Tensor& param, const Tensor& grad, const Tensor& momentum
     check_update(op, param, grad, {{"momentum_buffer", &momentum_buffer}});
   else
     check_update(op, param, grad, {});
+  param.storage()->bump_version();
   backend::dispatch(id, param.device(), backend::SgdArgs{scalars, param, grad, momentum_buffer});
 }
 
@@ -68,6 +70,7 @@ void scale_(const Tensor& x, float factor) {
   const char* op = backend::op_name(id);
   check_floating(op, "x", x);
   check_contiguous(op, "x", x);
+  x.storage()->bump_version();
   backend::dispatch(id, x.device(), backend::ScaleInPlaceArgs{x, factor});
 }
 

@@ -14,6 +14,7 @@ void normal_(const Tensor& out, const RngState& state, double std) {
   FG_CHECK(out.is_contiguous(), "[{}] out of shape {} must be contiguous", op,
            shape_str(out.shape()));
   if (out.numel() == 0) return;
+  out.storage()->bump_version();
   backend::dispatch(id, out.device(), backend::NormalArgs{state, std, out});
 }
 
