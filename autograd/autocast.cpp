@@ -1,7 +1,6 @@
-// Autocast state and casts (autocast.h, Note [Autocast]).
+// The thread's autocast mode (autocast.h, Note [Autocast]).
 #include "autograd/autocast.h"
 
-#include "autograd/functions.h"
 #include "tensor/error.h"
 
 namespace fitgrad::autograd {
@@ -18,11 +17,5 @@ AutocastGuard::AutocastGuard(DType dtype) : saved_(t_autocast) {
 }
 
 AutocastGuard::~AutocastGuard() { t_autocast = saved_; }
-
-Tensor autocast_input(const Tensor& x) {
-  const DType dt = t_autocast;
-  if (dt == DType::f32 || !x.defined() || !is_floating(x.dtype()) || x.dtype() == dt) return x;
-  return cast(x, dt);
-}
 
 }  // namespace fitgrad::autograd

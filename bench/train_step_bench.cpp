@@ -49,6 +49,7 @@
 #endif
 
 #include "autograd/autocast.h"
+#include "autograd/autocast_cache.h"
 #include "autograd/tape.h"
 #include "nn/decoder.h"
 #include "optim/adamw.h"
@@ -170,10 +171,15 @@ int run(const Args& a) {
     const auto t0 = std::chrono::steady_clock::now();
     Tensor loss;
     {
-      autograd::AutocastGuard autocast(a.bf16 ? DType::bf16 : DType::f32);
-      loss = model->loss(x, y);
+      // As Trainer::train_step: one cast of each weight per step (Note [Autocast weight
+      // cache]), as torch.autocast's own weight cache gives the torch arm.
+      autograd::AutocastCacheScope weight_cache;
+      {
+        autograd::AutocastGuard autocast(a.bf16 ? DType::bf16 : DType::f32);
+        loss = model->loss(x, y);
+      }
+      autograd::backward(loss);
     }
-    autograd::backward(loss);
     if (a.adamw) opt.step();
     opt.zero_grad();
     const double dt =

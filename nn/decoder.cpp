@@ -1,7 +1,7 @@
 // Decoder blocks, bodies and the two causal language models (decoder.h).
 #include "nn/decoder.h"
 
-#include "autograd/autocast.h"
+#include "autograd/autocast_rules.h"
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "tensor/error.h"
@@ -124,10 +124,12 @@ Tensor CausalLM::forward_cached(const Tensor& ids, KvCache& cache) const {
 
 Tensor CausalLM::head(Tensor x) const {
   LabelScope label("lm_head");
-  x = ag::autocast_input(x);  // Note [Autocast] in autograd/autocast.h; see head() in decoder.h
+  // Note [Autocast op table] in autograd/autocast_rules.h; see head() in decoder.h.
+  x = ag::autocast_operand(backend::OpId::matmul, x);
   if (lm_head_) return lm_head_->forward(x);
-  // (B, T, V), tied.
-  return ag::matmul(x, ag::autocast_input(body_->token_embedding()), false, true);
+  // (B, T, V), tied: the embedding's compute-dtype copy comes from the step's cache.
+  return ag::matmul(x, ag::autocast_operand(backend::OpId::matmul, body_->token_embedding()), false,
+                    true);
 }
 
 Tensor CausalLM::loss(const Tensor& ids, const Tensor& targets) const {

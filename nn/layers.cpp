@@ -1,7 +1,7 @@
 // Linear, Embedding, LayerNorm, RMSNorm (layers.h).
 #include "nn/layers.h"
 
-#include "autograd/autocast.h"
+#include "autograd/autocast_rules.h"
 #include "autograd/functions.h"
 #include "tensor/error.h"
 
@@ -21,9 +21,10 @@ Tensor Linear::forward(const Tensor& x) const {
   ForwardScope scope(*this);
   FG_CHECK(x.dim() >= 1 && x.size(-1) == in_, "[{}] expected input (..., {}), got last dim {}",
            path(), in_, x.dim() ? x.size(-1) : 0);
-  // Note [Autocast] in autograd/autocast.h: with autocast off these casts are identities.
-  const Tensor xc = ag::autocast_input(x), w = ag::autocast_input(weight_),
-               b = ag::autocast_input(bias_);
+  // Note [Autocast op table] in autograd/autocast_rules.h: linear is a lower op; with
+  // autocast off the operands come back as they are.
+  const std::vector<Tensor> in = ag::autocast_operands(backend::OpId::linear, {x, weight_, bias_});
+  const Tensor &xc = in[0], &w = in[1], &b = in[2];
   if (layout_ == Layout::torch) return ag::linear(xc, w, b);
   const Tensor y = ag::matmul(xc, w);  // (..., out)
   return b.defined() ? ag::add(y, b) : y;

@@ -17,6 +17,7 @@
 #include "apps/train/metrics.h"
 #include "apps/train/progress.h"
 #include "autograd/autocast.h"
+#include "autograd/autocast_cache.h"
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "autograd/tape.h"
@@ -285,16 +286,21 @@ double Trainer::train_step() {
   nn::CausalLM& model = *lm_.model;
   double loss_sum = 0;
   const int64_t accum = a_.gradient_accumulation_steps;
-  // Held across backward too: a checkpointed segment recomputes under the same mode.
-  autograd::AutocastGuard autocast(a_.bf16 ? DType::bf16 : DType::f32);
-  for (int64_t m = 0; m < accum; ++m) {
-    alloc_.mark(fmt::format("step {} / forward", step_ + 1));
-    data::Batch batch = loader_->next();
-    Tensor loss = model.loss(batch.ids, batch.targets);
-    loss_sum += loss.item();
-    Tensor scaled = accum > 1 ? autograd::scale(loss, 1.0 / double(accum)) : loss;
-    alloc_.mark(fmt::format("step {} / backward", step_ + 1));
-    autograd::backward(scaled);
+  {
+    // Held across backward too: a checkpointed segment recomputes under the same mode. The
+    // cache makes each weight's compute-dtype copy once for all the micro-batches and ends
+    // before the optimizer changes the weights (Note [Autocast weight cache]).
+    autograd::AutocastGuard autocast(a_.bf16 ? DType::bf16 : DType::f32);
+    autograd::AutocastCacheScope weight_cache;
+    for (int64_t m = 0; m < accum; ++m) {
+      alloc_.mark(fmt::format("step {} / forward", step_ + 1));
+      data::Batch batch = loader_->next();
+      Tensor loss = model.loss(batch.ids, batch.targets);
+      loss_sum += loss.item();
+      Tensor scaled = accum > 1 ? autograd::scale(loss, 1.0 / double(accum)) : loss;
+      alloc_.mark(fmt::format("step {} / backward", step_ + 1));
+      autograd::backward(scaled);
+    }
   }
   alloc_.mark(fmt::format("step {} / optimizer", step_ + 1));
   grad_norm_ = a_.max_grad_norm > 0 ? optim::clip_grad_norm(params_, a_.max_grad_norm) : NAN;

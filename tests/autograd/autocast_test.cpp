@@ -8,6 +8,7 @@
 
 #include <cmath>
 
+#include "autograd/autocast_rules.h"
 #include "autograd/checkpoint.h"
 #include "autograd/functions.h"
 #include "autograd/tape.h"
@@ -30,7 +31,8 @@ TEST(Autocast, LinearRunsOnBf16OperandsAndReturnsBf16) {
   {
     AutocastGuard guard(DType::bf16);
     EXPECT_EQ(autocast_dtype(), DType::bf16);
-    y = linear(autocast_input(x), autocast_input(w), Tensor());
+    const std::vector<Tensor> in = autocast_operands(backend::OpId::linear, {x, w});
+    y = linear(in[0], in[1], Tensor());
   }
   EXPECT_EQ(autocast_dtype(), DType::f32);
   ASSERT_EQ(y.dtype(), DType::bf16);
@@ -65,10 +67,10 @@ TEST(Autocast, LinearRunsOnBf16OperandsAndReturnsBf16) {
 
 TEST(Autocast, OffMeansIdentity) {
   const Tensor x = testing::random_tensor({2, 2}, 3);
-  EXPECT_EQ(autocast_input(x).data_ptr(), x.data_ptr());
+  EXPECT_TRUE(autocast_operand(backend::OpId::matmul, x).same(x));
   const Tensor ids = Tensor::from_vector<int64_t>({1, 2}, {2}, DType::i64);
   AutocastGuard guard(DType::bf16);
-  EXPECT_EQ(autocast_input(ids).dtype(), DType::i64);  // integers are left alone
+  EXPECT_EQ(autocast_operand(backend::OpId::matmul, ids).dtype(), DType::i64);  // integers stay
 }
 
 TEST(Autocast, ResidualAddPromotesAndEachOperandGetsItsOwnDtype) {
@@ -98,7 +100,8 @@ TEST(Autocast, CheckpointRecomputesUnderTheModeOfItsForward) {
   const Tensor x = testing::random_tensor({4, 6}, 6);
   const Tensor w = testing::random_tensor({5, 6}, 7);
   auto fn = [&](const std::vector<Tensor>& in) {
-    return std::vector<Tensor>{linear(autocast_input(in[0]), autocast_input(w), Tensor())};
+    const std::vector<Tensor> c = autocast_operands(backend::OpId::linear, {in[0], w});
+    return std::vector<Tensor>{linear(c[0], c[1], Tensor())};
   };
   set_requires_grad(w);
   {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "autograd/autocast.h"
+#include "autograd/autocast_cache.h"
 #include "autograd/checkpoint.h"
 #include "autograd/functions.h"
 #include "autograd/tape.h"
@@ -82,14 +83,17 @@ TraceRun train_two_steps(const TraceCase& c, Device device) {
     const int64_t B = 2, T = 16;
     std::mt19937_64 rng(3);
     for (int step = 0; step < 2; ++step) {
-      ag::AutocastGuard autocast(c.autocast);
-      for (int64_t m = 0; m < c.accumulation; ++m) {
-        std::vector<int64_t> ids(size_t(B * (T + 1)));
-        for (int64_t& id : ids) id = int64_t(rng() % uint64_t(cfg.vocab_size));
-        const Tensor all = Tensor::from_vector(ids, {B, T + 1}, DType::i64).to(device);
-        const Tensor x = all.narrow(1, 0, T).contiguous(), y = all.narrow(1, 1, T).contiguous();
-        const Tensor loss = model->loss(x, y);
-        ag::backward(c.accumulation > 1 ? ag::scale(loss, 1.0 / double(c.accumulation)) : loss);
+      {
+        ag::AutocastGuard autocast(c.autocast);
+        ag::AutocastCacheScope weight_cache;  // as Trainer::train_step holds it
+        for (int64_t m = 0; m < c.accumulation; ++m) {
+          std::vector<int64_t> ids(size_t(B * (T + 1)));
+          for (int64_t& id : ids) id = int64_t(rng() % uint64_t(cfg.vocab_size));
+          const Tensor all = Tensor::from_vector(ids, {B, T + 1}, DType::i64).to(device);
+          const Tensor x = all.narrow(1, 0, T).contiguous(), y = all.narrow(1, 1, T).contiguous();
+          const Tensor loss = model->loss(x, y);
+          ag::backward(c.accumulation > 1 ? ag::scale(loss, 1.0 / double(c.accumulation)) : loss);
+        }
       }
       opt.step();
       model->zero_grad();
