@@ -66,6 +66,7 @@ struct Args {
   bool adamw = true;  // --optimizer=none: forward and backward only
   bool bf16 = false;  // --bf16: forward under bf16 autocast (Note [Autocast])
   bool peak_report = false;
+  std::string gemm;  // --gemm=dnnl|openblas|eigen: the fp32 GEMM backend (default: the build's)
 };
 
 Args parse(int argc, char** argv) {
@@ -101,6 +102,8 @@ Args parse(int argc, char** argv) {
       a.adamw = std::string(v) != "none";
     else if (s == "--bf16")
       a.bf16 = true;
+    else if (const char* v = value("--gemm"))
+      a.gemm = v;
     else if (s == "--peak_report")
       a.peak_report = true;
     else if (s.starts_with("--benchmark_"))  // `make bench` passes BENCH_ARGS to every program
@@ -109,7 +112,8 @@ Args parse(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: train_step_bench [--layers=6] [--d=384] [--heads=6] [--seq=256] "
                    "[--batch=8] [--vocab=50257] [--ctx=1024] [--warmup=2] [--steps=5] "
-                   "[--threads=2] [--optimizer=adamw|none] [--bf16] [--peak_report]\n");
+                   "[--threads=2] [--optimizer=adamw|none] [--bf16] [--gemm=dnnl|openblas|eigen] "
+                   "[--peak_report]\n");
       std::exit(2);
     }
   }
@@ -151,6 +155,20 @@ double mib(int64_t bytes) { return double(bytes) / double(1 << 20); }
 
 int run(const Args& a) {
   cpu::set_gemm_threads(a.threads);
+  if (!a.gemm.empty()) {
+    bool known = false;
+    for (cpu::GemmBackend b :
+         {cpu::GemmBackend::dnnl, cpu::GemmBackend::openblas, cpu::GemmBackend::eigen})
+      if (a.gemm == cpu::gemm_backend_name(b)) {
+        cpu::set_gemm_backend(b);
+        known = true;
+      }
+    if (!known) {
+      std::fprintf(stderr, "train_step_bench: unknown --gemm=%s (dnnl, openblas or eigen)\n",
+                   a.gemm.c_str());
+      std::exit(2);
+    }
+  }
 #ifdef _OPENMP
   omp_set_num_threads(a.threads);  // the elementwise, norm, attention and loss kernels
 #endif
@@ -201,9 +219,10 @@ int run(const Args& a) {
   const int64_t analytic = weights + grads + states + acts;
   std::printf(
       "RESULT arm=fitgrad median_ms=%.1f min_ms=%.1f tokens_per_s=%.0f steps=%d threads=%d "
-      "optimizer=%s precision=%s\n",
+      "optimizer=%s precision=%s gemm=%s\n",
       median, ms.front(), double(a.batch * a.seq) / (median / 1e3), a.steps, a.threads,
-      a.adamw ? "adamw" : "none", a.bf16 ? "bf16" : "fp32");
+      a.adamw ? "adamw" : "none", a.bf16 ? "bf16" : "fp32",
+      cpu::gemm_backend_name(cpu::gemm_backend()));
   std::printf(
       "MEMORY params=%lld weights_mib=%.1f grads_mib=%.1f adamw_mib=%.1f activations_mib=%.1f "
       "analytic_mib=%.1f peak_mib=%.1f peak_ratio=%.3f activation_peak_mib=%.1f "

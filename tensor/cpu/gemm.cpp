@@ -1,4 +1,4 @@
-// fp32 CPU GEMM: argument checks, then Eigen maps or cblas_sgemm (see gemm.h).
+// fp32 CPU GEMM: argument checks, then oneDNN's matmul, cblas_sgemm or Eigen maps (see gemm.h).
 //
 // Note [GEMM backend]
 // ~~~~~~~~~~~~~~~~~~~
@@ -18,7 +18,16 @@
 // run time, so the portable build gets AVX-512 for free. With OpenBLAS the fitgrad arm is
 // 0.95-1.0x raw cblas_sgemm (the wrapper costs only the checks).
 //
-// Threads: both libraries get every hardware thread, or set_gemm_threads(n). Determinism:
+// Update (issue 9), on the 2-core Intel Xeon with AVX-512 and AMX that ran the Engine I
+// benchmarks (bench/RESULTS.md): there OpenBLAS's sgemm reaches only 30 GFLOP/s at 2048^3
+// (the kernel DYNAMIC_ARCH picks for that CPU; Eigen 29), while oneDNN's fp32 matmul
+// (libdnnl 2.6, brgemm for avx512_core) reaches 190-215 at 768-2048^3. So when CMake finds
+// oneDNN (FITGRAD_HAVE_DNNL) it is the default backend, then OpenBLAS, then Eigen. oneDNN
+// computes in fp32 (its default fpmath mode is strict, no bf16 or TF32 shortcuts), splits
+// the output over threads, and gives bitwise-equal results for a fixed shape and thread
+// count (TwoRunsAreBitwiseEqual runs on it too).
+//
+// Threads: the libraries get every hardware thread, or set_gemm_threads(n). Determinism:
 // both split the output over threads (OpenBLAS by rows and columns of C, Eigen by blocks of
 // C); neither splits k, so each C element is one thread's sum in a fixed order, and a fixed
 // shape and thread count give bitwise-equal results run to run (gemm_test's
@@ -27,6 +36,7 @@
 #include "tensor/cpu/gemm.h"
 
 #include "tensor/backend/math_mode.h"
+#include "tensor/cpu/dnnl_matmul.h"
 
 // GCC 12 reports its own AVX-512 intrinsics (the `__Y = __Y` idiom in avx512fintrin.h) as
 // maybe-uninitialized once Eigen's packing code inlines them (FITGRAD_NATIVE builds): a false
@@ -53,7 +63,9 @@
 namespace fitgrad::cpu {
 namespace {
 
-#ifdef FITGRAD_HAVE_OPENBLAS
+#if defined(FITGRAD_HAVE_DNNL)
+constexpr GemmBackend kDefaultBackend = GemmBackend::dnnl;
+#elif defined(FITGRAD_HAVE_OPENBLAS)
 constexpr GemmBackend kDefaultBackend = GemmBackend::openblas;
 #else
 constexpr GemmBackend kDefaultBackend = GemmBackend::eigen;
@@ -161,6 +173,11 @@ std::vector<float> rounded_copy(const float* x, int64_t rows, int64_t cols, int6
 void gemm_unchecked(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                     const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                     int64_t ldc) {
+  if (g_backend.load(std::memory_order_relaxed) == GemmBackend::dnnl) {
+    dnnl_matmul(trans_a, trans_b, m, n, k, DType::f32, a, lda, b, ldb, nullptr, alpha, beta,
+                DType::f32, c, ldc, g_threads.load(std::memory_order_relaxed));
+    return;
+  }
 #ifdef FITGRAD_HAVE_OPENBLAS
   if (g_backend.load(std::memory_order_relaxed) == GemmBackend::openblas &&
       fits_blasint(m, n, k, lda, ldb, ldc)) {
@@ -247,23 +264,32 @@ void gemm_f32_batched(bool trans_a, bool trans_b, int64_t batch, int64_t m, int6
 GemmBackend gemm_backend() { return g_backend.load(); }
 
 bool gemm_backend_available(GemmBackend backend) {
+  switch (backend) {
+    case GemmBackend::eigen: return true;
+    case GemmBackend::dnnl: return dnnl_available();
+    case GemmBackend::openblas:
 #ifdef FITGRAD_HAVE_OPENBLAS
-  (void)backend;
-  return true;
+      return true;
 #else
-  return backend == GemmBackend::eigen;
+      return false;
 #endif
+  }
+  return false;
 }
 
 void set_gemm_backend(GemmBackend backend) {
-  FG_CHECK(gemm_backend_available(backend),
-           "[gemm] backend {} was not built (OpenBLAS was not found by CMake)",
-           gemm_backend_name(backend));
+  FG_CHECK(gemm_backend_available(backend), "[gemm] backend {} was not built (CMake found no {})",
+           gemm_backend_name(backend), backend == GemmBackend::dnnl ? "oneDNN" : "OpenBLAS");
   g_backend.store(backend);
 }
 
 const char* gemm_backend_name(GemmBackend backend) {
-  return backend == GemmBackend::openblas ? "openblas" : "eigen";
+  switch (backend) {
+    case GemmBackend::eigen: return "eigen";
+    case GemmBackend::openblas: return "openblas";
+    case GemmBackend::dnnl: return "dnnl";
+  }
+  return "?";
 }
 
 int gemm_threads() {

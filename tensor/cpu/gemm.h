@@ -2,8 +2,8 @@
 // dimensions, row-major, BLAS semantics: C = alpha * op(A) @ op(B) + beta * C. The op
 // front-ends in tensor/ own shapes and strides and hand this kernel only what it needs.
 //
-// Two backends sit behind one entry point: Eigen (always built) and OpenBLAS (when CMake
-// found it, FITGRAD_HAVE_OPENBLAS). Which one runs by default, and why, is in
+// Three backends sit behind one entry point: Eigen (always built), OpenBLAS (when CMake
+// found it, FITGRAD_HAVE_OPENBLAS) and oneDNN's matmul (FITGRAD_HAVE_DNNL). Which one runs by default, and why, is in
 // Note [GEMM backend] in gemm.cpp. Results are bitwise reproducible run to run for a fixed
 // thread count (DESIGN.md, Numerics).
 #pragma once
@@ -12,7 +12,7 @@
 
 namespace fitgrad::cpu {
 
-enum class GemmBackend { eigen, openblas };
+enum class GemmBackend { eigen, openblas, dnnl };
 
 // Row-major C(m,n) = alpha * op(A)(m,k) @ op(B)(k,n) + beta * C, op(X) = X^T when the flag is
 // set. A is stored (m,k) with row stride lda, or (k,m) when trans_a; B is (k,n), or (n,k)

@@ -214,7 +214,8 @@ TEST_P(GemmTest, TwoRunsAreBitwiseEqual) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, GemmTest,
-                         ::testing::Values(GemmBackend::eigen, GemmBackend::openblas),
+                         ::testing::Values(GemmBackend::eigen, GemmBackend::openblas,
+                                           GemmBackend::dnnl),
                          [](const auto& info) {
                            return std::string(gemm_backend_name(info.param));
                          });

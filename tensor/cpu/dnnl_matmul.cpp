@@ -1,0 +1,116 @@
+// oneDNN matmul (see dnnl_matmul.h).
+//
+// Transposes and leading dimensions become the strides of oneDNN's memory descriptors, so
+// no operand is copied; alpha is oneDNN's output scale and beta its sum post-op. oneDNN
+// keeps its own cache of compiled primitives (keyed by shapes, strides and attributes), so
+// a training loop that repeats its shapes builds each one once. The engine is process-wide;
+// oneDNN runs on the OpenMP runtime of the rest of the CPU backend and uses the calling
+// thread's OpenMP thread count, which this sets to `threads` for the call and restores.
+// oneDNN's packing buffers are its own (library-managed scratchpad), outside the ledger,
+// as OpenBLAS's and Eigen's are.
+#include "tensor/cpu/dnnl_matmul.h"
+
+#include <unordered_map>
+
+#include "tensor/error.h"
+
+#ifdef FITGRAD_HAVE_DNNL
+#include <dnnl.hpp>
+#endif
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace fitgrad::cpu {
+
+#ifdef FITGRAD_HAVE_DNNL
+namespace {
+
+using dnnl::memory;
+
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+memory::data_type data_type(DType t) {
+  FG_CHECK(t == DType::f32 || t == DType::bf16, "[dnnl_matmul] dtype must be f32 or bf16, got {}",
+           dtype_name(t));
+  return t == DType::f32 ? memory::data_type::f32 : memory::data_type::bf16;
+}
+
+// A (rows, cols) row-major matrix with leading dimension ld, or its transpose stored (cols,
+// rows): as oneDNN dims and strides of the logical (rows, cols) view.
+memory::desc matrix(int64_t rows, int64_t cols, int64_t ld, bool transposed, memory::data_type t) {
+  const memory::dims strides = transposed ? memory::dims{1, ld} : memory::dims{ld, 1};
+  return memory::desc({rows, cols}, t, strides);
+}
+
+// Sets the calling thread's OpenMP thread count for its lifetime.
+class OmpThreads {
+ public:
+  explicit OmpThreads(int threads) {
+#ifdef _OPENMP
+    saved_ = omp_get_max_threads();
+    omp_set_num_threads(threads);
+#else
+    (void)threads;
+#endif
+  }
+  ~OmpThreads() {
+#ifdef _OPENMP
+    omp_set_num_threads(saved_);
+#endif
+  }
+  OmpThreads(const OmpThreads&) = delete;
+  OmpThreads& operator=(const OmpThreads&) = delete;
+
+ private:
+  int saved_ = 1;
+};
+
+}  // namespace
+
+bool dnnl_available() { return true; }
+
+void dnnl_matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, DType in,
+                 const void* a, int64_t lda, const void* b, int64_t ldb, const void* bias,
+                 float alpha, float beta, DType out, void* c, int64_t ldc, int threads) {
+  const memory::data_type ti = data_type(in), to = data_type(out);
+  const memory::desc ad = matrix(m, k, lda, trans_a, ti);
+  const memory::desc bd = matrix(k, n, ldb, trans_b, ti);
+  const memory::desc cd = matrix(m, n, ldc, false, to);
+  const memory::desc biasd = bias ? memory::desc({1, n}, ti, memory::dims{n, 1}) : memory::desc();
+  dnnl::primitive_attr attr;
+  if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+  if (beta != 0.0f) {
+    dnnl::post_ops ops;
+    ops.append_sum(beta);
+    attr.set_post_ops(ops);
+  }
+  // The primitive is planned for the thread count it runs on: set it before planning.
+  const OmpThreads omp(threads);
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, bd, biasd, cd), attr, engine());
+  const dnnl::matmul prim(pd);
+  dnnl::stream s(engine());
+  std::unordered_map<int, memory> args{
+      {DNNL_ARG_SRC, memory(ad, engine(), const_cast<void*>(a))},
+      {DNNL_ARG_WEIGHTS, memory(bd, engine(), const_cast<void*>(b))},
+      {DNNL_ARG_DST, memory(cd, engine(), c)}};
+  if (bias) args.emplace(DNNL_ARG_BIAS, memory(biasd, engine(), const_cast<void*>(bias)));
+  prim.execute(s, args);
+  s.wait();
+}
+
+#else
+
+bool dnnl_available() { return false; }
+
+void dnnl_matmul(bool, bool, int64_t, int64_t, int64_t, DType, const void*, int64_t, const void*,
+                 int64_t, const void*, float, float, DType, void*, int64_t, int) {
+  throw Error("[dnnl_matmul] this build has no oneDNN (configure with libdnnl-dev)");
+}
+
+#endif
+
+}  // namespace fitgrad::cpu
