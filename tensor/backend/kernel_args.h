@@ -73,14 +73,16 @@ struct MatmulArgs {
   int64_t batch = 1, m = 0, n = 0, k = 0;
   Tensor a, b;  // contiguous
   int64_t lda = 0, ldb = 0, stride_a = 0, stride_b = 0;
-  Tensor c;          // (batch, m, n)
-  Tensor workspace;  // f32 temporary, or undefined
+  Tensor c;           // (batch, m, n)
+  Tensor workspace;   // f32 temporary, or undefined
+  bool tf32 = false;  // f32 operands rounded to TF32 (Note [TF32 on the CPU]); needs workspace
 };
 struct LinearArgs {
   int64_t rows = 0, in = 0, out = 0;
   Tensor x, weight, bias;  // (rows, in), (out, in), (out) or undefined; contiguous
   Tensor y;                // (rows, out)
   Tensor workspace;        // f32 temporary, or undefined
+  bool tf32 = false;       // as in MatmulArgs
 };
 
 // Norms over the last dim C of `rows` rows. Undefined weight / bias / dw / db are absent.

@@ -94,8 +94,8 @@ int64_t naive_workspace_floats(const TargetProfile& profile, int64_t group, int6
 }
 
 int64_t gemm_workspace_floats(const TargetProfile& profile, DType dtype, int64_t m, int64_t n,
-                              int64_t k) {
-  if (dtype == DType::f32 || (dtype == DType::bf16 && profile.bf16_gemm)) return 0;
+                              int64_t k, bool tf32) {
+  if ((dtype == DType::f32 && !tf32) || (dtype == DType::bf16 && profile.bf16_gemm)) return 0;
   const auto rule = backend_rules(profile.backend).gemm_staging_floats;
   FG_CHECK(rule != nullptr, "[profile] a {} GEMM has no staging rule for a {} target",
            dtype_name(dtype), profile_name(profile));

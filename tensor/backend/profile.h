@@ -63,9 +63,10 @@ int64_t flash_workspace_floats(const TargetProfile& profile, int64_t d, bool bac
 int64_t naive_workspace_floats(const TargetProfile& profile, int64_t group, int64_t t, int64_t s,
                                int64_t d, bool backward, DType dtype);
 // f32 elements of the staging workspace of one (m, k) @ (k, n) GEMM on `dtype` operands:
-// 0 for f32, and for bf16 when the profile has a bf16 GEMM.
+// 0 for f32 unless `tf32` (Note [TF32 on the CPU]), and 0 for bf16 when the profile has a
+// bf16 GEMM.
 int64_t gemm_workspace_floats(const TargetProfile& profile, DType dtype, int64_t m, int64_t n,
-                              int64_t k);
+                              int64_t k, bool tf32);
 // Doubles of the partial sums of one sum over these collapsed dims (0: none).
 int64_t sum_workspace_doubles(const TargetProfile& profile, const Shape& kept_shape,
                               const Strides& kept_strides, const Shape& reduced_shape);

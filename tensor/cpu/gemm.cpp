@@ -35,7 +35,6 @@
 // between thread counts, CPUs (the kernel is chosen per CPU) and backends.
 #include "tensor/cpu/gemm.h"
 
-#include "tensor/backend/math_mode.h"
 #include "tensor/cpu/dnnl_matmul.h"
 
 // GCC 12 reports its own AVX-512 intrinsics (the `__Y = __Y` idiom in avx512fintrin.h) as
@@ -161,14 +160,6 @@ bool fits_blasint(int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int
 }
 #endif
 
-// The rows x cols matrix at x (row stride ld) rounded to TF32 into a dense copy.
-std::vector<float> rounded_copy(const float* x, int64_t rows, int64_t cols, int64_t ld) {
-  std::vector<float> out(size_t(rows * cols));
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j) out[size_t(i * cols + j)] = round_to_tf32(x[i * ld + j]);
-  return out;
-}
-
 // The product itself, arguments already checked and m, n, k, alpha all nonzero.
 void gemm_unchecked(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                     const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
@@ -190,28 +181,12 @@ void gemm_unchecked(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
   eigen_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-// Note [TF32 on the CPU]: the operands' stored shapes are (m,k) or (k,m), and (k,n) or (n,k).
-void gemm_rounding_tf32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                        const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
-                        float* c, int64_t ldc) {
-  const int64_t a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
-  const int64_t b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
-  const std::vector<float> ra = rounded_copy(a, a_rows, a_cols, lda);
-  const std::vector<float> rb = rounded_copy(b, b_rows, b_cols, ldb);
-  gemm_unchecked(trans_a, trans_b, m, n, k, alpha, ra.data(), a_cols, rb.data(), b_cols, beta, c,
-                 ldc);
-}
-
 void gemm_checked(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                   const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                   int64_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0 || alpha == 0.0f) {
     scale_c(m, n, beta, c, ldc);
-    return;
-  }
-  if (backend::matmul_tf32()) {
-    gemm_rounding_tf32(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
   gemm_unchecked(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);

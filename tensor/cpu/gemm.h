@@ -36,12 +36,14 @@ void gemm_f32_batched(bool trans_a, bool trans_b, int64_t batch, int64_t m, int6
 // Note [TF32 on the CPU]
 // TF32 is a matmul math mode, not a dtype (DESIGN.md, Numerics): tensor cores read fp32
 // operands rounded to 10 explicit mantissa bits (8 exponent bits, as fp32) and accumulate in
-// fp32. With the mode on, the CPU gemm emulates exactly that: it rounds copies of A and B
-// to the nearest TF32 value (ties to even; infinities and NaNs pass through) and runs the
-// ordinary fp32 product on them, so TF32 numerics can be tested and trained with anywhere.
-// The rounded copies are host scratch of the emulation, outside the memory ledger (a GPU
-// needs none). The mode is backend state (tensor/backend/math_mode.h), process-wide;
-// `fitgrad train --tf32` turns it on for its run.
+// fp32. With the mode on (backend state, tensor/backend/math_mode.h, process-wide; `fitgrad
+// train --tf32` turns it on for its run), the matmul and linear ops emulate exactly that:
+// they run the staged GEMM (gemm_staged.h), which rounds each block of A and B to the
+// nearest TF32 value (ties to even; infinities and NaNs pass through) in its workspace, which
+// the front-end allocates like any other (Note [Native products] in tensor/ops/matmul.cpp),
+// and multiplies the rounded blocks in fp32. So TF32 numerics can be tested and trained with
+// anywhere, and the ledger sees the bytes. gemm_f32 itself is always plain fp32, and so are
+// the products inside other kernels (naive attention), as flash attention's tiles are.
 // x rounded to the nearest TF32 value, returned as an fp32.
 float round_to_tf32(float x);
 

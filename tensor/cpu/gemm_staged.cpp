@@ -23,11 +23,15 @@ namespace {
 
 constexpr int64_t kBlockM = 256, kBlockN = 1024, kBlockK = 512;
 
-// dst (rows, cols), row stride cols, = src's rows x cols at row stride ld, widened.
+// dst (rows, cols), row stride cols, = src's rows x cols at row stride ld, widened and, with
+// tf32, rounded to TF32.
 template <class E>
-void widen(const E* src, int64_t ld, int64_t rows, int64_t cols, float* dst) {
+void widen(const E* src, int64_t ld, int64_t rows, int64_t cols, bool tf32, float* dst) {
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < cols; ++j) dst[r * cols + j] = convert<float>(src[r * ld + j]);
+    for (int64_t j = 0; j < cols; ++j) {
+      const float x = convert<float>(src[r * ld + j]);
+      dst[r * cols + j] = tf32 ? round_to_tf32(x) : x;
+    }
 }
 
 }  // namespace
@@ -40,7 +44,7 @@ int64_t gemm_staged_workspace_floats(int64_t m, int64_t n, int64_t k) {
 template <class E>
 void gemm_staged(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const E* a,
                  int64_t lda, const E* b, int64_t ldb, const E* bias, E* c, int64_t ldc,
-                 float* workspace) {
+                 bool round_tf32, float* workspace) {
   const int64_t mb = std::min(m, kBlockM), kb = std::min(k, kBlockK);
   float* a_block = workspace;                            // (mb, kb), or (kb, mb) when trans_a
   float* b_block = a_block + mb * kb;                    // (kb, nb), or (nb, kb) when trans_b
@@ -55,13 +59,13 @@ void gemm_staged(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, co
       for (int64_t p0 = 0; p0 < k; p0 += kBlockK) {
         const int64_t pk = std::min(kBlockK, k - p0);
         if (trans_a)
-          widen(a + p0 * lda + i0, lda, pk, mi, a_block);  // (pk, mi)
+          widen(a + p0 * lda + i0, lda, pk, mi, round_tf32, a_block);  // (pk, mi)
         else
-          widen(a + i0 * lda + p0, lda, mi, pk, a_block);  // (mi, pk)
+          widen(a + i0 * lda + p0, lda, mi, pk, round_tf32, a_block);  // (mi, pk)
         if (trans_b)
-          widen(b + j0 * ldb + p0, ldb, nj, pk, b_block);  // (nj, pk)
+          widen(b + j0 * ldb + p0, ldb, nj, pk, round_tf32, b_block);  // (nj, pk)
         else
-          widen(b + p0 * ldb + j0, ldb, pk, nj, b_block);  // (pk, nj)
+          widen(b + p0 * ldb + j0, ldb, pk, nj, round_tf32, b_block);  // (pk, nj)
         gemm_f32(trans_a, trans_b, mi, nj, pk, 1.0f, a_block, trans_a ? mi : pk, b_block,
                  trans_b ? pk : nj, 1.0f, c_block, nj);
       }
@@ -72,9 +76,12 @@ void gemm_staged(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, co
   }
 }
 
-template void gemm_staged(bool, bool, int64_t, int64_t, int64_t, const Half*, int64_t, const Half*,
-                          int64_t, const Half*, Half*, int64_t, float*);
-template void gemm_staged(bool, bool, int64_t, int64_t, int64_t, const BFloat16*, int64_t,
-                          const BFloat16*, int64_t, const BFloat16*, BFloat16*, int64_t, float*);
+#define FITGRAD_STAGED(E)                                                                       \
+  template void gemm_staged(bool, bool, int64_t, int64_t, int64_t, const E*, int64_t, const E*, \
+                            int64_t, const E*, E*, int64_t, bool, float*);
+FITGRAD_STAGED(float)
+FITGRAD_STAGED(Half)
+FITGRAD_STAGED(BFloat16)
+#undef FITGRAD_STAGED
 
 }  // namespace fitgrad::cpu

@@ -81,17 +81,17 @@ void max_backward(const MaxBackwardArgs& a) {
 }
 
 // c (m, n) = op(a) op(b) (+ bias) on one matrix, in the operands' dtype: the f32 GEMM, the
-// bf16 GEMM, or the staged one when the front-end gave a workspace.
+// bf16 GEMM, or the staged one when the front-end gave a workspace (f16, bf16 without a
+// bf16 GEMM, f32 in TF32 mode).
 void gemm_one(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
               const void* a, int64_t lda, const void* b, int64_t ldb, const void* bias, void* c,
-              const Tensor& workspace) {
+              bool tf32, const Tensor& workspace) {
   if (workspace.defined()) {
     dispatch_floating(dtype, "staged gemm", [&](auto e) {
       using E = decltype(e);
-      if constexpr (!std::is_same_v<E, float>)
-        cpu::gemm_staged(trans_a, trans_b, m, n, k, static_cast<const E*>(a), lda,
-                         static_cast<const E*>(b), ldb, static_cast<const E*>(bias),
-                         static_cast<E*>(c), n, f32(workspace));
+      cpu::gemm_staged(trans_a, trans_b, m, n, k, static_cast<const E*>(a), lda,
+                       static_cast<const E*>(b), ldb, static_cast<const E*>(bias),
+                       static_cast<E*>(c), n, tf32, f32(workspace));
     });
     return;
   }
@@ -113,7 +113,7 @@ void gemm_one(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int
 }
 
 void matmul(const MatmulArgs& a) {
-  if (a.a.dtype() == DType::f32) {
+  if (a.a.dtype() == DType::f32 && !a.workspace.defined()) {
     cpu::gemm_f32_batched(a.trans_a, a.trans_b, a.batch, a.m, a.n, a.k, 1.0f, f32(a.a), a.lda,
                           a.stride_a, f32(a.b), a.ldb, a.stride_b, 0.0f, f32(a.c), a.n, a.m * a.n);
     return;
@@ -124,11 +124,13 @@ void matmul(const MatmulArgs& a) {
   auto* pc = static_cast<char*>(a.c.data_ptr());
   for (int64_t i = 0; i < a.batch; ++i)
     gemm_one(a.a.dtype(), a.trans_a, a.trans_b, a.m, a.n, a.k, pa + i * a.stride_a * elem, a.lda,
-             pb + i * a.stride_b * elem, a.ldb, nullptr, pc + i * a.m * a.n * elem, a.workspace);
+             pb + i * a.stride_b * elem, a.ldb, nullptr, pc + i * a.m * a.n * elem, a.tf32,
+             a.workspace);
 }
 void linear(const LinearArgs& a) {
   gemm_one(a.x.dtype(), false, true, a.rows, a.out, a.in, a.x.data_ptr(), a.in, a.weight.data_ptr(),
-           a.in, a.bias.defined() ? a.bias.data_ptr() : nullptr, a.y.data_ptr(), a.workspace);
+           a.in, a.bias.defined() ? a.bias.data_ptr() : nullptr, a.y.data_ptr(), a.tf32,
+           a.workspace);
 }
 
 template <class E>

@@ -8,11 +8,13 @@
 // bf16_gemm; tensor/cpu/gemm_bf16.h); f16, and bf16 without one, run the staged GEMM, which
 // widens one block of each operand at a time into a bounded f32 workspace that this front-end
 // allocates (backend::gemm_workspace_floats; Note [Staged GEMM blocks] in
-// tensor/cpu/gemm_staged.cpp).
+// tensor/cpu/gemm_staged.cpp). f32 in TF32 mode runs the staged GEMM too, rounding each
+// block (Note [TF32 on the CPU] in tensor/cpu/gemm.h).
 #include "tensor/ops/matmul.h"
 
 #include "tensor/backend/kernel_args.h"
 #include "tensor/backend/kernel_table.h"
+#include "tensor/backend/math_mode.h"
 #include "tensor/backend/profile.h"
 #include "tensor/memory/scope.h"
 #include "tensor/ops/op_util.h"
@@ -21,11 +23,14 @@ namespace fitgrad::ops {
 
 namespace {
 
+// TF32 mode applies to f32 products (Note [TF32 on the CPU] in tensor/cpu/gemm.h).
+bool tf32_for(DType dtype) { return dtype == DType::f32 && backend::matmul_tf32(); }
+
 // The staging workspace of an (m, k) @ (k, n) product on `dtype` operands, or undefined
 // when the GEMM reads them as they are (Note [Native products]).
 Tensor gemm_workspace(Device device, DType dtype, int64_t m, int64_t n, int64_t k) {
   const int64_t floats =
-      backend::gemm_workspace_floats(backend::profile_for(device), dtype, m, n, k);
+      backend::gemm_workspace_floats(backend::profile_for(device), dtype, m, n, k, tf32_for(dtype));
   if (floats == 0) return Tensor();
   CategoryScope category(Category::temporary);
   return Tensor::empty({floats}, DType::f32, device);
@@ -79,19 +84,20 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
   if (!trans_a && numel(batch) > 1 && b.dim() == 2) {
     const Tensor ca = a.contiguous(), cb = b.contiguous();
     const int64_t rows = numel(batch) * m;
-    backend::dispatch(
-        backend::OpId::matmul, a.device(),
-        backend::MatmulArgs{false, trans_b, 1, rows, n, ka, ca, cb, ka, b.size(-1), 0, 0, out,
-                            gemm_workspace(a.device(), a.dtype(), rows, n, ka)});
+    backend::dispatch(backend::OpId::matmul, a.device(),
+                      backend::MatmulArgs{
+                          false, trans_b, 1, rows, n, ka, ca, cb, ka, b.size(-1), 0, 0, out,
+                          gemm_workspace(a.device(), a.dtype(), rows, n, ka), tf32_for(a.dtype())});
     return out;
   }
   int64_t stride_a = 0, stride_b = 0;
   const Tensor ca = batched_operand(a, batch, stride_a);
   const Tensor cb = batched_operand(b, batch, stride_b);
-  backend::dispatch(backend::OpId::matmul, a.device(),
-                    backend::MatmulArgs{trans_a, trans_b, numel(batch), m, n, ka, ca, cb,
-                                        a.size(-1), b.size(-1), stride_a, stride_b, out,
-                                        gemm_workspace(a.device(), a.dtype(), m, n, ka)});
+  backend::dispatch(
+      backend::OpId::matmul, a.device(),
+      backend::MatmulArgs{trans_a, trans_b, numel(batch), m, n, ka, ca, cb, a.size(-1), b.size(-1),
+                          stride_a, stride_b, out, gemm_workspace(a.device(), a.dtype(), m, n, ka),
+                          tf32_for(a.dtype())});
   return out;
 }
 
@@ -123,7 +129,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   backend::dispatch(
       backend::OpId::linear, x.device(),
       backend::LinearArgs{rows, in, out_features, cx, cw, cb, out,
-                          gemm_workspace(x.device(), x.dtype(), rows, out_features, in)});
+                          gemm_workspace(x.device(), x.dtype(), rows, out_features, in),
+                          tf32_for(x.dtype())});
   return out;
 }
 

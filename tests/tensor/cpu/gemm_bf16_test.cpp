@@ -122,7 +122,7 @@ TEST(GemmBf16, Bf16LinearAllocatesOnlyItsOutput) {
   } else {
     EXPECT_EQ(allocs, (std::vector<uint64_t>{64 * 256 * 2, uint64_t(backend::gemm_workspace_floats(
                                                                backend::host_cpu_profile(),
-                                                               DType::bf16, 64, 256, 128)) *
+                                                               DType::bf16, 64, 256, 128, false)) *
                                                                4}));
   }
   EXPECT_EQ(y.dtype(), DType::bf16);

@@ -68,7 +68,7 @@ void check_cases(DType dtype) {
     std::vector<E> out(size_t(c.m * ldc), convert<E>(-7.0f));
     std::vector<float> workspace(size_t(cpu::gemm_staged_workspace_floats(c.m, c.n, c.k)));
     cpu::gemm_staged(c.ta, c.tb, c.m, c.n, c.k, a.data.data(), lda, b.data.data(), ldb,
-                     c.bias ? bias.data.data() : nullptr, out.data(), ldc, workspace.data());
+                     c.bias ? bias.data.data() : nullptr, out.data(), ldc, false, workspace.data());
     for (int64_t i = 0; i < c.m; ++i)
       for (int64_t j = 0; j < c.n; ++j)
         got[size_t(i * c.n + j)] = double(convert<float>(out[size_t(i * ldc + j)]));
@@ -84,7 +84,7 @@ void check_cases(DType dtype) {
   const std::vector<E> b2 = {convert<E>(1.5f), convert<E>(-2.0f)};
   std::vector<E> c4(4, convert<E>(9.0f));
   std::vector<float> ws(size_t(cpu::gemm_staged_workspace_floats(2, 2, 0)));
-  cpu::gemm_staged<E>(false, false, 2, 2, 0, nullptr, 1, nullptr, 2, b2.data(), c4.data(), 2,
+  cpu::gemm_staged<E>(false, false, 2, 2, 0, nullptr, 1, nullptr, 2, b2.data(), c4.data(), 2, false,
                       ws.data());
   for (int i = 0; i < 4; ++i) EXPECT_EQ(convert<float>(c4[size_t(i)]), i % 2 ? -2.0f : 1.5f);
 }
