@@ -1,6 +1,6 @@
 // A dry run on meta is the real run's exact double (Note [Meta plans for a target] in
 // tensor/backend/profile.h): two AdamW steps of gpt2-tiny and llama-tiny, in fp32, bf16 and
-// fp16 autocast, pure bf16, with checkpointing and with gradient accumulation, make on meta
+// fp16 autocast, pure bf16, TF32, with checkpointing and with gradient accumulation, make on meta
 // (planning for this machine's CPU) the same sequence of allocations and frees as on the
 // CPU: kind, size, requested bytes, category and label, event for event, and the same peak.
 // A front-end that stages an input after deciding not to compute, or a workspace sized
@@ -19,6 +19,7 @@
 #include "nn/config.h"
 #include "nn/decoder.h"
 #include "optim/adamw.h"
+#include "tensor/backend/math_mode.h"
 #include "tensor/backend/profile.h"
 #include "tensor/memory/caching_allocator.h"
 #include "tensor/memory/scope.h"
@@ -35,6 +36,7 @@ struct TraceCase {
   DType autocast = DType::f32;
   bool checkpointing = false;
   int64_t accumulation = 1;
+  bool tf32 = false;  // TF32 matmuls: the staged GEMM's workspace (Note [TF32 on the CPU])
 };
 
 std::vector<TraceCase> trace_cases() {
@@ -50,6 +52,7 @@ std::vector<TraceCase> trace_cases() {
     cases.push_back({p + "_checkpointing", preset, DType::f32, DType::f32, true});
     cases.push_back({p + "_bf16_autocast_checkpointing", preset, DType::f32, DType::bf16, true});
     cases.push_back({p + "_accumulation_2", preset, DType::f32, DType::f32, false, 2});
+    cases.push_back({p + "_tf32", preset, DType::f32, DType::f32, false, 1, true});
   }
   return cases;
 }
@@ -82,6 +85,7 @@ TraceRun train_two_steps(const TraceCase& c, Device device) {
     optim::AdamW opt({{model->named_parameters(), 0.1}}, {});
     const int64_t B = 2, T = 16;
     std::mt19937_64 rng(3);
+    const backend::MatmulTf32Scope tf32(c.tf32);
     for (int step = 0; step < 2; ++step) {
       {
         ag::AutocastGuard autocast(c.autocast);
