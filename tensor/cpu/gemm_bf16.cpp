@@ -5,7 +5,8 @@
 // costs two whole-tensor conversions and their memory per product. oneDNN's matmul (Debian's
 // libdnnl 2.6) reads bf16 directly, accumulates in f32 and, on a CPU with AVX512-BF16, runs
 // on the bf16 dot-product instructions: measured here at 574 GFLOP/s at 2048^3 on 2 cores,
-// against about 480 for OpenBLAS's fp32 sgemm (bench/RESULTS.md). Transposes and leading
+// against 30 for OpenBLAS's fp32 sgemm and 190 for oneDNN's fp32 matmul on the same machine
+// (bench/RESULTS.md). Transposes and leading
 // dimensions become the strides of oneDNN's memory descriptors, so no operand is copied
 // (tensor/cpu/dnnl_matmul.cpp). It runs on the GEMM's thread count (gemm_threads()).
 #include "tensor/cpu/gemm_bf16.h"
