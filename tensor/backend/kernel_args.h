@@ -264,6 +264,7 @@ struct SgdArgs {
 struct SumSquaresArgs {
   Tensor x;
   double* out = nullptr;
+  Tensor workspace;  // f32 of 2 x sum_squares_workspace_doubles, temporary, or undefined
 };
 struct ScaleInPlaceArgs {
   Tensor x;

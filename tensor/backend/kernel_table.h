@@ -67,6 +67,8 @@ struct BackendRules {
   // doubles of the partial sums a sum over these (collapsed) dims needs; null: none.
   int64_t (*sum_workspace_doubles)(const Shape& kept_shape, const Strides& kept_strides,
                                    const Shape& reduced_shape) = nullptr;
+  // doubles of the partial sums of a sum of squares over n elements; null: none.
+  int64_t (*sum_squares_workspace_doubles)(int64_t n) = nullptr;
 };
 void register_backend_rules(DeviceType type, BackendRules rules);
 // The rules `type` registered (all empty when it registered none).

@@ -110,6 +110,13 @@ int64_t sum_workspace_doubles(const TargetProfile& profile, const Shape& kept_sh
   return rule(kept_shape, kept_strides, reduced_shape);
 }
 
+int64_t sum_squares_workspace_doubles(const TargetProfile& profile, int64_t n) {
+  const auto rule = backend_rules(profile.backend).sum_squares_workspace_doubles;
+  FG_CHECK(rule != nullptr, "[profile] sum_squares has no workspace rule for a {} target",
+           profile_name(profile));
+  return rule(n);
+}
+
 int64_t norm_partitions(const TargetProfile& profile, int64_t rows) {
   check_cpu(profile, "the norms");
   return std::max<int64_t>(1, std::min<int64_t>(profile.threads, rows));

@@ -70,6 +70,8 @@ int64_t gemm_workspace_floats(const TargetProfile& profile, DType dtype, int64_t
 // Doubles of the partial sums of one sum over these collapsed dims (0: none).
 int64_t sum_workspace_doubles(const TargetProfile& profile, const Shape& kept_shape,
                               const Strides& kept_strides, const Shape& reduced_shape);
+// Doubles of the partial sums of one sum of squares over n elements (0: none).
+int64_t sum_squares_workspace_doubles(const TargetProfile& profile, int64_t n);
 // The partial-sum rows of a norm backward over `rows` rows (its dw / db workspace).
 int64_t norm_partitions(const TargetProfile& profile, int64_t rows);
 

@@ -304,7 +304,10 @@ void sgd_update(const SgdArgs& a) {
                   f32_or_null(a.momentum_buffer), a.param.numel());
 }
 void sum_squares(const SumSquaresArgs& a) {
-  *a.out = cpu::sum_squares(a.x.data_ptr(), a.x.dtype(), a.x.numel());
+  // The partials are doubles in an f32 buffer of twice the count (Note [Sum workspace] in
+  // tensor/ops/reduce.cpp).
+  double* partial = a.workspace.defined() ? reinterpret_cast<double*>(f32(a.workspace)) : nullptr;
+  *a.out = cpu::sum_squares(a.x.data_ptr(), a.x.dtype(), a.x.numel(), partial);
 }
 void scale_in_place(const ScaleInPlaceArgs& a) {
   cpu::scale_inplace(a.x.data_ptr(), a.x.dtype(), a.x.numel(), a.factor);
@@ -314,11 +317,13 @@ void scale_in_place(const ScaleInPlaceArgs& a) {
 
 void register_cpu_kernels() {
   constexpr DeviceType cpu = DeviceType::cpu;
-  register_backend_rules(cpu, {.flash_workspace_floats = cpu::flash_workspace_floats,
-                               .naive_workspace_floats = cpu::naive_workspace_floats,
-                               .bf16_gemm = cpu::gemm_bf16_available(),
-                               .gemm_staging_floats = cpu::gemm_staged_workspace_floats,
-                               .sum_workspace_doubles = cpu::sum_workspace_doubles});
+  register_backend_rules(cpu,
+                         {.flash_workspace_floats = cpu::flash_workspace_floats,
+                          .naive_workspace_floats = cpu::naive_workspace_floats,
+                          .bf16_gemm = cpu::gemm_bf16_available(),
+                          .gemm_staging_floats = cpu::gemm_staged_workspace_floats,
+                          .sum_workspace_doubles = cpu::sum_workspace_doubles,
+                          .sum_squares_workspace_doubles = cpu::sum_squares_workspace_doubles});
   register_kernel(cpu, OpId::copy, copy);
   register_kernel(cpu, OpId::fill, fill);
   register_kernel(cpu, OpId::add, binary<BinaryOp::add>);

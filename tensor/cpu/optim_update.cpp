@@ -17,7 +17,6 @@
 
 #include <Eigen/Core>
 #include <algorithm>
-#include <vector>
 
 #include "tensor/convert.h"
 #include "tensor/error.h"
@@ -130,18 +129,18 @@ void sgd_update(const SgdScalars& s, void* param, DType param_dtype, const void*
   });
 }
 
-double sum_squares(const void* x, DType dtype, int64_t n) {
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
-  std::vector<double> partial(size_t(chunks), 0.0);
+int64_t sum_squares_workspace_doubles(int64_t n) { return (n + kChunk - 1) / kChunk; }
+
+double sum_squares(const void* x, DType dtype, int64_t n, double* partial) {
+  const int64_t chunks = sum_squares_workspace_doubles(n);
   dispatch_floating(dtype, "optimizer kernel", [&](auto tag) {
     using T = decltype(tag);
     const T* data = static_cast<const T*>(x);
-    parallel_chunks(n, [&](int64_t b, int64_t e) {
-      partial[size_t(b / kChunk)] = sum_squares_range(data + b, e - b);
-    });
+    parallel_chunks(
+        n, [&](int64_t b, int64_t e) { partial[b / kChunk] = sum_squares_range(data + b, e - b); });
   });
   double total = 0.0;
-  for (double v : partial) total += v;
+  for (int64_t c = 0; c < chunks; ++c) total += partial[c];
   return total;
 }
 

@@ -22,9 +22,13 @@ void adamw_update(const AdamWScalars& s, void* param, DType param_dtype, const v
 void sgd_update(const SgdScalars& s, void* param, DType param_dtype, const void* grad,
                 DType grad_dtype, float* momentum_buffer, int64_t n);
 
+// The doubles of sum_squares' workspace for n elements: one partial sum per chunk.
+int64_t sum_squares_workspace_doubles(int64_t n);
+
 // The sum of squares of `n` elements, accumulated in double in a fixed order (fixed
 // chunks, summed in chunk order), so the result does not depend on the thread count.
-double sum_squares(const void* x, DType dtype, int64_t n);
+// partial holds sum_squares_workspace_doubles(n) doubles.
+double sum_squares(const void* x, DType dtype, int64_t n, double* partial);
 // x *= scale, in f32, rounded back to the dtype.
 void scale_inplace(void* x, DType dtype, int64_t n, float scale);
 

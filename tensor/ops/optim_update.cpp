@@ -1,7 +1,10 @@
 // Optimizer kernel front-ends (see optim_update.h): checks, then one dispatch each.
 #include "tensor/ops/optim_update.h"
 
+#include "tensor/backend/kernel_args.h"
 #include "tensor/backend/kernel_table.h"
+#include "tensor/backend/profile.h"
+#include "tensor/memory/scope.h"
 #include "tensor/ops/op_util.h"
 
 namespace fitgrad::ops {
@@ -60,8 +63,15 @@ double sum_squares(const Tensor& x) {
   const char* op = backend::op_name(id);
   check_floating(op, "x", x);
   check_contiguous(op, "x", x);
+  const int64_t doubles =
+      backend::sum_squares_workspace_doubles(backend::profile_for(x.device()), x.numel());
+  Tensor workspace;
+  if (doubles > 0) {  // the partial sums (Note [Sum workspace] in tensor/ops/reduce.cpp)
+    CategoryScope category(Category::temporary);
+    workspace = Tensor::empty({2 * doubles}, DType::f32, x.device());
+  }
   double out = 0.0;
-  backend::dispatch(id, x.device(), backend::SumSquaresArgs{x, &out});
+  backend::dispatch(id, x.device(), backend::SumSquaresArgs{x, &out, workspace});
   return out;
 }
 

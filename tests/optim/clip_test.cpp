@@ -1,7 +1,8 @@
 // clip_grad_norm against an fp64 reference: the global L2 norm over all gradients, the
 // scaling only when max_norm / (norm + 1e-6) < 1, skipped undefined gradients, bf16
 // gradients, non-finite norms returned without touching the gradients, and a result that
-// is bitwise the same on one thread and on several.
+// is bitwise the same on one thread and on several; the squared norm's partial sums in one
+// ledger workspace.
 #include "optim/clip.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +12,9 @@
 #include <limits>
 
 #include "autograd/variable.h"
+#include "tensor/backend/profile.h"
+#include "tensor/memory/caching_allocator.h"
+#include "tensor/ops/optim_update.h"
 #include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad::optim {
@@ -112,6 +116,33 @@ TEST(ClipGradNormTest, NormIsBitwiseTheSameOnOneAndManyThreads) {
 
 TEST(ClipGradNormTest, RejectsANonPositiveMaxNorm) {
   testing::expect_error([] { clip_grad_norm({}, 0.0); }, "[clip_grad_norm]", "max_norm");
+}
+
+}  // namespace
+}  // namespace fitgrad::optim
+
+namespace fitgrad::optim {
+namespace {
+
+// The squared norm's per-chunk partial sums live in one front-end workspace (temporary, its
+// size the backend's rule), not in a kernel-side vector: 100,000 elements are 7 chunks.
+TEST(SumSquares, PartialsAreOneLedgerWorkspace) {
+  const Tensor x = testing::random_tensor({100000}, 71);
+  double want = 0;
+  for (double v : testing::to_f64(x)) want += v * v;
+  CachingAllocator& cpu = allocator_for(Device::cpu());
+  const uint64_t first = cpu.total_events();
+  const double got = ops::sum_squares(x);
+  std::vector<std::pair<uint64_t, Category>> allocs;
+  for (const MemoryEvent& e : cpu.events())
+    if (e.seq >= first && e.kind == EventKind::alloc) allocs.push_back({e.requested, e.category});
+  EXPECT_NEAR(got, want, 1e-12 * want);
+  const int64_t doubles =
+      backend::sum_squares_workspace_doubles(backend::host_cpu_profile(), 100000);
+  EXPECT_EQ(doubles, 7);
+  EXPECT_EQ(
+      allocs,
+      (std::vector<std::pair<uint64_t, Category>>{{uint64_t(doubles) * 8, Category::temporary}}));
 }
 
 }  // namespace
