@@ -26,25 +26,30 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   if (!rec) return out;
   // With A' = op(A), B' = op(B): dA' = G B'^T and dB' = A'^T G, transposed back where
   // the operand was used transposed; batch broadcasting is summed away.
+  // Each operand is saved only when the other's gradient needs it (Note [Frozen inputs]).
+  const bool grad_a = requires_grad(a), grad_b = requires_grad(b);
   auto n = make_node("matmul", [ta, tb, sa = a.shape(), sb = b.shape()](Node& node, Grads& g) {
     const Tensor &A = node.saved[0], &B = node.saved[1], &G = g[0];
-    Tensor da = !ta ? ops::matmul(G, B, false, !tb)
-                    : (!tb ? ops::matmul(B, G, false, true) : ops::matmul(B, G, true, true));
+    Tensor da, db;
+    if (node.needs_input_grad(0))
+      da = ops::sum_to(!ta ? ops::matmul(G, B, false, !tb)
+                           : (!tb ? ops::matmul(B, G, false, true) : ops::matmul(B, G, true, true)),
+                       sa);
+    if (!node.needs_input_grad(1)) return Grads{da, db};
     // A shared 2-d B with a batched, untransposed A (a Conv1D layer or a tied head): the
     // batch folds into the rows, so dB is one GEMM over all B T rows instead of a
     // (batch, ...) stack of products summed afterwards (Note [One GEMM for a shared right
     // operand] in tensor/ops/matmul.cpp).
     if (!ta && sb.size() == 2 && sa.size() > 2) {
       const Tensor a2 = A.reshape({-1, A.size(-1)}), g2 = G.reshape({-1, G.size(-1)});
-      return Grads{ops::sum_to(da, sa),
-                   !tb ? ops::matmul(a2, g2, true, false) : ops::matmul(g2, a2, true, false)};
+      return Grads{da, !tb ? ops::matmul(a2, g2, true, false) : ops::matmul(g2, a2, true, false)};
     }
-    Tensor db = !tb ? ops::matmul(A, G, !ta, false)
-                    : (!ta ? ops::matmul(G, A, true, false) : ops::matmul(G, A, true, true));
-    return Grads{ops::sum_to(da, sa), ops::sum_to(db, sb)};
+    db = !tb ? ops::matmul(A, G, !ta, false)
+             : (!ta ? ops::matmul(G, A, true, false) : ops::matmul(G, A, true, true));
+    return Grads{da, ops::sum_to(db, sb)};
   });
-  n->save(a);
-  n->save(b);
+  n->save(grad_b ? a : Tensor());
+  n->save(grad_a ? b : Tensor());
   record(n, {&a, &b}, {&out});
   return out;
 }
@@ -57,18 +62,21 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     out = ops::linear(x, weight, bias);
   }
   if (!rec) return out;
-  auto n = make_node("linear", [xs = x.shape(), has_bias = bias.defined()](Node& node, Grads& g) {
+  // x is saved only for dW, the weight only for dX (Note [Frozen inputs]).
+  const bool grad_x = requires_grad(x), grad_w = requires_grad(weight);
+  auto n = make_node("linear", [xs = x.shape(), in = weight.size(1), out_features = weight.size(0)](
+                                   Node& node, Grads& g) {
     const Tensor &X = node.saved[0], &W = node.saved[1];
-    const int64_t in = W.size(1), out_features = W.size(0);
-    const Tensor g2 = g[0].reshape({-1, out_features});   // (rows, out)
-    const Tensor x2 = X.reshape({-1, in});                // (rows, in)
-    Tensor dx = ops::matmul(g2, W).reshape(xs);           // (..., in)
-    Tensor dw = ops::matmul(g2, x2, true, false);         // (out, in)
-    Tensor db = has_bias ? ops::sum(g2, {0}) : Tensor();  // (out)
+    const Tensor g2 = g[0].reshape({-1, out_features});  // (rows, out)
+    Tensor dx, dw, db;
+    if (node.needs_input_grad(0)) dx = ops::matmul(g2, W).reshape(xs);  // (..., in)
+    if (node.needs_input_grad(1))
+      dw = ops::matmul(g2, X.reshape({-1, in}), true, false);  // (out, in)
+    if (node.needs_input_grad(2)) db = ops::sum(g2, {0});      // (out)
     return Grads{dx, dw, db};
   });
-  n->save(x);
-  n->save(weight);
+  n->save(grad_w ? x : Tensor());
+  n->save(grad_x ? weight : Tensor());
   record(n, {&x, &weight, &bias}, {&out});
   return out;
 }

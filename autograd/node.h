@@ -6,6 +6,14 @@
 // no autograd data. A node saving its own output therefore makes no reference cycle
 // (output -> grad_fn -> saved output), and release() frees the bytes the moment the rule
 // has run, whoever else still holds the output tensor.
+//
+// Note [Frozen inputs]
+// An input that does not require grad (a frozen weight, the ids, a constant) has an empty
+// edge, and apply() returns an undefined gradient for it. A rule asks needs_input_grad(i)
+// and skips what only that gradient needs: a Linear over a frozen weight computes dX and
+// neither dW (a GEMM and its (out, in) f32 result) nor db, and saves only what dX needs
+// (the weight, not its input). The record-time requires_grad of each input decides, as
+// PyTorch's needs_input_grad does.
 #pragma once
 
 #include <functional>
@@ -55,6 +63,10 @@ struct Node {
   size_t save(const Tensor& t);
   // Drops the saved tensors; called right after apply() and when a tape is cleared.
   void release();
+  // Whether input i gets a gradient (Note [Frozen inputs]): a rule computes only those.
+  bool needs_input_grad(size_t i) const {
+    return i < next.size() && (next[i].leaf != nullptr || next[i].node != nullptr);
+  }
   bool released() const { return released_; }
 
   std::vector<Edge> next;            // one per input

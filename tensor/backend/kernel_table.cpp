@@ -2,6 +2,7 @@
 #include "tensor/backend/kernel_table.h"
 
 #include <array>
+#include <atomic>
 #include <mutex>
 
 #include "tensor/error.h"
@@ -68,8 +69,16 @@ void require_kernel(OpId op, Device device) {
                             op_name(op), device.str()));
 }
 
+std::array<std::atomic<uint64_t>, kOpCount>& dispatches() {
+  static std::array<std::atomic<uint64_t>, kOpCount> counts{};
+  return counts;
+}
+
+uint64_t dispatch_count(OpId op) { return dispatches()[size_t(op)].load(); }
+
 const ErasedKernel& find_kernel(OpId op, Device device, const std::type_info& args_type) {
   require_kernel(op, device);
+  dispatches()[size_t(op)].fetch_add(1, std::memory_order_relaxed);
   const Entry& e = registry().tables[size_t(device.type)][size_t(op)];
   FG_ASSERT(e.args_type == nullptr || *e.args_type == args_type,
             "[{}] dispatched with {} but its {} kernel takes {}", op_name(op), args_type.name(),

@@ -43,8 +43,12 @@ bool has_kernel(DeviceType type, OpId op);
 void require_kernel(OpId op, Device device);
 
 // The kernel of op on device's backend; throws "[op] has no kernel on <device>" when it
-// has none, and asserts that the kernel takes `args_type`.
+// has none, and asserts that the kernel takes `args_type`. Counts the dispatch.
 const ErasedKernel& find_kernel(OpId op, Device device, const std::type_info& args_type);
+
+// How many times op has been dispatched in this process, on any device: tests count the
+// work a rule does (a frozen Linear's backward runs one GEMM, not two).
+uint64_t dispatch_count(OpId op);
 
 template <class Args>
 void dispatch(OpId op, Device device, const Args& args) {
