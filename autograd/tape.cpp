@@ -21,14 +21,34 @@ Tape& base_tape() {
 // dst += g for an intermediate gradient; never in place, since `g` may be shared.
 void accumulate(Tensor& dst, const Tensor& g) { dst = dst.defined() ? ops::add(dst, g) : g; }
 
+// Note [Adopted gradients]
+// A leaf's first gradient is usually a fresh result that nothing else holds: dW of a Linear,
+// the scatter-add of an embedding. Copying it into a new "<name>.grad" buffer would hold the
+// largest gradient twice for a moment (the peak of a 7B model's 250 MiB embedding gradient).
+// So when g is contiguous, has the leaf's shape, dtype and device, fills its whole storage
+// and is that storage's only holder, the leaf adopts it: its block is retagged from
+// `temporary` to the gradient's category and label (CachingAllocator::retag), on meta as on
+// the CPU. Otherwise (a gradient shared between edges, a view, a broadcast) it is copied.
+bool adoptable(const Tensor& g, const Tensor& like) {
+  return g.shape() == like.shape() && g.dtype() == like.dtype() && g.device() == like.device() &&
+         g.is_contiguous() && g.offset() == 0 && g.storage() && g.storage().use_count() == 1 &&
+         g.storage()->from_allocator() &&
+         g.storage()->nbytes() == size_t(g.numel()) * element_size(g.dtype());
+}
+
 void accumulate_leaf(AutogradMeta& leaf, const Tensor& g, const Tensor& like) {
   if (leaf.grad.defined()) {
     ops::add_(leaf.grad, g);
     return;
   }
-  MemoryContext ctx{leaf.grad_category,
-                    intern_label(leaf.name.empty() ? std::string("grad") : leaf.name + ".grad")};
-  MemoryContextScope scope(ctx);
+  const uint32_t label =
+      intern_label(leaf.name.empty() ? std::string("grad") : leaf.name + ".grad");
+  if (adoptable(g, like)) {
+    g.storage()->retag(leaf.grad_category, label);
+    leaf.grad = g;
+    return;
+  }
+  MemoryContextScope scope(MemoryContext{leaf.grad_category, label});
   leaf.grad = Tensor::empty(like.shape(), like.dtype(), like.device());
   leaf.grad.copy_(g);
 }

@@ -246,6 +246,31 @@ Allocation CachingAllocator::allocate(size_t bytes, int stream) {
   return Allocation{reinterpret_cast<void*>(b->addr), b->size, bytes, b};
 }
 
+void CachingAllocator::retag(const Allocation& a, Category category, uint32_t label) {
+  if (!a.handle) return;
+  std::lock_guard lock(mutex_);
+  Block* b = a.handle;
+  FG_ASSERT(b->allocated, "retag of a free {} block at offset {}", device_.str(), b->offset());
+  MemoryEvent from;
+  from.kind = EventKind::retag_from;
+  from.category = b->category;
+  from.stream = b->stream;
+  from.label = b->label;
+  from.addr = b->addr;
+  from.size = b->size;
+  from.requested = b->requested;
+  from.segment = b->segment->id;
+  from.offset = b->offset();
+  MemoryEvent to = from;
+  to.kind = EventKind::retag_to;
+  to.category = category;
+  to.label = label;
+  b->category = category;
+  b->label = label;
+  ledger_.record_retag(from, to, stats_.allocated_bytes[kAllPools].current,
+                       stats_.reserved_bytes[kAllPools].current);
+}
+
 void CachingAllocator::free(const Allocation& a) {
   if (!a.handle) return;
   std::lock_guard lock(mutex_);

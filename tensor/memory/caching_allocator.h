@@ -104,6 +104,13 @@ class CachingAllocator {
   // Tags the block with the calling thread's memory context (memory/scope.h).
   Allocation allocate(size_t bytes, int stream = 0);
   void free(const Allocation& a);
+  // Note [Retagging a live block]
+  // A live block can change what it is for: autograd adopts an op's result as a parameter's
+  // first gradient instead of copying it (Note [Adopted gradients] in autograd/tape.cpp), so
+  // the block that was a `temporary` becomes `gradient`, labelled "<name>.grad". The bytes
+  // and totals do not change; the ledger moves them between categories and labels and
+  // records a retag_from and a retag_to event, so the trace replays exactly (on meta too).
+  void retag(const Allocation& a, Category category, uint32_t label);
   void empty_cache();
 
   // The capacity limit emulates a smaller card: reserved bytes never exceed it.

@@ -80,7 +80,9 @@ json chrome_trace_json(const CachingAllocator& a) {
     reserved.sample(out, ts, e.reserved_after);
     switch (e.kind) {
       case EventKind::alloc:
-      case EventKind::free: {
+      case EventKind::free:
+      case EventKind::retag_from:
+      case EventKind::retag_to: {
         auto& track = categories[size_t(e.category)];
         if (!track) track.emplace(std::string(category_name(e.category)));
         track->sample(out, ts, e.category_after);

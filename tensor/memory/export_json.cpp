@@ -72,7 +72,8 @@ json segment_json(const SegmentInfo& s) {
 // field the kind does not define is null rather than a misleading zero: a segment has
 // no category, a mark has no address, an OOM has no block. docs/memory.md has the table.
 json event_json(const MemoryEvent& e) {
-  const bool block = e.kind == EventKind::alloc || e.kind == EventKind::free;
+  const bool block = e.kind == EventKind::alloc || e.kind == EventKind::free ||
+                     e.kind == EventKind::retag_from || e.kind == EventKind::retag_to;
   const bool segment = e.kind == EventKind::segment_alloc || e.kind == EventKind::segment_free;
   const bool oom = e.kind == EventKind::oom;
   const bool mark = e.kind == EventKind::mark;

@@ -54,6 +54,8 @@ std::string_view event_kind_name(EventKind k) {
     case EventKind::segment_free: return "segment_free";
     case EventKind::oom: return "oom";
     case EventKind::mark: return "mark";
+    case EventKind::retag_from: return "retag_from";
+    case EventKind::retag_to: return "retag_to";
   }
   return "?";
 }
@@ -113,6 +115,22 @@ void Ledger::record_segment(MemoryEvent e, int64_t allocated, int64_t reserved) 
   // A segment change moves reserved but not allocated; keep the peak's reserved exact
   // while the peak state is still the present state.
   if (peak_pending_ && allocated == peak_.allocated) peak_.reserved = reserved;
+}
+
+void Ledger::record_retag(MemoryEvent from, MemoryEvent to, int64_t allocated, int64_t reserved) {
+  // The breakdown at a pending peak is the one before the move, as with a free.
+  if (peak_pending_) capture_peak();
+  const auto c_from = size_t(from.category), c_to = size_t(to.category);
+  category_[c_from].decrease(int64_t(from.size));
+  FG_ASSERT(from.label < label_bytes_.size());
+  label_bytes_[from.label] -= int64_t(from.size);
+  from.category_after = category_[c_from].current;
+  push(from, allocated, reserved);
+  category_[c_to].increase(int64_t(to.size));
+  if (to.label >= label_bytes_.size()) label_bytes_.resize(size_t(to.label) + 1, 0);
+  label_bytes_[to.label] += int64_t(to.size);
+  to.category_after = category_[c_to].current;
+  push(to, allocated, reserved);
 }
 
 void Ledger::record_oom(MemoryEvent e, int64_t allocated, int64_t reserved) {

@@ -13,7 +13,19 @@
 
 namespace fitgrad {
 
-enum class EventKind : uint8_t { alloc, free, segment_alloc, segment_free, oom, mark };
+// retag_from / retag_to: a live block changes category and label (CachingAllocator::retag),
+// recorded as two events at the same totals: the block leaving its old category and label,
+// then entering the new ones (Note [Retagging a live block] in caching_allocator.h).
+enum class EventKind : uint8_t {
+  alloc,
+  free,
+  segment_alloc,
+  segment_free,
+  oom,
+  mark,
+  retag_from,
+  retag_to
+};
 std::string_view event_kind_name(EventKind k);
 
 struct MemoryEvent {
@@ -58,6 +70,8 @@ class Ledger {
   void record_free(MemoryEvent e, int64_t allocated, int64_t reserved);
   void record_segment(MemoryEvent e, int64_t allocated, int64_t reserved);
   void record_oom(MemoryEvent e, int64_t allocated, int64_t reserved);
+  // `from` describes the block under its old category and label, `to` under the new ones.
+  void record_retag(MemoryEvent from, MemoryEvent to, int64_t allocated, int64_t reserved);
   void mark(uint32_t text, int64_t allocated, int64_t reserved);
 
   // The retained events, oldest first; total_events() counts the dropped ones too.

@@ -2,7 +2,8 @@
 // tensor/backend/profile.h): two AdamW steps of gpt2-tiny and llama-tiny, in fp32, bf16 and
 // fp16 autocast, pure bf16, TF32, with checkpointing and with gradient accumulation, make on meta
 // (planning for this machine's CPU) the same sequence of allocations and frees as on the
-// CPU: kind, size, requested bytes, category and label, event for event, and the same peak.
+// CPU: kind (alloc, free, retag), size, requested bytes, category and label, event for event,
+// and the same peak.
 // A front-end that stages an input after deciding not to compute, or a workspace sized
 // differently on meta, shows up here as the first differing event.
 #include <gtest/gtest.h>
@@ -105,7 +106,9 @@ TraceRun train_two_steps(const TraceCase& c, Device device) {
   }
   TraceRun run;
   for (const MemoryEvent& e : alloc.events()) {
-    if (e.seq < first || (e.kind != EventKind::alloc && e.kind != EventKind::free)) continue;
+    if (e.seq < first || e.kind == EventKind::segment_alloc || e.kind == EventKind::segment_free ||
+        e.kind == EventKind::mark || e.kind == EventKind::oom)
+      continue;
     run.events.push_back({e.kind, e.size, e.requested, e.category, e.label});
   }
   run.peak = alloc.stats().allocated_bytes[kAllPools].peak - base;
