@@ -27,7 +27,15 @@
 namespace fitgrad::autograd {
 
 struct Node;
-using GradHook = std::function<void(const Tensor& grad)>;
+
+// What a gradient hook learns besides the gradient: which micro-batch of the optimizer step
+// the backward belongs to (MicroBatchScope in autograd/tape.h), so a hook can act only once
+// the gradient is complete (optimizer-in-backward, offload).
+struct GradHookContext {
+  int64_t micro_batch = 0;
+  bool is_last_micro_batch = true;
+};
+using GradHook = std::function<void(const Tensor& grad, const GradHookContext& ctx)>;
 
 struct AutogradMeta {
   bool requires_grad = false;
@@ -51,6 +59,27 @@ struct Edge {
   int output_nr = 0;
 };
 
+// Note [Saved tensor hooks]
+// While a SavedTensorHooksScope is alive on a thread, every tensor a node saves goes
+// through `pack`, and the result of `unpack` on what pack returned is what the rule reads,
+// as with torch.autograd.graph.saved_tensors_hooks: offload packs an activation into pinned
+// host memory and unpacks it back to the device for backward. Unpacking happens once, just
+// before the node's rule runs; the hooks in force at save time are the ones used.
+struct SavedTensorHooks {
+  std::function<Tensor(const Tensor&)> pack;
+  std::function<Tensor(const Tensor&)> unpack;
+};
+class SavedTensorHooksScope {
+ public:
+  explicit SavedTensorHooksScope(SavedTensorHooks hooks);
+  ~SavedTensorHooksScope();
+  SavedTensorHooksScope(const SavedTensorHooksScope&) = delete;
+  SavedTensorHooksScope& operator=(const SavedTensorHooksScope&) = delete;
+
+ private:
+  std::shared_ptr<const SavedTensorHooks> saved_;
+};
+
 struct Node {
   virtual ~Node() = default;
   virtual const char* name() const = 0;
@@ -59,8 +88,11 @@ struct Node {
   virtual std::vector<Tensor> apply(std::vector<Tensor>& grad_outputs) = 0;
 
   // Keeps an alias of `t` for apply() as saved[index]; rules read it only from there, so
-  // release() frees it. See Note [Saved tensors are detached aliases].
+  // release() frees it. See Note [Saved tensors are detached aliases]; under a
+  // SavedTensorHooksScope the alias is packed (Note [Saved tensor hooks]).
   size_t save(const Tensor& t);
+  // Replaces each packed saved tensor by its unpacked form; backward calls it before apply().
+  void unpack_saved();
   // Drops the saved tensors; called right after apply() and when a tape is cleared.
   void release();
   // Whether input i gets a gradient (Note [Frozen inputs]): a rule computes only those.
@@ -72,6 +104,8 @@ struct Node {
   std::vector<Edge> next;            // one per input
   std::vector<Tensor> grad_outputs;  // filled during backward, one per output
   std::vector<Tensor> saved;
+  // The hooks each saved entry was packed with (null: not packed), parallel to `saved`.
+  std::vector<std::shared_ptr<const SavedTensorHooks>> saved_hooks;
   MemoryContext context;  // the forward's label; backward temporaries reuse it
   uint64_t position = 0;  // index on its tape
 

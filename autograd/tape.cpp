@@ -18,6 +18,11 @@ Tape& base_tape() {
   return tape;
 }
 
+GradHookContext& micro_batch_state() {
+  thread_local GradHookContext ctx;
+  return ctx;
+}
+
 // dst += g for an intermediate gradient; never in place, since `g` may be shared.
 void accumulate(Tensor& dst, const Tensor& g) { dst = dst.defined() ? ops::add(dst, g) : g; }
 
@@ -54,6 +59,15 @@ void accumulate_leaf(AutogradMeta& leaf, const Tensor& g, const Tensor& like) {
 }
 
 }  // namespace
+
+MicroBatchScope::MicroBatchScope(int64_t index, bool last) : saved_(micro_batch_state()) {
+  FG_CHECK(index >= 0, "[backward] micro-batch index {} is negative", index);
+  micro_batch_state() = {index, last};
+}
+
+MicroBatchScope::~MicroBatchScope() { micro_batch_state() = saved_; }
+
+GradHookContext current_micro_batch() { return micro_batch_state(); }
 
 void Tape::push(std::shared_ptr<Node> node) {
   node->position = nodes_.size();
@@ -184,13 +198,14 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
   FG_CHECK(grads.empty() || grads.size() == roots.size(), "[backward] {} roots but {} gradients",
            roots.size(), grads.size());
   Tape& tape = current_tape();
+  const GradHookContext hook_context = current_micro_batch();
   std::vector<char> reached(tape.size(), 0);
   std::unordered_map<AutogradMeta*, int> pending;  // leaf -> edges still to deliver
   auto deliver_to_leaf = [&](const std::shared_ptr<AutogradMeta>& leaf, const Tensor* g,
                              const Tensor& like) {
     if (g) accumulate_leaf(*leaf, *g, like);
     if (--pending[leaf.get()] > 0 || !leaf->grad.defined() || !fire_hooks) return;
-    for (const GradHook& hook : leaf->hooks) hook(leaf->grad);
+    for (const GradHook& hook : leaf->hooks) hook(leaf->grad, hook_context);
   };
 
   // Seed the roots.
@@ -245,6 +260,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     std::vector<Tensor> grad_inputs;
     if (any) {
       MemoryContextScope scope(MemoryContext{Category::temporary, n->context.label});
+      n->unpack_saved();
       grad_inputs = n->apply(n->grad_outputs);
       FG_ASSERT(grad_inputs.size() == n->next.size(), "{} returned {} gradients for {} inputs",
                 n->name(), grad_inputs.size(), n->next.size());

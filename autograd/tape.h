@@ -83,6 +83,22 @@ void record(std::shared_ptr<Node> node, std::initializer_list<const Tensor*> inp
 void record(std::shared_ptr<Node> node, const std::vector<Tensor>& inputs,
             const std::vector<Tensor>& outputs);
 
+// While alive, backward passes on this thread belong to micro-batch `index` of an
+// optimizer step, the last one when `last`; gradient hooks receive it (GradHookContext).
+// Outside any scope a backward is micro-batch 0 and the last.
+class MicroBatchScope {
+ public:
+  MicroBatchScope(int64_t index, bool last);
+  ~MicroBatchScope();
+  MicroBatchScope(const MicroBatchScope&) = delete;
+  MicroBatchScope& operator=(const MicroBatchScope&) = delete;
+
+ private:
+  GradHookContext saved_;
+};
+// The thread's current micro-batch context.
+GradHookContext current_micro_batch();
+
 // Backpropagates from `roots`, seeded with `grads` (for a scalar root an undefined grad
 // means 1), through the current tape, then clears it. See the Notes above. With
 // fire_hooks false (checkpoint's recompute) leaf gradients accumulate but no hook fires.

@@ -65,14 +65,48 @@ Tensor detach(const Tensor& t) {
   return Tensor(std::move(impl));
 }
 
+namespace {
+std::shared_ptr<const SavedTensorHooks>& saved_tensor_hooks() {
+  thread_local std::shared_ptr<const SavedTensorHooks> hooks;
+  return hooks;
+}
+}  // namespace
+
+SavedTensorHooksScope::SavedTensorHooksScope(SavedTensorHooks hooks)
+    : saved_(saved_tensor_hooks()) {
+  FG_CHECK(hooks.pack && hooks.unpack, "[saved_tensor_hooks] pack and unpack must both be set");
+  saved_tensor_hooks() = std::make_shared<const SavedTensorHooks>(std::move(hooks));
+}
+
+SavedTensorHooksScope::~SavedTensorHooksScope() { saved_tensor_hooks() = saved_; }
+
 size_t Node::save(const Tensor& t) {
-  saved.push_back(t.defined() ? detach(t) : Tensor());
+  const std::shared_ptr<const SavedTensorHooks>& hooks = saved_tensor_hooks();
+  Tensor alias = t.defined() ? detach(t) : Tensor();
+  if (hooks && alias.defined()) {
+    alias = hooks->pack(alias);
+    saved_hooks.resize(saved.size());
+    saved_hooks.push_back(hooks);
+  } else if (!saved_hooks.empty()) {
+    saved_hooks.push_back(nullptr);
+  }
+  saved.push_back(std::move(alias));
   return saved.size() - 1;
+}
+
+void Node::unpack_saved() {
+  for (size_t i = 0; i < saved_hooks.size(); ++i)
+    if (saved_hooks[i]) {
+      saved[i] = saved[i].defined() ? detach(saved_hooks[i]->unpack(saved[i])) : saved[i];
+      saved_hooks[i].reset();
+    }
 }
 
 void Node::release() {
   saved.clear();
   saved.shrink_to_fit();
+  saved_hooks.clear();
+  saved_hooks.shrink_to_fit();
   grad_outputs.clear();
   grad_outputs.shrink_to_fit();
   released_ = true;

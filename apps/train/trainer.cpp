@@ -299,6 +299,7 @@ double Trainer::train_step() {
       loss_sum += loss.item();
       Tensor scaled = accum > 1 ? autograd::scale(loss, 1.0 / double(accum)) : loss;
       alloc_.mark(fmt::format("step {} / backward", step_ + 1));
+      const autograd::MicroBatchScope micro_batch(m, m == accum - 1);
       autograd::backward(scaled);
     }
   }

@@ -100,7 +100,7 @@ TEST(Checkpoint, HooksOnParametersInsideFireOnceWhenFinal) {
   Stack stack;
   int fired = 0;
   std::vector<double> at_hook;
-  add_grad_hook(stack.w1[0], [&](const Tensor& g) {
+  add_grad_hook(stack.w1[0], [&](const Tensor& g, const GradHookContext&) {
     ++fired;
     at_hook = to_f64(g);
   });

@@ -207,8 +207,8 @@ TEST(Tape, HooksFireOnceWithTheFinalGradient) {
   set_requires_grad(y);
   std::vector<std::vector<double>> fired_x;
   int fired_y = 0;
-  add_grad_hook(x, [&](const Tensor& g) { fired_x.push_back(to_f64(g)); });
-  add_grad_hook(y, [&](const Tensor&) { ++fired_y; });
+  add_grad_hook(x, [&](const Tensor& g, const GradHookContext&) { fired_x.push_back(to_f64(g)); });
+  add_grad_hook(y, [&](const Tensor&, const GradHookContext&) { ++fired_y; });
   // x is used three times, y once; y's node runs first in backward.
   const Tensor a = ag::mul(x, x);
   const Tensor loss = ag::sum(ag::add(ag::add(a, ag::exp(x)), ag::mul(a, y)));
@@ -216,6 +216,58 @@ TEST(Tape, HooksFireOnceWithTheFinalGradient) {
   ASSERT_EQ(fired_x.size(), 1u);
   EXPECT_EQ(fired_x[0], to_f64(grad(x)));
   EXPECT_EQ(fired_y, 1);
+}
+
+// Gradient hooks learn the micro-batch (MicroBatchScope): two accumulation micro-batches
+// fire the hook twice, with indices 0 and 1, the second marked last; outside a scope a
+// backward is micro-batch 0 and the last.
+TEST(Tape, HooksReceiveTheMicroBatch) {
+  Tensor w = random_tensor({5}, 7);
+  set_requires_grad(w);
+  std::vector<GradHookContext> seen;
+  add_grad_hook(w, [&](const Tensor&, const GradHookContext& c) { seen.push_back(c); });
+  for (int64_t m = 0; m < 2; ++m) {
+    const MicroBatchScope micro_batch(m, m == 1);
+    backward(ag::sum(ag::mul(w, w)));
+  }
+  backward(ag::sum(w));
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0].micro_batch, 0);
+  EXPECT_FALSE(seen[0].is_last_micro_batch);
+  EXPECT_EQ(seen[1].micro_batch, 1);
+  EXPECT_TRUE(seen[1].is_last_micro_batch);
+  EXPECT_EQ(seen[2].micro_batch, 0);
+  EXPECT_TRUE(seen[2].is_last_micro_batch);
+  EXPECT_EQ(current_micro_batch().micro_batch, 0);
+}
+
+// Note [Saved tensor hooks]: under a scope, what nodes save goes through pack and comes back
+// through unpack before the rule runs; here pack keeps a copy in other storage (as offload
+// keeps a host copy), and the gradients equal those without hooks.
+TEST(Tape, SavedTensorHooksPackAndUnpack) {
+  Tensor x = random_tensor({7}, 8);
+  set_requires_grad(x);
+  backward(ag::sum(ag::mul(ag::exp(x), x)));
+  const std::vector<double> want = to_f64(grad(x));
+  clear_grad(x);
+  int packed = 0, unpacked = 0;
+  Tensor loss;
+  {
+    SavedTensorHooksScope hooks({[&](const Tensor& t) {
+                                   ++packed;
+                                   return t.contiguous().to(DType::f32).clone();
+                                 },
+                                 [&](const Tensor& t) {
+                                   ++unpacked;
+                                   return t;
+                                 }});
+    loss = ag::sum(ag::mul(ag::exp(x), x));
+  }
+  EXPECT_EQ(packed, 3);  // exp saves its output, mul both operands
+  EXPECT_EQ(unpacked, 0);
+  backward(loss);
+  EXPECT_EQ(unpacked, 3);
+  EXPECT_EQ(to_f64(grad(x)), want);
 }
 
 TEST(Tape, NoGradRecordsNothing) {
