@@ -37,6 +37,60 @@ void init_tensor(Tensor& t, const Init& init, Generator& gen) {
 Module::Module(std::string path, std::string name)
     : path_(std::move(path)), name_(std::move(name)) {}
 
+namespace {
+
+// `name` matches the glob `pattern` (`*` any run, `?` one character), by backtracking.
+bool glob_match(const std::string& pattern, const std::string& name) {
+  size_t p = 0, n = 0, star = std::string::npos, resume = 0;
+  while (n < name.size()) {
+    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == name[n])) {
+      ++p;
+      ++n;
+    } else if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      resume = n;
+    } else if (star != std::string::npos) {
+      p = star + 1;
+      n = ++resume;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+int64_t set_trainable(const Module& m, const std::string& pattern, bool trainable, const char* op) {
+  FG_CHECK(!pattern.empty(), "[{}] the pattern is empty", op);
+  int64_t matched = 0;
+  for (const auto& [name, t] : m.named_parameters()) {
+    if (!glob_match(pattern, name)) continue;
+    autograd::set_requires_grad(t, trainable);
+    if (!trainable) autograd::clear_grad(t);
+    ++matched;
+  }
+  FG_CHECK(matched > 0, "[{}] no parameter matches '{}' (names look like '{}')", op, pattern,
+           m.named_parameters().empty() ? std::string("<none>") : m.named_parameters()[0].first);
+  return matched;
+}
+
+}  // namespace
+
+int64_t Module::freeze(const std::string& pattern) const {
+  return set_trainable(*this, pattern, false, "freeze");
+}
+
+int64_t Module::unfreeze(const std::string& pattern) const {
+  return set_trainable(*this, pattern, true, "unfreeze");
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::trainable_parameters() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (auto& [name, t] : named_parameters())
+    if (autograd::requires_grad(t)) out.emplace_back(name, t);
+  return out;
+}
+
 Tensor Module::register_parameter(const std::string& name, const Shape& shape, const Init& init,
                                   BuildContext& ctx) {
   for (const auto& [n, t] : params_)

@@ -109,6 +109,20 @@ class Module {
   // Drops every parameter's gradient (zero_grad with set_to_none).
   void zero_grad() const;
 
+  // Note [Freezing by name]
+  // freeze(pattern) stops every parameter whose full name matches `pattern` from requiring
+  // grad; unfreeze(pattern) makes it require grad again. A pattern is a glob over the full
+  // dotted name: `*` matches any run of characters (dots included), `?` one character, so
+  // "model.layers.*.self_attn.*" or "*.bias". A frozen parameter gets no gradient, and the
+  // backward rules skip the work only its gradient needs (Note [Frozen inputs] in
+  // autograd/node.h); optimizers allocate state lazily at a parameter's first gradient, so a
+  // frozen one holds none. Both return how many parameters matched; a pattern that matches
+  // none is an error naming it, so a typo cannot silently train everything.
+  int64_t freeze(const std::string& pattern) const;
+  int64_t unfreeze(const std::string& pattern) const;
+  // The parameters that require grad, as named_parameters() lists them.
+  std::vector<std::pair<std::string, Tensor>> trainable_parameters() const;
+
  protected:
   // Allocates and initialises a parameter named "<path>.<name>" (see the Notes above).
   Tensor register_parameter(const std::string& name, const Shape& shape, const Init& init,
