@@ -108,6 +108,30 @@ Tensor Module::register_parameter(const std::string& name, const Shape& shape, c
   return t;
 }
 
+Tensor Module::register_buffer(const std::string& name, const Shape& shape, DType dtype,
+                               const Init& init, BuildContext& ctx) {
+  for (const auto& [n, t] : buffers_)
+    FG_ASSERT(n != name, "buffer {} registered twice in {}", name, path_);
+  for (const auto& [n, t] : params_)
+    FG_ASSERT(n != name, "buffer {} has the name of a parameter of {}", name, path_);
+  const std::string full = child_path(name);
+  MemoryContextScope label(MemoryContext{Category::buffer, intern_label(full)});
+  Tensor t = Tensor::empty(shape, dtype, ctx.options.device);
+  if (ctx.options.initialize) init_tensor(t, init, ctx.generator());
+  buffers_.emplace_back(name, t);
+  return t;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const auto& [name, t] : buffers_) out.emplace_back(child_path(name), t);
+  for (const auto& [name, child] : children_) {
+    auto sub = child->named_buffers();
+    out.insert(out.end(), sub.begin(), sub.end());
+  }
+  return out;
+}
+
 bool Module::ignorable_key(const std::string&) const { return false; }
 
 void Module::collect(std::vector<std::pair<std::string, Tensor>>& out) const {

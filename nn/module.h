@@ -122,11 +122,23 @@ class Module {
   int64_t unfreeze(const std::string& pattern) const;
   // The parameters that require grad, as named_parameters() lists them.
   std::vector<std::pair<std::string, Tensor>> trainable_parameters() const;
+  // Every buffer (register_buffer), as (full dotted name, tensor), in the order of
+  // named_parameters().
+  std::vector<std::pair<std::string, Tensor>> named_buffers() const;
 
  protected:
   // Allocates and initialises a parameter named "<path>.<name>" (see the Notes above).
   Tensor register_parameter(const std::string& name, const Shape& shape, const Init& init,
                             BuildContext& ctx);
+  // Note [Buffers]
+  // A buffer is module state that is not trained: a mask, a table of constants, later the
+  // quantization state beside an NF4 weight. It is allocated like a parameter, on the build's
+  // device, but in its own dtype and under Category::buffer with its full name as label, so
+  // the ledger shows it apart from the parameters. It never requires grad, freeze() does not
+  // see it, optimizers never get it, and it is not in state_dict(): a buffer is rebuilt
+  // with the model (PyTorch's persistent=False).
+  Tensor register_buffer(const std::string& name, const Shape& shape, DType dtype, const Init& init,
+                         BuildContext& ctx);
   // Constructs a child M(path + "." + name, name, args...) and keeps it.
   template <class M, class... Args>
   M& register_module(const std::string& name, Args&&... args) {
@@ -157,7 +169,8 @@ class Module {
   void collect(std::vector<std::pair<std::string, Tensor>>& out) const;
   std::string path_;
   std::string name_;
-  std::vector<std::pair<std::string, Tensor>> params_;  // local name
+  std::vector<std::pair<std::string, Tensor>> params_;   // local name
+  std::vector<std::pair<std::string, Tensor>> buffers_;  // local name (Note [Buffers])
   std::vector<std::pair<std::string, std::unique_ptr<Module>>> children_;
 };
 

@@ -13,10 +13,11 @@ enum class Category : uint8_t {
   activation,  // saved for backward
   temporary,   // workspaces and op temporaries
   quantized_weight,
+  buffer,  // module state that is not trained (nn::Module::register_buffer)
   data,
   other,
 };
-inline constexpr int kNumCategories = 8;
+inline constexpr int kNumCategories = 9;
 
 std::string_view category_name(Category c);
 // Parses the names that category_name prints; throws fitgrad::Error otherwise.

@@ -18,6 +18,7 @@ std::string_view category_name(Category c) {
     case Category::activation: return "activation";
     case Category::temporary: return "temporary";
     case Category::quantized_weight: return "quantized_weight";
+    case Category::buffer: return "buffer";
     case Category::data: return "data";
     case Category::other: return "other";
   }

@@ -3,7 +3,8 @@
 // through an AdamW step and hold no optimizer state, the backward runs fewer GEMMs, and
 // unfreeze restores training. A LoRA-shaped product (a frozen dense base plus two small
 // trainable factors) learns a target the base alone misses. A pattern matching nothing is an
-// error naming it.
+// error naming it. Buffers (Note [Buffers]) live under their own ledger category and stay
+// out of training.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -18,6 +19,7 @@
 #include "nn/decoder.h"
 #include "optim/adamw.h"
 #include "tensor/backend/kernel_table.h"
+#include "tensor/memory/caching_allocator.h"
 #include "tensor/ops/elementwise.h"
 #include "tensor/ops/matmul.h"
 #include "tests/tensor/ops/op_harness.h"
@@ -122,6 +124,46 @@ TEST(Freeze, ALoraShapedProductTrainsOnlyItsFactors) {
   EXPECT_LT(last, 0.05 * first);
   EXPECT_EQ(to_f64(w), w_before);
   for (const auto& [key, state] : opt.state_dict()) EXPECT_NE(key.rfind("base.", 0), 0u) << key;
+}
+
+// A module with a weight and a buffer, as a later quantized layer keeps its state.
+class WithBuffer : public Module {
+ public:
+  WithBuffer(std::string path, std::string name, BuildContext& ctx)
+      : Module(std::move(path), std::move(name)) {
+    weight = register_parameter("weight", {4, 8}, Init::normal(0.02), ctx);
+    table = register_buffer("table", {16}, DType::i32, Init::zeros(), ctx);
+  }
+  Tensor weight, table;
+};
+class Outer : public Module {
+ public:
+  explicit Outer(BuildContext& ctx) : Module("", "") {
+    inner = &register_module<WithBuffer>("inner", ctx);
+  }
+  WithBuffer* inner;
+};
+
+TEST(Buffers, LiveInTheirOwnCategoryAndStayOutOfTraining) {
+  CachingAllocator& cpu = allocator_for(Device::cpu());
+  const int64_t before = cpu.by_category()[size_t(Category::buffer)].current;
+  BuildContext ctx(BuildOptions{.seed = 1});
+  Outer m(ctx);
+  EXPECT_EQ(cpu.by_category()[size_t(Category::buffer)].current - before,
+            int64_t(round_request(16 * 4)));
+  const auto buffers = m.named_buffers();
+  ASSERT_EQ(buffers.size(), 1u);
+  EXPECT_EQ(buffers[0].first, "inner.table");
+  EXPECT_EQ(buffers[0].second.dtype(), DType::i32);
+  EXPECT_EQ(buffers[0].second.to_vector<int32_t>(), std::vector<int32_t>(16, 0));
+  EXPECT_FALSE(ag::requires_grad(buffers[0].second));
+  EXPECT_EQ(m.named_parameters().size(), 1u);
+  EXPECT_EQ(m.state_dict().count("inner.table"), 0u);
+  EXPECT_THAT(testing::error_of([&] { m.freeze("*.table"); }),
+              ::testing::HasSubstr("no parameter matches '*.table'"));
+  EXPECT_EQ(m.freeze("inner.*"), 1);
+  EXPECT_EQ(category_name(Category::buffer), "buffer");
+  EXPECT_EQ(parse_category("buffer"), Category::buffer);
 }
 
 }  // namespace
