@@ -20,28 +20,26 @@ AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWOptions& options)
   FG_CHECK(options.eps >= 0, "[adamw] eps must be >= 0, got {}", options.eps);
 }
 
-void AdamW::step() {
-  for_each_gradient(
-      [&](size_t i, const ParamGroup& group, const std::string&, const Tensor& p, const Tensor& g) {
-        ParamStates::State& s = states_[i];
-        // Throws before any change on a backend without the kernel.
-        backend::require_kernel(backend::OpId::adamw_update, p.device());
-        if (s.step == 0) states_.allocate(i, /*zero=*/true);
-        ++s.step;
-        // The scalars as torch computes them in Python (double), then rounds them to f32.
-        const double t = double(s.step);
-        const double bias_correction1 = 1 - std::pow(options_.beta1, t);
-        const double bias_correction2 = 1 - std::pow(options_.beta2, t);
-        const backend::AdamWScalars k{float(1 - lr_ * group.weight_decay),
-                                      float(options_.beta1),
-                                      float(1 - options_.beta1),
-                                      float(options_.beta2),
-                                      float(1 - options_.beta2),
-                                      float(std::sqrt(bias_correction2)),
-                                      float(options_.eps),
-                                      float(-(lr_ / bias_correction1))};
-        ops::adamw_update_(p, g.contiguous(), s.buffers[0], s.buffers[1], k);
-      });
+void AdamW::update(size_t i, const ParamGroup& group, const std::string&, const Tensor& p,
+                   const Tensor& g) {
+  ParamStates::State& s = states_[i];
+  // Throws before any change on a backend without the kernel.
+  backend::require_kernel(backend::OpId::adamw_update, p.device());
+  if (s.step == 0) states_.allocate(i, /*zero=*/true);
+  ++s.step;
+  // The scalars as torch computes them in Python (double), then rounds them to f32.
+  const double t = double(s.step);
+  const double bias_correction1 = 1 - std::pow(options_.beta1, t);
+  const double bias_correction2 = 1 - std::pow(options_.beta2, t);
+  const backend::AdamWScalars k{float(1 - lr_ * group.weight_decay),
+                                float(options_.beta1),
+                                float(1 - options_.beta1),
+                                float(options_.beta2),
+                                float(1 - options_.beta2),
+                                float(std::sqrt(bias_correction2)),
+                                float(options_.eps),
+                                float(-(lr_ / bias_correction1))};
+  ops::adamw_update_(p, g.contiguous(), s.buffers[0], s.buffers[1], k);
 }
 
 std::map<std::string, Tensor> AdamW::state_dict() const { return states_.state_dict(steps_); }

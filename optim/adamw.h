@@ -24,13 +24,16 @@ class AdamW : public Optimizer {
  public:
   AdamW(std::vector<ParamGroup> groups, const AdamWOptions& options);
 
-  void step() override;
   // "<param>.exp_avg", "<param>.exp_avg_sq", "<param>.step" and "step".
   std::map<std::string, Tensor> state_dict() const override;
   void load_state_dict(const std::map<std::string, Tensor>& state) override;
   std::string name() const override { return "adamw"; }
 
   const AdamWOptions& options() const { return options_; }
+
+ protected:
+  void update(size_t index, const ParamGroup& group, const std::string& name, const Tensor& param,
+              const Tensor& grad) override;
 
  private:
   AdamWOptions options_;

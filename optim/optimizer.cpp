@@ -35,6 +35,9 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr, const char* op)
       FG_CHECK(t.is_contiguous(), "[{}] parameter '{}' must be contiguous", op_, name);
     }
   }
+  for (size_t g = 0; g < groups_.size(); ++g)
+    for (size_t k = 0; k < groups_[g].params.size(); ++k) where_.emplace_back(g, k);
+  num_params_ = where_.size();
 }
 
 void Optimizer::zero_grad() const {
@@ -47,20 +50,50 @@ void Optimizer::set_lr(double lr) {
   lr_ = lr;
 }
 
-void Optimizer::for_each_gradient(const Update& update) {
-  size_t index = 0;
-  for (const ParamGroup& group : groups_) {
-    for (const auto& [name, p] : group.params) {
-      const size_t i = index++;
-      const Tensor g = autograd::grad(p);
-      if (!g.defined()) continue;
-      FG_CHECK(g.shape() == p.shape() && g.device() == p.device(),
-               "[{}] gradient of '{}' is {} on {}, the parameter {} on {}", op_, name,
-               shape_str(g.shape()), g.device().str(), shape_str(p.shape()), p.device().str());
-      update(i, group, name, p, g);
-    }
+void Optimizer::step() {
+  begin_step();
+  try {
+    for (size_t i = 0; i < num_params_; ++i) step_param(i);
+  } catch (...) {
+    in_step_ = false;  // the step did not happen; the next one may be tried
+    throw;
   }
+  end_step();
+}
+
+void Optimizer::begin_step() {
+  FG_CHECK(!in_step_, "[{}] begin_step: the previous step was not ended", op_);
+  in_step_ = true;
+  stepped_.assign(num_params_, 0);
+}
+
+void Optimizer::step_param(size_t index) {
+  FG_CHECK(in_step_, "[{}] step_param({}) outside begin_step/end_step", op_, index);
+  FG_CHECK(index < num_params_, "[{}] step_param: index {} is out of range for {} parameters", op_,
+           index, num_params_);
+  const auto [g_index, k] = where_[index];
+  const ParamGroup& group = groups_[g_index];
+  const auto& [name, p] = group.params[k];
+  FG_CHECK(!stepped_[index], "[{}] step_param: '{}' was already stepped in this step", op_, name);
+  stepped_[index] = 1;
+  const Tensor g = autograd::grad(p);
+  if (!g.defined()) return;
+  FG_CHECK(g.shape() == p.shape() && g.device() == p.device(),
+           "[{}] gradient of '{}' is {} on {}, the parameter {} on {}", op_, name,
+           shape_str(g.shape()), g.device().str(), shape_str(p.shape()), p.device().str());
+  update(index, group, name, p, g);
+}
+
+void Optimizer::end_step() {
+  FG_CHECK(in_step_, "[{}] end_step without begin_step", op_);
+  in_step_ = false;
   ++steps_;
+}
+
+size_t Optimizer::index_of(const std::string& name) const {
+  for (size_t i = 0; i < num_params_; ++i)
+    if (groups_[where_[i].first].params[where_[i].second].first == name) return i;
+  throw Error(fmt::format("[{}] no parameter named '{}'", op_, name));
 }
 
 }  // namespace fitgrad::optim

@@ -38,8 +38,22 @@ class Optimizer {
 
   // Applies the gradients (autograd::grad(p)) to the parameters. A parameter whose gradient
   // is undefined is skipped, as torch does. On meta the state is allocated and nothing is
-  // computed (a dry run).
-  virtual void step() = 0;
+  // computed (a dry run). The same as begin_step(), step_param(i) for every i, end_step().
+  void step();
+
+  // Note [Per-parameter steps]
+  // One optimizer step can also be taken a parameter at a time, so that it runs inside a
+  // gradient hook as each gradient becomes final (optimizer-in-backward) and the gradient
+  // can be freed at once: begin_step() opens the step, step_param(i) applies parameter i's
+  // gradient (index as in num_params(): group order, every parameter counted), at most
+  // once per step, and end_step() closes it and counts it. Each parameter's update is the
+  // one step() makes, so the two ways give bitwise-equal parameters and state.
+  void begin_step();
+  void step_param(size_t index);
+  void end_step();
+  size_t num_params() const { return num_params_; }
+  // The index of the parameter named `name`; throws naming it when there is none.
+  size_t index_of(const std::string& name) const;
   // Drops every parameter's gradient (zero_grad with set_to_none).
   void zero_grad() const;
 
@@ -62,13 +76,11 @@ class Optimizer {
   // `op` starts error messages ("[adamw] ...").
   Optimizer(std::vector<ParamGroup> groups, double lr, const char* op);
 
-  // One step's walk over the parameters, shared by every optimizer: calls
-  // update(index, group, name, param, grad) for each parameter that has a gradient, in group
-  // order (index counts every parameter, skipped ones too, as the state slots do), after
-  // checking that the gradient's shape and device are the parameter's; then counts the step.
-  using Update = std::function<void(size_t index, const ParamGroup& group, const std::string& name,
-                                    const Tensor& param, const Tensor& grad)>;
-  void for_each_gradient(const Update& update);
+  // One parameter's update within an open step, given its defined gradient, whose shape and
+  // device step_param has checked against the parameter's; index counts every parameter,
+  // skipped ones too, as the state slots do.
+  virtual void update(size_t index, const ParamGroup& group, const std::string& name,
+                      const Tensor& param, const Tensor& grad) = 0;
 
   std::vector<ParamGroup> groups_;
   double lr_;
@@ -76,6 +88,10 @@ class Optimizer {
 
  private:
   const char* op_;
+  size_t num_params_ = 0;
+  std::vector<std::pair<size_t, size_t>> where_;  // index -> (group, position in group)
+  std::vector<char> stepped_;                     // this step: parameter i already applied
+  bool in_step_ = false;
 };
 
 }  // namespace fitgrad::optim

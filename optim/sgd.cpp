@@ -24,22 +24,20 @@ SGD::SGD(std::vector<ParamGroup> groups, const SgdOptions& options)
            "[sgd] nesterov needs momentum > 0 and dampening 0");
 }
 
-void SGD::step() {
-  for_each_gradient(
-      [&](size_t i, const ParamGroup& group, const std::string&, const Tensor& p, const Tensor& g) {
-        ParamStates::State& s = states_[i];
-        backend::require_kernel(backend::OpId::sgd_update, p.device());  // as in AdamW::step
-        const bool first = s.step == 0;
-        if (first) states_.allocate(i, /*zero=*/false);
-        ++s.step;
-        const backend::SgdScalars k{float(lr_),
-                                    float(group.weight_decay),
-                                    float(options_.momentum),
-                                    float(1 - options_.dampening),
-                                    options_.nesterov,
-                                    first};
-        ops::sgd_update_(p, g.contiguous(), s.buffers.empty() ? Tensor() : s.buffers[0], k);
-      });
+void SGD::update(size_t i, const ParamGroup& group, const std::string&, const Tensor& p,
+                 const Tensor& g) {
+  ParamStates::State& s = states_[i];
+  backend::require_kernel(backend::OpId::sgd_update, p.device());  // as in AdamW::update
+  const bool first = s.step == 0;
+  if (first) states_.allocate(i, /*zero=*/false);
+  ++s.step;
+  const backend::SgdScalars k{float(lr_),
+                              float(group.weight_decay),
+                              float(options_.momentum),
+                              float(1 - options_.dampening),
+                              options_.nesterov,
+                              first};
+  ops::sgd_update_(p, g.contiguous(), s.buffers.empty() ? Tensor() : s.buffers[0], k);
 }
 
 std::map<std::string, Tensor> SGD::state_dict() const { return states_.state_dict(steps_); }

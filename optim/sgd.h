@@ -20,11 +20,14 @@ class SGD : public Optimizer {
   // Each ParamGroup's weight_decay is used.
   SGD(std::vector<ParamGroup> groups, const SgdOptions& options);
 
-  void step() override;
   // "<param>.momentum_buffer" (with momentum), "<param>.step" and "step".
   std::map<std::string, Tensor> state_dict() const override;
   void load_state_dict(const std::map<std::string, Tensor>& state) override;
   std::string name() const override { return "sgd"; }
+
+ protected:
+  void update(size_t index, const ParamGroup& group, const std::string& name, const Tensor& param,
+              const Tensor& grad) override;
 
  private:
   SgdOptions options_;
