@@ -33,10 +33,10 @@ Gpt2Attention::Gpt2Attention(std::string path, std::string name, const ModelConf
       head_dim_(cfg.hidden_size / cfg.num_heads) {
   const int64_t c = cfg.hidden_size;
   using L = Linear::Layout;
-  c_attn_ = &register_module<Linear>("c_attn", c, 3 * c,
-                                     Linear::Options{true, L::conv1d, cfg.initializer_range}, ctx);
-  c_proj_ = &register_module<Linear>(
-      "c_proj", c, c, Linear::Options{true, L::conv1d, cfg.residual_init_std()}, ctx);
+  c_attn_ = &register_linear("c_attn", c, 3 * c,
+                             Linear::Options{true, L::conv1d, cfg.initializer_range}, ctx);
+  c_proj_ = &register_linear("c_proj", c, c,
+                             Linear::Options{true, L::conv1d, cfg.residual_init_std()}, ctx);
 }
 
 Tensor Gpt2Attention::forward(const Tensor& x, KvCache* cache, int64_t layer) const {
@@ -62,10 +62,10 @@ LlamaAttention::LlamaAttention(std::string path, std::string name, const ModelCo
   const int64_t c = cfg.hidden_size, q = heads_ * head_dim_, kv = kv_heads_ * head_dim_;
   using L = Linear::Layout;
   const Linear::Options qkv_opt{cfg.attention_qkv_bias, L::torch, cfg.initializer_range};
-  q_proj_ = &register_module<Linear>("q_proj", c, q, qkv_opt, ctx);
-  k_proj_ = &register_module<Linear>("k_proj", c, kv, qkv_opt, ctx);
-  v_proj_ = &register_module<Linear>("v_proj", c, kv, qkv_opt, ctx);
-  o_proj_ = &register_module<Linear>(
+  q_proj_ = &register_linear("q_proj", c, q, qkv_opt, ctx);
+  k_proj_ = &register_linear("k_proj", c, kv, qkv_opt, ctx);
+  v_proj_ = &register_linear("v_proj", c, kv, qkv_opt, ctx);
+  o_proj_ = &register_linear(
       "o_proj", q, c, Linear::Options{cfg.attention_out_bias, L::torch, cfg.residual_init_std()},
       ctx);
 }

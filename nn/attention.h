@@ -22,13 +22,13 @@ class Gpt2Attention : public Module {
   Gpt2Attention(std::string path, std::string name, const ModelConfig& cfg, BuildContext& ctx);
   // (B, T, C) -> (B, T, C); with a cache, through its layer `layer`.
   Tensor forward(const Tensor& x, KvCache* cache = nullptr, int64_t layer = 0) const;
-  const Linear& c_attn() const { return *c_attn_; }
-  const Linear& c_proj() const { return *c_proj_; }
+  const LinearLayer& c_attn() const { return *c_attn_; }
+  const LinearLayer& c_proj() const { return *c_proj_; }
 
  private:
   int64_t heads_, head_dim_;
-  Linear* c_attn_;  // (C, 3C)
-  Linear* c_proj_;  // (C, C), init std / sqrt(2 L)
+  LinearLayer* c_attn_;  // (C, 3C)
+  LinearLayer* c_proj_;  // (C, C), init std / sqrt(2 L)
 };
 
 class LlamaAttention : public Module {
@@ -37,15 +37,15 @@ class LlamaAttention : public Module {
   // (B, T, C) -> (B, T, C); with a cache, through its layer `layer`, RoPE at positions
   // from the cache's length on.
   Tensor forward(const Tensor& x, KvCache* cache = nullptr, int64_t layer = 0) const;
-  const Linear& q_proj() const { return *q_proj_; }
-  const Linear& k_proj() const { return *k_proj_; }
-  const Linear& v_proj() const { return *v_proj_; }
-  const Linear& o_proj() const { return *o_proj_; }
+  const LinearLayer& q_proj() const { return *q_proj_; }
+  const LinearLayer& k_proj() const { return *k_proj_; }
+  const LinearLayer& v_proj() const { return *v_proj_; }
+  const LinearLayer& o_proj() const { return *o_proj_; }
 
  private:
   int64_t heads_, kv_heads_, head_dim_;
   double rope_theta_;
-  Linear *q_proj_, *k_proj_, *v_proj_, *o_proj_;  // torch layout (out, in)
+  LinearLayer *q_proj_, *k_proj_, *v_proj_, *o_proj_;  // torch layout (out, in)
 };
 
 }  // namespace fitgrad::nn

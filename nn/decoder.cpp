@@ -165,9 +165,9 @@ LlamaForCausalLM::LlamaForCausalLM(const ModelConfig& cfg, const BuildOptions& o
   BuildContext ctx(options);
   body_ = &register_module<LlamaModel>("model", config_, ctx);
   if (!cfg.tie_word_embeddings)
-    lm_head_ = &register_module<Linear>(
-        "lm_head", cfg.hidden_size, cfg.vocab_size,
-        Linear::Options{false, Linear::Layout::torch, cfg.initializer_range}, ctx);
+    lm_head_ =
+        &register_linear("lm_head", cfg.hidden_size, cfg.vocab_size,
+                         Linear::Options{false, Linear::Layout::torch, cfg.initializer_range}, ctx);
 }
 
 std::unique_ptr<CausalLM> build_model(const ModelConfig& cfg, const BuildOptions& options) {

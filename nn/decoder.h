@@ -164,7 +164,7 @@ class CausalLM : public Module {
 
   ModelConfig config_;
   DecoderBody* body_ = nullptr;
-  Linear* lm_head_ = nullptr;  // null when tied
+  LinearLayer* lm_head_ = nullptr;  // null when tied
   autograd::SegmentPlan plan_ = autograd::SegmentPlan::none();
 };
 

@@ -9,9 +9,26 @@ namespace fitgrad::nn {
 
 namespace ag = fitgrad::autograd;
 
+LinearLayer& Module::register_linear(const std::string& name, int64_t in, int64_t out,
+                                     const LinearOptions& options, BuildContext& ctx) {
+  const LinearSpec spec{child_path(name), name, in, out, options};
+  std::unique_ptr<LinearLayer> layer =
+      ctx.options.linear_factory
+          ? ctx.options.linear_factory(spec, ctx)
+          : std::make_unique<Linear>(spec.path, spec.name, in, out, options, ctx);
+  FG_CHECK(layer != nullptr, "[{}] the linear factory returned no layer", spec.path);
+  FG_CHECK(layer->path() == spec.path && layer->name() == spec.name && layer->in_features() == in &&
+               layer->out_features() == out,
+           "[{}] the linear factory made '{}' ({} -> {}), expected '{}' ({} -> {})", spec.path,
+           layer->path(), layer->in_features(), layer->out_features(), spec.path, in, out);
+  LinearLayer& ref = *layer;
+  children_.emplace_back(name, std::move(layer));
+  return ref;
+}
+
 Linear::Linear(std::string path, std::string name, int64_t in, int64_t out, const Options& options,
                BuildContext& ctx)
-    : Module(std::move(path), std::move(name)), in_(in), out_(out), layout_(options.layout) {
+    : LinearLayer(std::move(path), std::move(name), in, out), layout_(options.layout) {
   const Shape w = layout_ == Layout::torch ? Shape{out, in} : Shape{in, out};
   weight_ = register_parameter("weight", w, Init::normal(options.init_std), ctx);
   if (options.bias) bias_ = register_parameter("bias", {out}, Init::zeros(), ctx);
@@ -19,8 +36,9 @@ Linear::Linear(std::string path, std::string name, int64_t in, int64_t out, cons
 
 Tensor Linear::forward(const Tensor& x) const {
   ForwardScope scope(*this);
-  FG_CHECK(x.dim() >= 1 && x.size(-1) == in_, "[{}] expected input (..., {}), got last dim {}",
-           path(), in_, x.dim() ? x.size(-1) : 0);
+  FG_CHECK(x.dim() >= 1 && x.size(-1) == in_features(),
+           "[{}] expected input (..., {}), got last dim {}", path(), in_features(),
+           x.dim() ? x.size(-1) : 0);
   // Note [Autocast op table] in autograd/autocast_rules.h: linear is a lower op; with
   // autocast off the operands come back as they are.
   const std::vector<Tensor> in = ag::autocast_operands(backend::OpId::linear, {x, weight_, bias_});

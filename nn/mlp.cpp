@@ -11,10 +11,10 @@ Gpt2Mlp::Gpt2Mlp(std::string path, std::string name, const ModelConfig& cfg, Bui
     : Module(std::move(path), std::move(name)) {
   const int64_t c = cfg.hidden_size, f = cfg.intermediate_size;
   using L = Linear::Layout;
-  c_fc_ = &register_module<Linear>("c_fc", c, f,
-                                   Linear::Options{true, L::conv1d, cfg.initializer_range}, ctx);
-  c_proj_ = &register_module<Linear>(
-      "c_proj", f, c, Linear::Options{true, L::conv1d, cfg.residual_init_std()}, ctx);
+  c_fc_ =
+      &register_linear("c_fc", c, f, Linear::Options{true, L::conv1d, cfg.initializer_range}, ctx);
+  c_proj_ = &register_linear("c_proj", f, c,
+                             Linear::Options{true, L::conv1d, cfg.residual_init_std()}, ctx);
 }
 
 Tensor Gpt2Mlp::forward(const Tensor& x) const {
@@ -26,9 +26,9 @@ SwiGluMlp::SwiGluMlp(std::string path, std::string name, const ModelConfig& cfg,
     : Module(std::move(path), std::move(name)) {
   const int64_t c = cfg.hidden_size, f = cfg.intermediate_size;
   const Linear::Options opt{cfg.mlp_bias, Linear::Layout::torch, cfg.initializer_range};
-  gate_proj_ = &register_module<Linear>("gate_proj", c, f, opt, ctx);
-  up_proj_ = &register_module<Linear>("up_proj", c, f, opt, ctx);
-  down_proj_ = &register_module<Linear>(
+  gate_proj_ = &register_linear("gate_proj", c, f, opt, ctx);
+  up_proj_ = &register_linear("up_proj", c, f, opt, ctx);
+  down_proj_ = &register_linear(
       "down_proj", f, c,
       Linear::Options{cfg.mlp_bias, Linear::Layout::torch, cfg.residual_init_std()}, ctx);
 }

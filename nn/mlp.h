@@ -14,8 +14,8 @@ class Gpt2Mlp : public Module {
   Tensor forward(const Tensor& x) const;
 
  private:
-  Linear* c_fc_;    // (C, F)
-  Linear* c_proj_;  // (F, C), init std / sqrt(2 L)
+  LinearLayer* c_fc_;    // (C, F)
+  LinearLayer* c_proj_;  // (F, C), init std / sqrt(2 L)
 };
 
 class SwiGluMlp : public Module {
@@ -24,8 +24,8 @@ class SwiGluMlp : public Module {
   Tensor forward(const Tensor& x) const;
 
  private:
-  Linear *gate_proj_, *up_proj_;  // (F, C)
-  Linear* down_proj_;             // (C, F)
+  LinearLayer *gate_proj_, *up_proj_;  // (F, C)
+  LinearLayer* down_proj_;             // (C, F)
 };
 
 }  // namespace fitgrad::nn

@@ -24,6 +24,7 @@
 // the generator where the real build would.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -37,6 +38,14 @@
 
 namespace fitgrad::nn {
 
+struct BuildContext;
+class LinearLayer;     // nn/layers.h
+struct LinearSpec;     // nn/layers.h
+struct LinearOptions;  // nn/layers.h
+// Makes the Linear layer a spec asks for (Note [Linear factory] in nn/layers.h).
+using LinearFactory =
+    std::function<std::unique_ptr<LinearLayer>(const LinearSpec& spec, BuildContext& ctx)>;
+
 // Where and how parameters are created.
 struct BuildOptions {
   Device device = Device::cpu();
@@ -46,6 +55,8 @@ struct BuildOptions {
   uint64_t seed = 0;
   // false: parameters are allocated but left uninitialised (about to be loaded).
   bool initialize = true;
+  // Makes every Linear of the model; empty: a dense nn::Linear (Note [Linear factory]).
+  LinearFactory linear_factory = {};
 };
 
 // How one parameter starts (Note [Parameter initialisation]).
@@ -139,6 +150,10 @@ class Module {
   // with the model (PyTorch's persistent=False).
   Tensor register_buffer(const std::string& name, const Shape& shape, DType dtype, const Init& init,
                          BuildContext& ctx);
+  // Makes the Linear child `name` through the build's factory (a dense Linear by default)
+  // and keeps it (Note [Linear factory] in nn/layers.h; defined in nn/layers.cpp).
+  LinearLayer& register_linear(const std::string& name, int64_t in, int64_t out,
+                               const LinearOptions& options, BuildContext& ctx);
   // Constructs a child M(path + "." + name, name, args...) and keeps it.
   template <class M, class... Args>
   M& register_module(const std::string& name, Args&&... args) {
