@@ -2,8 +2,9 @@
 // front-end hands a backend after checking shapes and allocating every buffer. They hold
 // tensors (handles, so a meta kernel can take them without touching bytes) and plain
 // sizes; no shape or stride logic happens behind them (DESIGN.md: it lives in tensor/).
-// Today's CPU kernels compute in f32, so the front-ends pass f32 contiguous buffers,
-// staged through the allocator before dispatch; each struct's comments give the shapes.
+// The kernels read and write the operands' own floating dtype (Note [Op dtypes and devices]
+// in tensor/ops/op_util.h); each struct's comments give the shapes and dtypes, and every
+// workspace a kernel needs comes in its struct, sized by the backend's rules.
 #pragma once
 
 #include <cstdint>
@@ -166,7 +167,8 @@ struct NaiveAttentionBackwardArgs {
 };
 
 // embedding: out (n, C) = weight (V, C) rows at ids (n), in weight's dtype. backward:
-// dw (V, C) f32 = the deterministic scatter-add of dy (n, C) f32 at ids.
+// dw (V, C) = the deterministic scatter-add of dy (n, C) at ids, in dy's dtype (Note
+// [Low-precision embedding backward] in tensor/cpu/embedding.cpp).
 struct EmbeddingArgs {
   int64_t n = 0, v = 0, c = 0;
   Tensor weight, ids, out;  // ids i32 or i64 contiguous
