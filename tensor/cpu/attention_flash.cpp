@@ -33,11 +33,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <type_traits>
 
 #include "tensor/convert.h"
 #include "tensor/cpu/attention.h"
 #include "tensor/cpu/attention_tile.h"
+#include "tensor/cpu/stage.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -72,41 +72,6 @@ void masked_scores(const AttentionDims& dims, bool causal, float scale, const fl
   const int64_t offset = dims.s - dims.t;
   if (nk < kTileK || (causal && j0 + nk - 1 > q0 + offset))
     mask_tile(nq, nk, causal, q0, j0, offset, s);
-}
-
-template <class E>
-constexpr bool kStaged = !std::is_same_v<E, float>;
-
-// The n contiguous elements at src as f32: src itself for f32, else converted into buf
-// (Note [Staged attention tiles]).
-template <class E>
-const float* as_f32(const E* src, int64_t n, float* buf) {
-  if constexpr (kStaged<E>) {
-    for (int64_t i = 0; i < n; ++i) buf[i] = convert<float>(src[i]);
-    return buf;
-  } else {
-    (void)n;
-    (void)buf;
-    return src;
-  }
-}
-
-// Where the f32 accumulator for the n output elements at dst lives: dst itself for f32,
-// else buf, which store_rows then rounds into dst.
-template <class E>
-float* accumulator(E* dst, float* buf) {
-  if constexpr (kStaged<E>) {
-    (void)dst;
-    return buf;
-  } else {
-    (void)buf;
-    return dst;
-  }
-}
-template <class E>
-void store_rows(const float* acc, int64_t n, E* dst) {
-  if constexpr (kStaged<E>)
-    for (int64_t i = 0; i < n; ++i) dst[i] = convert<E>(acc[i]);
 }
 
 // The f32 tiles one thread stages bf16/f16 operands through: forward q rows, k or v rows

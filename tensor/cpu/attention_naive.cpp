@@ -9,55 +9,32 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <type_traits>
 
 #include "tensor/convert.h"
 #include "tensor/cpu/attention.h"
 #include "tensor/cpu/gemm.h"
+#include "tensor/cpu/stage.h"
 
 namespace fitgrad::cpu {
 namespace {
 
 constexpr int64_t kParallelMin = int64_t(1) << 15;  // elements worth waking a thread team for
 
+// Hands out the next n floats of a staging workspace for bf16/f16 operands; for f32 there
+// is no workspace and nothing is handed out (as_f32 and accumulator use the operands).
 template <class E>
-constexpr bool kStaged = !std::is_same_v<E, float>;
+class Staging {
+ public:
+  explicit Staging(float* workspace) : next_(workspace) {}
+  float* take(int64_t n) {
+    float* p = next_;
+    if constexpr (kStaged<E>) next_ += n;
+    return p;
+  }
 
-// The n elements at src as f32: src itself for f32, else converted into `buf`, which then
-// advances past them.
-template <class E>
-const float* widen(const E* src, int64_t n, float*& buf) {
-  if constexpr (kStaged<E>) {
-    float* out = buf;
-    for (int64_t i = 0; i < n; ++i) out[i] = convert<float>(src[i]);
-    buf += n;
-    return out;
-  } else {
-    (void)n;
-    (void)buf;
-    return src;
-  }
-}
-// The f32 buffer for the n output elements at dst: dst for f32, else the next n floats of
-// `buf`, which narrow() rounds into dst when the head is done.
-template <class E>
-float* f32_out(E* dst, int64_t n, float*& buf) {
-  if constexpr (kStaged<E>) {
-    (void)dst;
-    float* out = buf;
-    buf += n;
-    return out;
-  } else {
-    (void)n;
-    (void)buf;
-    return dst;
-  }
-}
-template <class E>
-void narrow(const float* src, int64_t n, E* dst) {
-  if constexpr (kStaged<E>)
-    for (int64_t i = 0; i < n; ++i) dst[i] = convert<E>(src[i]);
-}
+ private:
+  float* next_;
+};
 
 // probs (group, t, s) = softmax(scale * q k^T) for the query heads q (group, t, d) of one
 // kv head k (s, d), with the causal mask; a row that sees no key is all zeros.
@@ -101,16 +78,17 @@ void naive_attention_forward(const AttentionDims& dims, bool causal, float scale
   }
   for (int64_t kv = 0; kv < dims.batch * dims.hkv; ++kv) {
     const int64_t bh0 = kv * group;  // first query head of this kv head
-    float* buf = workspace;
-    const float* qh = widen(q + bh0 * t * d, group * t * d, buf);  // (group, t, d)
-    const float* kh = widen(k + kv * s * d, s * d, buf);           // (s, d)
-    const float* vh = widen(v + kv * s * d, s * d, buf);           // (s, d)
-    float* oh = f32_out(o + bh0 * t * d, group * t * d, buf);      // (group, t, d)
-    float* ph = probs + bh0 * t * s;                               // (group, t, s)
+    Staging<E> buf(workspace);
+    const int64_t nq = group * t * d, nk = s * d;
+    const float* qh = as_f32(q + bh0 * t * d, nq, buf.take(nq));  // (group, t, d)
+    const float* kh = as_f32(k + kv * nk, nk, buf.take(nk));      // (s, d)
+    const float* vh = as_f32(v + kv * nk, nk, buf.take(nk));      // (s, d)
+    float* oh = accumulator(o + bh0 * t * d, buf.take(nq));       // (group, t, d)
+    float* ph = probs + bh0 * t * s;                              // (group, t, s)
     probabilities(group, t, s, d, causal, scale, qh, kh, ph);
     gemm_f32_batched(false, false, group, t, d, s, 1.0f, ph, s, t * s, vh, d, 0, 0.0f, oh, d,
                      t * d);
-    narrow(oh, group * t * d, o + bh0 * t * d);
+    store_rows(oh, nq, o + bh0 * t * d);
   }
 }
 
@@ -127,16 +105,17 @@ void naive_attention_backward(const AttentionDims& dims, bool causal, float scal
   }
   for (int64_t kv = 0; kv < dims.batch * dims.hkv; ++kv) {
     const int64_t bh0 = kv * group;
-    float* buf = workspace;
-    const float* qh = widen(q + bh0 * t * d, group * t * d, buf);        // (group, t, d)
-    const float* douth = widen(dout + bh0 * t * d, group * t * d, buf);  // (group, t, d)
-    const float* kh = widen(k + kv * s * d, s * d, buf);                 // (s, d)
-    const float* vh = widen(v + kv * s * d, s * d, buf);                 // (s, d)
-    float* dqh = f32_out(dq + bh0 * t * d, group * t * d, buf);          // (group, t, d)
-    float* dkh = f32_out(dk + kv * s * d, s * d, buf);                   // (s, d)
-    float* dvh = f32_out(dv + kv * s * d, s * d, buf);                   // (s, d)
-    float* ph = probs + bh0 * t * s;                                     // (group, t, s)
-    float* dph = dprobs + bh0 * t * s;                                   // (group, t, s)
+    Staging<E> buf(workspace);
+    const int64_t nq = group * t * d, nk = s * d;
+    const float* qh = as_f32(q + bh0 * t * d, nq, buf.take(nq));        // (group, t, d)
+    const float* douth = as_f32(dout + bh0 * t * d, nq, buf.take(nq));  // (group, t, d)
+    const float* kh = as_f32(k + kv * nk, nk, buf.take(nk));            // (s, d)
+    const float* vh = as_f32(v + kv * nk, nk, buf.take(nk));            // (s, d)
+    float* dqh = accumulator(dq + bh0 * t * d, buf.take(nq));           // (group, t, d)
+    float* dkh = accumulator(dk + kv * nk, buf.take(nk));               // (s, d)
+    float* dvh = accumulator(dv + kv * nk, buf.take(nk));               // (s, d)
+    float* ph = probs + bh0 * t * s;                                    // (group, t, s)
+    float* dph = dprobs + bh0 * t * s;                                  // (group, t, s)
     probabilities(group, t, s, d, causal, scale, qh, kh, ph);
     // dprobs = dout v^T
     gemm_f32_batched(false, true, group, t, s, d, 1.0f, douth, d, t * d, vh, d, 0, 0.0f, dph, s,
@@ -160,9 +139,9 @@ void naive_attention_backward(const AttentionDims& dims, bool causal, float scal
       gemm_f32(true, false, s, d, t, scale, dph + h * t * s, s, qh + h * t * d, d, beta, dkh, d);
       gemm_f32(true, false, s, d, t, 1.0f, ph + h * t * s, s, douth + h * t * d, d, beta, dvh, d);
     }
-    narrow(dqh, group * t * d, dq + bh0 * t * d);
-    narrow(dkh, s * d, dk + kv * s * d);
-    narrow(dvh, s * d, dv + kv * s * d);
+    store_rows(dqh, nq, dq + bh0 * t * d);
+    store_rows(dkh, nk, dk + kv * nk);
+    store_rows(dvh, nk, dv + kv * nk);
   }
 }
 

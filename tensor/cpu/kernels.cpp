@@ -32,6 +32,8 @@ using cpu::UnaryOp;
 
 float* f32(const Tensor& t) { return t.data<float>(); }
 float* f32_or_null(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
+// A double workspace (Note [Double workspaces] in tensor/ops/op_util.h), or null.
+double* doubles_or_null(const Tensor& t) { return reinterpret_cast<double*>(f32_or_null(t)); }
 cpu::AttentionDims dims_of(const AttentionShape& s) {
   return {s.batch, s.hq, s.hkv, s.t, s.s, s.d};
 }
@@ -58,11 +60,8 @@ void swiglu_backward(const ElementwiseArgs& a) {
 void sum(const SumArgs& a) {
   dispatch_floating(a.a.dtype(), "cpu kernel", [&](auto e) {
     using E = decltype(e);
-    // The partials are doubles in an f32 buffer of twice the count (Note [Sum workspace] in
-    // tensor/ops/reduce.cpp).
-    double* partial = a.workspace.defined() ? reinterpret_cast<double*>(f32(a.workspace)) : nullptr;
     cpu::sum(a.kept_shape, a.kept_strides, a.reduced_shape, a.reduced_strides, a.a.data<E>(),
-             a.divisor, a.out.data<E>(), partial);
+             a.divisor, a.out.data<E>(), doubles_or_null(a.workspace));
   });
 }
 void max(const MaxArgs& a) {
@@ -304,10 +303,7 @@ void sgd_update(const SgdArgs& a) {
                   f32_or_null(a.momentum_buffer), a.param.numel());
 }
 void sum_squares(const SumSquaresArgs& a) {
-  // The partials are doubles in an f32 buffer of twice the count (Note [Sum workspace] in
-  // tensor/ops/reduce.cpp).
-  double* partial = a.workspace.defined() ? reinterpret_cast<double*>(f32(a.workspace)) : nullptr;
-  *a.out = cpu::sum_squares(a.x.data_ptr(), a.x.dtype(), a.x.numel(), partial);
+  *a.out = cpu::sum_squares(a.x.data_ptr(), a.x.dtype(), a.x.numel(), doubles_or_null(a.workspace));
 }
 void scale_in_place(const ScaleInPlaceArgs& a) {
   cpu::scale_inplace(a.x.data_ptr(), a.x.dtype(), a.x.numel(), a.factor);

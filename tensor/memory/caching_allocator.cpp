@@ -53,6 +53,21 @@ size_t segment_size_for(size_t rounded) {
 
 namespace {
 
+// The ledger event of `kind` for block b as it stands (category, label, bytes, place).
+MemoryEvent block_event(EventKind kind, const Block& b) {
+  MemoryEvent e;
+  e.kind = kind;
+  e.category = b.category;
+  e.stream = b.stream;
+  e.label = b.label;
+  e.addr = b.addr;
+  e.size = b.size;
+  e.requested = b.requested;
+  e.segment = b.segment->id;
+  e.offset = b.offset();
+  return e;
+}
+
 bool should_split(const Block* b, size_t size) {
   const size_t remaining = b->size - size;
   return b->segment->small ? remaining >= kMinBlockSize : remaining > kSmallSize;
@@ -231,17 +246,7 @@ Allocation CachingAllocator::allocate(size_t bytes, int stream) {
   increase(stats_.allocated_bytes, small, int64_t(b->size));
   increase(stats_.active_bytes, small, int64_t(b->size));
   increase(stats_.requested_bytes, small, int64_t(bytes));
-  MemoryEvent e;
-  e.kind = EventKind::alloc;
-  e.category = ctx.category;
-  e.stream = stream;
-  e.label = ctx.label;
-  e.addr = b->addr;
-  e.size = b->size;
-  e.requested = bytes;
-  e.segment = b->segment->id;
-  e.offset = b->offset();
-  ledger_.record_alloc(e, stats_.allocated_bytes[kAllPools].current,
+  ledger_.record_alloc(block_event(EventKind::alloc, *b), stats_.allocated_bytes[kAllPools].current,
                        stats_.reserved_bytes[kAllPools].current);
   return Allocation{reinterpret_cast<void*>(b->addr), b->size, bytes, b};
 }
@@ -251,23 +256,11 @@ void CachingAllocator::retag(const Allocation& a, Category category, uint32_t la
   std::lock_guard lock(mutex_);
   Block* b = a.handle;
   FG_ASSERT(b->allocated, "retag of a free {} block at offset {}", device_.str(), b->offset());
-  MemoryEvent from;
-  from.kind = EventKind::retag_from;
-  from.category = b->category;
-  from.stream = b->stream;
-  from.label = b->label;
-  from.addr = b->addr;
-  from.size = b->size;
-  from.requested = b->requested;
-  from.segment = b->segment->id;
-  from.offset = b->offset();
-  MemoryEvent to = from;
-  to.kind = EventKind::retag_to;
-  to.category = category;
-  to.label = label;
+  const MemoryEvent from = block_event(EventKind::retag_from, *b);
   b->category = category;
   b->label = label;
-  ledger_.record_retag(from, to, stats_.allocated_bytes[kAllPools].current,
+  ledger_.record_retag(from, block_event(EventKind::retag_to, *b),
+                       stats_.allocated_bytes[kAllPools].current,
                        stats_.reserved_bytes[kAllPools].current);
 }
 
@@ -282,17 +275,7 @@ void CachingAllocator::free(const Allocation& a) {
   decrease(stats_.allocated_bytes, small, int64_t(b->size));
   decrease(stats_.active_bytes, small, int64_t(b->size));
   decrease(stats_.requested_bytes, small, int64_t(b->requested));
-  MemoryEvent e;
-  e.kind = EventKind::free;
-  e.category = b->category;
-  e.stream = b->stream;
-  e.label = b->label;
-  e.addr = b->addr;
-  e.size = b->size;
-  e.requested = b->requested;
-  e.segment = b->segment->id;
-  e.offset = b->offset();
-  ledger_.record_free(e, stats_.allocated_bytes[kAllPools].current,
+  ledger_.record_free(block_event(EventKind::free, *b), stats_.allocated_bytes[kAllPools].current,
                       stats_.reserved_bytes[kAllPools].current);
   b->allocated = false;
   b->requested = 0;

@@ -135,9 +135,10 @@ namespace {
 // Naive attention's workspace (undefined when its size is 0, as for f32 operands).
 Tensor naive_workspace(const backend::AttentionShape& dims, bool backward, DType dtype,
                        Device device) {
-  const int64_t floats = backend::naive_workspace_floats(
-      backend::profile_for(device), dims.hq / dims.hkv, dims.t, dims.s, dims.d, backward, dtype);
-  return floats > 0 ? temporary({floats}, device) : Tensor();
+  return f32_workspace(
+      backend::naive_workspace_floats(backend::profile_for(device), dims.hq / dims.hkv, dims.t,
+                                      dims.s, dims.d, backward, dtype),
+      device);
 }
 
 }  // namespace

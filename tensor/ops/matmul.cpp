@@ -16,7 +16,6 @@
 #include "tensor/backend/kernel_table.h"
 #include "tensor/backend/math_mode.h"
 #include "tensor/backend/profile.h"
-#include "tensor/memory/scope.h"
 #include "tensor/ops/op_util.h"
 
 namespace fitgrad::ops {
@@ -29,11 +28,9 @@ bool tf32_for(DType dtype) { return dtype == DType::f32 && backend::matmul_tf32(
 // The staging workspace of an (m, k) @ (k, n) product on `dtype` operands, or undefined
 // when the GEMM reads them as they are (Note [Native products]).
 Tensor gemm_workspace(Device device, DType dtype, int64_t m, int64_t n, int64_t k) {
-  const int64_t floats =
-      backend::gemm_workspace_floats(backend::profile_for(device), dtype, m, n, k, tf32_for(dtype));
-  if (floats == 0) return Tensor();
-  CategoryScope category(Category::temporary);
-  return Tensor::empty({floats}, DType::f32, device);
+  return f32_workspace(
+      backend::gemm_workspace_floats(backend::profile_for(device), dtype, m, n, k, tf32_for(dtype)),
+      device);
 }
 
 // Note [Batch strides for broadcast matmul]

@@ -48,6 +48,14 @@ Tensor kernel_result(const Shape& shape, Device device, DType dtype, bool native
   return Tensor::empty(shape, DType::f32, device);
 }
 
+Tensor f32_workspace(int64_t floats, Device device) {
+  if (floats == 0) return Tensor();
+  CategoryScope category(Category::temporary);
+  return Tensor::empty({floats}, DType::f32, device);
+}
+
+Tensor f64_workspace(int64_t doubles, Device device) { return f32_workspace(2 * doubles, device); }
+
 DType promote_floating(DType a, DType b) { return a == b ? a : DType::f32; }
 
 }  // namespace fitgrad::ops

@@ -44,6 +44,16 @@ Tensor kernel_operand(const Tensor& t, bool native);
 // the front-end casts to `dtype` afterwards (the result itself when `dtype` is f32, in the
 // caller's category; temporary staging otherwise).
 Tensor kernel_result(const Shape& shape, Device device, DType dtype, bool native);
+// An f32 workspace of `floats` elements tagged Category::temporary, or undefined when
+// floats is 0 (the kernel needs none).
+Tensor f32_workspace(int64_t floats, Device device);
+// Note [Double workspaces]
+// Some kernels keep partial sums in double (a long sum split over threads, the squared
+// norm's chunks) so their result does not depend on the thread count. The storage dtypes
+// have no f64, so such a workspace is an f32 temporary of twice the count, which the
+// kernel reads as doubles (the allocator aligns every block far beyond 8 bytes). Its size
+// is the backend's pure rule (backend::sum_workspace_doubles, sum_squares_workspace_doubles).
+Tensor f64_workspace(int64_t doubles, Device device);
 // The dtype of a binary arithmetic op on a and b, as PyTorch promotes floating dtypes: the
 // common dtype when they agree, f32 when either is f32 or when bf16 meets f16.
 DType promote_floating(DType a, DType b);

@@ -4,7 +4,6 @@
 #include "tensor/backend/kernel_args.h"
 #include "tensor/backend/kernel_table.h"
 #include "tensor/backend/profile.h"
-#include "tensor/memory/scope.h"
 #include "tensor/ops/op_util.h"
 
 namespace fitgrad::ops {
@@ -65,13 +64,9 @@ double sum_squares(const Tensor& x) {
   check_contiguous(op, "x", x);
   const int64_t doubles =
       backend::sum_squares_workspace_doubles(backend::profile_for(x.device()), x.numel());
-  Tensor workspace;
-  if (doubles > 0) {  // the partial sums (Note [Sum workspace] in tensor/ops/reduce.cpp)
-    CategoryScope category(Category::temporary);
-    workspace = Tensor::empty({2 * doubles}, DType::f32, x.device());
-  }
-  double out = 0.0;
-  backend::dispatch(id, x.device(), backend::SumSquaresArgs{x, &out, workspace});
+  double out = 0.0;  // the chunks' partial sums: Note [Double workspaces] in op_util.h
+  backend::dispatch(id, x.device(),
+                    backend::SumSquaresArgs{x, &out, f64_workspace(doubles, x.device())});
   return out;
 }
 

@@ -1,21 +1,16 @@
 // Reduction front-ends (see ops/reduce.h): dim handling, the split of the input's dims
 // into kept and reduced dims with their strides, output allocation, then the dispatch. The
-// kernels read and write the input's floating dtype (sums accumulate in double).
-//
-// Note [Sum workspace]
-// A sum with few outputs over a long reduction (a full sum of a large tensor) splits each
-// output's reduction into blocks summed by different threads, then adds the block sums in
-// order (Note [Sum accumulation order] in tensor/cpu/reduce.cpp). Those partial sums are
-// doubles; the storage dtypes have no f64, so the workspace is an f32 temporary of twice
-// their count, which the kernel reads as doubles (the allocator aligns every block far
-// beyond 8 bytes). Its size is the backend's pure rule (backend::sum_workspace_doubles).
+// kernels read and write the input's floating dtype (sums accumulate in double). A sum with
+// few outputs over a long reduction (a full sum of a large tensor) splits each output's
+// reduction into blocks summed by different threads (Note [Sum accumulation order] in
+// tensor/cpu/reduce.cpp), whose partial sums get a double workspace (Note [Double
+// workspaces] in op_util.h).
 #include "tensor/ops/reduce.h"
 
 #include "tensor/backend/kernel_args.h"
 #include "tensor/backend/kernel_table.h"
 #include "tensor/backend/profile.h"
 #include "tensor/error.h"
-#include "tensor/memory/scope.h"
 #include "tensor/ops/elementwise.h"
 #include "tensor/ops/op_util.h"
 
@@ -60,14 +55,9 @@ Tensor sum_or_mean(const char* op, const Tensor& a, const std::vector<int64_t>& 
   collapse_dims(red_shape, red);
   const int64_t doubles = backend::sum_workspace_doubles(backend::profile_for(a.device()),
                                                          kept_shape, kept[0], red_shape);
-  Tensor workspace;
-  if (doubles > 0) {
-    CategoryScope category(Category::temporary);
-    workspace = Tensor::empty({2 * doubles}, DType::f32, a.device());
-  }
   backend::dispatch(backend::OpId::sum, a.device(),
                     backend::SumArgs{kept_shape, red_shape, kept[0], red[0], x, mean ? count : 1.0,
-                                     out, workspace});
+                                     out, f64_workspace(doubles, a.device())});
   return out;
 }
 

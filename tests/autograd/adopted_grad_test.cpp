@@ -11,6 +11,7 @@
 #include "autograd/variable.h"
 #include "tensor/memory/caching_allocator.h"
 #include "tensor/memory/scope.h"
+#include "tests/tensor/memory/events_since.h"
 #include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad::autograd {
@@ -18,13 +19,6 @@ namespace {
 
 using testing::random_tensor;
 using testing::to_f64;
-
-std::vector<MemoryEvent> events_since(uint64_t first) {
-  std::vector<MemoryEvent> out;
-  for (const MemoryEvent& e : allocator_for(Device::cpu()).events())
-    if (e.seq >= first) out.push_back(e);
-  return out;
-}
 
 TEST(AdoptedGradients, TheFirstGradientIsRetaggedNotCopied) {
   Tensor w = random_tensor({96, 64}, 1);  // (out, in): dW is 24 KiB
@@ -38,7 +32,7 @@ TEST(AdoptedGradients, TheFirstGradientIsRetaggedNotCopied) {
   backward({loss});
   const uint64_t bytes = uint64_t(w.numel()) * 4;
   int dw_allocs = 0, from = 0, to = 0;
-  for (const MemoryEvent& e : events_since(first)) {
+  for (const MemoryEvent& e : testing::events_since(first)) {
     if (e.kind == EventKind::alloc && e.requested == bytes) ++dw_allocs;
     if (e.kind == EventKind::retag_from && e.requested == bytes) {
       ++from;

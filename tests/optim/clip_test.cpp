@@ -15,6 +15,7 @@
 #include "tensor/backend/profile.h"
 #include "tensor/memory/caching_allocator.h"
 #include "tensor/ops/optim_update.h"
+#include "tests/tensor/memory/events_since.h"
 #include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad::optim {
@@ -134,8 +135,8 @@ TEST(SumSquares, PartialsAreOneLedgerWorkspace) {
   const uint64_t first = cpu.total_events();
   const double got = ops::sum_squares(x);
   std::vector<std::pair<uint64_t, Category>> allocs;
-  for (const MemoryEvent& e : cpu.events())
-    if (e.seq >= first && e.kind == EventKind::alloc) allocs.push_back({e.requested, e.category});
+  for (const MemoryEvent& e : testing::allocations_since(first))
+    allocs.push_back({e.requested, e.category});
   EXPECT_NEAR(got, want, 1e-12 * want);
   const int64_t doubles =
       backend::sum_squares_workspace_doubles(backend::host_cpu_profile(), 100000);

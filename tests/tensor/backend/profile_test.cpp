@@ -10,6 +10,7 @@
 #include "tensor/memory/caching_allocator.h"
 #include "tensor/ops/attention.h"
 #include "tensor/ops/norm.h"
+#include "tests/tensor/memory/events_since.h"
 #include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad::testing {
@@ -28,10 +29,7 @@ std::vector<uint64_t> plan(const backend::TargetProfile& target) {
   ops::flash_attention(q, q, q, true);
   const ops::LayerNormOut o = ops::layer_norm(x, w, Tensor(), 1e-5);
   ops::layer_norm_backward(x, x, w, o.mean, o.rstd, false);
-  std::vector<uint64_t> sizes;
-  for (const MemoryEvent& e : alloc.events())
-    if (e.seq >= first && e.kind == EventKind::alloc) sizes.push_back(e.requested);
-  return sizes;
+  return testing::requested_since(first, meta);
 }
 
 TEST(TargetProfile, MetaSizesWorkspacesForThePlanningTarget) {

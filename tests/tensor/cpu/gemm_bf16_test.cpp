@@ -9,6 +9,7 @@
 #include "tensor/backend/profile.h"
 #include "tensor/memory/caching_allocator.h"
 #include "tensor/ops/matmul.h"
+#include "tests/tensor/memory/events_since.h"
 #include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad::testing {
@@ -114,9 +115,7 @@ TEST(GemmBf16, Bf16LinearAllocatesOnlyItsOutput) {
   CachingAllocator& cpu = allocator_for(Device::cpu());
   const uint64_t first = cpu.total_events();
   const Tensor y = ops::linear(x, w, b);
-  std::vector<uint64_t> allocs;
-  for (const MemoryEvent& e : cpu.events())
-    if (e.seq >= first && e.kind == EventKind::alloc) allocs.push_back(e.requested);
+  const std::vector<uint64_t> allocs = requested_since(first);
   if (backend::host_cpu_profile().bf16_gemm) {
     EXPECT_EQ(allocs, (std::vector<uint64_t>{64 * 256 * 2}));
   } else {

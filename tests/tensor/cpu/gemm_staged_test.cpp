@@ -11,6 +11,7 @@
 #include "tensor/convert.h"
 #include "tensor/memory/caching_allocator.h"
 #include "tensor/ops/matmul.h"
+#include "tests/tensor/memory/events_since.h"
 #include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad::testing {
@@ -107,9 +108,7 @@ TEST(GemmStaged, F16LinearAllocatesItsOutputAndOneWorkspace) {
   CachingAllocator& cpu = allocator_for(Device::cpu());
   const uint64_t first = cpu.total_events();
   const Tensor y = ops::linear(x, w, b);
-  std::vector<uint64_t> allocs;
-  for (const MemoryEvent& e : cpu.events())
-    if (e.seq >= first && e.kind == EventKind::alloc) allocs.push_back(e.requested);
+  const std::vector<uint64_t> allocs = requested_since(first);
   const uint64_t workspace = uint64_t(cpu::gemm_staged_workspace_floats(300, 1100, 128)) * 4;
   EXPECT_EQ(allocs, (std::vector<uint64_t>{300 * 1100 * 2, workspace}));
   EXPECT_EQ(y.dtype(), DType::f16);

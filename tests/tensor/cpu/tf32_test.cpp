@@ -14,6 +14,7 @@
 #include "tensor/cpu/gemm_staged.h"
 #include "tensor/memory/caching_allocator.h"
 #include "tensor/ops/matmul.h"
+#include "tests/tensor/memory/events_since.h"
 
 namespace fitgrad::cpu {
 namespace {
@@ -82,8 +83,7 @@ TEST(Tf32, LinearAndMatmulMatchAnFp64ProductOfRoundedOperands) {
     Tf32Mode on(true);
     const uint64_t first = alloc.total_events();
     lin = ops::linear(ta, tb, Tensor()).to_vector<float>();
-    for (const MemoryEvent& e : alloc.events())
-      if (e.seq >= first && e.kind == EventKind::alloc) allocs.push_back(e.requested);
+    allocs = testing::requested_since(first);
     mm = ops::matmul(ta, tb, false, true).to_vector<float>();
     gemm_f32(false, true, m, n, k, 1.0f, a.data(), k, b.data(), k, 0.0f, direct_on.data(), n);
   }

@@ -5,6 +5,7 @@
 #include "tensor/ops/embedding.h"
 
 #include "tensor/memory/caching_allocator.h"
+#include "tests/tensor/memory/events_since.h"
 #include "tests/tensor/ops/op_harness.h"
 
 #ifdef _OPENMP
@@ -149,10 +150,7 @@ TEST(EmbeddingHalf, BackwardIsTheF32SumRoundedOnce) {
     CachingAllocator& cpu = allocator_for(Device::cpu());
     const uint64_t first = cpu.total_events();
     const Tensor dw = ops::embedding_backward(dy, ids, 40);  // rows 37..39 see no id
-    std::vector<uint64_t> allocs;
-    for (const MemoryEvent& e : cpu.events())
-      if (e.seq >= first && e.kind == EventKind::alloc) allocs.push_back(e.requested);
-    EXPECT_EQ(allocs, (std::vector<uint64_t>{40 * 150 * 2, 300 * 2 * 8}));
+    EXPECT_EQ(requested_since(first), (std::vector<uint64_t>{40 * 150 * 2, 300 * 2 * 8}));
     EXPECT_EQ(dw.dtype(), dtype);
     const Tensor want = ops::embedding_backward(dy.to(DType::f32), ids, 40).to(dtype);
     EXPECT_TRUE(all_close(to_f64(dw), to_f64(want), 0, 0));

@@ -16,6 +16,7 @@
 #endif
 
 #include "tensor/memory/caching_allocator.h"
+#include "tests/tensor/memory/events_since.h"
 #include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad::testing {
@@ -221,7 +222,7 @@ TEST(ReduceSum, LargeSumsAreBitwiseReproducible) {
 // bf16/f16 inputs are read as they are (no f32 copy): a sum or mean is the double sum of
 // the widened values, rounded once to f32 and then to the dtype, so it equals the f32 route
 // on widened inputs bit for bit; the only allocations are the output and, for a long sum
-// with few outputs, the partial-sum workspace (Note [Sum workspace] in tensor/ops/reduce.cpp).
+// with few outputs, the partial-sum workspace (Note [Double workspaces] in tensor/ops/op_util.h).
 TEST(ReduceSum, LowPrecisionInputsAreReadInTheirDtype) {
   for (DType dtype : {DType::bf16, DType::f16}) {
     SCOPED_TRACE(dtype_name(dtype));
@@ -233,9 +234,7 @@ TEST(ReduceSum, LowPrecisionInputsAreReadInTheirDtype) {
          {std::vector<int64_t>{1}, std::vector<int64_t>{0}, std::vector<int64_t>{}}) {
       const uint64_t first = cpu.total_events();
       const Tensor got = ops::sum(x, dims);
-      std::vector<uint64_t> allocs;
-      for (const MemoryEvent& e : cpu.events())
-        if (e.seq >= first && e.kind == EventKind::alloc) allocs.push_back(e.requested);
+      const std::vector<uint64_t> allocs = requested_since(first);
       ASSERT_FALSE(allocs.empty());
       EXPECT_EQ(allocs[0], uint64_t(got.numel()) * 2) << "the output, in the dtype";
       for (size_t i = 1; i < allocs.size(); ++i)
