@@ -6,8 +6,8 @@
 #include <array>
 #include <fstream>
 
-#include "nn/io/gguf.h"
-#include "nn/io/safetensors.h"
+#include "io/gguf.h"
+#include "io/safetensors.h"
 #include "tensor/memory/bytes.h"
 
 namespace fitgrad::apps {
@@ -21,11 +21,11 @@ void print_tensor(std::ostream& out, const std::string& name, const std::string&
 }
 
 void inspect_safetensors(const std::string& path, std::ostream& out) {
-  const nn::SafetensorsFile file = nn::SafetensorsFile::open(path);
+  const io::SafetensorsFile file = io::SafetensorsFile::open(path);
   uint64_t total = 0;
   int64_t params = 0;
   out << fmt::format("{}: safetensors, {} tensors\n", path, file.entries().size());
-  for (const nn::SafetensorsEntry& e : file.entries()) {
+  for (const io::SafetensorsEntry& e : file.entries()) {
     print_tensor(out, e.name, std::string(dtype_name(e.dtype)), e.shape, e.end - e.begin);
     total += e.end - e.begin;
     params += numel(e.shape);
@@ -36,11 +36,11 @@ void inspect_safetensors(const std::string& path, std::ostream& out) {
 }
 
 void inspect_gguf(const std::string& path, std::ostream& out) {
-  const nn::GgufFile file = nn::GgufFile::open(path);
+  const io::GgufFile file = io::GgufFile::open(path);
   uint64_t total = 0;
   int64_t params = 0;
   out << fmt::format("{}: GGUF v{}, {} tensors\n", path, file.version(), file.tensors().size());
-  for (const nn::GgufTensorInfo& t : file.tensors()) {
+  for (const io::GgufTensorInfo& t : file.tensors()) {
     print_tensor(out, t.name, t.type_name(), t.shape(), t.nbytes);
     total += t.nbytes;
     params += t.numel;

@@ -11,10 +11,10 @@
 #include "data/bpe_tokenizer.h"
 #include "data/byte_tokenizer.h"
 #include "data/gguf_tokenizer.h"
-#include "nn/io/gguf.h"
-#include "nn/io/gguf_model.h"
-#include "nn/io/llama_names.h"
-#include "nn/io/safetensors.h"
+#include "io/gguf.h"
+#include "io/safetensors.h"
+#include "nn/gguf_model.h"
+#include "nn/llama_names.h"
 #include "tensor/error.h"
 
 namespace fitgrad::apps {
@@ -25,7 +25,7 @@ namespace {
 
 constexpr const char* kGgufPrefix = "gguf:";
 
-std::unique_ptr<data::Tokenizer> gguf_tokenizer(const nn::GgufFile& file) {
+std::unique_ptr<data::Tokenizer> gguf_tokenizer(const io::GgufFile& file) {
   return std::make_unique<data::BpeTokenizer>(data::tokenizer_from_gguf(file));
 }
 
@@ -36,11 +36,11 @@ std::string gguf_tokenizer_id(const std::string& path) {
 // The tensors of an init file under Hugging Face names.
 std::map<std::string, Tensor> init_tensors(const std::string& init, DType dtype) {
   FG_CHECK(fs::is_regular_file(init), "[model] --init file '{}' does not exist", init);
-  if (init.ends_with(".safetensors")) return nn::SafetensorsFile::open(init).tensors();
+  if (init.ends_with(".safetensors")) return io::SafetensorsFile::open(init).tensors();
   FG_CHECK(init.ends_with(".gguf"), "[model] --init '{}' must be a .safetensors or .gguf file",
            init);
   std::map<std::string, Tensor> out;
-  for (auto& [name, t] : nn::load_llama_gguf(nn::GgufFile::open(init), dtype))
+  for (auto& [name, t] : nn::load_llama_gguf(io::GgufFile::open(init), dtype))
     out.emplace(std::move(name), std::move(t));
   return out;
 }
@@ -91,7 +91,7 @@ std::unique_ptr<data::Tokenizer> make_tokenizer(const std::string& tokenizer_id)
   if (tokenizer_id == "gpt2")
     return std::make_unique<data::BpeTokenizer>(data::BpeTokenizer::gpt2(data::gpt2_asset_dir()));
   if (tokenizer_id.starts_with(kGgufPrefix))
-    return gguf_tokenizer(nn::GgufFile::open(tokenizer_id.substr(std::string(kGgufPrefix).size())));
+    return gguf_tokenizer(io::GgufFile::open(tokenizer_id.substr(std::string(kGgufPrefix).size())));
   throw Error(fmt::format("[tokenizer] unknown tokenizer id '{}' (byte, gpt2 or gguf:<path>)",
                           tokenizer_id));
 }
@@ -142,7 +142,7 @@ LoadedModel load_model(const std::string& spec, const std::string& init,
   const bool is_file = fs::is_regular_file(spec);
   std::string weights;  // "random", or the file the weights came from
   if (spec.ends_with(".gguf") && is_file) {
-    const nn::GgufFile file = nn::GgufFile::open(spec);
+    const io::GgufFile file = io::GgufFile::open(spec);
     if (init.empty()) {
       out.model = nn::load_gguf_model(file, options);
       weights = spec;
@@ -162,7 +162,7 @@ LoadedModel load_model(const std::string& spec, const std::string& init,
     if (init.empty()) {
       const fs::path st = dir / "model.safetensors";
       FG_CHECK(fs::is_regular_file(st), "{} the directory has no model.safetensors", where);
-      load_weights(*out.model, nn::SafetensorsFile::open(st.string()).tensors(), where,
+      load_weights(*out.model, io::SafetensorsFile::open(st.string()).tensors(), where,
                    st.string());
       weights = st.string();
     }
@@ -187,7 +187,7 @@ LoadedModel load_model(const std::string& spec, const std::string& init,
     load_weights(*out.model, init_tensors(init, options.dtype), where, init);
     weights = init;
     if (!out.tokenizer && init.ends_with(".gguf")) {
-      out.tokenizer = gguf_tokenizer(nn::GgufFile::open(init));
+      out.tokenizer = gguf_tokenizer(io::GgufFile::open(init));
       out.tokenizer_id = gguf_tokenizer_id(init);
     }
   }

@@ -10,7 +10,7 @@
 //   - a directory: a fitgrad checkpoint, config.json + model.safetensors (Hugging Face
 //     names) + fitgrad_tokenizer.json (the tokenizer spec below; without it, by vocabulary
 //     size);
-//   - a path ending in .gguf: the model (nn/io/gguf_model.h) with its embedded tokenizer.
+//   - a path ending in .gguf: the model (nn/gguf_model.h) with its embedded tokenizer.
 // init, when not empty, is a .safetensors or .gguf file whose tensors replace the spec's
 // weights: names (Hugging Face's; GGUF names are translated) and shapes must match the
 // model exactly (Module::load, strict). A spec without a stored tokenizer then takes the

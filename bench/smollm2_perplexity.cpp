@@ -29,7 +29,7 @@
 
 #include "autograd/grad_mode.h"
 #include "data/gguf_tokenizer.h"
-#include "nn/io/gguf_model.h"
+#include "nn/gguf_model.h"
 
 namespace {
 
@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
   const std::string slice = held_out_slice(text, &start);
 
   const auto t_load = std::chrono::steady_clock::now();
-  const nn::GgufFile file = nn::GgufFile::open(model_file);
+  const io::GgufFile file = io::GgufFile::open(model_file);
   const auto model = nn::load_gguf_model(file);
   const data::BpeTokenizer tok = data::tokenizer_from_gguf(file);
   const std::vector<int32_t> ids = tok.encode(slice);

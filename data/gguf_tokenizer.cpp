@@ -3,8 +3,8 @@
 
 namespace fitgrad::data {
 
-BpeTokenizer tokenizer_from_gguf(const nn::GgufFile& file) {
-  const nn::GgufMetadata& meta = file.metadata();
+BpeTokenizer tokenizer_from_gguf(const io::GgufFile& file) {
+  const io::GgufMetadata& meta = file.metadata();
   FG_CHECK(meta.has("tokenizer.ggml.model"), "[gguf {}] has no tokenizer (tokenizer.ggml.model)",
            file.path());
   const std::string& model = meta.get_string("tokenizer.ggml.model");

@@ -4,12 +4,12 @@
 #pragma once
 
 #include "data/bpe_tokenizer.h"
-#include "nn/io/gguf.h"
+#include "io/gguf.h"
 
 namespace fitgrad::data {
 
 // Throws fitgrad::Error naming the file when the tokenizer is missing, is not byte-level
 // BPE, or its pre-tokenizer is unknown.
-BpeTokenizer tokenizer_from_gguf(const nn::GgufFile& file);
+BpeTokenizer tokenizer_from_gguf(const io::GgufFile& file);
 
 }  // namespace fitgrad::data

@@ -4,13 +4,13 @@
 #include <bit>
 #include <cstring>
 
-#include "nn/io/atomic_file.h"
+#include "io/atomic_file.h"
 #include "tensor/error.h"
 
 namespace fitgrad::data {
 
 // Note [Token cache layout]: the file is written and read with the host's byte order,
-// which fitgrad requires to be little-endian (as nn/io/safetensors.cpp does). Tokens are
+// which fitgrad requires to be little-endian (as io/safetensors.cpp does). Tokens are
 // always int32, even for vocabularies that fit 16 bits: the mapped bytes are then the
 // std::span<const int32_t> the loader reads, with no widening copy. The cost is twice the
 // disk and page cache of u16 (4 bytes a token; a 1B-token corpus is 4 GB). The 64-byte
@@ -83,7 +83,7 @@ std::optional<MappedTokens> map_token_cache(const std::string& path, std::string
   if (::access(path.c_str(), F_OK) != 0) return std::nullopt;
   MappedTokens out;
   try {
-    out.file = MappedFile::open(path, "[data cache]");
+    out.file = io::MappedFile::open(path, "[data cache]");
   } catch (const Error&) {
     return std::nullopt;  // unreadable: rebuilt (and the rebuild reports a real I/O error)
   }
@@ -119,7 +119,7 @@ void write_token_cache(const std::string& path, std::string_view fingerprint,
   h.data_offset = round_up(kHeaderBytes + fingerprint.size(), kAlign);
   const std::string padding(h.data_offset - kHeaderBytes - fingerprint.size(), '\0');
 
-  nn::AtomicFile file(path, where);
+  io::AtomicFile file(path, where);
   file.write(&h, sizeof(h));
   file.write(fingerprint.data(), fingerprint.size());
   file.write(padding.data(), padding.size());

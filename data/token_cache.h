@@ -20,7 +20,7 @@
 #include <string>
 #include <string_view>
 
-#include "data/mapped_file.h"
+#include "io/mapped_file.h"
 
 namespace fitgrad::data {
 
@@ -32,7 +32,7 @@ uint64_t content_hash(std::string_view bytes);
 
 // The tokens of a cache file, viewed in its mapping.
 struct MappedTokens {
-  MappedFile file;
+  io::MappedFile file;
   std::span<const int32_t> tokens;
 };
 

@@ -34,7 +34,7 @@ namespace {
 struct SourceFile {
   std::string path;      // as opened
   std::string relative;  // in the fingerprint: the path below the folder, or the file name
-  MappedFile file;
+  io::MappedFile file;
   uint64_t hash = 0;
 };
 
@@ -137,7 +137,7 @@ TokenDataset TokenDataset::open(const std::string& source, const Tokenizer& tok,
   uint64_t total_bytes = 0;
   TokenDataset ds;
   for (SourceFile& f : files) {
-    f.file = MappedFile::open(f.path, where);
+    f.file = io::MappedFile::open(f.path, where);
     f.hash = content_hash(f.file.bytes());
     total_bytes += f.file.size();
     ds.num_documents_ += f.file.size() > 0 ? 1 : 0;

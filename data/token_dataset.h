@@ -29,8 +29,8 @@
 #include <span>
 #include <string>
 
-#include "data/mapped_file.h"
 #include "data/tokenizer.h"
+#include "io/mapped_file.h"
 
 namespace fitgrad::data {
 
@@ -66,7 +66,7 @@ class TokenDataset {
   bool built() const { return built_; }
 
  private:
-  MappedFile file_;
+  io::MappedFile file_;
   std::span<const int32_t> tokens_;
   int64_t split_ = 0;
   int64_t num_documents_ = 0;

@@ -1,5 +1,5 @@
-// libFuzzer target for the GGUF reader (nn/io/gguf.cpp), its block decoders
-// (nn/io/gguf_dequant.cpp), the llama.cpp name mapping (nn/io/llama_names.cpp) and the
+// libFuzzer target for the GGUF reader (io/gguf.cpp), its block decoders
+// (io/gguf_dequant.cpp), the llama.cpp name mapping (nn/llama_names.cpp) and the
 // embedded tokenizer (data/gguf_tokenizer.cpp). Each input is written to a scratch file and
 // opened like a model. fitgrad::Error is the expected outcome for malformed input anywhere
 // along the way; anything else (a crash, a sanitizer report, InternalError, another
@@ -17,15 +17,15 @@
 
 #include "data/gguf_tokenizer.h"
 #include "fuzz/temp_file.h"
-#include "nn/io/gguf.h"
-#include "nn/io/llama_names.h"
+#include "io/gguf.h"
+#include "nn/llama_names.h"
 #include "tensor/error.h"
 
 namespace {
 
 using fitgrad::Error;
 using fitgrad::Tensor;
-using fitgrad::nn::GgufFile;
+using fitgrad::io::GgufFile;
 
 // Elements decoded per input, summed over its tensors (the files stay small, but a Q4
 // block turns 18 bytes into 32 floats).
@@ -42,11 +42,11 @@ void expect_error_or_value(Fn&& fn) {
 }
 
 // Every accessor on every value: each either converts or throws Error.
-void walk_metadata(const GgufFile& file) {
+void walk_metadata(const io::GgufFile& file) {
   size_t n = 0;
   for (const auto& entry : file.metadata().entries()) {
     const std::string& key = entry.first;  // (Clang 14 cannot capture structured bindings)
-    const fitgrad::nn::GgufValue& v = entry.second;
+    const fitgrad::io::GgufValue& v = entry.second;
     n += v.str().size() + v.str(0).size() + v.size();
     expect_error_or_value([&] { n += size_t(v.as_u64()); });
     expect_error_or_value([&] { n += size_t(v.as_i64()); });
@@ -68,10 +68,10 @@ void walk_metadata(const GgufFile& file) {
 // Decodes the tensors into f32 and bf16 while the budget lasts; an F32/F16/BF16 tensor
 // mapped without a copy must hold the same bytes as its decoded copy. Then the whole file
 // as a Llama model (names mapped, Q/K unpermuted) when it fits the budget.
-void decode_tensors(const GgufFile& file) {
+void decode_tensors(const io::GgufFile& file) {
   int64_t budget = kDecodeBudget;
   size_t n = 0;
-  for (const fitgrad::nn::GgufTensorInfo& t : file.tensors()) {
+  for (const fitgrad::io::GgufTensorInfo& t : file.tensors()) {
     if (file.info(t.name).offset != t.offset || t.shape().size() != t.ne.size()) std::abort();
     if (t.nbytes) n += file.tensor_data(t.name)[0] + file.tensor_data(t.name)[t.nbytes - 1];
     if (t.numel > budget) continue;
@@ -101,7 +101,7 @@ void decode_tensors(const GgufFile& file) {
 
 // The tokenizer, if the file has one that builds: a fixed text encodes to ids inside the
 // vocabulary, and those ids decode.
-void run_tokenizer(const GgufFile& file) {
+void run_tokenizer(const io::GgufFile& file) {
   std::optional<fitgrad::data::BpeTokenizer> tok;
   expect_error_or_value([&] { tok = fitgrad::data::tokenizer_from_gguf(file); });
   if (!tok) return;
@@ -119,9 +119,9 @@ void run_tokenizer(const GgufFile& file) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const fitgrad::fuzz::TempFile scratch("gguf");
-  std::optional<GgufFile> file;
+  std::optional<io::GgufFile> file;
   try {
-    file = GgufFile::open(scratch.write(data, size));
+    file = io::GgufFile::open(scratch.write(data, size));
   } catch (const Error&) {
   }
   if (!file) return 0;

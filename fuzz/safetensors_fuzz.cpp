@@ -1,4 +1,4 @@
-// libFuzzer target for the safetensors reader and writer (nn/io/safetensors.cpp). Each
+// libFuzzer target for the safetensors reader and writer (io/safetensors.cpp). Each
 // input is written to a scratch file (fuzz/temp_file.h) and opened like a checkpoint.
 // fitgrad::Error from open() is the expected outcome for malformed input; anything else (a
 // crash, a sanitizer report, InternalError, another exception) is a bug. A file that opens must give a tensor for every entry, every
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "fuzz/temp_file.h"
-#include "nn/io/safetensors.h"
+#include "io/safetensors.h"
 #include "tensor/error.h"
 
 namespace {
@@ -24,14 +24,14 @@ volatile uint8_t sink;  // keeps the byte reads from being optimised away
 // A file that opens must write back as the same tensors: the same entries and metadata,
 // and the same data section byte for byte (the entries cover it in data order). Any
 // exception here is a bug, so none is caught.
-void check_round_trip(const fitgrad::nn::SafetensorsFile& file) {
+void check_round_trip(const fitgrad::io::SafetensorsFile& file) {
   std::vector<std::pair<std::string, fitgrad::Tensor>> tensors;
-  for (const fitgrad::nn::SafetensorsEntry& e : file.entries()) {
+  for (const fitgrad::io::SafetensorsEntry& e : file.entries()) {
     tensors.emplace_back(e.name, file.tensor(e.name));
   }
   static const fitgrad::fuzz::TempFile copy_file("copy.safetensors");
-  fitgrad::nn::save_safetensors(copy_file.path(), tensors, file.metadata());
-  const fitgrad::nn::SafetensorsFile copy = fitgrad::nn::SafetensorsFile::open(copy_file.path());
+  fitgrad::io::save_safetensors(copy_file.path(), tensors, file.metadata());
+  const fitgrad::io::SafetensorsFile copy = fitgrad::io::SafetensorsFile::open(copy_file.path());
   if (copy.metadata() != file.metadata() || copy.entries().size() != file.entries().size()) {
     std::abort();
   }
@@ -53,14 +53,14 @@ void check_round_trip(const fitgrad::nn::SafetensorsFile& file) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const fitgrad::fuzz::TempFile scratch("input.safetensors");
-  std::optional<fitgrad::nn::SafetensorsFile> file;
+  std::optional<fitgrad::io::SafetensorsFile> file;
   try {
-    file = fitgrad::nn::SafetensorsFile::open(scratch.write(data, size));
+    file = fitgrad::io::SafetensorsFile::open(scratch.write(data, size));
   } catch (const fitgrad::Error&) {
   }
   if (!file) return 0;
   uint8_t sum = 0;
-  for (const fitgrad::nn::SafetensorsEntry& e : file->entries()) {
+  for (const fitgrad::io::SafetensorsEntry& e : file->entries()) {
     const fitgrad::Tensor t = file->tensor(e.name);
     if (t.numel() != fitgrad::numel(e.shape)) std::abort();
     const auto* bytes = static_cast<const uint8_t*>(t.nbytes() ? t.data_ptr() : nullptr);

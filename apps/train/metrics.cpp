@@ -9,13 +9,13 @@
 #include <filesystem>
 #include <fstream>
 
-#include "nn/io/atomic_file.h"
+#include "io/atomic_file.h"
 #include "tensor/error.h"
 
 namespace fitgrad::apps {
 
 void write_file_atomic(const std::string& path, const std::string& text) {
-  nn::write_file_atomic(path, text, fmt::format("[train {}]", path));
+  io::write_file_atomic(path, text, fmt::format("[train {}]", path));
 }
 
 MetricsLog::MetricsLog(std::string path, std::vector<nlohmann::json> history)

@@ -31,7 +31,7 @@ class MetricsLog {
 // with axes, ticks and a legend, as SVG text. Records without either key are skipped.
 std::string loss_curve_svg(const std::vector<nlohmann::json>& history, const std::string& title);
 
-// Writes `text` to `path` atomically (Note [Atomic file writes] in nn/io/atomic_file.h);
+// Writes `text` to `path` atomically (Note [Atomic file writes] in io/atomic_file.h);
 // throws fitgrad::Error naming the path.
 void write_file_atomic(const std::string& path, const std::string& text);
 

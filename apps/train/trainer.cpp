@@ -23,8 +23,8 @@
 #include "autograd/tape.h"
 #include "data/loader.h"
 #include "data/token_dataset.h"
+#include "io/safetensors.h"
 #include "nn/config.h"
-#include "nn/io/safetensors.h"
 #include "optim/clip.h"
 #include "optim/factory.h"
 #include "optim/schedule.h"
@@ -265,11 +265,11 @@ void Trainer::resume(const std::string& dir) {
                             (d / "trainer_state.json").string(), e.what()));
   }
   {
-    auto weights = nn::SafetensorsFile::open((d / "model.safetensors").string());
+    auto weights = io::SafetensorsFile::open((d / "model.safetensors").string());
     lm_.model->load(weights.tensors(), /*strict=*/true);
   }
   {
-    auto opt = nn::SafetensorsFile::open((d / "optimizer.safetensors").string());
+    auto opt = io::SafetensorsFile::open((d / "optimizer.safetensors").string());
     optimizer_->load_state_dict(opt.tensors());
   }
   if (step_ >= total_)
@@ -359,13 +359,13 @@ void Trainer::save() {
   const nn::CausalLM& model = *lm_.model;
   std::string path = commit_checkpoint(a_.output_dir, step_, [&](const std::string& dir) {
     fs::path d(dir);
-    nn::save_safetensors((d / "model.safetensors").string(), model.named_parameters(),
+    io::save_safetensors((d / "model.safetensors").string(), model.named_parameters(),
                          {{"format", "pt"}});
     write_file_atomic((d / "config.json").string(),
                       nn::config_to_json(model.config()).dump(2) + "\n");
     save_tokenizer_spec(dir, lm_.tokenizer_id);
     auto state = optimizer_->state_dict();
-    nn::save_safetensors((d / "optimizer.safetensors").string(),
+    io::save_safetensors((d / "optimizer.safetensors").string(),
                          std::vector<std::pair<std::string, Tensor>>(state.begin(), state.end()));
     write_file_atomic((d / "trainer_state.json").string(), trainer_state().dump(1) + "\n");
   });

@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/grad_mode.h"
-#include "nn/io/safetensors.h"
-#include "tests/nn/io/smollm2_file.h"
+#include "io/safetensors.h"
+#include "tests/io/smollm2_file.h"
 #include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad::apps {
@@ -33,7 +33,7 @@ fs::path fresh_dir(const std::string& stem) {
 // A checkpoint directory as a trainer writes it.
 void write_checkpoint(const nn::CausalLM& m, const fs::path& dir, const std::string& tokenizer) {
   std::ofstream(dir / "config.json") << nn::config_to_json(m.config()).dump(2);
-  nn::save_safetensors((dir / "model.safetensors").string(), m.named_parameters());
+  io::save_safetensors((dir / "model.safetensors").string(), m.named_parameters());
   save_tokenizer_spec(dir.string(), tokenizer);
 }
 
@@ -86,7 +86,7 @@ TEST(ModelSource, InitSafetensorsReplacesTheWeightsStrictly) {
   const fs::path dir = fresh_dir("init");
   const auto trained = nn::build_model(nn::preset("llama-tiny"), {.seed = 21});
   const std::string file = (dir / "w.safetensors").string();
-  nn::save_safetensors(file, trained->named_parameters());
+  io::save_safetensors(file, trained->named_parameters());
   const LoadedModel m = load_model("llama-tiny", file, {.seed = 1});
   EXPECT_EQ(logits(*m.model), logits(*trained));
   EXPECT_NE(m.description.find("w.safetensors"), std::string::npos) << m.description;

@@ -13,7 +13,7 @@
 
 #include "apps/train/checkpoint_dir.h"
 #include "apps/train/trainer.h"
-#include "nn/io/safetensors.h"
+#include "io/safetensors.h"
 #include "tensor/backend/math_mode.h"
 #include "tensor/error.h"
 #include "tensor/memory/caching_allocator.h"
@@ -209,7 +209,7 @@ TEST_F(TrainTest, Bf16AutocastTrainsCloseToFp32) {
   EXPECT_LT(max_diff, 5e-2);  // bf16 has 8 significant bits: a rounding effect, not a bug
   // The checkpoint holds fp32 master weights.
   auto st =
-      nn::SafetensorsFile::open((fs::path(bf16) / "checkpoint-6" / "model.safetensors").string());
+      io::SafetensorsFile::open((fs::path(bf16) / "checkpoint-6" / "model.safetensors").string());
   EXPECT_EQ(st.tensor("lm_head.weight").dtype(), DType::f32);
 }
 
@@ -236,7 +236,7 @@ TEST_F(TrainTest, OutOfMemoryReportsAndLeavesTheCheckpointIntact) {
   EXPECT_EQ(read_bytes(ckpt / "model.safetensors"), before);
   EXPECT_EQ(list_checkpoints(first.output_dir).size(), 1u);  // checkpoint-3, none newer
   EXPECT_TRUE(fs::exists(fs::path(first.output_dir) / "peak_report.txt"));
-  nn::SafetensorsFile::open((ckpt / "model.safetensors").string());  // still loads
+  io::SafetensorsFile::open((ckpt / "model.safetensors").string());  // still loads
 }
 
 // Bad input: each row changes one thing and names the text the error must contain.

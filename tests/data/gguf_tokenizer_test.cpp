@@ -7,7 +7,7 @@
 
 #include <filesystem>
 
-#include "tests/nn/io/smollm2_file.h"
+#include "tests/io/smollm2_file.h"
 
 namespace fitgrad::data {
 namespace {
@@ -15,7 +15,7 @@ namespace {
 TEST(TokenizerGguf, SmolLM2VocabSpecialsAndRoundTrips) {
   if (!std::filesystem::is_regular_file(test::smollm2_path()))
     GTEST_SKIP() << test::smollm2_skip_message();
-  const nn::GgufFile file = nn::GgufFile::open(test::smollm2_path());
+  const io::GgufFile file = io::GgufFile::open(test::smollm2_path());
   const BpeTokenizer tok = tokenizer_from_gguf(file);
   EXPECT_EQ(tok.vocab_size(), 49152);
   ASSERT_TRUE(tok.bos() && tok.eos());

@@ -213,7 +213,7 @@ TEST(GoldenOpsFiles, EveryGoldenFileIsUsed) {
   // Read by tests/optim/ (optim_golden_test.cpp, schedule_test.cpp).
   used.insert({"optim_adamw.gtb", "optim_adamw_clip.gtb", "optim_sgd.gtb", "optim_sgd_nesterov.gtb",
                "optim_schedules.gtb"});
-  // Read by smollm2_slice_*_test.cpp and tests/nn/io/gguf_smollm2_test.cpp.
+  // Read by smollm2_slice_*_test.cpp and tests/io/gguf_smollm2_test.cpp.
   used.insert({"smollm2_slice.gtb", "smollm2_tensors.gtb"});
   for (const auto& c : cases()) used.insert(c.file);
   int n = 0;

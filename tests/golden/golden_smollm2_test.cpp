@@ -44,9 +44,9 @@
 #include "apps/generate.h"
 #include "autograd/grad_mode.h"
 #include "data/gguf_tokenizer.h"
-#include "nn/io/gguf_model.h"
+#include "nn/gguf_model.h"
 #include "tests/golden/golden_file.h"
-#include "tests/nn/io/smollm2_file.h"
+#include "tests/io/smollm2_file.h"
 
 namespace fitgrad::testing {
 namespace {
@@ -58,7 +58,7 @@ class GoldenSmolLM2 : public ::testing::Test {
   static void SetUpTestSuite() {
     if (!std::filesystem::is_regular_file(test::smollm2_path())) return;
     golden_ = std::make_unique<GoldenFile>(golden_path("smollm2_logits.gtb"));
-    file_ = std::make_unique<nn::GgufFile>(nn::GgufFile::open(test::smollm2_path()));
+    file_ = std::make_unique<io::GgufFile>(io::GgufFile::open(test::smollm2_path()));
     model_ = nn::load_gguf_model(*file_);
     // Note [One forward for the greedy check]: prompt + reference continuation.
     std::vector<int64_t> ids = golden_->tensor("prompt_ids").to_vector<int64_t>();
@@ -81,12 +81,12 @@ class GoldenSmolLM2 : public ::testing::Test {
   }
 
   static std::unique_ptr<GoldenFile> golden_;
-  static std::unique_ptr<nn::GgufFile> file_;
+  static std::unique_ptr<io::GgufFile> file_;
   static std::unique_ptr<nn::CausalLM> model_;
   static std::vector<float> logits_;
 };
 std::unique_ptr<GoldenFile> GoldenSmolLM2::golden_;
-std::unique_ptr<nn::GgufFile> GoldenSmolLM2::file_;
+std::unique_ptr<io::GgufFile> GoldenSmolLM2::file_;
 std::unique_ptr<nn::CausalLM> GoldenSmolLM2::model_;
 std::vector<float> GoldenSmolLM2::logits_;
 

@@ -1,5 +1,5 @@
 // Real Q4_1 and Q8_0 blocks of SmolLM2-135M-Instruct, cut into the committed
-// smollm2_slice.gguf by gen_smollm2_fixture.py, decoded by nn::GgufFile::tensor and
+// smollm2_slice.gguf by gen_smollm2_fixture.py, decoded by io::GgufFile::tensor and
 // compared bit for bit (Note [Bitwise GGUF decodes]) with ggml's `gguf` package's decode
 // of the same bytes (smollm2_slice.gtb). They need no model download, so they always run;
 // GgufSmolLM2.EveryTensorDequantizes checks every tensor when the model is present.
@@ -8,18 +8,18 @@
 #include <string>
 #include <vector>
 
-#include "nn/io/gguf.h"
+#include "io/gguf.h"
 #include "tests/golden/golden_file.h"
-#include "tests/nn/io/gguf_decode_check.h"
+#include "tests/io/gguf_decode_check.h"
 
 namespace fitgrad::testing {
 namespace {
 
 // Tensor `name`_blocks of the slice, one block per row, against `name`_values.
 void expect_blocks_match(const std::string& name, const std::string& type) {
-  const nn::GgufFile file = nn::GgufFile::open(golden_path("smollm2_slice.gguf"));
+  const io::GgufFile file = io::GgufFile::open(golden_path("smollm2_slice.gguf"));
   const GoldenFile ref(golden_path("smollm2_slice.gtb"));
-  const nn::GgufTensorInfo& info = file.info(name + "_blocks");
+  const io::GgufTensorInfo& info = file.info(name + "_blocks");
   ASSERT_EQ(info.type_name(), type);
   const std::vector<float> got = file.tensor(name + "_blocks").to_vector<float>();
   const std::vector<float> want = ref.tensor(name + "_values").to_vector<float>();

@@ -23,7 +23,7 @@ std::vector<int32_t> ids_of(const GoldenFile& ref, const std::string& name) {
 }
 
 TEST(SmolLM2Slice, TokenizerGivesTheIdsOfTokenizers) {
-  const nn::GgufFile file = nn::GgufFile::open(golden_path("smollm2_slice.gguf"));
+  const io::GgufFile file = io::GgufFile::open(golden_path("smollm2_slice.gguf"));
   const GoldenFile ref(golden_path("smollm2_slice.gtb"));
   data::BpeTokenizer tok = data::tokenizer_from_gguf(file);
   const std::vector<int32_t> slice_to_full = ids_of(ref, "slice_to_full");

@@ -1,15 +1,15 @@
 // config_from_gguf and load_gguf_model: see Note [GGUF model config] in gguf_model.h.
-#include "nn/io/gguf_model.h"
+#include "nn/gguf_model.h"
 
 #include <map>
 
-#include "nn/io/llama_names.h"
+#include "nn/llama_names.h"
 #include "tensor/error.h"
 
 namespace fitgrad::nn {
 
-ModelConfig config_from_gguf(const GgufFile& file) {
-  const GgufMetadata& meta = file.metadata();
+ModelConfig config_from_gguf(const io::GgufFile& file) {
+  const io::GgufMetadata& meta = file.metadata();
   const std::string where = "[gguf " + file.path() + "]";
   const std::string& arch = meta.get_string("general.architecture");
   FG_CHECK(arch == "llama",
@@ -79,7 +79,7 @@ ModelConfig config_from_gguf(const GgufFile& file) {
   return m;
 }
 
-std::unique_ptr<CausalLM> load_gguf_model(const GgufFile& file, const BuildOptions& options) {
+std::unique_ptr<CausalLM> load_gguf_model(const io::GgufFile& file, const BuildOptions& options) {
   const ModelConfig cfg = config_from_gguf(file);
   BuildOptions build = options;
   build.initialize = false;
@@ -91,7 +91,7 @@ std::unique_ptr<CausalLM> load_gguf_model(const GgufFile& file, const BuildOptio
 }
 
 std::unique_ptr<CausalLM> load_gguf_model(const std::string& path, const BuildOptions& options) {
-  return load_gguf_model(GgufFile::open(path), options);
+  return load_gguf_model(io::GgufFile::open(path), options);
 }
 
 }  // namespace fitgrad::nn

@@ -1,12 +1,12 @@
-// Tests of the GGUF reader (nn/io/gguf.h), the block decoders (nn/io/gguf_dequant.h) and
-// the llama.cpp name mapping (nn/io/llama_names.h), on files built byte by byte here.
+// Tests of the GGUF reader (io/gguf.h), the block decoders (io/gguf_dequant.h) and
+// the llama.cpp name mapping (nn/llama_names.h), on files built byte by byte here.
 //
 // The decoder tests build blocks by *encoding*: they draw quants and scales, pack them
 // into bytes following the block layouts of the format, and compute each expected value
 // in double from the spec formula (f16 fields through tests/tensor/f16_reference.h).
 // Nothing here calls the decoders to get an expected value. Every malformed-file class has a row in a table
 // that crafts its bytes and names the message it must produce.
-#include "nn/io/gguf.h"
+#include "io/gguf.h"
 
 #include <gtest/gtest.h>
 
@@ -20,12 +20,12 @@
 #include <string>
 #include <vector>
 
-#include "nn/io/gguf_dequant.h"
-#include "nn/io/llama_names.h"
+#include "io/gguf_dequant.h"
+#include "nn/llama_names.h"
 #include "tensor/error.h"
 #include "tests/tensor/f16_reference.h"
 
-namespace fitgrad::nn {
+namespace fitgrad::io {
 namespace {
 
 // ---- byte building ----
@@ -822,13 +822,13 @@ TEST(GgufLlamaNames, MapsBothWays) {
       {"blk.1.attn_q.bias", "model.layers.1.self_attn.q_proj.bias"},
   };
   for (const auto& [gguf, hf] : table) {
-    EXPECT_EQ(llama_cpp_to_hf_name(gguf), hf);
-    EXPECT_EQ(hf_to_llama_cpp_name(hf), gguf);
+    EXPECT_EQ(nn::llama_cpp_to_hf_name(gguf), hf);
+    EXPECT_EQ(nn::hf_to_llama_cpp_name(hf), gguf);
   }
   for (const char* odd : {"rope_freqs.weight", "blk.x.attn_q.weight", "blk.1.attn_q",
                           "blk.1.unknown.weight", "blk..attn_q.weight", "blk.1.attn_q.scale"})
-    EXPECT_FALSE(llama_cpp_to_hf_name(odd).has_value()) << odd;
-  EXPECT_FALSE(hf_to_llama_cpp_name("model.layers.0.mlp.weight").has_value());
+    EXPECT_FALSE(nn::llama_cpp_to_hf_name(odd).has_value()) << odd;
+  EXPECT_FALSE(nn::hf_to_llama_cpp_name("model.layers.0.mlp.weight").has_value());
 }
 
 // convert_hf_to_gguf's permutation, from its definition: rows viewed as
@@ -857,19 +857,20 @@ TEST(GgufLlamaNames, UnpermuteInvertsTheConverterPermutation) {
     for (size_t i = 0; i < w.size(); ++i) w[i] = float(i);
     const auto p = forward_permute(w, rows, c.cols, c.n_head);
     Tensor pt = Tensor::from_vector(p, {rows, c.cols});
-    EXPECT_EQ(unpermute_qk(pt, c.n_head).to_vector<float>(), w);
-    EXPECT_EQ(permute_qk(Tensor::from_vector(w, {rows, c.cols}), c.n_head).to_vector<float>(), p);
-    EXPECT_EQ(unpermute_qk(pt, c.n_head).shape(), (Shape{rows, c.cols}));
+    EXPECT_EQ(nn::unpermute_qk(pt, c.n_head).to_vector<float>(), w);
+    EXPECT_EQ(nn::permute_qk(Tensor::from_vector(w, {rows, c.cols}), c.n_head).to_vector<float>(),
+              p);
+    EXPECT_EQ(nn::unpermute_qk(pt, c.n_head).shape(), (Shape{rows, c.cols}));
     // A bias (1-d) follows the same row order.
     std::vector<float> bias(static_cast<size_t>(rows));
     for (size_t i = 0; i < bias.size(); ++i) bias[i] = float(i);
-    EXPECT_EQ(unpermute_qk(Tensor::from_vector(forward_permute(bias, rows, 1, c.n_head), {rows}),
-                           c.n_head)
+    EXPECT_EQ(nn::unpermute_qk(
+                  Tensor::from_vector(forward_permute(bias, rows, 1, c.n_head), {rows}), c.n_head)
                   .to_vector<float>(),
               bias);
   }
-  EXPECT_THROW(unpermute_qk(Tensor::zeros({10, 4}), 3), Error);  // 10 rows, 3 heads
-  EXPECT_THROW(unpermute_qk(Tensor::zeros({9, 4}), 3), Error);   // odd head_dim
+  EXPECT_THROW(nn::unpermute_qk(Tensor::zeros({10, 4}), 3), Error);  // 10 rows, 3 heads
+  EXPECT_THROW(nn::unpermute_qk(Tensor::zeros({9, 4}), 3), Error);   // odd head_dim
 }
 
 TEST(GgufLlamaNames, LoadLlamaGgufRenamesAndUnpermutes) {
@@ -898,7 +899,7 @@ TEST(GgufLlamaNames, LoadLlamaGgufRenamesAndUnpermutes) {
   b.tensor({"output_norm.weight", {uint64_t(dim)}, 0, le_bytes(iota(dim, 1.f)), {}});
   b.tensor({"rope_freqs.weight", {uint64_t(hd / 2)}, 0, le_bytes(iota(hd / 2, 1.f)), {}});
   const auto f = GgufFile::open(write_file("llama_small", b.build()));
-  const auto tensors = load_llama_gguf(f);
+  const auto tensors = nn::load_llama_gguf(f);
   ASSERT_EQ(tensors.size(), 3u);
   EXPECT_EQ(tensors[0].first, "model.layers.0.self_attn.q_proj.weight");
   EXPECT_EQ(tensors[0].second.to_vector<float>(), q);
@@ -909,4 +910,4 @@ TEST(GgufLlamaNames, LoadLlamaGgufRenamesAndUnpermutes) {
 }
 
 }  // namespace
-}  // namespace fitgrad::nn
+}  // namespace fitgrad::io

@@ -1,7 +1,7 @@
 // The ggml type table and the block decoders of gguf_dequant.h. Each decoder reads one
 // block at a time with explicit little-endian loads, so it needs no alignment and no
 // packed structs, and writes block_size floats.
-#include "nn/io/gguf_dequant.h"
+#include "io/gguf_dequant.h"
 
 #include <array>
 #include <cstring>
@@ -9,7 +9,7 @@
 #include "tensor/error.h"
 #include "tensor/half.h"
 
-namespace fitgrad::nn {
+namespace fitgrad::io {
 
 namespace {
 
@@ -185,4 +185,4 @@ void dequantize(GgmlType type, const uint8_t* src, float* dst, int64_t n) {
                   ggml_type_name(uint32_t(type))));
 }
 
-}  // namespace fitgrad::nn
+}  // namespace fitgrad::io

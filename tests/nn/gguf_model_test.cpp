@@ -1,9 +1,9 @@
 // nn::config_from_gguf and nn::load_gguf_model on small GGUF files written here byte by
-// byte (the layout in nn/io/gguf.h): a random llama-tiny model saved the way llama.cpp's
+// byte (the layout in io/gguf.h): a random llama-tiny model saved the way llama.cpp's
 // converter does (llama.* metadata, blk.N.* names, q/k rows permuted, F32 data) loads back
 // into the same parameters and the same logits, tied and untied; and every fault of
 // Note [GGUF model config] has an error naming the file and the fault.
-#include "nn/io/gguf_model.h"
+#include "nn/gguf_model.h"
 
 #include <gtest/gtest.h>
 
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "autograd/grad_mode.h"
-#include "nn/io/llama_names.h"
+#include "nn/llama_names.h"
 #include "tensor/error.h"
 
 namespace fitgrad::nn {
@@ -149,7 +149,7 @@ TEST(GgufModel, LlamaCppLayoutLoadsBackExactly) {
     EXPECT_EQ(spec.tensors.count("output.weight"), tied ? 0u : 1u);
     const std::string path = write_gguf(tied ? "tied" : "untied", spec);
 
-    const ModelConfig cfg = config_from_gguf(GgufFile::open(path));
+    const ModelConfig cfg = config_from_gguf(io::GgufFile::open(path));
     EXPECT_EQ(cfg.name, "tiny");
     EXPECT_EQ(cfg.family, Family::llama);
     EXPECT_EQ(cfg.vocab_size, 256);
@@ -228,7 +228,7 @@ TEST(GgufModel, EachFaultHasItsError) {
     GgufSpec spec = as_llama_cpp(*model);
     c.edit(spec);
     const std::string path = write_gguf("bad_" + c.name, spec);
-    const GgufFile file = GgufFile::open(path);
+    const io::GgufFile file = io::GgufFile::open(path);
     try {
       config_from_gguf(file);
       ADD_FAILURE() << "no error";

@@ -30,10 +30,11 @@
 #include <variant>
 #include <vector>
 
-#include "nn/io/gguf_dequant.h"
+#include "io/gguf_dequant.h"
+#include "io/mapped_file.h"
 #include "tensor/tensor.h"
 
-namespace fitgrad::nn {
+namespace fitgrad::io {
 
 // The metadata value types (their ids in the file).
 enum class GgufType : uint32_t {
@@ -178,9 +179,8 @@ class GgufFile {
   const uint8_t* tensor_data(const std::string& name) const;
 
  private:
-  struct Mapping;
   std::string path_;
-  std::shared_ptr<const Mapping> mapping_;
+  MappedFile file_;
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;
   uint64_t data_start_ = 0;
@@ -189,4 +189,4 @@ class GgufFile {
   std::map<std::string, size_t> index_;
 };
 
-}  // namespace fitgrad::nn
+}  // namespace fitgrad::io

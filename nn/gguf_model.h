@@ -28,21 +28,22 @@
 #include <memory>
 #include <string>
 
+#include "io/gguf.h"
 #include "nn/config.h"
 #include "nn/decoder.h"
-#include "nn/io/gguf.h"
 
 namespace fitgrad::nn {
 
 // The ModelConfig of a llama-architecture GGUF file from its metadata (Note [GGUF model
 // config]), validated; errors name the file and the missing key. A file whose
 // general.architecture is not "llama" is refused with an error that names it.
-ModelConfig config_from_gguf(const GgufFile& file);
+ModelConfig config_from_gguf(const io::GgufFile& file);
 
 // Builds the model (options.initialize is ignored: weights come from the file) and loads
 // every tensor, dequantized to options.dtype. Peak host memory is about twice the model in
 // options.dtype: the decoded tensors and the parameters coexist until the copy is done.
-std::unique_ptr<CausalLM> load_gguf_model(const GgufFile& file, const BuildOptions& options = {});
+std::unique_ptr<CausalLM> load_gguf_model(const io::GgufFile& file,
+                                          const BuildOptions& options = {});
 std::unique_ptr<CausalLM> load_gguf_model(const std::string& path,
                                           const BuildOptions& options = {});
 

@@ -25,9 +25,11 @@
 
 #include "tensor/tensor.h"
 
-namespace fitgrad::nn {
-
+namespace fitgrad::io {
 class GgufFile;
+}  // namespace fitgrad::io
+
+namespace fitgrad::nn {
 
 // The Hugging Face name of a llama.cpp tensor name; nullopt for a name outside the table
 // (such as rope_freqs.weight, which is no parameter).
@@ -47,7 +49,7 @@ Tensor unpermute_qk(const Tensor& w, int64_t n_head);
 // `dtype`, with attn_q / attn_k unpermuted using llama.attention.head_count and
 // head_count_kv. In file order; rope_freqs.weight (no parameter) is left out, and any other
 // name outside the table throws.
-std::vector<std::pair<std::string, Tensor>> load_llama_gguf(const GgufFile& file,
+std::vector<std::pair<std::string, Tensor>> load_llama_gguf(const io::GgufFile& file,
                                                             DType dtype = DType::f32);
 
 }  // namespace fitgrad::nn

@@ -1,11 +1,11 @@
 // The llama.cpp <-> Hugging Face name table of llama_names.h, the Q/K row permutation,
 // and a loader that renames and unpermutes a whole llama GGUF file.
-#include "nn/io/llama_names.h"
+#include "nn/llama_names.h"
 
 #include <array>
 #include <charconv>
 
-#include "nn/io/gguf.h"
+#include "io/gguf.h"
 #include "tensor/error.h"
 
 namespace fitgrad::nn {
@@ -107,8 +107,8 @@ Tensor unpermute_qk(const Tensor& w, int64_t n_head) {
   return swap_row_groups(w, n_head, w.size(0) / n_head / 2, 2);
 }
 
-std::vector<std::pair<std::string, Tensor>> load_llama_gguf(const GgufFile& file, DType dtype) {
-  const GgufMetadata& meta = file.metadata();
+std::vector<std::pair<std::string, Tensor>> load_llama_gguf(const io::GgufFile& file, DType dtype) {
+  const io::GgufMetadata& meta = file.metadata();
   const std::string arch = meta.has("general.architecture")
                                ? meta.get_string("general.architecture")
                                : std::string("llama");
@@ -118,7 +118,7 @@ std::vector<std::pair<std::string, Tensor>> load_llama_gguf(const GgufFile& file
                                 : n_head;
   std::vector<std::pair<std::string, Tensor>> out;
   out.reserve(file.tensors().size());
-  for (const GgufTensorInfo& t : file.tensors()) {
+  for (const io::GgufTensorInfo& t : file.tensors()) {
     if (t.name == "rope_freqs.weight") continue;  // Llama 3 RoPE scaling factors, no parameter
     auto hf = llama_cpp_to_hf_name(t.name);
     FG_CHECK(hf.has_value(), "[gguf {}] tensor '{}' has no Hugging Face Llama name", file.path(),

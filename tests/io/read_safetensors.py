@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """An independent safetensors reader that checks files written by fitgrad.
 
-It shares no code with nn/io/safetensors.cpp: the layout is parsed here with Python's
+It shares no code with io/safetensors.cpp: the layout is parsed here with Python's
 json and struct (zlib only computes CRC-32 checksums, mmap only avoids reading 500 MB
 into memory). For every NAME.safetensors in DIR that has a NAME.expected next to it
 (written by the gtest SafetensorsGpt2.WriteForIndependentReader from the tensors in

@@ -1,9 +1,9 @@
 // safetensors: byte-identical round trips for every dtype (0-d and empty tensors too), the
 // reference header layout, zero-copy reads, writes of strided tensors, and one crafted file
 // per malformed-file error. SafetensorsGpt2.WriteForIndependentReader writes a GPT-2-sized
-// checkpoint plus the expected checksums for tests/nn/io/read_safetensors.py; it runs only
+// checkpoint plus the expected checksums for tests/io/read_safetensors.py; it runs only
 // from the ctest pair in tests/CMakeLists.txt, which sets FITGRAD_SAFETENSORS_CHECK_DIR.
-#include "nn/io/safetensors.h"
+#include "io/safetensors.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -20,7 +20,7 @@
 
 #include "tests/tensor/ops/op_harness.h"
 
-namespace fitgrad::nn {
+namespace fitgrad::io {
 namespace {
 
 namespace fs = std::filesystem;
@@ -487,4 +487,4 @@ TEST(SafetensorsGpt2, WriteForIndependentReader) {
 }
 
 }  // namespace
-}  // namespace fitgrad::nn
+}  // namespace fitgrad::io

@@ -1,12 +1,7 @@
 // safetensors reading (mmap + up-front validation) and writing (reference layout, atomic
 // rename). The format is small enough that every rule of its specification is checked
-// here in one pass over the header; see nn/io/safetensors.h for the layout.
-#include "nn/io/safetensors.h"
-
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
+// here in one pass over the header; see io/safetensors.h for the layout.
+#include "io/safetensors.h"
 
 #include <algorithm>
 #include <bit>
@@ -17,10 +12,10 @@
 #include <set>
 #include <string_view>
 
-#include "nn/io/atomic_file.h"
+#include "io/atomic_file.h"
 #include "tensor/error.h"
 
-namespace fitgrad::nn {
+namespace fitgrad::io {
 
 // Note [Little-endian host]: safetensors stores the header length and all tensor data
 // little-endian, and fitgrad reads and writes the bytes as they are.
@@ -52,32 +47,10 @@ std::string_view format_name(DType dtype) {
   FG_ASSERT(false, "dtype {} has no safetensors name", dtype_name(dtype));
 }
 
-std::string errno_text() { return std::strerror(errno); }
-
-// Closes a file descriptor on scope exit.
-struct FileDescriptor {
-  int fd;
-  explicit FileDescriptor(int f) : fd(f) {}
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  ~FileDescriptor() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------
 // Reading
-
-struct SafetensorsFile::Mapping {
-  std::byte* base = nullptr;
-  size_t size = 0;
-  Mapping(std::byte* b, size_t s) : base(b), size(s) {}
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-  ~Mapping() { munmap(base, size); }
-};
 
 namespace {
 
@@ -238,28 +211,20 @@ class HeaderParser {
 
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
   const std::string where = fmt::format("[safetensors {}]", path);
-  const FileDescriptor fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  FG_CHECK(fd.fd >= 0, "{} cannot open: {}", where, errno_text());
-  struct stat st {};
-  FG_CHECK(fstat(fd.fd, &st) == 0, "{} cannot stat: {}", where, errno_text());
-  FG_CHECK(S_ISREG(st.st_mode), "{} is not a regular file", where);
-  const auto file_size = uint64_t(st.st_size);
-  FG_CHECK(file_size >= 8, "{} the file is {} bytes, shorter than the 8-byte header length", where,
-           file_size);
-
-  // Note [Zero-copy tensors over the mapping]: the file is mapped private and writable, so
-  // a tensor over it may be written in place like any other (copy-on-write: the file never
-  // changes). Each tensor gets its own wrapped Storage whose release holds the mapping, so
-  // the mapping lives exactly as long as the file object or any tensor from it. A tensor
-  // whose bytes are not aligned to its element size (the format does not promise it) is
-  // copied instead, since the kernels assume aligned elements. (Under strict overcommit,
-  // vm.overcommit_memory=2, a writable private mapping is charged in full; the default
-  // heuristic mode charges only the pages actually written.)
-  void* base = mmap(nullptr, file_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd.fd, 0);
-  FG_CHECK(base != MAP_FAILED, "{} cannot mmap {} bytes: {}", where, file_size, errno_text());
+  // Note [Zero-copy tensors over the mapping]: the file is mapped copy-on-write (Note
+  // [Copy-on-write mapping] in io/mapped_file.h), so a tensor over it may be written in
+  // place like any other while the file never changes. Each tensor gets its own wrapped
+  // Storage whose release holds the mapping, so the mapping lives exactly as long as the
+  // file object or any tensor from it. A tensor whose bytes are not aligned to its element
+  // size (the format does not promise it) is copied instead, since the kernels assume
+  // aligned elements.
   SafetensorsFile file;
   file.path_ = path;
-  file.mapping_ = std::make_shared<const Mapping>(static_cast<std::byte*>(base), file_size);
+  file.file_ = MappedFile::open(path, where, MapMode::copy_on_write);
+  const uint64_t file_size = file.file_.size();
+  FG_CHECK(file_size >= 8, "{} the file is {} bytes, shorter than the 8-byte header length", where,
+           file_size);
+  const char* base = file.file_.data();
 
   uint64_t header_size = 0;
   std::memcpy(&header_size, base, 8);  // little-endian, Note [Little-endian host]
@@ -272,8 +237,7 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
 
   const HeaderParser parser(where, file_size - file.data_start_);
   std::vector<std::string> names;
-  const Json header =
-      parser.parse(std::string_view(static_cast<const char*>(base) + 8, header_size), names);
+  const Json header = parser.parse(std::string_view(base + 8, header_size), names);
   for (const std::string& name : names) {
     if (name == "__metadata__") {
       file.metadata_ = parser.metadata(header.at(name));
@@ -290,7 +254,7 @@ Tensor SafetensorsFile::tensor(const std::string& name) const {
   const auto it = index_.find(name);
   FG_CHECK(it != index_.end(), "[safetensors {}] no tensor named '{}'", path_, name);
   const SafetensorsEntry& e = entries_[it->second];
-  std::byte* bytes = mapping_->base + data_start_ + e.begin;
+  std::byte* bytes = reinterpret_cast<std::byte*>(file_.writable_data()) + data_start_ + e.begin;
   const size_t nbytes = e.end - e.begin;
   if (reinterpret_cast<uintptr_t>(bytes) % element_size(e.dtype) != 0) {
     // Note [Zero-copy tensors over the mapping]: misaligned bytes are copied.
@@ -299,7 +263,7 @@ Tensor SafetensorsFile::tensor(const std::string& name) const {
     return copy;
   }
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = Storage::wrap(bytes, nbytes, [mapping = mapping_]() mutable { mapping.reset(); });
+  impl->storage = Storage::wrap(bytes, nbytes, [keep = file_]() mutable { keep = MappedFile(); });
   impl->shape = e.shape;
   impl->strides = contiguous_strides(e.shape);
   impl->dtype = e.dtype;
@@ -312,8 +276,10 @@ std::map<std::string, Tensor> SafetensorsFile::tensors() const {
   return out;
 }
 
-const std::byte* SafetensorsFile::mapped_data() const { return mapping_->base; }
-size_t SafetensorsFile::mapped_size() const { return mapping_->size; }
+const std::byte* SafetensorsFile::mapped_data() const {
+  return reinterpret_cast<const std::byte*>(file_.data());
+}
+size_t SafetensorsFile::mapped_size() const { return file_.size(); }
 
 // ---------------------------------------------------------------------------------------
 // Writing
@@ -377,4 +343,4 @@ void save_safetensors(const std::string& path,
   out.commit();
 }
 
-}  // namespace fitgrad::nn
+}  // namespace fitgrad::io

@@ -1,12 +1,7 @@
 // The GGUF reader of gguf.h: a bounds-checked cursor over the memory-mapped file parses
 // the header, the metadata and the tensor infos, and every fault becomes a fitgrad::Error
 // "[gguf <path>] ..." that names what was being read and where.
-#include "nn/io/gguf.h"
-
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include "io/gguf.h"
 
 #include <algorithm>
 #include <bit>
@@ -18,7 +13,7 @@
 #include "tensor/error.h"
 #include "tensor/half.h"
 
-namespace fitgrad::nn {
+namespace fitgrad::io {
 
 namespace {
 
@@ -460,53 +455,28 @@ std::vector<float> GgufMetadata::get_f32_array(const std::string& key) const {
 
 // ---- GgufFile ----
 
-struct GgufFile::Mapping {
-  void* base = nullptr;
-  size_t size = 0;
-  ~Mapping() {
-    if (base) munmap(base, size);
-  }
-  const uint8_t* bytes() const { return static_cast<const uint8_t*>(base); }
-};
-
-uint64_t GgufFile::file_size() const { return mapping_->size; }
+uint64_t GgufFile::file_size() const { return file_.size(); }
 
 GgufFile GgufFile::open(const std::string& path) {
   auto fail = [&](const std::string& message) -> void {
     throw Error(fmt::format("[gguf {}] {}", path, message));
   };
 
-  // ---- map ----
-  auto mapping = std::make_shared<Mapping>();
-  {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fail(fmt::format("cannot open: {}", std::strerror(errno)));
-    struct stat st {};
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd);
-      fail("not a regular file");
-    }
-    mapping->size = size_t(st.st_size);
-    if (mapping->size < 24) {
-      ::close(fd);
-      fail(fmt::format("truncated: the header needs 24 bytes, the file has {}", mapping->size));
-    }
-    // Private and writable: see Note [Copy-on-write mapping].
-    void* p = mmap(nullptr, mapping->size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-    const int err = errno;
-    ::close(fd);
-    if (p == MAP_FAILED) fail(fmt::format("cannot mmap: {}", std::strerror(err)));
-    mapping->base = p;
-  }
+  // ---- map ----  (copy-on-write: Note [Copy-on-write mapping] in io/mapped_file.h)
+  const MappedFile file =
+      MappedFile::open(path, fmt::format("[gguf {}]", path), MapMode::copy_on_write);
+  if (file.size() < 24)
+    fail(fmt::format("truncated: the header needs 24 bytes, the file has {}", file.size()));
+  const auto* bytes = reinterpret_cast<const uint8_t*>(file.data());
 
   GgufFile f;
   f.path_ = path;
-  f.mapping_ = mapping;
+  f.file_ = file;
   f.metadata_ = GgufMetadata(path);
-  Reader r(f.path_, mapping->bytes(), mapping->size);
+  Reader r(f.path_, bytes, file.size());
 
   // ---- header ----
-  const uint8_t* b = mapping->bytes();
+  const uint8_t* b = bytes;
   if (std::memcmp(b, "GGUF", 4) != 0) {
     std::string shown;
     for (int i = 0; i < 4; ++i)
@@ -598,7 +568,7 @@ GgufFile GgufFile::open(const std::string& path) {
   const uint64_t end_of_infos = r.pos();
   f.data_start_ = (end_of_infos + f.alignment_ - 1) / f.alignment_ * f.alignment_;
   const uint64_t data_size =
-      f.data_start_ <= mapping->size ? mapping->size - f.data_start_ : uint64_t(0);
+      f.data_start_ <= file.size() ? file.size() - f.data_start_ : uint64_t(0);
   for (const auto& t : f.tensors_) {
     if (t.offset > data_size || t.nbytes > data_size - t.offset)
       fail(
@@ -616,7 +586,7 @@ const GgufTensorInfo& GgufFile::info(const std::string& name) const {
 }
 
 const uint8_t* GgufFile::tensor_data(const std::string& name) const {
-  return mapping_->bytes() + data_start_ + info(name).offset;
+  return reinterpret_cast<const uint8_t*>(file_.data()) + data_start_ + info(name).offset;
 }
 
 Tensor GgufFile::tensor(const std::string& name, DType out) const {
@@ -661,11 +631,8 @@ Tensor GgufFile::tensor(const std::string& name, DType out) const {
   return result;
 }
 
-// Note [Copy-on-write mapping]
-// The file is mapped MAP_PRIVATE with PROT_READ | PROT_WRITE. Zero-copy tensors over the
-// mapping are ordinary writable tensors (an optimizer may update a loaded weight in
-// place): a write copies the touched page into private memory and never reaches the file,
-// while untouched pages stay shared with the page cache.
+// A zero-copy tensor is writable (an optimizer may update a loaded weight in place): Note
+// [Copy-on-write mapping] in io/mapped_file.h.
 Tensor GgufFile::mapped_tensor(const std::string& name) const {
   const GgufTensorInfo& t = info(name);
   DType dtype;
@@ -679,14 +646,13 @@ Tensor GgufFile::mapped_tensor(const std::string& name) const {
                       "be mapped without decoding (use tensor())",
                       path_, name, t.type_name()));
   }
-  auto* data = static_cast<uint8_t*>(mapping_->base) + data_start_ + t.offset;
+  auto* data = reinterpret_cast<uint8_t*>(file_.writable_data()) + data_start_ + t.offset;
   if (reinterpret_cast<uintptr_t>(data) % element_size(dtype) != 0)
     throw Error(
         fmt::format("[gguf {}] tensor '{}' is not aligned to its element size; use "
                     "tensor() to copy it",
                     path_, name));
-  std::shared_ptr<const Mapping> keep = mapping_;
-  auto storage = Storage::wrap(data, t.nbytes, [keep]() mutable { keep.reset(); });
+  auto storage = Storage::wrap(data, t.nbytes, [keep = file_]() mutable { keep = MappedFile(); });
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = std::move(storage);
   impl->shape = t.shape();
@@ -695,4 +661,4 @@ Tensor GgufFile::mapped_tensor(const std::string& name) const {
   return Tensor(std::move(impl));
 }
 
-}  // namespace fitgrad::nn
+}  // namespace fitgrad::io

@@ -13,13 +13,13 @@
 #include <string>
 #include <vector>
 
-#include "nn/io/gguf.h"
-#include "nn/io/llama_names.h"
+#include "io/gguf.h"
+#include "nn/llama_names.h"
 #include "tests/golden/golden_file.h"
-#include "tests/nn/io/gguf_decode_check.h"
-#include "tests/nn/io/smollm2_file.h"
+#include "tests/io/gguf_decode_check.h"
+#include "tests/io/smollm2_file.h"
 
-namespace fitgrad::nn {
+namespace fitgrad::io {
 namespace {
 
 class GgufSmolLM2 : public ::testing::Test {
@@ -81,7 +81,7 @@ TEST_F(GgufSmolLM2, TensorNamesShapesAndTypes) {
   std::map<std::string, Shape> shapes;
   std::map<std::string, int> types;
   for (const auto& t : file().tensors()) {
-    auto hf = llama_cpp_to_hf_name(t.name);
+    auto hf = nn::llama_cpp_to_hf_name(t.name);
     ASSERT_TRUE(hf.has_value()) << t.name;
     shapes[*hf] = t.shape();
     ++types[t.type_name()];
@@ -108,7 +108,7 @@ TEST_F(GgufSmolLM2, ParameterCountIsPublished) {
   int64_t total = 0;
   std::set<std::string> names;
   for (const auto& t : file().tensors()) {
-    names.insert(*llama_cpp_to_hf_name(t.name));
+    names.insert(*nn::llama_cpp_to_hf_name(t.name));
     total += t.numel;
   }
   EXPECT_EQ(names.size(), file().tensors().size());
@@ -148,9 +148,9 @@ TEST_F(GgufSmolLM2, DecodingsAgreeAndQkUnpermutes) {
     EXPECT_NEAR(e16.at({1, j}), e32.at({1, j}), 1e-2 * std::abs(e32.at({1, j})) + 1e-6);
   Tensor q = file().tensor("blk.0.attn_q.weight");
   Tensor k = file().tensor("blk.0.attn_k.weight");
-  Tensor q_hf = unpermute_qk(q, 9);
-  Tensor k_hf = unpermute_qk(k, 3);
-  EXPECT_EQ(permute_qk(q_hf, 9).to_vector<float>(), q.to_vector<float>());
+  Tensor q_hf = nn::unpermute_qk(q, 9);
+  Tensor k_hf = nn::unpermute_qk(k, 3);
+  EXPECT_EQ(nn::permute_qk(q_hf, 9).to_vector<float>(), q.to_vector<float>());
   // Row (h, j, i) of HF's (heads, 2, 32) order is GGUF row (h, i, j) of (heads, 32, 2).
   for (int64_t h : {0, 2})
     for (int64_t i : {0, 5, 31})
@@ -159,4 +159,4 @@ TEST_F(GgufSmolLM2, DecodingsAgreeAndQkUnpermutes) {
 }
 
 }  // namespace
-}  // namespace fitgrad::nn
+}  // namespace fitgrad::io

@@ -24,7 +24,7 @@
 #include <string>
 #include <string_view>
 
-namespace fitgrad::nn {
+namespace fitgrad::io {
 
 // The ids are ggml's (ggml.h enum ggml_type); gaps are ids that ggml has retired.
 enum class GgmlType : uint32_t {
@@ -82,4 +82,4 @@ void dequantize(GgmlType type, const uint8_t* src, float* dst, int64_t n);
 // bytes. See Note [K-quant scales] in gguf_dequant.cpp.
 void k_quant_scale_min(int j, const uint8_t* scales, uint8_t* sc, uint8_t* m);
 
-}  // namespace fitgrad::nn
+}  // namespace fitgrad::io

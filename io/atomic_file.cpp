@@ -1,5 +1,5 @@
 // Temporary file, fsync, rename (atomic_file.h, Note [Atomic file writes]).
-#include "nn/io/atomic_file.h"
+#include "io/atomic_file.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -13,7 +13,7 @@
 
 #include "tensor/error.h"
 
-namespace fitgrad::nn {
+namespace fitgrad::io {
 namespace {
 std::string errno_text() { return std::strerror(errno); }
 }  // namespace
@@ -60,4 +60,4 @@ void write_file_atomic(const std::string& path, std::string_view text, const std
   file.commit();
 }
 
-}  // namespace fitgrad::nn
+}  // namespace fitgrad::io

@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-namespace fitgrad::nn {
+namespace fitgrad::io {
 
 class AtomicFile {
  public:
@@ -37,4 +37,4 @@ class AtomicFile {
 // Writes `text` to `path` through an AtomicFile.
 void write_file_atomic(const std::string& path, std::string_view text, const std::string& where);
 
-}  // namespace fitgrad::nn
+}  // namespace fitgrad::io

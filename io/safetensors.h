@@ -18,9 +18,10 @@
 #include <utility>
 #include <vector>
 
+#include "io/mapped_file.h"
 #include "tensor/tensor.h"
 
-namespace fitgrad::nn {
+namespace fitgrad::io {
 
 // One header entry; begin and end are byte offsets into the data section.
 struct SafetensorsEntry {
@@ -51,9 +52,8 @@ class SafetensorsFile {
   size_t mapped_size() const;
 
  private:
-  struct Mapping;
   std::string path_;
-  std::shared_ptr<const Mapping> mapping_;
+  MappedFile file_;
   size_t data_start_ = 0;  // 8 + header length
   std::vector<SafetensorsEntry> entries_;
   std::map<std::string, size_t> index_;  // name -> position in entries_
@@ -69,4 +69,4 @@ void save_safetensors(const std::string& path,
                       const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
-}  // namespace fitgrad::nn
+}  // namespace fitgrad::io
