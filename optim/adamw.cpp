@@ -8,11 +8,17 @@
 #include "tensor/ops/optim_update.h"
 
 namespace fitgrad::optim {
+namespace {
+
+// Both moments: f32, the parameter's shape, zero at the first step.
+std::vector<StateSpec> adamw_specs(const std::string&, const Tensor& p) {
+  return {{.name = "exp_avg", .shape = p.shape()}, {.name = "exp_avg_sq", .shape = p.shape()}};
+}
+
+}  // namespace
 
 AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWOptions& options)
-    : Optimizer(std::move(groups), options.lr, "adamw"),
-      options_(options),
-      states_("adamw", groups_, {"exp_avg", "exp_avg_sq"}) {
+    : Optimizer(std::move(groups), options.lr, "adamw", adamw_specs), options_(options) {
   FG_CHECK(options.beta1 >= 0 && options.beta1 < 1, "[adamw] beta1 must be in [0, 1), got {}",
            options.beta1);
   FG_CHECK(options.beta2 >= 0 && options.beta2 < 1, "[adamw] beta2 must be in [0, 1), got {}",
@@ -25,7 +31,7 @@ void AdamW::update(size_t i, const ParamGroup& group, const std::string&, const 
   ParamStates::State& s = states_[i];
   // Throws before any change on a backend without the kernel.
   backend::require_kernel(backend::OpId::adamw_update, p.device());
-  if (s.step == 0) states_.allocate(i, /*zero=*/true);
+  if (s.step == 0) states_.allocate(i, /*initialise=*/true);
   ++s.step;
   // The scalars as torch computes them in Python (double), then rounds them to f32.
   const double t = double(s.step);
@@ -40,12 +46,6 @@ void AdamW::update(size_t i, const ParamGroup& group, const std::string&, const 
                                 float(options_.eps),
                                 float(-(lr_ / bias_correction1))};
   ops::adamw_update_(p, g.contiguous(), s.buffers[0], s.buffers[1], k);
-}
-
-std::map<std::string, Tensor> AdamW::state_dict() const { return states_.state_dict(steps_); }
-
-void AdamW::load_state_dict(const std::map<std::string, Tensor>& state) {
-  steps_ = states_.load_state_dict(state);
 }
 
 }  // namespace fitgrad::optim

@@ -9,7 +9,6 @@
 #pragma once
 
 #include "optim/optimizer.h"
-#include "optim/param_state.h"
 
 namespace fitgrad::optim {
 
@@ -24,9 +23,6 @@ class AdamW : public Optimizer {
  public:
   AdamW(std::vector<ParamGroup> groups, const AdamWOptions& options);
 
-  // "<param>.exp_avg", "<param>.exp_avg_sq", "<param>.step" and "step".
-  std::map<std::string, Tensor> state_dict() const override;
-  void load_state_dict(const std::map<std::string, Tensor>& state) override;
   std::string name() const override { return "adamw"; }
 
   const AdamWOptions& options() const { return options_; }
@@ -37,7 +33,6 @@ class AdamW : public Optimizer {
 
  private:
   AdamWOptions options_;
-  ParamStates states_;
 };
 
 }  // namespace fitgrad::optim

@@ -19,8 +19,19 @@ std::vector<ParamGroup> decay_groups(const std::vector<std::pair<std::string, Te
   return groups;
 }
 
-Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr, const char* op)
-    : groups_(std::move(groups)), lr_(lr), op_(op) {
+namespace {
+
+std::vector<std::pair<std::string, Tensor>> flatten(const std::vector<ParamGroup>& groups) {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const ParamGroup& g : groups) out.insert(out.end(), g.params.begin(), g.params.end());
+  return out;
+}
+
+}  // namespace
+
+Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr, const char* op,
+                     const StateSpecFn& specs)
+    : groups_(std::move(groups)), lr_(lr), states_(op, {}, specs), op_(op) {
   set_lr(lr);
   std::set<std::string> seen;
   for (const ParamGroup& g : groups_) {
@@ -38,6 +49,13 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr, const char* op)
   for (size_t g = 0; g < groups_.size(); ++g)
     for (size_t k = 0; k < groups_[g].params.size(); ++k) where_.emplace_back(g, k);
   num_params_ = where_.size();
+  states_ = ParamStates(op, flatten(groups_), specs);  // after the checks: specs see valid tensors
+}
+
+std::map<std::string, Tensor> Optimizer::state_dict() const { return states_.state_dict(steps_); }
+
+void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
+  steps_ = states_.load_state_dict(state);
 }
 
 void Optimizer::zero_grad() const {

@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "optim/param_state.h"
+#include "optim/state_spec.h"
 #include "tensor/tensor.h"
 
 namespace fitgrad::optim {
@@ -63,18 +65,23 @@ class Optimizer {
   int64_t steps() const { return steps_; }
   const std::vector<ParamGroup>& groups() const { return groups_; }
 
-  // Every state tensor as "<param name>.<state>" (e.g. "transformer.wte.weight.exp_avg"),
-  // plus what an exact resume needs (the step counts, as i64 scalars); state tensors are
-  // aliases, not copies. load_state_dict copies into the existing state or creates it,
-  // after checking every name and shape; an error names each culprit and loads nothing.
-  virtual std::map<std::string, Tensor> state_dict() const = 0;
-  virtual void load_state_dict(const std::map<std::string, Tensor>& state) = 0;
+  // The state tensors parameter `index` gets (Note [Declared optimizer state]).
+  const std::vector<StateSpec>& state_specs(size_t index) const { return states_.specs(index); }
+
+  // Every state tensor as "<param name>.<spec name>" (e.g.
+  // "transformer.wte.weight.exp_avg"), plus what an exact resume needs (the step counts, as
+  // i64 scalars); state tensors are aliases, not copies. load_state_dict copies into the
+  // existing state or creates it, after checking every name, shape and dtype against the
+  // specs; an error names each culprit and loads nothing. An optimizer with more state
+  // than its specs (a loss scaler's) extends both.
+  virtual std::map<std::string, Tensor> state_dict() const;
+  virtual void load_state_dict(const std::map<std::string, Tensor>& state);
   virtual std::string name() const = 0;  // "adamw", "sgd"
 
  protected:
   // Checks the groups: names unique and non-empty, tensors defined, floating, contiguous.
-  // `op` starts error messages ("[adamw] ...").
-  Optimizer(std::vector<ParamGroup> groups, double lr, const char* op);
+  // `op` starts error messages ("[adamw] ..."); `specs` declares each parameter's state.
+  Optimizer(std::vector<ParamGroup> groups, double lr, const char* op, const StateSpecFn& specs);
 
   // One parameter's update within an open step, given its defined gradient, whose shape and
   // device step_param has checked against the parameter's; index counts every parameter,
@@ -85,6 +92,7 @@ class Optimizer {
   std::vector<ParamGroup> groups_;
   double lr_;
   int64_t steps_ = 0;
+  ParamStates states_;  // by index, as num_params() counts
 
  private:
   const char* op_;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <set>
 #include <utility>
 
 #include "tensor/error.h"
@@ -29,24 +30,50 @@ bool read_count(const std::string& key, const Tensor& t, int64_t min,
   return true;
 }
 
+// Checks one state entry against its spec (Note [Declared optimizer state]).
+void check_entry(const std::string& key, const Tensor& t, const StateSpec& spec,
+                 std::vector<std::string>& problems) {
+  if (!t.defined()) {
+    problems.push_back(fmt::format("'{}' is undefined", key));
+    return;
+  }
+  const bool dtype_ok = is_floating(spec.dtype) ? is_floating(t.dtype()) : t.dtype() == spec.dtype;
+  if (!dtype_ok)
+    problems.push_back(fmt::format(
+        "'{}' is {}, expected {}", key, dtype_name(t.dtype()),
+        is_floating(spec.dtype) ? "a floating dtype" : std::string(dtype_name(spec.dtype))));
+  if (t.shape() != spec.shape)
+    problems.push_back(fmt::format("'{}' has shape {}, expected {}", key, shape_str(t.shape()),
+                                   shape_str(spec.shape)));
+}
+
 }  // namespace
 
-ParamStates::ParamStates(const char* op, const std::vector<ParamGroup>& groups,
-                         std::vector<std::string> buffers)
-    : op_(op), buffer_names_(std::move(buffers)) {
-  for (const ParamGroup& g : groups)
-    for (const auto& p : g.params) params_.push_back(p);
+ParamStates::ParamStates(const char* op, std::vector<std::pair<std::string, Tensor>> params,
+                         const StateSpecFn& specs)
+    : op_(op), params_(std::move(params)) {
+  for (const auto& [name, p] : params_) {
+    specs_.push_back(specs(name, p));
+    std::set<std::string> seen;
+    for (const StateSpec& s : specs_.back())
+      FG_ASSERT(!s.name.empty() && s.name != "step" && seen.insert(s.name).second,
+                "[{}] parameter '{}' declares state '{}' twice, empty or reserved", op_, name,
+                s.name);
+  }
   states_.resize(params_.size());
 }
 
-void ParamStates::allocate(size_t i, bool zero) {
+void ParamStates::allocate(size_t i, bool initialise) {
   const Tensor& p = params_[i].second;
   State& s = states_[i];
   s.buffers.clear();
-  for (const std::string& b : buffer_names_) {
-    MemoryContextScope scope({Category::optimizer_state, intern_label(params_[i].first + "." + b)});
-    s.buffers.push_back(zero ? Tensor::zeros(p.shape(), DType::f32, p.device())
-                             : Tensor::empty(p.shape(), DType::f32, p.device()));
+  for (const StateSpec& spec : specs_[i]) {
+    MemoryContextScope scope(
+        {Category::optimizer_state, intern_label(params_[i].first + "." + spec.name)});
+    const Device device = state_device(spec, p.device());
+    s.buffers.push_back(initialise && spec.init
+                            ? Tensor::full(spec.shape, *spec.init, spec.dtype, device)
+                            : Tensor::empty(spec.shape, spec.dtype, device));
   }
 }
 
@@ -58,8 +85,8 @@ std::map<std::string, Tensor> ParamStates::state_dict(int64_t steps) const {
     if (s.step == 0) continue;
     const std::string& name = params_[i].first;
     out[name + ".step"] = Tensor::full({}, double(s.step), DType::i64);
-    for (size_t k = 0; k < buffer_names_.size(); ++k)
-      out[name + "." + buffer_names_[k]] = s.buffers[k];
+    for (size_t k = 0; k < specs_[i].size(); ++k)
+      out[name + "." + specs_[i][k].name] = s.buffers[k];
   }
   return out;
 }
@@ -69,8 +96,8 @@ int64_t ParamStates::load_state_dict(const std::map<std::string, Tensor>& state)
   std::map<std::string, std::pair<size_t, int>> expected;
   for (size_t i = 0; i < params_.size(); ++i) {
     expected[params_[i].first + ".step"] = {i, kStepSlot};
-    for (size_t k = 0; k < buffer_names_.size(); ++k)
-      expected[params_[i].first + "." + buffer_names_[k]] = {i, int(k)};
+    for (size_t k = 0; k < specs_[i].size(); ++k)
+      expected[params_[i].first + "." + specs_[i][k].name] = {i, int(k)};
   }
   std::vector<std::string> problems;
   int64_t steps = 0;
@@ -81,8 +108,8 @@ int64_t ParamStates::load_state_dict(const std::map<std::string, Tensor>& state)
     read_count("step", global->second, 0, problems, steps);
 
   // found[i][slot + 1]: the entry of parameter i's step (slot -1) and buffers.
-  std::vector<std::vector<const Tensor*>> found(
-      params_.size(), std::vector<const Tensor*>(buffer_names_.size() + 1, nullptr));
+  std::vector<std::vector<const Tensor*>> found(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) found[i].assign(specs_[i].size() + 1, nullptr);
   std::vector<int64_t> counts(params_.size(), 0);
   for (const auto& [key, t] : state) {
     if (key == "step") continue;
@@ -95,11 +122,8 @@ int64_t ParamStates::load_state_dict(const std::map<std::string, Tensor>& state)
     found[i][size_t(slot + 1)] = &t;
     if (slot == kStepSlot) {
       read_count(key, t, 1, problems, counts[i]);
-    } else if (!t.defined() || !is_floating(t.dtype())) {
-      problems.push_back(fmt::format("'{}' must be a floating tensor", key));
-    } else if (t.shape() != params_[i].second.shape()) {
-      problems.push_back(fmt::format("'{}' has shape {}, expected {}", key, shape_str(t.shape()),
-                                     shape_str(params_[i].second.shape())));
+    } else {
+      check_entry(key, t, specs_[i][size_t(slot)], problems);
     }
   }
   // A parameter with any entry needs all of them.
@@ -108,9 +132,9 @@ int64_t ParamStates::load_state_dict(const std::map<std::string, Tensor>& state)
     for (const Tensor* t : found[i]) any = any || t;
     if (!any) continue;
     if (!found[i][0]) problems.push_back(fmt::format("missing '{}.step'", params_[i].first));
-    for (size_t k = 0; k < buffer_names_.size(); ++k)
+    for (size_t k = 0; k < specs_[i].size(); ++k)
       if (!found[i][k + 1])
-        problems.push_back(fmt::format("missing '{}.{}'", params_[i].first, buffer_names_[k]));
+        problems.push_back(fmt::format("missing '{}.{}'", params_[i].first, specs_[i][k].name));
   }
   FG_CHECK(problems.empty(), "[{}] load_state_dict: {}", op_, fmt::join(problems, "; "));
 
@@ -120,8 +144,8 @@ int64_t ParamStates::load_state_dict(const std::map<std::string, Tensor>& state)
       s = State{};
       continue;
     }
-    if (s.step == 0) allocate(i, /*zero=*/false);
-    for (size_t k = 0; k < buffer_names_.size(); ++k) s.buffers[k].copy_(*found[i][k + 1]);
+    if (s.step == 0) allocate(i, /*initialise=*/false);
+    for (size_t k = 0; k < specs_[i].size(); ++k) s.buffers[k].copy_(*found[i][k + 1]);
     s.step = counts[i];
   }
   return steps;

@@ -8,17 +8,19 @@
 namespace fitgrad::optim {
 namespace {
 
-std::vector<std::string> sgd_buffers(const SgdOptions& o) {
-  if (o.momentum == 0) return {};
-  return {"momentum_buffer"};
+// With momentum, one f32 buffer of the parameter's shape that starts as the first gradient.
+StateSpecFn sgd_specs(const SgdOptions& o) {
+  return [momentum = o.momentum](const std::string&, const Tensor& p) {
+    if (momentum == 0) return std::vector<StateSpec>{};
+    return std::vector<StateSpec>{
+        {.name = "momentum_buffer", .shape = p.shape(), .init = std::nullopt}};
+  };
 }
 
 }  // namespace
 
 SGD::SGD(std::vector<ParamGroup> groups, const SgdOptions& options)
-    : Optimizer(std::move(groups), options.lr, "sgd"),
-      options_(options),
-      states_("sgd", groups_, sgd_buffers(options)) {
+    : Optimizer(std::move(groups), options.lr, "sgd", sgd_specs(options)), options_(options) {
   FG_CHECK(options.momentum >= 0, "[sgd] momentum must be >= 0, got {}", options.momentum);
   FG_CHECK(!options.nesterov || (options.momentum > 0 && options.dampening == 0),
            "[sgd] nesterov needs momentum > 0 and dampening 0");
@@ -29,7 +31,7 @@ void SGD::update(size_t i, const ParamGroup& group, const std::string&, const Te
   ParamStates::State& s = states_[i];
   backend::require_kernel(backend::OpId::sgd_update, p.device());  // as in AdamW::update
   const bool first = s.step == 0;
-  if (first) states_.allocate(i, /*zero=*/false);
+  if (first) states_.allocate(i, /*initialise=*/false);
   ++s.step;
   const backend::SgdScalars k{float(lr_),
                               float(group.weight_decay),
@@ -38,12 +40,6 @@ void SGD::update(size_t i, const ParamGroup& group, const std::string&, const Te
                               options_.nesterov,
                               first};
   ops::sgd_update_(p, g.contiguous(), s.buffers.empty() ? Tensor() : s.buffers[0], k);
-}
-
-std::map<std::string, Tensor> SGD::state_dict() const { return states_.state_dict(steps_); }
-
-void SGD::load_state_dict(const std::map<std::string, Tensor>& state) {
-  steps_ = states_.load_state_dict(state);
 }
 
 }  // namespace fitgrad::optim

@@ -6,7 +6,6 @@
 #pragma once
 
 #include "optim/optimizer.h"
-#include "optim/param_state.h"
 
 namespace fitgrad::optim {
 
@@ -20,9 +19,6 @@ class SGD : public Optimizer {
   // Each ParamGroup's weight_decay is used.
   SGD(std::vector<ParamGroup> groups, const SgdOptions& options);
 
-  // "<param>.momentum_buffer" (with momentum), "<param>.step" and "step".
-  std::map<std::string, Tensor> state_dict() const override;
-  void load_state_dict(const std::map<std::string, Tensor>& state) override;
   std::string name() const override { return "sgd"; }
 
  protected:
@@ -31,7 +27,6 @@ class SGD : public Optimizer {
 
  private:
   SgdOptions options_;
-  ParamStates states_;
 };
 
 }  // namespace fitgrad::optim
