@@ -3,7 +3,8 @@
 #
 #   make demo         train a small decoder on the embedded Austen corpus (about 3-5 minutes
 #                     on 2 CPU cores), print a sample, say where the loss curve and memory went
-#   make memory-demo  the allocation dry run of a GPT-2 (124M) training step on meta
+#   make memory-demo  `fitgrad train --device meta` on GPT-2 (124M): the dry run of a training
+#                     step, then the same step at batch 16 under a 6 GiB budget (an OOM)
 #   make test         install missing Debian packages, configure, build, fetch the SmolLM2
 #                     model (tools/fetch-smollm2.sh; one line says so where it cannot, and
 #                     the tests that need it skip), run the tests
@@ -75,9 +76,15 @@ demo: configure
 	@echo "   memory timeline:  $(DEMO_DIR)/memory_trace.json (open in https://ui.perfetto.dev)"
 	@echo "   memory snapshot:  $(DEMO_DIR)/memory.json, peak: $(DEMO_DIR)/peak_report.txt"
 
+MEMORY_DEMO = $(BUILD_DIR)/fitgrad train --device meta --model gpt2 --max_steps 1 \
+  --seq_len 1024 --eval_max_batches 1 --progress plain --overwrite_output_dir
 memory-demo: configure
-	$(call CMAKE_BUILD,$(BUILD_DIR)) --target fitgrad_memory_demo
-	$(BUILD_DIR)/fitgrad_memory_demo $(BUILD_DIR)/memory-demo
+	$(call CMAKE_BUILD,$(BUILD_DIR)) --target fitgrad_cli
+	$(MEMORY_DEMO) --per_device_train_batch_size 4 --output_dir $(BUILD_DIR)/memory-demo
+	@cat $(BUILD_DIR)/memory-demo/peak_report.txt
+	@echo "== the same step at batch 16 under a 6 GiB budget:"
+	$(MEMORY_DEMO) --per_device_train_batch_size 16 --memory_budget 6GiB \
+	  --output_dir $(BUILD_DIR)/memory-demo/oom; test $$? -eq 3
 
 # The real SmolLM2 model for the tests that need it, unless FITGRAD_SMOLLM2 names a file. The
 # script downloads nothing when the file is already in its cache; a failed fetch (no network)

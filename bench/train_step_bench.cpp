@@ -38,6 +38,7 @@
 // transient is the head's dW (V C) next to the first delivery of wte's gradient.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -53,9 +54,11 @@
 #include "autograd/tape.h"
 #include "nn/decoder.h"
 #include "optim/adamw.h"
+#include "optim/schedule.h"
 #include "tensor/cpu/gemm.h"
 #include "tensor/memory/caching_allocator.h"
 #include "tensor/memory/export.h"
+#include "train/train_step.h"
 
 namespace fitgrad {
 namespace {
@@ -182,24 +185,30 @@ int run(const Args& a) {
   optim::AdamW opt(optim::decay_groups(model->named_parameters(), 0.1),
                    optim::AdamWOptions{3e-4, 0.9, 0.95, 1e-8, 0.1});
 
+  // The step fitgrad train runs (train/train_step.h), without clipping as in the torch arm;
+  // with --optimizer=none the same forward and backward without the optimizer.
+  const optim::LrSchedule constant = optim::make_lr_schedule("constant", 3e-4, 0, a.steps);
+  train::TrainStep step(*model, opt, constant,
+                        {.compute_dtype = a.bf16 ? DType::bf16 : DType::f32});
+
   std::vector<double> ms;
   int64_t peak = 0, activation_peak = 0;
   for (int i = 0; i < a.warmup + a.steps; ++i) {
     if (i == a.warmup) alloc.reset_peak_stats();
     const auto t0 = std::chrono::steady_clock::now();
-    Tensor loss;
-    {
-      // As Trainer::train_step: one cast of each weight per step (Note [Autocast weight
-      // cache]), as torch.autocast's own weight cache gives the torch arm.
-      autograd::AutocastCacheScope weight_cache;
+    double loss = NAN;
+    if (a.adamw) {
+      step.run(i, [&](int64_t) { return train::MicroBatch{x, y}; });
+    } else {
       {
         autograd::AutocastGuard autocast(a.bf16 ? DType::bf16 : DType::f32);
-        loss = model->loss(x, y);
+        autograd::AutocastCacheScope weight_cache;
+        const Tensor l = model->loss(x, y);
+        autograd::backward(l);
+        loss = l.item();
       }
-      autograd::backward(loss);
+      opt.zero_grad();
     }
-    if (a.adamw) opt.step();
-    opt.zero_grad();
     const double dt =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (i == a.warmup) {  // one measured step's peak
@@ -208,7 +217,8 @@ int run(const Args& a) {
       if (a.peak_report) std::printf("%s\n", peak_report(alloc).c_str());
     }
     if (i >= a.warmup) ms.push_back(dt);
-    std::printf("fitgrad step %d loss %.4f %.1f ms\n", i, loss.item(), dt);
+    if (a.adamw) loss = step.take_mean_loss();  // after the timing: the one host read
+    std::printf("fitgrad step %d loss %.4f %.1f ms\n", i, loss, dt);
     std::fflush(stdout);
   }
   std::sort(ms.begin(), ms.end());

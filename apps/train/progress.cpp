@@ -29,8 +29,9 @@ Progress::Progress(std::ostream& out, const std::string& mode, bool out_is_stder
 Progress::~Progress() { finish(); }
 
 std::string Progress::render(const StepInfo& i) const {
-  return fmt::format("loss {:.4f} | lr {:.2e} | {:.0f} tok/s | mem {} / peak {}", i.loss,
-                     i.learning_rate, i.tokens_per_second, format_bytes(i.memory_allocated),
+  const std::string loss = std::isnan(i.loss) ? "-" : fmt::format("{:.4f}", i.loss);
+  return fmt::format("loss {} | lr {:.2e} | {:.0f} tok/s | mem {} / peak {}", loss, i.learning_rate,
+                     i.tokens_per_second, format_bytes(i.memory_allocated),
                      format_bytes(i.memory_peak));
 }
 

@@ -1,5 +1,5 @@
 // What a training run shows while it runs: on a terminal, a live progress bar redrawn in
-// place after every step (step, loss, learning rate, tokens/s, current/peak memory, ETA);
+// place after every step (step, the last logged loss, learning rate, tokens/s, current/peak memory, ETA);
 // otherwise (a pipe, a log file, CI) a plain log line per logging step instead, so logs
 // stay readable. Evaluation results and messages go between the bar redraws.
 #pragma once
@@ -12,7 +12,10 @@ namespace fitgrad::apps {
 struct StepInfo {
   int64_t step = 0;  // steps done
   int64_t total = 0;
-  double loss = 0;  // the latest step's mean loss
+  // The mean loss of the latest logging interval (Note [Loss on the device] in
+  // train/train_step.h: losses are read only at logging steps); NaN shows as "-" (before
+  // the first logging step, and always in a dry run).
+  double loss = 0;
   double learning_rate = 0;
   double tokens_per_second = 0;
   int64_t memory_allocated = 0;  // bytes

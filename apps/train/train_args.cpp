@@ -35,12 +35,16 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
                  "fitgrad checkpoint directory or a .gguf file")
       ->capture_default_str();
   cmd.add_option("--init", a.init, "Weights to start from: a .safetensors or .gguf file");
-  cmd.add_option("--data", a.data, "A UTF-8 text file or a folder of them")->required();
+  cmd.add_option("--data", a.data,
+                 "A UTF-8 text file or a folder of them (required, except for --device meta)");
   cmd.add_option("--output_dir", a.output_dir,
                  "Where checkpoints, metrics, the loss curve and the memory trace go")
       ->required();
   cmd.add_option("--seq_len", a.seq_len, "Tokens per training sequence")->capture_default_str();
-  cmd.add_option("--device", a.device, "cpu or cuda:N")->capture_default_str();
+  cmd.add_option("--device", a.device,
+                 "cpu, cuda:N, or meta: a dry run that allocates as the real run does and "
+                 "computes nothing (needs --max_steps; writes only the memory record)")
+      ->capture_default_str();
   cmd.add_option("--memory_budget", a.memory_budget,
                  "Device memory capacity enforced by the allocator, such as 24GiB");
   cmd.add_option("--data_order", a.data_order, "random (seeded) or sequential")
@@ -113,6 +117,10 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
       ->capture_default_str();
   cmd.add_option("--save_steps", a.save_steps, "Checkpoint every N steps (0: only at the end)")
       ->capture_default_str();
+  cmd.add_option("--save_strategy", a.save_strategy,
+                 "steps (every --save_steps and at the end) or no (never write a checkpoint)")
+      ->check(CLI::IsMember({"steps", "no"}))
+      ->capture_default_str();
   cmd.add_option("--save_total_limit", a.save_total_limit,
                  "Keep only the newest N checkpoints (0: keep all)")
       ->capture_default_str();
@@ -164,8 +172,21 @@ void validate(const TrainArgs& a) {
   if (a.dataloader_num_workers < 0)
     fail("dataloader_num_workers", fmt::format("must be >= 0, got {}", a.dataloader_num_workers));
   Device device = Device::parse(a.device);
-  if (device.type == DeviceType::meta)
-    fail("device", "meta cannot train (no values); plan memory with the memory demo instead");
+  if (device.type == DeviceType::meta) {
+    // Note [Dry run on meta] in apps/train/train_run.h.
+    if (a.max_steps < 0)
+      fail("max_steps",
+           "is needed with --device meta: a dry run reads no data, so it has no "
+           "epochs to count");
+    if (!a.resume_from_checkpoint.empty())
+      throw Error(
+          "[train] --resume_from_checkpoint and --device meta conflict: a dry run "
+          "reads no checkpoint");
+  } else if (a.data.empty()) {
+    fail("data", "is required (a text file or a folder of them), except for --device meta");
+  }
+  if (a.save_strategy != "steps" && a.save_strategy != "no")
+    fail("save_strategy", fmt::format("must be steps or no, got '{}'", a.save_strategy));
   if (!a.memory_budget.empty()) parse_bytes(a.memory_budget);
   // Note [Flags fitgrad accepts but cannot honour yet].
   if (a.bf16 && a.fp16) throw Error("[train] --bf16 and --fp16 conflict: choose one precision");

@@ -1,7 +1,8 @@
 // The options of `fitgrad train`, named as in Hugging Face TrainingArguments where one
 // exists there (--per_device_train_batch_size, --gradient_accumulation_steps, ...), plus
 // fitgrad's own (--model, --init, --data, --seq_len, --device, --memory_budget,
-// --data_order). Defaults are Hugging Face's, except where a note below says otherwise.
+// --data_order). --device meta is the dry run of Note [Dry run on meta] in
+// apps/train/train_run.h. Defaults are Hugging Face's, except where a note below says otherwise.
 //
 // Note [Flags fitgrad accepts but cannot honour yet]
 // --fp16 is part of the Trainer's vocabulary, so it parses and its conflict with --bf16 is
@@ -57,11 +58,12 @@ struct TrainArgs {
   int64_t dataloader_prefetch_factor = 2;
   uint64_t seed = 42;
   int64_t logging_steps = 500;
-  int64_t eval_steps = 0;              // 0: logging_steps
-  int64_t eval_max_batches = 50;       // fitgrad: caps each evaluation (0: the whole split)
-  int64_t save_steps = 500;            // 0: only the final checkpoint
-  int64_t save_total_limit = 0;        // 0: keep every checkpoint
-  std::string resume_from_checkpoint;  // a checkpoint dir, or "last" (newest in output_dir)
+  int64_t eval_steps = 0;               // 0: logging_steps
+  int64_t eval_max_batches = 50;        // fitgrad: caps each evaluation (0: the whole split)
+  int64_t save_steps = 500;             // 0: only the final checkpoint
+  std::string save_strategy = "steps";  // steps | no (Hugging Face's; "epoch" is not offered)
+  int64_t save_total_limit = 0;         // 0: keep every checkpoint
+  std::string resume_from_checkpoint;   // a checkpoint dir, or "last" (newest in output_dir)
   bool overwrite_output_dir = false;
   std::string progress = "auto";  // auto | bar | plain
 };

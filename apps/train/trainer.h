@@ -1,13 +1,14 @@
 // `fitgrad train`: trains (or finetunes) a decoder on a text corpus, the way the Hugging
 // Face Trainer does, and records where the memory went.
 //
-// One optimizer step (under autocast with --bf16, Note [Autocast] in autograd/autocast.h):
-// for each of the gradient_accumulation_steps micro-batches, forward,
-// the mean cross-entropy scaled by 1/accumulation, backward (gradients accumulate with +=);
-// then gradient clipping, the optimizer step at the scheduled learning rate, and
-// zero_grad. Every --logging_steps a metrics record (the mean training loss over the
-// interval, as Hugging Face logs it), every --eval_steps the validation loss and
-// perplexity, every --save_steps an atomic checkpoint (checkpoint_dir.h):
+// One optimizer step is train::TrainStep (train/train_step.h; under autocast with --bf16,
+// Note [Autocast] in autograd/autocast.h): for each of the gradient_accumulation_steps
+// micro-batches, forward, the mean cross-entropy scaled by 1/accumulation, backward
+// (gradients accumulate with +=); then gradient clipping, the optimizer step at the
+// scheduled learning rate, and zero_grad. The losses stay on the device until a logging
+// step. Every --logging_steps a metrics record (the mean training loss over the interval,
+// as Hugging Face logs it), every --eval_steps the validation loss and perplexity, every
+// --save_steps an atomic checkpoint (checkpoint_dir.h; none with --save_strategy no):
 //
 //   checkpoint-<step>/model.safetensors      the weights, Hugging Face names
 //                     config.json             Hugging Face style (nn::config_to_json)
@@ -27,7 +28,9 @@
 // The output directory also receives metrics.jsonl, loss_curve.svg and, at the end, on an
 // interrupt and on an out-of-memory, the memory record of the run: memory.json (snapshot +
 // trace, docs/memory.md), memory_trace.json (Chrome/Perfetto), peak_report.txt and
-// memory_summary.txt.
+// memory_summary.txt. With --device meta the run is a dry run (Note [Dry run on meta] in
+// train_run.h) that writes only that memory record. The phases of a run are in
+// train_run.h.
 #pragma once
 #include <ostream>
 

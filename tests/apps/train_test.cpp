@@ -277,7 +277,21 @@ TEST_F(TrainTest, BadInputGetsAClearError) {
       {"zero batch", [](TrainArgs& a) { a.per_device_train_batch_size = 0; },
        "--per_device_train_batch_size must be at least 1"},
       {"negative lr", [](TrainArgs& a) { a.learning_rate = -1; }, "--learning_rate must be > 0"},
-      {"meta device", [](TrainArgs& a) { a.device = "meta"; }, "--device meta"},
+      {"meta without max_steps",
+       [](TrainArgs& a) {
+         a.device = "meta";
+         a.max_steps = -1;
+       },
+       "--max_steps is needed with --device meta"},
+      {"meta resume",
+       [](TrainArgs& a) {
+         a.device = "meta";
+         a.resume_from_checkpoint = "last";
+       },
+       "--resume_from_checkpoint and --device meta conflict"},
+      {"no data", [](TrainArgs& a) { a.data.clear(); }, "--data is required"},
+      {"unknown save strategy", [](TrainArgs& a) { a.save_strategy = "epoch"; },
+       "--save_strategy must be steps or no"},
       {"unknown device", [](TrainArgs& a) { a.device = "tpu"; }, "tpu"},
       {"missing checkpoint",
        [&](TrainArgs& a) { a.resume_from_checkpoint = (root_ / "nowhere").string(); }, "nowhere"},

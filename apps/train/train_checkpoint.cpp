@@ -1,0 +1,136 @@
+// A run's checkpoints: saving one atomically (checkpoint_dir.h), resuming from one with the
+// checks of Note [Bitwise resume] (trainer.h), and trainer_state.json.
+#include <fmt/format.h>
+
+#include <fstream>
+
+#include "apps/train/checkpoint_dir.h"
+#include "apps/train/train_run.h"
+#include "io/safetensors.h"
+#include "nn/config.h"
+#include "tensor/error.h"
+#include "tensor/random/generator.h"
+
+namespace fitgrad::apps {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw Error(fmt::format("[train {}] cannot read", p.string()));
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+json read_json(const fs::path& p) {
+  try {
+    return json::parse(read_text(p));
+  } catch (const json::exception& e) {
+    throw Error(fmt::format("[train {}] not valid JSON: {}", p.string(), e.what()));
+  }
+}
+
+}  // namespace
+
+void resume_run(TrainRun& r, const std::string& dir) {
+  const TrainArgs& a = r.a;
+  fs::path d(dir);
+  json state = read_json(d / "trainer_state.json");
+  try {
+    const json& args = state.at("args");
+    auto same = [&](const char* flag, int64_t now) {
+      int64_t then = args.at(flag).get<int64_t>();
+      if (then != now)
+        throw Error(fmt::format(
+            "[train] --resume_from_checkpoint {}: --{} was {} there and is {} now; a resume "
+            "keeps it (Note [Bitwise resume])",
+            dir, flag, then, now));
+    };
+    same("seq_len", a.seq_len);
+    same("per_device_train_batch_size", a.per_device_train_batch_size);
+    same("gradient_accumulation_steps", a.gradient_accumulation_steps);
+    same("seed", int64_t(a.seed));
+    same("bf16", int64_t(a.bf16));
+    same("tf32", int64_t(a.tf32));
+    if (state.at("tokenizer").get<std::string>() != r.lm.tokenizer_id)
+      throw Error(fmt::format("[train] --resume_from_checkpoint {}: tokenizer {} there, {} now",
+                              dir, state.at("tokenizer").get<std::string>(), r.lm.tokenizer_id));
+    r.step = state.at("global_step").get<int64_t>();
+    data::LoaderState ls;
+    from_json(state.at("loader"), ls);
+    r.loader->restore(ls);
+    default_generator().set_state(
+        {state.at("rng").at("seed").get<uint64_t>(), state.at("rng").at("offset").get<uint64_t>()});
+    r.resumed_history = state.at("log_history").get<std::vector<json>>();
+  } catch (const json::exception& e) {
+    throw Error(fmt::format("[train {}] malformed trainer_state.json: {}",
+                            (d / "trainer_state.json").string(), e.what()));
+  }
+  {
+    auto weights = io::SafetensorsFile::open((d / "model.safetensors").string());
+    r.lm.model->load(weights.tensors(), /*strict=*/true);
+  }
+  {
+    auto opt = io::SafetensorsFile::open((d / "optimizer.safetensors").string());
+    r.optimizer->load_state_dict(opt.tensors());
+  }
+  if (r.step >= r.total)
+    throw Error(fmt::format(
+        "[train] --resume_from_checkpoint {} is at step {}, and this run has {} steps: nothing "
+        "to do (raise --max_steps or --num_train_epochs)",
+        dir, r.step, r.total));
+  r.last_saved = r.step;
+  r.run_start_step = r.step;
+  r.out << fmt::format("resumed from {} at step {}\n", dir, r.step);
+}
+
+json trainer_state_json(const TrainRun& r) {
+  const TrainArgs& a = r.a;
+  json loader;
+  to_json(loader, r.loader->state());
+  RngState rng = default_generator().state();
+  return json{
+      {"global_step", r.step},
+      {"total_steps", r.total},
+      {"epoch", r.epoch_at(r.step)},
+      {"loader", loader},
+      {"rng", {{"seed", rng.seed}, {"offset", rng.offset}}},
+      {"tokenizer", r.lm.tokenizer_id},
+      {"optimizer", r.optimizer->name()},
+      {"args",
+       {{"model", a.model},
+        {"data", a.data},
+        {"seq_len", a.seq_len},
+        {"per_device_train_batch_size", a.per_device_train_batch_size},
+        {"gradient_accumulation_steps", a.gradient_accumulation_steps},
+        {"seed", int64_t(a.seed)},
+        {"bf16", int64_t(a.bf16)},
+        {"tf32", int64_t(a.tf32)},
+        {"learning_rate", a.learning_rate},
+        {"lr_scheduler_type", a.lr_scheduler_type}}},
+      {"log_history", r.metrics->history()},
+  };
+}
+
+void save_checkpoint(TrainRun& r) {
+  if (r.dry_run || r.a.save_strategy == "no" || r.last_saved == r.step) return;
+  const nn::CausalLM& model = *r.lm.model;
+  std::string path = commit_checkpoint(r.a.output_dir, r.step, [&](const std::string& dir) {
+    fs::path d(dir);
+    io::save_safetensors((d / "model.safetensors").string(), model.named_parameters(),
+                         {{"format", "pt"}});
+    write_file_atomic((d / "config.json").string(),
+                      nn::config_to_json(model.config()).dump(2) + "\n");
+    save_tokenizer_spec(dir, r.lm.tokenizer_id);
+    auto state = r.optimizer->state_dict();
+    io::save_safetensors((d / "optimizer.safetensors").string(),
+                         std::vector<std::pair<std::string, Tensor>>(state.begin(), state.end()));
+    write_file_atomic((d / "trainer_state.json").string(), trainer_state_json(r).dump(1) + "\n");
+  });
+  r.last_saved = r.step;
+  prune_checkpoints(r.a.output_dir, r.a.save_total_limit);
+  r.progress.message(fmt::format("saved {}", path));
+}
+
+}  // namespace fitgrad::apps

@@ -1,0 +1,43 @@
+// Evaluation during a run: the mean cross-entropy over the validation batches, under the
+// run's autocast and without gradients. In a dry run the batches are meta tensors and no
+// loss is read (Note [Dry run on meta]).
+#include "apps/train/train_run.h"
+#include "autograd/autocast.h"
+#include "autograd/grad_mode.h"
+#include "tensor/memory/scope.h"
+
+namespace fitgrad::apps {
+
+std::pair<double, int64_t> evaluate(TrainRun& r) {
+  const TrainArgs& a = r.a;
+  autograd::NoGradGuard no_grad;
+  autograd::AutocastGuard autocast(a.bf16 ? DType::bf16 : DType::f32);
+  const int64_t tokens = r.eval_batches * r.eval_batch * a.seq_len;
+  if (r.dry_run) {
+    const Shape shape{r.eval_batch, a.seq_len};
+    for (int64_t i = 0; i < r.eval_batches; ++i) {
+      Tensor ids, targets;
+      {
+        const MemoryContextScope scope({Category::data, intern_label("data.validation")});
+        ids = Tensor::empty(shape, DType::i64, r.device);
+        targets = Tensor::empty(shape, DType::i64, r.device);
+      }
+      r.lm.model->loss(ids, targets);
+    }
+    return {NAN, tokens};
+  }
+  data::LoaderOptions lopt;
+  lopt.batch_size = r.eval_batch;
+  lopt.seq_len = a.seq_len;
+  lopt.order = data::DataOrder::sequential;
+  lopt.device = r.device;
+  data::Loader val(r.dataset->val(), lopt, "validation");
+  double sum = 0;
+  for (int64_t i = 0; i < r.eval_batches; ++i) {
+    data::Batch b = val.next();
+    sum += r.lm.model->loss(b.ids, b.targets).item();
+  }
+  return {sum / double(r.eval_batches), tokens};
+}
+
+}  // namespace fitgrad::apps

@@ -1,0 +1,37 @@
+// The memory record of a run (memory.json, memory_trace.json, peak_report.txt,
+// memory_summary.txt; loss_curve.svg beside them in a real run) and the report after an
+// out-of-memory.
+#include <fmt/format.h>
+
+#include "apps/train/checkpoint_dir.h"
+#include "apps/train/train_run.h"
+#include "apps/train/trainer.h"
+#include "tensor/memory/export.h"
+
+namespace fitgrad::apps {
+
+void write_memory_record(const TrainRun& r) {
+  write_memory_json(r.alloc, (r.dir / "memory.json").string());
+  write_chrome_trace(r.alloc, (r.dir / "memory_trace.json").string());
+  write_file_atomic((r.dir / "peak_report.txt").string(), peak_report(r.alloc));
+  write_file_atomic((r.dir / "memory_summary.txt").string(), memory_summary(r.alloc));
+  if (r.metrics)
+    write_file_atomic((r.dir / "loss_curve.svg").string(),
+                      loss_curve_svg(r.metrics->history(), r.loss_curve_title()));
+}
+
+int report_out_of_memory(TrainRun& r, const OutOfMemory& e, const std::string& when) {
+  r.progress.finish();
+  r.err << fmt::format("error: out of memory {}\n{}\n", when, e.what());
+  write_memory_record(r);
+  if (!r.dry_run) {
+    auto kept = list_checkpoints(r.a.output_dir);
+    r.err << (kept.empty()
+                  ? std::string("no checkpoint had been saved\n")
+                  : fmt::format("the newest checkpoint, {}, is intact\n", kept.back().second));
+  }
+  r.err << fmt::format("the memory record of the run is in {}\n", r.dir.string());
+  return kExitOutOfMemory;
+}
+
+}  // namespace fitgrad::apps

@@ -1,0 +1,44 @@
+// TrainRun: what every phase of a run shares, and where its micro-batches come from.
+#include "apps/train/train_run.h"
+
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "tensor/memory/scope.h"
+
+namespace fitgrad::apps {
+
+TrainRun::TrainRun(const TrainArgs& args, std::ostream& out_stream, std::ostream& err_stream)
+    : a(args),
+      out(out_stream),
+      err(err_stream),
+      device(Device::parse(args.device)),
+      dry_run(device.type == DeviceType::meta),
+      alloc(allocator_for(device)),
+      progress(err_stream, args.progress, &err_stream == &std::cerr),
+      capacity_before(alloc.capacity()),
+      tf32(args.tf32) {}
+
+TrainRun::~TrainRun() { alloc.set_capacity(capacity_before); }
+
+train::MicroBatch TrainRun::next_batch() {
+  if (!dry_run) {
+    data::Batch b = loader->next();
+    return {std::move(b.ids), std::move(b.targets)};
+  }
+  const MemoryContextScope scope({Category::data, intern_label("data.train")});
+  const Shape shape{a.per_device_train_batch_size, a.seq_len};
+  return {Tensor::empty(shape, DType::i64, device), Tensor::empty(shape, DType::i64, device)};
+}
+
+double TrainRun::epoch_at(int64_t s) const {
+  if (batches_per_epoch == 0) return 0.0;
+  return double(s * a.gradient_accumulation_steps) / double(batches_per_epoch);
+}
+
+std::string TrainRun::loss_curve_title() const {
+  return fmt::format("{} on {}", a.model, std::filesystem::path(a.data).filename().string());
+}
+
+}  // namespace fitgrad::apps

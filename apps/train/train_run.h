@@ -1,0 +1,97 @@
+// The state of one `fitgrad train` run and its phases, each in its own file: setup
+// (train_setup.cpp: output directory, model, data, optimizer, schedule), checkpoints
+// (train_checkpoint.cpp: save, resume, trainer_state.json), evaluation (train_eval.cpp),
+// the memory record and the out-of-memory report (train_memory.cpp), and the loop that
+// drives them (trainer.cpp). The step itself is train::TrainStep (train/train_step.h).
+//
+// Note [Dry run on meta]
+// With --device meta the whole run happens on meta tensors: the model, the optimizer state,
+// every activation and workspace are allocated in meta's ledger exactly as a real run
+// allocates them, and nothing is computed. No data is read: each micro-batch is a pair of
+// meta (batch, seq) i64 tensors allocated as the loader allocates its batches
+// (Category::data, "data.train"; evaluation batches "data.validation"). There are no
+// losses, no metrics.jsonl and no checkpoint; the memory record (memory.json,
+// memory_trace.json, peak_report.txt, memory_summary.txt) is written as a real run writes
+// it, so a dry run and a real run with the same flags have the same event sequence. The
+// run needs --max_steps (no data, so no epochs) and evaluates --eval_max_batches batches
+// (1 when that is 0, the whole split).
+#pragma once
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "apps/model_source.h"
+#include "apps/train/metrics.h"
+#include "apps/train/progress.h"
+#include "apps/train/train_args.h"
+#include "data/loader.h"
+#include "data/token_dataset.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+#include "tensor/backend/math_mode.h"
+#include "tensor/memory/caching_allocator.h"
+#include "train/train_step.h"
+
+namespace fitgrad::apps {
+
+using TrainClock = std::chrono::steady_clock;
+
+struct TrainRun {
+  TrainRun(const TrainArgs& args, std::ostream& out, std::ostream& err);
+  // An in-process caller (the tests) gets the allocator's capacity back, and the math mode
+  // through tf32's scope.
+  ~TrainRun();
+  TrainRun(const TrainRun&) = delete;
+  TrainRun& operator=(const TrainRun&) = delete;
+
+  // The next training micro-batch: the loader's, or meta tensors in a dry run.
+  train::MicroBatch next_batch();
+  // Epochs done after `step` optimizer steps (0 in a dry run, which has no epochs).
+  double epoch_at(int64_t step) const;
+  std::string loss_curve_title() const;
+
+  const TrainArgs& a;
+  std::ostream& out;
+  std::ostream& err;
+  Device device;
+  bool dry_run;  // Note [Dry run on meta]
+  CachingAllocator& alloc;
+  Progress progress;
+  size_t capacity_before;
+  backend::MatmulTf32Scope tf32;  // the run's mode, the previous one restored after
+  std::filesystem::path dir;
+
+  LoadedModel lm;
+  std::optional<data::TokenDataset> dataset;  // not in a dry run
+  std::unique_ptr<data::Loader> loader;       // not in a dry run
+  std::unique_ptr<optim::Optimizer> optimizer;
+  std::optional<optim::LrSchedule> schedule;
+  std::unique_ptr<train::TrainStep> step_fn;
+  std::optional<MetricsLog> metrics;  // not in a dry run
+
+  int64_t step = 0, total = 0, batches_per_epoch = 0, eval_batches = 0, eval_batch = 0;
+  int64_t last_saved = -1;
+  std::vector<nlohmann::json> resumed_history;
+  TrainClock::time_point run_start = TrainClock::now();
+  int64_t run_start_step = 0;
+};
+
+// train_setup.cpp: validates, prepares the output directory, builds everything, resumes
+// when asked, and prints the run's summary lines.
+void setup_run(TrainRun& run);
+// train_checkpoint.cpp.
+void resume_run(TrainRun& run, const std::string& checkpoint_dir);
+void save_checkpoint(TrainRun& run);
+nlohmann::json trainer_state_json(const TrainRun& run);
+// train_eval.cpp: the mean validation loss (NaN in a dry run) and the tokens it covered.
+std::pair<double, int64_t> evaluate(TrainRun& run);
+// train_memory.cpp.
+void write_memory_record(const TrainRun& run);
+int report_out_of_memory(TrainRun& run, const OutOfMemory& e, const std::string& when);
+
+}  // namespace fitgrad::apps

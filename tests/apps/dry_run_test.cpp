@@ -1,0 +1,142 @@
+// `fitgrad train --device meta` is the real run without its values (Note [Dry run on meta]
+// in apps/train/train_run.h): for gpt2-tiny and llama-tiny, each in fp32, --bf16,
+// --gradient_checkpointing and --gradient_accumulation_steps 2, a cpu run and a meta run
+// with the same flags write memory.json traces whose events from the run's start (kind,
+// size, requested bytes, category, label, in order) and whose peaks are identical. The dry
+// run reads no data, writes no checkpoint and no metrics, and says so.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "apps/train/trainer.h"
+
+namespace fitgrad::apps {
+namespace {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct Trace {
+  std::vector<std::string> events;  // "kind size requested category label", from the start
+  int64_t peak_above_start = 0;     // the run's peak allocated minus allocated at its start
+  uint64_t peak_events_after_start = 0;
+};
+
+Trace read_trace(const fs::path& dir) {
+  std::ifstream in(dir / "memory.json");
+  const json m = json::parse(in);
+  const json& events = m.at("trace").at("events");
+  EXPECT_EQ(m.at("trace").at("dropped").get<uint64_t>() > 0 && events.empty(), false);
+  size_t start = events.size();
+  for (size_t i = 0; i < events.size(); ++i)
+    if (events[i].at("kind") == "mark" && events[i].at("label") == "train: start") start = i;
+  EXPECT_LT(start, events.size()) << "no start mark in " << dir;
+  Trace t;
+  if (start == events.size()) return t;
+  for (size_t i = start + 1; i < events.size(); ++i) {
+    const json& e = events[i];
+    auto text = [&](const char* key) {
+      return e.at(key).is_null() ? std::string("-") : e.at(key).dump();
+    };
+    t.events.push_back(text("kind") + " " + text("size") + " " + text("requested") + " " +
+                       text("category") + " " + text("label"));
+  }
+  const json& peak = m.at("peak");
+  t.peak_above_start =
+      peak.at("allocated").get<int64_t>() - events[start].at("allocated_after").get<int64_t>();
+  t.peak_events_after_start =
+      peak.at("seq").get<uint64_t>() - events[start].at("seq").get<uint64_t>();
+  return t;
+}
+
+class DryRunTest : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("fitgrad_dry_run_" + std::to_string(::getpid()));
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+  }
+  void TearDown() override {
+    if (!std::getenv("FITGRAD_KEEP")) fs::remove_all(root_);
+  }
+
+  std::string write_text() {
+    std::mt19937 rng(3);
+    std::string text;
+    for (int i = 0; i < 12000; ++i) text += i % 7 == 6 ? ' ' : char('a' + rng() % 26);
+    const fs::path p = root_ / "text.txt";
+    std::ofstream(p, std::ios::binary) << text;
+    return p.string();
+  }
+
+  fs::path root_;
+};
+
+TEST_P(DryRunTest, MetaWritesTheTraceOfTheRealRun) {
+  const auto& [model, variant] = GetParam();
+  TrainArgs a;
+  a.model = model;
+  a.data = write_text();
+  a.seq_len = 32;
+  a.per_device_train_batch_size = 2;
+  a.per_device_eval_batch_size = 2;
+  a.val_fraction = 0.2;
+  a.max_steps = 2;
+  a.logging_steps = 1;
+  a.eval_steps = 2;
+  a.eval_max_batches = 1;
+  a.save_strategy = "no";
+  a.progress = "plain";
+  if (variant == "bf16") a.bf16 = true;
+  if (variant == "checkpointing") a.gradient_checkpointing = true;
+  if (variant == "accumulation") a.gradient_accumulation_steps = 2;
+
+  TrainArgs cpu = a, meta = a;
+  cpu.output_dir = (root_ / "cpu").string();
+  meta.output_dir = (root_ / "meta").string();
+  meta.device = "meta";
+  meta.data.clear();  // a dry run reads no data
+  std::ostringstream out, err;
+  ASSERT_EQ(run_train(cpu, out, err), 0) << err.str();
+  std::ostringstream meta_out, meta_err;
+  ASSERT_EQ(run_train(meta, meta_out, meta_err), 0) << meta_err.str();
+
+  const Trace real = read_trace(cpu.output_dir), dry = read_trace(meta.output_dir);
+  EXPECT_GT(real.events.size(), 100u);
+  ASSERT_EQ(dry.events.size(), real.events.size());
+  for (size_t i = 0; i < real.events.size(); ++i)
+    ASSERT_EQ(dry.events[i], real.events[i]) << "event " << i << " after the start";
+  EXPECT_EQ(dry.peak_above_start, real.peak_above_start);
+  EXPECT_EQ(dry.peak_events_after_start, real.peak_events_after_start);
+  EXPECT_GT(real.peak_above_start, 0);
+
+  EXPECT_THAT(meta_out.str(), ::testing::HasSubstr("dry run on meta: no data is read, no losses"));
+  for (const char* f :
+       {"memory.json", "memory_trace.json", "peak_report.txt", "memory_summary.txt"})
+    EXPECT_TRUE(fs::exists(fs::path(meta.output_dir) / f)) << f;
+  for (const char* f : {"metrics.jsonl", "loss_curve.svg"})
+    EXPECT_FALSE(fs::exists(fs::path(meta.output_dir) / f)) << f;
+  for (const auto& entry : fs::directory_iterator(meta.output_dir))
+    EXPECT_FALSE(entry.path().filename().string().starts_with("checkpoint-")) << entry.path();
+}
+
+INSTANTIATE_TEST_SUITE_P(ModelsAndVariants, DryRunTest,
+                         ::testing::Combine(::testing::Values("gpt2-tiny", "llama-tiny"),
+                                            ::testing::Values("fp32", "bf16", "checkpointing",
+                                                              "accumulation")),
+                         [](const auto& info) {
+                           std::string name =
+                               std::get<0>(info.param) + "_" + std::get<1>(info.param);
+                           for (char& c : name)
+                             if (c == '-') c = '_';
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace fitgrad::apps

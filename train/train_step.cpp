@@ -1,0 +1,82 @@
+// One optimizer step over its micro-batches (see train_step.h).
+#include "train/train_step.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "autograd/autocast.h"
+#include "autograd/autocast_cache.h"
+#include "autograd/functions.h"
+#include "autograd/grad_mode.h"
+#include "autograd/tape.h"
+#include "optim/clip.h"
+#include "tensor/error.h"
+#include "tensor/memory/caching_allocator.h"
+#include "tensor/memory/scope.h"
+#include "tensor/ops/elementwise.h"
+
+namespace fitgrad::train {
+
+TrainStep::TrainStep(nn::CausalLM& model, optim::Optimizer& optimizer,
+                     const optim::LrSchedule& schedule, const TrainStepOptions& options)
+    : model_(model), optimizer_(optimizer), schedule_(schedule), options_(options) {
+  FG_CHECK(options.gradient_accumulation_steps >= 1,
+           "[train step] gradient_accumulation_steps must be >= 1, got {}",
+           options.gradient_accumulation_steps);
+  FG_CHECK(options.max_grad_norm >= 0, "[train step] max_grad_norm must be >= 0, got {}",
+           options.max_grad_norm);
+  for (auto& [name, p] : model.named_parameters()) params_.push_back(p);
+}
+
+double TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>& next) {
+  const int64_t accum = options_.gradient_accumulation_steps;
+  optimizer_.set_lr(schedule_.lr_at(step));
+  CachingAllocator* alloc = nullptr;
+  {
+    // Held across backward too: a checkpointed segment recomputes under the same mode. The
+    // cache makes each weight's compute-dtype copy once for all the micro-batches and ends
+    // before the optimizer changes the weights (Note [Autocast weight cache]).
+    autograd::AutocastGuard autocast(options_.compute_dtype);
+    autograd::AutocastCacheScope weight_cache;
+    for (int64_t m = 0; m < accum; ++m) {
+      MicroBatch batch = next(m);
+      alloc = &allocator_for(batch.ids.device());
+      alloc->mark(fmt::format("step {} / forward", step + 1));
+      Tensor loss = model_.loss(batch.ids, batch.targets);
+      {
+        autograd::NoGradGuard no_grad;
+        if (!loss_sum_.defined()) {
+          const MemoryContextScope scope({Category::other, intern_label("train.loss_sum")});
+          loss_sum_ = Tensor::zeros({}, DType::f32, loss.device());
+        }
+        ops::add_(loss_sum_, loss);
+        ++losses_;
+      }
+      Tensor scaled = accum > 1 ? autograd::scale(loss, 1.0 / double(accum)) : loss;
+      alloc->mark(fmt::format("step {} / backward", step + 1));
+      const autograd::MicroBatchScope micro_batch(m, m == accum - 1);
+      autograd::backward(scaled);
+    }
+  }
+  alloc->mark(fmt::format("step {} / optimizer", step + 1));
+  const double norm =
+      options_.max_grad_norm > 0 ? optim::clip_grad_norm(params_, options_.max_grad_norm) : NAN;
+  optimizer_.step();
+  model_.zero_grad();
+  return norm;
+}
+
+double TrainStep::take_mean_loss() {
+  if (losses_ == 0 || !loss_sum_.device().has_bytes()) {
+    losses_ = 0;
+    return NAN;
+  }
+  const double mean = loss_sum_.item() / double(losses_);
+  autograd::NoGradGuard no_grad;
+  loss_sum_.fill_(0.0);
+  losses_ = 0;
+  return mean;
+}
+
+}  // namespace fitgrad::train

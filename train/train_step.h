@@ -1,0 +1,63 @@
+// The training step as a library: forward, loss, backward over the micro-batches of one
+// optimizer step (gradient accumulation), clipping, the scheduled learning rate and the
+// optimizer step. `fitgrad train`, the benchmarks and the memory planner all run this one
+// step, so what they time or plan is what trains.
+//
+// Note [Loss on the device]
+// Each micro-batch's loss is added, on the loss's device and without a gradient, into one
+// f32 scalar (Category::other, "train.loss_sum"); nothing is read on the host during a
+// step. take_mean_loss() reads the sum (one host sync, at a logging step) and restarts it.
+// On CUDA that is one synchronisation per logging interval instead of one per micro-batch;
+// on meta there is nothing to read (a dry run has no losses), and the allocations are the
+// real run's. The sum of a logging interval's micro-batch losses is f32, as the Hugging Face
+// Trainer's `tr_loss` tensor is.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "nn/decoder.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+#include "tensor/tensor.h"
+
+namespace fitgrad::train {
+
+// One micro-batch: token ids and next-token targets, (batch, seq) i64 on the model's device.
+struct MicroBatch {
+  Tensor ids;
+  Tensor targets;
+};
+
+struct TrainStepOptions {
+  int64_t gradient_accumulation_steps = 1;
+  double max_grad_norm = 0.0;        // 0: no clipping
+  DType compute_dtype = DType::f32;  // bf16: the forward and backward under autocast
+};
+
+class TrainStep {
+ public:
+  TrainStep(nn::CausalLM& model, optim::Optimizer& optimizer, const optim::LrSchedule& schedule,
+            const TrainStepOptions& options);
+
+  // Optimizer step `step` (0-based; its learning rate is schedule.lr_at(step)): micro-batch
+  // m of gradient_accumulation_steps comes from next(m). Marks "step <step + 1> / forward",
+  // "/ backward" and "/ optimizer" in the ledger of the batches' device. Returns the total
+  // gradient norm before clipping (NaN without clipping, and on meta).
+  double run(int64_t step, const std::function<MicroBatch(int64_t)>& next);
+
+  // The mean micro-batch loss since the last call (Note [Loss on the device]); NaN when no
+  // micro-batch ran since, or on meta. Reads the device once.
+  double take_mean_loss();
+
+ private:
+  nn::CausalLM& model_;
+  optim::Optimizer& optimizer_;
+  const optim::LrSchedule& schedule_;
+  TrainStepOptions options_;
+  std::vector<Tensor> params_;
+  Tensor loss_sum_;  // f32 scalar on the loss's device
+  int64_t losses_ = 0;
+};
+
+}  // namespace fitgrad::train
