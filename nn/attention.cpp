@@ -1,7 +1,9 @@
 // Gpt2Attention and LlamaAttention (attention.h).
 #include "nn/attention.h"
 
+#include <cmath>
 #include <tuple>
+#include <vector>
 
 #include "autograd/functions.h"
 #include "nn/kv_cache.h"
@@ -18,6 +20,31 @@ Tensor split_heads(const Tensor& x, int64_t heads, int64_t head_dim) {
   return ag::transpose(ag::reshape(x, {b, t, heads, head_dim}), 1, 2);
 }
 
+// Note [Attention dropout]
+// The fused attention kernels have no dropout. In training mode with attn_pdrop > 0 (Note
+// [Dropout as configured] in config.h), attention is composed from autograd ops as Hugging
+// Face's eager attention computes it: scores = q k^T / sqrt(D) plus the causal mask,
+// softmax over the keys, dropout on the probabilities, times v. It materialises the
+// (B, H, T, T) scores and probabilities, which the ledger shows as activations: the memory
+// that flash attention saves is spent again, as it is in PyTorch with attention dropout on
+// a path without fused dropout. Key and value heads are shared among their query heads by
+// broadcasting (query head h reads kv head h / (H / Hkv), as repeat_kv does), not copied.
+// Training has no KV cache, so the mask is the square causal one.
+Tensor causal_mask(int64_t t, DType dtype, Device device) {
+  std::vector<float> m(size_t(t * t), 0.0f);  // (T, T): -inf where key j > query i
+  for (int64_t i = 0; i < t; ++i)
+    for (int64_t j = i + 1; j < t; ++j) m[size_t(i * t + j)] = -INFINITY;
+  const Tensor mask = Tensor::from_vector(m, {t, t}, dtype);
+  return device == Device::cpu() ? mask : mask.to(device);
+}
+
+// Causal attention, with dropout on the probabilities when `m` trains with p > 0.
+Tensor causal_attention(const Module& m, const Tensor& q, const Tensor& k, const Tensor& v,
+                        double p, bool cached) {
+  if (m.training() && p > 0 && !cached) return attention_with_dropout(q, k, v, p);
+  return ag::attention(q, k, v, /*causal=*/true);
+}
+
 // (B, H, T, D) -> (B, T, H D).
 Tensor merge_heads(const Tensor& y) {
   const int64_t b = y.size(0), h = y.size(1), t = y.size(2), d = y.size(3);
@@ -26,11 +53,25 @@ Tensor merge_heads(const Tensor& y) {
 
 }  // namespace
 
+Tensor attention_with_dropout(const Tensor& q, const Tensor& k, const Tensor& v, double p) {
+  const int64_t b = q.size(0), h = q.size(1), t = q.size(2), d = q.size(3);
+  const int64_t hkv = k.size(1), g = h / hkv;
+  const Tensor q5 = ag::reshape(ag::contiguous(q), {b, hkv, g, t, d});
+  const Tensor k5 = ag::reshape(ag::contiguous(k), {b, hkv, 1, t, d});
+  const Tensor v5 = ag::reshape(ag::contiguous(v), {b, hkv, 1, t, d});
+  Tensor scores = ag::scale(ag::matmul(q5, k5, false, true), 1.0 / std::sqrt(double(d)));
+  scores = ag::add(scores, causal_mask(t, scores.dtype(), scores.device()));  // (B, Hkv, G, T, T)
+  const Tensor probs = ag::dropout(ag::softmax(scores, -1), p);
+  return ag::reshape(ag::matmul(probs, v5), {b, h, t, d});
+}
+
 Gpt2Attention::Gpt2Attention(std::string path, std::string name, const ModelConfig& cfg,
                              BuildContext& ctx)
     : Module(std::move(path), std::move(name)),
       heads_(cfg.num_heads),
-      head_dim_(cfg.hidden_size / cfg.num_heads) {
+      head_dim_(cfg.hidden_size / cfg.num_heads),
+      attn_pdrop_(cfg.attn_pdrop),
+      resid_pdrop_(cfg.resid_pdrop) {
   const int64_t c = cfg.hidden_size;
   using L = Linear::Layout;
   c_attn_ = &register_linear("c_attn", c, 3 * c,
@@ -46,10 +87,10 @@ Tensor Gpt2Attention::forward(const Tensor& x, KvCache* cache, int64_t layer) co
   auto head = [&](int64_t j) {
     return split_heads(ag::narrow(qkv, 2, j * c, c), heads_, head_dim_);
   };
-  Tensor k = head(1), v = head(2);                                 // (B, H, T, D)
-  if (cache) std::tie(k, v) = cache->update(layer, k, v);          // (B, H, S, D)
-  const Tensor y = ag::attention(head(0), k, v, /*causal=*/true);  // (B, H, T, D)
-  return c_proj_->forward(merge_heads(y));
+  Tensor k = head(1), v = head(2);                                              // (B, H, T, D)
+  if (cache) std::tie(k, v) = cache->update(layer, k, v);                       // (B, H, S, D)
+  const Tensor y = causal_attention(*this, head(0), k, v, attn_pdrop_, cache);  // (B, H, T, D)
+  return dropout_in_training(*this, c_proj_->forward(merge_heads(y)), resid_pdrop_);
 }
 
 LlamaAttention::LlamaAttention(std::string path, std::string name, const ModelConfig& cfg,
@@ -58,7 +99,8 @@ LlamaAttention::LlamaAttention(std::string path, std::string name, const ModelCo
       heads_(cfg.num_heads),
       kv_heads_(cfg.num_kv_heads),
       head_dim_(cfg.resolved_head_dim()),
-      rope_theta_(cfg.rope_theta) {
+      rope_theta_(cfg.rope_theta),
+      attn_pdrop_(cfg.attn_pdrop) {
   const int64_t c = cfg.hidden_size, q = heads_ * head_dim_, kv = kv_heads_ * head_dim_;
   using L = Linear::Layout;
   const Linear::Options qkv_opt{cfg.attention_qkv_bias, L::torch, cfg.initializer_range};
@@ -78,8 +120,8 @@ Tensor LlamaAttention::forward(const Tensor& x, KvCache* cache, int64_t layer) c
   const int64_t position = cache ? cache->length() : 0;
   q = ag::rope(q, position, rope_theta_);
   k = ag::rope(k, position, rope_theta_);
-  if (cache) std::tie(k, v) = cache->update(layer, k, v);    // (B, Hkv, S, D)
-  const Tensor y = ag::attention(q, k, v, /*causal=*/true);  // (B, H, T, D)
+  if (cache) std::tie(k, v) = cache->update(layer, k, v);                 // (B, Hkv, S, D)
+  const Tensor y = causal_attention(*this, q, k, v, attn_pdrop_, cache);  // (B, H, T, D)
   return o_proj_->forward(merge_heads(y));
 }
 

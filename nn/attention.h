@@ -27,9 +27,15 @@ class Gpt2Attention : public Module {
 
  private:
   int64_t heads_, head_dim_;
-  LinearLayer* c_attn_;  // (C, 3C)
-  LinearLayer* c_proj_;  // (C, C), init std / sqrt(2 L)
+  double attn_pdrop_, resid_pdrop_;  // Note [Dropout as configured] in config.h
+  LinearLayer* c_attn_;              // (C, 3C)
+  LinearLayer* c_proj_;              // (C, C), init std / sqrt(2 L)
 };
+
+// Causal attention composed from autograd ops with dropout p on the probabilities (Note
+// [Attention dropout] in attention.cpp): q (B, H, T, D), k and v (B, Hkv, T, D), H a
+// multiple of Hkv; returns (B, H, T, D). Draws from the global generator.
+Tensor attention_with_dropout(const Tensor& q, const Tensor& k, const Tensor& v, double p);
 
 class LlamaAttention : public Module {
  public:
@@ -45,6 +51,7 @@ class LlamaAttention : public Module {
  private:
   int64_t heads_, kv_heads_, head_dim_;
   double rope_theta_;
+  double attn_pdrop_;                                  // Note [Dropout as configured] in config.h
   LinearLayer *q_proj_, *k_proj_, *v_proj_, *o_proj_;  // torch layout (out, in)
 };
 

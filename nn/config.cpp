@@ -49,6 +49,13 @@ void ModelConfig::validate(const std::string& where_arg) const {
   FG_CHECK(norm_eps > 0, "{} norm eps must be positive, got {}", where, norm_eps);
   FG_CHECK(initializer_range >= 0, "{} initializer_range must be >= 0, got {}", where,
            initializer_range);
+  for (const auto& [key, p] : {std::pair{"embd_pdrop", embd_pdrop},
+                               {"attn_pdrop", attn_pdrop},
+                               {"resid_pdrop", resid_pdrop}})
+    FG_CHECK(p >= 0 && p < 1, "{} dropout {} must be in [0, 1), got {}", where, key, p);
+  FG_CHECK(family == Family::gpt2 || (embd_pdrop == 0 && resid_pdrop == 0),
+           "{} only GPT-2 has embedding and residual dropout (Note [Dropout as configured])",
+           where);
   if (family == Family::gpt2) {
     FG_CHECK(num_kv_heads == num_heads, "{} gpt2 has no grouped-query attention", where);
     FG_CHECK(head_dim == 0 || head_dim * num_heads == hidden_size,
@@ -140,6 +147,11 @@ ModelConfig llama(std::string name, std::string type, const LlamaShape& s) {
   return m;
 }
 
+ModelConfig with_gpt2_dropout(ModelConfig m) {
+  m.embd_pdrop = m.attn_pdrop = m.resid_pdrop = 0.1;
+  return m;
+}
+
 }  // namespace
 
 // Note [Preset numbers] in config.h.
@@ -151,8 +163,11 @@ std::vector<std::string> preset_names() {
 ModelConfig preset(std::string_view name) {
   // GPT-2 (openai-community/gpt2, gpt2-medium): n_positions 1024, layer_norm_epsilon 1e-5.
   if (name == "gpt2-tiny") return gpt2("gpt2-tiny", 256, 64, 2, 64, 4);
-  if (name == "gpt2") return gpt2("gpt2", 50257, 1024, 12, 768, 12);
-  if (name == "gpt2-medium") return gpt2("gpt2-medium", 50257, 1024, 24, 1024, 16);
+  // The published GPT-2 configs carry dropout 0.1 (Note [Dropout as configured]); the tiny
+  // test presets have none.
+  if (name == "gpt2") return with_gpt2_dropout(gpt2("gpt2", 50257, 1024, 12, 768, 12));
+  if (name == "gpt2-medium")
+    return with_gpt2_dropout(gpt2("gpt2-medium", 50257, 1024, 24, 1024, 16));
   //                                vocab   ctx     L   hidden inter  H   KV  eps   theta   tied
   if (name == "llama-tiny")
     return llama("llama-tiny", "llama", {256, 64, 2, 64, 176, 4, 2, 1e-5, 10000, false});
@@ -291,10 +306,15 @@ ModelConfig read_gpt2(Reader& r) {
            "{} key 'scale_attn_by_inverse_layer_idx' true is not supported", r.where());
   FG_CHECK(!r.boolean("add_cross_attention", false),
            "{} key 'add_cross_attention' true is not supported (decoder-only)", r.where());
-  r.ignore({"n_ctx", "attn_pdrop", "embd_pdrop", "resid_pdrop", "summary_activation",
-            "summary_first_dropout", "summary_proj_to_labels", "summary_type", "summary_use_proj",
-            "task_specific_params", "reorder_and_upcast_attn", "gradient_checkpointing",
-            "output_past", "n_special", "predict_special_tokens"});
+  // Note [Dropout as configured] in config.h; the defaults are GPT2Config's.
+  m.embd_pdrop = r.number("embd_pdrop", 0.1);
+  m.attn_pdrop = r.number("attn_pdrop", 0.1);
+  m.resid_pdrop = r.number("resid_pdrop", 0.1);
+  // The summary_* keys (summary_first_dropout included) configure the sequence-summary head
+  // of GPT2DoubleHeadsModel and GPT2ForSequenceClassification, which a causal LM has not.
+  r.ignore({"n_ctx", "summary_activation", "summary_first_dropout", "summary_proj_to_labels",
+            "summary_type", "summary_use_proj", "task_specific_params", "reorder_and_upcast_attn",
+            "gradient_checkpointing", "output_past", "n_special", "predict_special_tokens"});
   return m;
 }
 
@@ -332,7 +352,8 @@ ModelConfig read_llama(Reader& r, const std::string& type) {
            r.where());
   FG_CHECK(!r.boolean("rope_interleaved", false),
            "{} key 'rope_interleaved' true is not supported (fitgrad uses rotate_half)", r.where());
-  r.ignore({"attention_dropout", "pretraining_tp", "is_llama_config", "use_sliding_window"});
+  m.attn_pdrop = r.number("attention_dropout", 0.0);  // Note [Dropout as configured]
+  r.ignore({"pretraining_tp", "is_llama_config", "use_sliding_window"});
   return m;
 }
 
@@ -393,6 +414,9 @@ nlohmann::json config_to_json(const ModelConfig& cfg) {
     j["n_inner"] = cfg.intermediate_size;
     j["layer_norm_epsilon"] = cfg.norm_eps;
     j["activation_function"] = "gelu_new";
+    j["embd_pdrop"] = cfg.embd_pdrop;
+    j["attn_pdrop"] = cfg.attn_pdrop;
+    j["resid_pdrop"] = cfg.resid_pdrop;
     return j;
   }
   const std::string& type = cfg.model_type;
@@ -410,6 +434,7 @@ nlohmann::json config_to_json(const ModelConfig& cfg) {
   j["rms_norm_eps"] = cfg.norm_eps;
   j["rope_theta"] = cfg.rope_theta;
   j["hidden_act"] = "silu";
+  j["attention_dropout"] = cfg.attn_pdrop;
   if (cfg.head_dim > 0) j["head_dim"] = cfg.head_dim;
   if (type == "qwen2") {
     FG_CHECK(cfg.attention_qkv_bias && !cfg.attention_out_bias && !cfg.mlp_bias,

@@ -48,6 +48,19 @@ struct ModelConfig {
   // for sequences no longer than it, so forward accepts only T <= sliding_window. 0: none.
   int64_t sliding_window = 0;
   double initializer_range = 0.02;
+  // Note [Dropout as configured]
+  // The dropout probabilities of the config, with Hugging Face's placement; they act only
+  // in training mode (Module::train, Note [Training mode] in module.h), as nn.Dropout does.
+  //   GPT-2: embd_pdrop on wte + wpe; attn_pdrop on the attention probabilities;
+  //          resid_pdrop after attention's c_proj and after the MLP's c_proj.
+  //          A config.json without them gets GPT2Config's defaults, 0.1 each.
+  //   Llama, Mistral, Qwen2: attention_dropout (into attn_pdrop) on the attention
+  //          probabilities, default 0; they have no other dropout.
+  // Attention with attn_pdrop > 0 in training runs the composed path of Note [Attention
+  // dropout] in attention.cpp. Each is in [0, 1); anything else is an error.
+  double embd_pdrop = 0.0;
+  double attn_pdrop = 0.0;
+  double resid_pdrop = 0.0;
 
   int64_t resolved_head_dim() const { return head_dim > 0 ? head_dim : hidden_size / num_heads; }
   // The init std of the projections that write into the residual stream (attention c_proj

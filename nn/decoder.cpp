@@ -60,7 +60,7 @@ Tensor DecoderBody::forward_cached(const Tensor& ids, KvCache& cache) const {
 }
 
 Gpt2Model::Gpt2Model(std::string path, std::string name, const ModelConfig& cfg, BuildContext& ctx)
-    : DecoderBody(std::move(path), std::move(name)) {
+    : DecoderBody(std::move(path), std::move(name)), embd_pdrop_(cfg.embd_pdrop) {
   wte_ = &register_module<Embedding>("wte", cfg.vocab_size, cfg.hidden_size, cfg.initializer_range,
                                      ctx);
   wpe_ = &register_module<Embedding>("wpe", cfg.max_position_embeddings, cfg.hidden_size,
@@ -75,8 +75,9 @@ Tensor Gpt2Model::embed(const Tensor& ids, int64_t position) const {
   const Tensor& wpe = wpe_->weight();  // (ctx, C)
   FG_CHECK(position + t <= wpe.size(0), "[{}] sequence length {} exceeds n_positions = {}", path(),
            position + t, wpe.size(0));
-  const Tensor tok = wte_->forward(ids);                 // (B, T, C)
-  return ag::add(tok, ag::narrow(wpe, 0, position, t));  // + (T, C), broadcast over B
+  const Tensor tok = wte_->forward(ids);  // (B, T, C)
+  // + (T, C), broadcast over B; then GPT-2's embedding dropout.
+  return dropout_in_training(*this, ag::add(tok, ag::narrow(wpe, 0, position, t)), embd_pdrop_);
 }
 
 LlamaModel::LlamaModel(std::string path, std::string name, const ModelConfig& cfg,

@@ -112,6 +112,7 @@ class Gpt2Model : public DecoderBody {
   Tensor final_norm(const Tensor& x) const override { return ln_f_->forward(x); }
 
  private:
+  double embd_pdrop_;  // Note [Dropout as configured] in config.h
   Embedding *wte_, *wpe_;
   LayerNorm* ln_f_;
 };

@@ -80,4 +80,8 @@ Tensor RMSNorm::forward(const Tensor& x) const {
   return ag::rms_norm(x, weight_, eps_);
 }
 
+Tensor dropout_in_training(const Module& m, const Tensor& x, double p) {
+  return m.training() && p > 0 ? autograd::dropout(x, p) : x;
+}
+
 }  // namespace fitgrad::nn

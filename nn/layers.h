@@ -98,4 +98,8 @@ class RMSNorm : public Module {
   Tensor weight_;  // (dim): ones
 };
 
+// Dropout with probability p on x when `m` is in training mode and p > 0 (Note [Dropout as
+// configured] in config.h), drawing from the global generator; x itself otherwise.
+Tensor dropout_in_training(const Module& m, const Tensor& x, double p);
+
 }  // namespace fitgrad::nn

@@ -8,7 +8,7 @@ namespace fitgrad::nn {
 namespace ag = fitgrad::autograd;
 
 Gpt2Mlp::Gpt2Mlp(std::string path, std::string name, const ModelConfig& cfg, BuildContext& ctx)
-    : Module(std::move(path), std::move(name)) {
+    : Module(std::move(path), std::move(name)), resid_pdrop_(cfg.resid_pdrop) {
   const int64_t c = cfg.hidden_size, f = cfg.intermediate_size;
   using L = Linear::Layout;
   c_fc_ =
@@ -19,7 +19,7 @@ Gpt2Mlp::Gpt2Mlp(std::string path, std::string name, const ModelConfig& cfg, Bui
 
 Tensor Gpt2Mlp::forward(const Tensor& x) const {
   ForwardScope scope(*this);
-  return c_proj_->forward(ag::gelu(c_fc_->forward(x)));
+  return dropout_in_training(*this, c_proj_->forward(ag::gelu(c_fc_->forward(x))), resid_pdrop_);
 }
 
 SwiGluMlp::SwiGluMlp(std::string path, std::string name, const ModelConfig& cfg, BuildContext& ctx)

@@ -14,6 +14,7 @@ class Gpt2Mlp : public Module {
   Tensor forward(const Tensor& x) const;
 
  private:
+  double resid_pdrop_;   // Note [Dropout as configured] in config.h
   LinearLayer* c_fc_;    // (C, F)
   LinearLayer* c_proj_;  // (F, C), init std / sqrt(2 L)
 };

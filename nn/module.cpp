@@ -178,6 +178,11 @@ std::map<std::string, Tensor> Module::state_dict() const {
   return {params.begin(), params.end()};
 }
 
+void Module::train(bool on) {
+  training_ = on;
+  for (const auto& [name, child] : children_) child->train(on);
+}
+
 void Module::zero_grad() const {
   for (const auto& [name, t] : named_parameters()) autograd::clear_grad(t);
 }

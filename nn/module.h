@@ -133,6 +133,15 @@ class Module {
   int64_t unfreeze(const std::string& pattern) const;
   // The parameters that require grad, as named_parameters() lists them.
   std::vector<std::pair<std::string, Tensor>> trainable_parameters() const;
+  // Note [Training mode]
+  // train() puts this module and every descendant in training mode, eval() takes them out,
+  // as torch.nn.Module.train/eval do; only dropout reads the mode (Note [Dropout as
+  // configured] in config.h). A module starts in eval mode, as a Hugging Face model does
+  // after from_pretrained; train::TrainStep switches its model to training mode for each
+  // step, and `fitgrad train` back to eval mode for evaluation.
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool training() const { return training_; }
   // Every buffer (register_buffer), as (full dotted name, tensor), in the order of
   // named_parameters().
   std::vector<std::pair<std::string, Tensor>> named_buffers() const;
@@ -184,6 +193,7 @@ class Module {
   void collect(std::vector<std::pair<std::string, Tensor>>& out) const;
   std::string path_;
   std::string name_;
+  bool training_ = false;
   std::vector<std::pair<std::string, Tensor>> params_;   // local name
   std::vector<std::pair<std::string, Tensor>> buffers_;  // local name (Note [Buffers])
   std::vector<std::pair<std::string, std::unique_ptr<Module>>> children_;

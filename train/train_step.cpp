@@ -32,6 +32,7 @@ TrainStep::TrainStep(nn::CausalLM& model, optim::Optimizer& optimizer,
 double TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>& next) {
   const int64_t accum = options_.gradient_accumulation_steps;
   optimizer_.set_lr(schedule_.lr_at(step));
+  model_.train();  // dropout on (Note [Training mode] in nn/module.h)
   CachingAllocator* alloc = nullptr;
   {
     // Held across backward too: a checkpointed segment recomputes under the same mode. The

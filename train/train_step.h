@@ -42,7 +42,8 @@ class TrainStep {
 
   // Optimizer step `step` (0-based; its learning rate is schedule.lr_at(step)): micro-batch
   // m of gradient_accumulation_steps comes from next(m). Marks "step <step + 1> / forward",
-  // "/ backward" and "/ optimizer" in the ledger of the batches' device. Returns the total
+  // "/ backward" and "/ optimizer" in the ledger of the batches' device. Puts the model in
+  // training mode (Note [Training mode] in nn/module.h). Returns the total
   // gradient norm before clipping (NaN without clipping, and on meta).
   double run(int64_t step, const std::function<MicroBatch(int64_t)>& next);
 

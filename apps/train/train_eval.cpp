@@ -11,6 +11,7 @@ namespace fitgrad::apps {
 std::pair<double, int64_t> evaluate(TrainRun& r) {
   const TrainArgs& a = r.a;
   autograd::NoGradGuard no_grad;
+  r.lm.model->eval();  // no dropout; the next training step switches back
   autograd::AutocastGuard autocast(a.bf16 ? DType::bf16 : DType::f32);
   const int64_t tokens = r.eval_batches * r.eval_batch * a.seq_len;
   if (r.dry_run) {

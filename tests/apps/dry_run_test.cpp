@@ -1,6 +1,7 @@
 // `fitgrad train --device meta` is the real run without its values (Note [Dry run on meta]
 // in apps/train/train_run.h): for gpt2-tiny and llama-tiny, each in fp32, --bf16,
-// --gradient_checkpointing and --gradient_accumulation_steps 2, a cpu run and a meta run
+// --gradient_checkpointing, --gradient_accumulation_steps 2 and configured dropout, a cpu
+// run and a meta run
 // with the same flags write memory.json traces whose events from the run's start (kind,
 // size, requested bytes, category, label, in order) and whose peaks are identical. The dry
 // run reads no data, writes no checkpoint and no metrics, and says so.
@@ -16,6 +17,7 @@
 #include <sstream>
 
 #include "apps/train/trainer.h"
+#include "nn/config.h"
 
 namespace fitgrad::apps {
 namespace {
@@ -96,6 +98,13 @@ TEST_P(DryRunTest, MetaWritesTheTraceOfTheRealRun) {
   if (variant == "bf16") a.bf16 = true;
   if (variant == "checkpointing") a.gradient_checkpointing = true;
   if (variant == "accumulation") a.gradient_accumulation_steps = 2;
+  if (variant == "dropout") {  // Note [Dropout as configured]: the masks and composed attention
+    nn::ModelConfig cfg = nn::preset(model);
+    cfg.attn_pdrop = 0.1;
+    if (cfg.family == nn::Family::gpt2) cfg.embd_pdrop = cfg.resid_pdrop = 0.1;
+    a.model = (root_ / "config.json").string();
+    std::ofstream(a.model) << nn::config_to_json(cfg).dump();
+  }
 
   TrainArgs cpu = a, meta = a;
   cpu.output_dir = (root_ / "cpu").string();
@@ -129,7 +138,7 @@ TEST_P(DryRunTest, MetaWritesTheTraceOfTheRealRun) {
 INSTANTIATE_TEST_SUITE_P(ModelsAndVariants, DryRunTest,
                          ::testing::Combine(::testing::Values("gpt2-tiny", "llama-tiny"),
                                             ::testing::Values("fp32", "bf16", "checkpointing",
-                                                              "accumulation")),
+                                                              "accumulation", "dropout")),
                          [](const auto& info) {
                            std::string name =
                                std::get<0>(info.param) + "_" + std::get<1>(info.param);
