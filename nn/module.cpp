@@ -92,17 +92,20 @@ std::vector<std::pair<std::string, Tensor>> Module::trainable_parameters() const
 }
 
 Tensor Module::register_parameter(const std::string& name, const Shape& shape, const Init& init,
-                                  BuildContext& ctx) {
+                                  BuildContext& ctx, const ParamOptions& options) {
   for (const auto& [n, t] : params_)
     FG_ASSERT(n != name, "parameter {} registered twice in {}", name, path_);
   const std::string full = child_path(name);
   Tensor t;
   {
     MemoryContextScope label(MemoryContext{Category::parameter, intern_label(full)});
-    t = Tensor::empty(shape, ctx.options.dtype, ctx.options.device);
+    FG_CHECK(is_floating(options.dtype.value_or(ctx.options.dtype)),
+             "[{}] parameter {} must be floating, got {}", path_, name,
+             dtype_name(options.dtype.value_or(ctx.options.dtype)));
+    t = Tensor::empty(shape, options.dtype.value_or(ctx.options.dtype), ctx.options.device);
     if (ctx.options.initialize) init_tensor(t, init, ctx.generator());
   }
-  autograd::set_requires_grad(t);
+  autograd::set_requires_grad(t, options.requires_grad);
   autograd::set_name(t, full);
   params_.emplace_back(name, t);
   return t;

@@ -87,6 +87,13 @@ struct BuildContext {
 // the draws are reserved.
 void init_tensor(Tensor& t, const Init& init, Generator& gen);
 
+// How one parameter is created (Module::register_parameter): its dtype (the build's when
+// unset) and whether it requires grad (false: created frozen, as a LoRA base is).
+struct ParamOptions {
+  std::optional<DType> dtype = std::nullopt;
+  bool requires_grad = true;
+};
+
 class Module {
  public:
   // `path` is the full dotted name ("" for a root); `name` the local part a parent's
@@ -147,9 +154,10 @@ class Module {
   std::vector<std::pair<std::string, Tensor>> named_buffers() const;
 
  protected:
-  // Allocates and initialises a parameter named "<path>.<name>" (see the Notes above).
+  // Allocates and initialises a parameter named "<path>.<name>" (see the Notes above),
+  // directly in its dtype on the build's device: nothing is made in f32 and cast after.
   Tensor register_parameter(const std::string& name, const Shape& shape, const Init& init,
-                            BuildContext& ctx);
+                            BuildContext& ctx, const ParamOptions& options = {});
   // Note [Buffers]
   // A buffer is module state that is not trained: a mask, a table of constants, later the
   // quantization state beside an NF4 weight. It is allocated like a parameter, on the build's

@@ -17,6 +17,7 @@
 #include "nn/decoder.h"
 #include "nn/layers.h"
 #include "optim/adamw.h"
+#include "tests/nn/lora_shaped.h"
 #include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad::nn {
@@ -25,28 +26,9 @@ namespace {
 namespace ag = fitgrad::autograd;
 using testing::to_f64;
 
-// y = base(x) + (x A^T) B^T, A (r, in), B (out, r).
-class LoraShaped final : public LinearLayer {
- public:
-  LoraShaped(const LinearSpec& spec, int64_t r, BuildContext& ctx)
-      : LinearLayer(spec.path, spec.name, spec.in, spec.out) {
-    base_ = &register_module<Linear>("base_layer", spec.in, spec.out, spec.options, ctx);
-    a_ = register_parameter("lora_A", {r, spec.in}, Init::normal(0.02), ctx);
-    b_ = register_parameter("lora_B", {spec.out, r}, Init::zeros(), ctx);
-  }
-  Tensor forward(const Tensor& x) const override {
-    ForwardScope scope(*this);
-    return ag::add(base_->forward(x), ag::linear(ag::linear(x, a_, Tensor()), b_, Tensor()));
-  }
-
- private:
-  Linear* base_;
-  Tensor a_, b_;
-};
-
 LinearFactory lora_on(const std::string& target, int64_t r) {
   return [target, r](const LinearSpec& spec, BuildContext& ctx) -> std::unique_ptr<LinearLayer> {
-    if (spec.name == target) return std::make_unique<LoraShaped>(spec, r, ctx);
+    if (spec.name == target) return std::make_unique<test_layers::LoraShaped>(spec, r, ctx);
     return std::make_unique<Linear>(spec.path, spec.name, spec.in, spec.out, spec.options, ctx);
   };
 }
