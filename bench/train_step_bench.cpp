@@ -132,6 +132,7 @@ nn::ModelConfig config_of(const Args& a) {
   cfg.num_heads = cfg.num_kv_heads = a.heads;
   cfg.vocab_size = a.vocab;
   cfg.max_position_embeddings = a.ctx;
+  cfg.embd_pdrop = cfg.attn_pdrop = cfg.resid_pdrop = 0.0;  // as the torch arm, no dropout
   return cfg;
 }
 

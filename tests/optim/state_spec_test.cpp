@@ -256,5 +256,17 @@ TEST(StateSpec, ALoadAgainstTheSpecsNamesEachCulpritAndChangesNothing) {
   EXPECT_EQ(values(opt->state_dict()), before);
 }
 
+// Placement: host state lives on the CPU whatever the parameter's device, except in a dry
+// run, where nothing real may be allocated.
+TEST(StateSpec, HostPlacementPutsTheStateInHostMemory) {
+  const StateSpec host{.name = "v", .shape = {4}, .placement = StatePlacement::host};
+  const StateSpec with{.name = "m", .shape = {4}};
+  EXPECT_EQ(state_device(host, Device::cuda(1)), Device::cpu());
+  EXPECT_EQ(state_device(with, Device::cuda(1)), Device::cuda(1));
+  EXPECT_EQ(state_device(host, Device::meta()), Device::meta());
+  EXPECT_EQ(state_bytes({host, with, {.name = "c", .shape = {3, 5}, .dtype = DType::u8}}),
+            4 * 4 + 4 * 4 + 15);
+}
+
 }  // namespace
 }  // namespace fitgrad::optim
