@@ -42,7 +42,7 @@ void expect_error_or_value(Fn&& fn) {
 }
 
 // Every accessor on every value: each either converts or throws Error.
-void walk_metadata(const io::GgufFile& file) {
+void walk_metadata(const GgufFile& file) {
   size_t n = 0;
   for (const auto& entry : file.metadata().entries()) {
     const std::string& key = entry.first;  // (Clang 14 cannot capture structured bindings)
@@ -68,7 +68,7 @@ void walk_metadata(const io::GgufFile& file) {
 // Decodes the tensors into f32 and bf16 while the budget lasts; an F32/F16/BF16 tensor
 // mapped without a copy must hold the same bytes as its decoded copy. Then the whole file
 // as a Llama model (names mapped, Q/K unpermuted) when it fits the budget.
-void decode_tensors(const io::GgufFile& file) {
+void decode_tensors(const GgufFile& file) {
   int64_t budget = kDecodeBudget;
   size_t n = 0;
   for (const fitgrad::io::GgufTensorInfo& t : file.tensors()) {
@@ -101,7 +101,7 @@ void decode_tensors(const io::GgufFile& file) {
 
 // The tokenizer, if the file has one that builds: a fixed text encodes to ids inside the
 // vocabulary, and those ids decode.
-void run_tokenizer(const io::GgufFile& file) {
+void run_tokenizer(const GgufFile& file) {
   std::optional<fitgrad::data::BpeTokenizer> tok;
   expect_error_or_value([&] { tok = fitgrad::data::tokenizer_from_gguf(file); });
   if (!tok) return;
@@ -119,9 +119,9 @@ void run_tokenizer(const io::GgufFile& file) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const fitgrad::fuzz::TempFile scratch("gguf");
-  std::optional<io::GgufFile> file;
+  std::optional<GgufFile> file;
   try {
-    file = io::GgufFile::open(scratch.write(data, size));
+    file = GgufFile::open(scratch.write(data, size));
   } catch (const Error&) {
   }
   if (!file) return 0;
