@@ -28,11 +28,9 @@ AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWOptions& options)
 
 void AdamW::update(size_t i, const ParamGroup& group, const std::string&, const Tensor& p,
                    const Tensor& g) {
-  ParamStates::State& s = states_[i];
   // Throws before any change on a backend without the kernel.
   backend::require_kernel(backend::OpId::adamw_update, p.device());
-  if (s.step == 0) states_.allocate(i, /*initialise=*/true);
-  ++s.step;
+  ParamStates::State& s = states_.begin_update(i);
   // The scalars as torch computes them in Python (double), then rounds them to f32.
   const double t = double(s.step);
   const double bias_correction1 = 1 - std::pow(options_.beta1, t);

@@ -77,6 +77,13 @@ void ParamStates::allocate(size_t i, bool initialise) {
   }
 }
 
+ParamStates::State& ParamStates::begin_update(size_t i) {
+  State& s = states_[i];
+  if (s.step == 0) allocate(i, /*initialise=*/true);
+  ++s.step;
+  return s;
+}
+
 std::map<std::string, Tensor> ParamStates::state_dict(int64_t steps) const {
   std::map<std::string, Tensor> out;
   out["step"] = Tensor::full({}, double(steps), DType::i64);

@@ -49,6 +49,9 @@ class ParamStates {
   // Allocates parameter i's state tensors (Note [Optimizer state is lazy]), each filled
   // with its spec's init when `initialise` (else uninitialised, for a load to overwrite).
   void allocate(size_t i, bool initialise);
+  // The start of parameter i's update: allocates and initialises its state at its first
+  // step, counts the step, and returns the state (step is then 1 at the first step).
+  State& begin_update(size_t i);
 
   // See Optimizer::state_dict; `steps` is the optimizer's own count.
   std::map<std::string, Tensor> state_dict(int64_t steps) const;

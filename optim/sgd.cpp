@@ -28,11 +28,9 @@ SGD::SGD(std::vector<ParamGroup> groups, const SgdOptions& options)
 
 void SGD::update(size_t i, const ParamGroup& group, const std::string&, const Tensor& p,
                  const Tensor& g) {
-  ParamStates::State& s = states_[i];
   backend::require_kernel(backend::OpId::sgd_update, p.device());  // as in AdamW::update
-  const bool first = s.step == 0;
-  if (first) states_.allocate(i, /*initialise=*/false);
-  ++s.step;
+  ParamStates::State& s = states_.begin_update(i);  // the buffer's init: none, see sgd_specs
+  const bool first = s.step == 1;
   const backend::SgdScalars k{float(lr_),
                               float(group.weight_decay),
                               float(options_.momentum),

@@ -49,9 +49,7 @@ class Momentum8 : public Optimizer {
  protected:
   void update(size_t i, const ParamGroup&, const std::string&, const Tensor& p,
               const Tensor& g) override {
-    ParamStates::State& s = states_[i];
-    if (s.step == 0) states_.allocate(i, /*initialise=*/true);
-    ++s.step;
+    ParamStates::State& s = states_.begin_update(i);
     float* w = p.data<float>();
     const float* grad = g.data<float>();
     const int64_t n = p.numel();
@@ -96,9 +94,7 @@ class Factored : public Optimizer {
  protected:
   void update(size_t i, const ParamGroup&, const std::string&, const Tensor& p,
               const Tensor& g) override {
-    ParamStates::State& s = states_[i];
-    if (s.step == 0) states_.allocate(i, /*initialise=*/true);
-    ++s.step;
+    ParamStates::State& s = states_.begin_update(i);
     float* w = p.data<float>();
     const float* grad = g.data<float>();
     constexpr float eps = 1e-6f;
