@@ -12,6 +12,7 @@
 #include <memory>
 #include <sstream>
 
+#include "apps/guard.h"
 #include "apps/model_source.h"
 #include "autograd/grad_mode.h"
 #include "nn/kv_cache.h"
@@ -181,15 +182,13 @@ void add_generate_command(CLI::App& app) {
   cmd->add_flag("--no_kv_cache", o->no_kv_cache,
                 "re-run the whole sequence for every token (slow; for comparison)");
   cmd->callback([o] {
-    try {
+    const int code = run_guarded("generate", std::cout, std::cerr, [&] {
       const GenerateStats stats = generate(*o, std::cout);
       std::cout << std::endl;
       std::cerr << stats_line(stats) << std::endl;
-    } catch (const Error& e) {
-      std::cout.flush();
-      std::cerr << "error: " << e.what() << std::endl;
-      throw CLI::RuntimeError(1);
-    }
+      return 0;
+    });
+    if (code != 0) throw CLI::RuntimeError(code);
   });
 }
 

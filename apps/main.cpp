@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "apps/generate.h"
+#include "apps/guard.h"
 #include "apps/inspect.h"
 #include "apps/train/train_command.h"
 #include "tensor/error.h"
@@ -37,12 +38,24 @@ int main(int argc, char** argv) {
   inspect->add_option("FILE", path, "a .safetensors or .gguf file")->required();
   fitgrad::apps::add_generate_command(app);
   fitgrad::apps::add_train_command(app);
-  CLI11_PARSE(app, argc, argv);
+  app.footer(
+      "Exit codes: 0 done; 1 bad input (a flag, a file, a combination: one line names it); 3 "
+      "out of memory in `train` (the allocator's report is printed, the newest checkpoint is "
+      "intact); 128 + N after signal N (SIGINT, SIGTERM) in `train`, which saves a "
+      "checkpoint first.");
   try {
-    if (*inspect) fitgrad::apps::inspect_file(path, std::cout);
-  } catch (const fitgrad::Error& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 1;
+    app.parse(argc, argv);
+  } catch (const CLI::RuntimeError& e) {
+    return e.get_exit_code();  // a command's own code, its message already printed
+  } catch (const CLI::ParseError& e) {
+    // --help and --version print and exit 0; any other parse error is bad input.
+    const int code = app.exit(e);
+    return code == 0 ? 0 : fitgrad::apps::kExitBadInput;
   }
+  if (*inspect)
+    return fitgrad::apps::run_guarded("inspect", std::cout, std::cerr, [&] {
+      fitgrad::apps::inspect_file(path, std::cout);
+      return 0;
+    });
   return 0;
 }

@@ -20,15 +20,14 @@
 #include <string>
 #include <string_view>
 
+#include "io/content_hash.h"
 #include "io/mapped_file.h"
 
 namespace fitgrad::data {
 
 inline constexpr uint32_t kTokenCacheVersion = 1;
 
-// A 64-bit hash of a byte string, for detecting changed sources and corrupt caches (not
-// cryptographic). Equal bytes give equal hashes on every machine.
-uint64_t content_hash(std::string_view bytes);
+using io::content_hash;  // the cache's and the sources' hash (io/content_hash.h)
 
 // The tokens of a cache file, viewed in its mapping.
 struct MappedTokens {

@@ -1,5 +1,6 @@
 // Checkpoint directories of a training run: <output_dir>/checkpoint-<step>/, written
-// atomically, listed, pruned to --save_total_limit, and found again for a resume.
+// atomically with a manifest, listed, verified, pruned to --save_total_limit, and found
+// again for a resume.
 //
 // Note [Atomic checkpoints]
 // A checkpoint is written into <output_dir>/tmp-checkpoint-<step>/, every file and then
@@ -8,7 +9,17 @@
 // therefore leaves either the complete new checkpoint or none, and never touches the
 // previous ones; a leftover tmp-checkpoint-* directory is ignored by the listing and
 // replaced by the next save of that step. Older checkpoints are pruned only after the new
-// one is in place, so the newest complete checkpoint always survives.
+// one is in place, so the newest complete checkpoint always survives. Pruning renames a
+// checkpoint to .pruned-checkpoint-<step> before deleting it, so a kill during the delete
+// leaves a directory the listing does not see, never a half-deleted "checkpoint-<step>".
+//
+// Note [Verified checkpoints]
+// The last file written into a checkpoint is its manifest, fitgrad_checkpoint.json: the
+// format, the step, and every other file with its size and 64-bit content hash
+// (io/content_hash.h). A directory is a checkpoint only with a manifest that parses and
+// names its step: a user's own "checkpoint-7" is neither listed, nor pruned, nor replaced.
+// A resume verifies every file against the manifest first, and a mismatch is an error that
+// names the file.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -18,19 +29,28 @@
 
 namespace fitgrad::apps {
 
-// Runs write(tmp_dir) to fill a fresh temporary directory, then makes it
-// <output_dir>/checkpoint-<step> (replacing one of that name). Returns the final path.
+inline constexpr const char* kCheckpointManifest = "fitgrad_checkpoint.json";
+
+// Runs write(tmp_dir) to fill a fresh temporary directory, adds the manifest, then makes it
+// <output_dir>/checkpoint-<step>, replacing a checkpoint of that step; a directory of that
+// name that is not a checkpoint is an error naming it. Returns the final path.
 std::string commit_checkpoint(const std::string& output_dir, int64_t step,
                               const std::function<void(const std::string& dir)>& write);
 
-// The complete checkpoints in output_dir as (step, path), oldest first.
+// The checkpoints in output_dir (directories with a manifest of their step) as (step,
+// path), oldest first. Entries it cannot read (a symlink loop, no permission) are skipped.
 std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& output_dir);
 
-// Deletes all but the newest `keep` checkpoints (keep 0: deletes none).
-void prune_checkpoints(const std::string& output_dir, int64_t keep);
+// Checks every file of the checkpoint in `dir` against its manifest; throws fitgrad::Error
+// naming the first file that is missing, of the wrong size or of other content.
+void verify_checkpoint(const std::string& dir);
 
-// --resume_from_checkpoint: a directory holding trainer_state.json, or "last" for the
-// newest checkpoint in output_dir. Throws fitgrad::Error naming what is missing.
+// Deletes all but the newest `keep` checkpoints (keep 0: deletes none). A checkpoint that
+// cannot be deleted stays; the returned lines say which and why.
+std::vector<std::string> prune_checkpoints(const std::string& output_dir, int64_t keep);
+
+// --resume_from_checkpoint: a checkpoint directory, or "last" for the newest checkpoint in
+// output_dir; verified (verify_checkpoint). Throws fitgrad::Error naming what is wrong.
 std::string resolve_resume_dir(const std::string& arg, const std::string& output_dir);
 
 }  // namespace fitgrad::apps

@@ -129,8 +129,9 @@ void save_checkpoint(TrainRun& r) {
     write_file_atomic((d / "trainer_state.json").string(), trainer_state_json(r).dump(1) + "\n");
   });
   r.last_saved = r.step;
-  prune_checkpoints(r.a.output_dir, r.a.save_total_limit);
   r.progress.message(fmt::format("saved {}", path));
+  for (const std::string& problem : prune_checkpoints(r.a.output_dir, r.a.save_total_limit))
+    r.progress.message("warning: " + problem);
 }
 
 }  // namespace fitgrad::apps

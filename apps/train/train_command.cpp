@@ -6,6 +6,7 @@
 #include <iostream>
 #include <memory>
 
+#include "apps/guard.h"
 #include "apps/train/train_args.h"
 #include "apps/train/trainer.h"
 #include "nn/config.h"
@@ -31,14 +32,8 @@ void add_train_command(CLI::App& app) {
       "--fp16 is recognised but refused until the loss scaler lands; --bf16 and --tf32 work.",
       presets, kExitOutOfMemory));
   cmd->callback([args] {
-    int code = 0;
-    try {
-      code = run_train(*args, std::cout, std::cerr);
-    } catch (const Error& e) {
-      std::cout.flush();
-      std::cerr << "error: " << e.what() << std::endl;
-      code = 1;
-    }
+    const int code = run_guarded("train", std::cout, std::cerr,
+                                 [&] { return run_train(*args, std::cout, std::cerr); });
     if (code != 0) throw CLI::RuntimeError(code);
   });
 }
