@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "tensor/device.h"
 #include "tensor/error.h"
 #include "tensor/memory/bytes.h"
@@ -19,12 +21,36 @@ void add_bool(CLI::App& cmd, const std::string& name, bool& value, const std::st
   throw Error(fmt::format("[train] --{} {}", flag, what));
 }
 
-void require_positive(const std::string& flag, int64_t v) {
-  if (v < 1) fail(flag, fmt::format("must be at least 1, got {}", v));
+// Note [Numeric flag ranges]
+// Every numeric flag has a stated range, checked before anything is allocated, so that a
+// value like 9223372036854775807, inf or 1e300 is refused by name instead of overflowing a
+// step count or never finishing. The upper bounds are far above any real run (a million
+// accumulation steps, a trillion optimizer steps) and below the sizes that overflow.
+constexpr int64_t kMaxCount = int64_t(1) << 40;  // steps, batches, intervals
+void require_in(const std::string& flag, int64_t v, int64_t lo, int64_t hi) {
+  if (v < lo || v > hi) fail(flag, fmt::format("must be in [{}, {}], got {}", lo, hi, v));
 }
 
-void require_non_negative(const std::string& flag, double v) {
-  if (!(v >= 0)) fail(flag, fmt::format("must be >= 0, got {}", v));
+void require_positive(const std::string& flag, int64_t v, int64_t hi = kMaxCount) {
+  if (v < 1 || v > hi) fail(flag, fmt::format("must be in [1, {}], got {}", hi, v));
+}
+
+// A finite number in [0, hi] (hi = inf: no upper bound besides finiteness).
+void require_non_negative(const std::string& flag, double v, double hi = 1e300) {
+  if (!(v >= 0 && v <= hi && std::isfinite(v)))
+    fail(flag, fmt::format("must be a finite number in [0, {}], got {}", hi, v));
+}
+
+// An unsigned 64-bit integer written in decimal digits, as a CLI11 check: "-1", "2^64",
+// "1e23" and "nan" are refused instead of wrapping or saturating.
+std::string check_u64_digits(const std::string& text) {
+  const std::string max = "18446744073709551615";
+  const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+  const std::string trimmed =
+      digits ? text.substr(std::min(text.find_first_not_of('0'), text.size() - 1)) : text;
+  if (!digits || trimmed.size() > max.size() || (trimmed.size() == max.size() && trimmed > max))
+    return fmt::format("must be an integer in [0, {}], got '{}'", max, text);
+  return "";
 }
 
 }  // namespace
@@ -106,6 +132,7 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
                  "Batches each worker builds ahead")
       ->capture_default_str();
   cmd.add_option("--seed", a.seed, "Seeds the initialisation, the data order and dropout")
+      ->check(CLI::Validator(check_u64_digits, "UINT64"))
       ->capture_default_str();
   cmd.add_option("--logging_steps", a.logging_steps, "Log (and write metrics) every N steps")
       ->capture_default_str();
@@ -135,32 +162,34 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
 }
 
 void validate(const TrainArgs& a) {
-  require_positive("seq_len", a.seq_len);
-  require_positive("per_device_train_batch_size", a.per_device_train_batch_size);
-  require_positive("per_device_eval_batch_size", a.per_device_eval_batch_size);
-  require_positive("gradient_accumulation_steps", a.gradient_accumulation_steps);
+  // Note [Numeric flag ranges].
+  require_positive("seq_len", a.seq_len, int64_t(1) << 24);
+  require_positive("per_device_train_batch_size", a.per_device_train_batch_size, int64_t(1) << 20);
+  require_positive("per_device_eval_batch_size", a.per_device_eval_batch_size, int64_t(1) << 20);
+  require_positive("gradient_accumulation_steps", a.gradient_accumulation_steps, 1000000);
   require_positive("logging_steps", a.logging_steps);
-  require_positive("dataloader_prefetch_factor", a.dataloader_prefetch_factor);
-  if (a.max_steps == 0 || a.max_steps < -1)
-    fail("max_steps",
-         fmt::format("must be positive (or -1 for --num_train_epochs), got {}", a.max_steps));
-  if (a.max_steps < 0 && !(a.num_train_epochs > 0))
+  require_positive("dataloader_prefetch_factor", a.dataloader_prefetch_factor, 1024);
+  if (a.max_steps == 0 || a.max_steps < -1 || a.max_steps > kMaxCount)
+    fail("max_steps", fmt::format("must be in [1, {}] (or -1 for --num_train_epochs), got {}",
+                                  kMaxCount, a.max_steps));
+  if (a.max_steps < 0 && !(a.num_train_epochs > 0 && a.num_train_epochs <= 1e6))
     fail("num_train_epochs",
-         fmt::format("must be > 0 without --max_steps, got {}", a.num_train_epochs));
-  if (!(a.learning_rate > 0))
-    fail("learning_rate", fmt::format("must be > 0, got {}", a.learning_rate));
+         fmt::format("must be a finite number in (0, 1000000] without --max_steps, got {}",
+                     a.num_train_epochs));
+  if (!(a.learning_rate > 0 && a.learning_rate <= 1e6))
+    fail("learning_rate",
+         fmt::format("must be a finite number in (0, 1000000], got {}", a.learning_rate));
   require_non_negative("weight_decay", a.weight_decay);
   require_non_negative("max_grad_norm", a.max_grad_norm);
-  require_non_negative("warmup_ratio", a.warmup_ratio);
-  if (a.warmup_ratio >= 1)
-    fail("warmup_ratio", fmt::format("must be below 1, got {}", a.warmup_ratio));
-  if (a.warmup_steps < 0) fail("warmup_steps", fmt::format("must be >= 0, got {}", a.warmup_steps));
+  if (!(a.warmup_ratio >= 0 && a.warmup_ratio < 1))
+    fail("warmup_ratio", fmt::format("must be in [0, 1), got {}", a.warmup_ratio));
+  require_in("warmup_steps", a.warmup_steps, 0, kMaxCount);
   if (a.warmup_steps > 0 && a.warmup_ratio > 0)
     throw Error("[train] --warmup_steps and --warmup_ratio conflict: give one of them");
   for (auto [flag, v] : {std::pair{"adam_beta1", a.adam_beta1}, {"adam_beta2", a.adam_beta2}})
     if (!(v >= 0 && v < 1)) fail(flag, fmt::format("must be in [0, 1), got {}", v));
-  if (!(a.adam_epsilon > 0))
-    fail("adam_epsilon", fmt::format("must be > 0, got {}", a.adam_epsilon));
+  if (!(a.adam_epsilon > 0 && a.adam_epsilon <= 1))
+    fail("adam_epsilon", fmt::format("must be a finite number in (0, 1], got {}", a.adam_epsilon));
   if (!(a.val_fraction > 0 && a.val_fraction < 1))
     fail("val_fraction", fmt::format("must be in (0, 1), got {}", a.val_fraction));
   for (auto [flag, v] : {std::pair{"torch_empty_cache_steps", a.torch_empty_cache_steps},
@@ -168,9 +197,9 @@ void validate(const TrainArgs& a) {
                          {"eval_max_batches", a.eval_max_batches},
                          {"save_steps", a.save_steps},
                          {"save_total_limit", a.save_total_limit}})
-    if (v < 0) fail(flag, fmt::format("must be >= 0, got {}", v));
-  if (a.dataloader_num_workers < 0)
-    fail("dataloader_num_workers", fmt::format("must be >= 0, got {}", a.dataloader_num_workers));
+    require_in(flag, v, 0, kMaxCount);
+  // Each worker is a thread holding prefetched batches; more than this only costs memory.
+  require_in("dataloader_num_workers", a.dataloader_num_workers, 0, 64);
   Device device = Device::parse(a.device);
   if (device.type == DeviceType::meta) {
     // Note [Dry run on meta] in apps/train/train_run.h.

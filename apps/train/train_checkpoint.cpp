@@ -31,6 +31,16 @@ json read_json(const fs::path& p) {
   }
 }
 
+// A count in trainer_state.json: an integer in [0, 2^63), else an error naming the file.
+int64_t count_field(const json& j, const char* key, const fs::path& file) {
+  const json& v = j.at(key);
+  if (!v.is_number_integer() ||
+      (v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() < 0))
+    throw Error(fmt::format("[train {}] '{}' must be a non-negative integer, got {}", file.string(),
+                            key, v.dump()));
+  return v.get<int64_t>();
+}
+
 }  // namespace
 
 void resume_run(TrainRun& r, const std::string& dir) {
@@ -56,7 +66,9 @@ void resume_run(TrainRun& r, const std::string& dir) {
     if (state.at("tokenizer").get<std::string>() != r.lm.tokenizer_id)
       throw Error(fmt::format("[train] --resume_from_checkpoint {}: tokenizer {} there, {} now",
                               dir, state.at("tokenizer").get<std::string>(), r.lm.tokenizer_id));
-    r.step = state.at("global_step").get<int64_t>();
+    r.step = count_field(state, "global_step", d / "trainer_state.json");
+    count_field(state.at("rng"), "seed", d / "trainer_state.json");
+    count_field(state.at("rng"), "offset", d / "trainer_state.json");
     data::LoaderState ls;
     from_json(state.at("loader"), ls);
     r.loader->restore(ls);
@@ -75,6 +87,11 @@ void resume_run(TrainRun& r, const std::string& dir) {
     auto opt = io::SafetensorsFile::open((d / "optimizer.safetensors").string());
     r.optimizer->load_state_dict(opt.tensors());
   }
+  if (r.optimizer->steps() != r.step)
+    throw Error(fmt::format(
+        "[train {}] the optimizer took {} steps, trainer_state.json says global_step {}: the "
+        "files are of different checkpoints",
+        (d / "optimizer.safetensors").string(), r.optimizer->steps(), r.step));
   if (r.step >= r.total)
     throw Error(fmt::format(
         "[train] --resume_from_checkpoint {} is at step {}, and this run has {} steps: nothing "

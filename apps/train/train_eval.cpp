@@ -1,6 +1,12 @@
 // Evaluation during a run: the mean cross-entropy over the validation batches, under the
 // run's autocast and without gradients. In a dry run the batches are meta tensors and no
 // loss is read (Note [Dry run on meta]).
+//
+// Note [Signals act within a batch]
+// A full-split evaluation can take minutes, so the interrupt flag is checked before every
+// evaluation batch as it is before every step: on SIGINT or SIGTERM the evaluation stops,
+// and the loop saves the checkpoint of the last complete optimizer step and exits.
+#include "apps/train/interrupt.h"
 #include "apps/train/train_run.h"
 #include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
@@ -8,7 +14,7 @@
 
 namespace fitgrad::apps {
 
-std::pair<double, int64_t> evaluate(TrainRun& r) {
+std::optional<std::pair<double, int64_t>> evaluate(TrainRun& r) {
   const TrainArgs& a = r.a;
   autograd::NoGradGuard no_grad;
   r.lm.model->eval();  // no dropout; the next training step switches back
@@ -25,7 +31,7 @@ std::pair<double, int64_t> evaluate(TrainRun& r) {
       }
       r.lm.model->loss(ids, targets);
     }
-    return {NAN, tokens};
+    return std::pair{NAN, tokens};
   }
   data::LoaderOptions lopt;
   lopt.batch_size = r.eval_batch;
@@ -35,10 +41,11 @@ std::pair<double, int64_t> evaluate(TrainRun& r) {
   data::Loader val(r.dataset->val(), lopt, "validation");
   double sum = 0;
   for (int64_t i = 0; i < r.eval_batches; ++i) {
+    if (InterruptGuard::received()) return std::nullopt;
     data::Batch b = val.next();
     sum += r.lm.model->loss(b.ids, b.targets).item();
   }
-  return {sum / double(r.eval_batches), tokens};
+  return std::pair{sum / double(r.eval_batches), tokens};
 }
 
 }  // namespace fitgrad::apps

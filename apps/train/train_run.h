@@ -27,6 +27,7 @@
 
 #include "apps/model_source.h"
 #include "apps/train/metrics.h"
+#include "apps/train/output_lock.h"
 #include "apps/train/progress.h"
 #include "apps/train/train_args.h"
 #include "data/loader.h"
@@ -65,6 +66,11 @@ struct TrainRun {
   size_t capacity_before;
   backend::MatmulTf32Scope tf32;  // the run's mode, the previous one restored after
   std::filesystem::path dir;
+  std::optional<OutputDirLock> lock;  // Note [Output directory lock]
+  std::string resume_dir;             // the verified checkpoint to resume, or ""
+  // Where the run is, for an out-of-memory report: "in step 3 of 10", "in the evaluation
+  // after step 2".
+  std::string phase;
 
   LoadedModel lm;
   std::optional<data::TokenDataset> dataset;  // not in a dry run
@@ -88,8 +94,9 @@ void setup_run(TrainRun& run);
 void resume_run(TrainRun& run, const std::string& checkpoint_dir);
 void save_checkpoint(TrainRun& run);
 nlohmann::json trainer_state_json(const TrainRun& run);
-// train_eval.cpp: the mean validation loss (NaN in a dry run) and the tokens it covered.
-std::pair<double, int64_t> evaluate(TrainRun& run);
+// train_eval.cpp: the mean validation loss (NaN in a dry run) and the tokens it covered;
+// nullopt when a signal arrived during it (Note [Signals act within a batch]).
+std::optional<std::pair<double, int64_t>> evaluate(TrainRun& run);
 // train_memory.cpp.
 void write_memory_record(const TrainRun& run);
 int report_out_of_memory(TrainRun& run, const OutOfMemory& e, const std::string& when);

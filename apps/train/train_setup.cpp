@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 
 #include "apps/train/checkpoint_dir.h"
@@ -22,21 +23,113 @@ namespace {
 // Windows of seq_len + 1 tokens with stride seq_len in n tokens (data/loader.h).
 int64_t windows_in(int64_t n, int64_t seq_len) { return n > seq_len ? (n - 1) / seq_len : 0; }
 
+// True when `inner` is `outer` or lies inside it (both made absolute and normal).
+bool within(const fs::path& inner, const fs::path& outer) {
+  auto normal = [](const fs::path& p) {
+    std::error_code ec;
+    fs::path n = fs::weakly_canonical(fs::absolute(p), ec).lexically_normal();
+    return n.filename().empty() ? n.parent_path() : n;  // "dir/" -> "dir"
+  };
+  const fs::path rel = normal(inner).lexically_relative(normal(outer));
+  return !rel.empty() && *rel.begin() != "..";
+}
+
+// Note [Whose checkpoints]
+// An output directory holds one run. A fresh run into a directory with checkpoints needs
+// --overwrite_output_dir, and then the old checkpoints and metrics.jsonl are moved into
+// <output_dir>/overwritten-<time>-<pid>/ (nothing is deleted), and the run says so. A
+// resume continues only the newest checkpoint of its directory: resuming an older one
+// while later ones exist, or resuming another directory's checkpoint into one that holds
+// checkpoints, would mix two runs, so it is refused unless --overwrite_output_dir moves
+// the others aside first.
+void move_aside(TrainRun& r, const std::vector<std::pair<int64_t, std::string>>& checkpoints,
+                bool with_metrics) {
+  const fs::path to = r.dir / fmt::format("overwritten-{}-{}",
+                                          std::chrono::duration_cast<std::chrono::seconds>(
+                                              std::chrono::system_clock::now().time_since_epoch())
+                                              .count(),
+                                          ::getpid());
+  fs::create_directories(to);
+  std::string moved;
+  for (const auto& [step, path] : checkpoints) {
+    fs::rename(path, to / fs::path(path).filename());
+    moved += (moved.empty() ? "" : ", ") + fs::path(path).filename().string();
+  }
+  std::error_code ec;
+  if (with_metrics && fs::exists(r.dir / "metrics.jsonl", ec)) {
+    fs::rename(r.dir / "metrics.jsonl", to / "metrics.jsonl");
+    moved += ", metrics.jsonl";
+  }
+  r.out << fmt::format("--overwrite_output_dir: moved {} to {}\n", moved, to.string());
+}
+
 void prepare_output_dir(TrainRun& r) {
-  r.dir = r.a.output_dir;
+  const TrainArgs& a = r.a;
+  r.dir = a.output_dir;
+  if (!r.dry_run && fs::is_directory(a.data) && within(r.dir, a.data))
+    throw Error(fmt::format(
+        "[train] --output_dir {} is inside --data {}: the run would read its own checkpoints, "
+        "metrics and memory record as training text; put the output elsewhere",
+        a.output_dir, a.data));
+  if (!r.dry_run && within(a.data, r.dir))
+    throw Error(fmt::format(
+        "[train] --data {} is inside --output_dir {}: the run's own files would become its "
+        "data; keep the data outside the output directory",
+        a.data, a.output_dir));
   std::error_code ec;
   fs::create_directories(r.dir, ec);
   if (ec || !fs::is_directory(r.dir))
-    throw Error(fmt::format("[train] --output_dir {}: cannot create ({})", r.a.output_dir,
+    throw Error(fmt::format("[train] --output_dir {}: cannot create ({})", a.output_dir,
                             ec ? ec.message() : "not a directory"));
-  if (r.a.resume_from_checkpoint.empty() && !r.a.overwrite_output_dir) {
-    auto existing = list_checkpoints(r.a.output_dir);
+  r.lock.emplace(a.output_dir);
+  const auto existing = list_checkpoints(a.output_dir);
+  const std::string newest =
+      existing.empty() ? "" : fs::path(existing.back().second).filename().string();
+  if (r.dry_run) {
     if (!existing.empty())
       throw Error(fmt::format(
-          "[train] --output_dir {} already holds {}: pass --resume_from_checkpoint last to "
-          "continue it, or --overwrite_output_dir to start over",
-          r.a.output_dir, fs::path(existing.back().second).filename().string()));
+          "[train] --output_dir {} holds a run's checkpoints ({}): a dry run would replace "
+          "that run's memory record; choose another --output_dir",
+          a.output_dir, newest));
+    return;
   }
+  if (a.resume_from_checkpoint.empty()) {
+    if (existing.empty()) return;
+    if (!a.overwrite_output_dir)
+      throw Error(fmt::format(
+          "[train] --output_dir {} already holds {}: pass --resume_from_checkpoint last to "
+          "continue it, or --overwrite_output_dir to start over (the old checkpoints are "
+          "moved aside, not deleted)",
+          a.output_dir, newest));
+    move_aside(r, existing, /*with_metrics=*/true);
+    return;
+  }
+  r.resume_dir = resolve_resume_dir(a.resume_from_checkpoint, a.output_dir);
+  auto same = [](const fs::path& x, const fs::path& y) { return within(x, y) && within(y, x); };
+  // Resuming one of this directory's checkpoints conflicts only with the later ones; a
+  // checkpoint from elsewhere, with every checkpoint here (Note [Whose checkpoints]).
+  const bool here = same(fs::path(r.resume_dir).parent_path(), r.dir);
+  int64_t resumed_step = -1;
+  for (const auto& c : existing)
+    if (same(c.second, r.resume_dir)) resumed_step = c.first;
+  std::vector<std::pair<int64_t, std::string>> others;
+  for (const auto& c : existing)
+    if (!here || c.first > resumed_step) others.push_back(c);
+  if (others.empty()) return;
+  std::string names;
+  for (const auto& c : others)
+    names += (names.empty() ? "" : ", ") + fs::path(c.second).filename().string();
+  if (!a.overwrite_output_dir)
+    throw Error(fmt::format(
+        fmt::runtime(
+            here ? "[train] --resume_from_checkpoint {}: --output_dir {} holds later checkpoints "
+                   "({}); resuming an older one would mix two runs: resume `last`, or pass "
+                   "--overwrite_output_dir to move the later ones aside"
+                 : "[train] --resume_from_checkpoint {}: --output_dir {} holds another run's "
+                   "checkpoints ({}); choose an empty --output_dir, or pass --overwrite_output_dir "
+                   "to move them aside"),
+        r.resume_dir, a.output_dir, names));
+  move_aside(r, others, /*with_metrics=*/true);
 }
 
 // The token dataset, the training loader and the evaluation batch plan.
@@ -154,8 +247,8 @@ void setup_run(TrainRun& r) {
                               .compute_dtype = a.bf16 ? DType::bf16 : DType::f32});
 
   std::vector<nlohmann::json> history;
-  if (!a.resume_from_checkpoint.empty()) {
-    resume_run(r, resolve_resume_dir(a.resume_from_checkpoint, a.output_dir));
+  if (!r.resume_dir.empty()) {
+    resume_run(r, r.resume_dir);
     history = r.resumed_history;
   }
   if (!r.dry_run) r.metrics.emplace((r.dir / "metrics.jsonl").string(), std::move(history));

@@ -48,7 +48,10 @@ double log_interval(TrainRun& r, const Interval& interval, double grad_norm) {
 }
 
 void run_evaluation(TrainRun& r) {
-  auto [eval_loss, tokens] = evaluate(r);
+  r.phase = fmt::format("in the evaluation after step {}", r.step);
+  const auto result = evaluate(r);
+  if (!result) return;  // a signal: the loop saves and exits (Note [Signals act within a batch])
+  const auto [eval_loss, tokens] = *result;
   if (r.dry_run) {
     r.progress.message(
         fmt::format("step {}: evaluated {} tokens (dry run: no loss)", r.step, tokens));
@@ -88,6 +91,7 @@ int run(TrainRun& r) {
                              r.step);
         return 128 + sig;
       }
+      r.phase = fmt::format("in step {} of {}", r.step + 1, r.total);
       auto t0 = TrainClock::now();
       const double grad_norm = r.step_fn->run(r.step, [&](int64_t) { return r.next_batch(); });
       const double dt = seconds_since(t0);
@@ -119,7 +123,17 @@ int run(TrainRun& r) {
     }
     save_checkpoint(r);
   } catch (const OutOfMemory& e) {
-    return report_out_of_memory(r, e, fmt::format("in step {} of {}", r.step + 1, r.total));
+    // Between steps (in an evaluation) the weights and optimizer state are those of a
+    // complete step: keep it. The report says whether that checkpoint is there.
+    if (r.phase.starts_with("in the evaluation")) {
+      try {
+        save_checkpoint(r);
+      } catch (const Error& again) {
+        r.err << "the checkpoint of step " << r.step << " could not be saved: " << again.what()
+              << "\n";
+      }
+    }
+    return report_out_of_memory(r, e, r.phase);
   }
   write_memory_record(r);
   r.progress.finish();
