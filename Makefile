@@ -60,8 +60,9 @@ DEMO_PROMPT ?= It is a truth universally acknowledged
 
 demo: configure
 	$(call CMAKE_BUILD,$(BUILD_DIR)) --target fitgrad_cli
+	rm -rf $(DEMO_DIR)  # the demo's own output; --overwrite_output_dir would keep it aside
 	$(BUILD_DIR)/fitgrad train --model apps/demo/model.json --data data/assets/austen.txt \
-	  --output_dir $(DEMO_DIR) --overwrite_output_dir --seq_len 128 \
+	  --output_dir $(DEMO_DIR) --seq_len 128 \
 	  --per_device_train_batch_size 16 --learning_rate 2e-3 --lr_scheduler_type cosine \
 	  --warmup_steps 30 --weight_decay 0.1 --max_steps $(DEMO_STEPS) --logging_steps 25 \
 	  --eval_steps 100 --eval_max_batches 8 --save_steps 0 --dataloader_num_workers 1
