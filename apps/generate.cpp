@@ -91,8 +91,9 @@ size_t Utf8Stream::incomplete_tail() const {
 
 GenerateStats generate(const GenerateOptions& o, std::ostream& out) {
   o.sampling.validate();
-  FG_CHECK(o.max_new_tokens > 0, "[generate] --max_new_tokens must be positive, got {}",
-           o.max_new_tokens);
+  FG_CHECK(
+      o.max_new_tokens == -1 || (o.max_new_tokens > 0 && o.max_new_tokens <= (int64_t(1) << 31)),
+      "[generate] --max_new_tokens must be positive and at most 2^31, got {}", o.max_new_tokens);
   const std::string prompt = read_prompt(o);
   FG_CHECK(!o.model.empty(), "[generate] --model is required");
   nn::BuildOptions build;
@@ -107,11 +108,23 @@ GenerateStats generate(const GenerateOptions& o, std::ostream& out) {
   if (ids.empty() && tok.bos()) ids.push_back(*tok.bos());
   FG_CHECK(!ids.empty(), "[generate] the prompt is empty");
   const int64_t context = model.config().max_position_embeddings;
-  const int64_t total = int64_t(ids.size()) + o.max_new_tokens - 1;  // the last is not fed
+  GenerateStats stats;
+  int64_t max_new = o.max_new_tokens;
+  if (max_new == -1) {  // the default: 64, or what the context leaves
+    constexpr int64_t kDefault = 64;
+    const int64_t room = context - int64_t(ids.size()) + 1;
+    max_new = std::min(kDefault, room);
+    if (max_new < kDefault && max_new > 0) stats.clamped_to = max_new;
+  }
+  FG_CHECK(max_new > 0 && int64_t(ids.size()) <= context,
+           "[generate] the prompt's {} tokens fill the model's context of {} positions; "
+           "shorten the prompt",
+           ids.size(), context);
+  const int64_t total = int64_t(ids.size()) + max_new - 1;  // the last is not fed
   FG_CHECK(total <= context,
            "[generate] {} prompt tokens + {} new tokens do not fit the model's context of {} "
            "positions; lower --max_new_tokens or shorten the prompt",
-           ids.size(), o.max_new_tokens, context);
+           ids.size(), max_new, context);
 
   autograd::NoGradGuard no_grad;
   CachingAllocator& allocator = allocator_for(build.device);
@@ -121,7 +134,6 @@ GenerateStats generate(const GenerateOptions& o, std::ostream& out) {
   if (!o.no_kv_cache)
     cache = std::make_unique<nn::KvCache>(model.config(), 1, total, build.device, build.dtype);
 
-  GenerateStats stats;
   stats.prompt_tokens = int64_t(ids.size());
   stats.stop_reason = "max_new_tokens";
   Utf8Stream stream(out);
@@ -130,7 +142,7 @@ GenerateStats generate(const GenerateOptions& o, std::ostream& out) {
                         : model.forward(ids_tensor(ids, build.device));
   stats.prefill_seconds = seconds_since(t0);
   t0 = Clock::now();
-  for (int64_t i = 0; i < o.max_new_tokens; ++i) {
+  for (int64_t i = 0; i < max_new; ++i) {
     const int32_t next = nn::sample_token(last_logits(logits), o.sampling, generator);
     if (tok.eos() && next == *tok.eos()) {
       stats.stop_reason = "eos";
@@ -139,7 +151,7 @@ GenerateStats generate(const GenerateOptions& o, std::ostream& out) {
     ++stats.new_tokens;
     ids.push_back(next);
     stream.write(tok.decode({next}));
-    if (i + 1 == o.max_new_tokens) break;
+    if (i + 1 == max_new) break;
     logits = cache ? model.forward_cached(ids_tensor({next}, build.device), *cache)
                    : model.forward(ids_tensor(ids, build.device));
   }
@@ -168,7 +180,8 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--init", o->init, "a .safetensors or .gguf file with the weights to load");
   cmd->add_option("--prompt", o->prompt, "the prompt text");
   cmd->add_option("--prompt_file", o->prompt_file, "a file holding the prompt");
-  cmd->add_option("--max_new_tokens", o->max_new_tokens, "tokens to generate (default 64)");
+  cmd->add_option("--max_new_tokens", o->max_new_tokens,
+                  "tokens to generate, at most 2^31 (default 64, clamped to the model's context)");
   cmd->add_option("--temperature", o->sampling.temperature,
                   "softmax temperature; 0 = greedy (default 1.0)");
   cmd->add_option("--top_k", o->sampling.top_k,
@@ -185,6 +198,9 @@ void add_generate_command(CLI::App& app) {
     const int code = run_guarded("generate", std::cout, std::cerr, [&] {
       const GenerateStats stats = generate(*o, std::cout);
       std::cout << std::endl;
+      if (stats.clamped_to > 0)
+        std::cerr << "note: --max_new_tokens defaulted to " << stats.clamped_to
+                  << ", what the model's context leaves after the prompt" << std::endl;
       std::cerr << stats_line(stats) << std::endl;
       return 0;
     });

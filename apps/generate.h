@@ -44,7 +44,9 @@ struct GenerateOptions {
   std::string init;         // optional weights file
   std::string prompt;       // exactly one of prompt and prompt_file
   std::string prompt_file;  //
-  int64_t max_new_tokens = 64;
+  // Tokens to generate, in [1, 2^31]; -1: 64, clamped to what the model's context leaves
+  // after the prompt (GenerateStats::clamped_to says when it was).
+  int64_t max_new_tokens = -1;
   nn::SamplingOptions sampling;
   uint64_t seed = 0;
   std::string device = "cpu";
@@ -61,6 +63,7 @@ struct GenerateStats {
   double decode_seconds = 0;   // every later forward and every sampling step
   int64_t peak_bytes = 0;      // the device allocator's peak of allocated bytes
   std::string stop_reason;     // "max_new_tokens" or "eos"
+  int64_t clamped_to = 0;      // > 0: the default 64 new tokens did not fit; this many did
 };
 
 // Loads the model, generates and streams the text to `out`; throws fitgrad::Error

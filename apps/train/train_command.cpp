@@ -28,7 +28,9 @@ void add_train_command(CLI::App& app) {
       "loss_curve.svg, memory.json, memory_trace.json (Perfetto), peak_report.txt, "
       "memory_summary.txt.\n"
       "Ctrl-C (SIGINT) or SIGTERM saves a checkpoint and exits with 128 + the signal; "
-      "out of memory prints the allocator's report and exits {}; bad input exits 1.\n"
+      "out of memory prints the allocator's report and exits {}; bad input (a flag, a file, "
+      "a combination, a command-line parse error) exits 1. One run per --output_dir (a lock); "
+      "checkpoints are verified on resume (docs/run_promises.md).\n"
       "--fp16 is recognised but refused until the loss scaler lands; --bf16 and --tf32 work.",
       presets, kExitOutOfMemory));
   cmd->callback([args] {

@@ -130,7 +130,7 @@ TEST(Generate, BadOptionsGiveOneClearError) {
   expect_error([&] { with([](GenerateOptions& o) { o.sampling.temperature = -1; }); }, "[sampling]",
                "temperature must be >= 0");
   expect_error([&] { with([](GenerateOptions& o) { o.max_new_tokens = 0; }); }, "[generate]",
-               "--max_new_tokens must be positive");
+               "--max_new_tokens must be positive and at most 2^31");
   expect_error([&] { with([](GenerateOptions& o) { o.max_new_tokens = 60; }); }, "[generate]",
                "16 prompt tokens + 60 new tokens do not fit the model's context of 64");
   expect_error([&] { with([](GenerateOptions& o) { o.dtype = "f16"; }); }, "[generate]",

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <system_error>
 
+#include "apps/generate.h"
 #include "apps/guard.h"
 #include "apps/train/checkpoint_dir.h"
 #include "apps/train/output_lock.h"
@@ -286,6 +287,26 @@ TEST_F(RunSafety, TheOutputDirectoryIsNotTrainingData) {
   write_text("out/text.txt", 997, 3);
   EXPECT_THAT(refusal(data_inside), HasSubstr("is inside --output_dir"));
   EXPECT_FALSE(fs::exists(root_ / "corpus" / "run"));
+}
+
+// 10. generate's default fits any context, and a huge --max_new_tokens is refused by name
+// instead of overflowing.
+TEST(RunSafetyGenerate, TheDefaultFitsTheContextAndHugeCountsAreRefused) {
+  GenerateOptions o;
+  o.model = "gpt2-tiny";  // 64 positions
+  o.prompt = "Hello there";
+  std::ostringstream out;
+  const GenerateStats stats = generate(o, out);
+  EXPECT_GT(stats.clamped_to, 0);
+  EXPECT_EQ(stats.new_tokens, stats.clamped_to);
+  EXPECT_EQ(stats.prompt_tokens + stats.new_tokens - 1, 64);
+  o.max_new_tokens = std::numeric_limits<int64_t>::max();
+  try {
+    generate(o, out);
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("--max_new_tokens must be positive and at most 2^31"));
+  }
 }
 
 }  // namespace
