@@ -4,8 +4,10 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <filesystem>
 #include <fstream>
 
+#include "apps/train/checkpoint_dir.h"
 #include "io/gguf.h"
 #include "io/safetensors.h"
 #include "tensor/memory/bytes.h"
@@ -51,9 +53,22 @@ void inspect_gguf(const std::string& path, std::ostream& out) {
     out << fmt::format("  {} = {}\n", key, value.str());
 }
 
+// A checkpoint directory: every file verified against the manifest (Note [Verified
+// checkpoints] in apps/train/checkpoint_dir.h), then listed.
+void inspect_checkpoint(const std::string& path, std::ostream& out) {
+  verify_checkpoint(path);
+  out << fmt::format("{}: fitgrad checkpoint, every file matches {}\n", path, kCheckpointManifest);
+  for (const auto& e : std::filesystem::directory_iterator(path))
+    if (e.is_regular_file())
+      out << fmt::format("  {:<32} {:>12}\n", e.path().filename().string(),
+                         format_bytes(int64_t(e.file_size())));
+}
+
 }  // namespace
 
 void inspect_file(const std::string& path, std::ostream& out) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return inspect_checkpoint(path, out);
   std::ifstream in(path, std::ios::binary);
   FG_CHECK(in.good(), "[inspect {}] cannot open the file", path);
   std::array<char, 9> head{};

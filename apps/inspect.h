@@ -8,7 +8,8 @@
 namespace fitgrad::apps {
 
 // Writes the listing to `out`; throws fitgrad::Error naming the file when it is neither
-// format or is malformed.
+// format or is malformed. A directory is taken as a checkpoint: every file is verified
+// against its manifest first, and a damaged or missing file is an error naming it.
 void inspect_file(const std::string& path, std::ostream& out);
 
 }  // namespace fitgrad::apps

@@ -11,7 +11,8 @@
 // replaced by the next save of that step. Older checkpoints are pruned only after the new
 // one is in place, so the newest complete checkpoint always survives. Pruning renames a
 // checkpoint to .pruned-checkpoint-<step> before deleting it, so a kill during the delete
-// leaves a directory the listing does not see, never a half-deleted "checkpoint-<step>".
+// leaves a directory the listing does not see, never a half-deleted "checkpoint-<step>";
+// the next pruning removes such leftovers.
 //
 // Note [Verified checkpoints]
 // The last file written into a checkpoint is its manifest, fitgrad_checkpoint.json: the

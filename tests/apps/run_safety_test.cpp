@@ -168,7 +168,7 @@ TEST_F(RunSafety, PruningAndSavingAreAtomic) {
   // What a kill during a delete leaves: a half-emptied renamed directory.
   fs::create_directories(out / ".pruned-checkpoint-0");
   EXPECT_TRUE(prune_checkpoints(out.string(), 1).empty());
-  EXPECT_EQ(names_in(out), (std::vector<std::string>{".pruned-checkpoint-0", "checkpoint-3"}));
+  EXPECT_EQ(names_in(out), (std::vector<std::string>{"checkpoint-3"}));  // the leftover too
   const auto listed = list_checkpoints(out.string());
   ASSERT_EQ(listed.size(), 1u);
   EXPECT_EQ(listed[0].first, 3);
