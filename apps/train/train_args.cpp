@@ -179,8 +179,8 @@ void validate(const TrainArgs& a) {
   if (!(a.learning_rate > 0 && a.learning_rate <= 1e6))
     fail("learning_rate",
          fmt::format("must be a finite number in (0, 1000000], got {}", a.learning_rate));
-  require_non_negative("weight_decay", a.weight_decay);
-  require_non_negative("max_grad_norm", a.max_grad_norm);
+  require_non_negative("weight_decay", a.weight_decay, 1e6);
+  require_non_negative("max_grad_norm", a.max_grad_norm, 1e6);
   if (!(a.warmup_ratio >= 0 && a.warmup_ratio < 1))
     fail("warmup_ratio", fmt::format("must be in [0, 1), got {}", a.warmup_ratio));
   require_in("warmup_steps", a.warmup_steps, 0, kMaxCount);

@@ -10,7 +10,9 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <new>
+#include <set>
 #include <sstream>
 #include <system_error>
 
@@ -274,6 +276,62 @@ TEST_F(RunSafety, NumbersAreCheckedBeforeUse) {
   std::reverse(argv.begin(), argv.end());
   app.parse(argv);
   EXPECT_EQ(a.seed, std::numeric_limits<uint64_t>::max());
+}
+
+// The sweep: every numeric flag of `train` gets 0, -1, NaN, inf, 2^63-1 and a non-number.
+// Each value is accepted exactly when it lies in the flag's stated range; otherwise the
+// command line or validate() refuses it with an error that names the flag.
+TEST(RunSafetySweep, EveryNumericFlagHasARange) {
+  const std::vector<std::string> values = {"0", "-1", "nan", "inf", "9223372036854775807", "abc"};
+  // Flag -> the values of `values` it accepts.
+  const std::map<std::string, std::set<std::string>> accepts = {
+      {"seq_len", {}},
+      {"per_device_train_batch_size", {}},
+      {"per_device_eval_batch_size", {}},
+      {"gradient_accumulation_steps", {}},
+      {"logging_steps", {}},
+      {"dataloader_prefetch_factor", {}},
+      {"warmup_steps", {"0"}},
+      {"torch_empty_cache_steps", {"0"}},
+      {"dataloader_num_workers", {"0"}},
+      {"eval_steps", {"0"}},
+      {"eval_max_batches", {"0"}},
+      {"save_steps", {"0"}},
+      {"save_total_limit", {"0"}},
+      {"max_steps", {"-1"}},
+      {"seed", {"0", "9223372036854775807"}},
+      {"learning_rate", {}},
+      {"adam_epsilon", {}},
+      {"val_fraction", {}},
+      {"num_train_epochs", {}},
+      {"weight_decay", {"0"}},
+      {"max_grad_norm", {"0"}},
+      {"warmup_ratio", {"0"}},
+      {"adam_beta1", {"0"}},
+      {"adam_beta2", {"0"}},
+  };
+  for (const auto& [flag, ok] : accepts)
+    for (const std::string& v : values) {
+      CLI::App app;
+      TrainArgs a;
+      add_train_options(app, a);
+      std::vector<std::string> argv = {"--data", "d", "--output_dir", "o", "--" + flag, v};
+      std::reverse(argv.begin(), argv.end());
+      std::string refused;
+      try {
+        app.parse(argv);
+        validate(a);
+      } catch (const CLI::ParseError& e) {
+        refused = e.what();
+      } catch (const Error& e) {
+        refused = e.what();
+      }
+      if (ok.count(v)) {
+        EXPECT_EQ(refused, "") << "--" << flag << " " << v;
+      } else {
+        EXPECT_THAT(refused, HasSubstr("--" + flag)) << "--" << flag << " " << v << " was accepted";
+      }
+    }
 }
 
 // 9. The output directory is not training data: either inside the other is refused.
