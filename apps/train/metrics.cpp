@@ -9,6 +9,12 @@
 #include <filesystem>
 #include <fstream>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include "io/atomic_file.h"
 #include "tensor/error.h"
 
@@ -25,11 +31,24 @@ MetricsLog::MetricsLog(std::string path, std::vector<nlohmann::json> history)
   write_file_atomic(path_, text);
 }
 
+// One write(2) per record; a short write (a full disk) is cut back to the previous end, so
+// the file never holds half a line, and the error says why.
 void MetricsLog::append(const nlohmann::json& record) {
-  std::ofstream out(path_, std::ios::app);
-  out << record.dump() << "\n";
-  out.flush();
-  if (!out) throw Error(fmt::format("[train {}] cannot append a metrics record", path_));
+  const std::string line = record.dump() + "\n";
+  const int fd = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  FG_CHECK(fd >= 0, "[train {}] cannot open to append a metrics record: {}", path_,
+           std::strerror(errno));
+  const off_t before = ::lseek(fd, 0, SEEK_END);
+  const ssize_t n = ::write(fd, line.data(), line.size());
+  const int err = errno;
+  if (n != ssize_t(line.size())) {
+    const bool cut = before >= 0 && ::ftruncate(fd, before) == 0;
+    ::close(fd);
+    throw Error(fmt::format("[train {}] cannot append a metrics record: {}{}", path_,
+                            n < 0 ? std::strerror(err) : "a short write (is the disk full?)",
+                            cut ? "; the file ends at the previous record" : ""));
+  }
+  ::close(fd);
   history_.push_back(record);
 }
 

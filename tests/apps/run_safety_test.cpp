@@ -19,6 +19,7 @@
 #include "apps/generate.h"
 #include "apps/guard.h"
 #include "apps/train/checkpoint_dir.h"
+#include "apps/train/metrics.h"
 #include "apps/train/output_lock.h"
 #include "apps/train/train_args.h"
 #include "tensor/error.h"
@@ -345,6 +346,22 @@ TEST_F(RunSafety, TheOutputDirectoryIsNotTrainingData) {
   write_text("out/text.txt", 997, 3);
   EXPECT_THAT(refusal(data_inside), HasSubstr("is inside --output_dir"));
   EXPECT_FALSE(fs::exists(root_ / "corpus" / "run"));
+}
+
+// 10. A full disk while appending metrics.jsonl is an error that says why.
+TEST_F(RunSafety, AFullDiskWhileLoggingSaysWhy) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full here";
+  const fs::path path = root_ / "metrics.jsonl";
+  MetricsLog log(path.string(), {nlohmann::json{{"step", 1}}});
+  fs::remove(path);
+  fs::create_symlink("/dev/full", path);
+  try {
+    log.append(nlohmann::json{{"step", 2}});
+    ADD_FAILURE() << "the append succeeded on a full disk";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("cannot append a metrics record: No space left on device"));
+  }
+  EXPECT_EQ(log.history().size(), 1u);
 }
 
 // 10. generate's default fits any context, and a huge --max_new_tokens is refused by name
