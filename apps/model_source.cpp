@@ -33,6 +33,14 @@ std::string gguf_tokenizer_id(const std::string& path) {
   return kGgufPrefix + fs::absolute(path).lexically_normal().string();
 }
 
+// The tokenizer of a GGUF file, its id and its vocabulary into `out`.
+void take_gguf_tokenizer(LoadedModel& out, const io::GgufFile& file, const std::string& path) {
+  out.tokenizer_vocabulary = data::gguf_vocabulary(file);
+  out.tokenizer = std::make_unique<data::BpeTokenizer>(data::tokenizer_from_vocabulary(
+      out.tokenizer_vocabulary, fmt::format("[gguf {}]", file.path())));
+  out.tokenizer_id = gguf_tokenizer_id(path);
+}
+
 // The tensors of an init file under Hugging Face names.
 std::map<std::string, Tensor> init_tensors(const std::string& init, DType dtype) {
   FG_CHECK(fs::is_regular_file(init), "[model] --init file '{}' does not exist", init);
@@ -96,11 +104,19 @@ std::unique_ptr<data::Tokenizer> make_tokenizer(const std::string& tokenizer_id)
                           tokenizer_id));
 }
 
-void save_tokenizer_spec(const std::string& dir, const std::string& tokenizer_id) {
+std::unique_ptr<data::Tokenizer> TokenizerSpec::make() const {
+  if (vocabulary.is_null()) return make_tokenizer(id);
+  return std::make_unique<data::BpeTokenizer>(
+      data::tokenizer_from_vocabulary(vocabulary, fmt::format("[tokenizer {}]", id)));
+}
+
+void save_tokenizer_spec(const std::string& dir, const std::string& tokenizer_id,
+                         const nlohmann::json& vocabulary) {
   nlohmann::json j;
   if (tokenizer_id.starts_with(kGgufPrefix)) {
     j["kind"] = "gguf";
     j["path"] = tokenizer_id.substr(std::string(kGgufPrefix).size());
+    if (!vocabulary.is_null()) j["vocabulary"] = vocabulary;
   } else {
     FG_CHECK(tokenizer_id == "byte" || tokenizer_id == "gpt2",
              "[tokenizer] unknown tokenizer id '{}' (byte, gpt2 or gguf:<path>)", tokenizer_id);
@@ -112,7 +128,7 @@ void save_tokenizer_spec(const std::string& dir, const std::string& tokenizer_id
   FG_CHECK(out.good(), "[tokenizer {}] cannot write the file", path);
 }
 
-std::string load_tokenizer_spec(const std::string& dir) {
+TokenizerSpec load_tokenizer_spec(const std::string& dir) {
   const std::string path = (fs::path(dir) / "fitgrad_tokenizer.json").string();
   std::ifstream in(path);
   FG_CHECK(in.good(), "[tokenizer {}] cannot open the file", path);
@@ -127,11 +143,12 @@ std::string load_tokenizer_spec(const std::string& dir) {
            "tokenizer files are not read)",
            path);
   const std::string kind = j.at("kind").get<std::string>();
-  if (kind == "byte" || kind == "gpt2") return kind;
+  if (kind == "byte" || kind == "gpt2") return {kind, nullptr};
   FG_CHECK(kind == "gguf", "[tokenizer {}] unknown kind '{}' (byte, gpt2 or gguf)", path, kind);
   FG_CHECK(j.contains("path") && j.at("path").is_string(),
            "[tokenizer {}] kind gguf needs a string key 'path'", path);
-  return kGgufPrefix + j.at("path").get<std::string>();
+  return {kGgufPrefix + j.at("path").get<std::string>(),
+          j.contains("vocabulary") ? j.at("vocabulary") : nlohmann::json()};
 }
 
 LoadedModel load_model(const std::string& spec, const std::string& init,
@@ -149,8 +166,7 @@ LoadedModel load_model(const std::string& spec, const std::string& init,
     } else {
       out.model = nn::build_model(nn::config_from_gguf(file), without_init(options));
     }
-    out.tokenizer = gguf_tokenizer(file);
-    out.tokenizer_id = gguf_tokenizer_id(spec);
+    take_gguf_tokenizer(out, file, spec);
   } else if (is_dir) {
     const fs::path dir(spec);
     FG_CHECK(fs::is_regular_file(dir / "config.json"),
@@ -167,8 +183,10 @@ LoadedModel load_model(const std::string& spec, const std::string& init,
       weights = st.string();
     }
     if (fs::is_regular_file(dir / "fitgrad_tokenizer.json")) {
-      out.tokenizer_id = load_tokenizer_spec(spec);
-      out.tokenizer = make_tokenizer(out.tokenizer_id);
+      const TokenizerSpec ts = load_tokenizer_spec(spec);
+      out.tokenizer_id = ts.id;
+      out.tokenizer_vocabulary = ts.vocabulary;
+      out.tokenizer = ts.make();
     }
   } else if (spec.ends_with(".json") && is_file) {
     const nn::ModelConfig cfg = nn::load_config_json(spec);
@@ -187,8 +205,7 @@ LoadedModel load_model(const std::string& spec, const std::string& init,
     load_weights(*out.model, init_tensors(init, options.dtype), where, init);
     weights = init;
     if (!out.tokenizer && init.ends_with(".gguf")) {
-      out.tokenizer = gguf_tokenizer(io::GgufFile::open(init));
-      out.tokenizer_id = gguf_tokenizer_id(init);
+      take_gguf_tokenizer(out, io::GgufFile::open(init), init);
     }
   }
   if (!out.tokenizer) out.tokenizer = default_tokenizer(out.model->config(), &out.tokenizer_id);

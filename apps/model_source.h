@@ -20,12 +20,14 @@
 // A tokenizer is named by a string, kept in a checkpoint's fitgrad_tokenizer.json so a
 // checkpoint decodes with the tokenizer it was trained with: "byte" (data::ByteTokenizer),
 // "gpt2" (GPT-2's BPE from the project's assets) or "gguf:<absolute path>" (the BPE
-// embedded in that GGUF file). The file holds {"kind": "byte" | "gpt2" | "gguf"} plus
-// "path": "<absolute path>" for gguf. It is not named tokenizer.json, which is Hugging
+// embedded in that GGUF file). The file holds {"kind": "byte" | "gpt2" | "gguf"} plus, for
+// gguf, "path": "<absolute path>" and "vocabulary": the tokenizer itself, so that the
+// checkpoint needs the .gguf file no more (Note [Self-contained GGUF vocabularies]). It is not named tokenizer.json, which is Hugging
 // Face's full tokenizer file, so a checkpoint directory never misleads `transformers`.
 #pragma once
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "data/tokenizer.h"
@@ -38,7 +40,10 @@ struct LoadedModel {
   std::unique_ptr<nn::CausalLM> model;
   std::unique_ptr<data::Tokenizer> tokenizer;
   std::string tokenizer_id;  // Note [Tokenizer ids]
-  std::string description;   // one line: where the model and its weights came from
+  // A GGUF tokenizer's vocabulary (Note [Self-contained GGUF vocabularies] in
+  // data/gguf_tokenizer.h), which checkpoints store; null for byte and gpt2.
+  nlohmann::json tokenizer_vocabulary;
+  std::string description;  // one line: where the model and its weights came from
 };
 
 // Note [Model specs]. Errors are fitgrad::Errors starting "[model <spec>]" (or the
@@ -54,8 +59,18 @@ std::unique_ptr<data::Tokenizer> default_tokenizer(const nn::ModelConfig& cfg,
 // The tokenizer a tokenizer id names (Note [Tokenizer ids]).
 std::unique_ptr<data::Tokenizer> make_tokenizer(const std::string& tokenizer_id);
 
-// Writes dir/fitgrad_tokenizer.json for `tokenizer_id`, and reads it back as an id.
-void save_tokenizer_spec(const std::string& dir, const std::string& tokenizer_id);
-std::string load_tokenizer_spec(const std::string& dir);
+// What fitgrad_tokenizer.json holds: the id and, for a GGUF tokenizer, its vocabulary.
+struct TokenizerSpec {
+  std::string id;
+  nlohmann::json vocabulary;  // null when the spec has none (byte, gpt2, older checkpoints)
+  // The tokenizer: from the stored vocabulary when there is one, else make_tokenizer(id).
+  std::unique_ptr<data::Tokenizer> make() const;
+};
+
+// Writes dir/fitgrad_tokenizer.json for `tokenizer_id` (with `vocabulary` when not null),
+// and reads it back.
+void save_tokenizer_spec(const std::string& dir, const std::string& tokenizer_id,
+                         const nlohmann::json& vocabulary = nullptr);
+TokenizerSpec load_tokenizer_spec(const std::string& dir);
 
 }  // namespace fitgrad::apps

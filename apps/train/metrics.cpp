@@ -1,19 +1,17 @@
 // metrics.jsonl and loss_curve.svg (metrics.h).
 #include "apps/train/metrics.h"
 
-#include <fmt/format.h>
-
-#include <algorithm>
-#include <cmath>
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 
 #include "io/atomic_file.h"
 #include "tensor/error.h"

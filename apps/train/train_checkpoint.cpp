@@ -139,7 +139,7 @@ void save_checkpoint(TrainRun& r) {
                          {{"format", "pt"}});
     write_file_atomic((d / "config.json").string(),
                       nn::config_to_json(model.config()).dump(2) + "\n");
-    save_tokenizer_spec(dir, r.lm.tokenizer_id);
+    save_tokenizer_spec(dir, r.lm.tokenizer_id, r.lm.tokenizer_vocabulary);
     auto state = r.optimizer->state_dict();
     io::save_safetensors((d / "optimizer.safetensors").string(),
                          std::vector<std::pair<std::string, Tensor>>(state.begin(), state.end()));

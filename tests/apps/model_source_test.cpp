@@ -107,7 +107,7 @@ TEST(ModelSource, TokenizerSpecsRoundTrip) {
   const fs::path dir = fresh_dir("tok");
   for (const std::string id : {"byte", "gpt2", "gguf:/models/x.gguf"}) {
     save_tokenizer_spec(dir.string(), id);
-    EXPECT_EQ(load_tokenizer_spec(dir.string()), id);
+    EXPECT_EQ(load_tokenizer_spec(dir.string()).id, id);
   }
   const nlohmann::json j = nlohmann::json::parse(std::ifstream(dir / "fitgrad_tokenizer.json"));
   EXPECT_EQ(j.at("kind"), "gguf");

@@ -18,10 +18,16 @@
 
 #include "apps/generate.h"
 #include "apps/guard.h"
+#include "apps/model_source.h"
 #include "apps/train/checkpoint_dir.h"
 #include "apps/train/metrics.h"
 #include "apps/train/output_lock.h"
 #include "apps/train/train_args.h"
+#include "data/gguf_tokenizer.h"
+#include "io/gguf.h"
+#include "io/safetensors.h"
+#include "nn/config.h"
+#include "nn/decoder.h"
 #include "tensor/error.h"
 #include "tests/apps/train_fixture.h"
 
@@ -221,6 +227,30 @@ TEST_F(RunSafety, CheckpointsAreVerified) {
     const std::string why = refusal(r);
     EXPECT_THAT(why, HasSubstr("trainer_state.json] 'global_step' must be a non-negative integer"));
   }
+}
+
+// 6. Checkpoints are self-contained: a checkpoint of a model whose tokenizer came from a GGUF
+// file stores the vocabulary, so it loads and encodes the same after the file is gone.
+TEST_F(RunSafety, CheckpointsAreSelfContained) {
+  const fs::path gguf = root_ / "model.gguf";
+  fs::copy_file(fs::path(FITGRAD_GOLDEN_DIR) / "smollm2_slice.gguf", gguf);
+  const io::GgufFile file = io::GgufFile::open(gguf.string());
+  const data::BpeTokenizer original = data::tokenizer_from_gguf(file);
+  nn::ModelConfig cfg = nn::preset("llama-tiny");
+  cfg.vocab_size = original.vocab_size();
+  const fs::path dir = root_ / "checkpoint";
+  fs::create_directories(dir);
+  const auto model = nn::build_model(cfg, {.seed = 1});
+  io::save_safetensors((dir / "model.safetensors").string(), model->named_parameters());
+  std::ofstream(dir / "config.json") << nn::config_to_json(cfg).dump();
+  save_tokenizer_spec(dir.string(), "gguf:" + gguf.string(), data::gguf_vocabulary(file));
+  fs::remove(gguf);
+
+  const LoadedModel loaded = load_model(dir.string(), "", {});
+  EXPECT_EQ(loaded.tokenizer_id, "gguf:" + gguf.string());
+  const std::string text = "It is a truth universally acknowledged, <|im_start|> said she.";
+  EXPECT_EQ(loaded.tokenizer->encode(text, true), original.encode(text, true));
+  EXPECT_EQ(loaded.tokenizer->vocab_size(), original.vocab_size());
 }
 
 // 7. Numbers are checked before use: every numeric flag has a range that its error states.
