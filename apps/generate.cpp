@@ -12,6 +12,7 @@
 #include <memory>
 #include <sstream>
 
+#include "apps/cli_checks.h"
 #include "apps/guard.h"
 #include "apps/model_source.h"
 #include "autograd/grad_mode.h"
@@ -189,7 +190,8 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--top_p", o->sampling.top_p,
                   "nucleus sampling: keep the smallest set of probability >= top_p; in (0, 1] "
                   "(default 1.0)");
-  cmd->add_option("--seed", o->seed, "seed of the sampling draws and of a random init (default 0)");
+  cmd->add_option("--seed", o->seed, "seed of the sampling draws and of a random init (default 0)")
+      ->check(u64_digits());
   cmd->add_option("--device", o->device, "cpu or cuda[:i] (default cpu)");
   cmd->add_option("--dtype", o->dtype, "f32 or bf16 (default f32)");
   cmd->add_flag("--no_kv_cache", o->no_kv_cache,

@@ -4,8 +4,10 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <system_error>
 
 #include "apps/train/checkpoint_dir.h"
 #include "io/gguf.h"
@@ -70,7 +72,10 @@ void inspect_file(const std::string& path, std::ostream& out) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) return inspect_checkpoint(path, out);
   std::ifstream in(path, std::ios::binary);
-  FG_CHECK(in.good(), "[inspect {}] cannot open the file", path);
+  if (!in.good()) {
+    const std::error_code why(errno, std::generic_category());
+    throw Error(fmt::format("[inspect {}] cannot open the file: {}", path, why.message()));
+  }
   std::array<char, 9> head{};
   in.read(head.data(), 9);
   const std::string magic(head.data(), size_t(in.gcount()));

@@ -43,7 +43,13 @@ void take_gguf_tokenizer(LoadedModel& out, const io::GgufFile& file, const std::
 
 // The tensors of an init file under Hugging Face names.
 std::map<std::string, Tensor> init_tensors(const std::string& init, DType dtype) {
-  FG_CHECK(fs::is_regular_file(init), "[model] --init file '{}' does not exist", init);
+  std::error_code ec;
+  FG_CHECK(!fs::is_directory(init, ec),
+           "[model] --init '{}' is a directory; --init takes a .safetensors or .gguf file (a "
+           "checkpoint directory is a --model)",
+           init);
+  FG_CHECK(fs::exists(init, ec), "[model] --init file '{}' does not exist", init);
+  FG_CHECK(fs::is_regular_file(init, ec), "[model] --init '{}' is not a regular file", init);
   if (init.ends_with(".safetensors")) return io::SafetensorsFile::open(init).tensors();
   FG_CHECK(init.ends_with(".gguf"), "[model] --init '{}' must be a .safetensors or .gguf file",
            init);
@@ -192,6 +198,11 @@ LoadedModel load_model(const std::string& spec, const std::string& init,
     const nn::ModelConfig cfg = nn::load_config_json(spec);
     out.model = nn::build_model(cfg, init.empty() ? options : without_init(options));
   } else {
+    std::error_code ec;
+    FG_CHECK(!fs::exists(spec, ec) || fs::is_regular_file(spec, ec),
+             "{} is not a regular file or a directory (a model is a preset, a config.json, a "
+             "checkpoint directory or a .gguf file)",
+             where);
     const bool looks_like_path = spec.find('/') != std::string::npos || spec.ends_with(".json") ||
                                  spec.ends_with(".gguf") || spec.ends_with(".safetensors");
     FG_CHECK(!looks_like_path,

@@ -149,16 +149,23 @@ TokenDataset TokenDataset::open(const std::string& source, const Tokenizer& tok,
   if (absolute.filename().empty()) absolute = absolute.parent_path();  // "corpus/" -> "corpus"
   const fs::path dir = options.cache_dir.empty() ? fs::path(absolute.string() + ".fitgrad-cache")
                                                  : fs::path(options.cache_dir);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  FG_CHECK(!ec, "{} cannot create the cache folder {}: {}", where, dir.string(), ec.message());
   ds.source_ = source;
   ds.cache_path_ = (dir / cache_file_name(absolute, tokenizer_id)).string();
 
   std::optional<MappedTokens> cached = map_token_cache(ds.cache_path_, fp);
   if (!cached) {
+    // The folder is made only once the text has tokenized, and removed again if it stays
+    // empty, so a failed run leaves nothing beside the user's data.
     const std::vector<int32_t> tokens = tokenize(files, tok);
-    write_token_cache(ds.cache_path_, fp, tokens, where);
+    std::error_code ec;
+    const bool made = fs::create_directories(dir, ec);
+    FG_CHECK(!ec, "{} cannot create the cache folder {}: {}", where, dir.string(), ec.message());
+    try {
+      write_token_cache(ds.cache_path_, fp, tokens, where);
+    } catch (...) {
+      if (made && fs::is_empty(dir, ec)) fs::remove(dir, ec);
+      throw;
+    }
     cached = map_token_cache(ds.cache_path_, fp);
     FG_CHECK(cached.has_value(), "{} the cache {} does not read back after writing it", where,
              ds.cache_path_);

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "apps/cli_checks.h"
 #include "tensor/device.h"
 #include "tensor/error.h"
 #include "tensor/memory/bytes.h"
@@ -39,18 +40,6 @@ void require_positive(const std::string& flag, int64_t v, int64_t hi = kMaxCount
 void require_non_negative(const std::string& flag, double v, double hi = 1e300) {
   if (!(v >= 0 && v <= hi && std::isfinite(v)))
     fail(flag, fmt::format("must be a finite number in [0, {}], got {}", hi, v));
-}
-
-// An unsigned 64-bit integer written in decimal digits, as a CLI11 check: "-1", "2^64",
-// "1e23" and "nan" are refused instead of wrapping or saturating.
-std::string check_u64_digits(const std::string& text) {
-  const std::string max = "18446744073709551615";
-  const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
-  const std::string trimmed =
-      digits ? text.substr(std::min(text.find_first_not_of('0'), text.size() - 1)) : text;
-  if (!digits || trimmed.size() > max.size() || (trimmed.size() == max.size() && trimmed > max))
-    return fmt::format("must be an integer in [0, {}], got '{}'", max, text);
-  return "";
 }
 
 }  // namespace
@@ -132,7 +121,7 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
                  "Batches each worker builds ahead")
       ->capture_default_str();
   cmd.add_option("--seed", a.seed, "Seeds the initialisation, the data order and dropout")
-      ->check(CLI::Validator(check_u64_digits, "UINT64"))
+      ->check(u64_digits())
       ->capture_default_str();
   cmd.add_option("--logging_steps", a.logging_steps, "Log (and write metrics) every N steps")
       ->capture_default_str();

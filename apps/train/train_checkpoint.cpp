@@ -81,7 +81,13 @@ void resume_run(TrainRun& r, const std::string& dir) {
   }
   {
     auto weights = io::SafetensorsFile::open((d / "model.safetensors").string());
-    r.lm.model->load(weights.tensors(), /*strict=*/true);
+    try {
+      r.lm.model->load(weights.tensors(), /*strict=*/true);
+    } catch (const Error& e) {
+      throw Error(fmt::format(
+          "[train] --resume_from_checkpoint {}: its model.safetensors does not fit --model {}: {}",
+          dir, a.model, e.what()));
+    }
   }
   {
     auto opt = io::SafetensorsFile::open((d / "optimizer.safetensors").string());

@@ -18,6 +18,7 @@
 
 #include "apps/generate.h"
 #include "apps/guard.h"
+#include "apps/inspect.h"
 #include "apps/model_source.h"
 #include "apps/train/checkpoint_dir.h"
 #include "apps/train/metrics.h"
@@ -411,6 +412,32 @@ TEST(RunSafetyGenerate, TheDefaultFitsTheContextAndHugeCountsAreRefused) {
     ADD_FAILURE() << "accepted";
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("--max_new_tokens must be positive and at most 2^31"));
+  }
+}
+
+// 10. A failed run leaves nothing beside the user's data, and the messages for a directory
+// as --init, a device file as --model and a symlink loop say what is wrong.
+TEST_F(RunSafety, FailedRunsLeaveNothingAndSayWhatIsWrong) {
+  const std::string latin1 = write_file("latin1.txt", std::string(300, 'a') + "caf\xe9");
+  TrainArgs a = args(latin1, "out");
+  EXPECT_THAT(refusal(a), HasSubstr("is not valid UTF-8"));
+  EXPECT_FALSE(fs::exists(latin1 + ".fitgrad-cache"));
+
+  const std::string data = write_text("text.txt", 997, 3);
+  TrainArgs dir_init = args(data, "init");
+  dir_init.init = root_.string();
+  EXPECT_THAT(refusal(dir_init), HasSubstr("is a directory; --init takes a .safetensors"));
+  TrainArgs device = args(data, "device");
+  device.model = "/dev/null";
+  EXPECT_THAT(refusal(device), HasSubstr("is not a regular file or a directory"));
+  fs::create_symlink(root_ / "y.gguf", root_ / "x.gguf");
+  fs::create_symlink(root_ / "x.gguf", root_ / "y.gguf");
+  std::ostringstream out;
+  try {
+    inspect_file((root_ / "x.gguf").string(), out);
+    ADD_FAILURE() << "a symlink loop was inspected";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("Too many levels of symbolic links"));
   }
 }
 

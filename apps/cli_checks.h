@@ -1,0 +1,12 @@
+// Checks on command-line values that CLI11's own conversions do not make.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace fitgrad::apps {
+
+// An unsigned 64-bit integer written in decimal digits: "-1", "2^64", "1e23" and "nan" are
+// refused with the range, instead of wrapping or saturating (--seed).
+CLI::Validator u64_digits();
+
+}  // namespace fitgrad::apps
