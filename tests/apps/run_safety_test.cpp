@@ -415,6 +415,21 @@ TEST(RunSafetyGenerate, TheDefaultFitsTheContextAndHugeCountsAreRefused) {
   }
 }
 
+// 10. An out-of-memory in the evaluation after step 1 says so, and step 1 is saved.
+TEST_F(RunSafety, AnOutOfMemoryInAnEvaluationKeepsTheStep) {
+  TrainArgs a = args(write_text("text.txt", 997, 30), "out");
+  a.per_device_train_batch_size = 2;
+  a.per_device_eval_batch_size = 512;
+  a.eval_steps = 1;
+  a.memory_budget = "8MiB";
+  EXPECT_EQ(train(a), kExitOutOfMemory);
+  EXPECT_THAT(last_err_, HasSubstr("out of memory in the evaluation after step 1"));
+  const auto kept = list_checkpoints(a.output_dir);
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0].first, 1);
+  verify_checkpoint(kept[0].second);
+}
+
 // 10. A failed run leaves nothing beside the user's data, and the messages for a directory
 // as --init, a device file as --model and a symlink loop say what is wrong.
 TEST_F(RunSafety, FailedRunsLeaveNothingAndSayWhatIsWrong) {
