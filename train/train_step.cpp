@@ -29,9 +29,15 @@ TrainStep::TrainStep(nn::CausalLM& model, optim::Optimizer& optimizer,
   for (auto& [name, p] : model.named_parameters()) params_.push_back(p);
 }
 
-double TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>& next) {
+StepResult TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>& next) {
   const int64_t accum = options_.gradient_accumulation_steps;
-  optimizer_.set_lr(schedule_.lr_at(step));
+  StepResult result;
+  result.learning_rate = schedule_.lr_at(optimizer_.steps());
+  optimizer_.set_lr(result.learning_rate);
+  // Each micro-batch's loss is divided by the accumulation and, with fp16, multiplied by
+  // the loss scale (Note [Dynamic loss scaling]).
+  const double loss_factor =
+      (options_.scaler ? double(options_.scaler->scale()) : 1.0) / double(accum);
   model_.train();  // dropout on (Note [Training mode] in nn/module.h)
   CachingAllocator* alloc = nullptr;
   {
@@ -54,18 +60,20 @@ double TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>& ne
         ops::add_(loss_sum_, loss);
         ++losses_;
       }
-      Tensor scaled = accum > 1 ? autograd::scale(loss, 1.0 / double(accum)) : loss;
+      Tensor scaled = loss_factor != 1.0 ? autograd::scale(loss, loss_factor) : loss;
       alloc->mark(fmt::format("step {} / backward", step + 1));
       const autograd::MicroBatchScope micro_batch(m, m == accum - 1);
       autograd::backward(scaled);
     }
   }
   alloc->mark(fmt::format("step {} / optimizer", step + 1));
-  const double norm =
+  if (options_.scaler) result.skipped = options_.scaler->unscale_and_check(params_);
+  result.grad_norm =
       options_.max_grad_norm > 0 ? optim::clip_grad_norm(params_, options_.max_grad_norm) : NAN;
-  optimizer_.step();
+  if (!result.skipped) optimizer_.step();
+  if (options_.scaler) options_.scaler->update(result.skipped);
   model_.zero_grad();
-  return norm;
+  return result;
 }
 
 double TrainStep::take_mean_loss() {

@@ -17,6 +17,7 @@
 #include <functional>
 
 #include "nn/decoder.h"
+#include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "tensor/tensor.h"
@@ -32,7 +33,18 @@ struct MicroBatch {
 struct TrainStepOptions {
   int64_t gradient_accumulation_steps = 1;
   double max_grad_norm = 0.0;        // 0: no clipping
-  DType compute_dtype = DType::f32;  // bf16: the forward and backward under autocast
+  DType compute_dtype = DType::f32;  // bf16 or f16: the forward and backward under autocast
+  // fp16's dynamic loss scaler (Note [Dynamic loss scaling] in optim/loss_scaler.h): the
+  // loss is scaled before backward and the gradients unscaled before clipping; a step whose
+  // gradients hold an inf or a NaN makes no update. Null: no scaling.
+  optim::LossScaler* scaler = nullptr;
+};
+
+// What one optimizer step did.
+struct StepResult {
+  double grad_norm = 0.0;  // before clipping; NaN without clipping, and on meta
+  bool skipped = false;    // the loss scaler found an inf or a NaN: no update was made
+  double learning_rate = 0.0;
 };
 
 class TrainStep {
@@ -40,12 +52,13 @@ class TrainStep {
   TrainStep(nn::CausalLM& model, optim::Optimizer& optimizer, const optim::LrSchedule& schedule,
             const TrainStepOptions& options);
 
-  // Optimizer step `step` (0-based; its learning rate is schedule.lr_at(step)): micro-batch
-  // m of gradient_accumulation_steps comes from next(m). Marks "step <step + 1> / forward",
-  // "/ backward" and "/ optimizer" in the ledger of the batches' device. Puts the model in
-  // training mode (Note [Training mode] in nn/module.h). Returns the total
-  // gradient norm before clipping (NaN without clipping, and on meta).
-  double run(int64_t step, const std::function<MicroBatch(int64_t)>& next);
+  // Training step `step` (0-based; it names the ledger marks "step <step + 1> / forward",
+  // "/ backward" and "/ optimizer" in the ledger of the batches' device): micro-batch m of
+  // gradient_accumulation_steps comes from next(m). The learning rate is
+  // schedule.lr_at(optimizer.steps()), so a step the loss scaler skips does not advance the
+  // schedule, as in the Hugging Face Trainer. Puts the model in training mode (Note
+  // [Training mode] in nn/module.h).
+  StepResult run(int64_t step, const std::function<MicroBatch(int64_t)>& next);
 
   // The mean micro-batch loss since the last call (Note [Loss on the device]); NaN when no
   // micro-batch ran since, or on meta. Reads the device once.

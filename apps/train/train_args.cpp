@@ -82,7 +82,8 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
            "Recompute each decoder block in backward instead of saving its activations");
   add_bool(cmd, "bf16", a.bf16,
            "bf16 mixed precision: fp32 master weights, matmuls in bf16 (autocast)");
-  add_bool(cmd, "fp16", a.fp16, "fp16 mixed precision (not available yet: needs the loss scaler)");
+  add_bool(cmd, "fp16", a.fp16,
+           "fp16 mixed precision: f16 autocast with a dynamic loss scaler (GradScaler's rules)");
   add_bool(cmd, "tf32", a.tf32,
            "TF32 matmuls (operands rounded to 10 mantissa bits, fp32 accumulation)");
   cmd.add_option("--optim", a.optim,
@@ -150,6 +151,10 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
       ->capture_default_str();
 }
 
+DType compute_dtype(const TrainArgs& a) {
+  return a.bf16 ? DType::bf16 : a.fp16 ? DType::f16 : DType::f32;
+}
+
 void validate(const TrainArgs& a) {
   // Note [Numeric flag ranges].
   require_positive("seq_len", a.seq_len, int64_t(1) << 24);
@@ -208,10 +213,6 @@ void validate(const TrainArgs& a) {
   if (!a.memory_budget.empty()) parse_bytes(a.memory_budget);
   // Note [Flags fitgrad accepts but cannot honour yet].
   if (a.bf16 && a.fp16) throw Error("[train] --bf16 and --fp16 conflict: choose one precision");
-  if (a.fp16)
-    fail("fp16",
-         "is not available yet: fp16 training needs the dynamic loss scaler, which comes with "
-         "the optimizer issue; use --bf16 (no scaler needed) or fp32");
 }
 
 }  // namespace fitgrad::apps

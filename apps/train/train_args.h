@@ -5,18 +5,19 @@
 // apps/train/train_run.h. Defaults are Hugging Face's, except where a note below says otherwise.
 //
 // Note [Flags fitgrad accepts but cannot honour yet]
-// --fp16 is part of the Trainer's vocabulary, so it parses and its conflict with --bf16 is
-// checked, but fp16 training needs the dynamic loss scaler (GradScaler semantics), which
-// arrives with the optimizer issue; until then asking for it fails before anything is
-// allocated, with an error that says so, and never silently trains in fp32. The same holds
-// for --optim names Hugging Face knows but fitgrad does not implement yet
-// (optim/factory.h). --bf16 runs the step under autocast (Note [Autocast] in
-// autograd/autocast.h: fp32 master weights, bf16 matmuls), and --tf32 turns on the TF32
-// matmul mode for the run (Note [TF32 on the CPU] in tensor/cpu/gemm.h).
+// --optim names Hugging Face knows but fitgrad does not implement yet (optim/factory.h)
+// parse, and fail before anything is allocated with an error that says so; nothing ever
+// silently trains with another optimizer. --bf16 runs the step under autocast (Note
+// [Autocast] in autograd/autocast.h: fp32 master weights, bf16 matmuls); --fp16 the same in
+// f16 with the dynamic loss scaler (Note [Dynamic loss scaling] in optim/loss_scaler.h);
+// --tf32 turns on the TF32 matmul mode for the run (Note [TF32 on the CPU] in
+// tensor/cpu/gemm.h).
 #pragma once
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
+
+#include "tensor/dtype.h"
 
 namespace fitgrad::apps {
 
@@ -70,6 +71,9 @@ struct TrainArgs {
 
 // Registers every option on `cmd` (the `train` subcommand), bound to `args`.
 void add_train_options(CLI::App& cmd, TrainArgs& args);
+
+// The autocast dtype of the run: bf16 with --bf16, f16 with --fp16, else f32.
+DType compute_dtype(const TrainArgs& args);
 
 // Checks values and combinations that CLI11 cannot (ranges, conflicts, the flags of Note
 // [Flags fitgrad accepts but cannot honour yet]); throws fitgrad::Error "[train] --flag ...".

@@ -63,6 +63,11 @@ void resume_run(TrainRun& r, const std::string& dir) {
     same("seed", int64_t(a.seed));
     same("bf16", int64_t(a.bf16));
     same("tf32", int64_t(a.tf32));
+    if (args.value("fp16", int64_t(0)) != int64_t(a.fp16))
+      throw Error(fmt::format(
+          "[train] --resume_from_checkpoint {}: --fp16 was {} there and is {} now; a resume "
+          "keeps it (Note [Bitwise resume])",
+          dir, args.value("fp16", int64_t(0)), int64_t(a.fp16)));
     if (state.at("tokenizer").get<std::string>() != r.lm.tokenizer_id)
       throw Error(fmt::format("[train] --resume_from_checkpoint {}: tokenizer {} there, {} now",
                               dir, state.at("tokenizer").get<std::string>(), r.lm.tokenizer_id));
@@ -75,6 +80,16 @@ void resume_run(TrainRun& r, const std::string& dir) {
     default_generator().set_state(
         {state.at("rng").at("seed").get<uint64_t>(), state.at("rng").at("offset").get<uint64_t>()});
     r.resumed_history = state.at("log_history").get<std::vector<json>>();
+    if (state.contains("skipped_steps"))
+      r.skipped_steps = count_field(state, "skipped_steps", d / "trainer_state.json");
+    if (r.scaler) {
+      const json& sc = state.at("scaler");
+      r.scaler->load_state_dict(
+          {{"scale", Tensor::full({}, sc.at("scale").get<double>(), DType::f32)},
+           {"growth_tracker",
+            Tensor::full({}, double(count_field(sc, "growth_tracker", d / "trainer_state.json")),
+                         DType::i64)}});
+    }
   } catch (const json::exception& e) {
     throw Error(fmt::format("[train {}] malformed trainer_state.json: {}",
                             (d / "trainer_state.json").string(), e.what()));
@@ -93,11 +108,11 @@ void resume_run(TrainRun& r, const std::string& dir) {
     auto opt = io::SafetensorsFile::open((d / "optimizer.safetensors").string());
     r.optimizer->load_state_dict(opt.tensors());
   }
-  if (r.optimizer->steps() != r.step)
+  if (r.optimizer->steps() + r.skipped_steps != r.step)
     throw Error(fmt::format(
-        "[train {}] the optimizer took {} steps, trainer_state.json says global_step {}: the "
-        "files are of different checkpoints",
-        (d / "optimizer.safetensors").string(), r.optimizer->steps(), r.step));
+        "[train {}] the optimizer took {} steps and {} were skipped, trainer_state.json says "
+        "global_step {}: the files are of different checkpoints",
+        (d / "optimizer.safetensors").string(), r.optimizer->steps(), r.skipped_steps, r.step));
   if (r.step >= r.total)
     throw Error(fmt::format(
         "[train] --resume_from_checkpoint {} is at step {}, and this run has {} steps: nothing "
@@ -113,7 +128,7 @@ json trainer_state_json(const TrainRun& r) {
   json loader;
   to_json(loader, r.loader->state());
   RngState rng = default_generator().state();
-  return json{
+  json state{
       {"global_step", r.step},
       {"total_steps", r.total},
       {"epoch", r.epoch_at(r.step)},
@@ -130,10 +145,16 @@ json trainer_state_json(const TrainRun& r) {
         {"seed", int64_t(a.seed)},
         {"bf16", int64_t(a.bf16)},
         {"tf32", int64_t(a.tf32)},
+        {"fp16", int64_t(a.fp16)},
         {"learning_rate", a.learning_rate},
         {"lr_scheduler_type", a.lr_scheduler_type}}},
       {"log_history", r.metrics->history()},
+      {"skipped_steps", r.skipped_steps},
   };
+  if (r.scaler)  // Note [Dynamic loss scaling]: the scale is an f32, exact in JSON's double
+    state["scaler"] = {{"scale", double(r.scaler->scale())},
+                       {"growth_tracker", r.scaler->growth_tracker()}};
+  return state;
 }
 
 void save_checkpoint(TrainRun& r) {

@@ -31,7 +31,7 @@ void add_train_command(CLI::App& app) {
       "out of memory prints the allocator's report and exits {}; bad input (a flag, a file, "
       "a combination, a command-line parse error) exits 1. One run per --output_dir (a lock); "
       "checkpoints are verified on resume (docs/run_promises.md).\n"
-      "--fp16 is recognised but refused until the loss scaler lands; --bf16 and --tf32 work.",
+      "--bf16, --fp16 (with a dynamic loss scaler) and --tf32 are the precisions.",
       presets, kExitOutOfMemory));
   cmd->callback([args] {
     const int code = run_guarded("train", std::cout, std::cerr,

@@ -18,7 +18,7 @@ std::optional<std::pair<double, int64_t>> evaluate(TrainRun& r) {
   const TrainArgs& a = r.a;
   autograd::NoGradGuard no_grad;
   r.lm.model->eval();  // no dropout; the next training step switches back
-  autograd::AutocastGuard autocast(a.bf16 ? DType::bf16 : DType::f32);
+  autograd::AutocastGuard autocast(compute_dtype(a));
   const int64_t tokens = r.eval_batches * r.eval_batch * a.seq_len;
   if (r.dry_run) {
     const Shape shape{r.eval_batch, a.seq_len};

@@ -32,6 +32,7 @@
 #include "apps/train/train_args.h"
 #include "data/loader.h"
 #include "data/token_dataset.h"
+#include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "tensor/backend/math_mode.h"
@@ -77,11 +78,14 @@ struct TrainRun {
   std::unique_ptr<data::Loader> loader;       // not in a dry run
   std::unique_ptr<optim::Optimizer> optimizer;
   std::optional<optim::LrSchedule> schedule;
+  std::optional<optim::LossScaler> scaler;  // --fp16 (Note [Dynamic loss scaling])
   std::unique_ptr<train::TrainStep> step_fn;
   std::optional<MetricsLog> metrics;  // not in a dry run
 
   int64_t step = 0, total = 0, batches_per_epoch = 0, eval_batches = 0, eval_batch = 0;
   int64_t last_saved = -1;
+  int64_t skipped_steps = 0;  // steps the loss scaler skipped (inf or NaN gradients)
+  double last_lr = 0.0;       // the learning rate of the latest step
   std::vector<nlohmann::json> resumed_history;
   TrainClock::time_point run_start = TrainClock::now();
   int64_t run_start_step = 0;

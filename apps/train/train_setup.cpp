@@ -240,11 +240,13 @@ void setup_run(TrainRun& r) {
       a.optim, optim::decay_groups(model.named_parameters(), a.weight_decay), oopt);
   r.schedule.emplace(
       optim::make_lr_schedule(a.lr_scheduler_type, a.learning_rate, warmup, r.total));
+  if (a.fp16) r.scaler.emplace();
   r.step_fn = std::make_unique<train::TrainStep>(
       model, *r.optimizer, *r.schedule,
       train::TrainStepOptions{.gradient_accumulation_steps = a.gradient_accumulation_steps,
                               .max_grad_norm = a.max_grad_norm,
-                              .compute_dtype = a.bf16 ? DType::bf16 : DType::f32});
+                              .compute_dtype = compute_dtype(a),
+                              .scaler = r.scaler ? &*r.scaler : nullptr});
 
   std::vector<nlohmann::json> history;
   if (!r.resume_dir.empty()) {

@@ -37,12 +37,16 @@ double log_interval(TrainRun& r, const Interval& interval, double grad_norm) {
   MemoryStats st = r.alloc.stats();
   json rec{{"step", r.step},
            {"loss", loss},
-           {"learning_rate", r.schedule->lr_at(r.step - 1)},
+           {"learning_rate", r.last_lr},
            {"epoch", r.epoch_at(r.step)},
            {"tokens_per_second", double(interval.tokens) / std::max(interval.seconds, 1e-9)},
            {"memory_allocated", st.allocated_bytes[kAllPools].current},
            {"memory_peak", st.allocated_bytes[kAllPools].peak}};
   if (std::isfinite(grad_norm)) rec["grad_norm"] = grad_norm;
+  if (r.scaler) {
+    rec["loss_scale"] = r.scaler->scale();
+    rec["skipped_steps"] = r.skipped_steps;  // so far, in the whole run
+  }
   r.metrics->append(rec);
   return loss;
 }
@@ -93,7 +97,16 @@ int run(TrainRun& r) {
       }
       r.phase = fmt::format("in step {} of {}", r.step + 1, r.total);
       auto t0 = TrainClock::now();
-      const double grad_norm = r.step_fn->run(r.step, [&](int64_t) { return r.next_batch(); });
+      const train::StepResult result =
+          r.step_fn->run(r.step, [&](int64_t) { return r.next_batch(); });
+      const double grad_norm = result.grad_norm;
+      r.last_lr = result.learning_rate;
+      if (result.skipped) {
+        ++r.skipped_steps;
+        r.progress.message(
+            fmt::format("step {}: inf or NaN gradients, no update; the loss scale is now {}",
+                        r.step + 1, r.scaler->scale()));
+      }
       const double dt = seconds_since(t0);
       ++r.step;
       interval.seconds += dt, ++interval.steps, interval.tokens += tokens_per_step;
@@ -105,7 +118,7 @@ int run(TrainRun& r) {
       StepInfo info;
       info.step = r.step;
       info.total = r.total;
-      info.learning_rate = r.schedule->lr_at(r.step - 1);
+      info.learning_rate = r.last_lr;
       info.tokens_per_second = double(tokens_per_step) / std::max(dt, 1e-9);
       info.memory_allocated = st.allocated_bytes[kAllPools].current;
       info.memory_peak = st.allocated_bytes[kAllPools].peak;

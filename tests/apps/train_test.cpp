@@ -148,6 +148,48 @@ TEST_F(TrainTest, Tf32ChangesTheNumericsSlightly) {
   EXPECT_LT(max_diff, 1e-2);  // and stayed a rounding effect
 }
 
+// --fp16: f16 autocast with the dynamic loss scaler trains close to fp32, logs the scale,
+// and a resume restores the scaler and repeats the uninterrupted run bit for bit.
+TEST_F(TrainTest, Fp16WithALossScalerTrainsCloseToFp32AndResumesBitwise) {
+  const std::string data = write_text("text.txt", 997, 3);
+  auto [fp32, fp16] = train_both(args(data, ""), [](TrainArgs& a) { a.fp16 = true; });
+  const double max_diff = max_loss_difference(fp32, fp16);
+  EXPECT_GT(max_diff, 0.0);   // the matmuls ran in f16
+  EXPECT_LT(max_diff, 5e-2);  // f16 rounding, not a bug
+  int logged = 0;
+  for (const auto& row : metrics(fp16))
+    if (row.contains("loss")) {
+      EXPECT_EQ(row.at("loss_scale").get<double>(), 65536.0);
+      EXPECT_EQ(row.at("skipped_steps").get<int64_t>(), 0);
+      ++logged;
+    }
+  EXPECT_EQ(logged, 6);
+
+  TrainArgs full = args(data, "full");
+  full.fp16 = true;
+  ASSERT_EQ(train(full), 0);
+  TrainArgs resumed = args(data, "resumed");
+  resumed.fp16 = true;
+  resumed.resume_from_checkpoint = (fs::path(full.output_dir) / "checkpoint-3").string();
+  ASSERT_EQ(train(resumed), 0);
+  EXPECT_EQ(max_loss_difference(full.output_dir, resumed.output_dir), 0.0);
+  EXPECT_EQ(read_bytes(fs::path(full.output_dir) / "checkpoint-6" / "model.safetensors"),
+            read_bytes(fs::path(resumed.output_dir) / "checkpoint-6" / "model.safetensors"));
+  const auto state = nlohmann::json::parse(
+      read_bytes(fs::path(full.output_dir) / "checkpoint-6" / "trainer_state.json"));
+  EXPECT_EQ(state.at("scaler").at("scale").get<double>(), 65536.0);
+  EXPECT_EQ(state.at("scaler").at("growth_tracker").get<int64_t>(), 6);
+
+  TrainArgs mixed = args(data, "mixed");  // a resume keeps the precision
+  mixed.resume_from_checkpoint = (fs::path(full.output_dir) / "checkpoint-3").string();
+  try {
+    train(mixed);
+    ADD_FAILURE() << "an fp16 checkpoint resumed in fp32";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--fp16 was 1 there and is 0 now"), std::string::npos);
+  }
+}
+
 TEST_F(TrainTest, Bf16AutocastTrainsCloseToFp32) {
   auto [fp32, bf16] =
       train_both(args(write_text("text.txt", 997, 3), ""), [](TrainArgs& a) { a.bf16 = true; });
@@ -212,7 +254,6 @@ TEST_F(TrainTest, BadInputGetsAClearError) {
        "exceeds the model's context"},
       {"bf16 with fp16", [](TrainArgs& a) { a.bf16 = a.fp16 = true; },
        "--bf16 and --fp16 conflict"},
-      {"fp16", [](TrainArgs& a) { a.fp16 = true; }, "--fp16 is not available yet"},
       {"warmup twice", [](TrainArgs& a) { a.warmup_steps = 2, a.warmup_ratio = 0.1; },
        "--warmup_steps and --warmup_ratio conflict"},
       {"unknown optimizer", [](TrainArgs& a) { a.optim = "adamw_turbo"; }, "adamw_turbo"},
