@@ -1,6 +1,6 @@
 // `fitgrad train --device meta` is the real run without its values (Note [Dry run on meta]
 // in apps/train/train_run.h): for gpt2-tiny and llama-tiny, each in fp32, --bf16,
-// --gradient_checkpointing, --gradient_accumulation_steps 2 and configured dropout, a cpu
+// --gradient_checkpointing, --gradient_accumulation_steps 2, configured dropout and --fp16, a cpu
 // run and a meta run
 // with the same flags write memory.json traces whose events from the run's start (kind,
 // size, requested bytes, category, label, in order) and whose peaks are identical. The dry
@@ -96,6 +96,7 @@ TEST_P(DryRunTest, MetaWritesTheTraceOfTheRealRun) {
   a.save_strategy = "no";
   a.progress = "plain";
   if (variant == "bf16") a.bf16 = true;
+  if (variant == "fp16") a.fp16 = true;
   if (variant == "checkpointing") a.gradient_checkpointing = true;
   if (variant == "accumulation") a.gradient_accumulation_steps = 2;
   if (variant == "dropout") {  // Note [Dropout as configured]: the masks and composed attention
@@ -138,7 +139,7 @@ TEST_P(DryRunTest, MetaWritesTheTraceOfTheRealRun) {
 INSTANTIATE_TEST_SUITE_P(ModelsAndVariants, DryRunTest,
                          ::testing::Combine(::testing::Values("gpt2-tiny", "llama-tiny"),
                                             ::testing::Values("fp32", "bf16", "checkpointing",
-                                                              "accumulation", "dropout")),
+                                                              "accumulation", "dropout", "fp16")),
                          [](const auto& info) {
                            std::string name =
                                std::get<0>(info.param) + "_" + std::get<1>(info.param);
