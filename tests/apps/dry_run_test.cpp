@@ -1,10 +1,9 @@
 // `fitgrad train --device meta` is the real run without its values (Note [Dry run on meta]
-// in apps/train/train_run.h): for gpt2-tiny and llama-tiny, each in fp32, --bf16,
-// --gradient_checkpointing, --gradient_accumulation_steps 2, configured dropout and --fp16, a cpu
-// run and a meta run
-// with the same flags write memory.json traces whose events from the run's start (kind,
-// size, requested bytes, category, label, in order) and whose peaks are identical. The dry
-// run reads no data, writes no checkpoint and no metrics, and says so.
+// in apps/train/train_run.h): for gpt2-tiny and llama-tiny, each in fp32, --bf16, --fp16,
+// --gradient_checkpointing, --gradient_accumulation_steps 2 and configured dropout, a cpu
+// run and a meta run with the same flags write memory.json traces whose events from the
+// run's start (kind, size, requested bytes, category, label, in order) and whose peaks are
+// identical. The dry run reads no data, writes no checkpoint and no metrics, and says so.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
