@@ -1,10 +1,10 @@
 // Reading, validating and atomically writing the token cache file (data/token_cache.h).
 #include "data/token_cache.h"
 
-#include <bit>
 #include <cstring>
 
 #include "io/atomic_file.h"
+#include "io/content_hash.h"
 #include "tensor/error.h"
 
 namespace fitgrad::data {
@@ -63,7 +63,7 @@ std::optional<MappedTokens> map_token_cache(const std::string& path, std::string
   }
   if (bytes.substr(kHeaderBytes, fingerprint.size()) != fingerprint) return std::nullopt;
   const std::string_view token_bytes = bytes.substr(h.data_offset);
-  if (content_hash(token_bytes) != h.token_hash) return std::nullopt;
+  if (io::content_hash(token_bytes) != h.token_hash) return std::nullopt;
   out.tokens = {reinterpret_cast<const int32_t*>(token_bytes.data()), size_t(h.count)};
   return out;
 }
@@ -78,7 +78,7 @@ void write_token_cache(const std::string& path, std::string_view fingerprint,
   h.token_bytes = sizeof(int32_t);
   h.count = tokens.size();
   h.fingerprint_bytes = fingerprint.size();
-  h.token_hash = content_hash(token_bytes);
+  h.token_hash = io::content_hash(token_bytes);
   h.data_offset = round_up(kHeaderBytes + fingerprint.size(), kAlign);
   const std::string padding(h.data_offset - kHeaderBytes - fingerprint.size(), '\0');
 

@@ -20,14 +20,11 @@
 #include <string>
 #include <string_view>
 
-#include "io/content_hash.h"
 #include "io/mapped_file.h"
 
 namespace fitgrad::data {
 
 inline constexpr uint32_t kTokenCacheVersion = 1;
-
-using io::content_hash;  // the cache's and the sources' hash (io/content_hash.h)
 
 // The tokens of a cache file, viewed in its mapping.
 struct MappedTokens {

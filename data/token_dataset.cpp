@@ -9,6 +9,7 @@
 
 #include "data/token_cache.h"
 #include "data/utf8.h"
+#include "io/content_hash.h"
 #include "tensor/error.h"
 
 namespace fitgrad::data {
@@ -105,7 +106,7 @@ std::string cache_file_name(const fs::path& absolute_source, const std::string& 
                       c == '.' || c == '_' || c == '-';
     if (!keep) c = '_';
   }
-  const uint64_t key = content_hash(absolute_source.string() + '\0' + tokenizer_id);
+  const uint64_t key = io::content_hash(absolute_source.string() + '\0' + tokenizer_id);
   return fmt::format("{}-{:016x}.tokens", name, key);
 }
 
@@ -138,7 +139,7 @@ TokenDataset TokenDataset::open(const std::string& source, const Tokenizer& tok,
   TokenDataset ds;
   for (SourceFile& f : files) {
     f.file = io::MappedFile::open(f.path, where);
-    f.hash = content_hash(f.file.bytes());
+    f.hash = io::content_hash(f.file.bytes());
     total_bytes += f.file.size();
     ds.num_documents_ += f.file.size() > 0 ? 1 : 0;
   }

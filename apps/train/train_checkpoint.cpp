@@ -34,8 +34,7 @@ json read_json(const fs::path& p) {
 // A count in trainer_state.json: an integer in [0, 2^63), else an error naming the file.
 int64_t count_field(const json& j, const char* key, const fs::path& file) {
   const json& v = j.at(key);
-  if (!v.is_number_integer() ||
-      (v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() < 0))
+  if (!v.is_number_integer() || v.get<int64_t>() < 0)  // 2^63 and above read as negative
     throw Error(fmt::format("[train {}] '{}' must be a non-negative integer, got {}", file.string(),
                             key, v.dump()));
   return v.get<int64_t>();

@@ -21,15 +21,9 @@ std::optional<std::pair<double, int64_t>> evaluate(TrainRun& r) {
   autograd::AutocastGuard autocast(compute_dtype(a));
   const int64_t tokens = r.eval_batches * r.eval_batch * a.seq_len;
   if (r.dry_run) {
-    const Shape shape{r.eval_batch, a.seq_len};
     for (int64_t i = 0; i < r.eval_batches; ++i) {
-      Tensor ids, targets;
-      {
-        const MemoryContextScope scope({Category::data, intern_label("data.validation")});
-        ids = Tensor::empty(shape, DType::i64, r.device);
-        targets = Tensor::empty(shape, DType::i64, r.device);
-      }
-      r.lm.model->loss(ids, targets);
+      const train::MicroBatch b = r.meta_batch(r.eval_batch, "data.validation");
+      r.lm.model->loss(b.ids, b.targets);
     }
     return std::pair{NAN, tokens};
   }

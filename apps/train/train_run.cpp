@@ -27,8 +27,12 @@ train::MicroBatch TrainRun::next_batch() {
     data::Batch b = loader->next();
     return {std::move(b.ids), std::move(b.targets)};
   }
-  const MemoryContextScope scope({Category::data, intern_label("data.train")});
-  const Shape shape{a.per_device_train_batch_size, a.seq_len};
+  return meta_batch(a.per_device_train_batch_size, "data.train");
+}
+
+train::MicroBatch TrainRun::meta_batch(int64_t batch, const char* label) const {
+  const MemoryContextScope scope({Category::data, intern_label(label)});
+  const Shape shape{batch, a.seq_len};
   return {Tensor::empty(shape, DType::i64, device), Tensor::empty(shape, DType::i64, device)};
 }
 

@@ -53,6 +53,9 @@ struct TrainRun {
 
   // The next training micro-batch: the loader's, or meta tensors in a dry run.
   train::MicroBatch next_batch();
+  // A dry run's (batch, seq_len) ids and targets on meta, allocated as the loader labels
+  // its batches ("data.train", "data.validation"; Note [Dry run on meta]).
+  train::MicroBatch meta_batch(int64_t batch, const char* label) const;
   // Epochs done after `step` optimizer steps (0 in a dry run, which has no epochs).
   double epoch_at(int64_t step) const;
   std::string loss_curve_title() const;

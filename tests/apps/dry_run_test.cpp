@@ -33,7 +33,7 @@ Trace read_trace(const fs::path& dir) {
   std::ifstream in(dir / "memory.json");
   const json m = json::parse(in);
   const json& events = m.at("trace").at("events");
-  EXPECT_EQ(m.at("trace").at("dropped").get<uint64_t>() > 0 && events.empty(), false);
+  EXPECT_FALSE(events.empty()) << dir;
   size_t start = events.size();
   for (size_t i = 0; i < events.size(); ++i)
     if (events[i].at("kind") == "mark" && events[i].at("label") == "train: start") start = i;
