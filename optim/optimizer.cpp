@@ -27,29 +27,37 @@ std::vector<std::pair<std::string, Tensor>> flatten(const std::vector<ParamGroup
   return out;
 }
 
+// The groups, once checked: names unique and non-empty, tensors defined, floating and
+// contiguous, weight decays >= 0.
+std::vector<ParamGroup> checked_groups(std::vector<ParamGroup> groups, const char* op) {
+  std::set<std::string> seen;
+  for (const ParamGroup& g : groups) {
+    FG_CHECK(std::isfinite(g.weight_decay) && g.weight_decay >= 0,
+             "[{}] weight_decay must be >= 0, got {}", op, g.weight_decay);
+    for (const auto& [name, t] : g.params) {
+      FG_CHECK(!name.empty(), "[{}] a parameter has an empty name", op);
+      FG_CHECK(seen.insert(name).second, "[{}] parameter '{}' appears twice", op, name);
+      FG_CHECK(t.defined(), "[{}] parameter '{}' is undefined", op, name);
+      FG_CHECK(is_floating(t.dtype()), "[{}] parameter '{}' must be f32, f16 or bf16, got {}", op,
+               name, dtype_name(t.dtype()));
+      FG_CHECK(t.is_contiguous(), "[{}] parameter '{}' must be contiguous", op, name);
+    }
+  }
+  return groups;
+}
+
 }  // namespace
 
 Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr, const char* op,
                      const StateSpecFn& specs)
-    : groups_(std::move(groups)), lr_(lr), states_(op, {}, specs), op_(op) {
+    : groups_(checked_groups(std::move(groups), op)),
+      lr_(lr),
+      states_(op, flatten(groups_), specs),  // after the checks: specs see valid tensors
+      op_(op) {
   set_lr(lr);
-  std::set<std::string> seen;
-  for (const ParamGroup& g : groups_) {
-    FG_CHECK(std::isfinite(g.weight_decay) && g.weight_decay >= 0,
-             "[{}] weight_decay must be >= 0, got {}", op_, g.weight_decay);
-    for (const auto& [name, t] : g.params) {
-      FG_CHECK(!name.empty(), "[{}] a parameter has an empty name", op_);
-      FG_CHECK(seen.insert(name).second, "[{}] parameter '{}' appears twice", op_, name);
-      FG_CHECK(t.defined(), "[{}] parameter '{}' is undefined", op_, name);
-      FG_CHECK(is_floating(t.dtype()), "[{}] parameter '{}' must be f32, f16 or bf16, got {}", op_,
-               name, dtype_name(t.dtype()));
-      FG_CHECK(t.is_contiguous(), "[{}] parameter '{}' must be contiguous", op_, name);
-    }
-  }
   for (size_t g = 0; g < groups_.size(); ++g)
     for (size_t k = 0; k < groups_[g].params.size(); ++k) where_.emplace_back(g, k);
   num_params_ = where_.size();
-  states_ = ParamStates(op, flatten(groups_), specs);  // after the checks: specs see valid tensors
 }
 
 std::map<std::string, Tensor> Optimizer::state_dict() const { return states_.state_dict(steps_); }
