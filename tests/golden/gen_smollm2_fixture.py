@@ -44,9 +44,7 @@ The tokenizer is set up as gen_smollm2_golden.py sets it up: SmolLM's pre-tokeni
 digit alone, then byte-level GPT-2 splitting) and the control tokens as special tokens.
 """
 
-import json
 import os
-import struct
 import sys
 import zlib
 from importlib.metadata import version
@@ -56,6 +54,7 @@ import numpy as np
 from gguf import GGMLQuantizationType as Q
 from gguf import quants
 
+from gtb_numpy import write_gtb
 from smollm2_model import MODEL_NAME, parse_args, sha256, smollm2_tokenizer
 
 TEXTS = [
@@ -81,23 +80,6 @@ FIRST_MERGES = 1000  # of the model's merges, kept in the slice besides those th
 
 def field(reader, key):
     return reader.fields[key].contents()
-
-
-def write_gtb(path, tensors, meta):
-    """name -> numpy array (float -> f32, integer -> i64), as golden_file.h reads it."""
-    entries, blobs, offset = {}, [], 0
-    for name, a in tensors.items():
-        kind = "f32" if np.issubdtype(a.dtype, np.floating) else "i64"
-        data = np.ascontiguousarray(a, dtype="<f4" if kind == "f32" else "<i8").tobytes()
-        entries[name] = {"dtype": kind, "shape": list(a.shape), "offset": offset,
-                         "nbytes": len(data)}
-        blobs.append(data + b"\0" * ((-len(data)) % 8))
-        offset += len(blobs[-1])
-    header = json.dumps({"format": "fitgrad-golden", "version": 1, "tensors": entries,
-                         "meta": meta}, sort_keys=True, separators=(",", ":")).encode()
-    header += b" " * ((-len(header)) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(header)) + header + b"".join(blobs))
 
 
 # ---------------------------------------------------------------------------- blocks
