@@ -38,6 +38,7 @@ constexpr AutocastRule kRules[] = {
     {OpId::cross_entropy, P::fp32_internal}, {OpId::cross_entropy_backward, P::as_is},
     {OpId::adamw_update, P::as_is}, {OpId::sgd_update, P::as_is},
     {OpId::sum_squares, P::fp32_internal}, {OpId::scale_, P::as_is},
+    {OpId::adam8bit_update, P::as_is}, {OpId::adafactor_update, P::as_is},
 };
 // clang-format on
 

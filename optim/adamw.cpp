@@ -43,7 +43,7 @@ void AdamW::update(size_t i, const ParamGroup& group, const std::string&, const 
                                 float(std::sqrt(bias_correction2)),
                                 float(options_.eps),
                                 float(-(lr_ / bias_correction1))};
-  ops::adamw_update_(p, g.contiguous(), s.buffers[0], s.buffers[1], k);
+  ops::adamw_update_(p, g.contiguous(), s.buffers[0], s.buffers[1], k, rounding(p));
 }
 
 }  // namespace fitgrad::optim

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "optim/adafactor.h"
+#include "optim/adam8bit.h"
 #include "optim/sgd.h"
 #include "tensor/error.h"
 
@@ -11,12 +13,10 @@ namespace fitgrad::optim {
 namespace {
 
 constexpr const char* kAdamW[] = {"adamw_torch", "adamw_torch_fused", "adamw_hf"};
+constexpr const char* kAdam8bit[] = {"adamw_8bit", "adamw_bnb_8bit", "adam8bit"};
 
 // transformers' OptimizerNames that fitgrad does not implement.
 constexpr const char* kNotYet[] = {
-    "adafactor",
-    "adamw_8bit",
-    "adamw_bnb_8bit",
     "adamw_anyprecision",
     "adamw_apex_fused",
     "adamw_torch_xla",
@@ -49,13 +49,40 @@ constexpr const char* kNotYet[] = {
 std::vector<std::string> optimizer_names() {
   std::vector<std::string> names(std::begin(kAdamW), std::end(kAdamW));
   names.emplace_back("sgd");
+  names.insert(names.end(), std::begin(kAdam8bit), std::end(kAdam8bit));
+  names.emplace_back("adafactor");
+  names.emplace_back("adafactor_hf");
   return names;
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const std::string& hf_name,
-                                          std::vector<ParamGroup> groups, const AdamWOptions& o) {
+                                          std::vector<ParamGroup> groups, const AdamWOptions& o,
+                                          bool lr_given) {
   for (const char* name : kAdamW)
     if (hf_name == name) return std::make_unique<AdamW>(std::move(groups), o);
+  for (const char* name : kAdam8bit)
+    if (hf_name == name) {
+      Adam8bitOptions a;
+      a.lr = o.lr;
+      a.beta1 = o.beta1;
+      a.beta2 = o.beta2;
+      a.eps = o.eps;
+      return std::make_unique<Adam8bit>(std::move(groups), a, hf_name);
+    }
+  if (hf_name == "adafactor") {
+    AdafactorOptions a;
+    a.lr = o.lr;
+    return std::make_unique<Adafactor>(std::move(groups), a);
+  }
+  if (hf_name == "adafactor_hf") {
+    AdafactorHFOptions a;
+    if (lr_given) {
+      a.lr = o.lr;
+      a.relative_step = false;
+      a.scale_parameter = false;
+    }
+    return std::make_unique<AdafactorHF>(std::move(groups), a);
+  }
   if (hf_name == "sgd") {
     SgdOptions s;
     s.lr = o.lr;

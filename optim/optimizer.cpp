@@ -60,10 +60,59 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr, const char* op,
   num_params_ = where_.size();
 }
 
-std::map<std::string, Tensor> Optimizer::state_dict() const { return states_.state_dict(steps_); }
+namespace {
+
+constexpr const char* kRoundingSeed = "stochastic_rounding.seed";
+constexpr const char* kRoundingOffset = "stochastic_rounding.offset";
+
+Tensor i64_scalar(uint64_t v) { return Tensor::full({}, double(int64_t(v)), DType::i64); }
+
+uint64_t read_u64(const char* op, const std::string& key, const Tensor& t) {
+  FG_CHECK(t.defined() && t.dtype() == DType::i64 && t.numel() == 1 && t.device().has_bytes(),
+           "[{}] '{}' must be an i64 scalar on cpu", op, key);
+  return uint64_t(t.to(Device::cpu()).data<int64_t>()[0]);
+}
+
+}  // namespace
+
+std::map<std::string, Tensor> Optimizer::state_dict() const {
+  std::map<std::string, Tensor> out = states_.state_dict(steps_);
+  if (rounding_on_) {
+    out[kRoundingSeed] = i64_scalar(rounding_seed_);
+    out[kRoundingOffset] = i64_scalar(rounding_offset_);
+  }
+  return out;
+}
 
 void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
-  steps_ = states_.load_state_dict(state);
+  std::map<std::string, Tensor> rest = state;
+  const auto seed = rest.find(kRoundingSeed), offset = rest.find(kRoundingOffset);
+  FG_CHECK((seed == rest.end()) == (offset == rest.end()),
+           "[{}] the state has one of '{}' and '{}' without the other", op_, kRoundingSeed,
+           kRoundingOffset);
+  uint64_t new_seed = rounding_seed_, new_offset = 0;
+  if (seed != rest.end()) {
+    new_seed = read_u64(op_, kRoundingSeed, seed->second);
+    new_offset = read_u64(op_, kRoundingOffset, offset->second);
+    rest.erase(kRoundingSeed);
+    rest.erase(kRoundingOffset);
+  }
+  steps_ = states_.load_state_dict(rest);
+  rounding_seed_ = new_seed;
+  rounding_offset_ = new_offset;
+}
+
+void Optimizer::set_stochastic_rounding(uint64_t seed) {
+  rounding_on_ = true;
+  rounding_seed_ = seed;
+  rounding_offset_ = 0;
+}
+
+backend::StochasticRounding Optimizer::rounding(const Tensor& param) {
+  if (!rounding_on_ || param.dtype() != DType::bf16) return {};
+  const backend::StochasticRounding sr{true, rounding_seed_, rounding_offset_};
+  rounding_offset_ += uint64_t(param.numel());
+  return sr;
 }
 
 void Optimizer::zero_grad() const {

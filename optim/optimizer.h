@@ -15,6 +15,7 @@
 
 #include "optim/param_state.h"
 #include "optim/state_spec.h"
+#include "tensor/backend/kernel_args.h"
 #include "tensor/tensor.h"
 
 namespace fitgrad::optim {
@@ -74,6 +75,15 @@ class Optimizer {
   // existing state or creates it, after checking every name, shape and dtype against the
   // specs; an error names each culprit and loads nothing. An optimizer with more state
   // than its specs (a loss scaler's) extends both.
+  // Note [Stochastic rounding of updates]
+  // With stochastic rounding on, every bf16 parameter's update is written back rounded at
+  // random (Note [Stochastic rounding] in tensor/cpu/param_store.h), from the optimizer's
+  // own Philox stream: each update of a bf16 parameter takes the next numel draws. The
+  // stream's seed and offset are in state_dict ("stochastic_rounding.seed" / ".offset", i64
+  // scalars), so a resumed run draws what the uninterrupted one would have.
+  void set_stochastic_rounding(uint64_t seed);
+  bool stochastic_rounding() const { return rounding_on_; }
+
   virtual std::map<std::string, Tensor> state_dict() const;
   virtual void load_state_dict(const std::map<std::string, Tensor>& state);
   virtual std::string name() const = 0;  // "adamw", "sgd"
@@ -89,6 +99,10 @@ class Optimizer {
   virtual void update(size_t index, const ParamGroup& group, const std::string& name,
                       const Tensor& param, const Tensor& grad) = 0;
 
+  // The rounding of param's update in this step: reserves its draws when rounding is on and
+  // param is bf16 (on meta too, so a dry run leaves the stream where the real run would).
+  backend::StochasticRounding rounding(const Tensor& param);
+
   std::vector<ParamGroup> groups_;
   double lr_;
   int64_t steps_ = 0;
@@ -100,6 +114,8 @@ class Optimizer {
   std::vector<std::pair<size_t, size_t>> where_;  // index -> (group, position in group)
   std::vector<char> stepped_;                     // this step: parameter i already applied
   bool in_step_ = false;
+  bool rounding_on_ = false;
+  uint64_t rounding_seed_ = 0, rounding_offset_ = 0;
 };
 
 }  // namespace fitgrad::optim

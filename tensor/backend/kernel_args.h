@@ -234,6 +234,15 @@ struct CrossEntropyBackwardArgs {
   float* dx = nullptr;  // (rows, V), may alias x
 };
 
+// Stochastic rounding of an optimizer's bf16 parameter writes (pure bf16 training, Note
+// [Stochastic rounding] in tensor/cpu/param_store.h): element i of the parameter takes the
+// 32 random bits of Philox draw offset + i of `seed`. Off, or on any other dtype, every
+// write rounds to nearest even.
+struct StochasticRounding {
+  bool enabled = false;
+  uint64_t seed = 0, offset = 0;
+};
+
 // The fused optimizer updates over one parameter's n elements; param, grad and the f32
 // states are contiguous, param and grad in any floating dtype (computed in f32, rounded
 // back). The scalars are torch.optim's, already rounded to f32 as torch's f32 kernels round
@@ -249,6 +258,7 @@ struct AdamWScalars {
 struct AdamWArgs {
   AdamWScalars k;
   Tensor param, grad, exp_avg, exp_avg_sq;
+  StochasticRounding sr;
 };
 // SGD, per element: d = g + weight_decay * p, then with momentum
 //   buf = first ? d : buf * momentum + d * (1 - dampening)
@@ -272,5 +282,57 @@ struct ScaleInPlaceArgs {
   Tensor x;
   float factor = 1;
 };
+
+// bitsandbytes' Adam with 8-bit blockwise state (Note [Adam8bit kernel] in
+// tensor/cpu/adam8bit.cpp), or its 32-bit kernel for small tensors. The scalars, rounded to
+// f32 (t is the parameter's step):
+//   step_size = (-lr * c2) / c1, c1 = 1 - beta1^t, c2 = sqrt(1 - beta2^t)
+//   eps_c2 = eps * c2, decay = 1 - lr * weight_decay (applied after the step when
+//   weight_decay > 0)
+inline constexpr int64_t kAdam8bitBlock = 256;  // elements per absmax, as bitsandbytes'
+struct Adam8bitScalars {
+  float beta1, one_minus_beta1, beta2, one_minus_beta2, step_size, eps_c2, decay;
+  bool weight_decay;
+};
+struct Adam8bitArgs {
+  Adam8bitScalars k;
+  Tensor param, grad;        // (n) contiguous, any floating dtype
+  Tensor state1, state2;     // u8 (n) codes, or f32 of param's shape (the 32-bit kernel)
+  Tensor absmax1, absmax2;   // f32 (ceil(n / 256)); undefined with f32 states
+  StochasticRounding sr;
+};
+
+// Adafactor's fused update (tensor/cpu/adafactor.h gives the two variants' arithmetic). A
+// factored parameter is viewed as (batch, rows, cols) over its last two dims, with `row`
+// (batch * rows) and `col` (batch * cols) f32 factors; any other has `full`, f32 like the
+// parameter. exp_avg (f32 like the parameter) is HF's optional first moment.
+enum class AdafactorVariant : uint8_t { torch, hf };
+struct AdafactorScalars {
+  AdafactorVariant variant = AdafactorVariant::torch;
+  // torch: alpha = max(eps2, rms(p)) * rho; p *= decay; EMA weight one_minus_beta2;
+  //        variance floor eps1; clipping threshold d.
+  // Scalars that only scale the step are double, as torch's Python computes them.
+  double rho = 0, eps2 = 0, d = 1;
+  float eps1 = 0, decay = 1, one_minus_beta2 = 1;
+  // hf: lr_t = (scale_parameter ? max(eps_scale, rms(p)) : 1) * rel_step; EMA beta2t;
+  //     eps0 added to g^2; clip_threshold; beta1 < 0 when there is no first moment.
+  double rel_step = 0, eps_scale = 0, clip_threshold = 1, weight_decay = 0;
+  float beta2t = 0, eps0 = 0, beta1 = -1;
+  bool scale_parameter = false;
+};
+struct AdafactorArgs {
+  AdafactorScalars k;
+  Tensor param, grad;  // contiguous, any floating dtype
+  Tensor row, col;     // f32 factors, or undefined
+  Tensor full;         // f32 second moment of an unfactored parameter, or undefined
+  Tensor exp_avg;      // f32, or undefined
+  int64_t batch = 1, rows = 1, cols = 1;  // (1, 1, n) for an unfactored parameter
+  Tensor workspace;  // adafactor_workspace_doubles(batch, rows, cols) doubles, temporary
+  StochasticRounding sr;
+};
+// The doubles of Adafactor's workspace: a partial sum per row and one per column.
+inline int64_t adafactor_workspace_doubles(int64_t batch, int64_t rows, int64_t cols) {
+  return batch * rows + batch * cols;
+}
 
 }  // namespace fitgrad::backend

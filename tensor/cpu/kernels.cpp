@@ -18,6 +18,8 @@
 #include "tensor/cpu/gemm_bf16.h"
 #include "tensor/cpu/gemm_staged.h"
 #include "tensor/cpu/norm.h"
+#include "tensor/cpu/adafactor.h"
+#include "tensor/cpu/adam8bit.h"
 #include "tensor/cpu/optim_update.h"
 #include "tensor/cpu/reduce.h"
 #include "tensor/cpu/rope.h"
@@ -296,7 +298,7 @@ void cross_entropy_backward(const CrossEntropyBackwardArgs& a) {
 
 void adamw_update(const AdamWArgs& a) {
   cpu::adamw_update(a.k, a.param.data_ptr(), a.param.dtype(), a.grad.data_ptr(), a.grad.dtype(),
-                    f32(a.exp_avg), f32(a.exp_avg_sq), a.param.numel());
+                    f32(a.exp_avg), f32(a.exp_avg_sq), a.param.numel(), a.sr);
 }
 void sgd_update(const SgdArgs& a) {
   cpu::sgd_update(a.k, a.param.data_ptr(), a.param.dtype(), a.grad.data_ptr(), a.grad.dtype(),
@@ -372,6 +374,8 @@ void register_cpu_kernels() {
   register_kernel(cpu, OpId::sgd_update, sgd_update);
   register_kernel(cpu, OpId::sum_squares, sum_squares);
   register_kernel(cpu, OpId::scale_, scale_in_place);
+  register_kernel(cpu, OpId::adam8bit_update, cpu::adam8bit_update);
+  register_kernel(cpu, OpId::adafactor_update, cpu::adafactor_update);
 }
 
 }  // namespace fitgrad::backend

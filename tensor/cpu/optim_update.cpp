@@ -19,6 +19,7 @@
 #include <algorithm>
 
 #include "tensor/convert.h"
+#include "tensor/cpu/param_store.h"
 #include "tensor/error.h"
 
 namespace fitgrad::cpu {
@@ -35,10 +36,14 @@ void parallel_chunks(int64_t n, Body&& body) {
   for (int64_t c = 0; c < chunks; ++c) body(c * kChunk, std::min(n, (c + 1) * kChunk));
 }
 
+// Elements [0, n) of a parameter chunk whose first element is element `first` of the
+// parameter (stochastic rounding draws by the parameter's index).
 template <class P, class G>
 void adamw_range(const AdamWScalars& s, P* __restrict p, const G* __restrict g, float* __restrict m,
-                 float* __restrict v, int64_t n) {
+                 float* __restrict v, int64_t n, int64_t first,
+                 const backend::StochasticRounding& sr) {
   alignas(64) float root[kTile];
+  ParamRounder<P> out(sr);
   for (int64_t t0 = 0; t0 < n; t0 += kTile) {
     const int64_t len = std::min(kTile, n - t0);
     P* __restrict pt = p + t0;
@@ -52,6 +57,13 @@ void adamw_range(const AdamWScalars& s, P* __restrict p, const G* __restrict g, 
       vt[i] = vt[i] * s.beta2 + s.one_minus_beta2 * gi * gi;
     }
     Eigen::Map<Eigen::ArrayXf>(root, len) = Eigen::Map<const Eigen::ArrayXf>(vt, len).sqrt();
+    if (out.stochastic()) {
+      for (int64_t i = 0; i < len; ++i) {
+        const float denom = root[i] / s.bias_correction2_sqrt + s.eps;
+        pt[i] = out.round(first + t0 + i, float(pt[i]) * s.decay + s.neg_step_size * (mt[i] / denom));
+      }
+      continue;
+    }
 #pragma omp simd
     for (int64_t i = 0; i < len; ++i) {
       const float denom = root[i] / s.bias_correction2_sqrt + s.eps;
@@ -112,10 +124,11 @@ void with_param_and_grad(void* param, DType param_dtype, const void* grad, DType
 }  // namespace
 
 void adamw_update(const AdamWScalars& s, void* param, DType param_dtype, const void* grad,
-                  DType grad_dtype, float* exp_avg, float* exp_avg_sq, int64_t n) {
+                  DType grad_dtype, float* exp_avg, float* exp_avg_sq, int64_t n,
+                  const backend::StochasticRounding& sr) {
   with_param_and_grad(param, param_dtype, grad, grad_dtype, [&](auto* p, const auto* g) {
     parallel_chunks(n, [&](int64_t b, int64_t e) {
-      adamw_range(s, p + b, g + b, exp_avg + b, exp_avg_sq + b, e - b);
+      adamw_range(s, p + b, g + b, exp_avg + b, exp_avg_sq + b, e - b, b, sr);
     });
   });
 }

@@ -15,8 +15,11 @@ using backend::AdamWScalars;
 using backend::SgdScalars;
 
 // AdamW as AdamWScalars gives it (tensor/backend/kernel_args.h).
+// With stochastic rounding on (sr), a bf16 parameter is written as Note [Stochastic
+// rounding] in param_store.h says.
 void adamw_update(const AdamWScalars& s, void* param, DType param_dtype, const void* grad,
-                  DType grad_dtype, float* exp_avg, float* exp_avg_sq, int64_t n);
+                  DType grad_dtype, float* exp_avg, float* exp_avg_sq, int64_t n,
+                  const backend::StochasticRounding& sr);
 
 // SGD as SgdScalars gives it; `momentum_buffer` is null when momentum is 0.
 void sgd_update(const SgdScalars& s, void* param, DType param_dtype, const void* grad,

@@ -1,6 +1,8 @@
 // Optimizer kernel front-ends (see optim_update.h): checks, then one dispatch each.
 #include "tensor/ops/optim_update.h"
 
+#include <tuple>
+
 #include "tensor/backend/kernel_args.h"
 #include "tensor/backend/kernel_table.h"
 #include "tensor/backend/profile.h"
@@ -36,13 +38,81 @@ void check_update(const char* op, const Tensor& param, const Tensor& grad,
 }  // namespace
 
 void adamw_update_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
-                   const Tensor& exp_avg_sq, const backend::AdamWScalars& scalars) {
+                   const Tensor& exp_avg_sq, const backend::AdamWScalars& scalars,
+                   const backend::StochasticRounding& sr) {
   const backend::OpId id = backend::OpId::adamw_update;
   check_update(backend::op_name(id), param, grad,
                {{"exp_avg", &exp_avg}, {"exp_avg_sq", &exp_avg_sq}});
   param.storage()->bump_version();
   backend::dispatch(id, param.device(),
-                    backend::AdamWArgs{scalars, param, grad, exp_avg, exp_avg_sq});
+                    backend::AdamWArgs{scalars, param, grad, exp_avg, exp_avg_sq, sr});
+}
+
+void adam8bit_update_(const Tensor& param, const Tensor& grad, const Tensor& state1,
+                      const Tensor& state2, const Tensor& absmax1, const Tensor& absmax2,
+                      const backend::Adam8bitScalars& scalars,
+                      const backend::StochasticRounding& sr) {
+  const backend::OpId id = backend::OpId::adam8bit_update;
+  const char* op = backend::op_name(id);
+  if (state1.defined() && state1.dtype() == DType::f32) {
+    check_update(op, param, grad, {{"state1", &state1}, {"state2", &state2}});
+    FG_CHECK(!absmax1.defined() && !absmax2.defined(), "[{}] f32 states take no absmax", op);
+  } else {
+    check_update(op, param, grad, {});
+    const int64_t n = param.numel(), blocks = (n + backend::kAdam8bitBlock - 1) / backend::kAdam8bitBlock;
+    for (const auto& [name, t] : {std::pair{"state1", &state1}, std::pair{"state2", &state2}}) {
+      FG_CHECK(t->defined() && t->dtype() == DType::u8 && t->numel() == n && t->is_contiguous(),
+               "[{}] {} must be contiguous u8 codes of {} elements", op, name, n);
+      check_same_device(op, {&param, t});
+    }
+    for (const auto& [name, t] : {std::pair{"absmax1", &absmax1}, std::pair{"absmax2", &absmax2}}) {
+      FG_CHECK(t->defined() && t->dtype() == DType::f32 && t->numel() == blocks &&
+                   t->is_contiguous(),
+               "[{}] {} must be contiguous f32 of {} blocks", op, name, blocks);
+      check_same_device(op, {&param, t});
+    }
+  }
+  param.storage()->bump_version();
+  backend::dispatch(id, param.device(),
+                    backend::Adam8bitArgs{scalars, param, grad, state1, state2, absmax1, absmax2,
+                                          sr});
+}
+
+void adafactor_update_(const Tensor& param, const Tensor& grad, const Tensor& row,
+                       const Tensor& col, const Tensor& full, const Tensor& exp_avg,
+                       const backend::AdafactorScalars& scalars,
+                       const backend::StochasticRounding& sr) {
+  const backend::OpId id = backend::OpId::adafactor_update;
+  const char* op = backend::op_name(id);
+  check_update(op, param, grad, {});
+  if (exp_avg.defined()) check_update(op, param, grad, {{"exp_avg", &exp_avg}});
+  int64_t batch = 1, rows = 1, cols = param.numel();
+  if (full.defined()) {
+    FG_CHECK(full.dtype() == DType::f32 && full.numel() == param.numel() && full.is_contiguous(),
+             "[{}] the full second moment must be contiguous f32 of {} elements", op,
+             param.numel());
+    check_same_device(op, {&param, &full});
+  } else {
+    FG_CHECK(param.dim() >= 2, "[{}] a factored parameter needs >= 2 dims, got shape {}", op,
+             shape_str(param.shape()));
+    rows = param.shape()[size_t(param.dim() - 2)];
+    cols = param.shape()[size_t(param.dim() - 1)];
+    batch = rows * cols == 0 ? 0 : param.numel() / (rows * cols);
+    for (const auto& [name, t, count] : {std::tuple{"row", &row, batch * rows},
+                                         std::tuple{"col", &col, batch * cols}}) {
+      FG_CHECK(t->defined() && t->dtype() == DType::f32 && t->numel() == count &&
+                   t->is_contiguous(),
+               "[{}] the {} factor must be contiguous f32 of {} elements", op, name, count);
+      check_same_device(op, {&param, t});
+    }
+  }
+  if (param.numel() == 0) return;
+  param.storage()->bump_version();
+  const Tensor workspace =
+      f64_workspace(backend::adafactor_workspace_doubles(batch, rows, cols), param.device());
+  backend::dispatch(id, param.device(),
+                    backend::AdafactorArgs{scalars, param, grad, row, col, full, exp_avg, batch,
+                                           rows, cols, workspace, sr});
 }
 
 void sgd_update_(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,

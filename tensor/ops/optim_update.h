@@ -12,7 +12,22 @@ namespace fitgrad::ops {
 // param and grad (any floating dtype) and the f32 states: one shape, one device, all
 // contiguous. Updates param, exp_avg and exp_avg_sq in place.
 void adamw_update_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
-                   const Tensor& exp_avg_sq, const backend::AdamWScalars& scalars);
+                   const Tensor& exp_avg_sq, const backend::AdamWScalars& scalars,
+                   const backend::StochasticRounding& sr = {});
+// bitsandbytes' blockwise 8-bit Adam: state1/state2 u8 (numel) codes with f32 absmax1/absmax2
+// (ceil(numel / 256)), or f32 states shaped as param and undefined absmaxes (its 32-bit
+// kernel). Updates param and the states in place.
+void adam8bit_update_(const Tensor& param, const Tensor& grad, const Tensor& state1,
+                      const Tensor& state2, const Tensor& absmax1, const Tensor& absmax2,
+                      const backend::Adam8bitScalars& scalars,
+                      const backend::StochasticRounding& sr = {});
+// Adafactor (tensor/cpu/adafactor.h): a factored parameter (>= 2 dims) has f32 row (its
+// numel / last dim) and col (numel / second-to-last dim) factors and an undefined full; any
+// other has an f32 full second moment of its numel; exp_avg is f32 like param or undefined.
+void adafactor_update_(const Tensor& param, const Tensor& grad, const Tensor& row,
+                       const Tensor& col, const Tensor& full, const Tensor& exp_avg,
+                       const backend::AdafactorScalars& scalars,
+                       const backend::StochasticRounding& sr = {});
 // momentum_buffer: f32 like param, or undefined when momentum is 0.
 void sgd_update_(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
                  const backend::SgdScalars& scalars);
