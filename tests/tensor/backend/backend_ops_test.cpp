@@ -296,6 +296,35 @@ std::vector<OpRow> rows() {
                  ops::sgd_update_(in[0], in[1], in[2], {0.1f, 0.01f, 0.9f, 1.0f, true, false});
                  return Tensors{in[0], in[2]};
                }});
+  // 300 elements: two 8-bit blocks, the second partial; codes from a fixed pattern.
+  auto param_grad_codes = [](Device d, DType t) {
+    std::vector<int64_t> codes(300);
+    for (size_t i = 0; i < codes.size(); ++i) codes[i] = int64_t((i * 37 + 11) % 256);
+    const Tensor c = Tensor::from_vector(codes, {300}, DType::i64).to(DType::u8);
+    return Tensors{input({300}, 51, d, t), input({300}, 52, d, t), c.to(d),
+                   c.to(DType::f32).to(DType::u8).to(d), input({2}, 53, d, DType::f32, 0, 1),
+                   input({2}, 54, d, DType::f32, 0, 1)};
+  };
+  r.push_back({OpId::adam8bit_update, param_grad_codes, [](Tensors& in) {
+                 ops::adam8bit_update_(in[0], in[1], in[2], in[3], in[4], in[5],
+                                       {0.9f, 0.1f, 0.999f, 0.001f, -1e-3f, 1e-8f, 0.999f, true});
+                 return Tensors{in[0], in[2], in[3], in[4], in[5]};
+               }});
+  auto param_grad_factors = [](Device d, DType t) {
+    return Tensors{input({2, 5, 7}, 55, d, t), input({2, 5, 7}, 56, d, t),
+                   input({2, 5, 1}, 57, d, DType::f32, 0, 1),
+                   input({2, 1, 7}, 58, d, DType::f32, 0, 1)};
+  };
+  r.push_back({OpId::adafactor_update, param_grad_factors, [](Tensors& in) {
+                 backend::AdafactorScalars k;
+                 k.rho = 1e-2;
+                 k.eps1 = 1e-7f;
+                 k.eps2 = 1e-3;
+                 k.decay = 0.999f;
+                 k.one_minus_beta2 = 0.3f;
+                 ops::adafactor_update_(in[0], in[1], in[2], in[3], Tensor(), Tensor(), k);
+                 return Tensors{in[0], in[2], in[3]};
+               }});
   r.push_back({OpId::sum_squares, [](Device d, DType t) { return Tensors{input({70}, 49, d, t)}; },
                [](Tensors& in) {
                  const double s = ops::sum_squares(in[0]);
