@@ -10,6 +10,7 @@
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "autograd/tape.h"
+#include "autograd/variable.h"
 #include "optim/clip.h"
 #include "tensor/error.h"
 #include "tensor/memory/caching_allocator.h"
@@ -27,7 +28,28 @@ TrainStep::TrainStep(nn::CausalLM& model, optim::Optimizer& optimizer,
   FG_CHECK(options.max_grad_norm >= 0, "[train step] max_grad_norm must be >= 0, got {}",
            options.max_grad_norm);
   for (auto& [name, p] : model.named_parameters()) params_.push_back(p);
+  if (!options.optimizer_in_backward) return;
+  FG_CHECK(options.max_grad_norm == 0,
+           "[train step] optimizer-in-backward cannot clip by the global norm (max_grad_norm {}): "
+           "every gradient would be needed before the first update; set it to 0",
+           options.max_grad_norm);
+  FG_CHECK(!options.scaler,
+           "[train step] optimizer-in-backward cannot take the loss scaler's skip decision "
+           "(fp16): it needs every gradient before the first update");
+  // The hooks outlive this TrainStep (they stay on the parameters): they reach the optimizer
+  // only while a step of this TrainStep is in its backward.
+  for (auto& [name, p] : model.named_parameters()) {
+    const size_t index = optimizer.index_of(name);
+    autograd::add_grad_hook(p, [active = in_backward_, index, p](
+                                   const Tensor&, const autograd::GradHookContext& c) {
+      if (!c.is_last_micro_batch || !*active) return;
+      (*active)->step_param(index);
+      autograd::clear_grad(p);
+    });
+  }
 }
+
+TrainStep::~TrainStep() { *in_backward_ = nullptr; }
 
 StepResult TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>& next) {
   const int64_t accum = options_.gradient_accumulation_steps;
@@ -63,8 +85,19 @@ StepResult TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>
       Tensor scaled = loss_factor != 1.0 ? autograd::scale(loss, loss_factor) : loss;
       alloc->mark(fmt::format("step {} / backward", step + 1));
       const autograd::MicroBatchScope micro_batch(m, m == accum - 1);
+      if (options_.optimizer_in_backward && m == accum - 1) {
+        alloc->mark(fmt::format("step {} / backward + optimizer", step + 1));
+        optimizer_.begin_step();
+        *in_backward_ = &optimizer_;
+      }
       autograd::backward(scaled);
     }
+  }
+  if (*in_backward_) {
+    *in_backward_ = nullptr;
+    optimizer_.end_step();
+    model_.zero_grad();  // parameters the backward did not reach
+    return result;
   }
   alloc->mark(fmt::format("step {} / optimizer", step + 1));
   if (options_.scaler) result.skipped = options_.scaler->unscale_and_check(params_);

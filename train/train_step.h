@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 
 #include "nn/decoder.h"
 #include "optim/loss_scaler.h"
@@ -38,6 +39,13 @@ struct TrainStepOptions {
   // loss is scaled before backward and the gradients unscaled before clipping; a step whose
   // gradients hold an inf or a NaN makes no update. Null: no scaling.
   optim::LossScaler* scaler = nullptr;
+  // Note [Optimizer in backward]
+  // Each parameter is updated in its gradient hook as soon as its gradient is final in the
+  // last micro-batch's backward (Optimizer::step_param), and its gradient is dropped at
+  // once, so with one micro-batch at most one parameter gradient is alive (LOMO's trick).
+  // A global-norm clip needs every gradient before any update, and the loss scaler's skip
+  // decision too, so both are refused with it; earlier micro-batches accumulate as usual.
+  bool optimizer_in_backward = false;
 };
 
 // What one optimizer step did.
@@ -51,6 +59,9 @@ class TrainStep {
  public:
   TrainStep(nn::CausalLM& model, optim::Optimizer& optimizer, const optim::LrSchedule& schedule,
             const TrainStepOptions& options);
+  ~TrainStep();
+  TrainStep(const TrainStep&) = delete;
+  TrainStep& operator=(const TrainStep&) = delete;
 
   // Training step `step` (0-based; it names the ledger marks "step <step + 1> / forward",
   // "/ backward" and "/ optimizer" in the ledger of the batches' device): micro-batch m of
@@ -72,6 +83,9 @@ class TrainStep {
   std::vector<Tensor> params_;
   Tensor loss_sum_;  // f32 scalar on the loss's device
   int64_t losses_ = 0;
+  // While the last micro-batch's backward steps the optimizer (Note [Optimizer in
+  // backward]): the optimizer, which the parameters' hooks read; else null.
+  std::shared_ptr<optim::Optimizer*> in_backward_ = std::make_shared<optim::Optimizer*>(nullptr);
 };
 
 }  // namespace fitgrad::train

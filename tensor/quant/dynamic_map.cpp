@@ -23,10 +23,11 @@ std::vector<float> torch_linspace_f32(int64_t n) {
   constexpr int64_t kLanes = 8;
   std::vector<float> out(static_cast<size_t>(n));
   int64_t j = 0;
-  for (; j + 2 * kLanes <= n; j += kLanes) {
-    const float base = one(j);
-    for (int64_t i = 0; i < kLanes; ++i) out[size_t(j + i)] = base + float(i) * step;
-  }
+  for (; j + 2 * kLanes <= n; j += 2 * kLanes)
+    for (int64_t v = j; v < j + 2 * kLanes; v += kLanes) {
+      const float base = one(v);
+      for (int64_t i = 0; i < kLanes; ++i) out[size_t(v + i)] = base + float(i) * step;
+    }
   for (; j < n; ++j) out[size_t(j)] = one(j);
   return out;
 }
