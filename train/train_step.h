@@ -44,7 +44,9 @@ struct TrainStepOptions {
   // last micro-batch's backward (Optimizer::step_param), and its gradient is dropped at
   // once, so with one micro-batch at most one parameter gradient is alive (LOMO's trick).
   // A global-norm clip needs every gradient before any update, and the loss scaler's skip
-  // decision too, so both are refused with it; earlier micro-batches accumulate as usual.
+  // decision too, so both are refused with it; earlier micro-batches accumulate as usual. A
+  // weight used twice (GPT-2's tied embedding and head) has its gradient final only after
+  // its last use, so it stays alive beside the one being updated.
   bool optimizer_in_backward = false;
 };
 

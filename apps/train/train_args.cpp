@@ -86,10 +86,21 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
            "fp16 mixed precision: f16 autocast with a dynamic loss scaler (GradScaler's rules)");
   add_bool(cmd, "tf32", a.tf32,
            "TF32 matmuls (operands rounded to 10 mantissa bits, fp32 accumulation)");
+  add_bool(cmd, "pure_bf16", a.pure_bf16,
+           "bf16 parameters with no fp32 master copy (training and evaluation in bf16)");
+  add_bool(cmd, "stochastic_rounding", a.stochastic_rounding,
+           "With --pure_bf16: round each weight update stochastically (Philox, from --seed)");
+  add_bool(cmd, "optim_in_backward", a.optim_in_backward,
+           "Update each parameter in its gradient hook and free its gradient at once (needs "
+           "--max_grad_norm 0)");
   cmd.add_option("--optim", a.optim,
-                 "Optimizer: adamw_torch (= adamw_hf, adamw_torch_fused) or sgd")
+                 "Optimizer: adamw_torch (= adamw_hf, adamw_torch_fused), sgd, adamw_8bit (= "
+                 "adamw_bnb_8bit, adam8bit), adafactor (torch's), adafactor_hf (transformers')")
       ->capture_default_str();
-  cmd.add_option("--learning_rate", a.learning_rate, "Peak learning rate")->capture_default_str();
+  cmd.add_option("--learning_rate", a.learning_rate,
+                 "Peak learning rate (adafactor_hf without it: its relative step)")
+      ->each([&a](const std::string&) { a.learning_rate_given = true; })
+      ->capture_default_str();
   cmd.add_option("--adam_beta1", a.adam_beta1, "AdamW beta1")->capture_default_str();
   cmd.add_option("--adam_beta2", a.adam_beta2, "AdamW beta2")->capture_default_str();
   cmd.add_option("--adam_epsilon", a.adam_epsilon, "AdamW epsilon")->capture_default_str();
@@ -213,6 +224,22 @@ void validate(const TrainArgs& a) {
   if (!a.memory_budget.empty()) parse_bytes(a.memory_budget);
   // Note [Flags fitgrad accepts but cannot honour yet].
   if (a.bf16 && a.fp16) throw Error("[train] --bf16 and --fp16 conflict: choose one precision");
+  if (a.pure_bf16 && (a.bf16 || a.fp16))
+    throw Error(fmt::format("[train] --pure_bf16 and --{} conflict: pure bf16 has no fp32 "
+                            "master weights to autocast from",
+                            a.bf16 ? "bf16" : "fp16"));
+  if (a.stochastic_rounding && !a.pure_bf16)
+    throw Error(
+        "[train] --stochastic_rounding needs --pure_bf16: only bf16 parameters are rounded");
+  if (a.optim_in_backward && a.max_grad_norm > 0)
+    throw Error(fmt::format(
+        "[train] --optim_in_backward cannot clip by the global norm (--max_grad_norm {}): every "
+        "gradient would be needed before the first update; pass --max_grad_norm 0",
+        a.max_grad_norm));
+  if (a.optim_in_backward && a.fp16)
+    throw Error(
+        "[train] --optim_in_backward and --fp16 conflict: the loss scaler decides to skip a "
+        "step only once every gradient is known");
 }
 
 }  // namespace fitgrad::apps

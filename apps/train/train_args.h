@@ -12,6 +12,15 @@
 // f16 with the dynamic loss scaler (Note [Dynamic loss scaling] in optim/loss_scaler.h);
 // --tf32 turns on the TF32 matmul mode for the run (Note [TF32 on the CPU] in
 // tensor/cpu/gemm.h).
+//
+// Note [Pure bf16]
+// --pure_bf16 builds (or loads) the model with bf16 parameters and no fp32 master copy:
+// weights, gradients and activations are bf16, and the optimizer updates the bf16 weights
+// in place (its moments stay f32; Adam8bit's are 8-bit, Adafactor's factored). An update
+// below half a bf16 ulp is then lost to round-to-nearest; --stochastic_rounding rounds each
+// updated weight up or down at random instead (Note [Stochastic rounding of updates] in
+// optim/optimizer.h), reproducibly from --seed and resumably from the checkpoint. Hugging
+// Face's --bf16_full_eval only evaluates in bf16; here training does too.
 #pragma once
 #include <CLI/CLI.hpp>
 #include <cstdint>
@@ -41,8 +50,12 @@ struct TrainArgs {
   bool bf16 = false;
   bool fp16 = false;
   bool tf32 = false;
+  bool pure_bf16 = false;            // fitgrad: bf16 parameters, no fp32 master copy
+  bool stochastic_rounding = false;  // fitgrad: with --pure_bf16, round updates at random
+  bool optim_in_backward = false;    // fitgrad: Note [Optimizer in backward]
   std::string optim = "adamw_torch";
   double learning_rate = 5e-5;
+  bool learning_rate_given = false;  // --learning_rate was on the command line
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.999;
   double adam_epsilon = 1e-8;

@@ -185,6 +185,17 @@ void print_summary(TrainRun& r, int64_t warmup) {
       r.total, a.per_device_train_batch_size, a.seq_len, a.gradient_accumulation_steps,
       r.dry_run ? std::string("no") : std::to_string(r.batches_per_epoch), a.optim, a.learning_rate,
       a.lr_scheduler_type, warmup);
+  int64_t state_elements = 0, state = 0;
+  for (size_t i = 0; i < r.optimizer->num_params(); ++i)
+    for (const optim::StateSpec& spec : r.optimizer->state_specs(i)) {
+      state_elements += numel(spec.shape);
+      state += optim::state_bytes({spec});
+    }
+  r.out << fmt::format(
+      "optimizer state ({} declared): {} elements, {} = {:.3f} bytes per parameter; the ledger's "
+      "figure follows the first step\n",
+      r.optimizer->name(), state_elements, format_bytes(state),
+      double(state) / double(std::max<int64_t>(1, model.num_parameters())));
   r.out << std::flush;
 }
 
@@ -206,6 +217,7 @@ void setup_run(TrainRun& r) {
 
   nn::BuildOptions build;
   build.device = r.device;
+  if (a.pure_bf16) build.dtype = DType::bf16;  // Note [Pure bf16] in train_args.h
   build.seed = a.seed;
   // A resume overwrites the weights, so --init is not read then.
   r.lm = load_model(a.model, a.resume_from_checkpoint.empty() ? a.init : "", build);
@@ -237,7 +249,9 @@ void setup_run(TrainRun& r) {
   oopt.eps = a.adam_epsilon;
   oopt.weight_decay = a.weight_decay;
   r.optimizer = optim::make_optimizer(
-      a.optim, optim::decay_groups(model.named_parameters(), a.weight_decay), oopt);
+      a.optim, optim::decay_groups(model.named_parameters(), a.weight_decay), oopt,
+      a.learning_rate_given);
+  if (a.stochastic_rounding) r.optimizer->set_stochastic_rounding(a.seed);
   r.schedule.emplace(
       optim::make_lr_schedule(a.lr_scheduler_type, a.learning_rate, warmup, r.total));
   if (a.fp16) r.scaler.emplace();
@@ -246,7 +260,8 @@ void setup_run(TrainRun& r) {
       train::TrainStepOptions{.gradient_accumulation_steps = a.gradient_accumulation_steps,
                               .max_grad_norm = a.max_grad_norm,
                               .compute_dtype = compute_dtype(a),
-                              .scaler = r.scaler ? &*r.scaler : nullptr});
+                              .scaler = r.scaler ? &*r.scaler : nullptr,
+                              .optimizer_in_backward = a.optim_in_backward});
 
   std::vector<nlohmann::json> history;
   if (!r.resume_dir.empty()) {

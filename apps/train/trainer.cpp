@@ -109,6 +109,13 @@ int run(TrainRun& r) {
       }
       const double dt = seconds_since(t0);
       ++r.step;
+      if (r.step == r.run_start_step + 1) {
+        const int64_t held = r.alloc.by_category()[size_t(Category::optimizer_state)].current;
+        r.progress.message(fmt::format(
+            "optimizer state in the ledger after step {}: {} = {:.3f} bytes per parameter",
+            r.step, format_bytes(held),
+            double(held) / double(std::max<int64_t>(1, r.lm.model->num_parameters()))));
+      }
       interval.seconds += dt, ++interval.steps, interval.tokens += tokens_per_step;
       if (a.torch_empty_cache_steps > 0 && r.step % a.torch_empty_cache_steps == 0)
         r.alloc.empty_cache();
