@@ -7,8 +7,11 @@
 #include <benchmark/benchmark.h>
 
 #include "autograd/variable.h"
+#include "optim/adafactor.h"
+#include "optim/adam8bit.h"
 #include "optim/adamw.h"
 #include "optim/clip.h"
+#include "tensor/random/generator.h"
 
 namespace fitgrad::optim {
 namespace {
@@ -19,7 +22,9 @@ std::vector<std::pair<std::string, Tensor>> params_30m() {
   const auto add = [&](const std::string& name, const Shape& shape) {
     Tensor p = Tensor::full(shape, 0.01);
     autograd::set_requires_grad(p);
-    autograd::ensure_meta(p).grad = Tensor::full(shape, 1e-3);
+    // Random gradients: the 8-bit codes then vary as in training (a constant would make
+    // every block alike).
+    autograd::ensure_meta(p).grad = default_generator().uniform(shape, -1e-3, 1e-3);
     out.emplace_back(name, p);
   };
   add("wte.weight", {14336, 768});
@@ -57,7 +62,30 @@ void BM_ClipGradNorm30M(benchmark::State& state) {
       4e-9 * double(numel_of(params)) * double(state.iterations()), benchmark::Counter::kIsRate);
 }
 
+template <class Opt, class Options>
+void BM_Step30M(benchmark::State& state) {
+  auto params = params_30m();
+  Opt opt(decay_groups(params, 0.1), Options{});
+  opt.step();
+  for (auto _ : state) opt.step();
+  state.counters["ns/param"] = benchmark::Counter(
+      double(numel_of(params)) * double(state.iterations()),
+      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
 BENCHMARK(BM_AdamWStep30M)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Step30M<Adam8bit, Adam8bitOptions>)
+    ->Name("BM_Adam8bitStep30M")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_Step30M<Adafactor, AdafactorOptions>)
+    ->Name("BM_AdafactorStep30M")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_Step30M<AdafactorHF, AdafactorHFOptions>)
+    ->Name("BM_AdafactorHfStep30M")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK(BM_ClipGradNorm30M)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

@@ -38,6 +38,8 @@ void blockwise(const Adam8bitScalars& k, P* p, const G* g, uint8_t* c1, uint8_t*
                float* absmax1, float* absmax2, int64_t n, const backend::StochasticRounding& sr) {
   const quant::CodeMap& map1 = quant::dynamic_map_signed();
   const quant::CodeMap& map2 = quant::dynamic_map_unsigned();
+  const quant::CodeSearch& search1 = quant::signed_search();
+  const quant::CodeSearch& search2 = quant::unsigned_search();
   const int64_t blocks = (n + kAdam8bitBlock - 1) / kAdam8bitBlock;
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < blocks; ++b) {
@@ -54,8 +56,8 @@ void blockwise(const Adam8bitScalars& k, P* p, const G* g, uint8_t* c1, uint8_t*
       v1 = v1 * k.beta1 + k.one_minus_beta1 * gi;
       s1[j] = v1;
       s2[j] = v2;
-      max1 = std::fmax(max1, std::fabs(v1));
-      max2 = std::fmax(max2, std::fabs(v2));
+      max1 = std::max(max1, std::fabs(v1));  // the states are finite (Note [Non-finite
+      max2 = std::max(max2, std::fabs(v2));  // gradients in Adam8bit])
     }
     ParamRounder<P> out(sr);
     for (int64_t j = 0; j < len; ++j) {
@@ -70,10 +72,10 @@ void blockwise(const Adam8bitScalars& k, P* p, const G* g, uint8_t* c1, uint8_t*
     }
     for (int64_t j = 0; j < len; ++j) {
       const int64_t i = begin + j;
-      uint8_t code = quant::quantize_code(map1, true, s1[j] / max1);
+      uint8_t code = search1.code(s1[j] / max1);
       if (std::signbit(map1[code]) != std::signbit(s1[j])) code = uint8_t(s1[j] > 0.0f ? code + 1 : code - 1);
       c1[i] = code;
-      c2[i] = quant::quantize_code(map2, false, s2[j] / max2);
+      c2[i] = search2.code(s2[j] / max2);
     }
     absmax1[b] = max1;
     absmax2[b] = max2;

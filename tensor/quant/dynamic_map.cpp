@@ -1,7 +1,11 @@
 // bitsandbytes' dynamic maps (see dynamic_map.h, Note [Dynamic map values]).
 #include "tensor/quant/dynamic_map.h"
 
+#include "tensor/error.h"
+
 #include <algorithm>
+#include <bit>
+#include <limits>
 #include <cmath>
 #include <vector>
 
@@ -66,24 +70,33 @@ const CodeMap& dynamic_map_unsigned() {
   return map;
 }
 
-uint8_t quantize_code(const CodeMap& map, bool is_signed, float x) {
-  int pivot = 127, upper_pivot = 255, lower_pivot = 0;
-  float lower = is_signed ? -1.0f : 0.0f, upper = 1.0f;
-  for (int step = 64; step > 0; step >>= 1) {
-    const float val = map[size_t(pivot)];
-    if (x > val) {
-      lower_pivot = pivot;
-      lower = val;
-      pivot += step;
-    } else {
-      upper_pivot = pivot;
-      upper = val;
-      pivot -= step;
-    }
+CodeSearch::CodeSearch(const CodeMap& map) : base_(size_t(1) << 16) {
+  std::copy(map.begin(), map.end(), codes_.begin());
+  codes_[256] = codes_[257] = std::numeric_limits<float>::infinity();
+  for (uint32_t key = 0; key < (uint32_t(1) << 16); ++key) {
+    if (((key >> 7) & 0xFF) == 0xFF) continue;  // inf and NaN: code() decides before
+    const bool negative = key & 0x8000;
+    // The bucket's smallest and largest floats (for negatives, the larger bit patterns).
+    const float lo = std::bit_cast<float>(negative ? (key << 16) | 0xFFFF : key << 16);
+    const float hi = std::bit_cast<float>(negative ? key << 16 : (key << 16) | 0xFFFF);
+    const auto below = [&](float v) {
+      return int(std::lower_bound(map.begin(), map.end(), v) - map.begin());
+    };
+    const int base = below(lo);
+    FG_ASSERT(below(hi) + (std::binary_search(map.begin(), map.end(), hi) ? 1 : 0) - base <= 2,
+              "a dynamic-map bucket holds more than two codes");
+    base_[key] = uint8_t(std::min(base, 255));
   }
-  const float val = map[size_t(pivot)];
-  if (x > val) return uint8_t(x > (upper + val) * 0.5f ? upper_pivot : pivot);
-  return uint8_t(x < (lower + val) * 0.5f ? lower_pivot : pivot);
+}
+
+const CodeSearch& signed_search() {
+  static const CodeSearch search(dynamic_map_signed());
+  return search;
+}
+
+const CodeSearch& unsigned_search() {
+  static const CodeSearch search(dynamic_map_unsigned());
+  return search;
 }
 
 }  // namespace fitgrad::quant

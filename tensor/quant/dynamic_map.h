@@ -16,7 +16,10 @@
 #pragma once
 
 #include <array>
+#include <bit>
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace fitgrad::quant {
 
@@ -25,10 +28,46 @@ using CodeMap = std::array<float, 256>;
 const CodeMap& dynamic_map_signed();
 const CodeMap& dynamic_map_unsigned();
 
-// The code of x (a value already divided by its block's absmax) in `map`, as bitsandbytes'
-// blockwise optimizer kernels choose it: a binary search over the sorted codes, then the
-// nearer of the two codes around x, a tie going to the code the search ended on. A NaN x
-// (a block whose absmax is 0) gets code 0.
-uint8_t quantize_code(const CodeMap& map, bool is_signed, float x);
+// Note [The code search]
+// bitsandbytes' quantize_2D searches the 256 sorted codes from pivot 127 with steps 64, 32,
+// ..., 1 and then compares x with the f32 midpoint (a + b) * 0.5 between the final pivot and
+// its neighbour on x's side. Its final pivot is always even (127 plus six even steps and
+// one odd), the neighbour is always adjacent, and the signed map's lower bound -1 and the
+// upper bound 1 only matter beyond the end codes. So its answer is: with code[j] < x <=
+// code[j + 1], the nearer of j and j + 1, and at exactly the midpoint the even one of the
+// two. CodeSearch finds j without a search: the top 16 bits of x's float (sign, exponent and
+// 7 mantissa bits) index a table of the codes below that bucket, and a bucket never holds
+// more than two codes (the map's codes are at least 0.7% apart relatively; a bucket spans
+// under 0.8%, checked when the table is built), so two compares finish it. An optimizer
+// quantizes two values per parameter per step, and a binary search's unpredictable
+// branches made that most of Adam8bit's time. tests/tensor/quant/dynamic_map_test.cpp
+// checks it against the literal search on every code, every midpoint, their neighbouring
+// floats and a million random values.
+class CodeSearch {
+ public:
+  explicit CodeSearch(const CodeMap& map);
+  // The code of x (a value already divided by its block's absmax); a NaN x (a block whose
+  // absmax is 0) gets code 0.
+  uint8_t code(float x) const;
+
+ private:
+  std::array<float, 258> codes_;  // the map, then two infinities
+  std::vector<uint8_t> base_;     // 65,536 buckets: the codes below each
+};
+
+inline uint8_t CodeSearch::code(float x) const {
+  if (!(x <= 1.0f)) return x > 1.0f ? 255 : 0;  // above every code, or NaN
+  // p = the number of codes below x: those below x's bucket, plus at most two inside it.
+  const int base = base_[std::bit_cast<uint32_t>(x) >> 16];
+  const int p = base + int(codes_[std::size_t(base)] < x) + int(codes_[std::size_t(base) + 1] < x);
+  if (p == 0) return 0;
+  const float lo = codes_[std::size_t(p - 1)], hi = codes_[std::size_t(p)], mid = (hi + lo) * 0.5f;
+  // The nearer code; a tie goes to the even one of the two, where bitsandbytes' search ends.
+  const int even = p - (p & 1);
+  return uint8_t(x > mid ? p : x < mid ? p - 1 : even);
+}
+
+const CodeSearch& signed_search();
+const CodeSearch& unsigned_search();
 
 }  // namespace fitgrad::quant
