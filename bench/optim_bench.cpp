@@ -1,4 +1,6 @@
-// Optimizer step micro-benchmarks: AdamW.step on ~30M f32 parameters (GPT-2-small's
+// Optimizer step micro-benchmarks: AdamW, Adam8bit and both Adafactors' steps on ~30M f32
+// parameters, each against a plain unfused loop of the same arithmetic (optim_unfused.h);
+// first written for AdamW.step on ~30M f32 parameters (GPT-2-small's
 // 124M / 4, in a few tensors of transformer-like shapes), and clip_grad_norm on the same
 // gradients. A step reads p, g, m, v and writes p, m, v, 28 bytes per element, so the
 // "GB/s" counter is the memory traffic it sustains (Note [Optimizer kernels] in
@@ -6,7 +8,10 @@
 // (4 bytes per element).
 #include <benchmark/benchmark.h>
 
+#include <type_traits>
+
 #include "autograd/variable.h"
+#include "bench/optim_unfused.h"
 #include "optim/adafactor.h"
 #include "optim/adam8bit.h"
 #include "optim/adamw.h"
@@ -68,12 +73,49 @@ void BM_Step30M(benchmark::State& state) {
   Opt opt(decay_groups(params, 0.1), Options{});
   opt.step();
   for (auto _ : state) opt.step();
-  state.counters["ns/param"] = benchmark::Counter(
-      double(numel_of(params)) * double(state.iterations()),
-      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["ns/param"] =
+      benchmark::Counter(double(numel_of(params)) * double(state.iterations()),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+// The same parameters through the plain unfused loops of optim_unfused.h, single-threaded
+// as they are written (compare with the fused kernels at OMP_NUM_THREADS=1).
+template <class Unfused>
+void BM_Unfused30M(benchmark::State& state) {
+  auto params = params_30m();
+  std::vector<Unfused> opt(params.size());
+  auto one_step = [&] {
+    for (size_t i = 0; i < params.size(); ++i) {
+      const Tensor& p = params[i].second;
+      const Tensor g = autograd::grad(p);
+      if constexpr (std::is_same_v<Unfused, bench::UnfusedAdafactor>) {
+        const int64_t cols = p.shape().back(), rows = p.numel() / cols;
+        opt[i].step(p.data<float>(), g.data<float>(), rows, cols, 1e-2f);
+      } else {
+        opt[i].step(p.data<float>(), g.data<float>(), p.numel(), 1e-3f, 0.1f);
+      }
+    }
+  };
+  one_step();
+  for (auto _ : state) one_step();
+  state.counters["ns/param"] =
+      benchmark::Counter(double(numel_of(params)) * double(state.iterations()),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
 BENCHMARK(BM_AdamWStep30M)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Unfused30M<bench::UnfusedAdamW>)
+    ->Name("BM_UnfusedAdamW30M")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_Unfused30M<bench::UnfusedAdam8bit>)
+    ->Name("BM_UnfusedAdam8bit30M")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_Unfused30M<bench::UnfusedAdafactor>)
+    ->Name("BM_UnfusedAdafactor30M")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK(BM_Step30M<Adam8bit, Adam8bitOptions>)
     ->Name("BM_Adam8bitStep30M")
     ->Unit(benchmark::kMillisecond)

@@ -45,13 +45,12 @@ void run_row(const Row& row, const Args& args) {
   CachingAllocator& alloc = allocator_for(Device::cpu());
   alloc.empty_cache();
   const int64_t base = alloc.stats().allocated_bytes[kAllPools].current;
-  const auto model =
-      nn::build_model(cfg, {.dtype = precision == "pure_bf16" ? DType::bf16 : DType::f32,
-                            .seed = 1});
+  const auto model = nn::build_model(
+      cfg, {.dtype = precision == "pure_bf16" ? DType::bf16 : DType::f32, .seed = 1});
   optim::AdamWOptions o;
   o.lr = 1e-4;
-  auto opt = optim::make_optimizer(row.optim, optim::decay_groups(model->named_parameters(), 0.0),
-                                   o);
+  auto opt =
+      optim::make_optimizer(row.optim, optim::decay_groups(model->named_parameters(), 0.0), o);
   const optim::LrSchedule schedule = optim::make_lr_schedule("constant", 1e-4, 0, 100);
   train::TrainStep step(*model, *opt, schedule,
                         {.compute_dtype = precision == "bf16" ? DType::bf16 : DType::f32,
@@ -91,10 +90,14 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const int64_t v = std::atoll(argv[i + 1]);
-    if (flag == "--seq") args.seq = v;
-    else if (flag == "--batch") args.batch = v;
-    else if (flag == "--steps") args.steps = v;
-    else if (flag == "--layers") args.layers = v;
+    if (flag == "--seq")
+      args.seq = v;
+    else if (flag == "--batch")
+      args.batch = v;
+    else if (flag == "--steps")
+      args.steps = v;
+    else if (flag == "--layers")
+      args.layers = v;
     else {
       std::fprintf(stderr, "optimizer_memory: unknown flag %s\n", argv[i]);
       return 2;
@@ -103,15 +106,23 @@ int main(int argc, char** argv) {
   std::printf("GPT-2 (%lld layers), batch %lld x %lld tokens, CPU, median of %lld steps\n\n",
               (long long)args.layers, (long long)args.batch, (long long)args.seq,
               (long long)args.steps);
-  std::printf("| optimizer      | precision          | state elems  | state MiB | B/param | peak MiB | step ms |\n");
+  std::printf(
+      "| optimizer      | precision          | state elems  | state MiB | B/param | peak MiB | "
+      "step ms |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
   const Row rows[] = {
-      {"adamw_torch", "fp32"},      {"adamw_torch", "bf16"},
-      {"adamw_torch", "pure_bf16"}, {"adamw_torch", "fp32 + in-backward"},
-      {"adamw_8bit", "fp32"},       {"adamw_8bit", "bf16"},
-      {"adamw_8bit", "pure_bf16"},  {"adafactor", "fp32"},
-      {"adafactor", "bf16"},        {"adafactor", "pure_bf16"},
-      {"adafactor_hf", "fp32"},     {"adafactor_hf", "pure_bf16"},
+      {"adamw_torch", "fp32"},
+      {"adamw_torch", "bf16"},
+      {"adamw_torch", "pure_bf16"},
+      {"adamw_torch", "fp32 + in-backward"},
+      {"adamw_8bit", "fp32"},
+      {"adamw_8bit", "bf16"},
+      {"adamw_8bit", "pure_bf16"},
+      {"adafactor", "fp32"},
+      {"adafactor", "bf16"},
+      {"adafactor", "pure_bf16"},
+      {"adafactor_hf", "fp32"},
+      {"adafactor_hf", "pure_bf16"},
       {"sgd", "fp32"},
   };
   for (const Row& row : rows) run_row(row, args);

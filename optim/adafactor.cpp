@@ -61,8 +61,7 @@ Adafactor::Adafactor(std::vector<ParamGroup> groups, const AdafactorOptions& opt
   FG_CHECK(!options.eps1 || *options.eps1 >= 0, "[adafactor] eps1 must be >= 0, got {}",
            options.eps1.value_or(0));
   FG_CHECK(options.eps2 >= 0, "[adafactor] eps2 must be >= 0, got {}", options.eps2);
-  FG_CHECK(options.d >= 1, "[adafactor] the clipping threshold d must be >= 1, got {}",
-           options.d);
+  FG_CHECK(options.d >= 1, "[adafactor] the clipping threshold d must be >= 1, got {}", options.d);
 }
 
 void Adafactor::update(size_t i, const ParamGroup& group, const std::string&, const Tensor& p,
@@ -123,9 +122,8 @@ void AdafactorHF::update(size_t i, const ParamGroup& group, const std::string&, 
   const size_t m = options_.beta1 ? 1 : 0;  // exp_avg comes first
   const bool factored = s.buffers.size() == m + 2;
   ops::adafactor_update_(p, g.contiguous(), factored ? s.buffers[m] : Tensor(),
-                         factored ? s.buffers[m + 1] : Tensor(),
-                         factored ? Tensor() : s.buffers[m], m ? s.buffers[0] : Tensor(), k,
-                         rounding(p));
+                         factored ? s.buffers[m + 1] : Tensor(), factored ? Tensor() : s.buffers[m],
+                         m ? s.buffers[0] : Tensor(), k, rounding(p));
 }
 
 }  // namespace fitgrad::optim

@@ -42,8 +42,9 @@ void Adam8bit::update(size_t i, const ParamGroup& group, const std::string&, con
                       const Tensor& g) {
   backend::require_kernel(backend::OpId::adam8bit_update, p.device());
   const Tensor grad = g.contiguous();
-  // Note [Non-finite gradients in Adam8bit]
-  if (p.device().has_bytes() && !std::isfinite(ops::sum_squares(grad))) return;
+  // Note [Non-finite gradients in Adam8bit]; on meta the sum is 0 and the workspace is the
+  // real run's.
+  if (!std::isfinite(ops::sum_squares(grad))) return;
   ParamStates::State& s = states_.begin_update(i);
   // bitsandbytes passes its hyperparameters as f32; the bias corrections are computed in
   // double from those f32 values and rounded once, the products in f32.
@@ -52,13 +53,11 @@ void Adam8bit::update(size_t i, const ParamGroup& group, const std::string&, con
   const double t = double(s.step);
   const float c1 = float(1.0 - std::pow(double(beta1), t));
   const float c2 = float(std::sqrt(1.0 - std::pow(double(beta2), t)));
-  const backend::Adam8bitScalars k{beta1,       1.0f - beta1,  beta2,
-                                   1.0f - beta2, (-lr * c2) / c1, eps * c2,
-                                   1.0f - lr * wd, wd > 0.0f};
+  const backend::Adam8bitScalars k{beta1,           1.0f - beta1, beta2,          1.0f - beta2,
+                                   (-lr * c2) / c1, eps * c2,     1.0f - lr * wd, wd > 0.0f};
   const bool quantized = s.buffers.size() == 4;
-  ops::adam8bit_update_(p, grad, s.buffers[0], s.buffers[1],
-                        quantized ? s.buffers[2] : Tensor(), quantized ? s.buffers[3] : Tensor(),
-                        k, rounding(p));
+  ops::adam8bit_update_(p, grad, s.buffers[0], s.buffers[1], quantized ? s.buffers[2] : Tensor(),
+                        quantized ? s.buffers[3] : Tensor(), k, rounding(p));
 }
 
 }  // namespace fitgrad::optim

@@ -40,12 +40,12 @@ TrainStep::TrainStep(nn::CausalLM& model, optim::Optimizer& optimizer,
   // only while a step of this TrainStep is in its backward.
   for (auto& [name, p] : model.named_parameters()) {
     const size_t index = optimizer.index_of(name);
-    autograd::add_grad_hook(p, [active = in_backward_, index, p](
-                                   const Tensor&, const autograd::GradHookContext& c) {
-      if (!c.is_last_micro_batch || !*active) return;
-      (*active)->step_param(index);
-      autograd::clear_grad(p);
-    });
+    autograd::add_grad_hook(
+        p, [active = in_backward_, index, p](const Tensor&, const autograd::GradHookContext& c) {
+          if (!c.is_last_micro_batch || !*active) return;
+          (*active)->step_param(index);
+          autograd::clear_grad(p);
+        });
   }
 }
 

@@ -225,9 +225,10 @@ void validate(const TrainArgs& a) {
   // Note [Flags fitgrad accepts but cannot honour yet].
   if (a.bf16 && a.fp16) throw Error("[train] --bf16 and --fp16 conflict: choose one precision");
   if (a.pure_bf16 && (a.bf16 || a.fp16))
-    throw Error(fmt::format("[train] --pure_bf16 and --{} conflict: pure bf16 has no fp32 "
-                            "master weights to autocast from",
-                            a.bf16 ? "bf16" : "fp16"));
+    throw Error(
+        fmt::format("[train] --pure_bf16 and --{} conflict: pure bf16 has no fp32 "
+                    "master weights to autocast from",
+                    a.bf16 ? "bf16" : "fp16"));
   if (a.stochastic_rounding && !a.pure_bf16)
     throw Error(
         "[train] --stochastic_rounding needs --pure_bf16: only bf16 parameters are rounded");

@@ -248,9 +248,9 @@ void setup_run(TrainRun& r) {
   oopt.beta2 = a.adam_beta2;
   oopt.eps = a.adam_epsilon;
   oopt.weight_decay = a.weight_decay;
-  r.optimizer = optim::make_optimizer(
-      a.optim, optim::decay_groups(model.named_parameters(), a.weight_decay), oopt,
-      a.learning_rate_given);
+  r.optimizer =
+      optim::make_optimizer(a.optim, optim::decay_groups(model.named_parameters(), a.weight_decay),
+                            oopt, a.learning_rate_given);
   if (a.stochastic_rounding) r.optimizer->set_stochastic_rounding(a.seed);
   r.schedule.emplace(
       optim::make_lr_schedule(a.lr_scheduler_type, a.learning_rate, warmup, r.total));

@@ -296,9 +296,9 @@ struct Adam8bitScalars {
 };
 struct Adam8bitArgs {
   Adam8bitScalars k;
-  Tensor param, grad;        // (n) contiguous, any floating dtype
-  Tensor state1, state2;     // u8 (n) codes, or f32 of param's shape (the 32-bit kernel)
-  Tensor absmax1, absmax2;   // f32 (ceil(n / 256)); undefined with f32 states
+  Tensor param, grad;       // (n) contiguous, any floating dtype
+  Tensor state1, state2;    // u8 (n) codes, or f32 of param's shape (the 32-bit kernel)
+  Tensor absmax1, absmax2;  // f32 (ceil(n / 256)); undefined with f32 states
   StochasticRounding sr;
 };
 

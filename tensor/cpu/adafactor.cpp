@@ -29,17 +29,23 @@ template <class P, class G>
 class Update {
  public:
   Update(const AdafactorArgs& a, P* p, const G* g)
-      : a_(a), k_(a.k), torch_(a.k.variant == AdafactorVariant::torch), p_(p), g_(g),
-        lines_(a.batch * a.rows), cols_(a.cols),
+      : a_(a),
+        k_(a.k),
+        torch_(a.k.variant == AdafactorVariant::torch),
+        p_(p),
+        g_(g),
+        lines_(a.batch * a.rows),
+        cols_(a.cols),
         partial_(reinterpret_cast<double*>(a.workspace.data<float>())),
         col_sum_(partial_ + lines_) {}
 
   void run() {
     const double n = double(lines_ * cols_);
     const double p_rms = std::sqrt(row_sums([&](int64_t i) {
-                           const double x = double(float(p_[i]));
-                           return x * x;
-                         }) / n);
+                                     const double x = double(float(p_[i]));
+                                     return x * x;
+                                   }) /
+                                   n);
     if (a_.full.defined())
       update_full();
     else
@@ -71,7 +77,8 @@ class Update {
 
   float square_term(float g) const { return torch_ ? g * g : g * g + k_.eps0; }
   float ema(float old, float mean) const {
-    return torch_ ? lerp(old, mean, k_.one_minus_beta2) : old * k_.beta2t + mean * (1.0f - k_.beta2t);
+    return torch_ ? lerp(old, mean, k_.one_minus_beta2)
+                  : old * k_.beta2t + mean * (1.0f - k_.beta2t);
   }
 
   void update_full() {
@@ -113,7 +120,8 @@ class Update {
       const float* v = a_.full.data<float>();
       const float floor = k_.eps1 * k_.eps1;
       for (int64_t c = c0; c < c1; ++c)
-        u[c - c0] = torch_ ? float(g[c]) / std::sqrt(std::max(v[c], floor)) : float(g[c]) / std::sqrt(v[c]);
+        u[c - c0] =
+            torch_ ? float(g[c]) / std::sqrt(std::max(v[c], floor)) : float(g[c]) / std::sqrt(v[c]);
       return;
     }
     const int64_t b = r / a_.rows;

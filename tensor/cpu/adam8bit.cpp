@@ -34,8 +34,8 @@ namespace {
 using backend::Adam8bitScalars;
 
 template <class P, class G>
-void blockwise(const Adam8bitScalars& k, P* p, const G* g, uint8_t* c1, uint8_t* c2,
-               float* absmax1, float* absmax2, int64_t n, const backend::StochasticRounding& sr) {
+void blockwise(const Adam8bitScalars& k, P* p, const G* g, uint8_t* c1, uint8_t* c2, float* absmax1,
+               float* absmax2, int64_t n, const backend::StochasticRounding& sr) {
   const quant::CodeMap& map1 = quant::dynamic_map_signed();
   const quant::CodeMap& map2 = quant::dynamic_map_unsigned();
   const quant::CodeSearch& search1 = quant::signed_search();
@@ -73,7 +73,8 @@ void blockwise(const Adam8bitScalars& k, P* p, const G* g, uint8_t* c1, uint8_t*
     for (int64_t j = 0; j < len; ++j) {
       const int64_t i = begin + j;
       uint8_t code = search1.code(s1[j] / max1);
-      if (std::signbit(map1[code]) != std::signbit(s1[j])) code = uint8_t(s1[j] > 0.0f ? code + 1 : code - 1);
+      if (std::signbit(map1[code]) != std::signbit(s1[j]))
+        code = uint8_t(s1[j] > 0.0f ? code + 1 : code - 1);
       c1[i] = code;
       c2[i] = search2.code(s2[j] / max2);
     }

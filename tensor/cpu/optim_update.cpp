@@ -60,7 +60,8 @@ void adamw_range(const AdamWScalars& s, P* __restrict p, const G* __restrict g, 
     if (out.stochastic()) {
       for (int64_t i = 0; i < len; ++i) {
         const float denom = root[i] / s.bias_correction2_sqrt + s.eps;
-        pt[i] = out.round(first + t0 + i, float(pt[i]) * s.decay + s.neg_step_size * (mt[i] / denom));
+        pt[i] =
+            out.round(first + t0 + i, float(pt[i]) * s.decay + s.neg_step_size * (mt[i] / denom));
       }
       continue;
     }

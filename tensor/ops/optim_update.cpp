@@ -59,23 +59,24 @@ void adam8bit_update_(const Tensor& param, const Tensor& grad, const Tensor& sta
     FG_CHECK(!absmax1.defined() && !absmax2.defined(), "[{}] f32 states take no absmax", op);
   } else {
     check_update(op, param, grad, {});
-    const int64_t n = param.numel(), blocks = (n + backend::kAdam8bitBlock - 1) / backend::kAdam8bitBlock;
+    const int64_t n = param.numel(),
+                  blocks = (n + backend::kAdam8bitBlock - 1) / backend::kAdam8bitBlock;
     for (const auto& [name, t] : {std::pair{"state1", &state1}, std::pair{"state2", &state2}}) {
       FG_CHECK(t->defined() && t->dtype() == DType::u8 && t->numel() == n && t->is_contiguous(),
                "[{}] {} must be contiguous u8 codes of {} elements", op, name, n);
       check_same_device(op, {&param, t});
     }
     for (const auto& [name, t] : {std::pair{"absmax1", &absmax1}, std::pair{"absmax2", &absmax2}}) {
-      FG_CHECK(t->defined() && t->dtype() == DType::f32 && t->numel() == blocks &&
-                   t->is_contiguous(),
-               "[{}] {} must be contiguous f32 of {} blocks", op, name, blocks);
+      FG_CHECK(
+          t->defined() && t->dtype() == DType::f32 && t->numel() == blocks && t->is_contiguous(),
+          "[{}] {} must be contiguous f32 of {} blocks", op, name, blocks);
       check_same_device(op, {&param, t});
     }
   }
   param.storage()->bump_version();
-  backend::dispatch(id, param.device(),
-                    backend::Adam8bitArgs{scalars, param, grad, state1, state2, absmax1, absmax2,
-                                          sr});
+  backend::dispatch(
+      id, param.device(),
+      backend::Adam8bitArgs{scalars, param, grad, state1, state2, absmax1, absmax2, sr});
 }
 
 void adafactor_update_(const Tensor& param, const Tensor& grad, const Tensor& row,
@@ -98,11 +99,11 @@ void adafactor_update_(const Tensor& param, const Tensor& grad, const Tensor& ro
     rows = param.shape()[size_t(param.dim() - 2)];
     cols = param.shape()[size_t(param.dim() - 1)];
     batch = rows * cols == 0 ? 0 : param.numel() / (rows * cols);
-    for (const auto& [name, t, count] : {std::tuple{"row", &row, batch * rows},
-                                         std::tuple{"col", &col, batch * cols}}) {
-      FG_CHECK(t->defined() && t->dtype() == DType::f32 && t->numel() == count &&
-                   t->is_contiguous(),
-               "[{}] the {} factor must be contiguous f32 of {} elements", op, name, count);
+    for (const auto& [name, t, count] :
+         {std::tuple{"row", &row, batch * rows}, std::tuple{"col", &col, batch * cols}}) {
+      FG_CHECK(
+          t->defined() && t->dtype() == DType::f32 && t->numel() == count && t->is_contiguous(),
+          "[{}] the {} factor must be contiguous f32 of {} elements", op, name, count);
       check_same_device(op, {&param, t});
     }
   }

@@ -1,13 +1,13 @@
 // bitsandbytes' dynamic maps (see dynamic_map.h, Note [Dynamic map values]).
 #include "tensor/quant/dynamic_map.h"
 
-#include "tensor/error.h"
-
 #include <algorithm>
 #include <bit>
-#include <limits>
 #include <cmath>
+#include <limits>
 #include <vector>
+
+#include "tensor/error.h"
 
 namespace fitgrad::quant {
 namespace {

@@ -1,6 +1,8 @@
 // `fitgrad train --device meta` is the real run without its values (Note [Dry run on meta]
 // in apps/train/train_run.h): for gpt2-tiny and llama-tiny, each in fp32, --bf16, --fp16,
-// --gradient_checkpointing, --gradient_accumulation_steps 2 and configured dropout, a cpu
+// --gradient_checkpointing, --gradient_accumulation_steps 2, configured dropout, --optim
+// adamw_8bit, adafactor and adafactor_hf, --pure_bf16 --stochastic_rounding and
+// --optim_in_backward, a cpu
 // run and a meta run with the same flags write memory.json traces whose events from the
 // run's start (kind, size, requested bytes, category, label, in order) and whose peaks are
 // identical. The dry run reads no data, writes no checkpoint and no metrics, and says so.
@@ -98,6 +100,13 @@ TEST_P(DryRunTest, MetaWritesTheTraceOfTheRealRun) {
   if (variant == "fp16") a.fp16 = true;
   if (variant == "checkpointing") a.gradient_checkpointing = true;
   if (variant == "accumulation") a.gradient_accumulation_steps = 2;
+  if (variant == "adamw_8bit" || variant == "adafactor" || variant == "adafactor_hf")
+    a.optim = variant;
+  if (variant == "pure_bf16_sr") a.pure_bf16 = a.stochastic_rounding = true;
+  if (variant == "optim_in_backward") {
+    a.optim_in_backward = true;
+    a.max_grad_norm = 0;
+  }
   if (variant == "dropout") {  // Note [Dropout as configured]: the masks and composed attention
     nn::ModelConfig cfg = nn::preset(model);
     cfg.attn_pdrop = 0.1;
@@ -135,17 +144,18 @@ TEST_P(DryRunTest, MetaWritesTheTraceOfTheRealRun) {
     EXPECT_FALSE(entry.path().filename().string().starts_with("checkpoint-")) << entry.path();
 }
 
-INSTANTIATE_TEST_SUITE_P(ModelsAndVariants, DryRunTest,
-                         ::testing::Combine(::testing::Values("gpt2-tiny", "llama-tiny"),
-                                            ::testing::Values("fp32", "bf16", "checkpointing",
-                                                              "accumulation", "dropout", "fp16")),
-                         [](const auto& info) {
-                           std::string name =
-                               std::get<0>(info.param) + "_" + std::get<1>(info.param);
-                           for (char& c : name)
-                             if (c == '-') c = '_';
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    ModelsAndVariants, DryRunTest,
+    ::testing::Combine(::testing::Values("gpt2-tiny", "llama-tiny"),
+                       ::testing::Values("fp32", "bf16", "checkpointing", "accumulation", "dropout",
+                                         "fp16", "adamw_8bit", "adafactor", "adafactor_hf",
+                                         "pure_bf16_sr", "optim_in_backward")),
+    [](const auto& info) {
+      std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param);
+      for (char& c : name)
+        if (c == '-') c = '_';
+      return name;
+    });
 
 }  // namespace
 }  // namespace fitgrad::apps

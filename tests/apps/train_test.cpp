@@ -257,8 +257,20 @@ TEST_F(TrainTest, BadInputGetsAClearError) {
       {"warmup twice", [](TrainArgs& a) { a.warmup_steps = 2, a.warmup_ratio = 0.1; },
        "--warmup_steps and --warmup_ratio conflict"},
       {"unknown optimizer", [](TrainArgs& a) { a.optim = "adamw_turbo"; }, "adamw_turbo"},
-      {"known but missing optimizer", [](TrainArgs& a) { a.optim = "adafactor"; },
+      {"known but missing optimizer", [](TrainArgs& a) { a.optim = "paged_adamw_8bit"; },
        "not implemented yet"},
+      {"pure bf16 with bf16", [](TrainArgs& a) { a.pure_bf16 = a.bf16 = true; },
+       "--pure_bf16 and --bf16 conflict"},
+      {"stochastic rounding without pure bf16", [](TrainArgs& a) { a.stochastic_rounding = true; },
+       "--stochastic_rounding needs --pure_bf16"},
+      {"optimizer in backward with clipping", [](TrainArgs& a) { a.optim_in_backward = true; },
+       "--optim_in_backward cannot clip by the global norm (--max_grad_norm 1)"},
+      {"optimizer in backward with fp16",
+       [](TrainArgs& a) {
+         a.optim_in_backward = a.fp16 = true;
+         a.max_grad_norm = 0;
+       },
+       "--optim_in_backward and --fp16 conflict"},
       {"unknown schedule", [](TrainArgs& a) { a.lr_scheduler_type = "zigzag"; }, "zigzag"},
       {"unknown model", [](TrainArgs& a) { a.model = "gpt5"; }, "gpt5"},
       {"bad budget", [](TrainArgs& a) { a.memory_budget = "lots"; }, "lots"},

@@ -127,10 +127,9 @@ TEST(Adafactor, HfRefusesTheCombinationsTransformersRefuses) {
 }
 
 TEST(Adafactor, AMatrixKeepsARowAndAColumnVector) {
-  const std::vector<ParamGroup> groups{
-      ParamGroup{{{"w", testing::random_tensor({768, 3072}, 1)},
-                  {"b", testing::random_tensor({3072}, 2)}},
-                 0.0}};
+  const std::vector<ParamGroup> groups{ParamGroup{
+      {{"w", testing::random_tensor({768, 3072}, 1)}, {"b", testing::random_tensor({3072}, 2)}},
+      0.0}};
   const Adafactor torch_opt(groups, {});
   EXPECT_EQ(torch_opt.state_specs(0)[0].shape, (Shape{768, 1}));
   EXPECT_EQ(torch_opt.state_specs(0)[1].shape, (Shape{1, 3072}));

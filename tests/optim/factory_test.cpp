@@ -33,10 +33,10 @@ TEST(MakeOptimizer, KnownNames) {
     EXPECT_EQ(opt->lr(), 3e-4);
   }
   EXPECT_EQ(make_optimizer("adafactor", one_group(), o)->name(), "adafactor");
-  EXPECT_EQ(optimizer_names(),
-            (std::vector<std::string>{"adamw_torch", "adamw_torch_fused", "adamw_hf", "sgd",
-                                      "adamw_8bit", "adamw_bnb_8bit", "adam8bit", "adafactor",
-                                      "adafactor_hf"}));
+  EXPECT_EQ(
+      optimizer_names(),
+      (std::vector<std::string>{"adamw_torch", "adamw_torch_fused", "adamw_hf", "sgd", "adamw_8bit",
+                                "adamw_bnb_8bit", "adam8bit", "adafactor", "adafactor_hf"}));
 }
 
 TEST(MakeOptimizer, AdafactorHfUsesTheRelativeStepWithoutALearningRate) {

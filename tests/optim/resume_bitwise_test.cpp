@@ -72,8 +72,9 @@ void expect_bitwise_resume(const Make& make, DType dtype, bool stochastic) {
 }
 
 TEST(ResumeBitwise, EveryOptimizer) {
-  expect_bitwise_resume([](auto g) { return std::make_unique<AdamW>(std::move(g), AdamWOptions{}); },
-                        DType::f32, false);
+  expect_bitwise_resume(
+      [](auto g) { return std::make_unique<AdamW>(std::move(g), AdamWOptions{}); }, DType::f32,
+      false);
   expect_bitwise_resume(
       [](auto g) {
         Adam8bitOptions o;
@@ -90,8 +91,9 @@ TEST(ResumeBitwise, EveryOptimizer) {
 }
 
 TEST(ResumeBitwise, StochasticRoundingOfBf16ParametersResumesItsStream) {
-  expect_bitwise_resume([](auto g) { return std::make_unique<AdamW>(std::move(g), AdamWOptions{}); },
-                        DType::bf16, true);
+  expect_bitwise_resume(
+      [](auto g) { return std::make_unique<AdamW>(std::move(g), AdamWOptions{}); }, DType::bf16,
+      true);
   expect_bitwise_resume(
       [](auto g) { return std::make_unique<Adam8bit>(std::move(g), Adam8bitOptions{}); },
       DType::bf16, true);

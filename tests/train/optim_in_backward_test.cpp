@@ -36,7 +36,8 @@ std::vector<std::vector<double>> train_three_steps(bool in_backward) {
   const optim::LrSchedule schedule = optim::make_lr_schedule("constant", 1e-3, 0, 10);
   TrainStep step(*model, opt, schedule,
                  {.gradient_accumulation_steps = 2, .optimizer_in_backward = in_backward});
-  for (int64_t s = 0; s < 3; ++s) step.run(s, [&](int64_t m) { return batch_of(uint64_t(s * 2 + m)); });
+  for (int64_t s = 0; s < 3; ++s)
+    step.run(s, [&](int64_t m) { return batch_of(uint64_t(s * 2 + m)); });
   EXPECT_EQ(opt.steps(), 3);
   std::vector<std::vector<double>> out;
   for (const auto& [name, p] : model->named_parameters()) out.push_back(to_f64(p));
@@ -123,7 +124,9 @@ TEST(OptimizerInBackward, RefusesClippingAndTheLossScaler) {
   optim::AdamW opt(optim::decay_groups(model->named_parameters(), 0.0), optim::AdamWOptions{});
   const optim::LrSchedule schedule = optim::make_lr_schedule("constant", 1e-3, 0, 10);
   testing::expect_error(
-      [&] { TrainStep(*model, opt, schedule, {.max_grad_norm = 1.0, .optimizer_in_backward = true}); },
+      [&] {
+        TrainStep(*model, opt, schedule, {.max_grad_norm = 1.0, .optimizer_in_backward = true});
+      },
       "[train step]", "cannot clip by the global norm");
   optim::LossScaler scaler;
   testing::expect_error(

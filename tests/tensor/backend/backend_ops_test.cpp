@@ -301,8 +301,11 @@ std::vector<OpRow> rows() {
     std::vector<int64_t> codes(300);
     for (size_t i = 0; i < codes.size(); ++i) codes[i] = int64_t((i * 37 + 11) % 256);
     const Tensor c = Tensor::from_vector(codes, {300}, DType::i64).to(DType::u8);
-    return Tensors{input({300}, 51, d, t), input({300}, 52, d, t), c.to(d),
-                   c.to(DType::f32).to(DType::u8).to(d), input({2}, 53, d, DType::f32, 0, 1),
+    return Tensors{input({300}, 51, d, t),
+                   input({300}, 52, d, t),
+                   c.to(d),
+                   c.to(DType::f32).to(DType::u8).to(d),
+                   input({2}, 53, d, DType::f32, 0, 1),
                    input({2}, 54, d, DType::f32, 0, 1)};
   };
   r.push_back({OpId::adam8bit_update, param_grad_codes, [](Tensors& in) {
