@@ -62,11 +62,21 @@ void resume_run(TrainRun& r, const std::string& dir) {
     same("seed", int64_t(a.seed));
     same("bf16", int64_t(a.bf16));
     same("tf32", int64_t(a.tf32));
-    if (args.value("fp16", int64_t(0)) != int64_t(a.fp16))
+    // Flags a checkpoint from before them does not record: absent means off.
+    for (const auto& [flag, now] : {std::pair{"fp16", a.fp16},
+                                    {"pure_bf16", a.pure_bf16},
+                                    {"stochastic_rounding", a.stochastic_rounding}})
+      if (args.value(flag, int64_t(0)) != int64_t(now))
+        throw Error(fmt::format(
+            "[train] --resume_from_checkpoint {}: --{} was {} there and is {} now; a resume "
+            "keeps it (Note [Bitwise resume])",
+            dir, flag, args.value(flag, int64_t(0)), int64_t(now)));
+    const std::string optimizer = state.value("optimizer", r.optimizer->name());
+    if (optimizer != r.optimizer->name())
       throw Error(fmt::format(
-          "[train] --resume_from_checkpoint {}: --fp16 was {} there and is {} now; a resume "
-          "keeps it (Note [Bitwise resume])",
-          dir, args.value("fp16", int64_t(0)), int64_t(a.fp16)));
+          "[train] --resume_from_checkpoint {}: the optimizer was {} there and is {} now; its "
+          "state cannot carry over",
+          dir, optimizer, r.optimizer->name()));
     if (state.at("tokenizer").get<std::string>() != r.lm.tokenizer_id)
       throw Error(fmt::format("[train] --resume_from_checkpoint {}: tokenizer {} there, {} now",
                               dir, state.at("tokenizer").get<std::string>(), r.lm.tokenizer_id));
@@ -145,6 +155,9 @@ json trainer_state_json(const TrainRun& r) {
         {"bf16", int64_t(a.bf16)},
         {"tf32", int64_t(a.tf32)},
         {"fp16", int64_t(a.fp16)},
+        {"pure_bf16", int64_t(a.pure_bf16)},
+        {"stochastic_rounding", int64_t(a.stochastic_rounding)},
+        {"optim_in_backward", int64_t(a.optim_in_backward)},
         {"learning_rate", a.learning_rate},
         {"lr_scheduler_type", a.lr_scheduler_type}}},
       {"log_history", r.metrics->history()},

@@ -86,6 +86,47 @@ TEST_F(TrainTest, ResumeRepeatsTheUninterruptedRunBitForBit) {
         << f;
 }
 
+// Issue 12's optimizers and precisions resume bit for bit too: the 8-bit codes and absmaxes,
+// the factored moments and the stochastic-rounding stream all come back from the checkpoint.
+TEST_F(TrainTest, EveryOptimizerAndPrecisionResumesBitForBit) {
+  const std::string data = write_text("text.txt", 997, 3);
+  const std::vector<std::pair<const char*, std::function<void(TrainArgs&)>>> variants = {
+      {"adamw_8bit", [](TrainArgs& a) { a.optim = "adamw_8bit"; }},
+      {"adafactor", [](TrainArgs& a) { a.optim = "adafactor"; }},
+      {"adafactor_hf", [](TrainArgs& a) { a.optim = "adafactor_hf"; }},
+      {"pure_bf16_sr", [](TrainArgs& a) { a.pure_bf16 = a.stochastic_rounding = true; }},
+      {"optim_in_backward",
+       [](TrainArgs& a) {
+         a.optim_in_backward = true;
+         a.max_grad_norm = 0;
+       }},
+  };
+  for (const auto& [name, change] : variants) {
+    TrainArgs full = args(data, std::string(name) + "-full");
+    change(full);
+    ASSERT_EQ(train(full), 0) << name;
+    TrainArgs resumed = args(data, std::string(name) + "-resumed");
+    change(resumed);
+    resumed.resume_from_checkpoint = (fs::path(full.output_dir) / "checkpoint-3").string();
+    ASSERT_EQ(train(resumed), 0) << name;
+    EXPECT_EQ(max_loss_difference(full.output_dir, resumed.output_dir), 0.0) << name;
+    for (const char* f : {"model.safetensors", "optimizer.safetensors"})
+      EXPECT_EQ(read_bytes(fs::path(full.output_dir) / "checkpoint-6" / f),
+                read_bytes(fs::path(resumed.output_dir) / "checkpoint-6" / f))
+          << name << " " << f;
+  }
+  TrainArgs other = args(data, "other-optimizer");
+  other.resume_from_checkpoint = (fs::path(root_) / "adamw_8bit-full" / "checkpoint-3").string();
+  try {
+    train(other);
+    ADD_FAILURE() << "an adamw_8bit checkpoint resumed with adamw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the optimizer was adamw_8bit there and is adamw now"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(TrainTest, GradientCheckpointingKeepsTheLossesAndLowersThePeak) {
   auto peak = [](const std::string& dir) {
     std::ifstream in(fs::path(dir) / "memory.json");
