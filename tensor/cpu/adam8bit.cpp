@@ -72,10 +72,10 @@ void blockwise(const Adam8bitScalars& k, P* p, const G* g, uint8_t* c1, uint8_t*
     }
     for (int64_t j = 0; j < len; ++j) {
       const int64_t i = begin + j;
-      uint8_t code = search1.code(s1[j] / max1);
-      if (std::signbit(map1[code]) != std::signbit(s1[j]))
-        code = uint8_t(s1[j] > 0.0f ? code + 1 : code - 1);
-      c1[i] = code;
+      // One code towards s1's sign when the nearest has the other one (branch-free).
+      const uint8_t code = search1.code(s1[j] / max1);
+      const int fix = int(std::signbit(map1[code]) != std::signbit(s1[j]));
+      c1[i] = uint8_t(code + fix * (2 * int(s1[j] > 0.0f) - 1));
       c2[i] = search2.code(s2[j] / max2);
     }
     absmax1[b] = max1;

@@ -71,8 +71,9 @@ const CodeMap& dynamic_map_unsigned() {
 }
 
 CodeSearch::CodeSearch(const CodeMap& map) : base_(size_t(1) << 16) {
-  std::copy(map.begin(), map.end(), codes_.begin());
-  codes_[256] = codes_[257] = std::numeric_limits<float>::infinity();
+  codes_[0] = -std::numeric_limits<float>::infinity();
+  std::copy(map.begin(), map.end(), codes_.begin() + 1);
+  codes_[257] = codes_[258] = std::numeric_limits<float>::infinity();
   for (uint32_t key = 0; key < (uint32_t(1) << 16); ++key) {
     if (((key >> 7) & 0xFF) == 0xFF) continue;  // inf and NaN: code() decides before
     const bool negative = key & 0x8000;

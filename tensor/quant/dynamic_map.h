@@ -51,20 +51,22 @@ class CodeSearch {
   uint8_t code(float x) const;
 
  private:
-  std::array<float, 258> codes_;  // the map, then two infinities
+  std::array<float, 259> codes_;  // -inf, the map, then two +inf
   std::vector<uint8_t> base_;     // 65,536 buckets: the codes below each
 };
 
 inline uint8_t CodeSearch::code(float x) const {
   if (!(x <= 1.0f)) return x > 1.0f ? 255 : 0;  // above every code, or NaN
   // p = the number of codes below x: those below x's bucket, plus at most two inside it.
+  // codes_[k + 1] is code k, so codes_[p] is the code below x (-inf when there is none).
   const int base = base_[std::bit_cast<uint32_t>(x) >> 16];
-  const int p = base + int(codes_[std::size_t(base)] < x) + int(codes_[std::size_t(base) + 1] < x);
-  if (p == 0) return 0;
-  const float lo = codes_[std::size_t(p - 1)], hi = codes_[std::size_t(p)], mid = (hi + lo) * 0.5f;
-  // The nearer code; a tie goes to the even one of the two, where bitsandbytes' search ends.
-  const int even = p - (p & 1);
-  return uint8_t(x > mid ? p : x < mid ? p - 1 : even);
+  const int p =
+      base + int(codes_[std::size_t(base) + 1] < x) + int(codes_[std::size_t(base) + 2] < x);
+  const float lo = codes_[std::size_t(p)], hi = codes_[std::size_t(p) + 1];
+  const float mid = (hi + lo) * 0.5f;
+  // The nearer of codes p - 1 and p; a tie goes to the even one, where bitsandbytes' search
+  // ends. Branch-free: which side of the midpoint x falls on is a coin toss.
+  return uint8_t(p - 1 + int(x > mid) + int(x == mid) * int((p & 1) == 0));
 }
 
 const CodeSearch& signed_search();
