@@ -18,6 +18,7 @@
 #include "autograd/variable.h"
 #include "optim/adafactor.h"
 #include "tests/golden/golden_file.h"
+#include "tests/optim/golden_groups.h"
 #include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad::optim {
@@ -40,20 +41,7 @@ void replay(const std::string& file_name, const MakeOptimizer& make) {
   const GoldenFile file(testing::golden_path(file_name));
   const auto& meta = file.meta();
   const double tol = std::max(2e-6, 10 * meta.at("f32_err").get<double>());
-  std::map<std::string, Tensor> params;
-  std::vector<ParamGroup> groups;
-  for (const auto& g : meta.at("groups")) {
-    ParamGroup group;
-    group.weight_decay = g.at("weight_decay").get<double>();
-    for (const auto& n : g.at("params")) {
-      const std::string name = n.get<std::string>();
-      Tensor p = file.tensor("init." + name);
-      autograd::set_requires_grad(p);
-      params[name] = p;
-      group.params.emplace_back(name, p);
-    }
-    groups.push_back(std::move(group));
-  }
+  auto [params, groups] = testing::golden_params(file);
   auto opt = make(std::move(groups));
   const int steps = meta.at("steps").get<int>();
   double worst = 0;

@@ -12,6 +12,7 @@
 #include "optim/adam8bit.h"
 #include "tensor/quant/dynamic_map.h"
 #include "tests/golden/golden_file.h"
+#include "tests/optim/golden_groups.h"
 #include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad::optim {
@@ -56,20 +57,7 @@ TEST(DynamicMap, EqualsTheReferenceBitForBit) {
 
 TEST(Adam8bitGolden, CodesAbsmaxesAndParametersEqualTheReferenceAtEveryStep) {
   const auto& meta = file().meta();
-  std::map<std::string, Tensor> params;
-  std::vector<ParamGroup> groups;
-  for (const auto& g : meta.at("groups")) {
-    ParamGroup group;
-    group.weight_decay = g.at("weight_decay").get<double>();
-    for (const auto& n : g.at("params")) {
-      const std::string name = n.get<std::string>();
-      Tensor p = file().tensor("init." + name);
-      autograd::set_requires_grad(p);
-      params[name] = p;
-      group.params.emplace_back(name, p);
-    }
-    groups.push_back(std::move(group));
-  }
+  auto [params, groups] = testing::golden_params(file());
   Adam8bitOptions o;
   o.beta1 = meta.at("betas").at(0).get<double>();
   o.beta2 = meta.at("betas").at(1).get<double>();

@@ -22,6 +22,7 @@
 #include "optim/clip.h"
 #include "optim/sgd.h"
 #include "tests/golden/golden_file.h"
+#include "tests/optim/golden_groups.h"
 #include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad::optim {
@@ -45,20 +46,7 @@ void replay(const std::string& file_name, const MakeOptimizer& make,
             const std::vector<std::string>& buffers) {
   const GoldenFile file(testing::golden_path(file_name));
   const auto& meta = file.meta();
-  std::map<std::string, Tensor> params;
-  std::vector<ParamGroup> groups;
-  for (const auto& g : meta.at("groups")) {
-    ParamGroup group;
-    group.weight_decay = g.at("weight_decay").get<double>();
-    for (const auto& n : g.at("params")) {
-      const std::string name = n.get<std::string>();
-      Tensor p = file.tensor("init." + name);
-      autograd::set_requires_grad(p);
-      params[name] = p;
-      group.params.emplace_back(name, p);
-    }
-    groups.push_back(std::move(group));
-  }
+  auto [params, groups] = testing::golden_params(file);
   auto opt = make(std::move(groups));
   const bool clip = !meta.at("clip_max_norm").is_null();
   const auto lrs = meta.at("lr").get<std::vector<double>>();
