@@ -37,7 +37,7 @@ void SGD::update(size_t i, const ParamGroup& group, const std::string&, const Te
                               float(1 - options_.dampening),
                               options_.nesterov,
                               first};
-  ops::sgd_update_(p, g.contiguous(), s.buffers.empty() ? Tensor() : s.buffers[0], k);
+  ops::sgd_update_(p, g.contiguous(), s.buffers.empty() ? Tensor() : s.buffers[0], k, rounding(p));
 }
 
 }  // namespace fitgrad::optim

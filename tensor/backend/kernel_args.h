@@ -271,6 +271,7 @@ struct SgdScalars {
 struct SgdArgs {
   SgdScalars k;
   Tensor param, grad, momentum_buffer;  // momentum_buffer f32, undefined when momentum is 0
+  StochasticRounding sr;
 };
 // sum of x^2 over a contiguous tensor, in double, into *out; and x *= factor in place.
 struct SumSquaresArgs {

@@ -302,7 +302,7 @@ void adamw_update(const AdamWArgs& a) {
 }
 void sgd_update(const SgdArgs& a) {
   cpu::sgd_update(a.k, a.param.data_ptr(), a.param.dtype(), a.grad.data_ptr(), a.grad.dtype(),
-                  f32_or_null(a.momentum_buffer), a.param.numel());
+                  f32_or_null(a.momentum_buffer), a.param.numel(), a.sr);
 }
 void sum_squares(const SumSquaresArgs& a) {
   *a.out = cpu::sum_squares(a.x.data_ptr(), a.x.dtype(), a.x.numel(), doubles_or_null(a.workspace));

@@ -73,25 +73,30 @@ void adamw_range(const AdamWScalars& s, P* __restrict p, const G* __restrict g, 
   }
 }
 
+// `first` and `sr` as in adamw_range. With stochastic rounding the updated values go
+// through ParamRounder one by one; otherwise the loops vectorise.
 template <class P, class G>
 void sgd_range(const SgdScalars& s, P* __restrict p, const G* __restrict g, float* __restrict buf,
-               int64_t n) {
-  if (!buf) {
-#pragma omp simd
+               int64_t n, int64_t first, const backend::StochasticRounding& sr) {
+  ParamRounder<P> out(sr);
+  auto direction = [&](int64_t i, float pi) {
+    float d = float(g[i]) + s.weight_decay * pi;
+    if (!buf) return d;
+    const float b = s.first ? d : buf[i] * s.momentum + s.one_minus_dampening * d;
+    buf[i] = b;
+    return s.nesterov ? d + s.momentum * b : b;
+  };
+  if (out.stochastic()) {
     for (int64_t i = 0; i < n; ++i) {
       const float pi = float(p[i]);
-      p[i] = P(pi - s.lr * (float(g[i]) + s.weight_decay * pi));
+      p[i] = out.round(first + i, pi - s.lr * direction(i, pi));
     }
     return;
   }
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     const float pi = float(p[i]);
-    float d = float(g[i]) + s.weight_decay * pi;
-    const float b = s.first ? d : buf[i] * s.momentum + s.one_minus_dampening * d;
-    buf[i] = b;
-    d = s.nesterov ? d + s.momentum * b : b;
-    p[i] = P(pi - s.lr * d);
+    p[i] = P(pi - s.lr * direction(i, pi));
   }
 }
 
@@ -135,10 +140,11 @@ void adamw_update(const AdamWScalars& s, void* param, DType param_dtype, const v
 }
 
 void sgd_update(const SgdScalars& s, void* param, DType param_dtype, const void* grad,
-                DType grad_dtype, float* momentum_buffer, int64_t n) {
+                DType grad_dtype, float* momentum_buffer, int64_t n,
+                const backend::StochasticRounding& sr) {
   with_param_and_grad(param, param_dtype, grad, grad_dtype, [&](auto* p, const auto* g) {
     parallel_chunks(n, [&](int64_t b, int64_t e) {
-      sgd_range(s, p + b, g + b, momentum_buffer ? momentum_buffer + b : nullptr, e - b);
+      sgd_range(s, p + b, g + b, momentum_buffer ? momentum_buffer + b : nullptr, e - b, b, sr);
     });
   });
 }

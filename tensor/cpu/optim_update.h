@@ -23,7 +23,8 @@ void adamw_update(const AdamWScalars& s, void* param, DType param_dtype, const v
 
 // SGD as SgdScalars gives it; `momentum_buffer` is null when momentum is 0.
 void sgd_update(const SgdScalars& s, void* param, DType param_dtype, const void* grad,
-                DType grad_dtype, float* momentum_buffer, int64_t n);
+                DType grad_dtype, float* momentum_buffer, int64_t n,
+                const backend::StochasticRounding& sr);
 
 // The doubles of sum_squares' workspace for n elements: one partial sum per chunk.
 int64_t sum_squares_workspace_doubles(int64_t n);

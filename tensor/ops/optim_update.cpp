@@ -117,7 +117,7 @@ void adafactor_update_(const Tensor& param, const Tensor& grad, const Tensor& ro
 }
 
 void sgd_update_(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
-                 const backend::SgdScalars& scalars) {
+                 const backend::SgdScalars& scalars, const backend::StochasticRounding& sr) {
   const backend::OpId id = backend::OpId::sgd_update;
   const char* op = backend::op_name(id);
   if (momentum_buffer.defined())
@@ -125,7 +125,8 @@ void sgd_update_(const Tensor& param, const Tensor& grad, const Tensor& momentum
   else
     check_update(op, param, grad, {});
   param.storage()->bump_version();
-  backend::dispatch(id, param.device(), backend::SgdArgs{scalars, param, grad, momentum_buffer});
+  backend::dispatch(id, param.device(),
+                    backend::SgdArgs{scalars, param, grad, momentum_buffer, sr});
 }
 
 double sum_squares(const Tensor& x) {

@@ -30,7 +30,7 @@ void adafactor_update_(const Tensor& param, const Tensor& grad, const Tensor& ro
                        const backend::StochasticRounding& sr = {});
 // momentum_buffer: f32 like param, or undefined when momentum is 0.
 void sgd_update_(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
-                 const backend::SgdScalars& scalars);
+                 const backend::SgdScalars& scalars, const backend::StochasticRounding& sr = {});
 
 // sum(x^2) of a contiguous floating tensor, accumulated in double in a fixed order; 0 on a
 // device without bytes (meta).

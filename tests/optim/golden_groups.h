@@ -15,7 +15,7 @@
 namespace fitgrad::testing {
 
 struct GoldenParams {
-  std::map<std::string, Tensor> params;  // by name, each requiring a gradient
+  std::map<std::string, Tensor> params;   // by name, each requiring a gradient
   std::vector<optim::ParamGroup> groups;  // as the file lists them
 };
 

@@ -1,8 +1,9 @@
 // Resume is bitwise for every optimizer of issue 12: four steps, then the state_dict is
 // copied (as a checkpoint would save it) into a fresh optimizer over copies of the
 // parameters, and four more steps on both give bit-identical parameters and state. The
-// optimizers: AdamW, Adam8bit (8-bit and f32 paths), both Adafactors, and AdamW on bf16
-// parameters with stochastic rounding, whose Philox offset must come back too.
+// optimizers: AdamW, Adam8bit (8-bit and f32 paths), both Adafactors, and AdamW, Adam8bit,
+// Adafactor and SGD on bf16 parameters with stochastic rounding, whose Philox offset must
+// come back too.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -12,6 +13,7 @@
 #include "optim/adafactor.h"
 #include "optim/adam8bit.h"
 #include "optim/adamw.h"
+#include "optim/sgd.h"
 #include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad::optim {
@@ -97,6 +99,14 @@ TEST(ResumeBitwise, StochasticRoundingOfBf16ParametersResumesItsStream) {
   expect_bitwise_resume(
       [](auto g) { return std::make_unique<Adam8bit>(std::move(g), Adam8bitOptions{}); },
       DType::bf16, true);
+  expect_bitwise_resume(
+      [](auto g) { return std::make_unique<Adafactor>(std::move(g), AdafactorOptions{}); },
+      DType::bf16, true);
+  expect_bitwise_resume(
+      [](auto g) {
+        return std::make_unique<SGD>(std::move(g), SgdOptions{1e-2, 0.9, 0.0, false});
+      },
+      DType::bf16, true);
 }
 
 TEST(StochasticRounding, KeepsUpdatesBelowHalfAnUlpInExpectation) {
@@ -104,6 +114,7 @@ TEST(StochasticRounding, KeepsUpdatesBelowHalfAnUlpInExpectation) {
   // each (a constant gradient: Adam's normalised step is lr): round-to-nearest loses every
   // one, stochastic rounding keeps their sum on average.
   for (bool stochastic : {false, true}) {
+    SCOPED_TRACE(stochastic ? "stochastic" : "nearest");
     std::vector<ParamGroup> g(1);
     Tensor w = Tensor::full({4096}, 1.0, DType::bf16);
     autograd::set_requires_grad(w);
