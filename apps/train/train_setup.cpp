@@ -179,12 +179,17 @@ void print_summary(TrainRun& r, int64_t warmup) {
                          a.data, r.dataset->num_tokens(),
                          r.dataset->built() ? "tokenized now" : "from the cache",
                          r.dataset->train().size(), r.dataset->val().size(), r.lm.tokenizer_id);
+  // transformers' Adafactor without a learning rate sets its own relative step per
+  // parameter; the schedule's lr (still logged) does not reach it.
+  const std::string lr =
+      a.optim == "adafactor_hf" && !a.learning_rate_given
+          ? std::string("from Adafactor's relative step (min(1e-2, 1/sqrt(t)) x rms(p))")
+          : fmt::format("{} {} with {} warmup steps", a.learning_rate, a.lr_scheduler_type, warmup);
   r.out << fmt::format(
       "steps: {} (batch {} x {} tokens x {} accumulation; {} batches per epoch), optimizer {}, "
-      "lr {} {} with {} warmup steps\n",
+      "lr {}\n",
       r.total, a.per_device_train_batch_size, a.seq_len, a.gradient_accumulation_steps,
-      r.dry_run ? std::string("no") : std::to_string(r.batches_per_epoch), a.optim, a.learning_rate,
-      a.lr_scheduler_type, warmup);
+      r.dry_run ? std::string("no") : std::to_string(r.batches_per_epoch), a.optim, lr);
   int64_t state_elements = 0, state = 0;
   for (size_t i = 0; i < r.optimizer->num_params(); ++i)
     for (const optim::StateSpec& spec : r.optimizer->state_specs(i)) {
