@@ -1,0 +1,168 @@
+// NF4 and FP4 (see four_bit.h).
+#include "tensor/quant/four_bit.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "tensor/convert.h"
+#include "tensor/error.h"
+#include "tensor/quant/dynamic_map.h"
+
+namespace fitgrad::quant {
+namespace {
+
+// bitsandbytes' published NF4 values.
+constexpr std::array<double, 16> kNf4 = {-1.0,
+                                         -0.6961928009986877,
+                                         -0.5250730514526367,
+                                         -0.39491748809814453,
+                                         -0.28444138169288635,
+                                         -0.18477343022823334,
+                                         -0.09105003625154495,
+                                         0.0,
+                                         0.07958029955625534,
+                                         0.16093020141124725,
+                                         0.24611230194568634,
+                                         0.33791524171829224,
+                                         0.44070982933044434,
+                                         0.5626170039176941,
+                                         0.7229568362236023,
+                                         1.0};
+
+// FP4 magnitudes by the low 3 bits, and the kernel's thresholds between them.
+constexpr std::array<float, 8> kFp4Magnitude = {0.0f,        0.005208333333f, 0.66666667f, 1.0f,
+                                                0.33333333f, 0.5f,            0.16666667f, 0.25f};
+
+}  // namespace
+
+const std::array<float, 16>& nf4_values() {
+  static const std::array<float, 16> v = [] {
+    std::array<float, 16> out{};
+    for (size_t i = 0; i < 16; ++i) out[i] = float(kNf4[i]);
+    return out;
+  }();
+  return v;
+}
+
+const std::array<float, 15>& nf4_thresholds() {
+  // bitsandbytes' kernel literals (dQuantizeNF4's decision tree), ascending: the fp64
+  // midpoints of neighbouring codes printed to 16 digits. Four of the midpoints fall exactly
+  // halfway between two f32 values, where the printed digits decide the rounding (Note [NF4
+  // codes and thresholds]).
+  static const std::array<float, 15> t = {
+      -0.8480964004993439f, -0.6106329262256622f,  -0.4599952697753906f,
+      -0.33967943489551544f, -0.23460740596055984f, -0.13791173323988914f,
+      -0.045525018125772476f, 0.03979014977812767f, 0.1202552504837513f,
+      0.2035212516784668f,    0.2920137718319893f,  0.3893125355243683f,
+      0.5016634166240692f,    0.6427869200706482f,  0.8614784181118011f};
+  return t;
+}
+
+const std::array<float, 16>& fp4_values() {
+  static const std::array<float, 16> v = [] {
+    std::array<float, 16> out{};
+    for (size_t i = 0; i < 16; ++i)
+      out[i] = (1.0f - 2.0f * float((i & 8) >> 3)) * kFp4Magnitude[i & 7];
+    return out;
+  }();
+  return v;
+}
+
+const std::array<float, 16>& four_bit_values(FourBitType type) {
+  return type == FourBitType::nf4 ? nf4_values() : fp4_values();
+}
+
+uint8_t nf4_code(float x) {
+  const auto& t = nf4_thresholds();
+  int code = 0;
+  for (size_t k = 0; k < 15; ++k) code += int(x > t[k]);  // NaN: 0
+  return uint8_t(code);
+}
+
+uint8_t fp4_code(float x) {
+  const int sign = x < 0 ? 8 : 0;
+  const float y = std::fabs(x);
+  int m;
+  if (y > 0.29166667f)
+    m = y > 0.583333f ? (y > 0.8333333f ? 3 : 2) : (y > 0.4166667f ? 5 : 4);
+  else if (y > 0.0859375f)
+    m = y > 0.20833333f ? 7 : 6;
+  else
+    m = y > 0.00260417f ? 1 : 0;
+  return uint8_t(m + sign);
+}
+
+void check_four_bit_blocksize(int64_t blocksize, const char* what) {
+  FG_CHECK(blocksize >= 32 && blocksize <= 4096 && (blocksize & (blocksize - 1)) == 0,
+           "[{}] blocksize must be a power of two from 32 to 4096, got {}", what, blocksize);
+}
+
+template <class T>
+void quantize_four_bit(const T* a, int64_t n, int64_t blocksize, FourBitType type, uint8_t* packed,
+                       float* absmax) {
+  check_four_bit_blocksize(blocksize, "quantize_4bit");
+  const auto code = type == FourBitType::nf4 ? nf4_code : fp4_code;
+  const int64_t blocks = blocks_of(n, blocksize);
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t begin = b * blocksize, end = std::min(n, begin + blocksize);
+    float m = 0.0f;
+    for (int64_t i = begin; i < end; ++i) m = std::max(m, std::fabs(float(a[i])));
+    absmax[b] = m;
+    const float r = 1.0f / m;
+    // Byte k holds values 2k (high nibble) and 2k + 1; blocksize is even, so a block owns
+    // whole bytes, and an odd n's last low nibble codes a missing value read as 0.
+    for (int64_t i = begin; i < end; i += 2) {
+      const float next = i + 1 < end ? float(a[i + 1]) : 0.0f;
+      packed[i / 2] = uint8_t((code(float(a[i]) * r) << 4) | code(next * r));
+    }
+  }
+}
+
+template <class T>
+void dequantize_four_bit(const uint8_t* packed, const float* absmax, int64_t n, int64_t blocksize,
+                         FourBitType type, T* out) {
+  check_four_bit_blocksize(blocksize, "dequantize_4bit");
+  const auto& v = four_bit_values(type);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t byte = packed[i / 2];
+    const uint8_t c = i % 2 == 0 ? byte >> 4 : byte & 0x0F;
+    out[i] = convert<T>(v[c] * absmax[i / blocksize]);
+  }
+}
+
+void quantize_absmax(const float* absmax, int64_t blocks, uint8_t* codes, float* absmax2,
+                     float* offset) {
+  double sum = 0.0;
+  for (int64_t b = 0; b < blocks; ++b) sum += double(absmax[b]);
+  const float mean = blocks > 0 ? float(sum / double(blocks)) : 0.0f;
+  *offset = mean;
+  const CodeSearch& search = signed_search();
+  for (int64_t g = 0; g < blocks_of(blocks, kNestedBlocksize); ++g) {
+    const int64_t begin = g * kNestedBlocksize, end = std::min(blocks, begin + kNestedBlocksize);
+    float m = 0.0f;
+    for (int64_t b = begin; b < end; ++b) m = std::max(m, std::fabs(absmax[b] - mean));
+    absmax2[g] = m;
+    const float r = 1.0f / m;
+    for (int64_t b = begin; b < end; ++b) codes[b] = search.code((absmax[b] - mean) * r);
+  }
+}
+
+void dequantize_absmax(const uint8_t* codes, const float* absmax2, float offset, int64_t blocks,
+                       float* absmax) {
+  const CodeMap& map = dynamic_map_signed();
+  for (int64_t b = 0; b < blocks; ++b)
+    absmax[b] = map[codes[b]] * absmax2[b / kNestedBlocksize] + offset;
+}
+
+#define FITGRAD_FOUR_BIT(T)                                                                     \
+  template void quantize_four_bit(const T*, int64_t, int64_t, FourBitType, uint8_t*, float*);    \
+  template void dequantize_four_bit(const uint8_t*, const float*, int64_t, int64_t, FourBitType, \
+                                    T*);
+FITGRAD_FOUR_BIT(float)
+FITGRAD_FOUR_BIT(BFloat16)
+FITGRAD_FOUR_BIT(Half)
+#undef FITGRAD_FOUR_BIT
+
+}  // namespace fitgrad::quant
