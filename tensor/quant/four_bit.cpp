@@ -30,8 +30,8 @@ constexpr std::array<double, 16> kNf4 = {-1.0,
                                          1.0};
 
 // FP4 magnitudes by the low 3 bits, and the kernel's thresholds between them.
-constexpr std::array<float, 8> kFp4Magnitude = {0.0f,        0.005208333333f, 0.66666667f, 1.0f,
-                                                0.33333333f, 0.5f,            0.16666667f, 0.25f};
+constexpr std::array<float, 8> kFp4Magnitude = {
+    0.0f, 0.005208333333f, 0.66666667f, 1.0f, 0.33333333f, 0.5f, 0.16666667f, 0.25f};
 
 }  // namespace
 
@@ -45,16 +45,12 @@ const std::array<float, 16>& nf4_values() {
 }
 
 const std::array<float, 15>& nf4_thresholds() {
-  // bitsandbytes' kernel literals (dQuantizeNF4's decision tree), ascending: the fp64
-  // midpoints of neighbouring codes printed to 16 digits. Four of the midpoints fall exactly
-  // halfway between two f32 values, where the printed digits decide the rounding (Note [NF4
-  // codes and thresholds]).
-  static const std::array<float, 15> t = {
-      -0.8480964004993439f, -0.6106329262256622f,  -0.4599952697753906f,
-      -0.33967943489551544f, -0.23460740596055984f, -0.13791173323988914f,
-      -0.045525018125772476f, 0.03979014977812767f, 0.1202552504837513f,
-      0.2035212516784668f,    0.2920137718319893f,  0.3893125355243683f,
-      0.5016634166240692f,    0.6427869200706482f,  0.8614784181118011f};
+  static const std::array<float, 15> t = [] {
+    std::array<float, 15> out{};
+    const auto& v = nf4_values();
+    for (size_t i = 0; i < 15; ++i) out[i] = float((double(v[i]) + double(v[i + 1])) / 2.0);
+    return out;
+  }();
   return t;
 }
 
@@ -156,7 +152,7 @@ void dequantize_absmax(const uint8_t* codes, const float* absmax2, float offset,
     absmax[b] = map[codes[b]] * absmax2[b / kNestedBlocksize] + offset;
 }
 
-#define FITGRAD_FOUR_BIT(T)                                                                     \
+#define FITGRAD_FOUR_BIT(T)                                                                      \
   template void quantize_four_bit(const T*, int64_t, int64_t, FourBitType, uint8_t*, float*);    \
   template void dequantize_four_bit(const uint8_t*, const float*, int64_t, int64_t, FourBitType, \
                                     T*);

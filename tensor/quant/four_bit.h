@@ -7,13 +7,15 @@
 // Note [NF4 codes and thresholds]
 // NF4's 16 values are the published list from -1 through 0 to 1 (normal-distribution
 // quantiles, asymmetric so that 0 is exact). A value x takes the code of the nearest value:
-// the thresholds are the midpoints between neighbouring codes, computed in fp64 and rounded
-// to f32: bitsandbytes' kernel has them as decimal literals of the fp64 midpoints, and
-// fitgrad uses those literals, since four midpoints lie exactly halfway between two f32
-// values and their printed digits, not round-to-even, decide which; x exactly on a
-// threshold goes to the lower code, as the tree's `x > t` does. FP4 is
-// bitsandbytes' sign + 3-bit magnitude code (0, 0.0052, 0.1667, 0.25, 0.3333, 0.5, 0.6667,
-// 1) with its kernel's thresholds. A NaN x (a block of zeros: 0 * 1/0) takes code 0.
+// the thresholds are the midpoints between neighbouring codes, computed in fp64 from the f32
+// codes and rounded to f32 (to nearest even), and x exactly on a threshold goes to the
+// lower code, as the kernel tree's `x > t` does. bitsandbytes' CUDA kernel writes the same
+// midpoints as 16-digit decimal literals; four of them (thresholds 0, 8, 12 and 14) lie
+// exactly halfway between two f32 values, where the printed digits round to the other
+// neighbour, so the compiled kernel's thresholds differ there by one ulp. Only an input
+// exactly on one of those four values codes differently. FP4 is
+// bitsandbytes' sign + 3-bit magnitude code (0, 0.0052, 0.1667, 0.25, 0.3333, 0.5, 0.6667, 1)
+// with its kernel's thresholds. A NaN x (a block of zeros: 0 * 1/0) takes code 0.
 //
 // Note [Double quantization]
 // With double quantization the absmaxes are stored as 8-bit codes: their mean (the f64 sum

@@ -60,7 +60,7 @@ The case, optim_adam8bit.gtb (read by the C++ 8-bit Adam golden test):
   Tensors: "map.signed", "map.unsigned" (f32 (256,)); "init.<p>"; "grad.<k>.<p>" (absent
   where skipped; inf/nan stored as they are); after each step k for every parameter
   "param.<k>.<p>", and "state1.<k>.<p>", "state2.<k>.<p>" (8-bit ones: the uint8 codes
-  packed eight per i64, shape (ceil(numel / 8),), see pack_codes; float32 ones: f32 of the parameter's shape), "absmax1.<k>.<p>",
+  packed eight per i64, shape (ceil(numel / 8),), see gtb_numpy.pack_bytes; float32 ones: f32 of the parameter's shape), "absmax1.<k>.<p>",
   "absmax2.<k>.<p>" (8-bit ones: f32 (blocks,)); the final "<p>.step" (i64, 0-d).
   meta: steps, params, groups, lr, betas, eps, blocksize, min_8bit_size, skip, nonfinite,
   grad_scales, seed, map (how the maps were made), f64_unquantized_rel_diff (normwise
@@ -76,7 +76,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from gtb_numpy import write_gtb
+from gtb_numpy import pack_bytes, write_gtb
 
 F = np.float32
 BLOCKSIZE = 256
@@ -104,15 +104,6 @@ def _fma_f32(a, b, c):
     d = float(a) * float(b) + float(c)
     assert Fraction(d) == Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c))
     return F(d)
-
-
-def pack_codes(codes):
-    """8-bit codes (numel,) packed eight to an i64 (the .gtb format has no u8): code j is byte
-    j % 8 (little-endian) of element j // 8, the last element padded with zero bytes."""
-    assert codes.min() >= 0 and codes.max() <= 255
-    padded = np.zeros(-(-codes.size // 8) * 8, dtype=np.uint8)
-    padded[:codes.size] = codes
-    return padded.view("<i8")
 
 
 def torch_linspace_f32(start, end, n, vec=8):
@@ -356,7 +347,7 @@ def run_8bit(init, grads, maps):
                 if key in st:
                     value = st[key]
                     if "absmax1" in st and key.startswith("state"):
-                        value = pack_codes(value)
+                        value = pack_bytes(value)
                     out[f"{key}.{k}.{n}"] = value.copy()
     for n, st in states.items():
         out[f"{n}.step"] = np.array(st["t"], dtype=np.int64)

@@ -215,6 +215,8 @@ TEST(GoldenOpsFiles, EveryGoldenFileIsUsed) {
   used.insert({"optim_adamw.gtb", "optim_adamw_clip.gtb", "optim_sgd.gtb", "optim_sgd_nesterov.gtb",
                "optim_schedules.gtb", "optim_adafactor_torch.gtb", "optim_adafactor_hf.gtb",
                "optim_adafactor_hf_manual.gtb", "optim_adam8bit.gtb"});
+  // Read by tests/tensor/quant/four_bit_golden_test.cpp.
+  used.insert("nf4_quant.gtb");
   // Read by smollm2_slice_*_test.cpp and tests/io/gguf_smollm2_test.cpp.
   used.insert({"smollm2_slice.gtb", "smollm2_tensors.gtb"});
   for (const auto& c : cases()) used.insert(c.file);

@@ -7,6 +7,15 @@ import struct
 import numpy as np
 
 
+def pack_bytes(codes):
+    """Byte values (numel,) packed eight to an i64 (the .gtb format has no u8): byte j is byte
+    j % 8 (little-endian) of element j // 8, the last element padded with zero bytes."""
+    assert codes.min() >= 0 and codes.max() <= 255
+    padded = np.zeros(-(-codes.size // 8) * 8, dtype=np.uint8)
+    padded[:codes.size] = codes
+    return padded.view("<i8")
+
+
 def write_gtb(path, tensors, meta):
     """name -> numpy array (float -> f32, integer -> i64), as golden_file.h reads it."""
     entries, blobs, offset = {}, [], 0

@@ -17,25 +17,27 @@
 namespace fitgrad::quant {
 namespace {
 
-TEST(FourBit, Nf4ThresholdsAreTheKernelsLiterals) {
-  // bitsandbytes csrc/kernels.cu, dQuantizeNF4, in ascending order.
-  const float kernel[15] = {-0.8480964004993439f, -0.6106329262256622f, -0.4599952697753906f,
-                            -0.33967943489551544f, -0.23460740596055984f, -0.13791173323988914f,
-                            -0.045525018125772476f, 0.03979014977812767f, 0.1202552504837513f,
-                            0.2035212516784668f,   0.2920137718319893f,   0.3893125355243683f,
-                            0.5016634166240692f,   0.6427869200706482f,   0.8614784181118011f};
-  int ties = 0;
+TEST(FourBit, Nf4ThresholdsAreTheFp64MidpointsRoundedToF32) {
+  // bitsandbytes csrc/kernels.cu, dQuantizeNF4's literals, ascending, as a C compiler reads
+  // them.
+  const float kernel[15] = {-0.8480964004993439f,   -0.6106329262256622f,  -0.4599952697753906f,
+                            -0.33967943489551544f,  -0.23460740596055984f, -0.13791173323988914f,
+                            -0.045525018125772476f, 0.03979014977812767f,  0.1202552504837513f,
+                            0.2035212516784668f,    0.2920137718319893f,   0.3893125355243683f,
+                            0.5016634166240692f,    0.6427869200706482f,   0.8614784181118011f};
   for (size_t k = 0; k < 15; ++k) {
-    EXPECT_EQ(nf4_thresholds()[k], kernel[k]) << k;
-    // Each is the fp64 midpoint rounded to f32, up to the side of an exact f32 tie.
     const double mid = (double(nf4_values()[k]) + double(nf4_values()[k + 1])) / 2;
-    const float nearest = float(mid);
-    if (nearest != kernel[k]) {
-      ++ties;
-      EXPECT_EQ(std::fabs(double(kernel[k]) - mid), std::fabs(double(nearest) - mid)) << k;
+    EXPECT_EQ(nf4_thresholds()[k], float(mid)) << k;
+    // The four midpoints that are exact f32 ties: the literal's digits took the other side.
+    const bool tie = k == 0 || k == 8 || k == 12 || k == 14;
+    if (tie) {
+      EXPECT_EQ(std::nextafter(nf4_thresholds()[k], kernel[k]), kernel[k]) << k;
+      EXPECT_EQ(std::fabs(double(kernel[k]) - mid), std::fabs(double(nf4_thresholds()[k]) - mid))
+          << k;
+    } else {
+      EXPECT_EQ(nf4_thresholds()[k], kernel[k]) << k;
     }
   }
-  EXPECT_EQ(ties, 4);
   EXPECT_EQ(nf4_values()[0], -1.0f);
   EXPECT_EQ(nf4_values()[7], 0.0f);
   EXPECT_EQ(nf4_values()[15], 1.0f);
@@ -100,8 +102,11 @@ TEST(FourBit, BlockSizesArePowersOfTwoFrom32To4096) {
   std::vector<uint8_t> packed(4096);
   for (int64_t bs : {16, 48, 8192, 0})
     testing::expect_error(
-        [&] { quantize_four_bit(a.data(), 8192, bs, FourBitType::nf4, packed.data(), absmax.data()); },
-        "[quantize_4bit]", "blocksize must be a power of two from 32 to 4096, got " + std::to_string(bs));
+        [&] {
+          quantize_four_bit(a.data(), 8192, bs, FourBitType::nf4, packed.data(), absmax.data());
+        },
+        "[quantize_4bit]",
+        "blocksize must be a power of two from 32 to 4096, got " + std::to_string(bs));
   for (int64_t bs = 32; bs <= 4096; bs *= 2)
     quantize_four_bit(a.data(), 8192, bs, FourBitType::nf4, packed.data(), absmax.data());
 }
@@ -120,8 +125,7 @@ TEST(FourBit, DoubleQuantizationKeepsTheAbsmaxWithinTheMapsStep) {
   const CodeMap& map = dynamic_map_signed();
   const double half_gap = (double(map[254]) - double(map[253])) / 2;
   for (size_t i = 0; i < 600; ++i)
-    EXPECT_LE(std::fabs(double(back[i]) - double(absmax[i])),
-              half_gap * absmax2[i / 256] + 1e-7)
+    EXPECT_LE(std::fabs(double(back[i]) - double(absmax[i])), half_gap * absmax2[i / 256] + 1e-7)
         << i;
 }
 
