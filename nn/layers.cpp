@@ -16,6 +16,12 @@ LinearLayer& Module::register_linear(const std::string& name, int64_t in, int64_
       ctx.options.linear_factory
           ? ctx.options.linear_factory(spec, ctx)
           : std::make_unique<Linear>(spec.path, spec.name, in, out, options, ctx);
+  return adopt_linear(name, std::move(layer), spec);
+}
+
+LinearLayer& Module::adopt_linear(const std::string& name, std::unique_ptr<LinearLayer> layer,
+                                  const LinearSpec& spec) {
+  const int64_t in = spec.in, out = spec.out;
   FG_CHECK(layer != nullptr, "[{}] the linear factory returned no layer", spec.path);
   FG_CHECK(layer->path() == spec.path && layer->name() == spec.name && layer->in_features() == in &&
                layer->out_features() == out,

@@ -28,6 +28,10 @@ void init_tensor(Tensor& t, const Init& init, Generator& gen) {
     case Init::Kind::zeros: t.fill_(0.0); return;
     case Init::Kind::ones: t.fill_(1.0); return;
     case Init::Kind::normal: break;
+    case Init::Kind::uniform:
+      FG_CHECK(t.is_contiguous(), "[init] a parameter must be contiguous");
+      ops::uniform_(t, gen.reserve(uint64_t(t.numel())), -init.std, init.std);
+      return;
   }
   FG_CHECK(t.is_contiguous(), "[init] a parameter must be contiguous");
   const int64_t n = t.numel();

@@ -61,12 +61,13 @@ struct BuildOptions {
 
 // How one parameter starts (Note [Parameter initialisation]).
 struct Init {
-  enum class Kind { zeros, ones, normal };
+  enum class Kind { zeros, ones, normal, uniform };
   Kind kind = Kind::zeros;
-  double std = 0.0;
+  double std = 0.0;  // normal: the standard deviation; uniform: the bound b of U(-b, b)
   static Init zeros() { return {Kind::zeros, 0.0}; }
   static Init ones() { return {Kind::ones, 0.0}; }
   static Init normal(double sd) { return {Kind::normal, sd}; }
+  static Init uniform(double bound) { return {Kind::uniform, bound}; }
 };
 
 // What a module needs to create its parameters: the options and the generator to draw
@@ -171,6 +172,10 @@ class Module {
   // and keeps it (Note [Linear factory] in nn/layers.h; defined in nn/layers.cpp).
   LinearLayer& register_linear(const std::string& name, int64_t in, int64_t out,
                                const LinearOptions& options, BuildContext& ctx);
+  // Keeps `layer`, made for `spec` by some factory, as the child `name` after checking that
+  // it has the spec's path and sizes (register_linear's check; defined in nn/layers.cpp).
+  LinearLayer& adopt_linear(const std::string& name, std::unique_ptr<LinearLayer> layer,
+                            const LinearSpec& spec);
   // Constructs a child M(path + "." + name, name, args...) and keeps it.
   template <class M, class... Args>
   M& register_module(const std::string& name, Args&&... args) {

@@ -12,5 +12,8 @@ namespace fitgrad::ops {
 // out (contiguous, floating) = std * Box-Muller normals of the draws from `state`, two per
 // pair of elements: numel + numel % 2 draws (backend::NormalArgs).
 void normal_(const Tensor& out, const RngState& state, double std);
+// out (contiguous, floating) = uniforms in [lo, hi) of the draws from `state`, one per
+// element (backend::UniformArgs, as Generator::uniform draws them).
+void uniform_(const Tensor& out, const RngState& state, double lo, double hi);
 
 }  // namespace fitgrad::ops
