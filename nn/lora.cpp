@@ -24,11 +24,12 @@ LoraLinear::LoraLinear(const LinearSpec& spec, const LoraConfig& config, BuildCo
                        const LinearFactory& base)
     : LinearLayer(spec.path, spec.name, spec.in, spec.out), config_(config) {
   FG_CHECK(config.r >= 1, "[lora] {}: r must be >= 1, got {}", spec.path, config.r);
-  FG_CHECK(std::isfinite(config.alpha) && config.alpha > 0, "[lora] {}: lora_alpha must be > 0, got {}",
-           spec.path, config.alpha);
-  FG_CHECK(config.dropout >= 0 && config.dropout < 1, "[lora] {}: lora_dropout must be in [0, 1), got {}",
-           spec.path, config.dropout);
-  const LinearSpec base_spec{child_path("base_layer"), "base_layer", spec.in, spec.out, spec.options};
+  FG_CHECK(std::isfinite(config.alpha) && config.alpha > 0,
+           "[lora] {}: lora_alpha must be > 0, got {}", spec.path, config.alpha);
+  FG_CHECK(config.dropout >= 0 && config.dropout < 1,
+           "[lora] {}: lora_dropout must be in [0, 1), got {}", spec.path, config.dropout);
+  const LinearSpec base_spec{child_path("base_layer"), "base_layer", spec.in, spec.out,
+                             spec.options};
   std::unique_ptr<LinearLayer> layer =
       base ? base(base_spec, ctx)
            : std::make_unique<Linear>(base_spec.path, base_spec.name, spec.in, spec.out,
@@ -53,8 +54,8 @@ Tensor LoraLinear::forward(const Tensor& x) const {
 
 Tensor LoraLinear::delta() const {
   // (out, r) @ (r, in) = (out, in), in f32 whatever the factors' dtype.
-  const Tensor ba = ops::scale(ops::matmul(lora_B().to(DType::f32), lora_A().to(DType::f32)),
-                               config_.scaling());
+  const Tensor ba =
+      ops::scale(ops::matmul(lora_B().to(DType::f32), lora_A().to(DType::f32)), config_.scaling());
   const auto* dense = dynamic_cast<const Linear*>(base_);
   FG_CHECK(dense, "[lora] {}: merging needs a dense base layer", path());
   return dense->weight().shape()[0] == out_features() ? ba : ba.transpose(0, 1).contiguous();
@@ -71,7 +72,8 @@ double add_into(const Tensor& w, const Tensor& delta, double sign) {
   const Tensor change = ops::sub(w.to(DType::f32), before);
   double largest = 0;
   const Tensor c = change.contiguous();
-  for (int64_t i = 0; i < c.numel(); ++i) largest = std::max(largest, double(std::fabs(c.data<float>()[i])));
+  for (int64_t i = 0; i < c.numel(); ++i)
+    largest = std::max(largest, double(std::fabs(c.data<float>()[i])));
   return largest;
 }
 

@@ -80,7 +80,8 @@ TEST(Lora, AFreshAdapterLeavesTheLogitsAndOnlyTheFactorsTrain) {
   std::vector<int64_t> v(2 * 9);
   for (size_t i = 0; i < v.size(); ++i) v[i] = int64_t((i * 31 + 5) % 256);
   const Tensor all = Tensor::from_vector(v, {2, 9}, DType::i64);
-  const Tensor ids = all.narrow(1, 0, 8).contiguous(), targets_ids = all.narrow(1, 1, 8).contiguous();
+  const Tensor ids = all.narrow(1, 0, 8).contiguous(),
+               targets_ids = all.narrow(1, 1, 8).contiguous();
   {
     autograd::NoGradGuard no_grad;
     EXPECT_EQ(to_f64(lora->forward(ids)), to_f64(plain->forward(ids)));

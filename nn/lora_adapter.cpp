@@ -1,0 +1,168 @@
+// PEFT adapter files (see lora_adapter.h).
+#include "nn/lora_adapter.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <vector>
+
+#include "autograd/grad_mode.h"
+#include "io/atomic_file.h"
+#include "io/safetensors.h"
+#include "nn/target_modules.h"
+#include "tensor/error.h"
+
+namespace fitgrad::nn {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::vector<const LoraLinear*> lora_layers(const Module& model) {
+  std::vector<const LoraLinear*> out;
+  for (const auto& [path, m] : model.named_modules())
+    if (const auto* l = dynamic_cast<const LoraLinear*>(m)) out.push_back(l);
+  return out;
+}
+
+// PEFT's target_modules value: a list of names, or a string (a pattern, "all-linear").
+json target_modules_json(const std::string& describe) {
+  if (describe == "all-linear" || describe.find_first_of("^$*+?()[]{}|\\") != std::string::npos)
+    return describe;
+  json list = json::array();
+  std::stringstream in(describe);
+  for (std::string name; std::getline(in, name, ',');) list.push_back(name);
+  return list;
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  FG_CHECK(in.good(), "[adapter] cannot read {}", p.string());
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+std::string peft_key(const std::string& layer_path, const char* factor) {
+  return "base_model.model." + layer_path + "." + factor + ".weight";
+}
+
+void save_lora_adapter(const Module& model, const std::string& dir, const AdapterConfig& config) {
+  const auto layers = lora_layers(model);
+  FG_CHECK(!layers.empty(), "[adapter] the model has no LoRA layer to save");
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const LoraLinear* l : layers) {
+    tensors.emplace_back(peft_key(l->path(), "lora_A"), l->lora_A());
+    tensors.emplace_back(peft_key(l->path(), "lora_B"), l->lora_B());
+  }
+  const json j = {
+      {"peft_type", "LORA"},
+      {"task_type", "CAUSAL_LM"},
+      {"r", config.lora.r},
+      {"lora_alpha", config.lora.alpha},
+      {"lora_dropout", config.lora.dropout},
+      {"use_rslora", config.lora.use_rslora},
+      {"target_modules", target_modules_json(config.target_modules)},
+      {"bias", "none"},
+      {"base_model_name_or_path", config.base_model_name_or_path},
+      {"fan_in_fan_out", false},
+      {"inference_mode", true},
+      {"init_lora_weights", true},
+      {"modules_to_save", nullptr},
+      {"layers_to_transform", nullptr},
+      {"layers_pattern", nullptr},
+      {"rank_pattern", json::object()},
+      {"alpha_pattern", json::object()},
+      {"use_dora", false},
+      {"revision", nullptr},
+  };
+  fs::create_directories(dir);
+  io::save_safetensors((fs::path(dir) / "adapter_model.safetensors").string(), tensors,
+                       {{"format", "pt"}});
+  io::write_file_atomic((fs::path(dir) / "adapter_config.json").string(), j.dump(2) + "\n",
+                        "[adapter]");
+}
+
+AdapterConfig read_adapter_config(const std::string& dir) {
+  const fs::path p = fs::path(dir) / "adapter_config.json";
+  json j;
+  try {
+    j = json::parse(read_text(p));
+  } catch (const json::exception& e) {
+    throw Error(fmt::format("[adapter] {}: not valid JSON ({})", p.string(), e.what()));
+  }
+  try {
+    FG_CHECK(j.value("peft_type", "") == "LORA", "[adapter] {}: peft_type is '{}', expected LORA",
+             p.string(), j.value("peft_type", ""));
+    AdapterConfig c;
+    c.lora.r = j.at("r").get<int64_t>();
+    c.lora.alpha = j.at("lora_alpha").get<double>();
+    c.lora.dropout = j.value("lora_dropout", 0.0);
+    c.lora.use_rslora = j.value("use_rslora", false);
+    const json& t = j.at("target_modules");
+    if (t.is_string()) {
+      c.target_modules = t.get<std::string>();
+    } else {
+      std::vector<std::string> names = t.get<std::vector<std::string>>();
+      c.target_modules = fmt::format("{}", fmt::join(names, ","));
+    }
+    c.base_model_name_or_path = j.value("base_model_name_or_path", std::string());
+    FG_CHECK(j.value("bias", std::string("none")) == "none",
+             "[adapter] {}: bias '{}' is not supported (only \"none\")", p.string(),
+             j.value("bias", std::string()));
+    return c;
+  } catch (const json::exception& e) {
+    throw Error(fmt::format("[adapter] {}: {}", p.string(), e.what()));
+  }
+}
+
+void load_lora_adapter(const Module& model, const std::string& dir) {
+  const AdapterConfig config = read_adapter_config(dir);
+  const auto layers = lora_layers(model);
+  FG_CHECK(!layers.empty(), "[adapter] the model has no LoRA layer to load {} into", dir);
+  const auto file =
+      io::SafetensorsFile::open((fs::path(dir) / "adapter_model.safetensors").string());
+  const auto tensors = file.tensors();
+  std::vector<std::string> problems;
+  std::map<std::string, int> expected;
+  for (const LoraLinear* l : layers) {
+    const LoraConfig& have = l->config();
+    if (have.r != config.lora.r || have.alpha != config.lora.alpha ||
+        have.use_rslora != config.lora.use_rslora)
+      problems.push_back(fmt::format(
+          "{} has r {}, lora_alpha {}, use_rslora {}; the adapter r {}, lora_alpha {}, "
+          "use_rslora {}",
+          l->path(), have.r, have.alpha, have.use_rslora, config.lora.r, config.lora.alpha,
+          config.lora.use_rslora));
+    for (const auto& [factor, t] :
+         {std::pair{"lora_A", &l->lora_A()}, std::pair{"lora_B", &l->lora_B()}}) {
+      const std::string key = peft_key(l->path(), factor);
+      expected[key] = 1;
+      const auto it = tensors.find(key);
+      if (it == tensors.end())
+        problems.push_back(fmt::format("'{}' is missing", key));
+      else if (it->second.shape() != t->shape())
+        problems.push_back(fmt::format("'{}' has shape {}, expected {}", key,
+                                       shape_str(it->second.shape()), shape_str(t->shape())));
+    }
+  }
+  for (const auto& [key, t] : tensors)
+    if (!expected.count(key)) problems.push_back(fmt::format("'{}' is not a LoRA factor of the model", key));
+  if (!problems.empty())
+    throw Error(fmt::format("[adapter] {}: {}", dir, fmt::join(problems, "; ")));
+  autograd::NoGradGuard no_grad;
+  for (const LoraLinear* l : layers) {
+    Tensor a = l->lora_A(), b = l->lora_B();
+    a.copy_(tensors.at(peft_key(l->path(), "lora_A")));
+    b.copy_(tensors.at(peft_key(l->path(), "lora_B")));
+  }
+}
+
+}  // namespace fitgrad::nn
