@@ -136,11 +136,11 @@ void load_lora_adapter(const Module& model, const std::string& dir) {
     const LoraConfig& have = l->config();
     if (have.r != config.lora.r || have.alpha != config.lora.alpha ||
         have.use_rslora != config.lora.use_rslora)
-      problems.push_back(fmt::format(
-          "{} has r {}, lora_alpha {}, use_rslora {}; the adapter r {}, lora_alpha {}, "
-          "use_rslora {}",
-          l->path(), have.r, have.alpha, have.use_rslora, config.lora.r, config.lora.alpha,
-          config.lora.use_rslora));
+      problems.push_back(
+          fmt::format("{} has r {}, lora_alpha {}, use_rslora {}; the adapter r {}, lora_alpha {}, "
+                      "use_rslora {}",
+                      l->path(), have.r, have.alpha, have.use_rslora, config.lora.r,
+                      config.lora.alpha, config.lora.use_rslora));
     for (const auto& [factor, t] :
          {std::pair{"lora_A", &l->lora_A()}, std::pair{"lora_B", &l->lora_B()}}) {
       const std::string key = peft_key(l->path(), factor);
@@ -154,7 +154,8 @@ void load_lora_adapter(const Module& model, const std::string& dir) {
     }
   }
   for (const auto& [key, t] : tensors)
-    if (!expected.count(key)) problems.push_back(fmt::format("'{}' is not a LoRA factor of the model", key));
+    if (!expected.count(key))
+      problems.push_back(fmt::format("'{}' is not a LoRA factor of the model", key));
   if (!problems.empty())
     throw Error(fmt::format("[adapter] {}: {}", dir, fmt::join(problems, "; ")));
   autograd::NoGradGuard no_grad;

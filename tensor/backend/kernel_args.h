@@ -284,6 +284,19 @@ struct ScaleInPlaceArgs {
   float factor = 1;
 };
 
+// bitsandbytes' 4-bit blockwise quantization (tensor/quant/four_bit.h). quantize: a (n)
+// floating -> packed u8 ((n + 1) / 2), absmax f32 (blocks); with double quantization also
+// nested u8 (blocks), absmax2 f32 (ceil(blocks / 256)) and offset f32 (1), and absmax is
+// then a temporary the kernel may overwrite. dequantize: the inverse into out (n, floating),
+// from absmax or, when nested is defined, from the double-quantized absmaxes.
+struct FourBitArgs {
+  int64_t n = 0, blocksize = 64;
+  bool fp4 = false;
+  Tensor a_or_out;  // the values quantized, or the dequantized output
+  Tensor packed, absmax;
+  Tensor nested, absmax2, offset;  // double quantization, or undefined
+};
+
 // bitsandbytes' Adam with 8-bit blockwise state (Note [Adam8bit kernel] in
 // tensor/cpu/adam8bit.cpp), or its 32-bit kernel for small tensors. The scalars, rounded to
 // f32 (t is the parameter's step):

@@ -24,6 +24,7 @@
 #include "tensor/cpu/reduce.h"
 #include "tensor/cpu/rope.h"
 #include "tensor/cpu/softmax.h"
+#include "tensor/quant/four_bit.h"
 #include "tensor/random/philox.h"
 
 namespace fitgrad::backend {
@@ -304,6 +305,27 @@ void sgd_update(const SgdArgs& a) {
   cpu::sgd_update(a.k, a.param.data_ptr(), a.param.dtype(), a.grad.data_ptr(), a.grad.dtype(),
                   f32_or_null(a.momentum_buffer), a.param.numel(), a.sr);
 }
+quant::FourBitType four_bit_type(const FourBitArgs& a) {
+  return a.fp4 ? quant::FourBitType::fp4 : quant::FourBitType::nf4;
+}
+void quantize_4bit(const FourBitArgs& a) {
+  dispatch_floating(a.a_or_out.dtype(), "quantize_4bit", [&](auto e) {
+    quant::quantize_four_bit(a.a_or_out.data<decltype(e)>(), a.n, a.blocksize, four_bit_type(a),
+                             a.packed.data<uint8_t>(), f32(a.absmax));
+  });
+  if (a.nested.defined())
+    quant::quantize_absmax(f32(a.absmax), a.absmax.numel(), a.nested.data<uint8_t>(),
+                           f32(a.absmax2), f32(a.offset));
+}
+void dequantize_4bit(const FourBitArgs& a) {
+  if (a.nested.defined())
+    quant::dequantize_absmax(a.nested.data<uint8_t>(), f32(a.absmax2), f32(a.offset)[0],
+                             a.nested.numel(), f32(a.absmax));
+  dispatch_floating(a.a_or_out.dtype(), "dequantize_4bit", [&](auto e) {
+    quant::dequantize_four_bit(a.packed.data<uint8_t>(), f32(a.absmax), a.n, a.blocksize,
+                               four_bit_type(a), a.a_or_out.data<decltype(e)>());
+  });
+}
 void sum_squares(const SumSquaresArgs& a) {
   *a.out = cpu::sum_squares(a.x.data_ptr(), a.x.dtype(), a.x.numel(), doubles_or_null(a.workspace));
 }
@@ -376,6 +398,8 @@ void register_cpu_kernels() {
   register_kernel(cpu, OpId::scale_, scale_in_place);
   register_kernel(cpu, OpId::adam8bit_update, cpu::adam8bit_update);
   register_kernel(cpu, OpId::adafactor_update, cpu::adafactor_update);
+  register_kernel(cpu, OpId::quantize_4bit, quantize_4bit);
+  register_kernel(cpu, OpId::dequantize_4bit, dequantize_4bit);
 }
 
 }  // namespace fitgrad::backend

@@ -99,8 +99,8 @@ TEST_F(LoraAdapter, AMismatchNamesTheCulpritAndLoadsNothing) {
   LoraConfig other = c;
   other.r = 8;
   const auto wrong_rank = lora_model(other, 2);
-  const auto before = testing::to_f64(
-      wrong_rank->parameter("model.layers.0.self_attn.q_proj.lora_A.weight"));
+  const auto before =
+      testing::to_f64(wrong_rank->parameter("model.layers.0.self_attn.q_proj.lora_A.weight"));
   testing::expect_error([&] { load_lora_adapter(*wrong_rank, dir_.string()); }, "[adapter]",
                         "model.layers.0.self_attn.q_proj has r 8, lora_alpha 16, use_rslora false; "
                         "the adapter r 4");

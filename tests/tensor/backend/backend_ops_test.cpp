@@ -26,6 +26,7 @@
 #include "tensor/ops/matmul.h"
 #include "tensor/ops/norm.h"
 #include "tensor/ops/optim_update.h"
+#include "tensor/ops/quantize.h"
 #include "tensor/ops/random.h"
 #include "tensor/ops/reduce.h"
 #include "tensor/ops/rope.h"
@@ -328,6 +329,17 @@ std::vector<OpRow> rows() {
                  ops::adafactor_update_(in[0], in[1], in[2], in[3], Tensor(), Tensor(), k);
                  return Tensors{in[0], in[2], in[3]};
                }});
+  // 333 values: six 64-blocks, the last partial, and an odd count.
+  auto four_bit_input = [](Device d, DType t) { return Tensors{input({333}, 59, d, t, -2, 2)}; };
+  r.push_back({OpId::quantize_4bit, four_bit_input, [](Tensors& in) {
+                 const ops::FourBit q = ops::quantize_4bit(in[0], {});
+                 return Tensors{q.packed, q.nested, q.absmax2, q.offset};
+               }});
+  r.push_back(
+      {OpId::dequantize_4bit, four_bit_input, [](Tensors& in) {
+         const ops::FourBit q = ops::quantize_4bit(in[0], {quant::FourBitType::fp4, 64, false});
+         return Tensors{ops::dequantize_4bit(q, in[0].dtype())};
+       }});
   r.push_back({OpId::sum_squares, [](Device d, DType t) { return Tensors{input({70}, 49, d, t)}; },
                [](Tensors& in) {
                  const double s = ops::sum_squares(in[0]);

@@ -1,0 +1,86 @@
+// The NF4 Linear (see nf4_linear.h).
+#include "nn/nf4_linear.h"
+
+#include "autograd/autocast.h"
+#include "autograd/functions.h"
+#include "autograd/grad_mode.h"
+#include "autograd/lambda_node.h"
+#include "tensor/error.h"
+#include "tensor/memory/scope.h"
+#include "tensor/ops/elementwise.h"
+#include "tensor/ops/matmul.h"
+#include "tensor/ops/random.h"
+
+namespace fitgrad::nn {
+
+Nf4Linear::Nf4Linear(const LinearSpec& spec, const ops::FourBitOptions& options,
+                     BuildContext& ctx)
+    : LinearLayer(spec.path, spec.name, spec.in, spec.out), layout_(spec.options.layout) {
+  quant::check_four_bit_blocksize(options.blocksize, "nf4");
+  const Device device = ctx.options.device;
+  Tensor dense;
+  {
+    // The layer's draw, as a dense Linear would make it, quantized at once and freed.
+    const MemoryContextScope scope({Category::temporary, intern_label(spec.path + ".weight")});
+    dense = Tensor::empty({spec.out, spec.in}, DType::f32, device);
+    if (ctx.options.initialize) init_tensor(dense, Init::normal(spec.options.init_std), ctx.generator());
+  }
+  {
+    const MemoryContextScope scope(
+        {Category::quantized_weight, intern_label(spec.path + ".weight")});
+    q_ = ops::quantize_4bit(dense, options);
+  }
+  if (spec.options.bias)
+    bias_ = register_parameter("bias", {spec.out}, Init::zeros(), ctx, {.requires_grad = false});
+}
+
+void Nf4Linear::quantize_from(const Tensor& weight) {
+  const Shape want = layout_ == LinearLayout::torch ? Shape{out_features(), in_features()}
+                                                    : Shape{in_features(), out_features()};
+  FG_CHECK(weight.shape() == want, "[{}] weight has shape {}, expected {}", path(),
+           shape_str(weight.shape()), shape_str(want));
+  autograd::NoGradGuard no_grad;
+  const Tensor w =
+      layout_ == LinearLayout::torch ? weight.contiguous() : weight.transpose(0, 1).contiguous();
+  const MemoryContextScope scope({Category::quantized_weight, intern_label(path() + ".weight")});
+  q_ = ops::quantize_4bit(w, q_.options);
+}
+
+Tensor Nf4Linear::dequantized(DType dtype) const {
+  const CategoryScope temporary(Category::temporary);
+  return ops::dequantize_4bit(q_, dtype);
+}
+
+Tensor Nf4Linear::forward(const Tensor& x) const {
+  ForwardScope scope(*this);
+  FG_CHECK(x.dim() >= 1 && x.size(-1) == in_features(),
+           "[{}] expected input (..., {}), got last dim {}", path(), in_features(),
+           x.dim() ? x.size(-1) : 0);
+  const DType auto_dt = autograd::autocast_dtype();
+  const DType dt = auto_dt != DType::f32 ? auto_dt : x.dtype();
+  const Tensor xc = x.dtype() == dt ? x : autograd::cast(x, dt);
+  const bool rec = autograd::needs_record({&xc});
+  Tensor y;
+  {
+    autograd::ForwardScope forward(rec);
+    const Tensor w = dequantized(dt);  // Note [Dequantized one layer at a time]
+    y = ops::linear(xc, w, bias_.defined() ? bias_.to(dt) : Tensor());
+  }
+  if (!rec) return y;
+  auto node = autograd::make_node(
+      "nf4_linear", [self = this, dt, xs = xc.shape()](autograd::Node&, std::vector<Tensor>& g) {
+        const Tensor w = self->dequantized(dt);  // (out, in), freed after dX
+        const Tensor g2 = g[0].reshape({-1, self->out_features()});
+        return std::vector<Tensor>{ops::matmul(g2, w).reshape(xs)};
+      });
+  autograd::record(node, {&xc}, {&y});
+  return y;
+}
+
+LinearFactory nf4_factory(const ops::FourBitOptions& options) {
+  return [options](const LinearSpec& spec, BuildContext& ctx) -> std::unique_ptr<LinearLayer> {
+    return std::make_unique<Nf4Linear>(spec, options, ctx);
+  };
+}
+
+}  // namespace fitgrad::nn

@@ -1,0 +1,50 @@
+// A Linear whose frozen weight lives only in 4 bits (QLoRA's base layer, Dettmers et al.
+// 2023): bitsandbytes' NF4 or FP4 blockwise quantization (tensor/quant/four_bit.h), with
+// double-quantized absmaxes by default, in the ledger's quantized_weight category, labelled
+// "<path>.weight". Built through the Linear factory (nf4_factory), so a model definition
+// gets it wherever the factory chooses; under a LoRA layer it is the frozen base.
+//
+// Note [Dequantized one layer at a time]
+// The forward dequantizes the whole weight into a temporary in the compute dtype (the
+// autocast dtype, else the input's), multiplies, and frees it before returning; the
+// backward computes dX only (the weight is frozen) and dequantizes again for it. Nothing
+// dequantized is saved for backward, so at most one layer's weight exists in 16 or 32 bits
+// at any moment, and the ledger shows it as a temporary. A weight is quantized layer by
+// layer as the model is built or loaded (quantize_from), so a 16-bit copy of the whole
+// model never exists either. The weight is stored in torch's (out, in) layout whatever the
+// model's layout (GPT-2's Conv1D weights are transposed once, when quantized), as
+// bitsandbytes stores a quantized nn.Linear.
+#pragma once
+
+#include "nn/layers.h"
+#include "tensor/ops/quantize.h"
+
+namespace fitgrad::nn {
+
+class Nf4Linear final : public LinearLayer {
+ public:
+  // Quantizes a normal(0, init_std) draw of the weight when the build initialises, else
+  // allocates the quantized state for a load; the bias (if any) is a frozen parameter.
+  Nf4Linear(const LinearSpec& spec, const ops::FourBitOptions& options, BuildContext& ctx);
+
+  Tensor forward(const Tensor& x) const override;  // (..., in) -> (..., out)
+
+  // Replaces the quantized weight by the quantization of `weight`, given in the model's
+  // layout ((out, in) for torch, (in, out) for GPT-2's Conv1D), any floating dtype.
+  void quantize_from(const Tensor& weight);
+  // The weight dequantized in `dtype`, (out, in).
+  Tensor dequantized(DType dtype) const;
+  const ops::FourBit& quantized() const { return q_; }
+  const Tensor& bias() const { return bias_; }
+
+ private:
+  LinearLayout layout_;
+  ops::FourBit q_;
+  Tensor bias_;
+};
+
+// A factory that makes every layer it is given an Nf4Linear (targeted_factory chooses
+// which; lora_factory(config, nf4_factory(options)) puts LoRA over NF4: QLoRA).
+LinearFactory nf4_factory(const ops::FourBitOptions& options);
+
+}  // namespace fitgrad::nn
