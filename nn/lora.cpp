@@ -5,6 +5,7 @@
 
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
+#include "nn/nf4_linear.h"
 #include "tensor/error.h"
 #include "tensor/ops/elementwise.h"
 #include "tensor/ops/matmul.h"
@@ -54,43 +55,58 @@ Tensor LoraLinear::forward(const Tensor& x) const {
 
 Tensor LoraLinear::delta() const {
   // (out, r) @ (r, in) = (out, in), in f32 whatever the factors' dtype.
-  const Tensor ba =
-      ops::scale(ops::matmul(lora_B().to(DType::f32), lora_A().to(DType::f32)), config_.scaling());
-  const auto* dense = dynamic_cast<const Linear*>(base_);
-  FG_CHECK(dense, "[lora] {}: merging needs a dense base layer", path());
-  return dense->weight().shape()[0] == out_features() ? ba : ba.transpose(0, 1).contiguous();
+  return ops::scale(ops::matmul(lora_B().to(DType::f32), lora_A().to(DType::f32)),
+                    config_.scaling());
 }
 
 namespace {
 
-// w += sign * delta (rounded to w's dtype); the largest |change| actually made.
-double add_into(const Tensor& w, const Tensor& delta, double sign) {
-  autograd::NoGradGuard no_grad;
-  const Tensor before = w.to(DType::f32).clone();  // to() of an f32 tensor is itself
-  Tensor target = w;
-  ops::add_(target, ops::scale(delta, sign).to(w.dtype()));
-  const Tensor change = ops::sub(w.to(DType::f32), before);
-  double largest = 0;
-  const Tensor c = change.contiguous();
-  for (int64_t i = 0; i < c.numel(); ++i)
-    largest = std::max(largest, double(std::fabs(c.data<float>()[i])));
-  return largest;
+double max_abs(const Tensor& t) {
+  const Tensor c = t.contiguous();
+  double m = 0;
+  for (int64_t i = 0; i < c.numel(); ++i) m = std::max(m, double(std::fabs(c.data<float>()[i])));
+  return m;
 }
 
 }  // namespace
 
+// Note [Merging into a quantized base]
+// A dense base takes w += sign * delta in its own dtype. An NF4 base is dequantized to f32,
+// takes the delta and is quantized again, as PEFT merges into a bitsandbytes 4-bit layer;
+// the requantization moves the weight off w + delta, and the returned figure is the largest
+// such error |dequantize(quantize(w + delta)) - (w + delta)|, so a caller can report what
+// merging cost. Unmerging an NF4 base subtracts the delta the same way and is lossy too.
+double LoraLinear::apply_delta(double sign) {
+  autograd::NoGradGuard no_grad;
+  const Tensor d = ops::scale(delta(), sign);  // (out, in)
+  if (auto* nf4 = dynamic_cast<Nf4Linear*>(base_)) {
+    const Tensor target = ops::add(nf4->dequantized(DType::f32), d);  // (out, in)
+    const bool torch = nf4->layout() == LinearLayout::torch;
+    nf4->quantize_from(torch ? target : target.transpose(0, 1));
+    return max_abs(ops::sub(nf4->dequantized(DType::f32), target));
+  }
+  const auto* dense = dynamic_cast<const Linear*>(base_);
+  FG_CHECK(dense, "[lora] {}: merging needs a dense or NF4 base layer", path());
+  const Tensor& w = dense->weight();
+  const Tensor dw = w.shape()[0] == out_features() ? d : d.transpose(0, 1).contiguous();
+  const Tensor before = w.to(DType::f32).clone();  // to() of an f32 tensor is itself
+  Tensor target = w;
+  ops::add_(target, dw.to(w.dtype()));
+  return max_abs(ops::sub(ops::sub(w.to(DType::f32), before), dw));
+}
+
 double LoraLinear::merge() {
   FG_CHECK(!merged_, "[lora] {} is already merged", path());
-  const double changed = add_into(dynamic_cast<const Linear&>(*base_).weight(), delta(), 1.0);
+  const double err = apply_delta(1.0);
   merged_ = true;
-  return changed;
+  return err;
 }
 
 double LoraLinear::unmerge() {
   FG_CHECK(merged_, "[lora] {} is not merged", path());
-  const double changed = add_into(dynamic_cast<const Linear&>(*base_).weight(), delta(), -1.0);
+  const double err = apply_delta(-1.0);
   merged_ = false;
-  return changed;
+  return err;
 }
 
 LinearFactory lora_factory(const LoraConfig& config, LinearFactory base) {

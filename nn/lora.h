@@ -35,9 +35,10 @@ class LoraLinear final : public LinearLayer {
 
   Tensor forward(const Tensor& x) const override;  // (..., in) -> (..., out)
 
-  // Merging adds scaling * B A into a dense base's weight (and unmerge subtracts it), after
-  // which forward is the base alone. Each returns the largest absolute change it made to
-  // the base weight, to compare with the merged delta (rounding only, for a dense base).
+  // Merging adds scaling * B A into the base's weight (and unmerge subtracts it), after
+  // which forward is the base alone. Each returns the largest error it introduced: the
+  // base's rounding for a dense base, the requantization for an NF4 one (Note [Merging into
+  // a quantized base] in lora.cpp).
   double merge();
   double unmerge();
   bool merged() const { return merged_; }
@@ -48,8 +49,9 @@ class LoraLinear final : public LinearLayer {
   const Tensor& lora_B() const { return b_->weight(); }  // (out, r)
 
  private:
-  // scaling * B A in the base weight's layout.
+  // scaling * B A, (out, in), f32.
   Tensor delta() const;
+  double apply_delta(double sign);
 
   LoraConfig config_;
   LinearLayer* base_;

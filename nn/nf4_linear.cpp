@@ -13,8 +13,7 @@
 
 namespace fitgrad::nn {
 
-Nf4Linear::Nf4Linear(const LinearSpec& spec, const ops::FourBitOptions& options,
-                     BuildContext& ctx)
+Nf4Linear::Nf4Linear(const LinearSpec& spec, const ops::FourBitOptions& options, BuildContext& ctx)
     : LinearLayer(spec.path, spec.name, spec.in, spec.out), layout_(spec.options.layout) {
   quant::check_four_bit_blocksize(options.blocksize, "nf4");
   const Device device = ctx.options.device;
@@ -23,7 +22,8 @@ Nf4Linear::Nf4Linear(const LinearSpec& spec, const ops::FourBitOptions& options,
     // The layer's draw, as a dense Linear would make it, quantized at once and freed.
     const MemoryContextScope scope({Category::temporary, intern_label(spec.path + ".weight")});
     dense = Tensor::empty({spec.out, spec.in}, DType::f32, device);
-    if (ctx.options.initialize) init_tensor(dense, Init::normal(spec.options.init_std), ctx.generator());
+    if (ctx.options.initialize)
+      init_tensor(dense, Init::normal(spec.options.init_std), ctx.generator());
   }
   {
     const MemoryContextScope scope(

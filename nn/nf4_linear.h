@@ -35,6 +35,7 @@ class Nf4Linear final : public LinearLayer {
   // The weight dequantized in `dtype`, (out, in).
   Tensor dequantized(DType dtype) const;
   const ops::FourBit& quantized() const { return q_; }
+  LinearLayout layout() const { return layout_; }
   const Tensor& bias() const { return bias_; }
 
  private:

@@ -43,17 +43,18 @@ FourBit quantize_4bit(const Tensor& a, const FourBitOptions& options) {
     q.absmax = absmax;
   }
   if (n == 0) return q;
-  backend::dispatch(id, d,
-                    backend::FourBitArgs{n, options.blocksize,
-                                         options.type == quant::FourBitType::fp4, a, q.packed,
-                                         absmax, q.nested, q.absmax2, q.offset});
+  backend::dispatch(
+      id, d,
+      backend::FourBitArgs{n, options.blocksize, options.type == quant::FourBitType::fp4, a,
+                           q.packed, absmax, q.nested, q.absmax2, q.offset});
   return q;
 }
 
 Tensor dequantize_4bit(const FourBit& q, DType dtype) {
   const backend::OpId id = backend::OpId::dequantize_4bit;
   const char* op = backend::op_name(id);
-  FG_CHECK(is_floating(dtype), "[{}] dtype must be f32, f16 or bf16, got {}", op, dtype_name(dtype));
+  FG_CHECK(is_floating(dtype), "[{}] dtype must be f32, f16 or bf16, got {}", op,
+           dtype_name(dtype));
   FG_CHECK(q.packed.defined() && q.packed.dtype() == DType::u8 &&
                q.packed.numel() == (q.numel() + 1) / 2,
            "[{}] packed must be u8 of {} bytes for shape {}", op, (q.numel() + 1) / 2,

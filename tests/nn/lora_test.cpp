@@ -2,7 +2,8 @@
 // Kaiming-uniform's bound 1/sqrt(in)) leaves a model's logits unchanged; only the factors
 // train (the base gets no gradient); the factors' gradients match central finite
 // differences; scaling is alpha / r, alpha / sqrt(r) with rsLoRA; merged and unmerged
-// outputs agree and unmerge restores the weight; PEFT's module names.
+// outputs agree and unmerge restores the weight; merging into an NF4 base requantizes and
+// reports its error; PEFT's module names.
 #include "nn/lora.h"
 
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 #include "autograd/variable.h"
 #include "nn/config.h"
 #include "nn/decoder.h"
+#include "nn/nf4_linear.h"
 #include "nn/target_modules.h"
 #include "tests/tensor/ops/op_harness.h"
 
@@ -148,7 +150,7 @@ TEST(Lora, MergedAndUnmergedOutputsAgree) {
   autograd::NoGradGuard no_grad;
   const auto before = to_f64(layer->forward(x));
   const auto weight = to_f64(layer->named_parameters()[0].second);
-  EXPECT_GT(layer->merge(), 0.0);
+  EXPECT_LE(layer->merge(), 1e-6);  // f32 rounding of the merged weight only
   EXPECT_TRUE(layer->merged());
   const auto merged = to_f64(layer->forward(x));
   EXPECT_TRUE(testing::all_close(merged, before, 1e-5, 1e-5));
@@ -156,6 +158,36 @@ TEST(Lora, MergedAndUnmergedOutputsAgree) {
   EXPECT_TRUE(testing::all_close(to_f64(layer->named_parameters()[0].second), weight, 0, 1e-6));
   EXPECT_TRUE(testing::all_close(to_f64(layer->forward(x)), before, 1e-6, 1e-6));
   testing::expect_error([&] { layer->unmerge(); }, "[lora]", "is not merged");
+}
+
+TEST(Lora, MergingIntoAnNf4BaseRequantizesAndReportsItsError) {
+  LoraConfig c;
+  c.r = 4;
+  c.alpha = 8;
+  BuildOptions o;
+  o.seed = 6;
+  BuildContext ctx(o);
+  LoraLinear layer(LinearSpec{"m.proj", "proj", 128, 64, {}}, c, ctx, nf4_factory({}));
+  Tensor b = layer.lora_B();
+  {
+    autograd::NoGradGuard no_grad;
+    b.copy_(testing::random_tensor({64, 4}, 14, DType::f32, -0.05, 0.05));
+  }
+  const Tensor x = testing::random_tensor({6, 128}, 15);
+  autograd::NoGradGuard no_grad;
+  const auto unmerged = to_f64(layer.forward(x));
+  const double err = layer.merge();
+  // The requantization moves weights by under half NF4's widest gap (0.28) times the
+  // block's absmax (weights ~ normal(0, 0.02): absmax well under 0.1).
+  EXPECT_GT(err, 0.0);
+  EXPECT_LT(err, 0.14 * 0.1);
+  const auto merged = to_f64(layer.forward(x));
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < merged.size(); ++i) {
+    diff += (merged[i] - unmerged[i]) * (merged[i] - unmerged[i]);
+    norm += unmerged[i] * unmerged[i];
+  }
+  EXPECT_LT(std::sqrt(diff / norm), 0.2);
 }
 
 TEST(Lora, BadSettingsAreErrorsNamingTheLayer) {

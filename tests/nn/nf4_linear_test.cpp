@@ -40,8 +40,8 @@ std::unique_ptr<Nf4Linear> make_layer(int64_t in, int64_t out, bool bias = true)
   BuildContext ctx(o);
   LinearOptions lo;
   lo.bias = bias;
-  return std::make_unique<Nf4Linear>(LinearSpec{"m.proj", "proj", in, out, lo}, ops::FourBitOptions{},
-                                     ctx);
+  return std::make_unique<Nf4Linear>(LinearSpec{"m.proj", "proj", in, out, lo},
+                                     ops::FourBitOptions{}, ctx);
 }
 
 TEST(Nf4Linear, ForwardIsTheDenseLinearOfItsDequantizedWeight) {
@@ -107,7 +107,8 @@ TEST(Nf4Linear, AQloraModelDequantizesOneLayerAtATime) {
   const Tensor all = Tensor::from_vector(v, {3, 17}, DType::i64);
   CachingAllocator& alloc = allocator_for(Device::cpu());
   const uint64_t first = alloc.total_events();
-  autograd::backward(model->loss(all.narrow(1, 0, 16).contiguous(), all.narrow(1, 1, 16).contiguous()));
+  autograd::backward(
+      model->loss(all.narrow(1, 0, 16).contiguous(), all.narrow(1, 1, 16).contiguous()));
   // The dequantized weights: temporaries labelled with an NF4 layer's path, of that layer's
   // weight size. Never two alive at once.
   std::map<uint64_t, int64_t> live;  // address -> size
