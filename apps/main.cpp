@@ -1,5 +1,6 @@
 // The `fitgrad` command line (DESIGN.md, apps/). Subcommands: `train` (apps/train/),
-// `generate` (apps/generate.h) and `inspect` (apps/inspect.h).
+// `generate` (apps/generate.h), `inspect` (apps/inspect.h) and `quantize`
+// (apps/quantize.h).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -9,6 +10,7 @@
 #include "apps/generate.h"
 #include "apps/guard.h"
 #include "apps/inspect.h"
+#include "apps/quantize.h"
 #include "apps/train/train_command.h"
 #include "tensor/error.h"
 
@@ -36,6 +38,8 @@ int main(int argc, char** argv) {
       "inspect",
       "List the tensors (name, dtype, shape, bytes) and metadata of a safetensors or GGUF file");
   inspect->add_option("FILE", path, "a .safetensors or .gguf file")->required();
+  fitgrad::apps::QuantizeArgs quantize_args;
+  CLI::App* quantize = fitgrad::apps::add_quantize_command(app, quantize_args);
   fitgrad::apps::add_generate_command(app);
   fitgrad::apps::add_train_command(app);
   app.footer(
@@ -55,6 +59,11 @@ int main(int argc, char** argv) {
   if (*inspect)
     return fitgrad::apps::run_guarded("inspect", std::cout, std::cerr, [&] {
       fitgrad::apps::inspect_file(path, std::cout);
+      return 0;
+    });
+  if (*quantize)
+    return fitgrad::apps::run_guarded("quantize", std::cout, std::cerr, [&] {
+      fitgrad::apps::quantize_model_file(quantize_args, std::cout);
       return 0;
     });
   return 0;

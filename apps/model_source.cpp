@@ -11,6 +11,7 @@
 #include "data/bpe_tokenizer.h"
 #include "data/byte_tokenizer.h"
 #include "data/gguf_tokenizer.h"
+#include "io/bnb_4bit.h"
 #include "io/gguf.h"
 #include "io/safetensors.h"
 #include "nn/gguf_model.h"
@@ -41,6 +42,27 @@ void take_gguf_tokenizer(LoadedModel& out, const io::GgufFile& file, const std::
   out.tokenizer_id = gguf_tokenizer_id(path);
 }
 
+// A safetensors file's tensors; a bitsandbytes 4-bit weight (a `*-bnb-4bit` model, or
+// `fitgrad quantize`'s output) is dequantized to its original dtype in place of its packed
+// bytes and companions, so a dense model loads it.
+std::map<std::string, Tensor> safetensors_state(const std::string& path) {
+  const io::SafetensorsFile file = io::SafetensorsFile::open(path);
+  std::map<std::string, Tensor> tensors = file.tensors();
+  std::vector<std::string> quantized;
+  for (const auto& [name, t] : tensors)
+    if (io::is_bnb_4bit(file, name)) quantized.push_back(name);
+  for (const std::string& name : quantized) {
+    DType dtype = DType::f32;
+    const ops::FourBit q = io::read_bnb_4bit(file, name, &dtype);
+    for (const char* companion :
+         {".absmax", ".quant_map", ".nested_absmax", ".nested_quant_map",
+          ".quant_state.bitsandbytes__nf4", ".quant_state.bitsandbytes__fp4"})
+      tensors.erase(name + companion);
+    tensors[name] = ops::dequantize_4bit(q, dtype);
+  }
+  return tensors;
+}
+
 // The tensors of an init file under Hugging Face names.
 std::map<std::string, Tensor> init_tensors(const std::string& init, DType dtype) {
   std::error_code ec;
@@ -50,7 +72,7 @@ std::map<std::string, Tensor> init_tensors(const std::string& init, DType dtype)
            init);
   FG_CHECK(fs::exists(init, ec), "[model] --init file '{}' does not exist", init);
   FG_CHECK(fs::is_regular_file(init, ec), "[model] --init '{}' is not a regular file", init);
-  if (init.ends_with(".safetensors")) return io::SafetensorsFile::open(init).tensors();
+  if (init.ends_with(".safetensors")) return safetensors_state(init);
   FG_CHECK(init.ends_with(".gguf"), "[model] --init '{}' must be a .safetensors or .gguf file",
            init);
   std::map<std::string, Tensor> out;

@@ -1,0 +1,90 @@
+// `fitgrad quantize` (see quantize.h).
+#include "apps/quantize.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "io/bnb_4bit.h"
+#include "io/safetensors.h"
+#include "tensor/error.h"
+#include "tensor/memory/scope.h"
+
+namespace fitgrad::apps {
+namespace fs = std::filesystem;
+
+bool is_quantized_linear(const std::string& name, const Shape& shape) {
+  if (shape.size() != 2 || !name.ends_with(".weight")) return false;
+  for (const char* skip : {"embed_tokens", "wte", "wpe", "lm_head"})
+    if (name.find(skip) != std::string::npos) return false;
+  return true;
+}
+
+int64_t quantize_model_file(const QuantizeArgs& a, std::ostream& out) {
+  FG_CHECK(a.nf4 != a.fp4, "[quantize] give exactly one of --nf4 and --fp4");
+  FG_CHECK(a.in.ends_with(".safetensors"),
+           "[quantize] {}: the input must be a .safetensors file (GGUF input is not supported "
+           "yet)",
+           a.in);
+  FG_CHECK(a.out.ends_with(".safetensors"), "[quantize] {}: the output must end in .safetensors",
+           a.out);
+  FG_CHECK(fs::absolute(a.in).lexically_normal() != fs::absolute(a.out).lexically_normal(),
+           "[quantize] the output {} would overwrite the input", a.out);
+  quant::check_four_bit_blocksize(a.blocksize, "quantize");
+  const ops::FourBitOptions options{a.nf4 ? quant::FourBitType::nf4 : quant::FourBitType::fp4,
+                                    a.blocksize, !a.no_double_quant};
+  const io::SafetensorsFile file = io::SafetensorsFile::open(a.in);
+  std::vector<std::pair<std::string, Tensor>> entries;
+  int64_t quantized = 0, weights = 0, stored = 0, bytes_in = 0, bytes_out = 0;
+  for (const io::SafetensorsEntry& e : file.entries()) {
+    const Tensor t = file.tensor(e.name);
+    bytes_in += t.nbytes();
+    FG_CHECK(!io::is_bnb_4bit(file, e.name), "[quantize] {}: '{}' is already quantized", a.in,
+             e.name);
+    if (!is_quantized_linear(e.name, t.shape()) || !is_floating(t.dtype())) {
+      entries.emplace_back(e.name, t);  // a view of the mapping
+      bytes_out += t.nbytes();
+      continue;
+    }
+    ops::FourBit q;
+    {
+      const MemoryContextScope scope({Category::quantized_weight, intern_label(e.name)});
+      const Tensor f32 = t.to(DType::f32).contiguous();  // Note [Streaming quantization]
+      q = ops::quantize_4bit(f32, options);
+    }
+    for (auto& entry : io::bnb_4bit_entries(e.name, q, t.dtype())) {
+      bytes_out += entry.second.nbytes();
+      entries.push_back(std::move(entry));
+    }
+    ++quantized;
+    weights += t.numel();
+    stored += q.nbytes();
+  }
+  FG_CHECK(quantized > 0, "[quantize] {} has no linear weight to quantize", a.in);
+  io::save_safetensors(a.out, entries, {{"format", "pt"}});
+  out << fmt::format(
+      "quantized {} linear weights ({} values) to {} with block size {}{}: {:.3f} bits per "
+      "weight; {} -> {} bytes\n",
+      quantized, weights, a.nf4 ? "NF4" : "FP4", a.blocksize,
+      a.no_double_quant ? "" : " and double quantization",
+      8.0 * double(stored) / double(weights), bytes_in, bytes_out);
+  return quantized;
+}
+
+CLI::App* add_quantize_command(CLI::App& app, QuantizeArgs& a) {
+  CLI::App* cmd = app.add_subcommand(
+      "quantize",
+      "Write a safetensors model with its linear weights in bitsandbytes' 4-bit format (NF4 or "
+      "FP4, as transformers saves a *-bnb-4bit model)");
+  cmd->add_option("IN", a.in, "the input .safetensors file")->required();
+  cmd->add_option("OUT", a.out, "the output .safetensors file")->required();
+  cmd->add_flag("--nf4", a.nf4, "NF4 codes (QLoRA's)");
+  cmd->add_flag("--fp4", a.fp4, "bitsandbytes' FP4 codes");
+  cmd->add_option("--blocksize", a.blocksize, "values per absmax: 32 to 4096, a power of two")
+      ->capture_default_str();
+  cmd->add_flag("--no_double_quant", a.no_double_quant,
+                "keep the absmaxes in f32 (4.5 bits per weight instead of 4.127)");
+  return cmd;
+}
+
+}  // namespace fitgrad::apps
