@@ -202,8 +202,11 @@ def check_maps(signed, unsigned):
 # ---------------------------------------------------------------------------- quantization
 
 
-def quantize(code, x, signed):
-    """bitsandbytes' quantize_2D binary search, on all of x (float32) at once -> int64 codes."""
+def quantize(code, x, signed, end_bounds=False):
+    """bitsandbytes' quantize_2D binary search, on all of x (float32) at once -> int64 codes.
+    end_bounds: the variant of its 8-bit blockwise quantizer (dQuantize), which replaces the
+    search's initial bounds -1 (or 0) and 1 by code[0] and code[255] when it never moved off
+    them."""
     assert code.dtype == F and x.dtype == F
     pivot = np.full(x.shape, 127, dtype=np.int64)
     upper_pivot = np.full(x.shape, 255, dtype=np.int64)
@@ -220,6 +223,9 @@ def quantize(code, x, signed):
         pivot = np.where(gt, pivot + step, pivot - step)
     val = code[pivot]
     gt = x > val
+    if end_bounds:
+        upper = np.where(upper_pivot == 255, code[255], upper)
+        lower = np.where(lower_pivot == 0, code[0], lower)
     mid_up = (upper + val) * F(0.5)
     mid_low = (lower + val) * F(0.5)
     assert mid_up.dtype == F and mid_low.dtype == F

@@ -87,7 +87,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from gen_adam8bit_golden import dynamic_map
+from gen_adam8bit_golden import dynamic_map, quantize
 from gtb_numpy import pack_bytes, write_gtb
 
 F = np.float32
@@ -265,28 +265,7 @@ def pack_nibbles(codes, pad):
 
 def dquantize(code, y):
     """bitsandbytes' dQuantize (8-bit blockwise, nearest) on all of y (float32) -> int64."""
-    assert code.dtype == F and y.dtype == F
-    pivot = np.full(y.shape, 127, dtype=np.int64)
-    upper_pivot = np.full(y.shape, 255, dtype=np.int64)
-    lower_pivot = np.zeros(y.shape, dtype=np.int64)
-    lower = np.full(y.shape, -1.0, dtype=F)
-    upper = np.full(y.shape, 1.0, dtype=F)
-    for step in (64, 32, 16, 8, 4, 2, 1):
-        val = code[pivot]
-        gt = y > val
-        lower_pivot = np.where(gt, pivot, lower_pivot)
-        lower = np.where(gt, val, lower)
-        upper_pivot = np.where(gt, upper_pivot, pivot)
-        upper = np.where(gt, upper, val)
-        pivot = np.where(gt, pivot + step, pivot - step)
-    val = code[pivot]
-    upper = np.where(upper_pivot == 255, code[255], upper)
-    lower = np.where(lower_pivot == 0, code[0], lower)
-    mid_up = (upper + val) * F(0.5)
-    mid_low = (lower + val) * F(0.5)
-    assert mid_up.dtype == F and mid_low.dtype == F and upper.dtype == F and lower.dtype == F
-    return np.where(y > val, np.where(y > mid_up, upper_pivot, pivot),
-                    np.where(y < mid_low, lower_pivot, pivot))
+    return quantize(code, y, True, end_bounds=True)
 
 
 def mean_offset(absmax):
