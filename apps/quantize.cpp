@@ -66,8 +66,8 @@ int64_t quantize_model_file(const QuantizeArgs& a, std::ostream& out) {
       "quantized {} linear weights ({} values) to {} with block size {}{}: {:.3f} bits per "
       "weight; {} -> {} bytes\n",
       quantized, weights, a.nf4 ? "NF4" : "FP4", a.blocksize,
-      a.no_double_quant ? "" : " and double quantization",
-      8.0 * double(stored) / double(weights), bytes_in, bytes_out);
+      a.no_double_quant ? "" : " and double quantization", 8.0 * double(stored) / double(weights),
+      bytes_in, bytes_out);
   return quantized;
 }
 

@@ -90,8 +90,8 @@ ops::FourBit read_bnb_4bit(const SafetensorsFile& file, const std::string& name,
   const Tensor s = state_bytes.contiguous();
   json state;
   try {
-    state = json::parse(std::string(reinterpret_cast<const char*>(s.data<uint8_t>()),
-                                     size_t(s.numel())));
+    state = json::parse(
+        std::string(reinterpret_cast<const char*>(s.data<uint8_t>()), size_t(s.numel())));
   } catch (const json::exception& e) {
     throw Error(fmt::format("{}: the quant state is not JSON ({})", where, e.what()));
   }
@@ -116,9 +116,9 @@ ops::FourBit read_bnb_4bit(const SafetensorsFile& file, const std::string& name,
            q.packed.numel(), dtype_name(q.packed.dtype()), (n + 1) / 2, shape_str(q.shape));
   const Tensor map = get(name + ".quant_map").to(DType::f32).contiguous();
   const auto& values = quant::four_bit_values(type);
-  FG_CHECK(map.numel() == 16 &&
-               std::memcmp(map.data<float>(), values.data(), sizeof(float) * 16) == 0,
-           "{}: quant_map is not bitsandbytes' {} map", where, type_name(type));
+  FG_CHECK(
+      map.numel() == 16 && std::memcmp(map.data<float>(), values.data(), sizeof(float) * 16) == 0,
+      "{}: quant_map is not bitsandbytes' {} map", where, type_name(type));
   const Tensor absmax = get(name + ".absmax");
   FG_CHECK(absmax.numel() == blocks, "{}: absmax has {} elements, expected {} blocks", where,
            absmax.numel(), blocks);
