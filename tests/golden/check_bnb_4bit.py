@@ -36,9 +36,9 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gen_nf4_golden import (BLOCKSIZES, DQ_BLOCKSIZE, F, bits_per_param, check_thresholds,  # noqa: E402
-                            code_values, double_quantize, dynamic_map, nf4_thresholds,
-                            pack_nibbles, quantize_4bit)
+from gen_nf4_golden import (  # noqa: E402  (after the sys.path line)
+    BLOCKSIZES, DQ_BLOCKSIZE, F, bits_per_param, check_thresholds, code_values,
+    double_quantize, dynamic_map, nf4_thresholds, pack_nibbles, quantize_4bit)
 
 NP_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2", "I64": "<i8",
              "I32": "<i4", "I16": "<i2", "I8": "i1", "U64": "<u8", "U32": "<u4", "U16": "<u2",
@@ -60,7 +60,8 @@ def read_safetensors(path):
     for name, e in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"]):
         b, t = e["data_offsets"]
         size = np.dtype(NP_DTYPES[e["dtype"]]).itemsize * int(np.prod(e["shape"], dtype=np.int64))
-        assert b == end and t - b == size, f"{path}: {name} offsets {b}..{t}, expected {end}..{end + size}"
+        assert b == end and t - b == size, \
+            f"{path}: {name} offsets {b}..{t}, expected {end}..{end + size}"
         tensors[name] = (e["dtype"], list(e["shape"]), data[b:t])
         end = t
     assert end == len(data), f"{path}: data section {len(data)} bytes, tensors cover {end}"
@@ -120,12 +121,11 @@ def check_weight(x, qt, q, orig, t, dmap):
     if dq:
         shapes.update({f"{x}.nested_absmax": ("F32", [-(-blocks // DQ_BLOCKSIZE)]),
                        f"{x}.nested_quant_map": ("F32", [256])})
-    for name, (dt, shape) in shapes.items():
-        got = q[name][:2] if name in q else None
-        if got != (dt, shape):
-            bad.append(f"{name}: {got}, expected {(dt, shape)}")
-    if bad:
-        return bad, "", (n, 0)
+    layout = [f"{name}: {q[name][:2] if name in q else None}, expected {(dt, shape)}"
+              for name, (dt, shape) in shapes.items()
+              if name not in q or q[name][:2] != (dt, shape)]
+    if layout:
+        return bad + layout, "", (n, 0)
 
     a = as_f32(orig[x])
     codes, pad, absmax, _ = quantize_4bit(a, bs, qt, t)
@@ -181,7 +181,7 @@ def main():
     owned = set(quantized) | {f"{x}.quant_state.bitsandbytes__{qt}" for x, qt in quantized.items()}
     owned |= {f"{x}.{c}" for x in quantized for c in COMPANIONS if f"{x}.{c}" in q}
 
-    problems, nq, tot_n, tot_bytes = 0, 0, 0, 0
+    problems, nq, kept, tot_n, tot_bytes = 0, 0, 0, 0, 0
     for name, entry in orig.items():
         if name in quantized:
             with np.errstate(divide="ignore", invalid="ignore"):
@@ -196,6 +196,7 @@ def main():
             elif q[name][2] != entry[2]:
                 bad.append(bit_diff("bytes", np.frombuffer(q[name][2], np.uint8),
                                     np.frombuffer(entry[2], np.uint8)))
+            kept += not bad
         print(f"{'FAIL' if bad else 'ok  '} {name}: {line}")
         for m in bad:
             print(f"       {m}")
@@ -209,7 +210,7 @@ def main():
 
     osize, qsize = os.path.getsize(sys.argv[1]), os.path.getsize(sys.argv[2])
     print(f"summary: {nq} quantized weights ({tot_n} values, "
-          f"{tot_bytes * 8 / max(tot_n, 1):.4f} bits/weight), {len(orig) - nq} tensors kept; "
+          f"{tot_bytes * 8 / max(tot_n, 1):.4f} bits/weight), {kept} tensors kept unchanged; "
           f"file {osize} -> {qsize} bytes ({qsize / osize:.3f}); metadata {qmeta}; "
           f"{problems} mismatch{'es' if problems != 1 else ''}")
     sys.exit(1 if problems else 0)
