@@ -1,12 +1,13 @@
 // The `fitgrad` command line (DESIGN.md, apps/). Subcommands: `train` (apps/train/),
-// `generate` (apps/generate.h), `inspect` (apps/inspect.h) and `quantize`
-// (apps/quantize.h).
+// `generate` (apps/generate.h), `inspect` (apps/inspect.h), `quantize` (apps/quantize.h)
+// and `export` (apps/export.h).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <iostream>
 
+#include "apps/export.h"
 #include "apps/generate.h"
 #include "apps/guard.h"
 #include "apps/inspect.h"
@@ -38,6 +39,8 @@ int main(int argc, char** argv) {
       "inspect",
       "List the tensors (name, dtype, shape, bytes) and metadata of a safetensors or GGUF file");
   inspect->add_option("FILE", path, "a .safetensors or .gguf file")->required();
+  fitgrad::apps::ExportArgs export_args;
+  CLI::App* export_cmd = fitgrad::apps::add_export_command(app, export_args);
   fitgrad::apps::QuantizeArgs quantize_args;
   CLI::App* quantize = fitgrad::apps::add_quantize_command(app, quantize_args);
   fitgrad::apps::add_generate_command(app);
@@ -59,6 +62,11 @@ int main(int argc, char** argv) {
   if (*inspect)
     return fitgrad::apps::run_guarded("inspect", std::cout, std::cerr, [&] {
       fitgrad::apps::inspect_file(path, std::cout);
+      return 0;
+    });
+  if (*export_cmd)
+    return fitgrad::apps::run_guarded("export", std::cout, std::cerr, [&] {
+      fitgrad::apps::export_merged(export_args, std::cout);
       return 0;
     });
   if (*quantize)

@@ -63,24 +63,6 @@ std::map<std::string, Tensor> safetensors_state(const std::string& path) {
   return tensors;
 }
 
-// The tensors of an init file under Hugging Face names.
-std::map<std::string, Tensor> init_tensors(const std::string& init, DType dtype) {
-  std::error_code ec;
-  FG_CHECK(!fs::is_directory(init, ec),
-           "[model] --init '{}' is a directory; --init takes a .safetensors or .gguf file (a "
-           "checkpoint directory is a --model)",
-           init);
-  FG_CHECK(fs::exists(init, ec), "[model] --init file '{}' does not exist", init);
-  FG_CHECK(fs::is_regular_file(init, ec), "[model] --init '{}' is not a regular file", init);
-  if (init.ends_with(".safetensors")) return safetensors_state(init);
-  FG_CHECK(init.ends_with(".gguf"), "[model] --init '{}' must be a .safetensors or .gguf file",
-           init);
-  std::map<std::string, Tensor> out;
-  for (auto& [name, t] : nn::load_llama_gguf(io::GgufFile::open(init), dtype))
-    out.emplace(std::move(name), std::move(t));
-  return out;
-}
-
 nn::BuildOptions without_init(nn::BuildOptions options) {
   options.initialize = false;
   return options;
@@ -102,6 +84,24 @@ std::string params_text(const nn::CausalLM& m) {
 }
 
 }  // namespace
+
+std::map<std::string, Tensor> read_weights_file(const std::string& path, DType dtype,
+                                                const std::string& flag) {
+  std::error_code ec;
+  FG_CHECK(!fs::is_directory(path, ec),
+           "[model] {} '{}' is a directory; {} takes a .safetensors or .gguf file (a "
+           "checkpoint directory is a --model)",
+           flag, path, flag);
+  FG_CHECK(fs::exists(path, ec), "[model] {} file '{}' does not exist", flag, path);
+  FG_CHECK(fs::is_regular_file(path, ec), "[model] {} '{}' is not a regular file", flag, path);
+  if (path.ends_with(".safetensors")) return safetensors_state(path);
+  FG_CHECK(path.ends_with(".gguf"), "[model] {} '{}' must be a .safetensors or .gguf file", flag,
+           path);
+  std::map<std::string, Tensor> out;
+  for (auto& [name, t] : nn::load_llama_gguf(io::GgufFile::open(path), dtype))
+    out.emplace(std::move(name), std::move(t));
+  return out;
+}
 
 std::unique_ptr<data::Tokenizer> default_tokenizer(const nn::ModelConfig& cfg,
                                                    std::string* tokenizer_id) {
@@ -235,7 +235,7 @@ LoadedModel load_model(const std::string& spec, const std::string& init,
     out.model = nn::build_model(cfg, init.empty() ? options : without_init(options));
   }
   if (!init.empty()) {
-    load_weights(*out.model, init_tensors(init, options.dtype), where, init);
+    load_weights(*out.model, read_weights_file(init, options.dtype, "--init"), where, init);
     weights = init;
     if (!out.tokenizer && init.ends_with(".gguf")) {
       take_gguf_tokenizer(out, io::GgufFile::open(init), init);

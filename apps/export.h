@@ -1,0 +1,28 @@
+// `fitgrad export --merge ADAPTER_DIR --base MODEL -o OUT.safetensors [--dtype bf16|f16|f32]`:
+// a LoRA adapter in PEFT's format (nn/lora_adapter.h) merged into its base model's weights,
+// written as one safetensors file under Hugging Face names that transformers (and fitgrad's
+// --init) load as a plain model. Each adapted weight becomes W + scaling * B A, computed in
+// f32 and rounded once to the output dtype (16-bit by default, as merged models are
+// published); every other floating tensor is converted to the output dtype. MODEL is a
+// .safetensors or Llama .gguf file, or a checkpoint directory (its model.safetensors).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <ostream>
+#include <string>
+
+namespace fitgrad::apps {
+
+struct ExportArgs {
+  std::string merge, base, out;
+  std::string dtype = "bf16";
+};
+
+// Runs the command; returns the number of weights merged. Throws "[export] ..." on bad
+// input: an adapter tensor without its pair or its base weight, shapes that do not fit.
+int64_t export_merged(const ExportArgs& args, std::ostream& out);
+
+// Registers the `export` subcommand bound to `args`, and returns it.
+CLI::App* add_export_command(CLI::App& app, ExportArgs& args);
+
+}  // namespace fitgrad::apps

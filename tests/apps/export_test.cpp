@@ -1,0 +1,111 @@
+// `fitgrad export --merge` (apps/export.h): a PEFT adapter saved by fitgrad, merged into the
+// base weights it was trained on, gives a plain model whose logits are the LoRA model's (to
+// f32 rounding with --dtype f32; bf16 by default, with every floating tensor in bf16); an
+// adapter whose layer the base lacks is an error naming it.
+#include "apps/export.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <sstream>
+
+#include "apps/model_source.h"
+#include "autograd/grad_mode.h"
+#include "io/safetensors.h"
+#include "nn/config.h"
+#include "nn/decoder.h"
+#include "nn/lora_adapter.h"
+#include "nn/target_modules.h"
+#include "tests/tensor/ops/op_harness.h"
+
+namespace fitgrad::apps {
+namespace {
+namespace fs = std::filesystem;
+
+class Export : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("fitgrad_export_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    // A plain model (the base) and a LoRA model over the same base weights.
+    base_ = nn::build_model(nn::preset("llama-tiny"), {.seed = 21});
+    std::vector<std::pair<std::string, Tensor>> tensors;
+    for (const auto& [name, t] : base_->named_parameters()) tensors.emplace_back(name, t);
+    io::save_safetensors((dir_ / "base.safetensors").string(), tensors);
+    auto targets =
+        std::make_shared<nn::TargetModules>(nn::TargetModules::parse("q_proj,down_proj"));
+    lora_config_.r = 4;
+    lora_config_.alpha = 12;
+    nn::BuildOptions o{.seed = 22};
+    o.linear_factory = nn::targeted_factory(targets, nn::lora_factory(lora_config_));
+    lora_ = nn::build_model(nn::preset("llama-tiny"), o);
+    autograd::NoGradGuard no_grad;
+    for (const auto& [name, t] : lora_->named_parameters()) {
+      Tensor p = t;
+      if (name.find(".lora_B") != std::string::npos)
+        p.copy_(testing::random_tensor(t.shape(), 23, DType::f32, -0.2, 0.2));
+      else if (name.find(".lora_A") == std::string::npos) {
+        std::string plain = name;
+        const auto at = plain.find(".base_layer");
+        if (at != std::string::npos) plain.erase(at, std::string(".base_layer").size());
+        p.copy_(base_->parameter(plain));
+      }
+    }
+    nn::save_lora_adapter(*lora_, (dir_ / "adapter").string(),
+                          {lora_config_, "q_proj,down_proj", "base"});
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  fs::path dir_;
+  std::unique_ptr<nn::CausalLM> base_, lora_;
+  nn::LoraConfig lora_config_;
+};
+
+TEST_F(Export, TheMergedModelGivesTheLoraModelsLogits) {
+  ExportArgs a;
+  a.merge = (dir_ / "adapter").string();
+  a.base = (dir_ / "base.safetensors").string();
+  a.out = (dir_ / "merged.safetensors").string();
+  a.dtype = "f32";
+  std::ostringstream out;
+  EXPECT_EQ(export_merged(a, out), 4);  // q_proj and down_proj in 2 layers
+  LoadedModel merged = load_model("llama-tiny", a.out, {});
+  std::vector<int64_t> v(2 * 8);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = int64_t((i * 41 + 7) % 256);
+  const Tensor ids = Tensor::from_vector(v, {2, 8}, DType::i64);
+  autograd::NoGradGuard no_grad;
+  EXPECT_TRUE(testing::all_close(testing::to_f64(merged.model->forward(ids)),
+                                 testing::to_f64(lora_->forward(ids)), 1e-4, 1e-5));
+  EXPECT_FALSE(testing::all_close(testing::to_f64(merged.model->forward(ids)),
+                                  testing::to_f64(base_->forward(ids)), 1e-4, 1e-5));
+
+  a.dtype = "bf16";
+  a.out = (dir_ / "merged_bf16.safetensors").string();
+  export_merged(a, out);
+  const auto file = io::SafetensorsFile::open(a.out);
+  for (const auto& e : file.entries()) EXPECT_EQ(e.dtype, DType::bf16) << e.name;
+}
+
+TEST_F(Export, AnAdapterForALayerTheBaseLacksIsAnError) {
+  // A base without layer 1: the adapter's layer-1 weights have nothing to merge into.
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const auto& [name, t] : base_->named_parameters())
+    if (name.find("layers.1.") == std::string::npos) tensors.emplace_back(name, t);
+  io::save_safetensors((dir_ / "short.safetensors").string(), tensors);
+  ExportArgs a;
+  a.merge = (dir_ / "adapter").string();
+  a.base = (dir_ / "short.safetensors").string();
+  a.out = (dir_ / "x.safetensors").string();
+  std::ostringstream out;
+  testing::expect_error([&] { export_merged(a, out); }, "[export]",
+                        "the adapter adapts 'model.layers.1.");
+  a.base = (dir_ / "base.safetensors").string();
+  a.dtype = "f8";
+  testing::expect_error([&] { export_merged(a, out); }, "[export]",
+                        "--dtype must be bf16, f16 or f32");
+}
+
+}  // namespace
+}  // namespace fitgrad::apps
