@@ -16,6 +16,7 @@
 #include "io/safetensors.h"
 #include "nn/gguf_model.h"
 #include "nn/llama_names.h"
+#include "nn/peft_load.h"
 #include "tensor/error.h"
 
 namespace fitgrad::apps {
@@ -68,11 +69,12 @@ nn::BuildOptions without_init(nn::BuildOptions options) {
   return options;
 }
 
-// Module::load (strict), with the spec and the weights file named in any error.
+// Module::load (strict), through PEFT's names when the build adapted layers
+// (nn/peft_load.h), with the spec and the weights file named in any error.
 void load_weights(nn::CausalLM& model, const std::map<std::string, Tensor>& state,
                   const std::string& where, const std::string& file) {
   try {
-    model.load(state);
+    nn::load_into_adapted(model, state);
   } catch (const Error& e) {
     throw Error(
         fmt::format("{} the weights in {} do not fit the model: {}", where, file, e.what()));

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "nn/llama_names.h"
+#include "nn/peft_load.h"
 #include "tensor/error.h"
 
 namespace fitgrad::nn {
@@ -86,7 +87,7 @@ std::unique_ptr<CausalLM> load_gguf_model(const io::GgufFile& file, const BuildO
   std::unique_ptr<CausalLM> model = build_model(cfg, build);
   std::map<std::string, Tensor> state;
   for (auto& [name, t] : load_llama_gguf(file, options.dtype)) state.emplace(name, std::move(t));
-  model->load(state);
+  load_into_adapted(*model, state);  // plain Module::load unless the factory adapted layers
   return model;
 }
 

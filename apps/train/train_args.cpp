@@ -93,6 +93,24 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   add_bool(cmd, "optim_in_backward", a.optim_in_backward,
            "Update each parameter in its gradient hook and free its gradient at once (needs "
            "--max_grad_norm 0)");
+  cmd.add_option("--quantize", a.quantize,
+                 "nf4: keep the frozen base in 4 bits (QLoRA; needs --lora_r)")
+      ->check(CLI::IsMember({"", "nf4"}));
+  cmd.add_option("--lora_r", a.lora_r, "LoRA rank (0: no LoRA; train every parameter)")
+      ->capture_default_str();
+  cmd.add_option("--lora_alpha", a.lora_alpha, "LoRA alpha (scaling alpha / r)")
+      ->capture_default_str();
+  cmd.add_option("--lora_dropout", a.lora_dropout, "Dropout on the LoRA input")
+      ->capture_default_str();
+  cmd.add_option("--lora_target", a.lora_target,
+                 "PEFT target_modules: all-linear, or names such as q_proj,v_proj")
+      ->capture_default_str();
+  add_bool(cmd, "use_rslora", a.use_rslora, "rsLoRA scaling alpha / sqrt(r)");
+  cmd.add_option("--bnb_4bit_quant_type", a.bnb_4bit_quant_type, "nf4 or fp4 (with --quantize)")
+      ->check(CLI::IsMember({"nf4", "fp4"}))
+      ->capture_default_str();
+  add_bool(cmd, "bnb_4bit_use_double_quant", a.bnb_4bit_use_double_quant,
+           "Quantize the 4-bit absmaxes too (4.127 instead of 4.5 bits per weight)");
   cmd.add_option("--optim", a.optim,
                  "Optimizer: adamw_torch (= adamw_hf, adamw_torch_fused), sgd, adamw_8bit (= "
                  "adamw_bnb_8bit, adam8bit), adafactor (torch's), adafactor_hf (transformers')")
@@ -237,6 +255,18 @@ void validate(const TrainArgs& a) {
         "[train] --optim_in_backward cannot clip by the global norm (--max_grad_norm {}): every "
         "gradient would be needed before the first update; pass --max_grad_norm 0",
         a.max_grad_norm));
+  if (!a.quantize.empty() && a.lora_r == 0)
+    throw Error(
+        "[train] --quantize nf4 needs --lora_r: a 4-bit base is frozen, so only LoRA adapters "
+        "can train");
+  require_in("lora_r", a.lora_r, 0, 4096);
+  if (a.lora_r > 0) {
+    if (!(a.lora_alpha > 0 && a.lora_alpha <= 1e6))
+      fail("lora_alpha",
+           fmt::format("must be a finite number in (0, 1000000], got {}", a.lora_alpha));
+    if (!(a.lora_dropout >= 0 && a.lora_dropout < 1))
+      fail("lora_dropout", fmt::format("must be in [0, 1), got {}", a.lora_dropout));
+  }
   if (a.optim_in_backward && a.fp16)
     throw Error(
         "[train] --optim_in_backward and --fp16 conflict: the loss scaler decides to skip a "

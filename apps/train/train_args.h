@@ -53,6 +53,16 @@ struct TrainArgs {
   bool pure_bf16 = false;            // fitgrad: bf16 parameters, no fp32 master copy
   bool stochastic_rounding = false;  // fitgrad: with --pure_bf16, round updates at random
   bool optim_in_backward = false;    // fitgrad: Note [Optimizer in backward]
+  // LoRA and QLoRA (PEFT's LoraConfig and transformers' BitsAndBytesConfig names; Note
+  // [LoRA runs] in apps/train/train_setup.cpp).
+  std::string quantize;  // "" or nf4: the frozen base in 4 bits (fitgrad's flag)
+  int64_t lora_r = 0;    // 0: no LoRA
+  double lora_alpha = 16.0;
+  double lora_dropout = 0.0;
+  std::string lora_target = "all-linear";
+  bool use_rslora = false;
+  std::string bnb_4bit_quant_type = "nf4";
+  bool bnb_4bit_use_double_quant = false;
   std::string optim = "adamw_torch";
   double learning_rate = 5e-5;
   bool learning_rate_given = false;  // --learning_rate was on the command line

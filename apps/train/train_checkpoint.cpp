@@ -8,6 +8,7 @@
 #include "apps/train/train_run.h"
 #include "io/safetensors.h"
 #include "nn/config.h"
+#include "nn/lora_adapter.h"
 #include "tensor/error.h"
 #include "tensor/random/generator.h"
 
@@ -71,6 +72,12 @@ void resume_run(TrainRun& r, const std::string& dir) {
             "[train] --resume_from_checkpoint {}: --{} was {} there and is {} now; a resume "
             "keeps it (Note [Bitwise resume])",
             dir, flag, args.value(flag, int64_t(0)), int64_t(now)));
+    const std::string quantize = args.value("quantize", std::string());
+    if (quantize != a.quantize || args.value("lora_r", int64_t(0)) != a.lora_r)
+      throw Error(fmt::format(
+          "[train] --resume_from_checkpoint {}: --quantize '{}' --lora_r {} there, '{}' and {} "
+          "now; a resume keeps them",
+          dir, quantize, args.value("lora_r", int64_t(0)), a.quantize, a.lora_r));
     const std::string optimizer = state.value("optimizer", r.optimizer->name());
     if (optimizer != r.optimizer->name())
       throw Error(fmt::format(
@@ -103,7 +110,9 @@ void resume_run(TrainRun& r, const std::string& dir) {
     throw Error(fmt::format("[train {}] malformed trainer_state.json: {}",
                             (d / "trainer_state.json").string(), e.what()));
   }
-  {
+  if (r.lora) {  // Note [LoRA runs]: the base comes from --model and --init
+    nn::load_lora_adapter(*r.lm.model, dir);
+  } else {
     auto weights = io::SafetensorsFile::open((d / "model.safetensors").string());
     try {
       r.lm.model->load(weights.tensors(), /*strict=*/true);
@@ -158,6 +167,8 @@ json trainer_state_json(const TrainRun& r) {
         {"pure_bf16", int64_t(a.pure_bf16)},
         {"stochastic_rounding", int64_t(a.stochastic_rounding)},
         {"optim_in_backward", int64_t(a.optim_in_backward)},
+        {"quantize", a.quantize},
+        {"lora_r", a.lora_r},
         {"learning_rate", a.learning_rate},
         {"lr_scheduler_type", a.lr_scheduler_type}}},
       {"log_history", r.metrics->history()},
@@ -174,8 +185,11 @@ void save_checkpoint(TrainRun& r) {
   const nn::CausalLM& model = *r.lm.model;
   std::string path = commit_checkpoint(r.a.output_dir, r.step, [&](const std::string& dir) {
     fs::path d(dir);
-    io::save_safetensors((d / "model.safetensors").string(), model.named_parameters(),
-                         {{"format", "pt"}});
+    if (r.lora)  // Note [LoRA runs]: the adapter, not the base
+      nn::save_lora_adapter(model, dir, {*r.lora, r.a.lora_target, r.a.model});
+    else
+      io::save_safetensors((d / "model.safetensors").string(), model.named_parameters(),
+                           {{"format", "pt"}});
     write_file_atomic((d / "config.json").string(),
                       nn::config_to_json(model.config()).dump(2) + "\n");
     save_tokenizer_spec(dir, r.lm.tokenizer_id, r.lm.tokenizer_vocabulary);

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "tensor/memory/scope.h"
@@ -43,6 +44,13 @@ double TrainRun::epoch_at(int64_t s) const {
 
 std::string TrainRun::loss_curve_title() const {
   return fmt::format("{} on {}", a.model, std::filesystem::path(a.data).filename().string());
+}
+
+int64_t TrainRun::optimized_parameters() const {
+  int64_t n = 0;
+  for (const optim::ParamGroup& g : optimizer->groups())
+    for (const auto& [name, p] : g.params) n += p.numel();
+  return std::max<int64_t>(1, n);
 }
 
 }  // namespace fitgrad::apps

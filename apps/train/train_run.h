@@ -32,6 +32,7 @@
 #include "apps/train/train_args.h"
 #include "data/loader.h"
 #include "data/token_dataset.h"
+#include "nn/lora.h"
 #include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
@@ -58,6 +59,8 @@ struct TrainRun {
   train::MicroBatch meta_batch(int64_t batch, const char* label) const;
   // Epochs done after `step` optimizer steps (0 in a dry run, which has no epochs).
   double epoch_at(int64_t step) const;
+  // The elements of the parameters the optimizer updates (all of them, or the adapters).
+  int64_t optimized_parameters() const;
   std::string loss_curve_title() const;
 
   const TrainArgs& a;
@@ -77,6 +80,7 @@ struct TrainRun {
   std::string phase;
 
   LoadedModel lm;
+  std::optional<nn::LoraConfig> lora;         // a LoRA run's settings (Note [LoRA runs])
   std::optional<data::TokenDataset> dataset;  // not in a dry run
   std::unique_ptr<data::Loader> loader;       // not in a dry run
   std::unique_ptr<optim::Optimizer> optimizer;

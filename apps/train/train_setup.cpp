@@ -10,6 +10,9 @@
 #include "apps/train/checkpoint_dir.h"
 #include "apps/train/train_run.h"
 #include "autograd/checkpoint.h"
+#include "nn/lora.h"
+#include "nn/nf4_linear.h"
+#include "nn/target_modules.h"
 #include "optim/factory.h"
 #include "tensor/error.h"
 #include "tensor/memory/bytes.h"
@@ -197,10 +200,10 @@ void print_summary(TrainRun& r, int64_t warmup) {
       state += optim::state_bytes({spec});
     }
   r.out << fmt::format(
-      "optimizer state ({} declared): {} elements, {} = {:.3f} bytes per parameter; the ledger's "
-      "figure follows the first step\n",
+      "optimizer state ({} declared): {} elements, {} = {:.3f} bytes per trained parameter; the "
+      "ledger's figure follows the first step\n",
       r.optimizer->name(), state_elements, format_bytes(state),
-      double(state) / double(std::max<int64_t>(1, model.num_parameters())));
+      double(state) / double(r.optimized_parameters()));
   r.out << std::flush;
 }
 
@@ -223,10 +226,50 @@ void setup_run(TrainRun& r) {
   nn::BuildOptions build;
   build.device = r.device;
   if (a.pure_bf16) build.dtype = DType::bf16;  // Note [Pure bf16] in train_args.h
+  // Note [LoRA runs]
+  // With --lora_r the model is built through PEFT's layers: every --lora_target Linear is a
+  // LoraLinear whose base is dense, or NF4 with --quantize (QLoRA). The base's weights load
+  // under Hugging Face names (nn/peft_load.h), an NF4 base being quantized as it loads;
+  // everything but the adapters is frozen, the optimizer sees only the adapters, and a
+  // checkpoint holds the adapter in PEFT's format (adapter_config.json,
+  // adapter_model.safetensors) instead of the model: a resume rebuilds the base from --model
+  // and --init and loads the adapter.
+  std::shared_ptr<nn::TargetModules> targets;
+  if (a.lora_r > 0) {
+    targets = std::make_shared<nn::TargetModules>(nn::TargetModules::parse(a.lora_target));
+    r.lora = nn::LoraConfig{a.lora_r, a.lora_alpha, a.lora_dropout, a.use_rslora};
+    nn::LinearFactory base;
+    if (!a.quantize.empty())
+      base = nn::nf4_factory(
+          {a.bnb_4bit_quant_type == "fp4" ? quant::FourBitType::fp4 : quant::FourBitType::nf4, 64,
+           a.bnb_4bit_use_double_quant});
+    build.linear_factory = nn::targeted_factory(targets, nn::lora_factory(*r.lora, base));
+  }
   build.seed = a.seed;
   // A resume overwrites the weights, so --init is not read then.
-  r.lm = load_model(a.model, a.resume_from_checkpoint.empty() ? a.init : "", build);
+  // A resume overwrites the weights, so --init is not read then -- except under LoRA, whose
+  // checkpoints hold only the adapter (Note [LoRA runs]).
+  r.lm = load_model(a.model, a.resume_from_checkpoint.empty() || r.lora ? a.init : "", build);
   nn::CausalLM& model = *r.lm.model;
+  if (targets) {
+    nn::check_targets_found(*targets);
+    const int64_t trainable = nn::mark_only_lora_as_trainable(model);
+    int64_t all = model.num_parameters();  // the dense ones; NF4 weights are not parameters
+    int64_t quantized = 0, quantized_bytes = 0;
+    for (const auto& [path, m] : model.named_modules())
+      if (const auto* nf4 = dynamic_cast<const nn::Nf4Linear*>(m)) {
+        quantized += nf4->in_features() * nf4->out_features();
+        quantized_bytes += nf4->quantized().nbytes();
+      }
+    all += quantized;
+    // PEFT's print_trainable_parameters line, then the base's storage.
+    r.out << fmt::format("trainable params: {} || all params: {} || trainable%: {:.4f}\n",
+                         trainable, all, 100.0 * double(trainable) / double(all));
+    if (quantized > 0)
+      r.out << fmt::format("base: {} linear weights in {} at {:.3f} bits per weight\n", quantized,
+                           a.bnb_4bit_quant_type,
+                           8.0 * double(quantized_bytes) / double(quantized));
+  }
   if (a.gradient_checkpointing)
     model.set_checkpointing(autograd::SegmentPlan::count(model.num_layers()));
   if (a.seq_len > model.config().max_position_embeddings)
@@ -253,9 +296,12 @@ void setup_run(TrainRun& r) {
   oopt.beta2 = a.adam_beta2;
   oopt.eps = a.adam_epsilon;
   oopt.weight_decay = a.weight_decay;
-  r.optimizer =
-      optim::make_optimizer(a.optim, optim::decay_groups(model.named_parameters(), a.weight_decay),
-                            oopt, a.learning_rate_given);
+  // Under LoRA the optimizer sees only the adapters (Note [LoRA runs]).
+  r.optimizer = optim::make_optimizer(
+      a.optim,
+      optim::decay_groups(r.lora ? model.trainable_parameters() : model.named_parameters(),
+                          a.weight_decay),
+      oopt, a.learning_rate_given);
   if (a.stochastic_rounding) r.optimizer->set_stochastic_rounding(a.seed);
   r.schedule.emplace(
       optim::make_lr_schedule(a.lr_scheduler_type, a.learning_rate, warmup, r.total));

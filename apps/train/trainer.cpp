@@ -112,9 +112,8 @@ int run(TrainRun& r) {
       if (r.step == r.run_start_step + 1) {
         const int64_t held = r.alloc.by_category()[size_t(Category::optimizer_state)].current;
         r.progress.message(fmt::format(
-            "optimizer state in the ledger after step {}: {} = {:.3f} bytes per parameter", r.step,
-            format_bytes(held),
-            double(held) / double(std::max<int64_t>(1, r.lm.model->num_parameters()))));
+            "optimizer state in the ledger after step {}: {} = {:.3f} bytes per trained parameter",
+            r.step, format_bytes(held), double(held) / double(r.optimized_parameters())));
       }
       interval.seconds += dt, ++interval.steps, interval.tokens += tokens_per_step;
       if (a.torch_empty_cache_steps > 0 && r.step % a.torch_empty_cache_steps == 0)

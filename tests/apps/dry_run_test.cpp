@@ -2,7 +2,7 @@
 // in apps/train/train_run.h): for gpt2-tiny and llama-tiny, each in fp32, --bf16, --fp16,
 // --gradient_checkpointing, --gradient_accumulation_steps 2, configured dropout, --optim
 // adamw_8bit, adafactor and adafactor_hf, --pure_bf16 --stochastic_rounding and
-// --optim_in_backward, a cpu
+// --optim_in_backward, and QLoRA (--quantize nf4 --lora_r 4), a cpu
 // run and a meta run with the same flags write memory.json traces whose events from the
 // run's start (kind, size, requested bytes, category, label, in order) and whose peaks are
 // identical. The dry run reads no data, writes no checkpoint and no metrics, and says so.
@@ -103,6 +103,11 @@ TEST_P(DryRunTest, MetaWritesTheTraceOfTheRealRun) {
   if (variant == "adamw_8bit" || variant == "adafactor" || variant == "adafactor_hf")
     a.optim = variant;
   if (variant == "pure_bf16_sr") a.pure_bf16 = a.stochastic_rounding = true;
+  if (variant == "qlora") {
+    a.quantize = "nf4";
+    a.lora_r = 4;
+    a.bnb_4bit_use_double_quant = true;
+  }
   if (variant == "optim_in_backward") {
     a.optim_in_backward = true;
     a.max_grad_norm = 0;
@@ -149,7 +154,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values("gpt2-tiny", "llama-tiny"),
                        ::testing::Values("fp32", "bf16", "checkpointing", "accumulation", "dropout",
                                          "fp16", "adamw_8bit", "adafactor", "adafactor_hf",
-                                         "pure_bf16_sr", "optim_in_backward")),
+                                         "pure_bf16_sr", "optim_in_backward", "qlora")),
     [](const auto& info) {
       std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param);
       for (char& c : name)
