@@ -68,23 +68,18 @@ std::vector<std::pair<std::string, Tensor>> bnb_4bit_entries(const std::string& 
 }
 
 bool is_bnb_4bit(const SafetensorsFile& file, const std::string& name) {
-  for (const SafetensorsEntry& e : file.entries())
-    if (e.name == state_key(name, quant::FourBitType::nf4) ||
-        e.name == state_key(name, quant::FourBitType::fp4))
-      return true;
-  return false;
+  return file.has(state_key(name, quant::FourBitType::nf4)) ||
+         file.has(state_key(name, quant::FourBitType::fp4));
 }
 
 ops::FourBit read_bnb_4bit(const SafetensorsFile& file, const std::string& name, DType* dtype) {
   const std::string where = fmt::format("[bnb 4-bit {}] {}", file.path(), name);
-  const auto tensors = file.tensors();
   auto get = [&](const std::string& key) {
-    const auto it = tensors.find(key);
-    FG_CHECK(it != tensors.end(), "{}: '{}' is missing", where, key);
-    return it->second;
+    FG_CHECK(file.has(key), "{}: '{}' is missing", where, key);
+    return file.tensor(key);
   };
   quant::FourBitType type = quant::FourBitType::nf4;
-  if (!tensors.count(state_key(name, type))) type = quant::FourBitType::fp4;
+  if (!file.has(state_key(name, type))) type = quant::FourBitType::fp4;
   const Tensor state_bytes = get(state_key(name, type));
   FG_CHECK(state_bytes.dtype() == DType::u8, "{}: the quant state must be u8", where);
   const Tensor s = state_bytes.contiguous();

@@ -47,6 +47,7 @@ class SafetensorsFile {
   // unknown name.
   Tensor tensor(const std::string& name) const;
   std::map<std::string, Tensor> tensors() const;
+  bool has(const std::string& name) const { return index_.count(name) > 0; }
   // The whole mapped file. These bytes are outside the memory ledger (Storage::wrap).
   const std::byte* mapped_data() const;
   size_t mapped_size() const;

@@ -344,9 +344,10 @@ struct AdafactorArgs {
   Tensor workspace;  // adafactor_workspace_doubles(batch, rows, cols) doubles, temporary
   StochasticRounding sr;
 };
-// The doubles of Adafactor's workspace: a partial sum per row and one per column.
+// The doubles of Adafactor's workspace: a partial sum per row, one per column, and each
+// batch's mean row factor.
 inline int64_t adafactor_workspace_doubles(int64_t batch, int64_t rows, int64_t cols) {
-  return batch * rows + batch * cols;
+  return batch * rows + batch * cols + batch;
 }
 
 }  // namespace fitgrad::backend

@@ -37,7 +37,8 @@ class Update {
         lines_(a.batch * a.rows),
         cols_(a.cols),
         partial_(reinterpret_cast<double*>(a.workspace.data<float>())),
-        col_sum_(partial_ + lines_) {}
+        col_sum_(partial_ + lines_),
+        row_mean_(col_sum_ + a.batch * cols_) {}
 
   void run() {
     const double n = double(lines_ * cols_);
@@ -116,7 +117,7 @@ class Update {
       double s = 0.0;
       for (int64_t r = 0; r < rows; ++r) s += row[b * rows + r];
       const float mean = float(s / double(rows));
-      if (b < kMaxBatch) row_mean_[b] = torch_ ? std::max(mean, k_.eps1) : mean;
+      row_mean_[b] = torch_ ? std::max(mean, k_.eps1) : mean;
     }
   }
 
@@ -134,7 +135,7 @@ class Update {
     const int64_t b = r / a_.rows;
     const float row = a_.row.data<float>()[r];
     const float* col = a_.col.data<float>() + b * cols_;
-    const float mean = row_mean(b);
+    const float mean = float(row_mean_[b]);
     if (torch_) {
       const float floor = k_.eps1 * k_.eps1;
       for (int64_t c = c0; c < c1; ++c)
@@ -197,17 +198,6 @@ class Update {
     }
   }
 
-  // The batch's mean row factor (torch: floored at eps1); parameters have few batches.
-  static constexpr int64_t kMaxBatch = 64;
-  float row_mean(int64_t b) const {
-    if (b < kMaxBatch) return row_mean_[b];
-    const float* row = a_.row.data<float>() + b * a_.rows;
-    double s = 0.0;
-    for (int64_t r = 0; r < a_.rows; ++r) s += row[r];
-    const float mean = float(s / double(a_.rows));
-    return torch_ ? std::max(mean, k_.eps1) : mean;
-  }
-
   const AdafactorArgs& a_;
   const backend::AdafactorScalars& k_;
   const bool torch_;
@@ -216,7 +206,7 @@ class Update {
   int64_t lines_, cols_;
   double* partial_;
   double* col_sum_;
-  float row_mean_[kMaxBatch] = {};
+  double* row_mean_;  // per batch, the f32 mean (floored at eps1 by torch) held as a double
 };
 
 }  // namespace
