@@ -38,8 +38,11 @@ TrainStep::TrainStep(nn::CausalLM& model, optim::Optimizer& optimizer,
            "(fp16): it needs every gradient before the first update");
   // The hooks outlive this TrainStep (they stay on the parameters): they reach the optimizer
   // only while a step of this TrainStep is in its backward.
-  for (auto& [name, p] : model.named_parameters()) {
-    const size_t index = optimizer.index_of(name);
+  for (auto& entry : model.named_parameters()) {
+    // A named local, not a structured binding: C++20 lets lambdas capture bindings, but
+    // clang before 16 (the fuzz build's compiler) does not.
+    Tensor p = entry.second;
+    const size_t index = optimizer.index_of(entry.first);
     autograd::add_grad_hook(
         p, [active = in_backward_, index, p](const Tensor&, const autograd::GradHookContext& c) {
           if (!c.is_last_micro_batch || !*active) return;
