@@ -297,6 +297,20 @@ struct FourBitArgs {
   Tensor nested, absmax2, offset;  // double quantization, or undefined
 };
 
+// Reads of a 4-bit (rows, cols) weight without dequantizing all of it. embedding_4bit: out
+// (n, cols) floating = the rows named by ids (n, i32 or i64; the kernel checks each is in
+// [0, rows)). linear_4bit: out (m, rows) f32 = x (m, cols) f32 times the weight transposed,
+// with staging f32 (four_bit_matvec_staging floats) as scratch. absmax f32 (blocks) as in
+// FourBitArgs: with nested defined it is a temporary the kernel fills first.
+inline int64_t four_bit_matvec_staging(int64_t m, int64_t cols) { return m * cols; }
+struct FourBitReadArgs {
+  int64_t rows = 0, cols = 0, blocksize = 64;
+  bool fp4 = false;
+  Tensor packed, absmax;
+  Tensor nested, absmax2, offset;
+  Tensor ids_or_x, out, staging;
+};
+
 // bitsandbytes' Adam with 8-bit blockwise state (Note [Adam8bit kernel] in
 // tensor/cpu/adam8bit.cpp), or its 32-bit kernel for small tensors. The scalars, rounded to
 // f32 (t is the parameter's step):

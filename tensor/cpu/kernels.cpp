@@ -16,6 +16,7 @@
 #include "tensor/cpu/dropout.h"
 #include "tensor/cpu/elementwise.h"
 #include "tensor/cpu/embedding.h"
+#include "tensor/cpu/four_bit_matvec.h"
 #include "tensor/cpu/gemm.h"
 #include "tensor/cpu/gemm_bf16.h"
 #include "tensor/cpu/gemm_staged.h"
@@ -326,6 +327,34 @@ void dequantize_4bit(const FourBitArgs& a) {
                                four_bit_type(a), a.a_or_out.data<decltype(e)>());
   });
 }
+// The absmaxes of a FourBitReadArgs, dequantized into its temporary when double-quantized.
+const float* read_absmax(const FourBitReadArgs& a) {
+  if (a.nested.defined())
+    quant::dequantize_absmax(a.nested.data<uint8_t>(), f32(a.absmax2), f32(a.offset)[0],
+                             a.nested.numel(), f32(a.absmax));
+  return f32(a.absmax);
+}
+void embedding_4bit(const FourBitReadArgs& a) {
+  const float* absmax = read_absmax(a);
+  const quant::FourBitType type = a.fp4 ? quant::FourBitType::fp4 : quant::FourBitType::nf4;
+  with_ids(a.ids_or_x, [&](const auto* ids) {
+    const int64_t n = a.ids_or_x.numel();
+    for (int64_t i = 0; i < n; ++i)
+      FG_CHECK(ids[i] >= 0 && int64_t(ids[i]) < a.rows,
+               "[embedding_4bit] id {} at position {} is out of range for {} embeddings",
+               int64_t(ids[i]), i, a.rows);
+    dispatch_floating(a.out.dtype(), "embedding_4bit", [&](auto e) {
+      quant::dequantize_four_bit_rows(a.packed.data<uint8_t>(), absmax, a.cols, a.blocksize, type,
+                                      ids, n, a.out.data<decltype(e)>());
+    });
+  });
+}
+void linear_4bit(const FourBitReadArgs& a) {
+  const float* absmax = read_absmax(a);
+  cpu::four_bit_matvec(a.packed.data<uint8_t>(), absmax, a.rows, a.cols, a.blocksize,
+                       a.fp4 ? quant::FourBitType::fp4 : quant::FourBitType::nf4, f32(a.ids_or_x),
+                       a.ids_or_x.size(0), f32(a.staging), f32(a.out));
+}
 void sum_squares(const SumSquaresArgs& a) {
   *a.out = cpu::sum_squares(a.x.data_ptr(), a.x.dtype(), a.x.numel(), doubles_or_null(a.workspace));
 }
@@ -400,6 +429,8 @@ void register_cpu_kernels() {
   register_kernel(cpu, OpId::adafactor_update, cpu::adafactor_update);
   register_kernel(cpu, OpId::quantize_4bit, quantize_4bit);
   register_kernel(cpu, OpId::dequantize_4bit, dequantize_4bit);
+  register_kernel(cpu, OpId::embedding_4bit, embedding_4bit);
+  register_kernel(cpu, OpId::linear_4bit, linear_4bit);
 }
 
 }  // namespace fitgrad::backend

@@ -33,4 +33,15 @@ FourBit quantize_4bit(const Tensor& a, const FourBitOptions& options);
 // Dequantizes into a new tensor of q.shape in `dtype` (f32, bf16 or f16).
 Tensor dequantize_4bit(const FourBit& q, DType dtype);
 
+// The rows `ids` (i32 or i64, any shape) of a quantized 2-D q (V, C), dequantized exactly
+// as dequantize_4bit would give them: (ids..., C) in `dtype`. Throws "[embedding_4bit] id
+// ... is out of range" for an id outside [0, V).
+Tensor embedding_4bit(const FourBit& q, const Tensor& ids, DType dtype);
+
+// x (..., in) floating times the quantized weight q (out, in) transposed -> (..., out) in
+// x's dtype, read from the 4-bit codes without a dequantized copy of the weight (Note
+// [Four-bit matvec] in tensor/cpu/four_bit_matvec.cpp): computed in f32, for the few rows
+// of a decoding step (its cost grows with the rows; a GEMM on dequantize_4bit serves many).
+Tensor linear_4bit(const Tensor& x, const FourBit& q);
+
 }  // namespace fitgrad::ops

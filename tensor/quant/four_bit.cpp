@@ -128,6 +128,22 @@ void dequantize_four_bit(const uint8_t* packed, const float* absmax, int64_t n, 
   }
 }
 
+template <class T, class Id>
+void dequantize_four_bit_rows(const uint8_t* packed, const float* absmax, int64_t row_len,
+                              int64_t blocksize, FourBitType type, const Id* ids, int64_t n_ids,
+                              T* out) {
+  check_four_bit_blocksize(blocksize, "dequantize_4bit_rows");
+  const auto& v = four_bit_values(type);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < n_ids; ++r)
+    for (int64_t k = 0; k < row_len; ++k) {
+      const int64_t i = int64_t(ids[r]) * row_len + k;
+      const uint8_t byte = packed[i / 2];
+      const uint8_t c = i % 2 == 0 ? byte >> 4 : byte & 0x0F;
+      out[r * row_len + k] = convert<T>(v[c] * absmax[i / blocksize]);
+    }
+}
+
 void quantize_absmax(const float* absmax, int64_t blocks, uint8_t* codes, float* absmax2,
                      float* offset) {
   double sum = 0.0;
@@ -155,7 +171,11 @@ void dequantize_absmax(const uint8_t* codes, const float* absmax2, float offset,
 #define FITGRAD_FOUR_BIT(T)                                                                      \
   template void quantize_four_bit(const T*, int64_t, int64_t, FourBitType, uint8_t*, float*);    \
   template void dequantize_four_bit(const uint8_t*, const float*, int64_t, int64_t, FourBitType, \
-                                    T*);
+                                    T*);                                                         \
+  template void dequantize_four_bit_rows(const uint8_t*, const float*, int64_t, int64_t,         \
+                                         FourBitType, const int32_t*, int64_t, T*);              \
+  template void dequantize_four_bit_rows(const uint8_t*, const float*, int64_t, int64_t,         \
+                                         FourBitType, const int64_t*, int64_t, T*);
 FITGRAD_FOUR_BIT(float)
 FITGRAD_FOUR_BIT(BFloat16)
 FITGRAD_FOUR_BIT(Half)

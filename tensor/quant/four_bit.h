@@ -58,6 +58,14 @@ template <class T>
 void dequantize_four_bit(const uint8_t* packed, const float* absmax, int64_t n, int64_t blocksize,
                          FourBitType type, T* out);
 
+// Rows of a quantized (rows, row_len) tensor, as dequantize_four_bit gives them: for each
+// of the n_ids row indices (i32 or i64, each in [0, rows), checked by the caller), its row_len values
+// into out (n_ids, row_len).
+template <class T, class Id>
+void dequantize_four_bit_rows(const uint8_t* packed, const float* absmax, int64_t row_len,
+                              int64_t blocksize, FourBitType type, const Id* ids, int64_t n_ids,
+                              T* out);
+
 // Double quantization of `blocks` absmaxes (Note [Double quantization]): blocks codes,
 // blocks_of(blocks, 256) second-level absmaxes and the offset.
 inline constexpr int64_t kNestedBlocksize = 256;

@@ -340,6 +340,18 @@ std::vector<OpRow> rows() {
          const ops::FourBit q = ops::quantize_4bit(in[0], {quant::FourBitType::fp4, 64, false});
          return Tensors{ops::dequantize_4bit(q, in[0].dtype())};
        }});
+  // A (9, 96) weight: 96 is no multiple of the blocksize 64, so blocks straddle rows.
+  auto four_bit_rows = [](Device d, DType t) {
+    return Tensors{input({9, 96}, 60, d, t, -2, 2), ids({3, 0, 8, 3}, d), input({2, 96}, 61, d, t)};
+  };
+  r.push_back({OpId::embedding_4bit, four_bit_rows, [](Tensors& in) {
+                 const ops::FourBit q = ops::quantize_4bit(in[0], {});
+                 return Tensors{ops::embedding_4bit(q, in[1], in[0].dtype())};
+               }});
+  r.push_back({OpId::linear_4bit, four_bit_rows, [](Tensors& in) {
+                 const ops::FourBit q = ops::quantize_4bit(in[0], {quant::FourBitType::nf4, 32});
+                 return Tensors{ops::linear_4bit(in[2], q)};
+               }});
   r.push_back({OpId::sum_squares, [](Device d, DType t) { return Tensors{input({70}, 49, d, t)}; },
                [](Tensors& in) {
                  const double s = ops::sum_squares(in[0]);
