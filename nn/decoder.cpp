@@ -83,11 +83,31 @@ Tensor Gpt2Model::embed(const Tensor& ids, int64_t position) const {
 LlamaModel::LlamaModel(std::string path, std::string name, const ModelConfig& cfg,
                        BuildContext& ctx)
     : DecoderBody(std::move(path), std::move(name)) {
-  embed_tokens_ = &register_module<Embedding>("embed_tokens", cfg.vocab_size, cfg.hidden_size,
-                                              cfg.initializer_range, ctx);
+  if (ctx.options.quantized_embedding)
+    nf4_embed_tokens_ = &register_module<Nf4Embedding>("embed_tokens", cfg.vocab_size,
+                                                       cfg.hidden_size, cfg.initializer_range,
+                                                       *ctx.options.quantized_embedding, ctx);
+  else
+    embed_tokens_ = &register_module<Embedding>("embed_tokens", cfg.vocab_size, cfg.hidden_size,
+                                                cfg.initializer_range, ctx);
   for (int64_t i = 0; i < cfg.num_layers; ++i)
     blocks_.push_back(&register_module<LlamaBlock>("layers." + std::to_string(i), cfg, ctx));
   norm_ = &register_module<RMSNorm>("norm", cfg.hidden_size, cfg.norm_eps, ctx);
+}
+
+Tensor LlamaModel::embed(const Tensor& ids, int64_t /*position*/) const {
+  return nf4_embed_tokens_ ? nf4_embed_tokens_->forward(ids) : embed_tokens_->forward(ids);
+}
+
+Tensor LlamaModel::tied_head(const Tensor& x) const {
+  if (nf4_embed_tokens_) return nf4_embed_tokens_->head(x);
+  // The embedding's compute-dtype copy comes from the step's cache.
+  return ag::matmul(x, ag::autocast_operand(backend::OpId::matmul, embed_tokens_->weight()), false,
+                    true);
+}
+
+Tensor Gpt2Model::tied_head(const Tensor& x) const {
+  return ag::matmul(x, ag::autocast_operand(backend::OpId::matmul, wte_->weight()), false, true);
 }
 
 CausalLM::CausalLM(const ModelConfig& cfg) : Module("", ""), config_(cfg) { config_.validate(); }
@@ -128,9 +148,7 @@ Tensor CausalLM::head(Tensor x) const {
   // Note [Autocast op table] in autograd/autocast_rules.h; see head() in decoder.h.
   x = ag::autocast_operand(backend::OpId::matmul, x);
   if (lm_head_) return lm_head_->forward(x);
-  // (B, T, V), tied: the embedding's compute-dtype copy comes from the step's cache.
-  return ag::matmul(x, ag::autocast_operand(backend::OpId::matmul, body_->token_embedding()), false,
-                    true);
+  return body_->tied_head(x);  // (B, T, V)
 }
 
 Tensor CausalLM::loss(const Tensor& ids, const Tensor& targets) const {

@@ -47,6 +47,7 @@
 #include "nn/kv_cache.h"
 #include "nn/layers.h"
 #include "nn/mlp.h"
+#include "nn/nf4_embedding.h"
 
 namespace fitgrad::nn {
 
@@ -91,8 +92,9 @@ class DecoderBody : public Module {
   // ids (B, T_new) at positions cache.length() onwards -> (B, T_new, C) (Note [Cached
   // decoding]); does not advance the cache.
   Tensor forward_cached(const Tensor& ids, KvCache& cache) const;
-  // The token embedding table (V, C), which a tied head reuses.
-  virtual const Tensor& token_embedding() const = 0;
+  // A tied head: x (B, T, C) in the compute dtype -> logits (B, T, V) through the token
+  // embedding table (V, C).
+  virtual Tensor tied_head(const Tensor& x) const = 0;
   const std::vector<const Block*>& blocks() const { return blocks_; }
 
  protected:
@@ -105,7 +107,7 @@ class DecoderBody : public Module {
 class Gpt2Model : public DecoderBody {
  public:
   Gpt2Model(std::string path, std::string name, const ModelConfig& cfg, BuildContext& ctx);
-  const Tensor& token_embedding() const override { return wte_->weight(); }
+  Tensor tied_head(const Tensor& x) const override;
 
  protected:
   Tensor embed(const Tensor& ids, int64_t position) const override;
@@ -120,16 +122,16 @@ class Gpt2Model : public DecoderBody {
 class LlamaModel : public DecoderBody {
  public:
   LlamaModel(std::string path, std::string name, const ModelConfig& cfg, BuildContext& ctx);
-  const Tensor& token_embedding() const override { return embed_tokens_->weight(); }
+  Tensor tied_head(const Tensor& x) const override;
 
  protected:
-  Tensor embed(const Tensor& ids, int64_t /*position: RoPE is in attention*/) const override {
-    return embed_tokens_->forward(ids);
-  }
+  Tensor embed(const Tensor& ids, int64_t /*position: RoPE is in attention*/) const override;
   Tensor final_norm(const Tensor& x) const override { return norm_->forward(x); }
 
  private:
-  Embedding* embed_tokens_;
+  // One of the two: a dense table, or a 4-bit one (BuildOptions::quantized_embedding).
+  Embedding* embed_tokens_ = nullptr;
+  Nf4Embedding* nf4_embed_tokens_ = nullptr;
   RMSNorm* norm_;
 };
 

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "tensor/memory/scope.h"
+#include "tensor/ops/quantize.h"
 #include "tensor/random/generator.h"
 #include "tensor/tensor.h"
 
@@ -57,6 +58,9 @@ struct BuildOptions {
   bool initialize = true;
   // Makes every Linear of the model; empty: a dense nn::Linear (Note [Linear factory]).
   LinearFactory linear_factory = {};
+  // When set, a Llama's token embedding is a frozen 4-bit Nf4Embedding with these options
+  // (Note [Quantizing the embedding] in nn/nf4_embedding.h).
+  std::optional<ops::FourBitOptions> quantized_embedding = std::nullopt;
 };
 
 // How one parameter starts (Note [Parameter initialisation]).

@@ -47,8 +47,46 @@ void Nf4Linear::quantize_from(const Tensor& weight) {
 }
 
 Tensor Nf4Linear::dequantized(DType dtype) const {
-  const CategoryScope temporary(Category::temporary);
+  const MemoryContextScope scope({Category::temporary, intern_label(path() + ".weight")});
   return ops::dequantize_4bit(q_, dtype);
+}
+
+Tensor four_bit_linear(const Tensor& x, const ops::FourBit& q, const Tensor& bias,
+                       const std::string& label) {
+  const int64_t in = q.shape[1], out = q.shape[0];
+  const DType auto_dt = autograd::autocast_dtype();
+  const DType dt = auto_dt != DType::f32 ? auto_dt : x.dtype();
+  const Tensor xc = x.dtype() == dt ? x : autograd::cast(x, dt);
+  const bool rec = autograd::needs_record({&xc});
+  const Tensor b = bias.defined() ? bias.to(dt) : Tensor();
+  const uint32_t name = intern_label(label);
+  if (!rec && xc.numel() / in <= kMatvecRows) {  // Note [Decoding reads the nibbles]
+    Tensor y = ops::linear_4bit(xc, q);
+    return b.defined() ? ops::add(y, b) : y;
+  }
+  Tensor y;
+  {
+    autograd::ForwardScope forward(rec);
+    Tensor w;  // Note [Dequantized one layer at a time]
+    {
+      const MemoryContextScope scope({Category::temporary, name});
+      w = ops::dequantize_4bit(q, dt);
+    }
+    y = ops::linear(xc, w, b);
+  }
+  if (!rec) return y;
+  auto node = autograd::make_node(
+      "nf4_linear", [&q, dt, name, out, xs = xc.shape()](autograd::Node&, std::vector<Tensor>& g) {
+        Tensor w;  // (out, in), freed after dX
+        {
+          const MemoryContextScope scope({Category::temporary, name});
+          w = ops::dequantize_4bit(q, dt);
+        }
+        const Tensor g2 = g[0].reshape({-1, out});
+        return std::vector<Tensor>{ops::matmul(g2, w).reshape(xs)};
+      });
+  autograd::record(node, {&xc}, {&y});
+  return y;
 }
 
 Tensor Nf4Linear::forward(const Tensor& x) const {
@@ -56,25 +94,7 @@ Tensor Nf4Linear::forward(const Tensor& x) const {
   FG_CHECK(x.dim() >= 1 && x.size(-1) == in_features(),
            "[{}] expected input (..., {}), got last dim {}", path(), in_features(),
            x.dim() ? x.size(-1) : 0);
-  const DType auto_dt = autograd::autocast_dtype();
-  const DType dt = auto_dt != DType::f32 ? auto_dt : x.dtype();
-  const Tensor xc = x.dtype() == dt ? x : autograd::cast(x, dt);
-  const bool rec = autograd::needs_record({&xc});
-  Tensor y;
-  {
-    autograd::ForwardScope forward(rec);
-    const Tensor w = dequantized(dt);  // Note [Dequantized one layer at a time]
-    y = ops::linear(xc, w, bias_.defined() ? bias_.to(dt) : Tensor());
-  }
-  if (!rec) return y;
-  auto node = autograd::make_node(
-      "nf4_linear", [self = this, dt, xs = xc.shape()](autograd::Node&, std::vector<Tensor>& g) {
-        const Tensor w = self->dequantized(dt);  // (out, in), freed after dX
-        const Tensor g2 = g[0].reshape({-1, self->out_features()});
-        return std::vector<Tensor>{ops::matmul(g2, w).reshape(xs)};
-      });
-  autograd::record(node, {&xc}, {&y});
-  return y;
+  return four_bit_linear(x, q_, bias_, path() + ".weight");
 }
 
 LinearFactory nf4_factory(const ops::FourBitOptions& options) {

@@ -14,14 +14,44 @@
 // model never exists either. The weight is stored in torch's (out, in) layout whatever the
 // model's layout (GPT-2's Conv1D weights are transposed once, when quantized), as
 // bitsandbytes stores a quantized nn.Linear.
+//
+// Note [Decoding reads the nibbles]
+// Without a gradient to record and with at most kMatvecRows rows of input (a decoding
+// step), the product skips the dequantized copy and reads the 4-bit codes directly
+// (ops::linear_4bit, Note [Four-bit matvec]): a decoding step then streams 4.1 bits per
+// weight instead of writing and reading 32. Its f32 sums differ from the dequantize-and-
+// multiply route only in their order.
 #pragma once
+
+#include <string>
 
 #include "nn/layers.h"
 #include "tensor/ops/quantize.h"
 
 namespace fitgrad::nn {
 
-class Nf4Linear final : public LinearLayer {
+// A module whose frozen weight lives only in 4 bits (Nf4Linear, Nf4Embedding): loading
+// quantizes its "<path>.weight" from a file's dense weight (nn/peft_load.h).
+class FourBitWeight {
+ public:
+  virtual ~FourBitWeight() = default;
+  virtual const ops::FourBit& quantized() const = 0;
+  // Replaces the quantized weight by the quantization of `weight` (the file's shape).
+  virtual void quantize_from(const Tensor& weight) = 0;
+};
+
+// Rows of input up to which a product without autograd reads the nibbles directly (Note
+// [Decoding reads the nibbles]).
+inline constexpr int64_t kMatvecRows = 4;
+
+// x (..., in) times the 4-bit weight q (out, in) transposed, plus bias (out) when defined,
+// in the compute dtype (the autocast dtype, else x's), differentiable in x only (Note
+// [Dequantized one layer at a time]). `label` names the dequantized temporaries. q must
+// outlive the backward pass.
+Tensor four_bit_linear(const Tensor& x, const ops::FourBit& q, const Tensor& bias,
+                       const std::string& label);
+
+class Nf4Linear final : public LinearLayer, public FourBitWeight {
  public:
   // Quantizes a normal(0, init_std) draw of the weight when the build initialises, else
   // allocates the quantized state for a load; the bias (if any) is a frozen parameter.
@@ -31,10 +61,10 @@ class Nf4Linear final : public LinearLayer {
 
   // Replaces the quantized weight by the quantization of `weight`, given in the model's
   // layout ((out, in) for torch, (in, out) for GPT-2's Conv1D), any floating dtype.
-  void quantize_from(const Tensor& weight);
+  void quantize_from(const Tensor& weight) override;
   // The weight dequantized in `dtype`, (out, in).
   Tensor dequantized(DType dtype) const;
-  const ops::FourBit& quantized() const { return q_; }
+  const ops::FourBit& quantized() const override { return q_; }
   LinearLayout layout() const { return layout_; }
   const Tensor& bias() const { return bias_; }
 

@@ -25,21 +25,22 @@ std::string hf_path(std::string path) {
 void load_into_adapted(Module& model, const std::map<std::string, Tensor>& state) {
   std::map<std::string, Tensor> rest = state;
   std::vector<std::string> problems;
-  // NF4 weights: quantized from the file's dense weight, after every check below passed.
-  std::vector<std::pair<Nf4Linear*, Tensor>> quantize;
+  // 4-bit weights: quantized from the file's dense weight, after every check below passed.
+  std::vector<std::pair<FourBitWeight*, Tensor>> quantize;
   std::map<std::string, Tensor> renamed;
   for (const auto& [path, m] : model.named_modules()) {
-    if (const auto* nf4 = dynamic_cast<const Nf4Linear*>(m)) {
+    if (const auto* q = dynamic_cast<const FourBitWeight*>(m)) {
       const std::string key = hf_path(path) + ".weight";
       const auto it = rest.find(key);
       if (it == rest.end()) {
-        problems.push_back(fmt::format("'{}' is missing (the NF4 layer {})", key, path));
+        problems.push_back(fmt::format("'{}' is missing (the 4-bit layer {})", key, path));
         continue;
       }
       // named_modules() lists the tree read-only; the model itself is ours to change.
-      quantize.emplace_back(const_cast<Nf4Linear*>(nf4), it->second);
+      quantize.emplace_back(const_cast<FourBitWeight*>(q), it->second);
       rest.erase(it);
-      if (nf4->bias().defined()) {
+      const auto* nf4 = dynamic_cast<const Nf4Linear*>(m);
+      if (nf4 && nf4->bias().defined()) {
         const auto b = rest.find(hf_path(path) + ".bias");
         if (b != rest.end()) {
           renamed[path + ".bias"] = b->second;

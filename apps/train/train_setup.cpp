@@ -239,10 +239,13 @@ void setup_run(TrainRun& r) {
     targets = std::make_shared<nn::TargetModules>(nn::TargetModules::parse(a.lora_target));
     r.lora = nn::LoraConfig{a.lora_r, a.lora_alpha, a.lora_dropout, a.use_rslora};
     nn::LinearFactory base;
-    if (!a.quantize.empty())
-      base = nn::nf4_factory(
-          {a.bnb_4bit_quant_type == "fp4" ? quant::FourBitType::fp4 : quant::FourBitType::nf4, 64,
-           a.bnb_4bit_use_double_quant});
+    if (!a.quantize.empty()) {
+      const ops::FourBitOptions four_bit{
+          a.bnb_4bit_quant_type == "fp4" ? quant::FourBitType::fp4 : quant::FourBitType::nf4, 64,
+          a.bnb_4bit_use_double_quant};
+      base = nn::nf4_factory(four_bit);
+      build.quantized_embedding = four_bit;  // Note [Quantizing the embedding]
+    }
     build.linear_factory = nn::targeted_factory(targets, nn::lora_factory(*r.lora, base));
   }
   build.seed = a.seed;
@@ -257,16 +260,16 @@ void setup_run(TrainRun& r) {
     int64_t all = model.num_parameters();  // the dense ones; NF4 weights are not parameters
     int64_t quantized = 0, quantized_bytes = 0;
     for (const auto& [path, m] : model.named_modules())
-      if (const auto* nf4 = dynamic_cast<const nn::Nf4Linear*>(m)) {
-        quantized += nf4->in_features() * nf4->out_features();
-        quantized_bytes += nf4->quantized().nbytes();
+      if (const auto* q = dynamic_cast<const nn::FourBitWeight*>(m)) {
+        quantized += q->quantized().numel();
+        quantized_bytes += q->quantized().nbytes();
       }
     all += quantized;
     // PEFT's print_trainable_parameters line, then the base's storage.
     r.out << fmt::format("trainable params: {} || all params: {} || trainable%: {:.4f}\n",
                          trainable, all, 100.0 * double(trainable) / double(all));
     if (quantized > 0)
-      r.out << fmt::format("base: {} linear weights in {} at {:.3f} bits per weight\n", quantized,
+      r.out << fmt::format("base: {} weights in {} at {:.3f} bits per weight\n", quantized,
                            a.bnb_4bit_quant_type,
                            8.0 * double(quantized_bytes) / double(quantized));
   }

@@ -48,10 +48,16 @@ TEST(Nf4Linear, ForwardIsTheDenseLinearOfItsDequantizedWeight) {
   const auto layer = make_layer(128, 96);
   const Tensor dense = testing::random_tensor({96, 128}, 3, DType::f32, -0.1, 0.1);
   layer->quantize_from(dense);
-  const Tensor x = testing::random_tensor({4, 128}, 4);
+  // More rows than kMatvecRows: the dequantize-and-multiply route, exactly.
+  const Tensor x = testing::random_tensor({kMatvecRows + 1, 128}, 4);
   autograd::NoGradGuard no_grad;
   const Tensor w = layer->dequantized(DType::f32);
   EXPECT_EQ(to_f64(layer->forward(x)), to_f64(ops::linear(x, w, layer->bias())));
+  // One row (decoding): the nibbles are read directly (Note [Decoding reads the nibbles]),
+  // the same product up to the order of the f32 sums.
+  const Tensor row = x.narrow(0, 0, 1).contiguous();
+  EXPECT_TRUE(testing::all_close(to_f64(layer->forward(row)),
+                                 to_f64(ops::linear(row, w, layer->bias())), 1e-5, 1e-6));
   // NF4 keeps a weight within about a tenth of its block's absmax; the output error is
   // correspondingly small against the dense layer's.
   const auto want = to_f64(ops::linear(x, dense, layer->bias()));
@@ -93,7 +99,7 @@ std::unique_ptr<CausalLM> qlora_model(std::map<std::string, uint64_t>* nf4_paths
   if (nf4_paths)
     for (const auto& [path, m] : model->named_modules())
       if (const auto* l = dynamic_cast<const Nf4Linear*>(m))
-        (*nf4_paths)[path] = uint64_t(4 * l->in_features() * l->out_features());
+        (*nf4_paths)[path + ".weight"] = uint64_t(4 * l->in_features() * l->out_features());
   return model;
 }
 
@@ -109,7 +115,7 @@ TEST(Nf4Linear, AQloraModelDequantizesOneLayerAtATime) {
   const uint64_t first = alloc.total_events();
   autograd::backward(
       model->loss(all.narrow(1, 0, 16).contiguous(), all.narrow(1, 1, 16).contiguous()));
-  // The dequantized weights: temporaries labelled with an NF4 layer's path, of that layer's
+  // The dequantized weights: temporaries labelled "<NF4 layer>.weight", of that layer's
   // weight size. Never two alive at once.
   std::map<uint64_t, int64_t> live;  // address -> size
   int most = 0, seen = 0;
