@@ -40,7 +40,8 @@ int64_t export_merged(const ExportArgs& a, std::ostream& out) {
           .tensors();
   const std::string base_file =
       fs::is_directory(a.base) ? (fs::path(a.base) / "model.safetensors").string() : a.base;
-  std::map<std::string, Tensor> state = read_weights_file(base_file, DType::f32, "--base");
+  std::map<std::string, Tensor> state =
+      read_weights_file(base_file, DType::f32, "--base").read_all();
   // The adapted weights: every lora_A with its lora_B, over an existing base weight.
   std::map<std::string, std::pair<Tensor, Tensor>> pairs;  // "<path>.weight" -> (A, B)
   for (const auto& [key, t] : adapter) {

@@ -6,7 +6,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "data/bpe_tokenizer.h"
 #include "data/byte_tokenizer.h"
@@ -43,25 +45,38 @@ void take_gguf_tokenizer(LoadedModel& out, const io::GgufFile& file, const std::
   out.tokenizer_id = gguf_tokenizer_id(path);
 }
 
-// A safetensors file's tensors; a bitsandbytes 4-bit weight (a `*-bnb-4bit` model, or
-// `fitgrad quantize`'s output) is dequantized to its original dtype in place of its packed
-// bytes and companions, so a dense model loads it.
-std::map<std::string, Tensor> safetensors_state(const std::string& path) {
-  const io::SafetensorsFile file = io::SafetensorsFile::open(path);
-  std::map<std::string, Tensor> tensors = file.tensors();
-  std::vector<std::string> quantized;
-  for (const auto& [name, t] : tensors)
-    if (io::is_bnb_4bit(file, name)) quantized.push_back(name);
-  for (const std::string& name : quantized) {
+// A safetensors file's tensors as a source; a bitsandbytes 4-bit weight (a `*-bnb-4bit`
+// model, or `fitgrad quantize`'s output) reads as its dequantization in its original dtype
+// in place of its packed bytes and companions, so a dense model loads it, one weight
+// dequantized at a time (Note [Streaming loads]).
+nn::TensorSource safetensors_source(const std::string& path) {
+  const auto file = std::make_shared<io::SafetensorsFile>(io::SafetensorsFile::open(path));
+  std::set<std::string> companions, quantized;
+  for (const io::SafetensorsEntry& e : file->entries())
+    if (io::is_bnb_4bit(*file, e.name)) {
+      quantized.insert(e.name);
+      for (const char* c : {".absmax", ".quant_map", ".nested_absmax", ".nested_quant_map",
+                            ".quant_state.bitsandbytes__nf4", ".quant_state.bitsandbytes__fp4"})
+        companions.insert(e.name + c);
+    }
+  nn::TensorSource source;
+  for (const io::SafetensorsEntry& e : file->entries()) {
+    if (companions.count(e.name)) continue;
+    if (!quantized.count(e.name)) {
+      source.entries.push_back({e.name, e.shape, e.dtype});
+      continue;
+    }
     DType dtype = DType::f32;
-    const ops::FourBit q = io::read_bnb_4bit(file, name, &dtype);
-    for (const char* companion :
-         {".absmax", ".quant_map", ".nested_absmax", ".nested_quant_map",
-          ".quant_state.bitsandbytes__nf4", ".quant_state.bitsandbytes__fp4"})
-      tensors.erase(name + companion);
-    tensors[name] = ops::dequantize_4bit(q, dtype);
+    const ops::FourBit q = io::read_bnb_4bit(*file, e.name, &dtype);
+    source.entries.push_back({e.name, q.shape, dtype});
   }
-  return tensors;
+  source.read = [file, quantized](const std::string& name) {
+    if (!quantized.count(name)) return file->tensor(name);
+    DType dtype = DType::f32;
+    const ops::FourBit q = io::read_bnb_4bit(*file, name, &dtype);
+    return ops::dequantize_4bit(q, dtype);
+  };
+  return source;
 }
 
 nn::BuildOptions without_init(nn::BuildOptions options) {
@@ -71,10 +86,10 @@ nn::BuildOptions without_init(nn::BuildOptions options) {
 
 // Module::load (strict), through PEFT's names when the build adapted layers
 // (nn/peft_load.h), with the spec and the weights file named in any error.
-void load_weights(nn::CausalLM& model, const std::map<std::string, Tensor>& state,
-                  const std::string& where, const std::string& file) {
+void load_weights(nn::CausalLM& model, const nn::TensorSource& source, const std::string& where,
+                  const std::string& file) {
   try {
-    nn::load_into_adapted(model, state);
+    nn::load_into_adapted(model, source);
   } catch (const Error& e) {
     throw Error(
         fmt::format("{} the weights in {} do not fit the model: {}", where, file, e.what()));
@@ -87,8 +102,7 @@ std::string params_text(const nn::CausalLM& m) {
 
 }  // namespace
 
-std::map<std::string, Tensor> read_weights_file(const std::string& path, DType dtype,
-                                                const std::string& flag) {
+nn::TensorSource read_weights_file(const std::string& path, DType dtype, const std::string& flag) {
   std::error_code ec;
   FG_CHECK(!fs::is_directory(path, ec),
            "[model] {} '{}' is a directory; {} takes a .safetensors or .gguf file (a "
@@ -96,13 +110,15 @@ std::map<std::string, Tensor> read_weights_file(const std::string& path, DType d
            flag, path, flag);
   FG_CHECK(fs::exists(path, ec), "[model] {} file '{}' does not exist", flag, path);
   FG_CHECK(fs::is_regular_file(path, ec), "[model] {} '{}' is not a regular file", flag, path);
-  if (path.ends_with(".safetensors")) return safetensors_state(path);
+  if (path.ends_with(".safetensors")) return safetensors_source(path);
   FG_CHECK(path.ends_with(".gguf"), "[model] {} '{}' must be a .safetensors or .gguf file", flag,
            path);
-  std::map<std::string, Tensor> out;
-  for (auto& [name, t] : nn::load_llama_gguf(io::GgufFile::open(path), dtype))
-    out.emplace(std::move(name), std::move(t));
-  return out;
+  const auto file = std::make_shared<io::GgufFile>(io::GgufFile::open(path));
+  nn::TensorSource source = nn::llama_gguf_source(*file, dtype);
+  source.read = [file, read = std::move(source.read)](const std::string& name) {
+    return read(name);  // the file stays mapped while the source lives
+  };
+  return source;
 }
 
 std::unique_ptr<data::Tokenizer> default_tokenizer(const nn::ModelConfig& cfg,
@@ -208,8 +224,7 @@ LoadedModel load_model(const std::string& spec, const std::string& init,
     if (init.empty()) {
       const fs::path st = dir / "model.safetensors";
       FG_CHECK(fs::is_regular_file(st), "{} the directory has no model.safetensors", where);
-      load_weights(*out.model, io::SafetensorsFile::open(st.string()).tensors(), where,
-                   st.string());
+      load_weights(*out.model, safetensors_source(st.string()), where, st.string());
       weights = st.string();
     }
     if (fs::is_regular_file(dir / "fitgrad_tokenizer.json")) {

@@ -33,6 +33,7 @@
 #include "data/tokenizer.h"
 #include "nn/config.h"
 #include "nn/decoder.h"
+#include "nn/tensor_source.h"
 
 namespace fitgrad::apps {
 
@@ -53,11 +54,11 @@ LoadedModel load_model(const std::string& spec, const std::string& init,
 
 // The tokenizer of a model without a stored one: vocabulary 256 -> "byte", 50257 ->
 // "gpt2"; any other size is an error naming it. Sets *tokenizer_id when not null.
-// The tensors of a weights file under Hugging Face names: a .safetensors file (its
-// bitsandbytes 4-bit weights dequantized to their original dtype) or a Llama .gguf (in
-// `dtype`); `flag` names the option in errors ("--init", "--base").
-std::map<std::string, Tensor> read_weights_file(const std::string& path, DType dtype,
-                                                const std::string& flag);
+// The tensors of a weights file under Hugging Face names, read one at a time (Note
+// [Streaming loads] in nn/tensor_source.h): a .safetensors file (its bitsandbytes 4-bit
+// weights dequantized to their original dtype) or a Llama .gguf (in `dtype`); `flag`
+// names the option in errors ("--init", "--base").
+nn::TensorSource read_weights_file(const std::string& path, DType dtype, const std::string& flag);
 
 std::unique_ptr<data::Tokenizer> default_tokenizer(const nn::ModelConfig& cfg,
                                                    std::string* tokenizer_id);

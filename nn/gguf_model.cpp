@@ -85,9 +85,9 @@ std::unique_ptr<CausalLM> load_gguf_model(const io::GgufFile& file, const BuildO
   BuildOptions build = options;
   build.initialize = false;
   std::unique_ptr<CausalLM> model = build_model(cfg, build);
-  std::map<std::string, Tensor> state;
-  for (auto& [name, t] : load_llama_gguf(file, options.dtype)) state.emplace(name, std::move(t));
-  load_into_adapted(*model, state);  // plain Module::load unless the factory adapted layers
+  // One tensor decoded at a time (Note [Streaming loads]); plain Module::load unless the
+  // build adapted or quantized layers.
+  load_into_adapted(*model, llama_gguf_source(file, options.dtype));
   return model;
 }
 

@@ -40,8 +40,8 @@ namespace fitgrad::nn {
 ModelConfig config_from_gguf(const io::GgufFile& file);
 
 // Builds the model (options.initialize is ignored: weights come from the file) and loads
-// every tensor, dequantized to options.dtype. Peak host memory is about twice the model in
-// options.dtype: the decoded tensors and the parameters coexist until the copy is done.
+// every tensor, dequantized to options.dtype, one at a time (Note [Streaming loads] in
+// nn/tensor_source.h): peak host memory is the model plus its largest tensor decoded.
 std::unique_ptr<CausalLM> load_gguf_model(const io::GgufFile& file,
                                           const BuildOptions& options = {});
 std::unique_ptr<CausalLM> load_gguf_model(const std::string& path,

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <charconv>
+#include <map>
 
 #include "io/gguf.h"
 #include "tensor/error.h"
@@ -107,7 +108,7 @@ Tensor unpermute_qk(const Tensor& w, int64_t n_head) {
   return swap_row_groups(w, n_head, w.size(0) / n_head / 2, 2);
 }
 
-std::vector<std::pair<std::string, Tensor>> load_llama_gguf(const io::GgufFile& file, DType dtype) {
+TensorSource llama_gguf_source(const io::GgufFile& file, DType dtype) {
   const io::GgufMetadata& meta = file.metadata();
   const std::string arch = meta.has("general.architecture")
                                ? meta.get_string("general.architecture")
@@ -116,20 +117,31 @@ std::vector<std::pair<std::string, Tensor>> load_llama_gguf(const io::GgufFile& 
   const int64_t n_head_kv = meta.has(arch + ".attention.head_count_kv")
                                 ? int64_t(meta.get_u32(arch + ".attention.head_count_kv"))
                                 : n_head;
-  std::vector<std::pair<std::string, Tensor>> out;
-  out.reserve(file.tensors().size());
+  TensorSource source;
+  std::map<std::string, std::string> gguf_name;  // Hugging Face name -> the file's
   for (const io::GgufTensorInfo& t : file.tensors()) {
     if (t.name == "rope_freqs.weight") continue;  // Llama 3 RoPE scaling factors, no parameter
     auto hf = llama_cpp_to_hf_name(t.name);
     FG_CHECK(hf.has_value(), "[gguf {}] tensor '{}' has no Hugging Face Llama name", file.path(),
              t.name);
-    Tensor w = file.tensor(t.name, dtype);
-    if (hf->find(".self_attn.q_proj.") != std::string::npos)
-      w = unpermute_qk(w, n_head);
-    else if (hf->find(".self_attn.k_proj.") != std::string::npos)
-      w = unpermute_qk(w, n_head_kv);
-    out.emplace_back(std::move(*hf), std::move(w));
+    source.entries.push_back({*hf, t.shape(), dtype});
+    gguf_name[*hf] = t.name;
   }
+  source.read = [&file, dtype, n_head, n_head_kv,
+                 names = std::move(gguf_name)](const std::string& hf) {
+    const Tensor w = file.tensor(names.at(hf), dtype);
+    if (hf.find(".self_attn.q_proj.") != std::string::npos) return unpermute_qk(w, n_head);
+    if (hf.find(".self_attn.k_proj.") != std::string::npos) return unpermute_qk(w, n_head_kv);
+    return w;
+  };
+  return source;
+}
+
+std::vector<std::pair<std::string, Tensor>> load_llama_gguf(const io::GgufFile& file, DType dtype) {
+  const TensorSource source = llama_gguf_source(file, dtype);
+  std::vector<std::pair<std::string, Tensor>> out;
+  out.reserve(source.entries.size());
+  for (const TensorSource::Entry& e : source.entries) out.emplace_back(e.name, source.read(e.name));
   return out;
 }
 

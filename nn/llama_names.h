@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "nn/tensor_source.h"
 #include "tensor/tensor.h"
 
 namespace fitgrad::io {
@@ -51,5 +52,9 @@ Tensor unpermute_qk(const Tensor& w, int64_t n_head);
 // name outside the table throws.
 std::vector<std::pair<std::string, Tensor>> load_llama_gguf(const io::GgufFile& file,
                                                             DType dtype = DType::f32);
+// The same tensors as a source read one at a time (Note [Streaming loads] in
+// nn/tensor_source.h); every name is translated when the source is made, so an unknown one
+// throws before anything is read. `file` must outlive the source.
+TensorSource llama_gguf_source(const io::GgufFile& file, DType dtype = DType::f32);
 
 }  // namespace fitgrad::nn

@@ -204,29 +204,36 @@ void Module::zero_grad() const {
 // parameters), and devices too; on meta the copy is a no-op. The parameters keep their
 // identity (copy_ into the existing leaves), so optimizers and hooks stay attached.
 void Module::load(const std::map<std::string, Tensor>& state, bool strict) {
+  load(TensorSource::of(state), strict);
+}
+
+void Module::load(const TensorSource& source, bool strict) {
   const auto params = named_parameters();
+  std::map<std::string, const TensorSource::Entry*> entries;
+  for (const TensorSource::Entry& e : source.entries) entries[e.name] = &e;
   std::vector<std::string> missing, unexpected, mismatched;
   std::set<std::string> names;
   for (const auto& [name, p] : params) {
     names.insert(name);
-    auto it = state.find(name);
-    if (it == state.end()) {
+    auto it = entries.find(name);
+    if (it == entries.end()) {
       if (strict) missing.push_back(name);
       continue;
     }
-    const Tensor& src = it->second;
-    if (!src.defined()) {
+    const TensorSource::Entry& src = *it->second;
+    if (src.keep) continue;
+    if (!src.defined) {
       mismatched.push_back(name + ": the entry is an undefined tensor");
-    } else if (src.shape() != p.shape()) {
+    } else if (src.shape != p.shape()) {
       mismatched.push_back(fmt::format("{}: expected shape {}, got {}", name, shape_str(p.shape()),
-                                       shape_str(src.shape())));
-    } else if (!is_floating(src.dtype())) {
+                                       shape_str(src.shape)));
+    } else if (!is_floating(src.dtype)) {
       mismatched.push_back(fmt::format("{}: expected a floating dtype ({}), got {}", name,
-                                       dtype_name(p.dtype()), dtype_name(src.dtype())));
+                                       dtype_name(p.dtype()), dtype_name(src.dtype)));
     }
   }
   if (strict)
-    for (const auto& [name, t] : state)
+    for (const auto& [name, e] : entries)
       if (!names.count(name) && !ignorable_key(name)) unexpected.push_back(name);
   if (!missing.empty() || !unexpected.empty() || !mismatched.empty()) {
     auto list = [](const char* what, const std::vector<std::string>& v) {
@@ -238,14 +245,14 @@ void Module::load(const std::map<std::string, Tensor>& state, bool strict) {
     throw Error(fmt::format(
         "[load {}] the state does not match the model ({} parameters, {} "
         "entries):{}{}{}",
-        path_.empty() ? "model" : path_, params.size(), state.size(), list("missing", missing),
+        path_.empty() ? "model" : path_, params.size(), entries.size(), list("missing", missing),
         list("unexpected", unexpected), list("mismatched", mismatched)));
   }
-  for (const auto& [name, p] : params) {
-    auto it = state.find(name);
-    if (it == state.end()) continue;
+  for (const auto& [name, p] : params) {  // Note [Streaming loads]: one entry at a time
+    auto it = entries.find(name);
+    if (it == entries.end() || it->second->keep) continue;
     Tensor dst = p;
-    dst.copy_(it->second);
+    dst.copy_(source.read(name));
   }
 }
 

@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "nn/tensor_source.h"
 #include "tensor/memory/scope.h"
 #include "tensor/ops/quantize.h"
 #include "tensor/random/generator.h"
@@ -128,6 +129,10 @@ class Module {
   // must match; floating dtypes convert. Nothing is copied when anything is wrong, and the
   // error names every missing, unexpected and mismatched name.
   void load(const std::map<std::string, Tensor>& state, bool strict = true);
+  // The same from a source, checked whole first and then read one entry at a time (Note
+  // [Streaming loads] in nn/tensor_source.h). An entry marked keep is present but not read:
+  // the parameter keeps its value.
+  void load(const TensorSource& source, bool strict = true);
 
   // Drops every parameter's gradient (zero_grad with set_to_none).
   void zero_grad() const;

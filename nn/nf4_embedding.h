@@ -33,6 +33,7 @@ class Nf4Embedding final : public Module, public FourBitWeight {
   Tensor head(const Tensor& x) const;
 
   void quantize_from(const Tensor& weight) override;  // weight (num, dim), any floating dtype
+  Shape dense_shape() const override { return q_.shape; }
   const ops::FourBit& quantized() const override { return q_; }
 
  private:

@@ -34,9 +34,13 @@ Nf4Linear::Nf4Linear(const LinearSpec& spec, const ops::FourBitOptions& options,
     bias_ = register_parameter("bias", {spec.out}, Init::zeros(), ctx, {.requires_grad = false});
 }
 
+Shape Nf4Linear::dense_shape() const {
+  return layout_ == LinearLayout::torch ? Shape{out_features(), in_features()}
+                                        : Shape{in_features(), out_features()};
+}
+
 void Nf4Linear::quantize_from(const Tensor& weight) {
-  const Shape want = layout_ == LinearLayout::torch ? Shape{out_features(), in_features()}
-                                                    : Shape{in_features(), out_features()};
+  const Shape want = dense_shape();
   FG_CHECK(weight.shape() == want, "[{}] weight has shape {}, expected {}", path(),
            shape_str(weight.shape()), shape_str(want));
   autograd::NoGradGuard no_grad;

@@ -36,7 +36,9 @@ class FourBitWeight {
  public:
   virtual ~FourBitWeight() = default;
   virtual const ops::FourBit& quantized() const = 0;
-  // Replaces the quantized weight by the quantization of `weight` (the file's shape).
+  // The shape of the dense weight quantize_from takes (the file's shape).
+  virtual Shape dense_shape() const = 0;
+  // Replaces the quantized weight by the quantization of `weight` (dense_shape()).
   virtual void quantize_from(const Tensor& weight) = 0;
 };
 
@@ -62,6 +64,7 @@ class Nf4Linear final : public LinearLayer, public FourBitWeight {
   // Replaces the quantized weight by the quantization of `weight`, given in the model's
   // layout ((out, in) for torch, (in, out) for GPT-2's Conv1D), any floating dtype.
   void quantize_from(const Tensor& weight) override;
+  Shape dense_shape() const override;
   // The weight dequantized in `dtype`, (out, in).
   Tensor dequantized(DType dtype) const;
   const ops::FourBit& quantized() const override { return q_; }

@@ -22,12 +22,20 @@ std::string hf_path(std::string path) {
 
 }  // namespace
 
-void load_into_adapted(Module& model, const std::map<std::string, Tensor>& state) {
-  std::map<std::string, Tensor> rest = state;
+void load_into_adapted(Module& model, const TensorSource& source) {
+  std::map<std::string, const TensorSource::Entry*> rest;
+  for (const TensorSource::Entry& e : source.entries) rest[e.name] = &e;
   std::vector<std::string> problems;
-  // 4-bit weights: quantized from the file's dense weight, after every check below passed.
-  std::vector<std::pair<FourBitWeight*, Tensor>> quantize;
-  std::map<std::string, Tensor> renamed;
+  // 4-bit weights and the file entry each is quantized from, after every check passed.
+  std::vector<std::pair<FourBitWeight*, std::string>> quantize;
+  TensorSource renamed;  // model name -> the file's entry
+  std::map<std::string, std::string> file_name;
+  auto rename = [&](const std::string& to, const TensorSource::Entry& e) {
+    TensorSource::Entry r = e;
+    r.name = to;
+    renamed.entries.push_back(r);
+    file_name[to] = e.name;
+  };
   for (const auto& [path, m] : model.named_modules()) {
     if (const auto* q = dynamic_cast<const FourBitWeight*>(m)) {
       const std::string key = hf_path(path) + ".weight";
@@ -36,14 +44,21 @@ void load_into_adapted(Module& model, const std::map<std::string, Tensor>& state
         problems.push_back(fmt::format("'{}' is missing (the 4-bit layer {})", key, path));
         continue;
       }
+      const TensorSource::Entry& e = *it->second;
+      if (!e.defined || e.shape != q->dense_shape() || !is_floating(e.dtype))
+        problems.push_back(
+            fmt::format("'{}' for the 4-bit layer {}: expected a floating {}, got {}", key, path,
+                        shape_str(q->dense_shape()),
+                        e.defined ? fmt::format("{} {}", dtype_name(e.dtype), shape_str(e.shape))
+                                  : std::string("an undefined tensor")));
       // named_modules() lists the tree read-only; the model itself is ours to change.
-      quantize.emplace_back(const_cast<FourBitWeight*>(q), it->second);
+      quantize.emplace_back(const_cast<FourBitWeight*>(q), key);
       rest.erase(it);
       const auto* nf4 = dynamic_cast<const Nf4Linear*>(m);
       if (nf4 && nf4->bias().defined()) {
         const auto b = rest.find(hf_path(path) + ".bias");
         if (b != rest.end()) {
-          renamed[path + ".bias"] = b->second;
+          rename(path + ".bias", *b->second);
           rest.erase(b);
         }
       }
@@ -51,19 +66,24 @@ void load_into_adapted(Module& model, const std::map<std::string, Tensor>& state
       for (const char* p : {".weight", ".bias"}) {
         const auto it = rest.find(hf_path(path) + p);
         if (it == rest.end()) continue;
-        renamed[path + p] = it->second;
+        rename(path + p, *it->second);
         rest.erase(it);
       }
     }
   }
-  for (auto& [name, t] : rest) renamed.emplace(name, t);
+  for (const auto& [name, e] : rest) rename(name, *e);
   // The adapters' factors are not in a base model's file: they keep their values.
   for (const auto& [name, p] : model.named_parameters())
     if (name.find(".lora_A.") != std::string::npos || name.find(".lora_B.") != std::string::npos)
-      renamed.emplace(name, p);
+      renamed.entries.push_back({name, p.shape(), p.dtype(), true, true});
   if (!problems.empty()) throw Error(fmt::format("[load] {}", fmt::join(problems, "; ")));
+  renamed.read = [&](const std::string& name) { return source.read(file_name.at(name)); };
   model.load(renamed);
-  for (auto& [layer, w] : quantize) layer->quantize_from(w);
+  for (auto& [layer, key] : quantize) layer->quantize_from(source.read(key));
+}
+
+void load_into_adapted(Module& model, const std::map<std::string, Tensor>& state) {
+  load_into_adapted(model, TensorSource::of(state));
 }
 
 }  // namespace fitgrad::nn

@@ -4,16 +4,20 @@
 // weight of an NF4 layer is quantized as it is loaded, one layer at a time (Note
 // [Dequantized one layer at a time]); the LoRA factors, which the file does not have, keep
 // their initialisation. Every other name loads as Module::load does (strict), and one error
-// names every missing, unexpected and misshaped entry.
+// names every missing, unexpected and misshaped entry before anything is changed. A source
+// is read one entry at a time (Note [Streaming loads] in nn/tensor_source.h), so a QLoRA
+// base never exists in more than 4 bits beyond one decoded tensor.
 #pragma once
 
 #include <map>
 #include <string>
 
 #include "nn/module.h"
+#include "nn/tensor_source.h"
 
 namespace fitgrad::nn {
 
+void load_into_adapted(Module& model, const TensorSource& source);
 void load_into_adapted(Module& model, const std::map<std::string, Tensor>& state);
 
 }  // namespace fitgrad::nn
