@@ -17,6 +17,10 @@
 #include "apps/model_source.h"
 #include "autograd/grad_mode.h"
 #include "nn/kv_cache.h"
+#include "nn/lora.h"
+#include "nn/lora_adapter.h"
+#include "nn/nf4_linear.h"
+#include "nn/target_modules.h"
 #include "tensor/error.h"
 #include "tensor/memory/bytes.h"
 #include "tensor/memory/caching_allocator.h"
@@ -101,7 +105,32 @@ GenerateStats generate(const GenerateOptions& o, std::ostream& out) {
   build.device = Device::parse(o.device);
   build.dtype = parse_dtype(o.dtype);
   build.seed = o.seed;
+  // Note [Generating from a 4-bit base]
+  FG_CHECK(o.quantize.empty() || o.quantize == "nf4",
+           "[generate] --quantize must be nf4 (or absent), got '{}'", o.quantize);
+  FG_CHECK(o.quant_type == "nf4" || o.quant_type == "fp4",
+           "[generate] --bnb_4bit_quant_type must be nf4 or fp4, got '{}'", o.quant_type);
+  nn::LinearFactory base;
+  if (!o.quantize.empty()) {
+    const ops::FourBitOptions four_bit{
+        o.quant_type == "fp4" ? quant::FourBitType::fp4 : quant::FourBitType::nf4, 64,
+        o.double_quant};
+    base = nn::nf4_factory(four_bit);
+    build.linear_factory = base;
+    build.quantized_embedding = four_bit;
+  }
+  std::shared_ptr<nn::TargetModules> targets;
+  if (!o.adapter.empty()) {
+    const nn::AdapterConfig adapter = nn::read_adapter_config(o.adapter);
+    targets = std::make_shared<nn::TargetModules>(nn::TargetModules::parse(adapter.target_modules));
+    build.linear_factory =
+        nn::targeted_factory(targets, nn::lora_factory(adapter.lora, base), base);
+  }
   const LoadedModel loaded = load_model(o.model, o.init, build);
+  if (targets) {
+    nn::check_targets_found(*targets);
+    nn::load_lora_adapter(*loaded.model, o.adapter);
+  }
   const nn::CausalLM& model = *loaded.model;
   const data::Tokenizer& tok = *loaded.tokenizer;
 
@@ -196,6 +225,14 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--dtype", o->dtype, "f32 or bf16 (default f32)");
   cmd->add_flag("--no_kv_cache", o->no_kv_cache,
                 "re-run the whole sequence for every token (slow; for comparison)");
+  cmd->add_option("--quantize", o->quantize,
+                  "nf4: hold every linear weight and the embedding in 4 bits, decoding from the "
+                  "4-bit codes");
+  cmd->add_option("--bnb_4bit_quant_type", o->quant_type, "nf4 or fp4 (with --quantize)");
+  cmd->add_flag("--bnb_4bit_use_double_quant", o->double_quant,
+                "quantize the 4-bit absmaxes too (4.127 instead of 4.5 bits per weight)");
+  cmd->add_option("--adapter", o->adapter,
+                  "a PEFT LoRA adapter directory to apply over the model (unmerged)");
   cmd->callback([o] {
     const int code = run_guarded("generate", std::cout, std::cerr, [&] {
       const GenerateStats stats = generate(*o, std::cout);

@@ -54,6 +54,16 @@ struct GenerateOptions {
   // Re-run the whole sequence for every new token instead of using the KV cache (the
   // reference the cache is timed and tested against).
   bool no_kv_cache = false;
+  // Note [Generating from a 4-bit base]
+  // "nf4": every Linear and the token embedding are held in 4 bits (quant_type nf4 or fp4,
+  // double_quant as bitsandbytes' bnb_4bit_use_double_quant), quantized as the weights load
+  // (Note [Streaming loads]), and a decoding step reads the codes directly (Note [Decoding
+  // reads the nibbles]). adapter: a PEFT LoRA adapter directory (adapter_config.json +
+  // adapter_model.safetensors) put over the base, quantized or not, unmerged, as PEFT runs it.
+  std::string quantize;
+  std::string quant_type = "nf4";
+  bool double_quant = false;
+  std::string adapter;
 };
 
 struct GenerateStats {

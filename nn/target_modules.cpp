@@ -82,11 +82,13 @@ std::string TargetModules::describe() const {
   return fmt::format("{}", fmt::join(names_, ","));
 }
 
-LinearFactory targeted_factory(std::shared_ptr<const TargetModules> targets, LinearFactory inner) {
+LinearFactory targeted_factory(std::shared_ptr<const TargetModules> targets, LinearFactory inner,
+                               LinearFactory other) {
   FG_CHECK(targets && inner, "[target_modules] targeted_factory needs targets and a factory");
-  return [targets = std::move(targets), inner = std::move(inner)](
+  return [targets = std::move(targets), inner = std::move(inner), other = std::move(other)](
              const LinearSpec& spec, BuildContext& ctx) -> std::unique_ptr<LinearLayer> {
     if (targets->matches(spec.path)) return inner(spec, ctx);
+    if (other) return other(spec, ctx);
     return std::make_unique<Linear>(spec.path, spec.name, spec.in, spec.out, spec.options, ctx);
   };
 }

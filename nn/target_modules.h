@@ -53,9 +53,11 @@ class TargetModules {
   mutable bool any_ = false;
 };
 
-// A factory that builds each layer `targets` matches with `inner`, and every other one as a
-// dense Linear. `targets` is shared, so that after the build check_targets_found can ask it.
-LinearFactory targeted_factory(std::shared_ptr<const TargetModules> targets, LinearFactory inner);
+// A factory that builds each layer `targets` matches with `inner`, and every other one with
+// `other` (a dense Linear when empty). `targets` is shared, so that after the build
+// check_targets_found can ask it.
+LinearFactory targeted_factory(std::shared_ptr<const TargetModules> targets, LinearFactory inner,
+                               LinearFactory other = {});
 // After a build through targeted_factory: throws "[target_modules] ..." naming each list
 // entry that matched nothing, or saying that the pattern matched no layer.
 void check_targets_found(const TargetModules& targets);

@@ -246,7 +246,9 @@ void setup_run(TrainRun& r) {
       base = nn::nf4_factory(four_bit);
       build.quantized_embedding = four_bit;  // Note [Quantizing the embedding]
     }
-    build.linear_factory = nn::targeted_factory(targets, nn::lora_factory(*r.lora, base));
+    // Under --quantize every frozen Linear is NF4, targeted or not, as a QLoRA base is
+    // quantized whole before the adapters are added.
+    build.linear_factory = nn::targeted_factory(targets, nn::lora_factory(*r.lora, base), base);
   }
   build.seed = a.seed;
   // A resume overwrites the weights, so --init is not read then.

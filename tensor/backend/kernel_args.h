@@ -302,7 +302,8 @@ struct FourBitArgs {
 // [0, rows)). linear_4bit: out (m, rows) f32 = x (m, cols) f32 times the weight transposed,
 // with staging f32 (four_bit_matvec_staging floats) as scratch. absmax f32 (blocks) as in
 // FourBitArgs: with nested defined it is a temporary the kernel fills first.
-inline int64_t four_bit_matvec_staging(int64_t m, int64_t cols) { return m * cols; }
+// Rows of x staged in whole 128-value groups (Note [Nibbles in place]).
+inline int64_t four_bit_matvec_staging(int64_t m, int64_t cols) { return m * (cols + 128); }
 struct FourBitReadArgs {
   int64_t rows = 0, cols = 0, blocksize = 64;
   bool fp4 = false;

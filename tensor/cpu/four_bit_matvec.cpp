@@ -4,21 +4,39 @@
 // A weight row W[o, :] of a quantized (out, in) tensor is in / blocksize whole blocks when
 // in is a multiple of the blocksize (every model's layers are), so row o's dot product with
 // x is sum over its blocks b of absmax_b * sum_{i in b} code(W_i) * x_i: the 16 code values
-// sit in one vector register, and a vector of 16 nibbles becomes 16 code values in one
-// permute (vpermps on AVX-512), with no f32 copy of W. Byte j of a 32-value chunk holds
-// values 2j (high nibble) and 2j + 1, so x is staged once per call de-interleaved per chunk:
-// its even positions, then its odd ones; the high nibbles then multiply the first half and
-// the low nibbles the second. Each block's sum is in f32, scaled by its absmax into a
-// per-row f32 vector that is reduced once at the end, so results differ from dequantizing
-// to f32 and multiplying only in the order of the f32 sums. When in is not a multiple of the
-// blocksize, blocks straddle rows and a scalar loop takes every value's block from its
-// flat index. The outputs split over OpenMP threads.
+// sit in one vector register and a vector of 16 nibbles becomes 16 code values in one
+// permute (vpermps on AVX-512), with no f32 copy of W. x is staged once per call in the
+// order the nibbles are read. Each block's sum is in f32, scaled by its absmax into a
+// per-row f32 vector reduced once at the end, so results differ from dequantizing to f32
+// and multiplying only in the order of the f32 sums. Three paths:
+//   - blocksize 64 on AVX-512: Note [Nibbles in place];
+//   - other blocksizes on AVX-512, and the portable vector code elsewhere: 16 packed bytes
+//     (a 32-value chunk) widen to 16 int32; byte j holds values 2j (high nibble) and
+//     2j + 1, so x is staged per chunk as its even positions, then its odd ones;
+//   - in not a multiple of the blocksize (blocks straddle rows): a scalar loop that takes
+//     every value's block from its flat index.
+// The outputs split over OpenMP threads.
+//
+// Note [Nibbles in place]
+// 64 packed bytes (two blocks of 64) are 16 dwords of 8 nibbles each. Shifting the dwords
+// right by 0, 4, ..., 28 gives 8 index vectors, and vpermps reads only the low 4 bits of
+// each index, so each shift is one lookup with no widening or masking of bytes. The index
+// at (lane L, shift s) is byte 4L + s/8's low nibble (its second value) when s % 8 == 0,
+// else its high nibble (its first value); x is staged in that order per 128-value group.
+// Lanes 0-7 belong to the first block and 8-15 to the second, so the group's sum is scaled
+// by a vector holding each lane's block absmax; a row with an odd number of blocks ends in
+// a 32-byte half group whose upper lanes read index 0 against staged zeros.
 #include "tensor/cpu/four_bit_matvec.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "tensor/cpu/vec.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define FITGRAD_FOUR_BIT_AVX512 1
+#endif
 
 namespace fitgrad::cpu {
 namespace {
@@ -72,6 +90,135 @@ void aligned_rows(const uint8_t* packed, const float* absmax, int64_t out, int64
   }
 }
 
+#if FITGRAD_FOUR_BIT_AVX512
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12 flags the intrinsics' own undefined-vector idiom (_mm512_undefined_epi32) at -O3.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+// aligned_rows in AVX-512 intrinsics: 16 bytes widen to 16 int32 in one vpmovzxbd (the
+// portable vector code above assembles them lane by lane), and vpermps looks the codes up.
+// R weight rows go at once, so that R independent chains of FMAs hide each one's latency.
+// vpermps reads only the low 4 bits of each index, so the low nibble needs no mask.
+template <int R>
+__attribute__((target("avx512f"), always_inline)) inline void rows_avx512(
+    const uint8_t* packed, const float* absmax, int64_t o, int64_t in, int64_t blocksize,
+    __m512 table, const float* xs, float* y) {
+  const int64_t blocks_per_row = in / blocksize, chunks_per_block = blocksize / kChunk;
+  __m512 total[R];
+  for (int j = 0; j < R; ++j) total[j] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < blocks_per_row; ++b) {
+    __m512 acc[R];
+    for (int j = 0; j < R; ++j) acc[j] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < chunks_per_block; ++c) {
+      const int64_t k = b * blocksize + c * kChunk;
+      const __m512 xe = _mm512_loadu_ps(xs + k), xo = _mm512_loadu_ps(xs + k + 16);
+      for (int j = 0; j < R; ++j) {
+        const __m512i v = _mm512_cvtepu8_epi32(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed + (o + j) * (in / 2) + k / 2)));
+        acc[j] = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), table), xe, acc[j]);
+        acc[j] = _mm512_fmadd_ps(_mm512_permutexvar_ps(v, table), xo, acc[j]);
+      }
+    }
+    for (int j = 0; j < R; ++j)
+      total[j] =
+          _mm512_fmadd_ps(acc[j], _mm512_set1_ps(absmax[(o + j) * blocks_per_row + b]), total[j]);
+  }
+  for (int j = 0; j < R; ++j) {
+    float lanes[kVecWidth];
+    _mm512_storeu_ps(lanes, total[j]);
+    float sum = 0.0f;
+    for (float l : lanes) sum += l;
+    y[o + j] = sum;
+  }
+}
+
+__attribute__((target("avx512f"))) void aligned_rows_avx512(
+    const uint8_t* packed, const float* absmax, int64_t out, int64_t in, int64_t blocksize,
+    const float* table16, const float* staged, int64_t rows, float* y) {
+  constexpr int kRows = 2;
+  const __m512 table = _mm512_loadu_ps(table16);
+  const int64_t groups = (out + kRows - 1) / kRows;
+#pragma omp parallel for schedule(static)
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t o = g * kRows;
+    for (int64_t r = 0; r < rows; ++r) {
+      if (o + kRows <= out) {
+        rows_avx512<kRows>(packed, absmax, o, in, blocksize, table, staged + r * in, y + r * out);
+      } else {
+        for (int64_t p = o; p < out; ++p)
+          rows_avx512<1>(packed, absmax, p, in, blocksize, table, staged + r * in, y + r * out);
+      }
+    }
+  }
+}
+// Blocks of 64 (the default): Note [Nibbles in place].
+constexpr int64_t kGroup = 128;                      // values per 64 packed bytes
+int64_t nibble_value(int64_t lane, int64_t shift) {  // the value a (lane, shift) index codes
+  const int64_t byte = 4 * lane + shift / 8;
+  return 2 * byte + (shift % 8 == 0 ? 1 : 0);  // bits 0-3: the second value of the byte
+}
+
+__attribute__((target("avx512f"))) void block64_rows_avx512(const uint8_t* packed,
+                                                            const float* absmax, int64_t out,
+                                                            int64_t in, const float* table16,
+                                                            const float* staged, int64_t rows,
+                                                            float* y) {
+  const __m512 table = _mm512_loadu_ps(table16);
+  const int64_t blocks_per_row = in / 64, groups = blocks_per_row / 2;
+  const bool half = blocks_per_row % 2 == 1;
+  const int64_t staged_row = (groups + (half ? 1 : 0)) * kGroup;
+#pragma omp parallel for schedule(static)
+  for (int64_t o = 0; o < out; ++o) {
+    const uint8_t* p = packed + o * (in / 2);
+    const float* a = absmax + o * blocks_per_row;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xs = staged + r * staged_row;
+      __m512 total = _mm512_setzero_ps();
+      for (int64_t g = 0; g <= groups; ++g) {
+        if (g == groups && !half) break;
+        __m512i v;
+        __m512 scale;
+        if (g < groups) {
+          v = _mm512_loadu_si512(p + g * 64);
+          scale =
+              _mm512_mask_mov_ps(_mm512_set1_ps(a[2 * g]), 0xFF00, _mm512_set1_ps(a[2 * g + 1]));
+        } else {
+          v = _mm512_zextsi256_si512(
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + g * 64)));
+          scale = _mm512_set1_ps(a[2 * g]);
+        }
+        const float* xg = xs + g * kGroup;
+        __m512 acc0 = _mm512_mul_ps(_mm512_permutexvar_ps(v, table), _mm512_loadu_ps(xg));
+        __m512 acc1 = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), table),
+                                    _mm512_loadu_ps(xg + 16));
+        acc0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 8), table),
+                               _mm512_loadu_ps(xg + 32), acc0);
+        acc1 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 12), table),
+                               _mm512_loadu_ps(xg + 48), acc1);
+        acc0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 16), table),
+                               _mm512_loadu_ps(xg + 64), acc0);
+        acc1 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 20), table),
+                               _mm512_loadu_ps(xg + 80), acc1);
+        acc0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 24), table),
+                               _mm512_loadu_ps(xg + 96), acc0);
+        acc1 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 28), table),
+                               _mm512_loadu_ps(xg + 112), acc1);
+        total = _mm512_fmadd_ps(_mm512_add_ps(acc0, acc1), scale, total);
+      }
+      float lanes[kVecWidth];
+      _mm512_storeu_ps(lanes, total);
+      float sum = 0.0f;
+      for (float l : lanes) sum += l;
+      y[r * out + o] = sum;
+    }
+  }
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif
+
 void straddling_rows(const uint8_t* packed, const float* absmax, int64_t out, int64_t in,
                      int64_t blocksize, const float* table, const float* x, int64_t rows,
                      float* y) {
@@ -89,6 +236,16 @@ void straddling_rows(const uint8_t* packed, const float* absmax, int64_t out, in
     }
 }
 
+// Note [Four-bit matvec]: per 32-value chunk, the even positions then the odd ones.
+void stage_chunks(const float* x, int64_t rows, int64_t in, float* staging) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < in; k += kChunk)
+      for (int64_t j = 0; j < kChunk / 2; ++j) {
+        staging[r * in + k + j] = x[r * in + k + 2 * j];
+        staging[r * in + k + kChunk / 2 + j] = x[r * in + k + 2 * j + 1];
+      }
+}
+
 }  // namespace
 
 void four_bit_matvec(const uint8_t* packed, const float* absmax, int64_t out, int64_t in,
@@ -99,13 +256,27 @@ void four_bit_matvec(const uint8_t* packed, const float* absmax, int64_t out, in
     straddling_rows(packed, absmax, out, in, blocksize, table, x, rows, y);
     return;
   }
-  // Note [Four-bit matvec]: per 32-value chunk, the even positions then the odd ones.
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t k = 0; k < in; k += kChunk)
-      for (int64_t j = 0; j < kChunk / 2; ++j) {
-        staging[r * in + k + j] = x[r * in + k + 2 * j];
-        staging[r * in + k + kChunk / 2 + j] = x[r * in + k + 2 * j + 1];
-      }
+#if FITGRAD_FOUR_BIT_AVX512
+  if (__builtin_cpu_supports("avx512f")) {
+    if (blocksize == 64) {  // Note [Nibbles in place]: x staged per 128-value group
+      const int64_t blocks = in / 64, staged_row = (blocks + 1) / 2 * kGroup;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t g = 0; g < staged_row / kGroup; ++g)
+          for (int64_t shift = 0; shift < 32; shift += 4)
+            for (int64_t lane = 0; lane < kVecWidth; ++lane) {
+              const int64_t k = g * kGroup + nibble_value(lane, shift);
+              staging[r * staged_row + g * kGroup + shift / 4 * kVecWidth + lane] =
+                  k < in ? x[r * in + k] : 0.0f;
+            }
+      block64_rows_avx512(packed, absmax, out, in, table, staging, rows, y);
+      return;
+    }
+    stage_chunks(x, rows, in, staging);
+    aligned_rows_avx512(packed, absmax, out, in, blocksize, table, staging, rows, y);
+    return;
+  }
+#endif
+  stage_chunks(x, rows, in, staging);
   aligned_rows(packed, absmax, out, in, blocksize, table, staging, rows, y);
 }
 
