@@ -58,7 +58,8 @@ Generate (default mode) writes tests/golden/peft_tiny/:
   After writing, each saved adapter is reloaded with PeftModel.from_pretrained on the saved
   base and must reproduce its stored logits (the same code path as --check).
 
---check ADAPTER_DIR LOGITS.gtb loads the committed base (--base), then ADAPTER_DIR with
+--check ADAPTER_DIR LOGITS.gtb (or a .safetensors with the same tensors, as
+tests/golden/golden_peft_test.cpp leaves in $FITGRAD_PEFT_CHECK_OUT) loads the committed base (--base), then ADAPTER_DIR with
 PeftModel.from_pretrained, runs the gtb's "input_ids" and compares with its tensor --name
 ("logits"); prints the max abs diff and exits 1 above --tol. Loading is strict: the
 adapter's safetensors keys must be exactly the keys get_peft_model_state_dict expects for
@@ -211,8 +212,16 @@ def load_adapter_strict(base_dir, adapter_dir):
     return model, report
 
 
+def read_logits(path):
+    """A .gtb (read_gtb) or a .safetensors file (what golden_peft_test.cpp writes)."""
+    if path.endswith(".safetensors"):
+        from safetensors.numpy import load_file
+        return load_file(path)
+    return read_gtb(path)[0]
+
+
 def check(adapter_dir, gtb_path, name, base_dir, tol):
-    tensors, _ = read_gtb(gtb_path)
+    tensors = read_logits(gtb_path)
     for need in ("input_ids", name):
         if need not in tensors:
             print(f"FAIL: {gtb_path} has no tensor {need!r} (has {sorted(tensors)})")
