@@ -18,6 +18,7 @@
 #include "io/safetensors.h"
 #include "nn/gguf_model.h"
 #include "nn/llama_names.h"
+#include "nn/nf4_linear.h"
 #include "nn/peft_load.h"
 #include "tensor/error.h"
 
@@ -96,8 +97,15 @@ void load_weights(nn::CausalLM& model, const nn::TensorSource& source, const std
   }
 }
 
+// Dense parameters plus the weights held in 4 bits (which are no parameters).
 std::string params_text(const nn::CausalLM& m) {
-  return fmt::format("{:.1f}M parameters", double(m.num_parameters()) / 1e6);
+  int64_t four_bit = 0;
+  for (const auto& [path, module] : m.named_modules())
+    if (const auto* q = dynamic_cast<const nn::FourBitWeight*>(module))
+      four_bit += q->quantized().numel();
+  const double all = double(m.num_parameters() + four_bit) / 1e6;
+  if (four_bit == 0) return fmt::format("{:.1f}M parameters", all);
+  return fmt::format("{:.1f}M parameters, {:.1f}M of them in 4 bits", all, double(four_bit) / 1e6);
 }
 
 }  // namespace

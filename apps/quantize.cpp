@@ -4,9 +4,13 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <optional>
 
 #include "io/bnb_4bit.h"
+#include "io/gguf.h"
 #include "io/safetensors.h"
+#include "nn/llama_names.h"
+#include "nn/tensor_source.h"
 #include "tensor/error.h"
 #include "tensor/memory/scope.h"
 
@@ -22,27 +26,50 @@ bool is_quantized_linear(const std::string& name, const Shape& shape) {
 
 int64_t quantize_model_file(const QuantizeArgs& a, std::ostream& out) {
   FG_CHECK(a.nf4 != a.fp4, "[quantize] give exactly one of --nf4 and --fp4");
-  FG_CHECK(a.in.ends_with(".safetensors"),
-           "[quantize] {}: the input must be a .safetensors file (GGUF input is not supported "
-           "yet)",
-           a.in);
+  const bool gguf = a.in.ends_with(".gguf");
+  FG_CHECK(gguf || a.in.ends_with(".safetensors"),
+           "[quantize] {}: the input must be a .safetensors or a .gguf file", a.in);
   FG_CHECK(a.out.ends_with(".safetensors"), "[quantize] {}: the output must end in .safetensors",
            a.out);
   FG_CHECK(fs::absolute(a.in).lexically_normal() != fs::absolute(a.out).lexically_normal(),
            "[quantize] the output {} would overwrite the input", a.out);
+  FG_CHECK(a.dtype == "bf16" || a.dtype == "f16" || a.dtype == "f32",
+           "[quantize] --dtype must be bf16, f16 or f32, got '{}'", a.dtype);
   quant::check_four_bit_blocksize(a.blocksize, "quantize");
   const ops::FourBitOptions options{a.nf4 ? quant::FourBitType::nf4 : quant::FourBitType::fp4,
                                     a.blocksize, !a.no_double_quant};
-  const io::SafetensorsFile file = io::SafetensorsFile::open(a.in);
+  // Note [GGUF input]
+  // A GGUF model's tensors are decoded one at a time under their Hugging Face names (Q and K
+  // rows unpermuted, nn/llama_names.h), to f32 for quantization; the tensors that stay
+  // dense are written in --dtype (bf16 by default, the dtype of the published checkpoints
+  // such files come from), which the quant states also record as the weights' dtype.
+  std::optional<io::SafetensorsFile> st;
+  std::optional<io::GgufFile> gg;
+  nn::TensorSource source;
+  if (gguf) {
+    gg.emplace(io::GgufFile::open(a.in));
+    source = nn::llama_gguf_source(*gg, DType::f32);
+  } else {
+    st.emplace(io::SafetensorsFile::open(a.in));
+    for (const io::SafetensorsEntry& e : st->entries()) {
+      FG_CHECK(!io::is_bnb_4bit(*st, e.name), "[quantize] {}: '{}' is already quantized", a.in,
+               e.name);
+      source.entries.push_back({e.name, e.shape, e.dtype});
+    }
+    source.read = [&st](const std::string& name) { return st->tensor(name); };  // a view
+  }
+  const DType dense_dtype = a.dtype == "f16"   ? DType::f16
+                            : a.dtype == "f32" ? DType::f32
+                                               : DType::bf16;
   std::vector<std::pair<std::string, Tensor>> entries;
   int64_t quantized = 0, weights = 0, stored = 0, bytes_in = 0, bytes_out = 0;
-  for (const io::SafetensorsEntry& e : file.entries()) {
-    const Tensor t = file.tensor(e.name);
-    bytes_in += t.nbytes();
-    FG_CHECK(!io::is_bnb_4bit(file, e.name), "[quantize] {}: '{}' is already quantized", a.in,
-             e.name);
+  for (const nn::TensorSource::Entry& e : source.entries) {
+    Tensor t = source.read(e.name);
+    bytes_in += gguf ? int64_t(gg->info(*nn::hf_to_llama_cpp_name(e.name)).nbytes) : t.nbytes();
+    const DType original = gguf ? dense_dtype : t.dtype();
     if (!is_quantized_linear(e.name, t.shape()) || !is_floating(t.dtype())) {
-      entries.emplace_back(e.name, t);  // a view of the mapping
+      if (gguf) t = t.to(original);  // the mapping's view for safetensors
+      entries.emplace_back(e.name, t);
       bytes_out += t.nbytes();
       continue;
     }
@@ -52,7 +79,7 @@ int64_t quantize_model_file(const QuantizeArgs& a, std::ostream& out) {
       const Tensor f32 = t.to(DType::f32).contiguous();  // Note [Streaming quantization]
       q = ops::quantize_4bit(f32, options);
     }
-    for (auto& entry : io::bnb_4bit_entries(e.name, q, t.dtype())) {
+    for (auto& entry : io::bnb_4bit_entries(e.name, q, original)) {
       bytes_out += entry.second.nbytes();
       entries.push_back(std::move(entry));
     }
@@ -76,7 +103,7 @@ CLI::App* add_quantize_command(CLI::App& app, QuantizeArgs& a) {
       "quantize",
       "Write a safetensors model with its linear weights in bitsandbytes' 4-bit format (NF4 or "
       "FP4, as transformers saves a *-bnb-4bit model)");
-  cmd->add_option("IN", a.in, "the input .safetensors file")->required();
+  cmd->add_option("IN", a.in, "the input .safetensors or Llama .gguf file")->required();
   cmd->add_option("OUT", a.out, "the output .safetensors file")->required();
   cmd->add_flag("--nf4", a.nf4, "NF4 codes (QLoRA's)");
   cmd->add_flag("--fp4", a.fp4, "bitsandbytes' FP4 codes");
@@ -84,6 +111,9 @@ CLI::App* add_quantize_command(CLI::App& app, QuantizeArgs& a) {
       ->capture_default_str();
   cmd->add_flag("--no_double_quant", a.no_double_quant,
                 "keep the absmaxes in f32 (4.5 bits per weight instead of 4.127)");
+  cmd->add_option("--dtype", a.dtype,
+                  "GGUF input: the dtype of the tensors left dense (bf16, f16 or f32)")
+      ->capture_default_str();
   return cmd;
 }
 

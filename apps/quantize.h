@@ -1,5 +1,5 @@
-// `fitgrad quantize IN OUT.safetensors --nf4|--fp4 [--blocksize 64] [--no_double_quant]`:
-// writes a model's safetensors file with its linear weights in bitsandbytes' 4-bit format
+// `fitgrad quantize IN OUT.safetensors --nf4|--fp4 [--blocksize 64] [--no_double_quant]
+// [--dtype bf16]`: writes a model's safetensors (or Llama GGUF) file with its linear weights in bitsandbytes' 4-bit format
 // (io/bnb_4bit.h), the layout transformers saves a `*-bnb-4bit` model in; every other tensor
 // (embeddings, norms, the head, biases) is copied as it is. A weight is quantized when it is
 // a 2-D "*.weight" that is neither an embedding (embed_tokens, wte, wpe) nor lm_head, as
@@ -27,6 +27,7 @@ struct QuantizeArgs {
   bool nf4 = false, fp4 = false;
   int64_t blocksize = 64;
   bool no_double_quant = false;
+  std::string dtype = "bf16";  // GGUF input: the dense tensors' dtype (Note [GGUF input])
 };
 
 // Whether a tensor named `name` of shape `shape` is a linear weight that gets quantized.

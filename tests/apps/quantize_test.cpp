@@ -20,6 +20,7 @@
 #include "nn/config.h"
 #include "nn/decoder.h"
 #include "tensor/memory/caching_allocator.h"
+#include "tests/nn/gguf_fixture.h"
 #include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad::apps {
@@ -107,6 +108,35 @@ TEST_F(Quantize, WritesBitsandbytesLayoutWithTheExactBytes) {
                             : model_->parameter(name);
     EXPECT_TRUE(same_bytes(t, want)) << name;
   }
+}
+
+// Note [GGUF input]: the same model stored as llama.cpp's converter would (Q/K rows
+// permuted, F32) quantizes to the same bytes under Hugging Face names, its dense tensors in
+// --dtype, and the result loads back through --init.
+TEST_F(Quantize, AGgufModelQuantizesUnderHuggingFaceNames) {
+  QuantizeArgs a;
+  a.in = testing::write_gguf("quantize_in", testing::as_llama_cpp(*model_));
+  a.out = (dir_ / "from_gguf.safetensors").string();
+  a.nf4 = true;
+  std::ostringstream out;
+  EXPECT_EQ(quantize_model_file(a, out), 14);
+  const auto file = io::SafetensorsFile::open(a.out);
+  for (const auto& [name, t] : model_->named_parameters()) {
+    if (!is_quantized_linear(name, t.shape())) {
+      EXPECT_TRUE(same_bytes(file.tensor(name), t.to(DType::bf16))) << name;
+      continue;
+    }
+    const Tensor state = file.tensor(name + ".quant_state.bitsandbytes__nf4");
+    const auto j = nlohmann::json::parse(
+        std::string(reinterpret_cast<const char*>(state.data<uint8_t>()), size_t(state.numel())));
+    EXPECT_EQ(j.at("dtype"), "bfloat16") << name;
+    const ops::FourBit direct = ops::quantize_4bit(t, {});
+    const ops::FourBit back = io::read_bnb_4bit(file, name);
+    EXPECT_TRUE(same_bytes(back.packed, direct.packed)) << name;
+    EXPECT_TRUE(same_bytes(back.nested, direct.nested)) << name;
+  }
+  EXPECT_NO_THROW(load_model("llama-tiny", a.out, {}));
+  fs::remove(a.in);
 }
 
 TEST_F(Quantize, BadInputIsAnErrorNamingIt) {
