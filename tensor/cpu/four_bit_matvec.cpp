@@ -206,11 +206,7 @@ __attribute__((target("avx512f"))) void block64_rows_avx512(const uint8_t* packe
                                _mm512_loadu_ps(xg + 112), acc1);
         total = _mm512_fmadd_ps(_mm512_add_ps(acc0, acc1), scale, total);
       }
-      float lanes[kVecWidth];
-      _mm512_storeu_ps(lanes, total);
-      float sum = 0.0f;
-      for (float l : lanes) sum += l;
-      y[r * out + o] = sum;
+      y[r * out + o] = _mm512_reduce_add_ps(total);  // a shuffle tree, not a 16-add chain
     }
   }
 }
