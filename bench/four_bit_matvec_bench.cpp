@@ -4,8 +4,9 @@
 //   nf4       ops::linear_4bit reading the NF4 codes (Note [Four-bit matvec]), double-
 //             quantized absmaxes as bitsandbytes' bnb_4bit_use_double_quant
 //   nf4_deq   dequantize_4bit to f32 then ops::linear (the route a training step takes)
-// l1_64x576 fits in L1 and shows the fixed cost of a call. Counters: GB/s of weight bytes read (f32: 4 per weight; nf4: the packed bytes and the
-// absmax codes) and ns per weight. Run with OMP_NUM_THREADS=1 for the one-thread figures.
+// l1_64x576 fits in L1 and shows the fixed cost of a call. Counters: GB/s of weight bytes
+// read (f32: 4 per weight; nf4: the packed bytes and the absmax codes) and ns per weight.
+// Run with OMP_NUM_THREADS=1 for the one-thread figures.
 #include <benchmark/benchmark.h>
 
 #include <random>

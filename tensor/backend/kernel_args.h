@@ -301,7 +301,8 @@ struct FourBitArgs {
 // (n, cols) floating = the rows named by ids (n, i32 or i64; the kernel checks each is in
 // [0, rows)). linear_4bit: out (m, rows) f32 = x (m, cols) f32 times the weight transposed,
 // with staging f32 (four_bit_matvec_staging floats) as scratch. absmax f32 (blocks) as in
-// FourBitArgs: with nested defined it is a temporary the kernel fills first.
+// FourBitArgs; with nested defined, embedding_4bit's is a temporary the kernel fills
+// first, and linear_4bit's is undefined (the kernel reads the nested codes in place).
 // Rows of x staged in whole 128-value groups (Note [Nibbles in place]).
 inline int64_t four_bit_matvec_staging(int64_t m, int64_t cols) { return m * (cols + 128); }
 struct FourBitReadArgs {

@@ -62,7 +62,7 @@ using Bytes16 = uint8_t __attribute__((vector_size(16)));
 }
 
 FITGRAD_SIMD_CLONES
-void aligned_rows(const uint8_t* packed, const float* absmax, int64_t out, int64_t in,
+void aligned_rows(const uint8_t* packed, const BlockAbsmax& absmax, int64_t out, int64_t in,
                   int64_t blocksize, const float* table16, const float* staged, int64_t rows,
                   float* y) {
   const Vec table = load(table16);
@@ -70,7 +70,7 @@ void aligned_rows(const uint8_t* packed, const float* absmax, int64_t out, int64
 #pragma omp parallel for schedule(static)
   for (int64_t o = 0; o < out; ++o) {
     const uint8_t* p = packed + o * (in / 2);
-    const float* a = absmax + o * blocks_per_row;
+    const int64_t a = o * blocks_per_row;
     for (int64_t r = 0; r < rows; ++r) {
       const float* xs = staged + r * in;
       Vec total = splat(0.0f);
@@ -83,7 +83,7 @@ void aligned_rows(const uint8_t* packed, const float* absmax, int64_t out, int64
           const IVec v = __builtin_convertvector(bytes, IVec);
           acc += lookup(table, v >> 4) * load(xs + k) + lookup(table, v & 15) * load(xs + k + 16);
         }
-        total += acc * a[b];
+        total += acc * absmax(a + b);
       }
       y[r * out + o] = sum_lanes(total);
     }
@@ -102,7 +102,7 @@ void aligned_rows(const uint8_t* packed, const float* absmax, int64_t out, int64
 // vpermps reads only the low 4 bits of each index, so the low nibble needs no mask.
 template <int R>
 __attribute__((target("avx512f"), always_inline)) inline void rows_avx512(
-    const uint8_t* packed, const float* absmax, int64_t o, int64_t in, int64_t blocksize,
+    const uint8_t* packed, const BlockAbsmax& absmax, int64_t o, int64_t in, int64_t blocksize,
     __m512 table, const float* xs, float* y) {
   const int64_t blocks_per_row = in / blocksize, chunks_per_block = blocksize / kChunk;
   __m512 total[R];
@@ -122,7 +122,7 @@ __attribute__((target("avx512f"), always_inline)) inline void rows_avx512(
     }
     for (int j = 0; j < R; ++j)
       total[j] =
-          _mm512_fmadd_ps(acc[j], _mm512_set1_ps(absmax[(o + j) * blocks_per_row + b]), total[j]);
+          _mm512_fmadd_ps(acc[j], _mm512_set1_ps(absmax((o + j) * blocks_per_row + b)), total[j]);
   }
   for (int j = 0; j < R; ++j) {
     float lanes[kVecWidth];
@@ -134,7 +134,7 @@ __attribute__((target("avx512f"), always_inline)) inline void rows_avx512(
 }
 
 __attribute__((target("avx512f"))) void aligned_rows_avx512(
-    const uint8_t* packed, const float* absmax, int64_t out, int64_t in, int64_t blocksize,
+    const uint8_t* packed, const BlockAbsmax& absmax, int64_t out, int64_t in, int64_t blocksize,
     const float* table16, const float* staged, int64_t rows, float* y) {
   constexpr int kRows = 2;
   const __m512 table = _mm512_loadu_ps(table16);
@@ -159,54 +159,73 @@ int64_t nibble_value(int64_t lane, int64_t shift) {  // the value a (lane, shift
   return 2 * byte + (shift % 8 == 0 ? 1 : 0);  // bits 0-3: the second value of the byte
 }
 
+// One 64-byte group (or the 32-byte half group) of a row: its 128 (or 64) products with
+// the staged x, each block's lanes scaled by its absmax, added to total.
+__attribute__((target("avx512f"), always_inline)) inline __m512 group_avx512(
+    const uint8_t* p, const BlockAbsmax& absmax, int64_t b, const float* xg, bool whole,
+    __m512 table, __m512 total) {
+  __m512i v;
+  __m512 scale;
+  if (whole) {
+    v = _mm512_loadu_si512(p);
+    scale = _mm512_mask_mov_ps(_mm512_set1_ps(absmax(b)), 0xFF00, _mm512_set1_ps(absmax(b + 1)));
+  } else {
+    v = _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    scale = _mm512_set1_ps(absmax(b));
+  }
+  __m512 acc0 = _mm512_mul_ps(_mm512_permutexvar_ps(v, table), _mm512_loadu_ps(xg));
+  __m512 acc1 = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), table),
+                              _mm512_loadu_ps(xg + 16));
+  acc0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 8), table),
+                         _mm512_loadu_ps(xg + 32), acc0);
+  acc1 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 12), table),
+                         _mm512_loadu_ps(xg + 48), acc1);
+  acc0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 16), table),
+                         _mm512_loadu_ps(xg + 64), acc0);
+  acc1 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 20), table),
+                         _mm512_loadu_ps(xg + 80), acc1);
+  acc0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 24), table),
+                         _mm512_loadu_ps(xg + 96), acc0);
+  acc1 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 28), table),
+                         _mm512_loadu_ps(xg + 112), acc1);
+  return _mm512_fmadd_ps(_mm512_add_ps(acc0, acc1), scale, total);
+}
+
 __attribute__((target("avx512f"))) void block64_rows_avx512(const uint8_t* packed,
-                                                            const float* absmax, int64_t out,
+                                                            const BlockAbsmax& absmax, int64_t out,
                                                             int64_t in, const float* table16,
                                                             const float* staged, int64_t rows,
                                                             float* y) {
   const __m512 table = _mm512_loadu_ps(table16);
   const int64_t blocks_per_row = in / 64, groups = blocks_per_row / 2;
   const bool half = blocks_per_row % 2 == 1;
-  const int64_t staged_row = (groups + (half ? 1 : 0)) * kGroup;
+  const int64_t staged_row = (groups + (half ? 1 : 0)) * kGroup, row_bytes = in / 2;
+  // Two weight rows at a time: two independent chains.
+  const int64_t pairs = (out + 1) / 2;
 #pragma omp parallel for schedule(static)
-  for (int64_t o = 0; o < out; ++o) {
-    const uint8_t* p = packed + o * (in / 2);
-    const float* a = absmax + o * blocks_per_row;
+  for (int64_t pr = 0; pr < pairs; ++pr) {
+    const int64_t o = 2 * pr;
+    const bool two = o + 1 < out;
+    const uint8_t* p0 = packed + o * row_bytes;
+    const uint8_t* p1 = two ? p0 + row_bytes : p0;
+    const int64_t a0 = o * blocks_per_row, a1 = two ? a0 + blocks_per_row : a0;
+    // The rows four pairs ahead, a cache line at a time, into L1.
+    for (int64_t b = 0; b < 2 * row_bytes; b += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(p0 + 8 * row_bytes + b), _MM_HINT_T0);
     for (int64_t r = 0; r < rows; ++r) {
       const float* xs = staged + r * staged_row;
-      __m512 total = _mm512_setzero_ps();
-      for (int64_t g = 0; g <= groups; ++g) {
-        if (g == groups && !half) break;
-        __m512i v;
-        __m512 scale;
-        if (g < groups) {
-          v = _mm512_loadu_si512(p + g * 64);
-          scale =
-              _mm512_mask_mov_ps(_mm512_set1_ps(a[2 * g]), 0xFF00, _mm512_set1_ps(a[2 * g + 1]));
-        } else {
-          v = _mm512_zextsi256_si512(
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + g * 64)));
-          scale = _mm512_set1_ps(a[2 * g]);
-        }
-        const float* xg = xs + g * kGroup;
-        __m512 acc0 = _mm512_mul_ps(_mm512_permutexvar_ps(v, table), _mm512_loadu_ps(xg));
-        __m512 acc1 = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), table),
-                                    _mm512_loadu_ps(xg + 16));
-        acc0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 8), table),
-                               _mm512_loadu_ps(xg + 32), acc0);
-        acc1 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 12), table),
-                               _mm512_loadu_ps(xg + 48), acc1);
-        acc0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 16), table),
-                               _mm512_loadu_ps(xg + 64), acc0);
-        acc1 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 20), table),
-                               _mm512_loadu_ps(xg + 80), acc1);
-        acc0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 24), table),
-                               _mm512_loadu_ps(xg + 96), acc0);
-        acc1 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 28), table),
-                               _mm512_loadu_ps(xg + 112), acc1);
-        total = _mm512_fmadd_ps(_mm512_add_ps(acc0, acc1), scale, total);
+      __m512 t0 = _mm512_setzero_ps(), t1 = _mm512_setzero_ps();
+      for (int64_t g = 0; g < groups; ++g) {
+        t0 = group_avx512(p0 + g * 64, absmax, a0 + 2 * g, xs + g * kGroup, true, table, t0);
+        t1 = group_avx512(p1 + g * 64, absmax, a1 + 2 * g, xs + g * kGroup, true, table, t1);
       }
-      y[r * out + o] = _mm512_reduce_add_ps(total);  // a shuffle tree, not a 16-add chain
+      if (half) {
+        const int64_t g = groups;
+        t0 = group_avx512(p0 + g * 64, absmax, a0 + 2 * g, xs + g * kGroup, false, table, t0);
+        t1 = group_avx512(p1 + g * 64, absmax, a1 + 2 * g, xs + g * kGroup, false, table, t1);
+      }
+      y[r * out + o] = _mm512_reduce_add_ps(t0);  // a shuffle tree, not a 16-add chain
+      if (two) y[r * out + o + 1] = _mm512_reduce_add_ps(t1);
     }
   }
 }
@@ -215,7 +234,7 @@ __attribute__((target("avx512f"))) void block64_rows_avx512(const uint8_t* packe
 #endif
 #endif
 
-void straddling_rows(const uint8_t* packed, const float* absmax, int64_t out, int64_t in,
+void straddling_rows(const uint8_t* packed, const BlockAbsmax& absmax, int64_t out, int64_t in,
                      int64_t blocksize, const float* table, const float* x, int64_t rows,
                      float* y) {
 #pragma omp parallel for schedule(static)
@@ -226,7 +245,7 @@ void straddling_rows(const uint8_t* packed, const float* absmax, int64_t out, in
         const int64_t i = o * in + k;
         const uint8_t byte = packed[i / 2];
         const uint8_t c = i % 2 == 0 ? byte >> 4 : byte & 0x0F;
-        s += table[c] * absmax[i / blocksize] * x[r * in + k];
+        s += table[c] * absmax(i / blocksize) * x[r * in + k];
       }
       y[r * out + o] = s;
     }
@@ -244,7 +263,7 @@ void stage_chunks(const float* x, int64_t rows, int64_t in, float* staging) {
 
 }  // namespace
 
-void four_bit_matvec(const uint8_t* packed, const float* absmax, int64_t out, int64_t in,
+void four_bit_matvec(const uint8_t* packed, const BlockAbsmax& absmax, int64_t out, int64_t in,
                      int64_t blocksize, quant::FourBitType type, const float* x, int64_t rows,
                      float* staging, float* y) {
   const float* table = quant::four_bit_values(type).data();

@@ -25,6 +25,7 @@
 #include "tensor/cpu/reduce.h"
 #include "tensor/cpu/rope.h"
 #include "tensor/cpu/softmax.h"
+#include "tensor/quant/dynamic_map.h"
 #include "tensor/quant/four_bit.h"
 #include "tensor/random/philox.h"
 
@@ -350,7 +351,15 @@ void embedding_4bit(const FourBitReadArgs& a) {
   });
 }
 void linear_4bit(const FourBitReadArgs& a) {
-  const float* absmax = read_absmax(a);
+  cpu::BlockAbsmax absmax;  // the double-quantized absmaxes are read in place
+  if (a.nested.defined()) {
+    absmax.codes = a.nested.data<uint8_t>();
+    absmax.absmax2 = f32(a.absmax2);
+    absmax.offset = f32(a.offset)[0];
+    absmax.map = quant::dynamic_map_signed().data();
+  } else {
+    absmax.absmax = f32(a.absmax);
+  }
   cpu::four_bit_matvec(a.packed.data<uint8_t>(), absmax, a.rows, a.cols, a.blocksize,
                        a.fp4 ? quant::FourBitType::fp4 : quant::FourBitType::nf4, f32(a.ids_or_x),
                        a.ids_or_x.size(0), f32(a.staging), f32(a.out));

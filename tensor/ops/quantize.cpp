@@ -145,11 +145,11 @@ Tensor linear_4bit(const Tensor& x, const FourBit& q) {
     const Tensor xf = x.to(DType::f32).contiguous().reshape({m, in_f});
     const Tensor staging =
         Tensor::empty({backend::four_bit_matvec_staging(m, in_f)}, DType::f32, x.device());
-    const Tensor absmax = absmax_for_kernel(q);
+    // The kernel reads double-quantized absmaxes in place: q.absmax (undefined then) as is.
     backend::dispatch(
         id, x.device(),
         backend::FourBitReadArgs{out_f, in_f, q.options.blocksize,
-                                 q.options.type == quant::FourBitType::fp4, q.packed, absmax,
+                                 q.options.type == quant::FourBitType::fp4, q.packed, q.absmax,
                                  q.nested, q.absmax2, q.offset, xf, y, staging});
   }
   return y.to(x.dtype()).reshape(out_shape);
