@@ -1,7 +1,8 @@
 // `fitgrad generate` as a library (apps/generate.h): decoded text streams without cutting
 // UTF-8 characters; greedy text with the KV cache equals the text of full re-forwards;
-// a seed fixes sampled text; the stats count tokens; and bad options fail with one clear
-// error before any model is loaded.
+// a seed fixes sampled text; the stats count tokens; a PEFT adapter decodes as its merged
+// model, and a 4-bit base in less memory; and bad options fail with one clear error before
+// any model is loaded.
 #include "apps/generate.h"
 
 #include <gtest/gtest.h>
@@ -11,7 +12,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "apps/export.h"
 #include "data/utf8.h"
+#include "tests/golden/golden_file.h"
 #include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad::apps {
@@ -104,6 +107,43 @@ TEST(Generate, ReadsThePromptFromAFile) {
   generate(b, out_b);
   EXPECT_EQ(out_a.str(), out_b.str());
   std::filesystem::remove(path);
+}
+
+// Note [Generating from a 4-bit base]: PEFT's adapter over transformers' tiny Llama
+// (tests/golden/peft_tiny) decodes the text of the model `fitgrad export --merge` makes of
+// them; with --quantize nf4 the same model decodes from a 4-bit base in less memory.
+TEST(Generate, AnAdapterDecodesAsItsMergedModelAndNf4TakesLessMemory) {
+  const std::string base = testing::golden_path("peft_tiny/base");
+  GenerateOptions o = tiny(base.c_str());
+  o.sampling.temperature = 0;
+  o.adapter = testing::golden_path("peft_tiny/adapter");
+  std::ostringstream adapted, merged, quantized, dense;
+  generate(o, adapted);
+
+  const std::string merged_file = ::testing::TempDir() + "fitgrad_generate_merged.safetensors";
+  std::ostringstream log;
+  export_merged({o.adapter, base + "/model.safetensors", merged_file, "f32"}, log);
+  GenerateOptions m = tiny(base.c_str());
+  m.sampling.temperature = 0;
+  m.init = merged_file;
+  generate(m, merged);
+  EXPECT_EQ(adapted.str(), merged.str());
+  std::filesystem::remove(merged_file);
+  std::ostringstream plain;  // the adapter changes the text
+  GenerateOptions b = tiny(base.c_str());
+  b.sampling.temperature = 0;
+  generate(b, plain);
+  EXPECT_NE(plain.str(), adapted.str());
+
+  GenerateOptions q = tiny(base.c_str());
+  const GenerateStats f32 = generate(q, dense);
+  q.quantize = "nf4";
+  q.double_quant = true;
+  const GenerateStats nf4 = generate(q, quantized);
+  EXPECT_EQ(nf4.new_tokens, 24);
+  EXPECT_LT(nf4.peak_bytes, f32.peak_bytes);
+  q.quantize = "int8";
+  expect_error([&] { generate(q, quantized); }, "[generate]", "--quantize must be nf4");
 }
 
 TEST(Generate, BadOptionsGiveOneClearError) {
