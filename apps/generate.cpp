@@ -108,13 +108,10 @@ GenerateStats generate(const GenerateOptions& o, std::ostream& out) {
   // Note [Generating from a 4-bit base]
   FG_CHECK(o.quantize.empty() || o.quantize == "nf4",
            "[generate] --quantize must be nf4 (or absent), got '{}'", o.quantize);
-  FG_CHECK(o.quant_type == "nf4" || o.quant_type == "fp4",
-           "[generate] --bnb_4bit_quant_type must be nf4 or fp4, got '{}'", o.quant_type);
+  const ops::FourBitOptions four_bit =
+      nn::bnb_4bit_options(o.quant_type, o.double_quant, "generate");
   nn::LinearFactory base;
   if (!o.quantize.empty()) {
-    const ops::FourBitOptions four_bit{
-        o.quant_type == "fp4" ? quant::FourBitType::fp4 : quant::FourBitType::nf4, 64,
-        o.double_quant};
     base = nn::nf4_factory(four_bit);
     build.linear_factory = base;
     build.quantized_embedding = four_bit;

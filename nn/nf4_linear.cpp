@@ -101,6 +101,14 @@ Tensor Nf4Linear::forward(const Tensor& x) const {
   return four_bit_linear(x, q_, bias_, path() + ".weight");
 }
 
+ops::FourBitOptions bnb_4bit_options(const std::string& quant_type, bool double_quant,
+                                     const char* what) {
+  FG_CHECK(quant_type == "nf4" || quant_type == "fp4",
+           "[{}] --bnb_4bit_quant_type must be nf4 or fp4, got '{}'", what, quant_type);
+  return {quant_type == "fp4" ? quant::FourBitType::fp4 : quant::FourBitType::nf4, 64,
+          double_quant};
+}
+
 LinearFactory nf4_factory(const ops::FourBitOptions& options) {
   return [options](const LinearSpec& spec, BuildContext& ctx) -> std::unique_ptr<LinearLayer> {
     return std::make_unique<Nf4Linear>(spec, options, ctx);

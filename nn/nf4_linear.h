@@ -77,6 +77,12 @@ class Nf4Linear final : public LinearLayer, public FourBitWeight {
   Tensor bias_;
 };
 
+// bitsandbytes' BitsAndBytesConfig as fitgrad's flags give it: bnb_4bit_quant_type "nf4" or
+// "fp4" (anything else throws "[<what>] --bnb_4bit_quant_type ..."), blocks of 64, and
+// bnb_4bit_use_double_quant.
+ops::FourBitOptions bnb_4bit_options(const std::string& quant_type, bool double_quant,
+                                     const char* what);
+
 // A factory that makes every layer it is given an Nf4Linear (targeted_factory chooses
 // which; lora_factory(config, nf4_factory(options)) puts LoRA over NF4: QLoRA).
 LinearFactory nf4_factory(const ops::FourBitOptions& options);

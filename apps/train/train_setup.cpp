@@ -240,9 +240,8 @@ void setup_run(TrainRun& r) {
     r.lora = nn::LoraConfig{a.lora_r, a.lora_alpha, a.lora_dropout, a.use_rslora};
     nn::LinearFactory base;
     if (!a.quantize.empty()) {
-      const ops::FourBitOptions four_bit{
-          a.bnb_4bit_quant_type == "fp4" ? quant::FourBitType::fp4 : quant::FourBitType::nf4, 64,
-          a.bnb_4bit_use_double_quant};
+      const ops::FourBitOptions four_bit =
+          nn::bnb_4bit_options(a.bnb_4bit_quant_type, a.bnb_4bit_use_double_quant, "train");
       base = nn::nf4_factory(four_bit);
       build.quantized_embedding = four_bit;  // Note [Quantizing the embedding]
     }

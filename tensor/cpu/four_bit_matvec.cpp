@@ -173,21 +173,15 @@ __attribute__((target("avx512f"), always_inline)) inline __m512 group_avx512(
     v = _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
     scale = _mm512_set1_ps(absmax(b));
   }
-  __m512 acc0 = _mm512_mul_ps(_mm512_permutexvar_ps(v, table), _mm512_loadu_ps(xg));
-  __m512 acc1 = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), table),
-                              _mm512_loadu_ps(xg + 16));
-  acc0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 8), table),
-                         _mm512_loadu_ps(xg + 32), acc0);
-  acc1 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 12), table),
-                         _mm512_loadu_ps(xg + 48), acc1);
-  acc0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 16), table),
-                         _mm512_loadu_ps(xg + 64), acc0);
-  acc1 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 20), table),
-                         _mm512_loadu_ps(xg + 80), acc1);
-  acc0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 24), table),
-                         _mm512_loadu_ps(xg + 96), acc0);
-  acc1 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 28), table),
-                         _mm512_loadu_ps(xg + 112), acc1);
+  // Two chains: shifts 0, 8, 16, 24 into acc0, shifts 4, 12, 20, 28 into acc1.
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  for (int k = 0; k < 4; ++k) {
+    const __m512i even = _mm512_srlv_epi32(v, _mm512_set1_epi32(8 * k));
+    const __m512i odd = _mm512_srlv_epi32(v, _mm512_set1_epi32(8 * k + 4));
+    acc0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(even, table), _mm512_loadu_ps(xg + 32 * k), acc0);
+    acc1 =
+        _mm512_fmadd_ps(_mm512_permutexvar_ps(odd, table), _mm512_loadu_ps(xg + 32 * k + 16), acc1);
+  }
   return _mm512_fmadd_ps(_mm512_add_ps(acc0, acc1), scale, total);
 }
 
