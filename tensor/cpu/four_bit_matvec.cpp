@@ -133,14 +133,25 @@ __attribute__((target("avx512f"), always_inline)) inline void rows_avx512(
   }
 }
 
+// The AVX-512 functions take a range of the outputs and no OpenMP: the parallel region
+// (split_outputs) only calls them, since clang does not compile a region's outlined body
+// for the target of the function around it.
+constexpr int64_t kOutputsPerTask = 64;
+template <class Fn>
+void split_outputs(int64_t units, Fn&& fn) {
+  const int64_t tasks = (units + kOutputsPerTask - 1) / kOutputsPerTask;
+#pragma omp parallel for schedule(static)
+  for (int64_t t = 0; t < tasks; ++t)
+    fn(t * kOutputsPerTask, std::min(units, (t + 1) * kOutputsPerTask));
+}
+
+constexpr int kRows = 2;  // weight rows at a time: independent chains
 __attribute__((target("avx512f"))) void aligned_rows_avx512(
     const uint8_t* packed, const BlockAbsmax& absmax, int64_t out, int64_t in, int64_t blocksize,
-    const float* table16, const float* staged, int64_t rows, float* y) {
-  constexpr int kRows = 2;
+    const float* table16, const float* staged, int64_t rows, float* y, int64_t g_begin,
+    int64_t g_end) {
   const __m512 table = _mm512_loadu_ps(table16);
-  const int64_t groups = (out + kRows - 1) / kRows;
-#pragma omp parallel for schedule(static)
-  for (int64_t g = 0; g < groups; ++g) {
+  for (int64_t g = g_begin; g < g_end; ++g) {
     const int64_t o = g * kRows;
     for (int64_t r = 0; r < rows; ++r) {
       if (o + kRows <= out) {
@@ -185,19 +196,14 @@ __attribute__((target("avx512f"), always_inline)) inline __m512 group_avx512(
   return _mm512_fmadd_ps(_mm512_add_ps(acc0, acc1), scale, total);
 }
 
-__attribute__((target("avx512f"))) void block64_rows_avx512(const uint8_t* packed,
-                                                            const BlockAbsmax& absmax, int64_t out,
-                                                            int64_t in, const float* table16,
-                                                            const float* staged, int64_t rows,
-                                                            float* y) {
+__attribute__((target("avx512f"))) void block64_rows_avx512(
+    const uint8_t* packed, const BlockAbsmax& absmax, int64_t out, int64_t in, const float* table16,
+    const float* staged, int64_t rows, float* y, int64_t pair_begin, int64_t pair_end) {
   const __m512 table = _mm512_loadu_ps(table16);
   const int64_t blocks_per_row = in / 64, groups = blocks_per_row / 2;
   const bool half = blocks_per_row % 2 == 1;
   const int64_t staged_row = (groups + (half ? 1 : 0)) * kGroup, row_bytes = in / 2;
-  // Two weight rows at a time: two independent chains.
-  const int64_t pairs = (out + 1) / 2;
-#pragma omp parallel for schedule(static)
-  for (int64_t pr = 0; pr < pairs; ++pr) {
+  for (int64_t pr = pair_begin; pr < pair_end; ++pr) {  // two weight rows at a time
     const int64_t o = 2 * pr;
     const bool two = o + 1 < out;
     const uint8_t* p0 = packed + o * row_bytes;
@@ -277,11 +283,15 @@ void four_bit_matvec(const uint8_t* packed, const BlockAbsmax& absmax, int64_t o
               staging[r * staged_row + g * kGroup + shift / 4 * kVecWidth + lane] =
                   k < in ? x[r * in + k] : 0.0f;
             }
-      block64_rows_avx512(packed, absmax, out, in, table, staging, rows, y);
+      split_outputs((out + 1) / 2, [&](int64_t begin, int64_t end) {
+        block64_rows_avx512(packed, absmax, out, in, table, staging, rows, y, begin, end);
+      });
       return;
     }
     stage_chunks(x, rows, in, staging);
-    aligned_rows_avx512(packed, absmax, out, in, blocksize, table, staging, rows, y);
+    split_outputs((out + kRows - 1) / kRows, [&](int64_t begin, int64_t end) {
+      aligned_rows_avx512(packed, absmax, out, in, blocksize, table, staging, rows, y, begin, end);
+    });
     return;
   }
 #endif
