@@ -40,8 +40,11 @@ int64_t export_merged(const ExportArgs& a, std::ostream& out) {
           .tensors();
   const std::string base_file =
       fs::is_directory(a.base) ? (fs::path(a.base) / "model.safetensors").string() : a.base;
-  std::map<std::string, Tensor> state =
-      read_weights_file(base_file, DType::f32, "--base").read_all();
+  // Note [Streaming loads]: the base is read one tensor at a time, so the command holds the
+  // output in --dtype plus one f32 tensor, never the base in f32.
+  const nn::TensorSource source = read_weights_file(base_file, DType::f32, "--base");
+  std::map<std::string, const nn::TensorSource::Entry*> entries;
+  for (const nn::TensorSource::Entry& e : source.entries) entries[e.name] = &e;
   // The adapted weights: every lora_A with its lora_B, over an existing base weight.
   std::map<std::string, std::pair<Tensor, Tensor>> pairs;  // "<path>.weight" -> (A, B)
   for (const auto& [key, t] : adapter) {
@@ -56,24 +59,32 @@ int64_t export_merged(const ExportArgs& a, std::ostream& out) {
     (key.ends_with(".lora_A.weight") ? A : B) = t;
   }
   const double scaling = config.lora.scaling();
-  for (const auto& [name, ab] : pairs) {
+  std::map<std::string, bool> transposed;  // adapted weight -> stored (in, out), GPT-2's Conv1D
+  for (const auto& [name, ab] : pairs) {   // everything checked before anything is read
     const auto& [A, B] = ab;
     FG_CHECK(A.defined() && B.defined(), "[export] {}: '{}' has a lora_{} without its lora_{}",
              a.merge, name, A.defined() ? "A" : "B", A.defined() ? "B" : "A");
-    const auto it = state.find(name);
-    FG_CHECK(it != state.end(), "[export] {}: the adapter adapts '{}', which the base {} lacks",
+    const auto it = entries.find(name);
+    FG_CHECK(it != entries.end(), "[export] {}: the adapter adapts '{}', which the base {} lacks",
              a.merge, name, a.base);
-    const Tensor delta = ops::scale(ops::matmul(B.to(DType::f32), A.to(DType::f32)), scaling);
-    const Tensor& w = it->second;  // (out, in), or GPT-2's Conv1D (in, out)
-    const bool torch = w.shape() == delta.shape();
-    FG_CHECK(torch || (w.dim() == 2 && w.size(0) == delta.size(1) && w.size(1) == delta.size(0)),
-             "[export] '{}' is {}, the adapter's B A is {}", name, shape_str(w.shape()),
-             shape_str(delta.shape()));
-    it->second = ops::add(w.to(DType::f32), torch ? delta : delta.transpose(0, 1).contiguous());
+    const Shape& w = it->second->shape;  // (out, in), or GPT-2's Conv1D (in, out)
+    const Shape delta{B.size(0), A.size(1)};
+    const bool torch = w == delta;
+    FG_CHECK(torch || (w.size() == 2 && w[0] == delta[1] && w[1] == delta[0]),
+             "[export] '{}' is {}, the adapter's B A is {}", name, shape_str(w), shape_str(delta));
+    transposed[name] = !torch;
   }
   std::vector<std::pair<std::string, Tensor>> tensors;
-  for (const auto& [name, t] : state)
-    tensors.emplace_back(name, is_floating(t.dtype()) ? t.to(dtype).contiguous() : t);
+  for (const nn::TensorSource::Entry& e : source.entries) {
+    Tensor t = source.read(e.name);
+    if (const auto it = pairs.find(e.name); it != pairs.end()) {
+      const auto& [A, B] = it->second;
+      const Tensor delta = ops::scale(ops::matmul(B.to(DType::f32), A.to(DType::f32)), scaling);
+      t = ops::add(t.to(DType::f32),
+                   transposed.at(e.name) ? delta.transpose(0, 1).contiguous() : delta);
+    }
+    tensors.emplace_back(e.name, is_floating(t.dtype()) ? t.to(dtype).contiguous() : t);
+  }
   io::save_safetensors(a.out, tensors, {{"format", "pt"}});
   out << fmt::format(
       "merged {} LoRA weights (r {}, lora_alpha {}, scaling {}) into {}; wrote {} "
