@@ -124,13 +124,7 @@ __attribute__((target("avx512f"), always_inline)) inline void rows_avx512(
       total[j] =
           _mm512_fmadd_ps(acc[j], _mm512_set1_ps(absmax((o + j) * blocks_per_row + b)), total[j]);
   }
-  for (int j = 0; j < R; ++j) {
-    float lanes[kVecWidth];
-    _mm512_storeu_ps(lanes, total[j]);
-    float sum = 0.0f;
-    for (float l : lanes) sum += l;
-    y[o + j] = sum;
-  }
+  for (int j = 0; j < R; ++j) y[o + j] = _mm512_reduce_add_ps(total[j]);
 }
 
 // The AVX-512 functions take a range of the outputs and no OpenMP: the parallel region
