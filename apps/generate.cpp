@@ -128,6 +128,10 @@ GenerateStats generate(const GenerateOptions& o, std::ostream& out) {
     nn::check_targets_found(*targets);
     nn::load_lora_adapter(*loaded.model, o.adapter);
   }
+  FG_CHECK(loaded.tokenizer,
+           "[generate] {} has no tokenizer to decode with (on meta, text is "
+           "neither read nor made)",
+           o.model);
   const nn::CausalLM& model = *loaded.model;
   const data::Tokenizer& tok = *loaded.tokenizer;
 

@@ -266,10 +266,14 @@ LoadedModel load_model(const std::string& spec, const std::string& init,
       take_gguf_tokenizer(out, io::GgufFile::open(init), init);
     }
   }
-  if (!out.tokenizer) out.tokenizer = default_tokenizer(out.model->config(), &out.tokenizer_id);
-  FG_CHECK(out.tokenizer->vocab_size() <= out.model->config().vocab_size,
+  const int64_t vocab = out.model->config().vocab_size;
+  if (!out.tokenizer && options.device.type == DeviceType::meta && vocab != 256 && vocab != 50257)
+    out.tokenizer_id = "none";  // Note [No tokenizer on meta]
+  else if (!out.tokenizer)
+    out.tokenizer = default_tokenizer(out.model->config(), &out.tokenizer_id);
+  FG_CHECK(!out.tokenizer || out.tokenizer->vocab_size() <= vocab,
            "{} the tokenizer '{}' has {} tokens, more than the model's vocabulary of {}", where,
-           out.tokenizer_id, out.tokenizer->vocab_size(), out.model->config().vocab_size);
+           out.tokenizer_id, out.tokenizer ? out.tokenizer->vocab_size() : 0, vocab);
   out.description = fmt::format(
       "{} ({}, {}), weights: {}, tokenizer: {}", out.model->config().name,
       out.model->config().model_type, params_text(*out.model),

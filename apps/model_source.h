@@ -37,6 +37,10 @@
 
 namespace fitgrad::apps {
 
+// Note [No tokenizer on meta]
+// A dry run on meta reads no text, so a preset or config.json whose vocabulary has no
+// default tokenizer (llama2-7b's 32000) still loads there: tokenizer is null and
+// tokenizer_id "none". Everywhere else such a model is an error that asks for a tokenizer.
 struct LoadedModel {
   std::unique_ptr<nn::CausalLM> model;
   std::unique_ptr<data::Tokenizer> tokenizer;

@@ -13,6 +13,7 @@
 
 #include "autograd/grad_mode.h"
 #include "io/safetensors.h"
+#include "nn/config.h"
 #include "tests/io/smollm2_file.h"
 #include "tests/tensor/ops/op_harness.h"
 
@@ -63,6 +64,23 @@ TEST(ModelSource, DefaultTokenizerByVocabularySize) {
   EXPECT_EQ(gpt2->encode("Hello world"), (std::vector<int32_t>{15496, 995}));  // GPT-2's ids
   expect_error([] { default_tokenizer(nn::preset("llama2-7b"), nullptr); }, "[model llama2-7b]",
                "vocabulary of 32000 tokens");
+}
+
+// Note [No tokenizer on meta]: a dry run of a model without a default tokenizer loads; on
+// a real device the same model is the error above.
+TEST(ModelSource, OnMetaAModelNeedsNoTokenizer) {
+  nn::BuildOptions o;
+  o.device = Device::meta();
+  const LoadedModel m = load_model("llama2-7b", "", o);
+  EXPECT_EQ(m.tokenizer, nullptr);
+  EXPECT_EQ(m.tokenizer_id, "none");
+  EXPECT_NE(m.description.find("tokenizer: none"), std::string::npos) << m.description;
+  nn::ModelConfig cfg = nn::preset("llama-tiny");
+  cfg.vocab_size = 300;
+  const std::string path = ::testing::TempDir() + "fitgrad_vocab300.json";
+  std::ofstream(path) << nn::config_to_json(cfg).dump();
+  expect_error([&] { load_model(path, "", {}); }, "[model", "vocabulary of 300 tokens");
+  std::filesystem::remove(path);
 }
 
 TEST(ModelSource, CheckpointDirectoryLoadsBackTheSameModel) {
