@@ -6,6 +6,8 @@
 // A full-split evaluation can take minutes, so the interrupt flag is checked before every
 // evaluation batch as it is before every step: on SIGINT or SIGTERM the evaluation stops,
 // and the loop saves the checkpoint of the last complete optimizer step and exits.
+#include <fmt/format.h>
+
 #include "apps/train/interrupt.h"
 #include "apps/train/train_run.h"
 #include "autograd/autocast.h"
@@ -17,6 +19,9 @@ namespace fitgrad::apps {
 std::optional<std::pair<double, int64_t>> evaluate(TrainRun& r) {
   const TrainArgs& a = r.a;
   autograd::NoGradGuard no_grad;
+  // A peak during evaluation says so in the peak report (its tensors are saved for no
+  // backward, so the ledger files them under other).
+  r.alloc.mark(fmt::format("step {} / evaluation", r.step));
   r.lm.model->eval();  // no dropout; the next training step switches back
   autograd::AutocastGuard autocast(compute_dtype(a));
   const int64_t tokens = r.eval_batches * r.eval_batch * a.seq_len;
