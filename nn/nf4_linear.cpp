@@ -13,23 +13,32 @@
 
 namespace fitgrad::nn {
 
-Nf4Linear::Nf4Linear(const LinearSpec& spec, const ops::FourBitOptions& options, BuildContext& ctx)
-    : LinearLayer(spec.path, spec.name, spec.in, spec.out), layout_(spec.options.layout) {
+ops::FourBit quantized_draw(const Shape& shape, double init_std, const ops::FourBitOptions& options,
+                            const std::string& label, BuildContext& ctx) {
   quant::check_four_bit_blocksize(options.blocksize, "nf4");
-  const Device device = ctx.options.device;
+  const uint32_t name = intern_label(label);
   Tensor dense;
   {
-    // The layer's draw, as a dense Linear would make it, quantized at once and freed.
-    const MemoryContextScope scope({Category::temporary, intern_label(spec.path + ".weight")});
-    dense = Tensor::empty({spec.out, spec.in}, DType::f32, device);
-    if (ctx.options.initialize)
-      init_tensor(dense, Init::normal(spec.options.init_std), ctx.generator());
+    const MemoryContextScope scope({Category::temporary, name});
+    dense = Tensor::empty(shape, DType::f32, ctx.options.device);
+    if (ctx.options.initialize) init_tensor(dense, Init::normal(init_std), ctx.generator());
   }
-  {
-    const MemoryContextScope scope(
-        {Category::quantized_weight, intern_label(spec.path + ".weight")});
-    q_ = ops::quantize_4bit(dense, options);
-  }
+  const MemoryContextScope scope({Category::quantized_weight, name});
+  return ops::quantize_4bit(dense, options);
+}
+
+ops::FourBit quantize_weight(const Tensor& weight, const ops::FourBitOptions& options,
+                             const std::string& label) {
+  autograd::NoGradGuard no_grad;
+  const Tensor w = weight.contiguous();
+  const MemoryContextScope scope({Category::quantized_weight, intern_label(label)});
+  return ops::quantize_4bit(w, options);
+}
+
+Nf4Linear::Nf4Linear(const LinearSpec& spec, const ops::FourBitOptions& options, BuildContext& ctx)
+    : LinearLayer(spec.path, spec.name, spec.in, spec.out), layout_(spec.options.layout) {
+  q_ = quantized_draw({spec.out, spec.in}, spec.options.init_std, options, spec.path + ".weight",
+                      ctx);
   if (spec.options.bias)
     bias_ = register_parameter("bias", {spec.out}, Init::zeros(), ctx, {.requires_grad = false});
 }
@@ -43,11 +52,8 @@ void Nf4Linear::quantize_from(const Tensor& weight) {
   const Shape want = dense_shape();
   FG_CHECK(weight.shape() == want, "[{}] weight has shape {}, expected {}", path(),
            shape_str(weight.shape()), shape_str(want));
-  autograd::NoGradGuard no_grad;
-  const Tensor w =
-      layout_ == LinearLayout::torch ? weight.contiguous() : weight.transpose(0, 1).contiguous();
-  const MemoryContextScope scope({Category::quantized_weight, intern_label(path() + ".weight")});
-  q_ = ops::quantize_4bit(w, q_.options);
+  q_ = quantize_weight(layout_ == LinearLayout::torch ? weight : weight.transpose(0, 1), q_.options,
+                       path() + ".weight");
 }
 
 Tensor Nf4Linear::dequantized(DType dtype) const {

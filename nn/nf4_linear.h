@@ -42,6 +42,16 @@ class FourBitWeight {
   virtual void quantize_from(const Tensor& weight) = 0;
 };
 
+// The 4-bit state of a frozen weight of `shape`, in quantized_weight under `label`: a
+// normal(0, init_std) draw, as a dense layer would make it, when the build initialises
+// (else uninitialised, about to be loaded), drawn in a temporary f32 tensor freed at once.
+ops::FourBit quantized_draw(const Shape& shape, double init_std, const ops::FourBitOptions& options,
+                            const std::string& label, BuildContext& ctx);
+// The quantization of `weight` (any floating dtype and layout), in quantized_weight under
+// `label`, outside autograd.
+ops::FourBit quantize_weight(const Tensor& weight, const ops::FourBitOptions& options,
+                             const std::string& label);
+
 // Rows of input up to which a product without autograd reads the nibbles directly (Note
 // [Decoding reads the nibbles]).
 inline constexpr int64_t kMatvecRows = 4;
