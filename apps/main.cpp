@@ -11,6 +11,7 @@
 #include "apps/generate.h"
 #include "apps/guard.h"
 #include "apps/inspect.h"
+#include "apps/memviz/command.h"
 #include "apps/quantize.h"
 #include "apps/train/train_command.h"
 #include "tensor/error.h"
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
   CLI::App* quantize = fitgrad::apps::add_quantize_command(app, quantize_args);
   fitgrad::apps::add_generate_command(app);
   fitgrad::apps::add_train_command(app);
+  fitgrad::apps::add_memviz_command(app);
   app.footer(
       "Exit codes: 0 done; 1 bad input (a flag, a file, a combination: one line names it); 3 "
       "out of memory in `train` (the allocator's report is printed, the newest checkpoint is "

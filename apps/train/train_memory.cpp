@@ -1,8 +1,9 @@
-// The memory record of a run (memory.json, memory_trace.json, peak_report.txt,
+// The memory record of a run (memory.json, memory_trace.json, memory.html, peak_report.txt,
 // memory_summary.txt; loss_curve.svg beside them in a real run) and the report after an
 // out-of-memory.
 #include <fmt/format.h>
 
+#include "apps/memviz/page.h"
 #include "apps/train/checkpoint_dir.h"
 #include "apps/train/train_run.h"
 #include "apps/train/trainer.h"
@@ -12,7 +13,12 @@ namespace fitgrad::apps {
 
 void write_memory_record(const TrainRun& r) {
   write_memory_json(r.alloc, (r.dir / "memory.json").string());
-  write_chrome_trace(r.alloc, (r.dir / "memory_trace.json").string());
+  // The page is drawn from the very trace written beside it (`fitgrad memviz` on that file
+  // makes the same page).
+  const nlohmann::json trace = chrome_trace_json(r.alloc);
+  detail::write_json_file(trace, (r.dir / "memory_trace.json").string(), "Chrome trace");
+  write_memviz_page(memviz_trace_from_json(trace, "memory_trace.json"),
+                    (r.dir / "memory.html").string());
   write_file_atomic((r.dir / "peak_report.txt").string(), peak_report(r.alloc));
   write_file_atomic((r.dir / "memory_summary.txt").string(), memory_summary(r.alloc));
   if (r.metrics)

@@ -164,12 +164,12 @@ int run(TrainRun& r) {
   if (r.dry_run)
     r.out << fmt::format(
         "dry run: no losses and no checkpoints; wrote {} (memory.json, memory_trace.json, "
-        "peak_report.txt, memory_summary.txt)\n",
+        "memory.html, peak_report.txt, memory_summary.txt)\n",
         a.output_dir);
   else
     r.out << fmt::format(
         "wrote {} (checkpoints, metrics.jsonl, loss_curve.svg, memory.json, "
-        "memory_trace.json, peak_report.txt, memory_summary.txt)\n",
+        "memory_trace.json, memory.html, peak_report.txt, memory_summary.txt)\n",
         a.output_dir);
   return 0;
 }

@@ -52,6 +52,9 @@ nlohmann::json peak_report_json(const CachingAllocator& a);
 namespace detail {
 // Writes `doc` to `path` as compact JSON; `what` names the document in the error.
 void write_json_file(const nlohmann::json& doc, const std::string& path, std::string_view what);
+// One event of the trace as memory.json writes it (docs/memory.md, trace); the Chrome trace
+// carries the same fields, less the null ones, in the args of its instants.
+nlohmann::json event_json(const MemoryEvent& e);
 }  // namespace detail
 
 }  // namespace fitgrad

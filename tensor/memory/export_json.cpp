@@ -67,11 +67,26 @@ json segment_json(const SegmentInfo& s) {
           {"blocks", std::move(blocks)}};
 }
 
+json trace_json(const CachingAllocator& a) {
+  const std::vector<MemoryEvent> events = a.events();
+  json list = json::array();
+  for (const MemoryEvent& e : events) list.push_back(detail::event_json(e));
+  // See Note [Exports read separate copies]: counts come from the retained events.
+  const uint64_t total = events.empty() ? a.total_events() : events.back().seq + 1;
+  return {{"total_events", total}, {"dropped", total - events.size()}, {"events", std::move(list)}};
+}
+
+double percent_of(int64_t part, int64_t whole) {
+  return whole > 0 ? 100.0 * double(part) / double(whole) : 0.0;
+}
+
+}  // namespace
+
 // Note [Trace fields that do not apply are null]
 // Every event object has the same keys, so a reader needs no per-kind schema, but a
 // field the kind does not define is null rather than a misleading zero: a segment has
 // no category, a mark has no address, an OOM has no block. docs/memory.md has the table.
-json event_json(const MemoryEvent& e) {
+json detail::event_json(const MemoryEvent& e) {
   const bool block = e.kind == EventKind::alloc || e.kind == EventKind::free ||
                      e.kind == EventKind::retag_from || e.kind == EventKind::retag_to;
   const bool segment = e.kind == EventKind::segment_alloc || e.kind == EventKind::segment_free;
@@ -93,21 +108,6 @@ json event_json(const MemoryEvent& e) {
           {"reserved_after", e.reserved_after},
           {"category_after", only(block, e.category_after)}};
 }
-
-json trace_json(const CachingAllocator& a) {
-  const std::vector<MemoryEvent> events = a.events();
-  json list = json::array();
-  for (const MemoryEvent& e : events) list.push_back(event_json(e));
-  // See Note [Exports read separate copies]: counts come from the retained events.
-  const uint64_t total = events.empty() ? a.total_events() : events.back().seq + 1;
-  return {{"total_events", total}, {"dropped", total - events.size()}, {"events", std::move(list)}};
-}
-
-double percent_of(int64_t part, int64_t whole) {
-  return whole > 0 ? 100.0 * double(part) / double(whole) : 0.0;
-}
-
-}  // namespace
 
 json peak_report_json(const CachingAllocator& a) {
   const PeakState p = a.peak();

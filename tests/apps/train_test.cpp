@@ -45,7 +45,7 @@ TEST_F(TrainTest, TinyModelMemorizesAShortSequence) {
   EXPECT_LT(last, 0.05);
   EXPECT_LT(eval, 0.05);  // the held-out tail repeats the same letters
   for (const char* f :
-       {"loss_curve.svg", "memory.json", "memory_trace.json", "peak_report.txt",
+       {"loss_curve.svg", "memory.json", "memory_trace.json", "memory.html", "peak_report.txt",
         "memory_summary.txt", "checkpoint-100/model.safetensors", "checkpoint-100/config.json",
         "checkpoint-100/fitgrad_tokenizer.json", "checkpoint-100/optimizer.safetensors",
         "checkpoint-100/trainer_state.json"})

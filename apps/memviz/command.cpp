@@ -1,0 +1,63 @@
+// `fitgrad memviz` (command.h): options, the run, and the line that says what it wrote.
+#include "apps/memviz/command.h"
+
+#include <fmt/format.h>
+
+#include <iostream>
+#include <memory>
+
+#include "apps/guard.h"
+#include "apps/memviz/memviz_trace.h"
+#include "apps/memviz/page.h"
+#include "tensor/error.h"
+#include "tensor/memory/bytes.h"
+
+namespace fitgrad::apps {
+
+void run_memviz(const MemvizArgs& a, std::ostream& out) {
+  FG_CHECK(!a.html.empty() || !a.svg.empty(),
+           "[memviz] say what to write: -o PAGE.html, --svg PICTURE.svg, or both");
+  const MemvizTrace t = read_memviz_trace(a.input);
+  if (!a.html.empty()) write_memviz_page(t, a.html);
+  if (!a.svg.empty()) write_memviz_svg(t, a.svg);
+  std::string wrote = a.html;
+  if (!a.svg.empty()) wrote += (wrote.empty() ? "" : " and ") + a.svg;
+  const std::string mark =
+      t.peak["mark"].is_string() ? fmt::format(" ({})", t.peak["mark"].get<std::string>()) : "";
+  out << fmt::format("wrote {}: {} events of {} ({} dropped), peak {} allocated at event #{}{}\n",
+                     wrote, t.events.size(), t.total_events, t.dropped,
+                     format_bytes(t.peak["allocated"].get<int64_t>()),
+                     t.peak["seq"].get<uint64_t>(), mark);
+}
+
+void add_memviz_command(CLI::App& app) {
+  auto args = std::make_shared<MemvizArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "memviz",
+      "Draw an allocator trace (memory_trace.json or memory.json) as a self-contained HTML "
+      "page and/or a static SVG");
+  cmd->add_option("TRACE", args->input,
+                  "memory_trace.json (the Chrome trace `fitgrad train` writes) or memory.json")
+      ->required();
+  cmd->add_option("-o,--output", args->html,
+                  "write the page here (one HTML file, inline CSS and script, no network)");
+  cmd->add_option("--svg", args->svg,
+                  "write the stacked timeline with the peak marker here as a static SVG");
+  cmd->footer(
+      "Give -o, --svg or both. The page shows live bytes by category over the events, with "
+      "the trace's marks (\"step 3 / backward\") and the peak; the event under the pointer "
+      "(label, size, category); the allocator's segments and blocks after the event chosen "
+      "with the slider or a click on the timeline, replayed from the trace; and the peak's "
+      "breakdown by category, by label and reserved-but-free. A trace of more than "
+      "1200 events is thinned for drawing, never at the peak. `fitgrad train` writes the "
+      "page as memory.html beside memory_trace.json. docs/memory.md describes the inputs.");
+  cmd->callback([args] {
+    const int code = run_guarded("memviz", std::cout, std::cerr, [&] {
+      run_memviz(*args, std::cout);
+      return 0;
+    });
+    if (code != 0) throw CLI::RuntimeError(code);
+  });
+}
+
+}  // namespace fitgrad::apps

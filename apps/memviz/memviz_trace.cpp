@@ -1,0 +1,228 @@
+// Reading memory_trace.json or memory.json into a MemvizTrace (memviz_trace.h). Every
+// field the page draws is checked here, so a file that is not what it claims gives one
+// fitgrad::Error naming the file, the event and the field, and never a crash in the page.
+#include "apps/memviz/memviz_trace.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <optional>
+
+#include "tensor/error.h"
+
+namespace fitgrad::apps {
+
+using nlohmann::json;
+
+namespace {
+
+// Where a field is read, for the error: the file, then the event or section.
+struct Where {
+  const std::string& source;
+  std::string what;
+};
+
+[[noreturn]] void fail(const Where& w, const std::string& message) {
+  throw Error(
+      fmt::format("[memviz] {}: {}{}", w.source, w.what.empty() ? "" : w.what + ": ", message));
+}
+
+const json& field(const json& obj, const char* key, const Where& w) {
+  if (!obj.is_object()) fail(w, fmt::format("expected an object, got {}", obj.dump()));
+  const auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) fail(w, fmt::format("'{}' is missing", key));
+  return *it;
+}
+
+uint64_t get_u64(const json& obj, const char* key, const Where& w) {
+  const json& v = field(obj, key, w);
+  if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
+    fail(w, fmt::format("'{}' must be a non-negative integer, got {}", key, v.dump()));
+  return v.get<uint64_t>();
+}
+
+int64_t get_i64(const json& obj, const char* key, const Where& w) {
+  const json& v = field(obj, key, w);
+  if (!v.is_number_integer())
+    fail(w, fmt::format("'{}' must be an integer, got {}", key, v.dump()));
+  return v.get<int64_t>();
+}
+
+const std::string& get_string(const json& obj, const char* key, const Where& w) {
+  const json& v = field(obj, key, w);
+  if (!v.is_string()) fail(w, fmt::format("'{}' must be a string, got {}", key, v.dump()));
+  return v.get_ref<const std::string&>();
+}
+
+int category_index(const std::string& name, const Where& w) {
+  for (int c = 0; c < kNumCategories; ++c)
+    if (category_name(Category(c)) == name) return c;
+  fail(w, fmt::format("'{}' is not a memory category", name));
+}
+
+EventKind event_kind(const std::string& name, const Where& w) {
+  for (int k = 0; k <= int(EventKind::retag_to); ++k)
+    if (event_kind_name(EventKind(k)) == name) return EventKind(k);
+  fail(w, fmt::format("'{}' is not an event kind", name));
+}
+
+// One event object: memory.json's trace event, or the args of a Chrome trace instant
+// (the same fields, less the null ones).
+VizEvent read_event(const json& e, Where w) {
+  VizEvent v;
+  v.seq = get_u64(e, "seq", w);
+  w.what = fmt::format("{} (seq {})", w.what, v.seq);
+  v.time_ns = get_i64(e, "time_ns", w);
+  v.kind = event_kind(get_string(e, "kind", w), w);
+  const bool block = is_block_event(v.kind);
+  const bool segment = v.kind == EventKind::segment_alloc || v.kind == EventKind::segment_free;
+  const bool oom = v.kind == EventKind::oom;
+  if (block || oom) v.category = category_index(get_string(e, "category", w), w);
+  if (block || oom || v.kind == EventKind::mark) v.label = get_string(e, "label", w);
+  if (v.kind != EventKind::mark) v.size = get_u64(e, "size", w);
+  if (block || segment) {
+    v.segment = get_u64(e, "segment", w);
+    v.addr = get_string(e, "addr", w);
+  }
+  if (block) {
+    v.offset = get_u64(e, "offset", w);
+    v.category_after = get_i64(e, "category_after", w);
+  }
+  v.allocated_after = get_i64(e, "allocated_after", w);
+  v.reserved_after = get_i64(e, "reserved_after", w);
+  return v;
+}
+
+// The fields of peak_report_json that the page shows, checked so the page can trust them.
+void check_peak(const json& p, const Where& w) {
+  get_i64(p, "allocated", w);
+  get_i64(p, "reserved", w);
+  get_i64(p, "cached_free", w);
+  get_u64(p, "seq", w);
+  get_i64(p, "time_ns", w);
+  if (const auto it = p.find("mark"); it == p.end() || !(it->is_null() || it->is_string()))
+    fail(w, "'mark' must be a string or null");
+  auto rows = [&](const char* key, const char* name_key) {
+    const json& list = field(p, key, w);
+    if (!list.is_array()) fail(w, fmt::format("'{}' must be an array", key));
+    for (const json& row : list) {
+      get_string(row, name_key, w);
+      get_i64(row, "bytes", w);
+      if (!field(row, "percent", w).is_number()) fail(w, "'percent' must be a number");
+    }
+  };
+  rows("by_category", "category");
+  for (const json& row : p["by_category"]) category_index(row["category"].get<std::string>(), w);
+  rows("top_labels", "label");
+  const json& rest = field(p, "other_labels", w);
+  get_u64(rest, "count", w);
+  get_i64(rest, "bytes", w);
+}
+
+MemvizTrace from_chrome_trace(const json& doc, const std::string& source) {
+  MemvizTrace t;
+  t.source = source;
+  t.format = "Chrome trace";
+  const json& list = doc["traceEvents"];
+  if (!list.is_array()) fail({source, ""}, "'traceEvents' must be an array");
+  std::optional<json> info;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const json& e = list[i];
+    const Where w{source, fmt::format("traceEvents[{}]", i)};
+    if (!e.is_object()) fail(w, "a trace event must be an object");
+    const std::string ph = e.value("ph", "");
+    const std::string cat = e.value("cat", "");
+    if (ph == "M" && e.value("name", "") == "process_name" && e.contains("args") &&
+        e["args"].contains("total_events"))
+      info = e["args"];
+    if (ph != "i") continue;
+    if (cat == "allocator" || cat == "mark" || cat == "oom")
+      t.events.push_back(read_event(field(e, "args", w), w));
+    else if (cat == "peak")
+      t.peak = field(e, "args", w);
+  }
+  if (!info || t.peak.is_null())
+    fail({source, ""},
+         "a Chrome trace without fitgrad's allocator events (no process_name with the trace's "
+         "counts, or no 'peak' instant): it was written by another program or an older "
+         "fitgrad; export it again, or give memory.json");
+  const Where w{source, "the process_name record"};
+  t.device = get_string(*info, "device", w);
+  t.total_events = get_u64(*info, "total_events", w);
+  t.dropped = get_u64(*info, "dropped", w);
+  return t;
+}
+
+MemvizTrace from_snapshot(const json& doc, const std::string& source) {
+  MemvizTrace t;
+  t.source = source;
+  t.format = "memory.json snapshot";
+  const Where top{source, ""};
+  t.device = get_string(doc, "device", top);
+  const json& trace = field(doc, "trace", top);
+  t.total_events = get_u64(trace, "total_events", {source, "trace"});
+  t.dropped = get_u64(trace, "dropped", {source, "trace"});
+  const json& events = field(trace, "events", {source, "trace"});
+  if (!events.is_array()) fail({source, "trace"}, "'events' must be an array");
+  for (size_t i = 0; i < events.size(); ++i)
+    t.events.push_back(read_event(events[i], {source, fmt::format("trace.events[{}]", i)}));
+  t.peak = field(doc, "peak", top);
+  return t;
+}
+
+}  // namespace
+
+bool is_block_event(EventKind k) {
+  return k == EventKind::alloc || k == EventKind::free || k == EventKind::retag_from ||
+         k == EventKind::retag_to;
+}
+
+MemvizTrace memviz_trace_from_json(const json& doc, const std::string& source) {
+  if (!doc.is_object())
+    fail({source, ""}, "expected a JSON object (memory_trace.json or memory.json)");
+  MemvizTrace t;
+  try {
+    if (doc.contains("traceEvents"))
+      t = from_chrome_trace(doc, source);
+    else if (doc.contains("schema") && doc.contains("trace"))
+      t = from_snapshot(doc, source);
+    else
+      fail({source, ""},
+           "neither a Chrome trace (no 'traceEvents') nor a memory.json snapshot (no 'schema' "
+           "and 'trace')");
+    check_peak(t.peak, {source, "the peak report"});
+  } catch (const json::exception& e) {  // a field of another type than the format says
+    fail({source, ""}, e.what());
+  }
+  std::stable_sort(t.events.begin(), t.events.end(),
+                   [](const VizEvent& a, const VizEvent& b) { return a.seq < b.seq; });
+  for (size_t i = 1; i < t.events.size(); ++i)
+    if (t.events[i].seq != t.events[i - 1].seq + 1)
+      fail({source, ""}, fmt::format("the events are not consecutive: seq {} follows seq {}",
+                                     t.events[i].seq, t.events[i - 1].seq));
+  const bool counts_agree = t.dropped <= t.total_events &&
+                            t.total_events - t.dropped == t.events.size() &&
+                            (t.events.empty() || t.events.back().seq + 1 == t.total_events);
+  if (!counts_agree)
+    fail({source, ""},
+         fmt::format("{} events, but the trace says {} in all of which {} were dropped",
+                     t.events.size(), t.total_events, t.dropped));
+  return t;
+}
+
+MemvizTrace read_memviz_trace(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  FG_CHECK(in.is_open(), "[memviz] cannot open '{}': {}", path, std::strerror(errno));
+  json doc;
+  try {
+    doc = json::parse(in);
+  } catch (const json::parse_error& e) {
+    throw Error(fmt::format("[memviz] {}: not JSON ({})", path, e.what()));
+  }
+  return memviz_trace_from_json(doc, path);
+}
+
+}  // namespace fitgrad::apps

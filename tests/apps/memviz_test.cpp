@@ -1,0 +1,423 @@
+// Tests of `fitgrad memviz` (apps/memviz/): a scripted allocation sequence with marks runs
+// on a private meta allocator; its Chrome trace is exported, read back and drawn, and the
+// page's embedded data, the page's replay input and the SVG's geometry are checked against
+// the allocator's own peak report and snapshot. Malformed inputs must name their file.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include "apps/memviz/command.h"
+#include "apps/memviz/memviz_trace.h"
+#include "apps/memviz/page.h"
+#include "apps/memviz/timeline.h"
+#include "tensor/error.h"
+#include "tensor/memory/export.h"
+#include "tensor/memory/raw_source.h"
+#include "tensor/memory/scope.h"
+
+namespace fitgrad::apps {
+namespace {
+
+using nlohmann::json;
+
+constexpr int64_t MiB = 1024 * 1024;
+
+// Two steps of a toy model: parameters, then per step activations, a temporary that makes
+// the peak in step 2's forward, gradients (one adopted from a temporary by a retag) and
+// optimizer state, with a mark for each phase.
+void run_steps(CachingAllocator& a) {
+  std::vector<Allocation> params, state;
+  {
+    CategoryScope cat(Category::parameter);
+    for (int i = 0; i < 3; ++i) {
+      LabelScope l(fmt::format("layers.{}.weight", i));
+      params.push_back(a.allocate(size_t(4 + i) * MiB));
+    }
+  }
+  std::vector<Allocation> grads;
+  for (int step = 1; step <= 2; ++step) {
+    a.mark(fmt::format("step {} / forward", step));
+    std::vector<Allocation> acts;
+    {
+      CategoryScope cat(Category::activation);
+      for (int i = 0; i < 3; ++i) {
+        LabelScope l(fmt::format("layers.{}", i));
+        OpScope op("matmul");
+        acts.push_back(a.allocate(size_t(step) * 3 * MiB + 777));
+      }
+    }
+    Allocation tmp;
+    {
+      CategoryScope cat(Category::temporary);
+      OpScope op("softmax");
+      tmp = a.allocate(size_t(step) * 9 * MiB);
+    }
+    a.free(tmp);
+    a.mark(fmt::format("step {} / backward", step));
+    for (int i = 2; i >= 0; --i) {
+      a.free(acts[size_t(i)]);
+      if (step > 1) continue;
+      Allocation g;
+      {
+        CategoryScope cat(Category::temporary);
+        g = a.allocate(size_t(4 + i) * MiB);
+      }
+      a.retag(g, Category::gradient, intern_label(fmt::format("layers.{}.weight.grad", i)));
+      grads.push_back(g);
+    }
+    a.mark(fmt::format("step {} / optimizer", step));
+    if (step == 1) {
+      CategoryScope cat(Category::optimizer_state);
+      LabelScope l("adam.exp_avg");
+      state.push_back(a.allocate(5 * MiB));
+    }
+  }
+  {
+    CategoryScope cat(Category::data);
+    LabelScope l("batch");
+    state.push_back(a.allocate(64 * 1024));
+  }
+  // The live blocks stay: the snapshot at the end must show them.
+}
+
+class MemvizTest : public ::testing::Test {
+ protected:
+  MemvizTest() : a_(Device::meta(), make_virtual_source()) { run_steps(a_); }
+
+  std::filesystem::path temp_path(const std::string& name) const {
+    return std::filesystem::temp_directory_path() /
+           fmt::format("fitgrad_memviz_{}_{}_{}", ::getpid(),
+                       ::testing::UnitTest::GetInstance()->current_test_info()->name(), name);
+  }
+  void write(const std::filesystem::path& p, const std::string& text) const {
+    std::ofstream(p, std::ios::binary) << text;
+  }
+
+  CachingAllocator a_;
+};
+
+// The JSON the page embeds, parsed back.
+json page_data(const std::string& page) {
+  const std::string open = fmt::format("<script type=\"application/json\" id=\"{}\">", kPageDataId);
+  const size_t begin = page.find(open);
+  EXPECT_NE(begin, std::string::npos);
+  const size_t start = begin + open.size();
+  const size_t end = page.find("</script>", start);
+  EXPECT_NE(end, std::string::npos);
+  return json::parse(page.substr(start, end - start));
+}
+
+// The ledger's bytes per category at the peak.
+std::map<std::string, int64_t> peak_by_category(const json& peak) {
+  std::map<std::string, int64_t> out;
+  for (const json& c : peak["by_category"]) out[c["category"]] = c["bytes"].get<int64_t>();
+  return out;
+}
+
+TEST_F(MemvizTest, PageIsSelfContained) {
+  Allocation odd;
+  {
+    LabelScope l("</script><b onclick=alert(1)>");  // a label is any text
+    odd = a_.allocate(1000);
+  }
+  const std::string page = memviz_page(memviz_trace_from_json(chrome_trace_json(a_), "t.json"));
+  for (const char* external : {"http://", "https://", "src=", "<link", "@import", "url("})
+    EXPECT_EQ(page.find(external), std::string::npos) << external;
+  EXPECT_NE(page.find("<style>"), std::string::npos);
+  EXPECT_NE(page.find("data-rendered"), std::string::npos);
+  size_t closes = 0;
+  for (size_t at = page.find("</script>"); at != std::string::npos;
+       at = page.find("</script>", at + 1))
+    ++closes;
+  EXPECT_EQ(closes, 2u) << "only the data and the script end a <script>";
+  const json labels = page_data(page)["labels"];
+  EXPECT_NE(std::find(labels.begin(), labels.end(), "</script><b onclick=alert(1)>"), labels.end())
+      << "the label survives the escaping: " << labels;
+  a_.free(odd);
+}
+
+TEST_F(MemvizTest, EmbeddedDataHoldsTheLedgersPeakExactly) {
+  const json peak = peak_report_json(a_);
+  ASSERT_GT(peak["allocated"].get<int64_t>(), 30 * MiB);
+  ASSERT_EQ(peak["mark"], "step 2 / forward");
+  const json data =
+      page_data(memviz_page(memviz_trace_from_json(chrome_trace_json(a_), "memory_trace.json")));
+  EXPECT_EQ(data["peak"]["allocated"], peak["allocated"]);
+  EXPECT_EQ(data["peak"]["reserved"], peak["reserved"]);
+  EXPECT_EQ(data["peak"]["cached_free"], peak["cached_free"]);
+  EXPECT_EQ(data["peak"]["by_category"], peak["by_category"]);
+  EXPECT_EQ(data["peak"]["top_labels"], peak["top_labels"]);
+  EXPECT_EQ(data["events"]["kind"].size(), a_.events().size());
+  EXPECT_EQ(data["dropped"], 0);
+
+  // The timeline's sample at the peak: its stack is the ledger's breakdown at the peak.
+  const json& tl = data["timeline"];
+  ASSERT_TRUE(data["peak"]["sample"].is_number());
+  const size_t k = data["peak"]["sample"].get<size_t>();
+  EXPECT_EQ(tl["event"][k], data["peak"]["event"]);
+  EXPECT_EQ(tl["allocated"][k], peak["allocated"]);
+  std::map<std::string, int64_t> stacked;
+  for (const json& layer : tl["layers"])
+    if (layer["bytes"][k].get<int64_t>() != 0) stacked[layer["name"]] = layer["bytes"][k];
+  EXPECT_EQ(stacked, peak_by_category(peak));
+  // Every sample's stack adds up to the allocated bytes after its event, and without
+  // dropped events every byte has its category (a retag's two events included).
+  for (const json& layer : tl["layers"]) EXPECT_NE(layer["name"], kUnattributedName);
+  for (size_t s = 0; s < tl["event"].size(); ++s) {
+    int64_t sum = 0;
+    for (const json& layer : tl["layers"]) sum += layer["bytes"][s].get<int64_t>();
+    EXPECT_EQ(sum, tl["allocated"][s].get<int64_t>()) << "sample " << s;
+  }
+}
+
+// Replays the page's event columns as its script does, and compares the live blocks with
+// the allocator's own snapshot at the end.
+TEST_F(MemvizTest, EmbeddedEventsReplayToTheSnapshot) {
+  const json data = page_data(memviz_page(memviz_trace_from_json(chrome_trace_json(a_), "t")));
+  const json& ev = data["events"];
+  auto kind = [&](size_t i) {
+    return data["kinds"][ev["kind"][i].get<size_t>()].get<std::string>();
+  };
+  std::map<uint64_t, uint64_t> segments;                 // id -> size
+  std::map<std::pair<uint64_t, uint64_t>, json> blocks;  // (segment, offset) -> block
+  for (size_t i = 0; i < ev["kind"].size(); ++i) {
+    const auto seg = ev["segment"][i].get<uint64_t>();
+    const auto off = ev["offset"][i].get<uint64_t>();
+    const std::string k = kind(i);
+    if (k == "segment_alloc") segments[seg] = ev["size"][i].get<uint64_t>();
+    if (k == "segment_free") segments.erase(seg);
+    if (k == "alloc" || k == "retag_to")
+      blocks[{seg, off}] = {{"size", ev["size"][i]},
+                            {"category", data["categories"][ev["category"][i].get<size_t>()]},
+                            {"label", data["labels"][ev["label"][i].get<size_t>()]}};
+    if (k == "free") blocks.erase({seg, off});
+  }
+  const json snap = memory_snapshot_json(a_);
+  std::map<uint64_t, uint64_t> snap_segments;
+  std::map<std::pair<uint64_t, uint64_t>, json> snap_blocks;
+  for (const json& s : snap["segments"]) {
+    snap_segments[s["id"]] = s["size"];
+    for (const json& b : s["blocks"])
+      if (b["allocated"])
+        snap_blocks[{s["id"], b["offset"]}] = {
+            {"size", b["size"]}, {"category", b["category"]}, {"label", b["label"]}};
+  }
+  EXPECT_EQ(segments, snap_segments);
+  EXPECT_EQ(blocks, snap_blocks);
+  EXPECT_EQ(snap_blocks.at({0, 0})["label"], "layers.0.weight");  // a named block, at least
+}
+
+// The SVG's polygons, turned back into bytes with the plot box and scale on its root.
+TEST_F(MemvizTest, SvgStacksAtThePeakEqualTheLedger) {
+  const MemvizTrace t = memviz_trace_from_json(chrome_trace_json(a_), "t");
+  const std::string svg = timeline_svg(t, build_timeline(t));
+  EXPECT_NE(svg.find("xmlns=\"http://www.w3.org/2000/svg\""), std::string::npos);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      svg, m, std::regex(R"re(data-plot="(\S+) (\S+) (\S+) (\S+)" data-ymax="(\d+)")re")));
+  const double y0 = std::stod(m[2]), h = std::stod(m[4]), ymax = std::stod(m[5]);
+  auto bytes_at = [&](double y) { return (y0 + h - y) / h * ymax; };
+  ASSERT_TRUE(std::regex_search(
+      svg, m,
+      std::regex(
+          R"re(<g class="peak" data-seq="(\d+)" data-allocated="(\d+)" data-x="([\d.]+)")re")));
+  const json peak = peak_report_json(a_);
+  EXPECT_EQ(std::stoll(m[2]), peak["allocated"].get<int64_t>());
+  const std::string peak_x = m[3];
+
+  // Each layer's top edge at the peak's x is the cumulative stack there.
+  const auto expected = peak_by_category(peak);
+  const std::regex polygon(
+      R"re(<polygon class="layer" data-category="([^"]+)" fill="[^"]+" points="([^"]+)")re");
+  double previous_top = 0;
+  std::map<std::string, int64_t> drawn;
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), polygon);
+       it != std::sregex_iterator(); ++it) {
+    std::istringstream stream((*it)[2].str());
+    std::vector<std::string> points;
+    for (std::string xy; stream >> xy;) points.push_back(xy);
+    // The top edge is the first half, left to right, two vertices per sample: the last
+    // one at the peak's x starts the peak's sample (the one before ends the previous).
+    std::optional<double> top;
+    for (size_t i = 0; i < points.size() / 2; ++i) {
+      const size_t comma = points[i].find(',');
+      if (points[i].substr(0, comma) == peak_x) top = std::stod(points[i].substr(comma + 1));
+    }
+    ASSERT_TRUE(top) << "layer " << (*it)[1] << " has no vertex at the peak";
+    const double cumulative = bytes_at(*top);
+    const double layer_bytes = cumulative - previous_top;
+    previous_top = cumulative;
+    if (std::llround(layer_bytes / 1024) != 0) drawn[(*it)[1]] = std::llround(layer_bytes);
+  }
+  ASSERT_EQ(drawn.size(), expected.size());
+  const double tolerance = ymax / h * 0.01;  // coordinates carry two decimals
+  for (const auto& [category, bytes] : expected) {
+    ASSERT_TRUE(drawn.count(category)) << category;
+    EXPECT_NEAR(double(drawn[category]), double(bytes), 2 * tolerance) << category;
+  }
+  EXPECT_NEAR(previous_top, double(peak["allocated"].get<int64_t>()), tolerance);
+  EXPECT_NE(svg.find(">step 2 / forward<"), std::string::npos) << "the marks are drawn";
+}
+
+TEST_F(MemvizTest, ChromeTraceAndSnapshotReadAlike) {
+  const MemvizTrace chrome = memviz_trace_from_json(chrome_trace_json(a_), "memory_trace.json");
+  const MemvizTrace snap = memviz_trace_from_json(memory_snapshot_json(a_), "memory.json");
+  EXPECT_EQ(chrome.format, "Chrome trace");
+  EXPECT_EQ(snap.format, "memory.json snapshot");
+  EXPECT_EQ(chrome.device, "meta");
+  EXPECT_EQ(chrome.total_events, a_.total_events());
+  ASSERT_EQ(chrome.events.size(), snap.events.size());
+  for (size_t i = 0; i < chrome.events.size(); ++i) {
+    const VizEvent &c = chrome.events[i], &s = snap.events[i];
+    EXPECT_EQ(c.seq, s.seq);
+    EXPECT_EQ(c.kind, s.kind) << i;
+    EXPECT_EQ(c.label, s.label) << i;
+    EXPECT_EQ(c.size, s.size) << i;
+    EXPECT_EQ(c.addr, s.addr) << i;
+    EXPECT_EQ(c.offset, s.offset) << i;
+    EXPECT_EQ(c.category_after, s.category_after) << i;
+  }
+  auto without_time = [](json p) {
+    p.erase("time_ns");
+    return p;
+  };
+  EXPECT_EQ(without_time(chrome.peak), without_time(snap.peak));
+  // The instants Perfetto shows carry memory.json's event fields in their args.
+  size_t allocator_instants = 0;
+  const json trace = chrome_trace_json(a_);
+  for (const json& e : trace["traceEvents"])
+    if (e.value("cat", "") == "allocator") {
+      ++allocator_instants;
+      EXPECT_EQ(e["name"], e["args"]["kind"]);
+      EXPECT_TRUE(e["args"].contains("addr") && e["args"].contains("segment")) << e;
+    }
+  EXPECT_GT(allocator_instants, 20u);
+}
+
+TEST_F(MemvizTest, ThinnedTimelineKeepsThePeakExact) {
+  // Thousands of small events after the parameters, then a spike and more events.
+  std::vector<Allocation> noise;
+  {
+    CategoryScope cat(Category::temporary);
+    for (int i = 0; i < 3000; ++i) {
+      noise.push_back(a_.allocate(size_t(1 + i % 7) * 4096));
+      if (i % 3 == 2) {
+        a_.free(noise.front());
+        noise.erase(noise.begin());
+      }
+    }
+  }
+  const MemvizTrace t = memviz_trace_from_json(chrome_trace_json(a_), "t");
+  ASSERT_GT(t.events.size(), 3000u);
+  const Timeline tl = build_timeline(t, 100);
+  EXPECT_LE(tl.event.size(), 100u);
+  ASSERT_TRUE(tl.peak_sample);
+  const size_t k = *tl.peak_sample;
+  EXPECT_EQ(tl.allocated[k], t.peak["allocated"].get<int64_t>());
+  std::map<std::string, int64_t> stacked;
+  for (const TimelineLayer& l : tl.layers)
+    if (l.bytes[k] != 0) stacked[l.name] = l.bytes[k];
+  EXPECT_EQ(stacked, peak_by_category(t.peak));
+  for (size_t s = 0; s < tl.event.size(); ++s)
+    EXPECT_LE(tl.allocated[s], t.peak["allocated"].get<int64_t>()) << "no sample above the peak";
+  for (const Allocation& x : noise) a_.free(x);
+}
+
+TEST_F(MemvizTest, DroppedEventsAreSaidAndTheStackStaysExact) {
+  CachingAllocator a(Device::meta(), make_virtual_source());
+  a.set_trace_capacity(12);
+  run_steps(a);
+  const MemvizTrace t = memviz_trace_from_json(chrome_trace_json(a), "small_ring.json");
+  EXPECT_GT(t.dropped, 0u);
+  EXPECT_EQ(t.events.size(), 12u);
+  const std::string page = memviz_page(t);
+  const json data = page_data(page);
+  EXPECT_EQ(data["dropped"], t.dropped);
+  EXPECT_NE(page.find("id=\"dropped\""), std::string::npos);
+  const Timeline tl = build_timeline(t);
+  for (size_t s = 0; s < tl.event.size(); ++s) {
+    int64_t sum = 0;
+    for (const TimelineLayer& l : tl.layers) sum += l.bytes[s];
+    EXPECT_EQ(sum, tl.allocated[s]) << "sample " << s;
+  }
+  EXPECT_EQ(tl.layers.front().name, kUnattributedName) << "bytes from before the window";
+  EXPECT_NE(timeline_svg(t, tl).find("dropped the"), std::string::npos);
+  // The peak report is the ledger's, exact though its event fell out of the ring.
+  EXPECT_EQ(data["peak"]["allocated"], peak_report_json(a)["allocated"]);
+}
+
+TEST_F(MemvizTest, MalformedInputsNameTheFileAndTheProblem) {
+  auto error_of = [&](const std::string& name, const std::string& text) {
+    const auto p = temp_path(name);
+    write(p, text);
+    std::string message;
+    try {
+      read_memviz_trace(p.string());
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    std::filesystem::remove(p);
+    EXPECT_NE(message.find(p.string()), std::string::npos) << message;
+    return message;
+  };
+  EXPECT_NE(error_of("a.json", "{\"traceEvents\": [").find("not JSON"), std::string::npos);
+  EXPECT_NE(error_of("b.json", "[1, 2]").find("expected a JSON object"), std::string::npos);
+  EXPECT_NE(error_of("c.json", R"({"traceEvents": [{"ph": "X", "name": "work", "ts": 1}]})")
+                .find("without fitgrad's allocator events"),
+            std::string::npos);
+  EXPECT_NE(error_of("d.json", "{\"weights\": 1}").find("neither a Chrome trace"),
+            std::string::npos);
+  // A real trace with one field spoiled: the error names the event and the field.
+  json trace = chrome_trace_json(a_);
+  for (json& e : trace["traceEvents"])
+    if (e.value("cat", "") == "allocator" && e["args"]["kind"] == "alloc") {
+      e["args"]["size"] = "big";
+      break;
+    }
+  const std::string spoiled = error_of("e.json", trace.dump());
+  EXPECT_NE(spoiled.find("'size' must be a non-negative integer"), std::string::npos) << spoiled;
+  EXPECT_NE(spoiled.find("traceEvents["), std::string::npos) << spoiled;
+  json snap = memory_snapshot_json(a_);
+  snap["trace"]["events"].erase(3);
+  EXPECT_NE(error_of("f.json", snap.dump()).find("not consecutive"), std::string::npos);
+  json no_peak = memory_snapshot_json(a_);
+  no_peak["peak"].erase("by_category");
+  EXPECT_NE(error_of("g.json", no_peak.dump()).find("'by_category' is missing"), std::string::npos);
+  const std::string missing = temp_path("missing.json").string();
+  EXPECT_THROW(
+      {
+        try {
+          read_memviz_trace(missing);
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find(missing), std::string::npos);
+          throw;
+        }
+      },
+      Error);
+}
+
+TEST_F(MemvizTest, CommandWritesThePageAndTheSvg) {
+  const auto trace = temp_path("memory_trace.json"), html = temp_path("out.html"),
+             svg = temp_path("out.svg");
+  write_chrome_trace(a_, trace.string());
+  std::ostringstream out;
+  run_memviz({trace.string(), html.string(), svg.string()}, out);
+  EXPECT_NE(out.str().find("wrote " + html.string() + " and " + svg.string()), std::string::npos)
+      << out.str();
+  EXPECT_NE(out.str().find("(step 2 / forward)"), std::string::npos) << out.str();
+  std::ifstream page(html), picture(svg);
+  std::stringstream page_text, svg_text;
+  page_text << page.rdbuf();
+  svg_text << picture.rdbuf();
+  EXPECT_EQ(page_data(page_text.str())["peak"]["allocated"], peak_report_json(a_)["allocated"]);
+  EXPECT_EQ(svg_text.str().rfind("<svg", 0), 0u);
+  EXPECT_THROW(run_memviz({trace.string(), "", ""}, out), Error);
+  for (const auto& p : {trace, html, svg}) std::filesystem::remove(p);
+}
+
+}  // namespace
+}  // namespace fitgrad::apps
