@@ -1,6 +1,7 @@
 // The `fitgrad` command line (DESIGN.md, apps/). Subcommands: `train` (apps/train/),
-// `generate` (apps/generate.h), `inspect` (apps/inspect.h), `quantize` (apps/quantize.h)
-// and `export` (apps/export.h).
+// `generate` (apps/generate.h), `inspect` (apps/inspect.h), `quantize` (apps/quantize.h),
+// `export` (apps/export.h), `memplan` (apps/memplan/memplan_command.h) and `memviz`
+// (apps/memviz/command.h).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -11,6 +12,7 @@
 #include "apps/generate.h"
 #include "apps/guard.h"
 #include "apps/inspect.h"
+#include "apps/memplan/memplan_command.h"
 #include "apps/memviz/command.h"
 #include "apps/quantize.h"
 #include "apps/train/train_command.h"
@@ -46,6 +48,7 @@ int main(int argc, char** argv) {
   CLI::App* quantize = fitgrad::apps::add_quantize_command(app, quantize_args);
   fitgrad::apps::add_generate_command(app);
   fitgrad::apps::add_train_command(app);
+  fitgrad::apps::add_memplan_command(app);
   fitgrad::apps::add_memviz_command(app);
   app.footer(
       "Exit codes: 0 done; 1 bad input (a flag, a file, a combination: one line names it); 3 "

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <exception>
 
 #include "autograd/autocast.h"
 #include "autograd/autocast_cache.h"
@@ -38,24 +39,58 @@ TrainStep::TrainStep(nn::CausalLM& model, optim::Optimizer& optimizer,
            "(fp16): it needs every gradient before the first update");
   // The hooks outlive this TrainStep (they stay on the parameters): they reach the optimizer
   // only while a step of this TrainStep is in its backward.
+  // Frozen parameters (a LoRA base) get no gradient and are not the optimizer's. A hook
+  // reaches its parameter's gradient through a weak pointer: a hook holding the parameter
+  // itself would keep it alive from its own autograd data, a cycle that leaked the model.
   for (auto& entry : model.named_parameters()) {
-    // A named local, not a structured binding: C++20 lets lambdas capture bindings, but
-    // clang before 16 (the fuzz build's compiler) does not.
-    Tensor p = entry.second;
+    if (!autograd::requires_grad(entry.second)) continue;
     const size_t index = optimizer.index_of(entry.first);
-    autograd::add_grad_hook(
-        p, [active = in_backward_, index, p](const Tensor&, const autograd::GradHookContext& c) {
-          if (!c.is_last_micro_batch || !*active) return;
-          (*active)->step_param(index);
-          autograd::clear_grad(p);
-        });
+    std::weak_ptr<autograd::AutogradMeta> meta = autograd::shared_meta_of(entry.second);
+    autograd::add_grad_hook(entry.second, [active = in_backward_, index, meta](
+                                              const Tensor&, const autograd::GradHookContext& c) {
+      if (!c.is_last_micro_batch || !*active) return;
+      (*active)->step_param(index);
+      if (const auto m = meta.lock()) m->grad = Tensor();
+    });
   }
 }
 
 TrainStep::~TrainStep() { *in_backward_ = nullptr; }
 
+namespace {
+
+// Note [A failed step leaves nothing behind]
+// An exception inside a step (out of memory, most often) unwinds out of the forward or the
+// backward with the tape still holding its nodes and their saved activations, and with
+// gradients half accumulated. A caller that catches it and goes on in the same process
+// (memplan's search plans candidate after candidate; a batch-size finder retries a smaller
+// batch) must get that memory back, so the step clears the tape and the gradients while
+// the exception passes. Without this, a plan after an out-of-memory plan started with the
+// failed plan's 19 GiB still allocated.
+class ClearOnThrow {
+ public:
+  ClearOnThrow(nn::CausalLM& model, std::shared_ptr<optim::Optimizer*> in_backward)
+      : model_(model), in_backward_(std::move(in_backward)) {}
+  ~ClearOnThrow() {
+    if (std::uncaught_exceptions() <= exceptions_) return;
+    autograd::current_tape().clear();
+    *in_backward_ = nullptr;
+    model_.zero_grad();
+  }
+  ClearOnThrow(const ClearOnThrow&) = delete;
+  ClearOnThrow& operator=(const ClearOnThrow&) = delete;
+
+ private:
+  nn::CausalLM& model_;
+  std::shared_ptr<optim::Optimizer*> in_backward_;
+  int exceptions_ = std::uncaught_exceptions();
+};
+
+}  // namespace
+
 StepResult TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>& next) {
   const int64_t accum = options_.gradient_accumulation_steps;
+  const ClearOnThrow clear_on_throw(model_, in_backward_);
   StepResult result;
   result.learning_rate = schedule_.lr_at(optimizer_.steps());
   optimizer_.set_lr(result.learning_rate);

@@ -80,6 +80,10 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
       ->capture_default_str();
   add_bool(cmd, "gradient_checkpointing", a.gradient_checkpointing,
            "Recompute each decoder block in backward instead of saving its activations");
+  cmd.add_option("--checkpoint_segments", a.checkpoint_segments,
+                 "With --gradient_checkpointing: checkpoint the blocks in N segments, each saving "
+                 "only its input (0: every block its own segment)")
+      ->capture_default_str();
   add_bool(cmd, "bf16", a.bf16,
            "bf16 mixed precision: fp32 master weights, matmuls in bf16 (autocast)");
   add_bool(cmd, "fp16", a.fp16,
@@ -158,6 +162,10 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--eval_steps", a.eval_steps,
                  "Validation loss and perplexity every N steps (0: as --logging_steps)")
       ->capture_default_str();
+  cmd.add_option("--eval_strategy", a.eval_strategy,
+                 "steps (evaluate every --eval_steps and at the end) or no (never evaluate)")
+      ->check(CLI::IsMember({"steps", "no"}))
+      ->capture_default_str();
   cmd.add_option("--eval_max_batches", a.eval_max_batches,
                  "Validation batches per evaluation (0: the whole split)")
       ->capture_default_str();
@@ -219,8 +227,13 @@ void validate(const TrainArgs& a) {
                          {"eval_steps", a.eval_steps},
                          {"eval_max_batches", a.eval_max_batches},
                          {"save_steps", a.save_steps},
-                         {"save_total_limit", a.save_total_limit}})
+                         {"save_total_limit", a.save_total_limit},
+                         {"checkpoint_segments", a.checkpoint_segments}})
     require_in(flag, v, 0, kMaxCount);
+  if (a.checkpoint_segments > 0 && !a.gradient_checkpointing)
+    fail("checkpoint_segments", "needs --gradient_checkpointing");
+  if (a.eval_strategy != "steps" && a.eval_strategy != "no")
+    fail("eval_strategy", fmt::format("must be steps or no, got '{}'", a.eval_strategy));
   // Each worker is a thread holding prefetched batches; more than this only costs memory.
   require_in("dataloader_num_workers", a.dataloader_num_workers, 0, 64);
   Device device = Device::parse(a.device);

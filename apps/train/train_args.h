@@ -47,6 +47,9 @@ struct TrainArgs {
   int64_t per_device_eval_batch_size = 8;
   int64_t gradient_accumulation_steps = 1;
   bool gradient_checkpointing = false;
+  // fitgrad: with --gradient_checkpointing, the blocks grouped into this many checkpointed
+  // segments (0: each block its own segment, as Hugging Face checkpoints every layer).
+  int64_t checkpoint_segments = 0;
   bool bf16 = false;
   bool fp16 = false;
   bool tf32 = false;
@@ -83,6 +86,7 @@ struct TrainArgs {
   uint64_t seed = 42;
   int64_t logging_steps = 500;
   int64_t eval_steps = 0;               // 0: logging_steps
+  std::string eval_strategy = "steps";  // steps | no (Hugging Face's; its default is "no")
   int64_t eval_max_batches = 50;        // fitgrad: caps each evaluation (0: the whole split)
   int64_t save_steps = 500;             // 0: only the final checkpoint
   std::string save_strategy = "steps";  // steps | no (Hugging Face's; "epoch" is not offered)
@@ -90,6 +94,8 @@ struct TrainArgs {
   std::string resume_from_checkpoint;   // a checkpoint dir, or "last" (newest in output_dir)
   bool overwrite_output_dir = false;
   std::string progress = "auto";  // auto | bar | plain
+  // Not a flag: memplan's search plans many candidates and writes no memory record for them.
+  bool write_memory_record = true;
 };
 
 // Registers every option on `cmd` (the `train` subcommand), bound to `args`.

@@ -12,6 +12,7 @@
 namespace fitgrad::apps {
 
 void write_memory_record(const TrainRun& r) {
+  if (!r.a.write_memory_record) return;
   write_memory_json(r.alloc, (r.dir / "memory.json").string());
   // The page is drawn from the very trace written beside it (`fitgrad memviz` on that file
   // makes the same page).

@@ -274,8 +274,12 @@ void setup_run(TrainRun& r) {
                            a.bnb_4bit_quant_type,
                            8.0 * double(quantized_bytes) / double(quantized));
   }
+  if (a.checkpoint_segments > model.num_layers())
+    throw Error(fmt::format("[train] --checkpoint_segments {} exceeds the model's {} blocks",
+                            a.checkpoint_segments, model.num_layers()));
   if (a.gradient_checkpointing)
-    model.set_checkpointing(autograd::SegmentPlan::count(model.num_layers()));
+    model.set_checkpointing(autograd::SegmentPlan::count(
+        a.checkpoint_segments > 0 ? a.checkpoint_segments : model.num_layers()));
   if (a.seq_len > model.config().max_position_embeddings)
     throw Error(fmt::format("[train] --seq_len {} exceeds the model's context of {} positions",
                             a.seq_len, model.config().max_position_embeddings));

@@ -137,7 +137,8 @@ int run(TrainRun& r) {
       }
       info.loss = last_loss;
       r.progress.step(info, logging);
-      if (r.step % eval_every == 0 || r.step == r.total) run_evaluation(r);
+      if (a.eval_strategy == "steps" && (r.step % eval_every == 0 || r.step == r.total))
+        run_evaluation(r);
       if (a.save_steps > 0 && r.step % a.save_steps == 0) save_checkpoint(r);
     }
     save_checkpoint(r);

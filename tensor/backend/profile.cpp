@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "tensor/backend/kernel_args.h"
 #include "tensor/backend/kernel_table.h"
 #include "tensor/error.h"
 
@@ -27,6 +28,12 @@ void check_cpu(const TargetProfile& profile, const char* what) {
            what, profile_name(profile));
 }
 
+// Blocks of a CUDA reduction over n elements (Note [CUDA workspace rules]).
+int64_t cuda_reduce_blocks(const TargetProfile& profile, int64_t n) {
+  const int64_t wanted = (n + kCudaReduceElements - 1) / kCudaReduceElements;
+  return std::min<int64_t>(wanted, 2 * int64_t(profile.threads));
+}
+
 }  // namespace
 
 TargetProfile host_cpu_profile() {
@@ -39,7 +46,16 @@ TargetProfile host_cpu_profile() {
 
 TargetProfile cpu_profile(int threads, bool bf16_gemm) {
   FG_CHECK(threads >= 1, "[profile] a CPU target needs at least 1 thread, got {}", threads);
-  return {DeviceType::cpu, threads, bf16_gemm};
+  return {DeviceType::cpu, threads, bf16_gemm, 0};
+}
+
+TargetProfile cuda_profile(int multiprocessors, int64_t gemm_workspace_bytes) {
+  FG_CHECK(multiprocessors >= 1, "[profile] a CUDA target needs at least 1 multiprocessor, got {}",
+           multiprocessors);
+  FG_CHECK(gemm_workspace_bytes >= 0 && gemm_workspace_bytes % 4 == 0,
+           "[profile] a GEMM workspace must be a non-negative multiple of 4 bytes, got {}",
+           gemm_workspace_bytes);
+  return {DeviceType::cuda, multiprocessors, true, gemm_workspace_bytes};
 }
 
 std::string profile_name(const TargetProfile& profile) {
@@ -47,14 +63,18 @@ std::string profile_name(const TargetProfile& profile) {
     case DeviceType::cpu:
       return fmt::format("cpu ({} thread{}{})", profile.threads, profile.threads == 1 ? "" : "s",
                          profile.bf16_gemm ? ", bf16 GEMM" : "");
-    case DeviceType::cuda: return "cuda";
+    case DeviceType::cuda:
+      return fmt::format("cuda ({} SMs, {:.2f} MiB GEMM workspace)", profile.threads,
+                         double(profile.gemm_workspace_bytes) / double(1 << 20));
     case DeviceType::meta: break;
   }
   return "meta";
 }
 
 TargetProfile profile_for(Device device) {
-  if (device.type == DeviceType::cuda) return {DeviceType::cuda, 1, false};
+  // A real card's profile comes from its runtime once the CUDA kernels exist (issue 15);
+  // until then a cuda tensor is sized as an H100's (132 SMs, Hopper's workspace).
+  if (device.type == DeviceType::cuda) return cuda_profile(132, 32 << 20);
   if (device.type == DeviceType::cpu) return host_cpu_profile();
   std::lock_guard lock(g_mutex);
   return meta_target();
@@ -73,8 +93,22 @@ MetaTargetScope::~MetaTargetScope() {
 }
 
 int attention_threads(const TargetProfile& profile) {
+  if (profile.backend == DeviceType::cuda) return 1;
   check_cpu(profile, "flash attention");
   return profile.threads;
+}
+
+Shape flash_workspace_shape(const TargetProfile& profile, const AttentionShape& x, bool backward,
+                            DType dtype) {
+  if (profile.backend == DeviceType::cuda) {
+    int64_t floats = 0;
+    if (backward) {
+      floats = x.batch * x.hq * x.t * x.d;                           // dq in f32
+      if (x.hq != x.hkv) floats += 2 * x.batch * x.hkv * x.s * x.d;  // dk, dv in f32
+    }
+    return {1, floats};
+  }
+  return {attention_threads(profile), flash_workspace_floats(profile, x.d, backward, dtype)};
 }
 
 int64_t flash_workspace_floats(const TargetProfile& profile, int64_t d, bool backward,
@@ -87,6 +121,7 @@ int64_t flash_workspace_floats(const TargetProfile& profile, int64_t d, bool bac
 
 int64_t naive_workspace_floats(const TargetProfile& profile, int64_t group, int64_t t, int64_t s,
                                int64_t d, bool backward, DType dtype) {
+  if (profile.backend == DeviceType::cuda) return 0;
   const auto rule = backend_rules(profile.backend).naive_workspace_floats;
   FG_CHECK(rule != nullptr, "[profile] naive attention has no size rule for a {} target",
            profile_name(profile));
@@ -95,6 +130,7 @@ int64_t naive_workspace_floats(const TargetProfile& profile, int64_t group, int6
 
 int64_t gemm_workspace_floats(const TargetProfile& profile, DType dtype, int64_t m, int64_t n,
                               int64_t k, bool tf32) {
+  if (profile.backend == DeviceType::cuda) return profile.gemm_workspace_bytes / 4;
   if ((dtype == DType::f32 && !tf32) || (dtype == DType::bf16 && profile.bf16_gemm)) return 0;
   const auto rule = backend_rules(profile.backend).gemm_staging_floats;
   FG_CHECK(rule != nullptr, "[profile] a {} GEMM has no staging rule for a {} target",
@@ -104,6 +140,10 @@ int64_t gemm_workspace_floats(const TargetProfile& profile, DType dtype, int64_t
 
 int64_t sum_workspace_doubles(const TargetProfile& profile, const Shape& kept_shape,
                               const Strides& kept_strides, const Shape& reduced_shape) {
+  if (profile.backend == DeviceType::cuda) {
+    const int64_t blocks = cuda_reduce_blocks(profile, numel(reduced_shape));
+    return blocks > 1 ? blocks * numel(kept_shape) : 0;
+  }
   const auto rule = backend_rules(profile.backend).sum_workspace_doubles;
   FG_CHECK(rule != nullptr, "[profile] sum has no workspace rule for a {} target",
            profile_name(profile));
@@ -111,6 +151,10 @@ int64_t sum_workspace_doubles(const TargetProfile& profile, const Shape& kept_sh
 }
 
 int64_t sum_squares_workspace_doubles(const TargetProfile& profile, int64_t n) {
+  if (profile.backend == DeviceType::cuda) {
+    const int64_t blocks = cuda_reduce_blocks(profile, n);
+    return blocks > 1 ? blocks : 0;
+  }
   const auto rule = backend_rules(profile.backend).sum_squares_workspace_doubles;
   FG_CHECK(rule != nullptr, "[profile] sum_squares has no workspace rule for a {} target",
            profile_name(profile));
@@ -118,6 +162,8 @@ int64_t sum_squares_workspace_doubles(const TargetProfile& profile, int64_t n) {
 }
 
 int64_t norm_partitions(const TargetProfile& profile, int64_t rows) {
+  if (profile.backend == DeviceType::cuda)
+    return std::max<int64_t>(1, std::min<int64_t>(2 * int64_t(profile.threads), rows));
   check_cpu(profile, "the norms");
   return std::max<int64_t>(1, std::min<int64_t>(profile.threads, rows));
 }

@@ -9,6 +9,22 @@
 // and every size comes from these functions of (profile, shapes). A CPU with 2 threads and
 // one with 16 differ only in the per-thread workspaces (flash attention's tiles, the norms'
 // partial sums), so memplan for a 16-thread CPU on a 2-core machine is exact.
+//
+// Note [CUDA workspace rules]
+// A CUDA target is sized by the rules below as well, written here in plain C++ so that a
+// build without CUDA plans for a card. They are the contract of the CUDA kernels (issue 15
+// implements the kernels to them; their launch logic is tested against these functions):
+//   - every GEMM takes a cuBLASLt workspace of the profile's gemm_workspace_bytes from the
+//     caching allocator (temporary; NVIDIA recommends 32 MiB on Hopper, 4 MiB elsewhere);
+//     operands are read in their dtype, so there is no staging;
+//   - flash attention's forward needs no workspace beyond o and the log-sum-exp; its
+//     backward accumulates dq in f32, (B, Hq, T, D), and with grouped heads (Hq > Hkv) dk and
+//     dv in f32 as well, 2 x (B, Hkv, S, D), as FlashAttention-2 does;
+//   - naive attention reads its operands in their dtype: no workspace;
+//   - a reduction of R elements per output runs one block per kCudaReduceElements
+//     elements, at most 2 per multiprocessor, and keeps one double per block and output
+//     when it needs more than one block; sum of squares likewise;
+//   - a norm backward sums dw/db over min(rows, 2 x multiprocessors) partitions.
 #pragma once
 
 #include <cstdint>
@@ -20,19 +36,29 @@
 
 namespace fitgrad::backend {
 
+struct AttentionShape;  // tensor/backend/kernel_args.h
+
 struct TargetProfile {
   DeviceType backend = DeviceType::cpu;  // whose workspace rules apply
-  int threads = 1;                       // cpu: the OpenMP threads a kernel may use
-  bool bf16_gemm = false;                // its GEMM reads bf16 operands (no f32 staging)
+  // cpu: the OpenMP threads a kernel may use; cuda: the card's streaming multiprocessors.
+  int threads = 1;
+  bool bf16_gemm = false;            // its GEMM reads bf16 operands (no f32 staging)
+  int64_t gemm_workspace_bytes = 0;  // cuda: every GEMM's cuBLASLt workspace
   bool operator==(const TargetProfile&) const = default;
 };
+
+// Elements per block of a CUDA reduction (Note [CUDA workspace rules]).
+inline constexpr int64_t kCudaReduceElements = 4096;
 
 // This machine's CPU: OpenMP's maximum thread count (1 without OpenMP), and a bf16 GEMM when
 // the build has one (tensor/cpu/gemm_bf16.h).
 TargetProfile host_cpu_profile();
 // A CPU with `threads` threads (>= 1), with or without a bf16 GEMM.
 TargetProfile cpu_profile(int threads, bool bf16_gemm);
-// "cpu (2 threads)".
+// A card with `multiprocessors` SMs (>= 1) whose GEMMs take `gemm_workspace_bytes` (>= 0,
+// a multiple of 4) of cuBLASLt workspace (Note [CUDA workspace rules]).
+TargetProfile cuda_profile(int multiprocessors, int64_t gemm_workspace_bytes);
+// "cpu (2 threads)", "cuda (132 SMs, 32.00 MiB GEMM workspace)".
 std::string profile_name(const TargetProfile& profile);
 
 // The profile a device's front-ends size workspaces with: the host CPU for cpu, the
@@ -56,8 +82,12 @@ class MetaTargetScope {
 // The threads flash attention splits its tiles over; one workspace row each.
 int attention_threads(const TargetProfile& profile);
 // f32 elements of one thread's flash attention workspace for head dim d and operands of
-// `dtype` (bf16/f16 add their staging tiles).
+// `dtype` (bf16/f16 add their staging tiles); cpu targets only.
 int64_t flash_workspace_floats(const TargetProfile& profile, int64_t d, bool backward, DType dtype);
+// The (rows, floats) f32 workspace of one flash attention call on any target: (threads,
+// flash_workspace_floats) on a cpu, one row of Note [CUDA workspace rules] on cuda.
+Shape flash_workspace_shape(const TargetProfile& profile, const AttentionShape& dims, bool backward,
+                            DType dtype);
 // f32 elements of naive attention's workspace (beyond its probabilities) for one kv head's
 // `group` query heads of t rows against s keys, operands of `dtype`.
 int64_t naive_workspace_floats(const TargetProfile& profile, int64_t group, int64_t t, int64_t s,

@@ -11,9 +11,10 @@
 //   naive_attention_backward   dq, dk, dv, probs, dprobs (B,Hq,T,S), [workspace]
 // (a backward whose dout or o is not in q's dtype casts it first). The naive workspace
 // exists for bf16/f16 only and holds one kv head's operands (naive_workspace_floats).
-// W = backend::flash_workspace_floats(profile, D, backward, dtype) does not depend on T or S, and
-// threads is the target profile's (backend::attention_threads), so flash's peak
-// is linear in the sequence length and naive's quadratic; tests/tensor/ops/attention_test.cpp
+// On a cpu, W = backend::flash_workspace_floats(profile, D, backward, dtype) does not depend on
+// T or S, and threads is the target profile's (backend::attention_threads), so flash's peak
+// is linear in the sequence length and naive's quadratic (a cuda target's workspace is
+// backend::flash_workspace_shape's one row, Note [CUDA workspace rules] in profile.h); tests/tensor/ops/attention_test.cpp
 // asserts these sums byte for byte. Workspaces and probabilities are tagged
 // Category::temporary and freed before the call returns.
 #include "tensor/ops/attention.h"
@@ -86,9 +87,9 @@ AttentionOut flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, 
   Tensor o = Tensor::empty(q.shape(), q.dtype(), q.device());  // (B, Hq, T, D)
   Tensor lse = Tensor::empty({dims.batch, dims.hq, dims.t}, DType::f32, q.device());  // (B, Hq, T)
   {
-    const int threads = backend::attention_threads(profile);
-    const Tensor workspace = temporary(
-        {threads, backend::flash_workspace_floats(profile, dims.d, false, q.dtype())}, q.device());
+    const Shape ws = backend::flash_workspace_shape(profile, dims, false, q.dtype());
+    const int threads = int(ws[0]);
+    const Tensor workspace = temporary(ws, q.device());
     backend::dispatch(
         id, q.device(),
         backend::FlashAttentionArgs{dims, causal, sc, threads, qc, kc, vc, o, lse, workspace});
@@ -119,9 +120,9 @@ AttentionGrads flash_attention_backward(const Tensor& dout, const Tensor& q, con
   Tensor dv = Tensor::empty(k.shape(), q.dtype(), q.device());  // (B, Hkv, S, D)
   {
     const Tensor delta = temporary({dims.batch, dims.hq, dims.t}, q.device());
-    const int threads = backend::attention_threads(profile);
-    const Tensor workspace = temporary(
-        {threads, backend::flash_workspace_floats(profile, dims.d, true, q.dtype())}, q.device());
+    const Shape ws = backend::flash_workspace_shape(profile, dims, true, q.dtype());
+    const int threads = int(ws[0]);
+    const Tensor workspace = temporary(ws, q.device());
     backend::dispatch(
         id, q.device(),
         backend::FlashAttentionBackwardArgs{dims, causal, sc, threads, doutc, qc, kc, vc, oc, lsec,

@@ -2,10 +2,12 @@
 // in apps/train/train_run.h): for gpt2-tiny and llama-tiny, each in fp32, --bf16, --fp16,
 // --gradient_checkpointing, --gradient_accumulation_steps 2, configured dropout, --optim
 // adamw_8bit, adafactor and adafactor_hf, --pure_bf16 --stochastic_rounding and
-// --optim_in_backward, and QLoRA (--quantize nf4 --lora_r 4), a cpu
-// run and a meta run with the same flags write memory.json traces whose events from the
-// run's start (kind, size, requested bytes, category, label, in order) and whose peaks are
-// identical. The dry run reads no data, writes no checkpoint and no metrics, and says so.
+// --optim_in_backward, QLoRA (--quantize nf4 --lora_r 4) and checkpointing in one segment,
+// a cpu run, a meta run with the same flags, and memplan's plan of them for this machine's
+// CPU (apps/memplan/plan.h) write memory.json traces whose events from the run's start
+// (kind, size, requested bytes, category, label, in order) and whose peaks allocated and
+// reserved are identical; the plan reports those peaks. The dry run reads no data, writes
+// no checkpoint and no metrics, and says so.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -17,6 +19,7 @@
 #include <random>
 #include <sstream>
 
+#include "apps/memplan/plan.h"
 #include "apps/train/trainer.h"
 #include "nn/config.h"
 
@@ -28,6 +31,7 @@ using nlohmann::json;
 struct Trace {
   std::vector<std::string> events;  // "kind size requested category label", from the start
   int64_t peak_above_start = 0;     // the run's peak allocated minus allocated at its start
+  int64_t reserved_peak_above_start = 0;
   uint64_t peak_events_after_start = 0;
 };
 
@@ -55,6 +59,9 @@ Trace read_trace(const fs::path& dir) {
       peak.at("allocated").get<int64_t>() - events[start].at("allocated_after").get<int64_t>();
   t.peak_events_after_start =
       peak.at("seq").get<uint64_t>() - events[start].at("seq").get<uint64_t>();
+  t.reserved_peak_above_start =
+      m.at("stats").at("reserved_bytes").at("all").at("peak").get<int64_t>() -
+      events[start].at("reserved_after").get<int64_t>();
   return t;
 }
 
@@ -99,6 +106,10 @@ TEST_P(DryRunTest, MetaWritesTheTraceOfTheRealRun) {
   if (variant == "bf16") a.bf16 = true;
   if (variant == "fp16") a.fp16 = true;
   if (variant == "checkpointing") a.gradient_checkpointing = true;
+  if (variant == "one_segment") {
+    a.gradient_checkpointing = true;
+    a.checkpoint_segments = 1;
+  }
   if (variant == "accumulation") a.gradient_accumulation_steps = 2;
   if (variant == "adamw_8bit" || variant == "adafactor" || variant == "adafactor_hf")
     a.optim = variant;
@@ -130,14 +141,25 @@ TEST_P(DryRunTest, MetaWritesTheTraceOfTheRealRun) {
   std::ostringstream meta_out, meta_err;
   ASSERT_EQ(run_train(meta, meta_out, meta_err), 0) << meta_err.str();
 
-  const Trace real = read_trace(cpu.output_dir), dry = read_trace(meta.output_dir);
+  const std::string plan_dir = (root_ / "plan").string();
+  const Plan plan = plan_training(a, plan_target("cpu", "", ""), plan_dir);
+  ASSERT_TRUE(plan.fits) << plan.oom_report;
+
+  const Trace real = read_trace(cpu.output_dir);
   EXPECT_GT(real.events.size(), 100u);
-  ASSERT_EQ(dry.events.size(), real.events.size());
-  for (size_t i = 0; i < real.events.size(); ++i)
-    ASSERT_EQ(dry.events[i], real.events[i]) << "event " << i << " after the start";
-  EXPECT_EQ(dry.peak_above_start, real.peak_above_start);
-  EXPECT_EQ(dry.peak_events_after_start, real.peak_events_after_start);
   EXPECT_GT(real.peak_above_start, 0);
+  for (const fs::path& dir : {fs::path(meta.output_dir), fs::path(plan_dir)}) {
+    const Trace dry = read_trace(dir);
+    ASSERT_EQ(dry.events.size(), real.events.size()) << dir;
+    for (size_t i = 0; i < real.events.size(); ++i)
+      ASSERT_EQ(dry.events[i], real.events[i]) << "event " << i << " after the start in " << dir;
+    EXPECT_EQ(dry.peak_above_start, real.peak_above_start) << dir;
+    EXPECT_EQ(dry.reserved_peak_above_start, real.reserved_peak_above_start) << dir;
+    EXPECT_EQ(dry.peak_events_after_start, real.peak_events_after_start) << dir;
+  }
+  // A plan starts from an empty meta allocator, so its figures are the peaks above the start.
+  EXPECT_EQ(plan.peak_allocated, real.peak_above_start);
+  EXPECT_EQ(plan.peak_reserved, real.reserved_peak_above_start);
 
   EXPECT_THAT(meta_out.str(), ::testing::HasSubstr("dry run on meta: no data is read, no losses"));
   for (const char* f :
@@ -154,7 +176,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values("gpt2-tiny", "llama-tiny"),
                        ::testing::Values("fp32", "bf16", "checkpointing", "accumulation", "dropout",
                                          "fp16", "adamw_8bit", "adafactor", "adafactor_hf",
-                                         "pure_bf16_sr", "optim_in_backward", "qlora")),
+                                         "pure_bf16_sr", "optim_in_backward", "qlora",
+                                         "one_segment")),
     [](const auto& info) {
       std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param);
       for (char& c : name)

@@ -275,6 +275,10 @@ TEST_F(RunSafety, NumbersAreCheckedBeforeUse) {
       {[](TrainArgs& a) { a.seq_len = int64_t(1) << 40; }, "--seq_len must be in [1,"},
       {[](TrainArgs& a) { a.warmup_steps = -1; }, "--warmup_steps must be in [0,"},
       {[&](TrainArgs& a) { a.adam_epsilon = inf; }, "--adam_epsilon"},
+      {[](TrainArgs& a) { a.checkpoint_segments = -1; }, "--checkpoint_segments must be in [0,"},
+      {[](TrainArgs& a) { a.checkpoint_segments = 2; },
+       "--checkpoint_segments needs --gradient_checkpointing"},
+      {[](TrainArgs& a) { a.eval_strategy = "epoch"; }, "--eval_strategy must be steps or no"},
   };
   for (const Row& row : rows) {
     TrainArgs a = args("unused.txt", "numbers");
@@ -330,6 +334,7 @@ TEST(RunSafetySweep, EveryNumericFlagHasARange) {
       {"eval_max_batches", {"0"}},
       {"save_steps", {"0"}},
       {"save_total_limit", {"0"}},
+      {"checkpoint_segments", {"0"}},
       {"max_steps", {"-1"}},
       {"seed", {"0", "9223372036854775807"}},
       {"learning_rate", {}},

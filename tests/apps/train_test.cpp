@@ -327,6 +327,12 @@ TEST_F(TrainTest, BadInputGetsAClearError) {
        "seq_len"},
       {"sequence longer than the model", [&](TrainArgs& a) { a.seq_len = 4096; },
        "exceeds the model's context"},
+      {"more segments than blocks",
+       [](TrainArgs& a) {
+         a.gradient_checkpointing = true;
+         a.checkpoint_segments = 3;
+       },
+       "--checkpoint_segments 3 exceeds the model's 2 blocks"},
       {"bf16 with fp16", [](TrainArgs& a) { a.bf16 = a.fp16 = true; },
        "--bf16 and --fp16 conflict"},
       {"warmup twice", [](TrainArgs& a) { a.warmup_steps = 2, a.warmup_ratio = 0.1; },

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "autograd/variable.h"
 #include "nn/config.h"
 #include "optim/adam8bit.h"
 #include "optim/adamw.h"
@@ -117,6 +118,30 @@ TEST(OptimizerInBackward, ATiedEmbeddingsGradientLivesThroughTheBackward) {
   const GradientPeak ordinary = gradient_peak(gpt2, false);
   EXPECT_LE(in_backward.peak, in_backward.largest + in_backward.second);
   EXPECT_GE(ordinary.peak, ordinary.all);
+}
+
+// The hooks must not keep their parameters alive (a hook holding its own parameter is a
+// cycle through the parameter's autograd data), and a frozen parameter gets none: with
+// the base frozen and only the norms trained, the model's memory comes back whole.
+TEST(OptimizerInBackward, TheHooksLeaveNothingBehindAndSkipFrozenParameters) {
+  CachingAllocator& alloc = allocator_for(Device::cpu());
+  const int64_t before = alloc.stats().allocated_bytes[kAllPools].current;
+  {
+    const auto model = nn::build_model(nn::preset("llama-tiny"), {.seed = 3});
+    std::vector<std::pair<std::string, Tensor>> trained;
+    for (const auto& [name, p] : model->named_parameters()) {
+      const bool norm = name.find("norm") != std::string::npos;
+      autograd::set_requires_grad(p, norm);
+      if (norm) trained.emplace_back(name, p);
+    }
+    optim::AdamW opt(optim::decay_groups(trained, 0.0), optim::AdamWOptions{});
+    const optim::LrSchedule schedule = optim::make_lr_schedule("constant", 1e-3, 0, 10);
+    TrainStep step(*model, opt, schedule, {.optimizer_in_backward = true});
+    step.run(0, [&](int64_t m) { return batch_of(uint64_t(m)); });
+    EXPECT_EQ(opt.steps(), 1);
+    EXPECT_GT(alloc.stats().allocated_bytes[kAllPools].current, before);
+  }
+  EXPECT_EQ(alloc.stats().allocated_bytes[kAllPools].current, before);
 }
 
 TEST(OptimizerInBackward, RefusesClippingAndTheLossScaler) {

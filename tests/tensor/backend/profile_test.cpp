@@ -7,8 +7,11 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "tensor/memory/caching_allocator.h"
 #include "tensor/ops/attention.h"
+#include "tensor/ops/matmul.h"
 #include "tensor/ops/norm.h"
 #include "tests/tensor/memory/events_since.h"
 #include "tests/tensor/ops/op_harness.h"
@@ -71,14 +74,54 @@ TEST(TargetProfile, BadProfilesAreRefused) {
   expect_error([] { backend::cpu_profile(0, false); }, "[profile]", "at least 1 thread");
   expect_error(
       [] {
-        backend::MetaTargetScope s({DeviceType::meta, 1, false});
+        backend::MetaTargetScope s({DeviceType::meta, 1, false, 0});
       },
       "[profile]", "meta cannot plan for itself");
+  expect_error([] { backend::cuda_profile(0, 0); }, "[profile]", "at least 1 multiprocessor");
+  expect_error([] { backend::cuda_profile(8, 6); }, "[profile]", "multiple of 4 bytes");
   expect_error(
-      [] {
-        backend::attention_threads({DeviceType::cuda, 1, false});
-      },
+      [] { backend::flash_workspace_floats(backend::cuda_profile(8, 0), 64, true, DType::bf16); },
       "[profile]", "no size rule");
+}
+
+// Note [CUDA workspace rules]: what meta allocates for a card, op by op, from the rules'
+// own arithmetic: every GEMM one cuBLASLt workspace and no staging (bf16 and f16 alike),
+// flash attention's forward nothing beyond o and lse, its backward dq in f32 plus dk and
+// dv in f32 for grouped heads, a norm backward min(rows, 2 SMs) partial rows, a long sum
+// of squares one double per 4096-element block.
+TEST(TargetProfile, ACudaTargetFollowsItsWorkspaceRules) {
+  const int64_t workspace = int64_t(32) << 20;
+  const backend::TargetProfile h100 = backend::cuda_profile(132, workspace);
+  EXPECT_EQ(backend::profile_name(h100), "cuda (132 SMs, 32.00 MiB GEMM workspace)");
+  const backend::MetaTargetScope scope(h100);
+  const Device meta = Device::meta();
+  CachingAllocator& alloc = allocator_for(meta);
+  auto requested = [&](const std::function<void()>& f) {
+    const uint64_t first = alloc.total_events();
+    f();
+    return testing::requested_since(first, meta);
+  };
+  for (DType dtype : {DType::bf16, DType::f16, DType::f32}) {
+    const Tensor a = Tensor::empty({64, 128}, dtype, meta),
+                 b = Tensor::empty({128, 256}, dtype, meta);
+    EXPECT_EQ(requested([&] { ops::matmul(a, b); }),
+              (std::vector<uint64_t>{64 * 256 * element_size(dtype), uint64_t(workspace)}))
+        << dtype_name(dtype);
+  }
+  const int64_t B = 2, Hq = 8, Hkv = 2, T = 40, D = 64;
+  const Tensor q = Tensor::empty({B, Hq, T, D}, DType::bf16, meta);
+  const Tensor kv = Tensor::empty({B, Hkv, T, D}, DType::bf16, meta);
+  ops::AttentionOut fwd;
+  EXPECT_EQ(requested([&] { fwd = ops::flash_attention(q, kv, kv, true); }),
+            (std::vector<uint64_t>{B * Hq * T * D * 2, B * Hq * T * 4}));
+  EXPECT_EQ(requested([&] { ops::flash_attention_backward(q, q, kv, kv, fwd.o, fwd.lse, true); }),
+            (std::vector<uint64_t>{B * Hq * T * D * 2, B * Hkv * T * D * 2, B * Hkv * T * D * 2,
+                                   B * Hq * T * 4, (B * Hq * T * D + 2 * B * Hkv * T * D) * 4}));
+  EXPECT_EQ(backend::norm_partitions(h100, 1000), 264);
+  EXPECT_EQ(backend::norm_partitions(h100, 7), 7);
+  EXPECT_EQ(backend::sum_squares_workspace_doubles(h100, 1'000'000), 245);    // ceil(1e6 / 4096)
+  EXPECT_EQ(backend::sum_squares_workspace_doubles(h100, 4096), 0);           // one block
+  EXPECT_EQ(backend::sum_squares_workspace_doubles(h100, 100'000'000), 264);  // 2 per SM
 }
 
 }  // namespace

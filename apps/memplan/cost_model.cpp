@@ -1,0 +1,73 @@
+// The step's cost model (Note [The step's cost model] in cost_model.h).
+#include "apps/memplan/cost_model.h"
+
+#include <fmt/format.h>
+
+#include "tensor/error.h"
+
+namespace fitgrad::apps {
+namespace {
+
+// Elements per token and hidden unit that a block saves for backward (Korthikanti et al.,
+// 2022: 34 bytes in 16 bits, less the 5 a s / h of the attention matrix).
+constexpr double kSavedPerTokenHidden = 17;
+
+struct Sizes {
+  double block_linear = 0;  // weights of one block's linears
+  double head = 0;          // weights of the output head
+};
+
+Sizes linear_weights(const nn::ModelConfig& c) {
+  const double h = double(c.hidden_size), d = double(c.resolved_head_dim());
+  const double attn = h * d * double(2 * c.num_heads + 2 * c.num_kv_heads);
+  const double mlp = double(c.family == nn::Family::gpt2 ? 2 : 3) * h * double(c.intermediate_size);
+  return {attn + mlp, h * double(c.vocab_size)};
+}
+
+}  // namespace
+
+StepCost step_cost(const nn::ModelConfig& c, const TrainArgs& a, const Rates& rates) {
+  const bool pure = a.pure_bf16, four_bit = !a.quantize.empty();
+  const bool half = a.bf16 || a.fp16 || pure;
+  double rate = a.tf32 ? rates.tf32_tflops : rates.fp32_tflops;
+  if (a.bf16 || pure) rate = rates.bf16_tflops;
+  if (a.fp16) rate = rates.fp16_tflops;
+  FG_CHECK(rate > 0, "[memplan] the target has no {} arithmetic", a.fp16 ? "fp16" : "bf16");
+
+  const Sizes w = linear_weights(c);
+  const double L = double(c.num_layers), h = double(c.hidden_size), V = double(c.vocab_size);
+  const double b = double(a.per_device_train_batch_size), T = double(a.seq_len);
+  const double tau = b * T, micro = double(a.gradient_accumulation_steps);
+  const double blocks = L * w.block_linear, all_linear = blocks + w.head;
+  const double ckpt = a.gradient_checkpointing ? 1.0 : 0.0;
+  const double elem = half ? 2.0 : 4.0;
+
+  const double attn_fwd = 2.0 * L * b * T * T * h;
+  const double fwd = 2.0 * all_linear * tau + attn_fwd;
+  // A frozen 4-bit base computes only input gradients for its blocks (the adapters' own
+  // products are small); the head stays dense and trained unless LoRA freezes it too.
+  const double lin_bwd = four_bit || a.lora_r > 0 ? 2.0 * all_linear * tau : 4.0 * all_linear * tau;
+  const double bwd = lin_bwd + 2.5 * attn_fwd;
+  const double recompute = ckpt * (2.0 * blocks * tau + attn_fwd);
+  StepCost s;
+  s.flops = micro * (fwd + bwd + recompute);
+
+  const double weight_use = four_bit ? 4.5 : elem;  // bytes a GEMM's weight read costs
+  const double uses = 2.0 + ckpt;
+  const double weights = uses * (blocks * weight_use + w.head * elem);
+  const double activations = 2.0 * kSavedPerTokenHidden * L * tau * h * elem;
+  const double logits = 3.0 * tau * V * 4.0;
+  const double trained = four_bit || a.lora_r > 0 ? 0.0 : all_linear;
+  const double grad_elem = pure ? 2.0 : 4.0;
+  const double accumulate = (micro - 1.0) * 2.0 * trained * grad_elem;
+  double per_param = 12;
+  if (a.optim.starts_with("adamw") && a.optim.find("8bit") == std::string::npos) per_param = 28;
+  if (a.optim.find("8bit") != std::string::npos) per_param = 16;
+  if (pure) per_param -= 6;  // bf16 weights read and written, a bf16 gradient read
+  const double cast = a.bf16 || a.fp16 ? 6.0 * all_linear : 0.0;
+  s.bytes = micro * (weights + activations + logits) + accumulate + trained * per_param + cast;
+  s.seconds = s.flops / (rate * 1e12) + s.bytes / (rates.bandwidth_gbs * 1e9);
+  return s;
+}
+
+}  // namespace fitgrad::apps

@@ -1,0 +1,43 @@
+// memplan's cost model (apps/memplan/): the predicted time of one optimizer step, used only
+// to rank settings against each other (`fitgrad memplan --fit`, bench/anatomy).
+//
+// Note [The step's cost model]
+// A step costs its arithmetic at the target's dense rate for its precision plus its memory
+// traffic at the target's bandwidth, added (no overlap is assumed):
+//   - FLOPs per micro-batch of tau = batch x seq tokens: the forward 2 N tau over the N
+//     weights of the linears and the head, plus causal attention's 2 L b T^2 h; the
+//     backward twice the linears' forward (only the input gradient, once, for a frozen
+//     4-bit base) and 2.5 times attention's (flash attention recomputes the scores); with
+//     checkpointing the blocks' forward once more.
+//   - Traffic per micro-batch: the weights read by every use (forward, input gradient, and
+//     the recompute) in the compute dtype, a 4-bit base dequantized at each use (0.5 B
+//     read, 2 B written and read again per weight); the saved activations written and read
+//     (17 elements per token and hidden unit per block, Korthikanti et al.'s 34 bytes in
+//     16 bits without the attention matrix, which flash attention never stores); the
+//     logits, chunked in the loss (3 passes); and the gradients read and written by every
+//     micro-batch after the first. Per step: the optimizer's traffic per trained parameter
+//     (AdamW 28 B in fp32: the weight, its gradient and two moments read and written;
+//     Adam8bit 16 B; Adafactor and SGD 12 B; pure bf16 weights and gradients are half) and
+//     autocast's one cast of each weight (6 B).
+// Optimizer-in-backward moves the optimizer's work, not its amount, so it costs the same.
+#pragma once
+
+#include <cstdint>
+
+#include "apps/memplan/targets.h"
+#include "apps/train/train_args.h"
+#include "nn/config.h"
+
+namespace fitgrad::apps {
+
+struct StepCost {
+  double flops = 0;
+  double bytes = 0;    // memory traffic
+  double seconds = 0;  // flops / rate + bytes / bandwidth
+};
+
+// The cost of one optimizer step of `args` on a model of `cfg` at `rates`. Throws
+// fitgrad::Error when the precision has no rate there (bf16 on a V100).
+StepCost step_cost(const nn::ModelConfig& cfg, const TrainArgs& args, const Rates& rates);
+
+}  // namespace fitgrad::apps

@@ -1,0 +1,219 @@
+// `fitgrad memplan` (memplan_command.h): options, the report of a plan, the searches.
+#include "apps/memplan/memplan_command.h"
+
+#include <fmt/format.h>
+
+#include <iostream>
+#include <memory>
+
+#include "apps/guard.h"
+#include "apps/memplan/search.h"
+#include "apps/model_source.h"
+#include "apps/train/trainer.h"
+#include "nn/decoder.h"
+#include "tensor/error.h"
+#include "tensor/memory/bytes.h"
+
+namespace fitgrad::apps {
+namespace {
+
+struct MemplanArgs {
+  TrainArgs train;
+  std::string device_memory;    // a card name or a size; "" the default
+  std::string context_reserve;  // "" kCudaContextReserve
+  bool fit = false;
+  bool allow_qlora = false;
+  bool max_seq_len = false;
+  int64_t seq_limit = 0;  // 0: the model's context
+  bool max_batch_size = false;
+  int64_t batch_limit = 1024;
+  bool verbose = false;
+};
+
+std::string percent(int64_t part, int64_t whole) {
+  return whole > 0 ? fmt::format("{:5.1f}%", 100.0 * double(part) / double(whole)) : "    -";
+}
+
+// The model's config, from the model built on meta (nothing is allocated for real).
+nn::ModelConfig model_config(const TrainArgs& a) {
+  nn::BuildOptions build;
+  build.device = Device::meta();
+  return load_model(a.model, "", build).model->config();
+}
+
+void print_plan(const Plan& p, const PlanTarget& target, std::ostream& out) {
+  out << fmt::format("  peak allocated:   {} ({} of the capacity), at '{}'\n",
+                     format_bytes(p.peak_allocated), percent(p.peak_allocated, target.capacity),
+                     p.peak_mark);
+  out << fmt::format("  peak reserved:    {}\n", format_bytes(p.peak_reserved));
+  out << fmt::format(
+      "  fragmentation:    {} reserved but unallocated at the peak ({} of reserved)\n",
+      format_bytes(p.reserved_at_peak - p.peak_allocated),
+      percent(p.reserved_at_peak - p.peak_allocated, p.reserved_at_peak));
+  out << "  at the peak, by category:\n";
+  for (int c = 0; c < kNumCategories; ++c)
+    if (p.peak_by_category[c] > 0)
+      out << fmt::format("    {:>12} {}  {}\n", format_bytes(p.peak_by_category[c]),
+                         percent(p.peak_by_category[c], p.peak_allocated),
+                         category_name(Category(c)));
+  out << "  at the peak, by module:\n";
+  int64_t rest = 0;
+  for (size_t i = 0; i < p.peak_by_module.size(); ++i) {
+    const auto& [module, bytes] = p.peak_by_module[i];
+    if (i < 12)
+      out << fmt::format("    {:>12} {}  {}\n", format_bytes(bytes),
+                         percent(bytes, p.peak_allocated), module.empty() ? "(no label)" : module);
+    else
+      rest += bytes;
+  }
+  if (rest > 0)
+    out << fmt::format("    {:>12} {}  ({} more modules)\n", format_bytes(rest),
+                       percent(rest, p.peak_allocated), p.peak_by_module.size() - 12);
+}
+
+void print_verdict(const Plan& p, const PlanTarget& target, std::ostream& out) {
+  if (p.fits)
+    out << fmt::format("verdict: fits, with {} of the {} capacity to spare (reserved peak)\n",
+                       format_bytes(target.capacity - p.peak_reserved),
+                       format_bytes(target.capacity));
+  else
+    out << "verdict: does not fit; the real run would print:\n" << p.oom_report;
+}
+
+std::string describe(const TrainArgs& a) {
+  return fmt::format("{}, seq {}, {}", a.model, a.seq_len, setting_flags(a));
+}
+
+int run_single(const MemplanArgs& m, const PlanTarget& target, std::ostream& out) {
+  const Plan p = plan_training(m.train, target, m.train.output_dir);
+  out << fmt::format("plan: {}\n", describe(m.train));
+  if (m.verbose) out << p.run_output;
+  print_plan(p, target, out);
+  print_verdict(p, target, out);
+  if (!m.train.output_dir.empty())
+    out << fmt::format("the memory record is in {}\n", m.train.output_dir);
+  out << fmt::format("planned in {:.1f} s\n", p.seconds);
+  return p.fits ? 0 : kExitOutOfMemory;
+}
+
+int run_fit(const MemplanArgs& m, const PlanTarget& target, std::ostream& out, std::ostream& err) {
+  const nn::ModelConfig cfg = model_config(m.train);
+  const FitResult r = fit_search(m.train, cfg, target, m.allow_qlora, err);
+  const double reference = r.tried.empty() ? 1.0 : r.tried.front().cost.seconds;
+  out << fmt::format(
+      "fit: {} at seq {}, effective batch {}; candidates in order of predicted time, relative to "
+      "the fastest\n",
+      m.train.model, m.train.seq_len,
+      m.train.per_device_train_batch_size * m.train.gradient_accumulation_steps);
+  out << fmt::format("  {:>3}  {:<62} {:>9} {:>11} {:>11}  {}\n", "#", "setting", "rel. time",
+                     "peak alloc", "peak resv", "verdict");
+  for (size_t i = 0; i < r.tried.size(); ++i) {
+    const Candidate& c = r.tried[i];
+    std::string alloc = "-", resv = "-", verdict;
+    if (c.plan) {
+      alloc = format_bytes(c.plan->peak_allocated);
+      resv = format_bytes(c.plan->peak_reserved);
+      verdict = c.plan->fits ? "fits" : "out of memory";
+    } else {
+      verdict = fmt::format("out of memory (needs more than #{})", c.implied_by + 1);
+    }
+    out << fmt::format("  {:>3}  {:<62} {:>9.2f} {:>11} {:>11}  {}\n", i + 1, c.setting,
+                       c.cost.seconds / reference, alloc, resv, verdict);
+  }
+  if (r.winner < 0) {
+    out << "verdict: no candidate fits\n";
+    return kExitOutOfMemory;
+  }
+  const Candidate& w = r.tried[size_t(r.winner)];
+  out << fmt::format("{} slower candidates were not planned\n", r.untried);
+  out << fmt::format("the fastest setting that fits: {}\n", w.setting);
+  print_plan(*w.plan, target, out);
+  out << fmt::format(
+      "run it with:\n  fitgrad train --model {} {} --data <corpus> --output_dir <dir>\n",
+      m.train.model, setting_flags(w.args));
+  return 0;
+}
+
+int run_largest(const MemplanArgs& m, Knob knob, const PlanTarget& target, std::ostream& out,
+                std::ostream& err) {
+  int64_t limit = m.batch_limit;
+  if (knob == Knob::seq_len) {
+    const int64_t context = model_config(m.train).max_position_embeddings;
+    limit = m.seq_limit > 0 ? std::min(m.seq_limit, context) : context;
+  }
+  const LargestResult r = largest_fitting(m.train, target, knob, limit, err);
+  const char* flag = knob_flag(knob);
+  out << fmt::format("largest {}: {}, {}\n", flag, m.train.model, setting_flags(m.train));
+  for (const auto& [value, fits] : r.probes)
+    out << fmt::format("  {} {:>7}: {}\n", flag, value, fits ? "fits" : "out of memory");
+  if (r.largest == 0) {
+    out << fmt::format("verdict: not even {} 1 fits\n", flag);
+    return kExitOutOfMemory;
+  }
+  out << fmt::format("the largest {} that fits is {}{}\n", flag, r.largest,
+                     r.largest == limit ? " (the limit of the search)" : "");
+  print_plan(*r.plan, target, out);
+  return 0;
+}
+
+}  // namespace
+
+void add_memplan_command(CLI::App& app) {
+  auto m = std::make_shared<MemplanArgs>();
+  m->train.device = "cuda";
+  m->train.max_steps = 2;
+  m->train.eval_strategy = "no";
+  CLI::App* cmd = app.add_subcommand(
+      "memplan", "The exact memory plan of a training setup on a target card, on meta");
+  add_train_options(*cmd, m->train);
+  // A plan needs no output directory; given one, it writes the plan's memory record there.
+  cmd->get_option("--output_dir")->required(false);
+  cmd->add_option("--device_memory", m->device_memory,
+                  "The target: a card (v100-16g, rtx3090, rtx4090, a100-40g, a100-80g, h100, h200) "
+                  "or a size such as 24GiB (default: h100 with --device cuda, this machine's "
+                  "memory with --device cpu)");
+  cmd->add_option("--context_reserve", m->context_reserve,
+                  "The card's memory the CUDA context holds, outside the allocator (512MiB)");
+  cmd->add_flag("--fit", m->fit,
+                "Search for the fastest setting that fits, holding the effective batch");
+  cmd->add_flag(
+      "--allow_qlora", m->allow_qlora,
+      "With --fit: also try an NF4 base with LoRA adapters (this changes what is trained)");
+  cmd->add_flag("--max_seq_len", m->max_seq_len,
+                "Find the longest --seq_len that fits (bisection)");
+  cmd->add_option("--seq_limit", m->seq_limit,
+                  "With --max_seq_len: search up to this length (default: the model's context)");
+  cmd->add_flag("--max_batch_size", m->max_batch_size,
+                "Find the largest --per_device_train_batch_size that fits (bisection)");
+  cmd->add_option("--batch_limit", m->batch_limit, "With --max_batch_size: search up to this batch")
+      ->capture_default_str();
+  cmd->add_flag("--verbose", m->verbose, "Also print the planned run's own summary lines");
+  cmd->footer(
+      "--device cuda (the default) plans for a card, --device cpu for this machine's CPU. "
+      "Every `fitgrad train` flag applies; --max_steps defaults to 2 and --eval_strategy to "
+      "no. --output_dir, when given, receives the plan's memory record (memory.json, "
+      "memory_trace.json, peak_report.txt, memory_summary.txt). Exit codes: 0 it fits, 3 it "
+      "does not, 1 bad input.");
+  cmd->callback([m] {
+    const int code = run_guarded("memplan", std::cout, std::cerr, [&] {
+      if (!m->train.memory_budget.empty())
+        throw Error("[memplan] --memory_budget is train's; give memplan --device_memory");
+      if (int(m->fit) + int(m->max_seq_len) + int(m->max_batch_size) > 1)
+        throw Error(
+            "[memplan] --fit, --max_seq_len and --max_batch_size conflict: ask one question at "
+            "a time");
+      if (m->allow_qlora && !m->fit) throw Error("[memplan] --allow_qlora needs --fit");
+      if (m->seq_limit < 0) throw Error("[memplan] --seq_limit must be positive");
+      if (m->batch_limit < 1) throw Error("[memplan] --batch_limit must be positive");
+      const PlanTarget target = plan_target(m->train.device, m->device_memory, m->context_reserve);
+      std::cout << fmt::format("target: {}\n", target.name);
+      if (m->fit) return run_fit(*m, target, std::cout, std::cerr);
+      if (m->max_seq_len) return run_largest(*m, Knob::seq_len, target, std::cout, std::cerr);
+      if (m->max_batch_size) return run_largest(*m, Knob::batch_size, target, std::cout, std::cerr);
+      return run_single(*m, target, std::cout);
+    });
+    if (code != 0) throw CLI::RuntimeError(code);
+  });
+}
+
+}  // namespace fitgrad::apps

@@ -1,0 +1,24 @@
+// `fitgrad memplan`: the exact memory plan of a training setup for a target card, before
+// anything is allocated (apps/memplan/: targets.h, plan.h, cost_model.h, search.h).
+//
+//   fitgrad memplan --model llama2-7b --quantize nf4 --lora_r 16 --bf16
+//       --gradient_checkpointing --seq_len 2048 --per_device_train_batch_size 1
+//       --device_memory rtx4090
+//
+// It takes `fitgrad train`'s flags, runs --max_steps (2 by default) complete steps on meta
+// with the target's profile and capacity, and prints the peak allocated and reserved, what
+// held the peak by category and by module, the step and phase of the peak, the
+// fragmentation, and a verdict: it fits, or the out-of-memory report the real run would
+// print. --fit searches for the fastest setting that fits (Note [The fit search]);
+// --max_seq_len bisects for the longest --seq_len that fits, --max_batch_size for the
+// largest micro-batch. Evaluation is planned only with --eval_strategy steps (memplan's
+// default is no, as Hugging Face's Trainer's).
+// Exit codes: 0 it fits (or a search found a setting), 3 it does not, 1 bad input.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace fitgrad::apps {
+
+void add_memplan_command(CLI::App& app);
+
+}  // namespace fitgrad::apps

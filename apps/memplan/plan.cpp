@@ -1,0 +1,132 @@
+// plan_training: `fitgrad train` on meta for a target (plan.h).
+#include "apps/memplan/plan.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cctype>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <sstream>
+
+#include "apps/train/trainer.h"
+#include "tensor/backend/profile.h"
+#include "tensor/memory/bytes.h"
+#include "tensor/memory/caching_allocator.h"
+#include "tensor/memory/export.h"
+#include "tensor/memory/scope.h"
+
+namespace fitgrad::apps {
+namespace fs = std::filesystem;
+
+namespace {
+
+// A private output directory for a plan that keeps no record (the run needs one for its
+// lock), removed when the plan ends.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    static std::atomic<int> counter{0};
+    path_ = fs::temp_directory_path() /
+            fmt::format("fitgrad-memplan-{}-{}", ::getpid(), counter.fetch_add(1));
+    fs::remove_all(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+}  // namespace
+
+std::string module_of(const std::string& label) {
+  const std::string path = label.substr(0, label.find('/'));
+  std::vector<std::string> parts;
+  std::stringstream in(path);
+  for (std::string part; std::getline(in, part, '.');) parts.push_back(part);
+  if (parts.empty()) return label;
+  // Up to the first numeric component (a block's index) and one more: "layers.3.attn".
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (!parts[i].empty() && std::isdigit(static_cast<unsigned char>(parts[i][0]))) {
+      std::string out = parts[0];
+      for (size_t j = 1; j <= std::min(i + 1, parts.size() - 1); ++j) out += "." + parts[j];
+      return out;
+    }
+  }
+  // Otherwise the owner of the tensor: "model.embed_tokens.weight" -> "model.embed_tokens".
+  if (parts.size() == 1) return parts[0];
+  std::string out = parts[0];
+  for (size_t j = 1; j + 1 < parts.size(); ++j) out += "." + parts[j];
+  return out;
+}
+
+Plan plan_training(TrainArgs a, const PlanTarget& target, const std::string& record_dir) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::optional<ScratchDir> scratch;
+  if (record_dir.empty()) scratch.emplace();
+  a.device = "meta";
+  a.data.clear();
+  a.output_dir = record_dir.empty() ? scratch->path().string() : record_dir;
+  a.save_strategy = "no";
+  a.progress = "plain";
+  a.memory_budget = std::to_string(target.capacity);
+  a.write_memory_record = !record_dir.empty();
+
+  CachingAllocator& alloc = allocator_for(Device::meta());
+  const backend::MetaTargetScope profile(target.profile);
+  const int64_t allocated_before = alloc.stats().allocated_bytes[kAllPools].allocated;
+  std::ostringstream out, err;
+  const int code = run_train(a, out, err);
+
+  Plan p;
+  p.run_output = out.str();
+  const MemoryStats st = alloc.stats();
+  // Every plan starts from an empty allocator (Note [A failed step leaves nothing behind]).
+  if (st.allocated_bytes[kAllPools].current != 0) {
+    std::string live;
+    for (const SegmentInfo& seg : alloc.snapshot().segments)
+      for (const BlockInfo& b : seg.blocks)
+        if (b.allocated && live.size() < 400)
+          live += fmt::format(" {} ({}, {})", label_text(b.label), category_name(b.category),
+                              format_bytes(int64_t(b.size)));
+    throw Error(fmt::format("[memplan] the planned run left {} allocated on meta:{}",
+                            format_bytes(st.allocated_bytes[kAllPools].current), live));
+  }
+  p.fits = code == 0;
+  if (code != 0) {
+    FG_CHECK(code == kExitOutOfMemory, "[memplan] the planned run ended with code {}: {}", code,
+             err.str());
+    p.oom_report = err.str();
+    // A scratch directory is gone when the plan returns: do not point the user at it.
+    if (record_dir.empty()) {
+      const std::string line = "the memory record of the run is in ";
+      if (const size_t at = p.oom_report.find(line); at != std::string::npos)
+        p.oom_report.erase(at, p.oom_report.find('\n', at) - at + 1);
+    }
+  }
+  p.peak_allocated = st.allocated_bytes[kAllPools].peak;
+  p.peak_reserved = st.reserved_bytes[kAllPools].peak;
+  p.total_allocated = st.allocated_bytes[kAllPools].allocated - allocated_before;
+  const PeakState peak = alloc.peak();
+  p.reserved_at_peak = peak.reserved;
+  p.peak_mark =
+      peak.last_mark == 0 ? std::string("(before the first mark)") : label_text(peak.last_mark);
+  p.peak_by_category = peak.by_category;
+  std::map<std::string, int64_t> modules;
+  for (const auto& [label, bytes] : peak.by_label) modules[module_of(label_text(label))] += bytes;
+  p.peak_by_module.assign(modules.begin(), modules.end());
+  std::stable_sort(p.peak_by_module.begin(), p.peak_by_module.end(),
+                   [](const auto& x, const auto& y) { return x.second > y.second; });
+  p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return p;
+}
+
+}  // namespace fitgrad::apps

@@ -1,0 +1,46 @@
+// One exact plan (apps/memplan/): `fitgrad train`'s run on meta for a target, and what it
+// found. The run is the real one (apps/train/trainer.h) on meta tensors (Note [Dry run on
+// meta] in apps/train/train_run.h), with the target's workspace profile
+// (backend::MetaTargetScope) and its capacity as the allocator's limit, so the plan's
+// events, peak and out-of-memory are those of a real run on that target.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "apps/memplan/targets.h"
+#include "apps/train/train_args.h"
+#include "tensor/memory/category.h"
+
+namespace fitgrad::apps {
+
+struct Plan {
+  bool fits = false;
+  int64_t peak_allocated = 0;  // above the run's start (nothing is held before it)
+  int64_t peak_reserved = 0;
+  int64_t reserved_at_peak = 0;  // reserved when allocated peaked
+  std::string peak_mark;         // the step and phase in force at the peak
+  std::array<int64_t, kNumCategories> peak_by_category{};
+  std::vector<std::pair<std::string, int64_t>> peak_by_module;  // largest first
+  int64_t total_allocated = 0;  // bytes allocated over the whole run
+  std::string oom_report;       // what the real run would print (empty when it fits)
+  std::string run_output;       // the run's summary lines
+  double seconds = 0;           // the plan's own wall time
+};
+
+// Plans `args` (whose device, save and progress settings are replaced) on `target`.
+// Throws fitgrad::Error for bad flags, as `fitgrad train` does; running out of memory is a
+// plan that does not fit. `record_dir` non-empty: the memory record (memory.json,
+// memory_trace.json, peak_report.txt, ...) is written there.
+Plan plan_training(TrainArgs args, const PlanTarget& target, const std::string& record_dir);
+
+// The module a ledger label belongs to: within a block, the block's part
+// ("model.layers.3.self_attn.q_proj.weight" and "model.layers.3.self_attn/flash" ->
+// "model.layers.3.self_attn"); elsewhere the tensor's owner ("lm_head.weight" -> "lm_head",
+// "data.train" -> "data").
+std::string module_of(const std::string& label);
+
+}  // namespace fitgrad::apps

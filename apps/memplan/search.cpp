@@ -1,0 +1,204 @@
+// The fit search (Note [The fit search]) and the longest-sequence bisection (search.h).
+#include "apps/memplan/search.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "tensor/memory/bytes.h"
+
+namespace fitgrad::apps {
+namespace {
+
+enum class Ckpt { none, sqrt_segments, per_block };
+enum class Precision { pure_bf16, fp32, autocast };  // autocast: bf16, or fp16 without bf16
+
+// A candidate's place along each dimension, for the memory order of Note [The fit search].
+struct Dims {
+  int64_t micro = 1;
+  Ckpt ckpt = Ckpt::none;
+  int optimizer = 0;  // 0 adafactor < 1 adamw_8bit < 2 adamw_torch
+  Precision precision = Precision::fp32;
+  bool four_bit = false;
+  bool in_backward = false;
+};
+
+// Whether `c` needs at least the memory of `d` in every dimension.
+bool needs_more(const Dims& c, const Dims& d) {
+  const bool ckpt = c.ckpt == d.ckpt || c.ckpt == Ckpt::none;
+  const bool precision = c.precision == d.precision || d.precision == Precision::pure_bf16;
+  return c.micro >= d.micro && ckpt && c.optimizer >= d.optimizer && precision &&
+         (!c.four_bit || d.four_bit) && (!c.in_backward || d.in_backward);
+}
+
+constexpr const char* kOptimizers[] = {"adafactor", "adamw_8bit", "adamw_torch"};
+
+std::string setting_of(const TrainArgs& a) {
+  std::string s =
+      fmt::format("batch {} x {}", a.per_device_train_batch_size, a.gradient_accumulation_steps);
+  if (a.gradient_checkpointing)
+    s += a.checkpoint_segments > 0 ? fmt::format(", {} segments", a.checkpoint_segments)
+                                   : ", checkpointing";
+  s += ", " + a.optim;
+  s += a.pure_bf16 ? ", pure bf16" : a.bf16 ? ", bf16" : a.fp16 ? ", fp16" : ", fp32";
+  if (!a.quantize.empty()) s += fmt::format(", {} + LoRA r {}", a.quantize, a.lora_r);
+  if (a.optim_in_backward) s += ", in-backward";
+  return s;
+}
+
+}  // namespace
+
+std::string setting_flags(const TrainArgs& a) {
+  std::string s = fmt::format("--seq_len {} --per_device_train_batch_size {}", a.seq_len,
+                              a.per_device_train_batch_size);
+  if (a.gradient_accumulation_steps > 1)
+    s += fmt::format(" --gradient_accumulation_steps {}", a.gradient_accumulation_steps);
+  if (a.gradient_checkpointing) s += " --gradient_checkpointing";
+  if (a.checkpoint_segments > 0)
+    s += fmt::format(" --checkpoint_segments {}", a.checkpoint_segments);
+  s += " --optim " + a.optim;
+  if (a.bf16) s += " --bf16";
+  if (a.fp16) s += " --fp16";
+  if (a.pure_bf16) s += " --pure_bf16";
+  if (a.stochastic_rounding) s += " --stochastic_rounding";
+  if (!a.quantize.empty()) {
+    s += fmt::format(" --quantize {} --lora_r {}", a.quantize, a.lora_r);
+    if (a.lora_target != "all-linear") s += " --lora_target " + a.lora_target;
+    if (a.bnb_4bit_use_double_quant) s += " --bnb_4bit_use_double_quant";
+  } else if (a.lora_r > 0) {
+    s += fmt::format(" --lora_r {}", a.lora_r);
+  }
+  if (a.optim_in_backward) s += " --optim_in_backward";
+  if (a.max_grad_norm == 0) s += " --max_grad_norm 0";
+  return s;
+}
+
+std::vector<Candidate> fit_candidates(const TrainArgs& base, const nn::ModelConfig& cfg,
+                                      const PlanTarget& target, bool allow_qlora) {
+  const int64_t effective = base.per_device_train_batch_size * base.gradient_accumulation_steps;
+  const bool has_bf16 = target.rates.bf16_tflops > 0;
+  const bool fixed_four_bit = !base.quantize.empty();
+  const int64_t L = cfg.num_layers;
+  const int64_t sqrt_segments = std::max<int64_t>(1, std::llround(std::sqrt(double(L))));
+  std::vector<Candidate> out;
+  for (int64_t micro = 1; micro <= effective; ++micro) {
+    if (effective % micro != 0) continue;
+    for (Ckpt ckpt : {Ckpt::none, Ckpt::sqrt_segments, Ckpt::per_block}) {
+      if (ckpt == Ckpt::sqrt_segments && sqrt_segments >= L) continue;
+      for (int optimizer = 0; optimizer < 3; ++optimizer)
+        for (Precision precision : {Precision::pure_bf16, Precision::fp32, Precision::autocast}) {
+          if (precision == Precision::pure_bf16 && !has_bf16) continue;
+          for (bool four_bit : {false, true}) {
+            if (four_bit && !allow_qlora && !fixed_four_bit) continue;
+            if (!four_bit && fixed_four_bit) continue;
+            for (bool in_backward : {false, true}) {
+              TrainArgs a = base;
+              a.per_device_train_batch_size = micro;
+              a.gradient_accumulation_steps = effective / micro;
+              a.gradient_checkpointing = ckpt != Ckpt::none;
+              a.checkpoint_segments = ckpt == Ckpt::sqrt_segments ? sqrt_segments : 0;
+              a.optim = kOptimizers[optimizer];
+              a.bf16 = precision == Precision::autocast && has_bf16;
+              a.fp16 = precision == Precision::autocast && !has_bf16;
+              a.pure_bf16 = precision == Precision::pure_bf16;
+              a.stochastic_rounding = a.pure_bf16;
+              a.tf32 = base.tf32 && precision == Precision::fp32;
+              if (four_bit && !fixed_four_bit) {
+                a.quantize = "nf4";
+                if (a.lora_r == 0) a.lora_r = 16;
+              }
+              a.optim_in_backward = in_backward;
+              // Optimizer-in-backward can neither clip by the global norm nor skip a step.
+              if (in_backward && (base.max_grad_norm != 0 || a.fp16)) continue;
+              out.push_back({a, setting_of(a), step_cost(cfg, a, target.rates), std::nullopt, -1});
+            }
+          }
+        }
+    }
+  }
+  return out;
+}
+
+FitResult fit_search(const TrainArgs& base, const nn::ModelConfig& cfg, const PlanTarget& target,
+                     bool allow_qlora, std::ostream& progress) {
+  std::vector<Candidate> all = fit_candidates(base, cfg, target, allow_qlora);
+  std::vector<size_t> order(all.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return all[x].cost.seconds < all[y].cost.seconds; });
+  auto dims_of = [](const TrainArgs& a) {
+    Dims d;
+    d.micro = a.per_device_train_batch_size;
+    d.ckpt = !a.gradient_checkpointing   ? Ckpt::none
+             : a.checkpoint_segments > 0 ? Ckpt::sqrt_segments
+                                         : Ckpt::per_block;
+    d.optimizer = a.optim == "adafactor" ? 0 : a.optim == "adamw_8bit" ? 1 : 2;
+    d.precision = a.pure_bf16        ? Precision::pure_bf16
+                  : a.bf16 || a.fp16 ? Precision::autocast
+                                     : Precision::fp32;
+    d.four_bit = !a.quantize.empty();
+    d.in_backward = a.optim_in_backward;
+    return d;
+  };
+  FitResult r;
+  std::vector<size_t> out_of_memory;  // indices into r.tried
+  for (size_t n = 0; n < order.size(); ++n) {
+    Candidate c = all[order[n]];
+    const Dims d = dims_of(c.args);
+    for (size_t k : out_of_memory)
+      if (needs_more(d, dims_of(r.tried[k].args))) {
+        c.implied_by = int(k);
+        break;
+      }
+    if (c.implied_by < 0) {
+      progress << fmt::format("planning {}\n", c.setting) << std::flush;
+      c.plan = plan_training(c.args, target, "");
+    }
+    r.tried.push_back(std::move(c));
+    const Candidate& last = r.tried.back();
+    if (last.plan && last.plan->fits) {
+      r.winner = int(r.tried.size() - 1);
+      r.untried = order.size() - n - 1;
+      return r;
+    }
+    if (last.plan) out_of_memory.push_back(r.tried.size() - 1);
+  }
+  return r;
+}
+
+const char* knob_flag(Knob knob) {
+  return knob == Knob::seq_len ? "--seq_len" : "--per_device_train_batch_size";
+}
+
+LargestResult largest_fitting(const TrainArgs& base, const PlanTarget& target, Knob knob,
+                              int64_t limit, std::ostream& progress) {
+  LargestResult r;
+  auto value_of = [knob](TrainArgs& a) -> int64_t& {
+    return knob == Knob::seq_len ? a.seq_len : a.per_device_train_batch_size;
+  };
+  auto probe = [&](int64_t value) {
+    TrainArgs a = base;
+    value_of(a) = value;
+    progress << fmt::format("planning {} {}\n", knob_flag(knob), value) << std::flush;
+    Plan p = plan_training(a, target, "");
+    r.probes.emplace_back(value, p.fits);
+    if (p.fits && value > r.largest) {
+      r.largest = value;
+      r.plan = std::move(p);
+    }
+    return r.probes.back().second;
+  };
+  if (probe(limit)) return r;
+  int64_t lo = 0, hi = limit;  // lo fits (0: none known), hi does not
+  TrainArgs own = base;
+  int64_t guess = value_of(own);
+  while (hi - lo > 1) {
+    const int64_t mid = guess > lo && guess < hi ? guess : lo + (hi - lo) / 2;
+    guess = 0;
+    (probe(mid) ? lo : hi) = mid;
+  }
+  return r;
+}
+
+}  // namespace fitgrad::apps

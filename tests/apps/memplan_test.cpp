@@ -1,0 +1,227 @@
+// `fitgrad memplan` (apps/memplan/): the targets, the cost model against the published
+// arithmetic of a transformer step, the fit search's pruning checked by planning what it
+// skipped, the bisection for the longest sequence checked at its edge, and the CLI's
+// errors. The plans' exactness against real runs is tests/apps/dry_run_test.cpp's.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "apps/memplan/cost_model.h"
+#include "apps/memplan/search.h"
+#include "apps/memplan/targets.h"
+#include "nn/config.h"
+#include "tests/tensor/ops/op_harness.h"
+
+namespace fitgrad::apps {
+namespace {
+
+// A 4-block Llama of 12M parameters, large enough that its settings differ by whole
+// segments of the allocator, as a config.json under the test's temporary directory.
+std::string small_llama() {
+  nn::ModelConfig c = nn::preset("llama-tiny");
+  c.hidden_size = 512;
+  c.intermediate_size = 1376;
+  c.num_layers = 4;
+  c.num_heads = 8;
+  c.num_kv_heads = 4;
+  c.max_position_embeddings = 256;
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("fitgrad_memplan_" + std::to_string(::getpid()) + ".json"))
+                               .string();
+  std::ofstream(path) << nn::config_to_json(c).dump();
+  return path;
+}
+
+TrainArgs tiny_args() {
+  TrainArgs a;
+  a.model = "llama-tiny";
+  a.seq_len = 64;
+  a.per_device_train_batch_size = 4;
+  a.max_steps = 2;
+  a.eval_strategy = "no";
+  return a;
+}
+
+TEST(MemplanTarget, CardsAndSizes) {
+  const PlanTarget card = plan_target("cuda", "rtx4090", "");
+  EXPECT_EQ(card.capacity, int64_t(24564 - 512) << 20);
+  EXPECT_EQ(card.profile, backend::cuda_profile(128, int64_t(4) << 20));
+  const PlanTarget hopper = plan_target("cuda", "", "1GiB");  // h100 by default
+  EXPECT_EQ(hopper.capacity, int64_t(81559 - 1024) << 20);
+  EXPECT_EQ(hopper.profile.gemm_workspace_bytes, int64_t(32) << 20);
+  const PlanTarget bare = plan_target("cuda", "24GiB", "");
+  EXPECT_EQ(bare.capacity, (int64_t(24) << 30) - (int64_t(512) << 20));
+  const PlanTarget cpu = plan_target("cpu", "3GiB", "");
+  EXPECT_EQ(cpu.capacity, int64_t(3) << 30);
+  EXPECT_EQ(cpu.profile, backend::host_cpu_profile());
+  testing::expect_error([] { plan_target("cuda", "rtx9090", ""); }, "[memplan]",
+                        "neither a size (24GiB) nor a card (v100-16g, rtx3090");
+  testing::expect_error([] { plan_target("tpu", "", ""); }, "[memplan]", "cuda or cpu");
+  testing::expect_error([] { plan_target("cuda", "256MiB", ""); }, "[memplan]", "leaves nothing");
+}
+
+// Note [The step's cost model] against the published counts: Llama-2-7B has 6,738,415,616
+// parameters, of which the embedding (32000 x 4096) and the 65 norm vectors do no matmul,
+// so a dense step of tau tokens does 6 N tau with N = 6,607,077,376, plus attention.
+TEST(MemplanCost, FlopsAreSixTimesTheMatmulWeightsPerTokenPlusAttention) {
+  const nn::ModelConfig cfg = nn::preset("llama2-7b");
+  const double N = 6'738'415'616.0 - 32000.0 * 4096 - 65 * 4096;
+  TrainArgs a = tiny_args();
+  a.model = "llama2-7b";
+  a.seq_len = 2048;
+  a.per_device_train_batch_size = 2;
+  const Rates rates = plan_target("cuda", "h100", "").rates;
+  const double tau = 2.0 * 2048, attn = 2.0 * 32 * 2 * 2048.0 * 2048 * 4096;
+  const StepCost dense = step_cost(cfg, a, rates);
+  EXPECT_DOUBLE_EQ(dense.flops, 6 * N * tau + 3.5 * attn);
+  // Checkpointing recomputes the blocks' forward: everything but the head's.
+  a.gradient_checkpointing = true;
+  const double blocks = N - 32000.0 * 4096;
+  EXPECT_DOUBLE_EQ(step_cost(cfg, a, rates).flops,
+                   6 * N * tau + 3.5 * attn + 2 * blocks * tau + attn);
+  // A frozen 4-bit base computes no weight gradients.
+  a.gradient_checkpointing = false;
+  a.quantize = "nf4";
+  a.lora_r = 16;
+  EXPECT_DOUBLE_EQ(step_cost(cfg, a, rates).flops, 4 * N * tau + 3.5 * attn);
+  // Accumulation repeats the micro-batch; bf16 runs at the card's bf16 rate.
+  a = tiny_args();
+  a.model = "llama2-7b";
+  a.seq_len = 2048;
+  const StepCost one = step_cost(cfg, a, rates);
+  a.gradient_accumulation_steps = 3;
+  const StepCost three = step_cost(cfg, a, rates);
+  EXPECT_DOUBLE_EQ(three.flops, 3 * one.flops);
+  EXPECT_GT(three.bytes - one.bytes, 2 * (2 * N * 4));  // and fp32 gradients accumulate
+  a.gradient_accumulation_steps = 1;
+  a.bf16 = true;
+  EXPECT_LT(step_cost(cfg, a, rates).seconds, one.seconds / 5);
+  const Rates v100 = plan_target("cuda", "v100-16g", "").rates;
+  testing::expect_error([&] { step_cost(cfg, a, v100); }, "[memplan]", "no bf16 arithmetic");
+}
+
+// The search's answer fits, everything predicted faster was planned out of memory or
+// needs more memory than one that was, and each of those implied verdicts is right: the
+// test plans every candidate the search skipped.
+TEST(MemplanFit, TheFastestFittingSettingAndEverySkippedCandidateRunsOut) {
+  TrainArgs base = tiny_args();
+  base.model = small_llama();
+  base.seq_len = 256;
+  base.max_grad_norm = 0;  // let optimizer-in-backward in
+  const nn::ModelConfig cfg = nn::load_config_json(base.model);
+  const PlanTarget unlimited = plan_target("cpu", "", "");
+  std::vector<Candidate> all = fit_candidates(base, cfg, unlimited, true);
+  const Candidate fastest = *std::min_element(
+      all.begin(), all.end(),
+      [](const auto& x, const auto& y) { return x.cost.seconds < y.cost.seconds; });
+  const Plan first = plan_training(fastest.args, unlimited, "");
+  ASSERT_TRUE(first.fits);
+  PlanTarget tight = unlimited;
+  tight.capacity = first.peak_allocated - 1;  // the fastest candidate cannot fit
+  std::ostringstream progress;
+  const FitResult r = fit_search(base, cfg, tight, true, progress);
+  ASSERT_GE(r.winner, 1) << "the tight budget should rule out the fastest candidates";
+  const Candidate& w = r.tried[size_t(r.winner)];
+  ASSERT_TRUE(w.plan && w.plan->fits);
+  EXPECT_LE(w.plan->peak_reserved, tight.capacity);
+  EXPECT_EQ(w.args.per_device_train_batch_size * w.args.gradient_accumulation_steps, 4);
+  int implied = 0;
+  for (int i = 0; i < r.winner; ++i) {
+    const Candidate& c = r.tried[size_t(i)];
+    EXPECT_LE(c.cost.seconds, w.cost.seconds) << c.setting;
+    if (c.plan) {
+      EXPECT_FALSE(c.plan->fits) << c.setting;
+    } else {
+      ++implied;
+      EXPECT_FALSE(plan_training(c.args, tight, "").fits)
+          << c.setting << " was implied by #" << c.implied_by + 1;
+    }
+  }
+  EXPECT_GT(implied, 0);
+  EXPECT_EQ(r.tried.size() + r.untried, all.size());
+  // The winner's command line selects the winner's setting.
+  EXPECT_THAT(setting_flags(w.args),
+              ::testing::HasSubstr(fmt::format("--per_device_train_batch_size {}",
+                                               w.args.per_device_train_batch_size)));
+  EXPECT_THAT(setting_flags(w.args), ::testing::HasSubstr("--optim " + w.args.optim));
+}
+
+TEST(MemplanFit, OptimizerInBackwardOnlyWithoutClipping) {
+  const TrainArgs clipped = tiny_args();  // max_grad_norm 1.0
+  for (const Candidate& c :
+       fit_candidates(clipped, nn::preset("llama-tiny"), plan_target("cpu", "", ""), false)) {
+    EXPECT_FALSE(c.args.optim_in_backward) << c.setting;
+    EXPECT_TRUE(c.args.quantize.empty()) << c.setting;  // no --allow_qlora
+  }
+}
+
+// The bisection's answer fits and one token more does not.
+TEST(MemplanSeq, TheLongestSequenceFitsAndOneMoreDoesNot) {
+  TrainArgs base = tiny_args();
+  base.model = small_llama();  // 256 positions
+  const PlanTarget unlimited = plan_target("cpu", "", "");
+  base.seq_len = 256;
+  const Plan whole = plan_training(base, unlimited, "");
+  PlanTarget tight = unlimited;
+  tight.capacity = whole.peak_allocated - 1;  // below the allocated peak: cannot fit
+  std::ostringstream progress;
+  base.seq_len = 64;  // the first guess
+  const LargestResult r = largest_fitting(base, tight, Knob::seq_len, 256, progress);
+  ASSERT_GT(r.largest, 1);
+  ASSERT_LT(r.largest, 256);
+  ASSERT_TRUE(r.plan && r.plan->fits);
+  base.seq_len = r.largest + 1;
+  EXPECT_FALSE(plan_training(base, tight, "").fits);
+  base.seq_len = r.largest;
+  EXPECT_TRUE(plan_training(base, tight, "").fits);
+  EXPECT_LT(r.probes.size(), 12u);  // log2(256) + the limit's probe and the first guess
+}
+
+TEST(MemplanBatch, TheLargestBatchFitsAndOneMoreDoesNot) {
+  TrainArgs base = tiny_args();
+  base.model = small_llama();
+  base.seq_len = 128;
+  base.per_device_train_batch_size = 32;
+  const PlanTarget unlimited = plan_target("cpu", "", "");
+  const Plan big = plan_training(base, unlimited, "");
+  PlanTarget tight = unlimited;
+  tight.capacity = big.peak_allocated - 1;
+  std::ostringstream progress;
+  base.per_device_train_batch_size = 1;
+  const LargestResult r = largest_fitting(base, tight, Knob::batch_size, 32, progress);
+  ASSERT_GE(r.largest, 1);
+  ASSERT_LT(r.largest, 32);
+  base.per_device_train_batch_size = r.largest + 1;
+  EXPECT_FALSE(plan_training(base, tight, "").fits);
+  base.per_device_train_batch_size = r.largest;
+  EXPECT_TRUE(plan_training(base, tight, "").fits);
+}
+
+// memplan plans evaluation only when asked (--eval_strategy steps), as train then runs it.
+TEST(MemplanPlan, EvaluationIsPlannedOnlyWhenAsked) {
+  TrainArgs a = tiny_args();
+  const PlanTarget cpu = plan_target("cpu", "", "");
+  const Plan without = plan_training(a, cpu, "");
+  a.eval_strategy = "steps";
+  a.eval_steps = 1;
+  a.eval_max_batches = 2;
+  const Plan with = plan_training(a, cpu, "");
+  EXPECT_GT(with.total_allocated, without.total_allocated);
+}
+
+TEST(MemplanPlan, ModulesOfLabels) {
+  EXPECT_EQ(module_of("model.layers.3.self_attn.q_proj.weight"), "model.layers.3.self_attn");
+  EXPECT_EQ(module_of("model.layers.3.mlp/silu"), "model.layers.3.mlp");
+  EXPECT_EQ(module_of("lm_head.weight"), "lm_head");
+  EXPECT_EQ(module_of("data.train"), "data");
+  EXPECT_EQ(module_of("h.11"), "h.11");
+}
+
+}  // namespace
+}  // namespace fitgrad::apps
