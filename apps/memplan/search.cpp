@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "tensor/memory/bytes.h"
 
@@ -33,6 +34,19 @@ bool needs_more(const Dims& c, const Dims& d) {
 }
 
 constexpr const char* kOptimizers[] = {"adafactor", "adamw_8bit", "adamw_torch"};
+
+// Predicted times closer than this are ranked as equal (Note [The fit search]).
+constexpr double kTimeTolerance = 0.01;
+
+// How many of the searched dimensions `a` sets differently from the user's `base`.
+int changes(const TrainArgs& base, const TrainArgs& a) {
+  return int(a.per_device_train_batch_size != base.per_device_train_batch_size) +
+         int(a.gradient_checkpointing != base.gradient_checkpointing ||
+             a.checkpoint_segments != base.checkpoint_segments) +
+         int(a.optim != base.optim) +
+         int(a.bf16 != base.bf16 || a.fp16 != base.fp16 || a.pure_bf16 != base.pure_bf16) +
+         int(a.quantize != base.quantize) + int(a.optim_in_backward != base.optim_in_backward);
+}
 
 std::string setting_of(const TrainArgs& a) {
   std::string s =
@@ -125,8 +139,13 @@ FitResult fit_search(const TrainArgs& base, const nn::ModelConfig& cfg, const Pl
   std::vector<Candidate> all = fit_candidates(base, cfg, target, allow_qlora);
   std::vector<size_t> order(all.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  // Ties within kTimeTolerance go to the setting closest to the user's flags.
+  auto rank = [&](size_t i) {
+    const double bucket = std::floor(std::log(all[i].cost.seconds) / std::log1p(kTimeTolerance));
+    return std::tuple(bucket, changes(base, all[i].args), all[i].cost.seconds);
+  };
   std::stable_sort(order.begin(), order.end(),
-                   [&](size_t x, size_t y) { return all[x].cost.seconds < all[y].cost.seconds; });
+                   [&](size_t x, size_t y) { return rank(x) < rank(y); });
   auto dims_of = [](const TrainArgs& a) {
     Dims d;
     d.micro = a.per_device_train_batch_size;

@@ -11,7 +11,10 @@
 // when asked); and optimizer-in-backward, only when --max_grad_norm is 0 (it cannot clip
 // by the global norm). Each candidate's step time comes from the cost model (Note [The
 // step's cost model]), which needs no plan; the candidates are then planned exactly in
-// order of that time, fastest first, and the first that fits is the answer. A candidate
+// order of that time, fastest first, and the first that fits is the answer. Times within
+// 1% of each other count as equal, and among them the setting that changes fewer of the
+// user's flags comes first (the cost model cannot tell AdamW from Adafactor to 1%, and
+// the user chose one). A candidate
 // that needs at least the memory of one that ran out of memory in every dimension (a
 // larger micro-batch, no more checkpointing, a larger optimizer state, a larger precision,
 // no 4-bit base, no optimizer-in-backward) is not planned: it would run out too. Memory is

@@ -134,7 +134,7 @@ TEST(MemplanFit, TheFastestFittingSettingAndEverySkippedCandidateRunsOut) {
   int implied = 0;
   for (int i = 0; i < r.winner; ++i) {
     const Candidate& c = r.tried[size_t(i)];
-    EXPECT_LE(c.cost.seconds, w.cost.seconds) << c.setting;
+    EXPECT_LT(c.cost.seconds, w.cost.seconds * 1.01) << c.setting;  // ties within 1%
     if (c.plan) {
       EXPECT_FALSE(c.plan->fits) << c.setting;
     } else {
