@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "cuda/runtime.h"
+#include "cuda/streams.h"
 #include "tensor/device_registry.h"
 #include "tensor/memory/bytes.h"
 
@@ -56,7 +57,45 @@ class DeviceSource final : public RawSource {
     }
   }
 
+  // Note [Blocks other streams use]: a timing-free event on the stream, as its handle.
+  uint64_t record_event(int stream) override {
+    DeviceGuard guard(index_);
+    cudaEvent_t event = nullptr;
+    check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    const cudaError_t err = cudaEventRecord(event, stream_of(index_, stream));
+    if (err != cudaSuccess) {
+      (void)cudaEventDestroy(event);
+      throw_cuda_error(err, fmt::format("cudaEventRecord on stream {} of cuda:{}", stream, index_));
+    }
+    return reinterpret_cast<uint64_t>(event);
+  }
+
+  bool event_done(uint64_t event) override {
+    const cudaError_t err = cudaEventQuery(as_event(event));
+    if (err == cudaErrorNotReady) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    check(err, "cudaEventQuery");
+    return true;
+  }
+
+  void wait_event(uint64_t event) override {
+    check(cudaEventSynchronize(as_event(event)), "cudaEventSynchronize");
+  }
+
+  void release_event(uint64_t event) override {
+    const cudaError_t err = cudaEventDestroy(as_event(event));
+    if (err != cudaSuccess && err != cudaErrorCudartUnloading)
+      throw_cuda_error(err, "cudaEventDestroy");
+  }
+
  private:
+  static cudaEvent_t as_event(uint64_t event) { return reinterpret_cast<cudaEvent_t>(event); }
+  void check(cudaError_t err, const char* call) const {
+    if (err != cudaSuccess) throw_cuda_error(err, fmt::format("{} on cuda:{}", call, index_));
+  }
+
   int index_;
 };
 

@@ -29,6 +29,8 @@ struct Block {
   size_t requested = 0;
   int stream;
   bool allocated = false;
+  bool pending = false;      // freed, waiting for other streams' events
+  uint64_t stream_uses = 0;  // bit s: stream s also uses the live block
   Category category = Category::other;
   uint32_t label = 0;
   Block* prev = nullptr;
@@ -103,6 +105,8 @@ CachingAllocator::CachingAllocator(Device device, std::unique_ptr<RawSource> sou
     : device_(device), source_(std::move(source)), capacity_(std::numeric_limits<size_t>::max()) {}
 
 CachingAllocator::~CachingAllocator() {
+  for (const Pending& p : pending_)
+    for (uint64_t event : p.events) source_->release_event(event);
   // Live allocations at this point are leaks of the caller; their memory goes back anyway.
   for (Block* head : segments_) {
     Segment* seg = head->segment;
@@ -185,7 +189,7 @@ void CachingAllocator::release_segment(Block* head) {
 void CachingAllocator::release_cached_segments() {
   std::vector<Block*> whole_free;
   for (Block* head : segments_)
-    if (!head->allocated && !head->is_split()) whole_free.push_back(head);
+    if (!head->allocated && !head->pending && !head->is_split()) whole_free.push_back(head);
   // In segment order, so every device releases in the same order.
   std::sort(whole_free.begin(), whole_free.end(),
             [](const Block* a, const Block* b) { return a->segment->id < b->segment->id; });
@@ -219,15 +223,23 @@ Allocation CachingAllocator::allocate(size_t bytes, int stream) {
   const size_t size = round_request(bytes);
   const bool small = is_small_request(size);
   FreeSet& pool = small ? small_free_ : large_free_;
+  if (!pending_.empty()) process_pending(false);
   Block* b = find_free_block(pool, stream, size);
   if (!b) {
     const size_t seg_size = segment_size_for(size);
     b = reserve_segment(seg_size, stream, small);
     if (!b) {
-      // Stage one of Note [Out of memory in two stages]: give the cache back, retry.
+      // Stage one of Note [Out of memory in two stages]: give the cache back, retry (after
+      // waiting for the blocks other streams still use: Note [Blocks other streams use]).
       ++stats_.num_alloc_retries;
-      release_cached_segments();
-      b = reserve_segment(seg_size, stream, small);
+      if (!pending_.empty()) {
+        process_pending(true);
+        b = find_free_block(pool, stream, size);
+      }
+      if (!b) {
+        release_cached_segments();
+        b = reserve_segment(seg_size, stream, small);
+      }
     }
     if (!b) throw_oom(bytes, size, seg_size, stream);
   }
@@ -279,8 +291,24 @@ void CachingAllocator::free(const Allocation& a) {
                       stats_.reserved_bytes[kAllPools].current);
   b->allocated = false;
   b->requested = 0;
-  FreeSet& pool = small ? small_free_ : large_free_;
-  if (Block* prev = b->prev; prev && !prev->allocated) {
+  if (b->stream_uses != 0) {
+    Pending p{b, {}};
+    for (int s = 0; s < 64; ++s)
+      if (b->stream_uses & (uint64_t(1) << s))
+        if (const uint64_t event = source_->record_event(s)) p.events.push_back(event);
+    b->stream_uses = 0;
+    if (!p.events.empty()) {
+      b->pending = true;
+      pending_.push_back(std::move(p));
+      return;
+    }
+  }
+  insert_free_block(b);
+}
+
+void CachingAllocator::insert_free_block(Block* b) {
+  FreeSet& pool = b->segment->small ? small_free_ : large_free_;
+  if (Block* prev = b->prev; prev && !prev->allocated && !prev->pending) {
     update_split_stats(prev, -1);
     pool.erase(prev);
     prev->size += b->size;
@@ -289,7 +317,7 @@ void CachingAllocator::free(const Allocation& a) {
     delete_block(b);
     b = prev;
   }
-  if (Block* next = b->next; next && !next->allocated) {
+  if (Block* next = b->next; next && !next->allocated && !next->pending) {
     update_split_stats(next, -1);
     pool.erase(next);
     b->size += next->size;
@@ -301,8 +329,46 @@ void CachingAllocator::free(const Allocation& a) {
   pool.insert(b);
 }
 
+void CachingAllocator::record_stream(const Allocation& a, int stream) {
+  if (!a.handle) return;
+  FG_CHECK(stream >= 0 && stream < 64, "[memory] {}: stream {} is not in [0, 64)", device_.str(),
+           stream);
+  std::lock_guard lock(mutex_);
+  Block* b = a.handle;
+  FG_ASSERT(b->allocated, "record_stream on a free {} block at offset {}", device_.str(),
+            b->offset());
+  if (stream != b->stream) b->stream_uses |= uint64_t(1) << stream;
+}
+
+size_t CachingAllocator::pending_blocks() const {
+  std::lock_guard lock(mutex_);
+  return pending_.size();
+}
+
+void CachingAllocator::process_pending(bool wait) {
+  std::vector<Pending> still;
+  for (Pending& p : pending_) {
+    bool done = true;
+    for (uint64_t event : p.events) {
+      if (wait)
+        source_->wait_event(event);
+      else if (!source_->event_done(event))
+        done = false;
+    }
+    if (!done) {
+      still.push_back(std::move(p));
+      continue;
+    }
+    for (uint64_t event : p.events) source_->release_event(event);
+    p.block->pending = false;
+    insert_free_block(p.block);
+  }
+  pending_ = std::move(still);
+}
+
 void CachingAllocator::empty_cache() {
   std::lock_guard lock(mutex_);
+  process_pending(true);
   release_cached_segments();
 }
 

@@ -13,6 +13,18 @@
 //   - a segment that would pass the capacity limit, or that the source refuses, frees
 //     all cached whole-free segments and retries once, then throws OutOfMemory;
 //   - empty_cache() releases exactly the segments that are wholly free.
+//
+// Note [Blocks other streams use]
+// A block belongs to the stream it was allocated on, and only that stream's requests reuse
+// it. When another stream also reads or writes it (the copy stream of an offload, say),
+// record_stream(block, that stream) says so, as torch's Tensor.record_stream does. Freeing
+// such a block then records an event on each of those streams (RawSource::record_event)
+// and keeps the block out of the free pool, unmerged, until every event is done: the
+// allocated bytes drop at free() as usual, but the bytes cannot be reused until the other
+// streams have finished with them. Each allocation first returns the blocks whose events are
+// done; before the out-of-memory retry, and in empty_cache(), the allocator waits for all
+// outstanding events. Sources without streams (host, meta) return no event, so there a
+// block is reusable at once, as before.
 #pragma once
 
 #include <cstddef>
@@ -104,6 +116,10 @@ class CachingAllocator {
   // Tags the block with the calling thread's memory context (memory/scope.h).
   Allocation allocate(size_t bytes, int stream = 0);
   void free(const Allocation& a);
+  // Note [Blocks other streams use]: `stream` (0..63) uses the live block too.
+  void record_stream(const Allocation& a, int stream);
+  // Blocks freed but still waiting for another stream's event.
+  size_t pending_blocks() const;
   // Note [Retagging a live block]
   // A live block can change what it is for: autograd adopts an op's result as a parameter's
   // first gradient instead of copying it (Note [Adopted gradients] in autograd/tape.cpp), so
@@ -149,6 +165,15 @@ class CachingAllocator {
   [[noreturn]] void throw_oom(size_t requested, size_t rounded, size_t seg_size, int stream);
   std::string oom_report(size_t requested, size_t rounded, size_t seg_size) const;
   void update_split_stats(Block* b, int sign);
+  // Returns a freed block to its pool, merged with its free neighbours.
+  void insert_free_block(Block* b);
+  // Returns the pending blocks whose events are done; with `wait`, waits for all of them.
+  void process_pending(bool wait);
+
+  struct Pending {
+    Block* block;
+    std::vector<uint64_t> events;
+  };
 
   Device device_;
   std::unique_ptr<RawSource> source_;
@@ -158,6 +183,7 @@ class CachingAllocator {
   FreeSet small_free_{ArenaAllocator<Block*>(&arena_)};
   FreeSet large_free_{ArenaAllocator<Block*>(&arena_)};
   std::unordered_set<Block*> segments_;  // head block of each segment
+  std::vector<Pending> pending_;         // freed, waiting for other streams (in free order)
   uint64_t next_segment_id_ = 0;
   MemoryStats stats_;
   Ledger ledger_;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -22,6 +23,16 @@ class RawSource {
   virtual void release(void* ptr, size_t bytes) = 0;
   // False for the virtual source: its addresses have no memory behind them.
   virtual bool has_bytes() const { return true; }
+
+  // Stream-ordered reuse (Note [Blocks other streams use] in caching_allocator.h): an event
+  // recorded now on `stream`, as an opaque nonzero handle, or 0 when the source has no
+  // streams (host and virtual memory: the work that used a block is done when it is freed).
+  virtual uint64_t record_event(int /*stream*/) { return 0; }
+  // Whether the work before the event is done; wait_event blocks until it is. Both are
+  // called only with handles record_event returned, and release_event exactly once each.
+  virtual bool event_done(uint64_t /*event*/) { return true; }
+  virtual void wait_event(uint64_t /*event*/) {}
+  virtual void release_event(uint64_t /*event*/) {}
 };
 
 std::unique_ptr<RawSource> make_host_source();
