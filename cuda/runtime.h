@@ -40,9 +40,14 @@ class DeviceGuard {
 
 }  // namespace fitgrad::cuda
 
-// FG_CUDA_CHECK(cudaFoo(args)): throws fitgrad::Error naming the call on any error.
-#define FG_CUDA_CHECK(call)                                                                  \
-  do {                                                                                       \
-    const cudaError_t fg_cuda_err_ = (call);                                                 \
-    if (fg_cuda_err_ != cudaSuccess) ::fitgrad::cuda::throw_cuda_error(fg_cuda_err_, #call); \
+// FG_CUDA_CHECK(cudaFoo(args)): throws fitgrad::Error naming the call and its place
+// ("cudaFoo(args) at cuda/x.cpp:12") on any error.
+#define FG_CUDA_STRINGIFY_(x) #x
+#define FG_CUDA_LINE_(x) FG_CUDA_STRINGIFY_(x)
+#define FG_CUDA_CHECK(call)                                                                 \
+  do {                                                                                      \
+    const cudaError_t fg_cuda_err_ = (call);                                                \
+    if (fg_cuda_err_ != cudaSuccess)                                                        \
+      ::fitgrad::cuda::throw_cuda_error(fg_cuda_err_,                                       \
+                                        #call " at " __FILE__ ":" FG_CUDA_LINE_(__LINE__)); \
   } while (0)
