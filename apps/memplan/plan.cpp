@@ -4,18 +4,19 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "apps/train/trainer.h"
 #include "tensor/backend/profile.h"
 #include "tensor/memory/bytes.h"
 #include "tensor/memory/caching_allocator.h"
-#include "tensor/memory/export.h"
 #include "tensor/memory/scope.h"
 
 namespace fitgrad::apps {
@@ -48,23 +49,20 @@ class ScratchDir {
 }  // namespace
 
 std::string module_of(const std::string& label) {
-  const std::string path = label.substr(0, label.find('/'));
   std::vector<std::string> parts;
-  std::stringstream in(path);
+  std::stringstream in(label.substr(0, label.find('/')));
   for (std::string part; std::getline(in, part, '.');) parts.push_back(part);
   if (parts.empty()) return label;
-  // Up to the first numeric component (a block's index) and one more: "layers.3.attn".
-  for (size_t i = 0; i < parts.size(); ++i) {
+  // Within a block, up to its index and one more ("model.layers.3.mlp"); elsewhere the
+  // owner of the tensor, without the tensor's own name ("model.embed_tokens").
+  size_t keep = parts.size() - 1;
+  for (size_t i = 0; i < parts.size(); ++i)
     if (!parts[i].empty() && std::isdigit(static_cast<unsigned char>(parts[i][0]))) {
-      std::string out = parts[0];
-      for (size_t j = 1; j <= std::min(i + 1, parts.size() - 1); ++j) out += "." + parts[j];
-      return out;
+      keep = std::min(i + 2, parts.size());
+      break;
     }
-  }
-  // Otherwise the owner of the tensor: "model.embed_tokens.weight" -> "model.embed_tokens".
-  if (parts.size() == 1) return parts[0];
   std::string out = parts[0];
-  for (size_t j = 1; j + 1 < parts.size(); ++j) out += "." + parts[j];
+  for (size_t j = 1; j < keep; ++j) out += "." + parts[j];
   return out;
 }
 
@@ -105,12 +103,6 @@ Plan plan_training(TrainArgs a, const PlanTarget& target, const std::string& rec
     FG_CHECK(code == kExitOutOfMemory, "[memplan] the planned run ended with code {}: {}", code,
              err.str());
     p.oom_report = err.str();
-    // A scratch directory is gone when the plan returns: do not point the user at it.
-    if (record_dir.empty()) {
-      const std::string line = "the memory record of the run is in ";
-      if (const size_t at = p.oom_report.find(line); at != std::string::npos)
-        p.oom_report.erase(at, p.oom_report.find('\n', at) - at + 1);
-    }
   }
   p.peak_allocated = st.allocated_bytes[kAllPools].peak;
   p.peak_reserved = st.reserved_bytes[kAllPools].peak;

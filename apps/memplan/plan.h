@@ -31,7 +31,8 @@ struct Plan {
   double seconds = 0;           // the plan's own wall time
 };
 
-// Plans `args` (whose device, save and progress settings are replaced) on `target`.
+// Plans `args` on `target`: its device becomes meta, its memory budget the target's
+// capacity, and it reads no data, saves nothing and logs plainly.
 // Throws fitgrad::Error for bad flags, as `fitgrad train` does; running out of memory is a
 // plan that does not fit. `record_dir` non-empty: the memory record (memory.json,
 // memory_trace.json, peak_report.txt, ...) is written there.

@@ -7,8 +7,6 @@
 #include <cmath>
 #include <tuple>
 
-#include "tensor/memory/bytes.h"
-
 namespace fitgrad::apps {
 namespace {
 

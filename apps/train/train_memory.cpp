@@ -37,7 +37,8 @@ int report_out_of_memory(TrainRun& r, const OutOfMemory& e, const std::string& w
                   ? std::string("no checkpoint had been saved\n")
                   : fmt::format("the newest checkpoint, {}, is intact\n", kept.back().second));
   }
-  r.err << fmt::format("the memory record of the run is in {}\n", r.dir.string());
+  if (r.a.write_memory_record)
+    r.err << fmt::format("the memory record of the run is in {}\n", r.dir.string());
   return kExitOutOfMemory;
 }
 
