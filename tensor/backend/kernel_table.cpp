@@ -35,6 +35,7 @@ void ensure_builtin() {
   std::call_once(once, [] {
     register_cpu_kernels();
     register_meta_kernels();
+    register_cuda_rules();
   });
 }
 

@@ -18,6 +18,7 @@
 #include <typeinfo>
 
 #include "tensor/backend/op_id.h"
+#include "tensor/backend/profile.h"
 #include "tensor/device.h"
 #include "tensor/shape.h"
 
@@ -56,31 +57,40 @@ void dispatch(OpId op, Device device, const Args& args) {
 }
 
 // What a backend declares besides its kernels, for the planner (tensor/backend/profile.h):
-// the rules its workspaces are sized by and what its GEMM reads. Registered with the table.
+// the rules its workspaces are sized by, each a pure function of the target profile and the
+// shapes, and what its GEMM reads. Registered with the table; a null rule means the
+// backend cannot size that workspace (the profile's function says so).
 struct BackendRules {
-  // f32 elements of one thread's flash-attention workspace for head dim d, with `staged`
-  // for bf16/f16 operands; null: none.
-  int64_t (*flash_workspace_floats)(int64_t d, bool backward, bool staged) = nullptr;
+  // The (rows, f32 elements) workspace of one flash-attention call; rows is the number of
+  // threads the kernel splits its tiles over.
+  Shape (*flash_workspace)(const TargetProfile& profile, const AttentionShape& dims, bool backward,
+                           DType dtype) = nullptr;
   // f32 elements of naive attention's workspace for one kv head's `group` query heads.
-  int64_t (*naive_workspace_floats)(int64_t group, int64_t t, int64_t s, int64_t d, bool backward,
-                                    bool staged) = nullptr;
+  int64_t (*naive_workspace_floats)(const TargetProfile& profile, int64_t group, int64_t t,
+                                    int64_t s, int64_t d, bool backward, DType dtype) = nullptr;
   bool bf16_gemm = false;  // the GEMM reads bf16 operands (no f32 staging)
-  // f32 elements of the workspace an (m, k) @ (k, n) GEMM stages f16 operands (and bf16
-  // ones without bf16_gemm) through; null: none.
-  int64_t (*gemm_staging_floats)(int64_t m, int64_t n, int64_t k) = nullptr;
-  // doubles of the partial sums a sum over these (collapsed) dims needs; null: none.
-  int64_t (*sum_workspace_doubles)(const Shape& kept_shape, const Strides& kept_strides,
+  // f32 elements of the workspace of one (m, k) @ (k, n) GEMM on `dtype` operands.
+  int64_t (*gemm_workspace_floats)(const TargetProfile& profile, DType dtype, int64_t m, int64_t n,
+                                   int64_t k, bool tf32) = nullptr;
+  // doubles of the partial sums a sum over these (collapsed) dims needs.
+  int64_t (*sum_workspace_doubles)(const TargetProfile& profile, const Shape& kept_shape,
+                                   const Strides& kept_strides,
                                    const Shape& reduced_shape) = nullptr;
-  // doubles of the partial sums of a sum of squares over n elements; null: none.
-  int64_t (*sum_squares_workspace_doubles)(int64_t n) = nullptr;
+  // doubles of the partial sums of a sum of squares over n elements.
+  int64_t (*sum_squares_workspace_doubles)(const TargetProfile& profile, int64_t n) = nullptr;
+  // the partial-sum rows of a norm backward over `rows` rows.
+  int64_t (*norm_partitions)(const TargetProfile& profile, int64_t rows) = nullptr;
 };
 void register_backend_rules(DeviceType type, BackendRules rules);
 // The rules `type` registered (all empty when it registered none).
 const BackendRules& backend_rules(DeviceType type);
 
 // The built-in tables, defined next to their kernels (tensor/cpu/kernels.cpp,
-// tensor/backend/meta_kernels.cpp) and registered on the first lookup.
+// tensor/backend/meta_kernels.cpp) and registered on the first lookup, with the CUDA
+// backend's size rules (tensor/backend/cuda_rules.cpp, plain C++ so that a build without
+// CUDA plans for a card).
 void register_cpu_kernels();
 void register_meta_kernels();
+void register_cuda_rules();
 
 }  // namespace fitgrad::backend

@@ -28,10 +28,12 @@ void check_cpu(const TargetProfile& profile, const char* what) {
            what, profile_name(profile));
 }
 
-// Blocks of a CUDA reduction over n elements (Note [CUDA workspace rules]).
-int64_t cuda_reduce_blocks(const TargetProfile& profile, int64_t n) {
-  const int64_t wanted = (n + kCudaReduceElements - 1) / kCudaReduceElements;
-  return std::min<int64_t>(wanted, 2 * int64_t(profile.threads));
+// The backend's rule, or an error naming what has no rule on that target.
+template <class Rule>
+Rule rule_for(Rule rule, const char* what, const TargetProfile& profile) {
+  FG_CHECK(rule != nullptr, "[profile] {} has no size rule for a {} target", what,
+           profile_name(profile));
+  return rule;
 }
 
 }  // namespace
@@ -93,79 +95,52 @@ MetaTargetScope::~MetaTargetScope() {
 }
 
 int attention_threads(const TargetProfile& profile) {
-  if (profile.backend == DeviceType::cuda) return 1;
   check_cpu(profile, "flash attention");
   return profile.threads;
 }
 
-Shape flash_workspace_shape(const TargetProfile& profile, const AttentionShape& x, bool backward,
+Shape flash_workspace_shape(const TargetProfile& profile, const AttentionShape& dims, bool backward,
                             DType dtype) {
-  if (profile.backend == DeviceType::cuda) {
-    int64_t floats = 0;
-    if (backward) {
-      floats = x.batch * x.hq * x.t * x.d;                           // dq in f32
-      if (x.hq != x.hkv) floats += 2 * x.batch * x.hkv * x.s * x.d;  // dk, dv in f32
-    }
-    return {1, floats};
-  }
-  return {attention_threads(profile), flash_workspace_floats(profile, x.d, backward, dtype)};
+  const auto rule =
+      rule_for(backend_rules(profile.backend).flash_workspace, "flash attention", profile);
+  return rule(profile, dims, backward, dtype);
 }
 
 int64_t flash_workspace_floats(const TargetProfile& profile, int64_t d, bool backward,
                                DType dtype) {
-  const auto rule = backend_rules(profile.backend).flash_workspace_floats;
-  FG_CHECK(rule != nullptr, "[profile] flash attention has no size rule for a {} target",
-           profile_name(profile));
-  return rule(d, backward, dtype != DType::f32);
+  check_cpu(profile, "flash attention's per-thread workspace");
+  return flash_workspace_shape(profile, {1, 1, 1, 1, 1, d}, backward, dtype)[1];
 }
 
 int64_t naive_workspace_floats(const TargetProfile& profile, int64_t group, int64_t t, int64_t s,
                                int64_t d, bool backward, DType dtype) {
-  if (profile.backend == DeviceType::cuda) return 0;
-  const auto rule = backend_rules(profile.backend).naive_workspace_floats;
-  FG_CHECK(rule != nullptr, "[profile] naive attention has no size rule for a {} target",
-           profile_name(profile));
-  return rule(group, t, s, d, backward, dtype != DType::f32);
+  const auto rule =
+      rule_for(backend_rules(profile.backend).naive_workspace_floats, "naive attention", profile);
+  return rule(profile, group, t, s, d, backward, dtype);
 }
 
 int64_t gemm_workspace_floats(const TargetProfile& profile, DType dtype, int64_t m, int64_t n,
                               int64_t k, bool tf32) {
-  if (profile.backend == DeviceType::cuda) return profile.gemm_workspace_bytes / 4;
-  if ((dtype == DType::f32 && !tf32) || (dtype == DType::bf16 && profile.bf16_gemm)) return 0;
-  const auto rule = backend_rules(profile.backend).gemm_staging_floats;
-  FG_CHECK(rule != nullptr, "[profile] a {} GEMM has no staging rule for a {} target",
-           dtype_name(dtype), profile_name(profile));
-  return rule(m, n, k);
+  const auto rule =
+      rule_for(backend_rules(profile.backend).gemm_workspace_floats, "a GEMM", profile);
+  return rule(profile, dtype, m, n, k, tf32);
 }
 
 int64_t sum_workspace_doubles(const TargetProfile& profile, const Shape& kept_shape,
                               const Strides& kept_strides, const Shape& reduced_shape) {
-  if (profile.backend == DeviceType::cuda) {
-    const int64_t blocks = cuda_reduce_blocks(profile, numel(reduced_shape));
-    return blocks > 1 ? blocks * numel(kept_shape) : 0;
-  }
-  const auto rule = backend_rules(profile.backend).sum_workspace_doubles;
-  FG_CHECK(rule != nullptr, "[profile] sum has no workspace rule for a {} target",
-           profile_name(profile));
-  return rule(kept_shape, kept_strides, reduced_shape);
+  const auto rule = rule_for(backend_rules(profile.backend).sum_workspace_doubles, "sum", profile);
+  return rule(profile, kept_shape, kept_strides, reduced_shape);
 }
 
 int64_t sum_squares_workspace_doubles(const TargetProfile& profile, int64_t n) {
-  if (profile.backend == DeviceType::cuda) {
-    const int64_t blocks = cuda_reduce_blocks(profile, n);
-    return blocks > 1 ? blocks : 0;
-  }
-  const auto rule = backend_rules(profile.backend).sum_squares_workspace_doubles;
-  FG_CHECK(rule != nullptr, "[profile] sum_squares has no workspace rule for a {} target",
-           profile_name(profile));
-  return rule(n);
+  const auto rule = rule_for(backend_rules(profile.backend).sum_squares_workspace_doubles,
+                             "sum_squares", profile);
+  return rule(profile, n);
 }
 
 int64_t norm_partitions(const TargetProfile& profile, int64_t rows) {
-  if (profile.backend == DeviceType::cuda)
-    return std::max<int64_t>(1, std::min<int64_t>(2 * int64_t(profile.threads), rows));
-  check_cpu(profile, "the norms");
-  return std::max<int64_t>(1, std::min<int64_t>(profile.threads, rows));
+  const auto rule = rule_for(backend_rules(profile.backend).norm_partitions, "the norms", profile);
+  return rule(profile, rows);
 }
 
 }  // namespace fitgrad::backend

@@ -10,9 +10,12 @@
 // one with 16 differ only in the per-thread workspaces (flash attention's tiles, the norms'
 // partial sums), so memplan for a 16-thread CPU on a 2-core machine is exact.
 //
+// Each function below asks the target's backend for its rule (BackendRules in
+// kernel_table.h): the CPU's are registered with its kernels (tensor/cpu/kernels.cpp).
+//
 // Note [CUDA workspace rules]
-// A CUDA target is sized by the rules below as well, written here in plain C++ so that a
-// build without CUDA plans for a card. They are the contract of the CUDA kernels (issue 15
+// A CUDA target's rules are plain C++ (tensor/backend/cuda_rules.cpp), so that a build
+// without CUDA plans for a card. They are the contract of the CUDA kernels (issue 15
 // implements the kernels to them; their launch logic is tested against these functions):
 //   - every GEMM takes a cuBLASLt workspace of the profile's gemm_workspace_bytes from the
 //     caching allocator (temporary; NVIDIA recommends 32 MiB on Hopper, 4 MiB elsewhere);
@@ -79,7 +82,7 @@ class MetaTargetScope {
 
 // ---- workspace sizes: pure functions of the profile and the shapes ----
 
-// The threads flash attention splits its tiles over; one workspace row each.
+// The threads a CPU's flash attention splits its tiles over; one workspace row each.
 int attention_threads(const TargetProfile& profile);
 // f32 elements of one thread's flash attention workspace for head dim d and operands of
 // `dtype` (bf16/f16 add their staging tiles); cpu targets only.
@@ -92,9 +95,9 @@ Shape flash_workspace_shape(const TargetProfile& profile, const AttentionShape& 
 // `group` query heads of t rows against s keys, operands of `dtype`.
 int64_t naive_workspace_floats(const TargetProfile& profile, int64_t group, int64_t t, int64_t s,
                                int64_t d, bool backward, DType dtype);
-// f32 elements of the staging workspace of one (m, k) @ (k, n) GEMM on `dtype` operands:
-// 0 for f32 unless `tf32` (Note [TF32 on the CPU]), and 0 for bf16 when the profile has a
-// bf16 GEMM.
+// f32 elements of the workspace of one (m, k) @ (k, n) GEMM on `dtype` operands. On a cpu
+// it stages them: 0 for f32 unless `tf32` (Note [TF32 on the CPU]), and 0 for bf16 when the
+// profile has a bf16 GEMM; on cuda it is the cuBLASLt workspace.
 int64_t gemm_workspace_floats(const TargetProfile& profile, DType dtype, int64_t m, int64_t n,
                               int64_t k, bool tf32);
 // Doubles of the partial sums of one sum over these collapsed dims (0: none).

@@ -1,5 +1,6 @@
 // The cpu backend's kernel table (Note [Kernel tables] in tensor/backend/kernel_table.h):
 // one adapter per op from its argument struct to the f32 kernels of this folder.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <numbers>
@@ -371,17 +372,56 @@ void scale_in_place(const ScaleInPlaceArgs& a) {
   cpu::scale_inplace(a.x.data_ptr(), a.x.dtype(), a.x.numel(), a.factor);
 }
 
+// ---- the CPU's workspace rules (tensor/backend/profile.h), over its kernels' own ----
+namespace rules {
+
+// One row of per-thread tiles for each of the profile's threads.
+Shape flash_workspace(const TargetProfile& p, const AttentionShape& dims, bool backward,
+                      DType dtype) {
+  return {p.threads, cpu::flash_workspace_floats(dims.d, backward, dtype != DType::f32)};
+}
+
+int64_t naive_workspace_floats(const TargetProfile&, int64_t group, int64_t t, int64_t s, int64_t d,
+                               bool backward, DType dtype) {
+  return cpu::naive_workspace_floats(group, t, s, d, backward, dtype != DType::f32);
+}
+
+// f32 reads its operands as they are, except in TF32 mode (Note [TF32 on the CPU]), and so
+// does bf16 with a bf16 GEMM; everything else is staged (Note [Staged GEMM blocks]).
+int64_t gemm_workspace_floats(const TargetProfile& p, DType dtype, int64_t m, int64_t n, int64_t k,
+                              bool tf32) {
+  if ((dtype == DType::f32 && !tf32) || (dtype == DType::bf16 && p.bf16_gemm)) return 0;
+  return cpu::gemm_staged_workspace_floats(m, n, k);
+}
+
+int64_t sum_workspace_doubles(const TargetProfile&, const Shape& kept_shape,
+                              const Strides& kept_strides, const Shape& reduced_shape) {
+  return cpu::sum_workspace_doubles(kept_shape, kept_strides, reduced_shape);
+}
+
+int64_t sum_squares_workspace_doubles(const TargetProfile&, int64_t n) {
+  return cpu::sum_squares_workspace_doubles(n);
+}
+
+// A partition per thread, at most one per row.
+int64_t norm_partitions(const TargetProfile& p, int64_t rows) {
+  return std::max<int64_t>(1, std::min<int64_t>(p.threads, rows));
+}
+
+}  // namespace rules
+
 }  // namespace
 
 void register_cpu_kernels() {
   constexpr DeviceType cpu = DeviceType::cpu;
   register_backend_rules(cpu,
-                         {.flash_workspace_floats = cpu::flash_workspace_floats,
-                          .naive_workspace_floats = cpu::naive_workspace_floats,
+                         {.flash_workspace = rules::flash_workspace,
+                          .naive_workspace_floats = rules::naive_workspace_floats,
                           .bf16_gemm = cpu::gemm_bf16_available(),
-                          .gemm_staging_floats = cpu::gemm_staged_workspace_floats,
-                          .sum_workspace_doubles = cpu::sum_workspace_doubles,
-                          .sum_squares_workspace_doubles = cpu::sum_squares_workspace_doubles});
+                          .gemm_workspace_floats = rules::gemm_workspace_floats,
+                          .sum_workspace_doubles = rules::sum_workspace_doubles,
+                          .sum_squares_workspace_doubles = rules::sum_squares_workspace_doubles,
+                          .norm_partitions = rules::norm_partitions});
   register_kernel(cpu, OpId::copy, copy);
   register_kernel(cpu, OpId::fill, fill);
   register_kernel(cpu, OpId::add, binary<BinaryOp::add>);

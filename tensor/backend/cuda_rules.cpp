@@ -1,0 +1,72 @@
+// The CUDA backend's workspace rules (Note [CUDA workspace rules] in tensor/backend/profile.h),
+// registered with the kernel table as cuda's BackendRules. They are plain C++ so that a
+// build without CUDA plans for a card, and they are the sizes the CUDA kernels take their
+// workspaces by.
+#include <algorithm>
+
+#include "tensor/backend/kernel_args.h"
+#include "tensor/backend/kernel_table.h"
+
+namespace fitgrad::backend {
+namespace {
+namespace rules {
+
+// Blocks of a reduction over n elements: one per kCudaReduceElements, at most 2 per SM.
+int64_t reduce_blocks(const TargetProfile& p, int64_t n) {
+  const int64_t wanted = (n + kCudaReduceElements - 1) / kCudaReduceElements;
+  return std::min<int64_t>(wanted, 2 * int64_t(p.threads));
+}
+
+// One row: nothing in the forward; dq in f32 in the backward, with dk and dv in f32 too
+// when query heads share kv heads.
+Shape flash_workspace(const TargetProfile&, const AttentionShape& x, bool backward, DType) {
+  int64_t floats = 0;
+  if (backward) {
+    floats = x.batch * x.hq * x.t * x.d;
+    if (x.hq != x.hkv) floats += 2 * x.batch * x.hkv * x.s * x.d;
+  }
+  return {1, floats};
+}
+
+// The kernels read their operands in their dtype: nothing is staged.
+int64_t naive_workspace_floats(const TargetProfile&, int64_t, int64_t, int64_t, int64_t, bool,
+                               DType) {
+  return 0;
+}
+
+// Every GEMM takes the profile's cuBLASLt workspace, whatever its dtype.
+int64_t gemm_workspace_floats(const TargetProfile& p, DType, int64_t, int64_t, int64_t, bool) {
+  return p.gemm_workspace_bytes / 4;
+}
+
+// One double per block and kept output when a reduction needs more than one block.
+int64_t sum_workspace_doubles(const TargetProfile& p, const Shape& kept_shape, const Strides&,
+                              const Shape& reduced_shape) {
+  const int64_t blocks = reduce_blocks(p, numel(reduced_shape));
+  return blocks > 1 ? blocks * numel(kept_shape) : 0;
+}
+
+int64_t sum_squares_workspace_doubles(const TargetProfile& p, int64_t n) {
+  const int64_t blocks = reduce_blocks(p, n);
+  return blocks > 1 ? blocks : 0;
+}
+
+int64_t norm_partitions(const TargetProfile& p, int64_t rows) {
+  return std::max<int64_t>(1, std::min<int64_t>(2 * int64_t(p.threads), rows));
+}
+
+}  // namespace rules
+}  // namespace
+
+void register_cuda_rules() {
+  register_backend_rules(DeviceType::cuda,
+                         {.flash_workspace = rules::flash_workspace,
+                          .naive_workspace_floats = rules::naive_workspace_floats,
+                          .bf16_gemm = true,
+                          .gemm_workspace_floats = rules::gemm_workspace_floats,
+                          .sum_workspace_doubles = rules::sum_workspace_doubles,
+                          .sum_squares_workspace_doubles = rules::sum_squares_workspace_doubles,
+                          .norm_partitions = rules::norm_partitions});
+}
+
+}  // namespace fitgrad::backend
