@@ -19,7 +19,8 @@
 # Variables: BUILD_DIR (build), CUDA_BUILD_DIR (build-cuda-check), BUILD_TYPE (Release),
 # CUDA (AUTO, ON or OFF: FITGRAD_CUDA for test/build), CMAKE_ARGS (extra configure
 # arguments), CTEST_JOBS (2), JOBS (Ninja's default), BENCH_ARGS (passed to each bench),
-# FUZZ_BUILD_DIR (build-fuzz), FUZZ_TIME (seconds per fuzz target, 25).
+# FUZZ_BUILD_DIR (build-fuzz), FUZZ_TIME (seconds per fuzz target, 25), CUDA_CHECK_ARCHS
+# (the architectures `make cuda-check` compiles for, 80; a build's default is 80;86;89;90).
 
 BUILD_DIR      ?= build
 CUDA_BUILD_DIR ?= build-cuda-check
@@ -31,6 +32,7 @@ JOBS           ?=
 BENCH_ARGS     ?=
 FUZZ_BUILD_DIR ?= build-fuzz
 FUZZ_TIME      ?= 25
+CUDA_CHECK_ARCHS ?= 80
 
 # nvcc is often not on PATH in a fresh shell; the toolkit's default prefix is checked too.
 NVCC := $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
@@ -105,7 +107,7 @@ ifeq ($(NVCC),)
 else
 	cmake -S . -B $(CUDA_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
 	  -DFITGRAD_WERROR=ON -DFITGRAD_CUDA=ON -DFITGRAD_TESTS=OFF -DFITGRAD_BENCH=OFF \
-	  $(CMAKE_ARGS)
+	  -DCMAKE_CUDA_ARCHITECTURES="$(CUDA_CHECK_ARCHS)" $(CMAKE_ARGS)
 	$(call CMAKE_BUILD,$(CUDA_BUILD_DIR)) --target fitgrad_cuda fitgrad_cuda_link_check
 endif
 

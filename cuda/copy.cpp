@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "cuda/runtime.h"
+#include "cuda/streams.h"
 #include "tensor/device_copy.h"
 #include "tensor/memory/bytes.h"
 
@@ -40,18 +41,33 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
            format_bytes(int64_t(bytes)), src_device.str(), dst_device.str());
 
   if (dst_cuda && src_cuda && dst_device.index != src_device.index) {
-    // Works with or without peer access; the runtime stages through the host if needed.
+    // The source's kernels finish first; the destination's stream then orders the copy
+    // before its later kernels. Works with or without peer access.
+    {
+      DeviceGuard guard(src_device.index);
+      check(cudaStreamSynchronize(stream_of(src_device.index, kComputeStream)),
+            "cudaStreamSynchronize", dst_device, src_device, bytes);
+    }
     DeviceGuard guard(dst_device.index);
-    check(cudaMemcpyPeer(dst, dst_device.index, src, src_device.index, bytes), "cudaMemcpyPeer",
-          dst_device, src_device, bytes);
+    const cudaStream_t stream = stream_of(dst_device.index, kComputeStream);
+    check(cudaMemcpyPeerAsync(dst, dst_device.index, src, src_device.index, bytes, stream),
+          "cudaMemcpyPeerAsync", dst_device, src_device, bytes);
+    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize", dst_device, src_device, bytes);
     return;
   }
-  // One device is involved: make it current so the copy runs in its context.
-  DeviceGuard guard(dst_cuda ? dst_device.index : src_device.index);
+  // Note [Copies in stream order]
+  // The kernels run on the device's non-blocking compute stream, which a plain cudaMemcpy
+  // (on the legacy default stream) does not wait for. A copy goes on that stream, after the
+  // kernels that wrote its source, and returns when it is done.
+  const int device = dst_cuda ? dst_device.index : src_device.index;
+  DeviceGuard guard(device);
+  const cudaStream_t stream = stream_of(device, kComputeStream);
   const cudaMemcpyKind kind = dst_cuda && src_cuda ? cudaMemcpyDeviceToDevice
                               : dst_cuda           ? cudaMemcpyHostToDevice
                                                    : cudaMemcpyDeviceToHost;
-  check(cudaMemcpy(dst, src, bytes, kind), "cudaMemcpy", dst_device, src_device, bytes);
+  check(cudaMemcpyAsync(dst, src, bytes, kind, stream), "cudaMemcpyAsync", dst_device, src_device,
+        bytes);
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize", dst_device, src_device, bytes);
 }
 
 }  // namespace fitgrad::cuda

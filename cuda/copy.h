@@ -1,8 +1,9 @@
 // Byte copies between host memory (`cpu`, pageable or pinned) and CUDA device memory
 // (`cuda:N`), in any direction, including between two CUDA devices. copy.cpp registers
 // copy_bytes as the cuda DeviceMemcpy of tensor/device_copy.h at static initialisation,
-// so tensor/ moves a Tensor's bytes without naming CUDA. Copies are synchronous for now:
-// when copy_bytes returns, the bytes are at `dst`.
+// so tensor/ moves a Tensor's bytes without naming CUDA. Copies run in order on the
+// compute stream (Note [Copies in stream order] in copy.cpp) and are synchronous: when
+// copy_bytes returns, the bytes are at `dst`.
 #pragma once
 
 #include <cstddef>

@@ -4,6 +4,7 @@
 // workspaces by.
 #include <algorithm>
 
+#include "tensor/backend/cuda_launch.h"
 #include "tensor/backend/kernel_args.h"
 #include "tensor/backend/kernel_table.h"
 
@@ -12,10 +13,7 @@ namespace {
 namespace rules {
 
 // Blocks of a reduction over n elements: one per kCudaReduceElements, at most 2 per SM.
-int64_t reduce_blocks(const TargetProfile& p, int64_t n) {
-  const int64_t wanted = (n + kCudaReduceElements - 1) / kCudaReduceElements;
-  return std::min<int64_t>(wanted, 2 * int64_t(p.threads));
-}
+int64_t reduce_blocks(const TargetProfile& p, int64_t n) { return cuda_reduce_blocks(n, p.threads); }
 
 // One row: nothing in the forward; dq in f32 in the backward, with dk and dv in f32 too
 // when query heads share kv heads.
@@ -46,13 +44,13 @@ int64_t sum_workspace_doubles(const TargetProfile& p, const Shape& kept_shape, c
   return blocks > 1 ? blocks * numel(kept_shape) : 0;
 }
 
+// A partial per block, and at least the one double the host reads the result from.
 int64_t sum_squares_workspace_doubles(const TargetProfile& p, int64_t n) {
-  const int64_t blocks = reduce_blocks(p, n);
-  return blocks > 1 ? blocks : 0;
+  return std::max<int64_t>(1, reduce_blocks(p, n));
 }
 
 int64_t norm_partitions(const TargetProfile& p, int64_t rows) {
-  return std::max<int64_t>(1, std::min<int64_t>(2 * int64_t(p.threads), rows));
+  return cuda_norm_partitions(rows, p.threads);
 }
 
 }  // namespace rules

@@ -120,7 +120,7 @@ TEST(TargetProfile, ACudaTargetFollowsItsWorkspaceRules) {
   EXPECT_EQ(backend::norm_partitions(h100, 1000), 264);
   EXPECT_EQ(backend::norm_partitions(h100, 7), 7);
   EXPECT_EQ(backend::sum_squares_workspace_doubles(h100, 1'000'000), 245);    // ceil(1e6 / 4096)
-  EXPECT_EQ(backend::sum_squares_workspace_doubles(h100, 4096), 0);           // one block
+  EXPECT_EQ(backend::sum_squares_workspace_doubles(h100, 4096), 1);  // one block: the result
   EXPECT_EQ(backend::sum_squares_workspace_doubles(h100, 100'000'000), 264);  // 2 per SM
 }
 

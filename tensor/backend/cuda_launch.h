@@ -1,0 +1,65 @@
+// The launch arithmetic of the CUDA kernels (cuda/kernels/): grid sizes, tile shapes and
+// shared-memory sizes as plain constexpr C++, so that the kernels, the CUDA workspace rules
+// (cuda_rules.cpp, which memplan plans with) and the CPU-side tests all compute them from
+// one place. Nothing here includes a CUDA header; tests/tensor/backend/cuda_launch_test.cpp
+// checks it on a machine without a GPU.
+//
+// Note [CUDA launch shapes]
+//   - Elementwise, copy, fill, the optimizers and the random ops: kCudaThreads threads per
+//     block, each thread kCudaItemsPerThread elements, in a grid-stride loop over at most
+//     kCudaMaxBlocks blocks.
+//   - Reductions (sum, sum_squares): one block per kCudaReduceElements elements, at most 2
+//     per SM (cuda_reduce_blocks); each block writes one double partial per kept output
+//     into the workspace, and a second pass adds the partials in block order, so the sum is
+//     deterministic. A sum that fits one block writes its result directly; a sum of
+//     squares always goes through one double of workspace, which the host then reads.
+//   - Row kernels (norms, softmax, cross-entropy): one block of cuda_row_threads(n) threads
+//     per row.
+//   - Norm backward: cuda_norm_partitions blocks, each walking a contiguous range of rows
+//     for dw / db into its partials row; a second pass adds the rows in order.
+//   - Flash attention has its own tiles (tensor/backend/cuda_flash_launch.h).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "tensor/backend/profile.h"
+
+namespace fitgrad::backend {
+
+inline constexpr int kCudaThreads = 256;
+inline constexpr int kCudaItemsPerThread = 4;
+inline constexpr int64_t kCudaMaxBlocks = int64_t(1) << 16;
+
+constexpr int64_t cuda_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Blocks of a grid-stride elementwise kernel over n elements (>= 1 for n >= 1, 0 for n 0).
+constexpr int64_t cuda_elementwise_blocks(int64_t n) {
+  return std::min(cuda_ceil_div(n, int64_t(kCudaThreads) * kCudaItemsPerThread), kCudaMaxBlocks);
+}
+
+// Blocks of a reduction over n elements on a card with `sms` multiprocessors.
+constexpr int64_t cuda_reduce_blocks(int64_t n, int sms) {
+  return std::min<int64_t>(cuda_ceil_div(n, kCudaReduceElements), 2 * int64_t(sms));
+}
+
+// Threads of a row kernel over rows of n elements: a power of two from 32 (one warp) to
+// 1024, about one thread per 4 elements.
+constexpr int cuda_row_threads(int64_t n) {
+  int threads = 32;
+  while (threads < 1024 && int64_t(threads) * 4 < n) threads *= 2;
+  return threads;
+}
+
+// Row ranges of a norm backward's dw / db partials.
+constexpr int64_t cuda_norm_partitions(int64_t rows, int sms) {
+  return std::max<int64_t>(1, std::min<int64_t>(2 * int64_t(sms), rows));
+}
+
+// Blocks of the embedding backward: one per kCudaThreads columns of dw; each thread adds
+// the rows of its column in order, so the result does not depend on scheduling.
+constexpr int64_t cuda_embedding_backward_blocks(int64_t c) {
+  return cuda_ceil_div(c, kCudaThreads);
+}
+
+}  // namespace fitgrad::backend
