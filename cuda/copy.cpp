@@ -22,9 +22,19 @@ void check(cudaError_t err, const char* call, Device dst, Device src, size_t byt
   if (err != cudaSuccess) throw_cuda_error(err, describe(call, dst, src, bytes));
 }
 
+// Both streams of the device, compute then copy.
+void synchronize_device(int index) {
+  DeviceGuard guard(index);
+  for (int stream = 0; stream < kStreamsPerDevice; ++stream)
+    FG_CUDA_CHECK(cudaStreamSynchronize(stream_of(index, stream)));
+}
+
 // See Note [Registration at static initialisation] in raw_sources.cpp.
 struct Registrar {
-  Registrar() { register_device_memcpy(DeviceType::cuda, copy_bytes); }
+  Registrar() {
+    register_device_memcpy(DeviceType::cuda, copy_bytes);
+    register_device_synchronize(DeviceType::cuda, synchronize_device);
+  }
 };
 const Registrar registrar;
 

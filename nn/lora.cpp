@@ -62,7 +62,7 @@ Tensor LoraLinear::delta() const {
 namespace {
 
 double max_abs(const Tensor& t) {
-  const Tensor c = t.contiguous();
+  const Tensor c = t.to(Device::cpu()).contiguous();
   double m = 0;
   for (int64_t i = 0; i < c.numel(); ++i) m = std::max(m, double(std::fabs(c.data<float>()[i])));
   return m;

@@ -14,6 +14,7 @@ namespace {
 struct Registry {
   std::mutex mutex;
   std::map<DeviceType, DeviceMemcpy> copies;  // nodes are stable: find() hands out pointers
+  std::map<DeviceType, DeviceSynchronize> synchronizes;
 };
 
 Registry& registry() {
@@ -53,6 +54,24 @@ void device_memcpy(void* dst, Device dst_device, const void* src, Device src_dev
   const Device backend = dst_device.type == DeviceType::cpu ? src_device : dst_device;
   require_device_memcpy(backend, op);
   (*find_device_memcpy(backend.type))(dst, dst_device, src, src_device, bytes);
+}
+
+void register_device_synchronize(DeviceType type, DeviceSynchronize fn) {
+  FG_ASSERT(type == DeviceType::cuda, "only device backends register a synchronize");
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  r.synchronizes[type] = fn;
+}
+
+void synchronize(Device device) {
+  DeviceSynchronize fn = nullptr;
+  {
+    Registry& r = registry();
+    std::lock_guard lock(r.mutex);
+    auto it = r.synchronizes.find(device.type);
+    if (it != r.synchronizes.end()) fn = it->second;
+  }
+  if (fn) fn(device.index);
 }
 
 }  // namespace fitgrad

@@ -1,5 +1,5 @@
-// The hook through which a device backend moves bytes between host memory and its
-// devices. tensor/ never includes a CUDA header (DESIGN.md), so cuda/ registers its
+// The hooks through which a device backend moves bytes between host memory and its
+// devices, and waits for its queued work. tensor/ never includes a CUDA header (DESIGN.md), so cuda/ registers its
 // byte copy here at startup and Tensor::to / copy_ call it. Without a registered hook a
 // device is "not available". See Note [Device copies through the memcpy hook] in
 // tensor.cpp for what tensor/ does around the hook (casting and gathering on the host).
@@ -28,5 +28,13 @@ void require_device_memcpy(Device device, const char* op);
 // Copies through the hook of the non-cpu side; both sides cpu is a plain memcpy.
 void device_memcpy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes,
                    const char* op);
+
+// Waits until every kernel and copy queued on cuda:`index` is done: benchmarks time work
+// with it. Registered by the backend that owns the device type, as its memcpy is.
+using DeviceSynchronize = void (*)(int index);
+void register_device_synchronize(DeviceType type, DeviceSynchronize fn);
+// Waits for `device`'s queued work; cpu and meta run synchronously, so for them (and for a
+// device type no backend registered) it returns at once.
+void synchronize(Device device);
 
 }  // namespace fitgrad

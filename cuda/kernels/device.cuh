@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "tensor/dtype.h"
+
 namespace fitgrad::cuda {
 
 using bf16 = __nv_bfloat16;
@@ -47,10 +49,46 @@ __device__ __forceinline__ E from_f32(float x) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += int64_t(gridDim.x) * blockDim.x)
 
+// The sum of `v` over the block (blockDim.x a multiple of 32, at most 1024), returned to
+// every thread; `scratch` holds 32 values of T in shared memory. The additions' order is
+// fixed by the block size, so a reduction is the same bit for bit on every run.
+template <class T>
+__device__ __forceinline__ T block_sum(T v, T* scratch) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  __syncthreads();  // scratch may still be read by a previous call
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < warps ? scratch[lane] : T(0);
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// The maximum of `v` over the block, as block_sum (fmaxf: a NaN loses to a number).
+__device__ __forceinline__ float block_max(float v, float* scratch) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < warps ? scratch[lane] : -INFINITY;
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
 // A dtype's element type, as a value a generic lambda can take.
 template <class E>
 struct ElementTag {
   using type = E;
 };
+
+// Calls fn(ElementTag<E>{}) for a floating dtype's device type; other dtypes call nothing
+// (the adapters check dtypes before launching).
+template <class Fn>
+void dispatch_floating(DType dtype, Fn&& fn) {
+  if (dtype == DType::f32) fn(ElementTag<float>{});
+  if (dtype == DType::bf16) fn(ElementTag<bf16>{});
+  if (dtype == DType::f16) fn(ElementTag<f16>{});
+}
 
 }  // namespace fitgrad::cuda

@@ -37,13 +37,101 @@ cudaError_t launch_fill(const StridedPack<1>& p, int64_t n, DType dtype, uint64_
 
 // The f32 elementwise ops, in tensor/cpu/elementwise.h's order and with its formulas.
 enum class Elementwise : int {
-  neg, exp, log, sqrt, rsqrt, pow, scale, add_scalar, gelu, silu,  // out, x
-  add, sub, mul, div, gelu_backward, silu_backward, swiglu          // out, a, b
+  neg,
+  exp,
+  log,
+  sqrt,
+  rsqrt,
+  pow,
+  scale,
+  add_scalar,
+  gelu,
+  silu,  // out, x
+  add,
+  sub,
+  mul,
+  div,
+  gelu_backward,
+  silu_backward,
+  swiglu  // out, a, b
 };
 cudaError_t launch_unary(Elementwise op, const StridedPack<2>& p, int64_t n, float param,
                          cudaStream_t stream);
 cudaError_t launch_binary(Elementwise op, const StridedPack<3>& p, int64_t n, cudaStream_t stream);
 // Operands dgate, dup, dy, gate, up.
 cudaError_t launch_swiglu_backward(const StridedPack<5>& p, int64_t n, cudaStream_t stream);
+
+// ---- reductions (reduce.cu) ----
+
+// A collapsed index space and its strides in elements (kept or reduced dims of a sum).
+struct ReduceDims {
+  int dims = 0;
+  int64_t sizes[kMaxDims] = {};
+  int64_t strides[kMaxDims] = {};
+};
+
+// out (kept) = the sum over `red` of a, divided by `divisor`, over `blocks` chunks (>= 1);
+// partial holds blocks x outputs doubles when blocks > 1.
+cudaError_t launch_sum(DType dtype, const void* a, const ReduceDims& kept, const ReduceDims& red,
+                       int64_t blocks, double divisor, void* out, double* partial,
+                       cudaStream_t stream);
+cudaError_t launch_max(DType dtype, const void* a, const ReduceDims& kept, int64_t size,
+                       int64_t stride, void* values, int64_t* indices, cudaStream_t stream);
+// dx (zeroed) at each kept output's argmax gets dy; kept holds dx's strides.
+cudaError_t launch_max_backward(DType dtype, const void* dy, const int64_t* indices,
+                                const ReduceDims& kept, int64_t stride, void* dx,
+                                cudaStream_t stream);
+
+// ---- row kernels (rows.cu) ----
+
+// Null w / b / dw / db are absent; the shapes are LayerNormArgs' and RmsNormArgs'.
+cudaError_t launch_layer_norm(DType dtype, const void* x, const void* w, const void* b, void* y,
+                              float* mean, float* rstd, int64_t rows, int64_t c, float eps,
+                              cudaStream_t stream);
+cudaError_t launch_rms_norm(DType dtype, const void* x, const void* w, void* y, float* rstd,
+                            int64_t rows, int64_t c, float eps, cudaStream_t stream);
+// Layer norm's backward, or RMS norm's when mean is null (then db is null too).
+cudaError_t launch_norm_backward(DType dtype, const void* dy, const void* x, const void* w,
+                                 const float* mean, const float* rstd, void* dx, float* dw,
+                                 float* db, float* partials, int64_t partitions, int64_t rows,
+                                 int64_t c, cudaStream_t stream);
+cudaError_t launch_softmax(DType dtype, const void* x, void* y, int64_t outer, int64_t n,
+                           int64_t inner, bool log, cudaStream_t stream);
+cudaError_t launch_softmax_backward(DType dtype, const void* dy, const void* y, void* dx,
+                                    int64_t outer, int64_t n, int64_t inner, bool log,
+                                    cudaStream_t stream);
+// lse (rows) of x (rows, V) and *nll_sum (device memory) += the rows' negative
+// log-likelihood; then the gradient rows dx = g (softmax(x) - onehot(target)), 0 when
+// ignored; dx may be x.
+cudaError_t launch_cross_entropy(const float* x, const int64_t* targets, float* lse,
+                                 double* nll_sum, int64_t rows, int64_t v, int64_t ignore_index,
+                                 cudaStream_t stream);
+cudaError_t launch_cross_entropy_backward(const float* x, const float* lse, const int64_t* targets,
+                                          int64_t rows, int64_t v, int64_t ignore_index, float g,
+                                          float* dx, cudaStream_t stream);
+
+// ---- embedding and rope (embedding_rope.cu) ----
+
+// ids are i32 when ids_i32, else i64; the adapter has checked them against V.
+cudaError_t launch_embedding(const void* weight, const void* ids, bool ids_i32, void* out,
+                             int64_t n, int64_t row_bytes, cudaStream_t stream);
+// dw (V, C) = the deterministic scatter-add of dy (n, C) (Note [CUDA embedding backward]);
+// pairs is the (n, 2) i64 workspace, needed for bf16 / f16.
+cudaError_t launch_embedding_backward(DType dtype, const void* dy, const void* ids, bool ids_i32,
+                                      void* dw, int64_t* pairs, int64_t n, int64_t v, int64_t c,
+                                      cudaStream_t stream);
+// Fills the (2, T, D/2) cos/sin table, then y = x rotated (inverse: back).
+cudaError_t launch_rope(DType dtype, const void* x, float* table, void* y, int64_t bh, int64_t t,
+                        int64_t d, int64_t position_offset, double theta, bool inverse,
+                        cudaStream_t stream);
+
+// ---- random (random.cu): draw offset + i of the Philox stream of `seed` for element i ----
+
+cudaError_t launch_dropout(DType dtype, const void* x, void* y, int64_t n, double p, uint64_t seed,
+                           uint64_t offset, cudaStream_t stream);
+cudaError_t launch_uniform(DType dtype, void* out, int64_t n, float lo, float width, uint64_t seed,
+                           uint64_t offset, cudaStream_t stream);
+cudaError_t launch_normal(DType dtype, void* out, int64_t n, double std, uint64_t seed,
+                          uint64_t offset, cudaStream_t stream);
 
 }  // namespace fitgrad::cuda

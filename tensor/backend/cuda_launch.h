@@ -62,4 +62,12 @@ constexpr int64_t cuda_embedding_backward_blocks(int64_t c) {
   return cuda_ceil_div(c, kCudaThreads);
 }
 
+// Keys of the bf16 / f16 embedding backward's bitonic sort (Note [CUDA embedding backward]):
+// n rounded up to a power of two, which the (n, 2) i64 pairs workspace always holds.
+constexpr int64_t cuda_bitonic_keys(int64_t n) {
+  int64_t padded = 1;
+  while (padded < n) padded *= 2;
+  return padded;
+}
+
 }  // namespace fitgrad::backend

@@ -13,7 +13,9 @@ namespace {
 namespace rules {
 
 // Blocks of a reduction over n elements: one per kCudaReduceElements, at most 2 per SM.
-int64_t reduce_blocks(const TargetProfile& p, int64_t n) { return cuda_reduce_blocks(n, p.threads); }
+int64_t reduce_blocks(const TargetProfile& p, int64_t n) {
+  return cuda_reduce_blocks(n, p.threads);
+}
 
 // One row: nothing in the forward; dq in f32 in the backward, with dk and dv in f32 too
 // when query heads share kv heads.

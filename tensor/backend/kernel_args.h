@@ -223,7 +223,7 @@ struct CrossEntropyArgs {
   const float* x = nullptr;          // (rows, V) f32, staged or in place
   const int64_t* targets = nullptr;  // (rows)
   float* lse = nullptr;              // (rows)
-  double* nll_sum = nullptr;         // += the rows' negative log-likelihood
+  double* nll_sum = nullptr;         // += the rows' negative log-likelihood (device memory)
 };
 struct CrossEntropyBackwardArgs {
   int64_t rows = 0, v = 0, ignore_index = 0;

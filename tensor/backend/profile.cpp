@@ -73,10 +73,27 @@ std::string profile_name(const TargetProfile& profile) {
   return "meta";
 }
 
+namespace {
+
+DeviceProfileFn& cuda_device_profile() {
+  static DeviceProfileFn fn = nullptr;
+  return fn;
+}
+
+}  // namespace
+
+void register_device_profile(DeviceType type, DeviceProfileFn fn) {
+  FG_CHECK(type == DeviceType::cuda, "[profile] only cuda registers a device profile, not {}",
+           Device{type, 0}.str());
+  cuda_device_profile() = fn;
+}
+
 TargetProfile profile_for(Device device) {
-  // A real card's profile comes from its runtime once the CUDA kernels exist (issue 15);
-  // until then a cuda tensor is sized as an H100's (132 SMs, Hopper's workspace).
-  if (device.type == DeviceType::cuda) return cuda_profile(132, 32 << 20);
+  if (device.type == DeviceType::cuda) {
+    // Without the backend there is no cuda tensor to size; an H100 is the stand-in.
+    const DeviceProfileFn fn = cuda_device_profile();
+    return fn ? fn(device.index) : cuda_profile(132, 32 << 20);
+  }
   if (device.type == DeviceType::cpu) return host_cpu_profile();
   std::lock_guard lock(g_mutex);
   return meta_target();

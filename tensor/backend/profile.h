@@ -65,8 +65,12 @@ TargetProfile cuda_profile(int multiprocessors, int64_t gemm_workspace_bytes);
 std::string profile_name(const TargetProfile& profile);
 
 // The profile a device's front-ends size workspaces with: the host CPU for cpu, the
-// planning target for meta.
+// planning target for meta, and for cuda:N the card's, as the CUDA backend registers it.
 TargetProfile profile_for(Device device);
+// A backend's profile of its device `index` (cuda: the card's SMs and its cuBLASLt
+// workspace), registered at static initialisation; the function may cache.
+using DeviceProfileFn = TargetProfile (*)(int index);
+void register_device_profile(DeviceType type, DeviceProfileFn fn);
 // meta's planning target, until the scope ends (scopes nest; not thread-local: set it
 // before a dry run, not during one).
 class MetaTargetScope {

@@ -20,6 +20,7 @@
 #include "tensor/ops/cross_entropy.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "tensor/backend/kernel_args.h"
 #include "tensor/backend/kernel_table.h"
@@ -48,9 +49,11 @@ Sizes check_logits_targets(const char* op, const Tensor& logits, const Tensor& t
   return s;
 }
 
-// The rows whose target is not ignore_index; throws on a target outside [0, v).
+// The rows whose target is not ignore_index; throws on a target outside [0, v). The
+// targets are read on the host (a copy of n ids from another device).
 int64_t count_targets(const char* op, const Tensor& targets, int64_t v, int64_t ignore_index) {
-  const int64_t* t = targets.data<int64_t>();
+  const Tensor host = targets.to(Device::cpu());
+  const int64_t* t = host.data<int64_t>();
   int64_t count = 0;
   for (int64_t r = 0; r < targets.numel(); ++r) {
     if (t[r] == ignore_index) continue;
@@ -112,17 +115,25 @@ CrossEntropyOut cross_entropy(const Tensor& logits, const Tensor& targets, int64
   const int64_t rows =
       std::min(s.n, chunk_rows > 0 ? chunk_rows : cross_entropy_default_chunk_rows(s.v));
   ChunkReader reader(logits, rows);
+  // Note [The negative log-likelihood's accumulator]
+  // The chunks add their rows' NLL into one double in the logits' memory, which the kernels
+  // of every device can write; the host reads it once at the end.
+  Tensor nll_sum = f64_workspace(1, logits.device());  // one double, temporary
   if (!compute) return {loss, lse, count};
-  double nll = 0.0;
+  nll_sum.fill_(0.0);
+  auto* nll = reinterpret_cast<double*>(nll_sum.data<float>());
   for (int64_t r0 = 0; r0 < s.n; r0 += rows) {
     const int64_t n = std::min(rows, s.n - r0);
     const float* x = reader.rows(r0, n);  // (n, V)
     backend::dispatch(id, logits.device(),
                       backend::CrossEntropyArgs{n, s.v, ignore_index, x, t64.data<int64_t>() + r0,
-                                                lse.data<float>() + r0, &nll});
+                                                lse.data<float>() + r0, nll});
   }
+  double total = 0.0;
+  const Tensor host = nll_sum.to(Device::cpu());
+  std::memcpy(&total, host.data<float>(), sizeof(total));
   // Note [Cross-entropy with every target ignored]
-  loss.fill_(count > 0 ? nll / double(count) : 0.0);
+  loss.fill_(count > 0 ? total / double(count) : 0.0);
   return {loss, lse, count};
 }
 

@@ -119,8 +119,8 @@ TEST(TargetProfile, ACudaTargetFollowsItsWorkspaceRules) {
                                    B * Hq * T * 4, (B * Hq * T * D + 2 * B * Hkv * T * D) * 4}));
   EXPECT_EQ(backend::norm_partitions(h100, 1000), 264);
   EXPECT_EQ(backend::norm_partitions(h100, 7), 7);
-  EXPECT_EQ(backend::sum_squares_workspace_doubles(h100, 1'000'000), 245);    // ceil(1e6 / 4096)
-  EXPECT_EQ(backend::sum_squares_workspace_doubles(h100, 4096), 1);  // one block: the result
+  EXPECT_EQ(backend::sum_squares_workspace_doubles(h100, 1'000'000), 245);  // ceil(1e6 / 4096)
+  EXPECT_EQ(backend::sum_squares_workspace_doubles(h100, 4096), 1);         // one block: the result
   EXPECT_EQ(backend::sum_squares_workspace_doubles(h100, 100'000'000), 264);  // 2 per SM
 }
 

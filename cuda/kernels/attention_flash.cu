@@ -1,0 +1,677 @@
+// Flash attention on the cuda backend, the tensor-core (mma) path, and the pieces both paths
+// share: the delta kernel, the conversion of the f32 accumulators, and the launchers that
+// pick a path (Note [CUDA flash attention] in tensor/backend/cuda_flash_launch.h; the simt
+// path is attention_flash_simt.cu). The arithmetic is the CPU kernels' (tensor/cpu/
+// attention_flash.cpp): lse is the natural-log log-sum-exp of the scaled scores, a query
+// that sees no key gets o = 0 and lse = -inf and passes on no gradient, and a NaN score
+// reaches o and lse. Scores are kept in the base-2 domain (scale log2(e), then exp2), as
+// FlashAttention-2 does, and lse is converted back.
+//
+// Note [CUDA attention accumulation]
+// The backward's block of one (key tile, query head) owns its dk and dv rows: it adds over
+// the query tiles in order, in registers, so without grouped heads dk and dv are written
+// once and are deterministic. Two sums cross blocks and are added with f32 atomics into the
+// workspace that cuda_rules.cpp's flash_workspace sizes: dq (every key tile's dS K) into its
+// first B Hq T D floats, and, with grouped heads (hq > hkv), the dk and dv of the query heads
+// that share a kv head into the next 2 B Hkv S D floats. A last kernel rounds them to the
+// output dtype (dq times the scale). Float addition is not associative and the atomics land
+// in scheduling order, so dq (and, with grouped heads, dk and dv) can differ run to run in
+// the last bits; the CPU backend is the bitwise-reproducible reference (Note [Deterministic
+// attention backward] in tensor/cpu/attention_flash.cpp). The atomic scheme costs five tile
+// products per (query tile, key tile) pair where the CPU's two passes cost seven.
+//
+// Note [CUDA flash mma kernels]
+// Each warp owns 16 rows of its block's tile (query rows forward, key rows backward) and
+// computes with mma.sync.m16n8k16 (Note [mma fragments] in cuda_flash_launch.h); operands
+// reach registers through ldmatrix from shared tiles that cp.async fills, 16 bytes at a
+// time, with zeros past the sequence and head dim ends. Forward: q stays in registers as A
+// fragments; S = Q K^T, the online softmax on the C fragments (the row max and sum across
+// the four lanes of a row with two shuffles; each lane keeps a partial sum until the end),
+// and P, rounded to the operand dtype, is the A operand of O += P V without leaving
+// registers. Backward (FlashAttention-2's): S^T = K Q^T and dP^T = V dO^T per warp, P^T and
+// dS^T on the fragments, dV += P^T dO and dK += dS^T Q with both A operands from registers;
+// dS^T goes to shared memory once, and the warps then split dQ = dS K by rows and columns.
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "cuda/kernels/attention_launch.h"
+#include "cuda/kernels/device.cuh"
+#include "tensor/backend/cuda_flash_launch.h"
+#include "tensor/backend/cuda_launch.h"
+
+namespace fitgrad::cuda {
+namespace {
+
+using backend::CudaFlashMmaConfig;
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+struct ForwardParams {
+  int64_t batch, hq, hkv, t, s, d;
+  bool causal;
+  float scale_log2;  // scale * log2(e)
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  float* lse;
+};
+
+struct BackwardParams {
+  int64_t batch, hq, hkv, t, s, d;
+  bool causal;
+  float scale, scale_log2;
+  const void* dout;
+  const void* q;
+  const void* k;
+  const void* v;
+  const float* lse;
+  const float* delta;
+  float* dq_acc;  // (B, Hq, T, D)
+  void* dk;       // (B, Hkv, S, D) in dtype, when dk_acc is null
+  void* dv;
+  float* dk_acc;  // (B, Hkv, S, D) f32 with grouped heads, else null
+  float* dv_acc;
+};
+
+// ---- PTX ----
+
+__device__ __forceinline__ uint32_t smem_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes from global src to shared dst without waiting; zeros when !valid (src unread).
+__device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(dst)), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+// Waits until at most N of this thread's committed groups are pending.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Four 8x8 16-bit matrices; p is this lane's row address (Note [mma fragments]).
+template <bool Trans>
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  if constexpr (Trans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_address(p)));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_address(p)));
+}
+
+// c (16x8 f32) += a (16x16) b (16x8), operands of E (bf16 or f16).
+template <class E>
+__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                          uint32_t b1) {
+  if constexpr (std::is_same_v<E, bf16>)
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two floats rounded to E, lo in the low half.
+template <class E>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  uint32_t bits;
+  if constexpr (std::is_same_v<E, bf16>) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    memcpy(&bits, &v, 4);
+  } else {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    memcpy(&bits, &v, 4);
+  }
+  return bits;
+}
+
+// The larger of a and b, NaN if either is (a NaN score must reach o and lse).
+__device__ __forceinline__ float nan_max(float a, float b) { return (b > a || b != b) ? b : a; }
+
+// The A fragment of k-block kk of the product whose A operand is the (16, 8 n) f32 C tile c.
+template <class E, int N>
+__device__ __forceinline__ void a_from_c(uint32_t (&a)[4], const float (&c)[N][4], int kk) {
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const backend::CudaAFromC src = backend::cuda_mma_a_from_c(r);
+    a[r] = pack2<E>(c[2 * kk + src.tile][2 * src.pair], c[2 * kk + src.tile][2 * src.pair + 1]);
+  }
+}
+
+// Rows [row0, row0 + kRows) of a (n, d) matrix into a (kRows, kLd) shared tile, kD columns,
+// with zeros for rows >= n and columns >= d (d is a multiple of 8), asynchronously.
+template <int kD, int kLd, int kRows, int kThreads, class E>
+__device__ __forceinline__ void load_tile(E* dst, const E* src, int64_t row0, int64_t n,
+                                          int64_t d) {
+  constexpr int kChunks = kD / 8;
+  for (int c = threadIdx.x; c < kRows * kChunks; c += kThreads) {
+    const int r = c / kChunks, col = c % kChunks * 8;
+    const bool valid = row0 + r < n && col < d;
+    cp_async_16(dst + r * kLd + col, valid ? src + (row0 + r) * d + col : src, valid);
+  }
+}
+
+// ---- forward ----
+
+template <class E, int kD>
+__device__ void forward_mma(const ForwardParams& p) {
+  using C = CudaFlashMmaConfig<kD>;
+  constexpr int kBr = C::kBr, kBc = C::kBc, kLd = C::kLd;
+  extern __shared__ __align__(16) unsigned char smem[];
+  E* qs = reinterpret_cast<E*>(smem);  // (kBr, kLd)
+  E* ks = qs + kBr * kLd;              // (2, kBc, kLd)
+  E* vs = ks + 2 * kBc * kLd;          // (2, kBc, kLd)
+
+  const int64_t q_tiles = backend::cuda_ceil_div(p.t, kBr);
+  const backend::CudaFlashBlock blk =
+      backend::cuda_flash_forward_block(blockIdx.x, p.batch * p.hq, q_tiles, p.causal);
+  const int64_t bh = blk.bh, q0 = blk.tile * kBr;
+  const int64_t kvh = backend::cuda_flash_kv_head(bh, p.hq, p.hkv);
+  const E* q = static_cast<const E*>(p.q) + bh * p.t * p.d;   // (T, D)
+  const E* k = static_cast<const E*>(p.k) + kvh * p.s * p.d;  // (S, D)
+  const E* v = static_cast<const E*>(p.v) + kvh * p.s * p.d;  // (S, D)
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const backend::CudaFragmentIndex x_lane = backend::cuda_ldmatrix_x(lane);
+  const backend::CudaFragmentIndex y_lane = backend::cuda_ldmatrix_y(lane);
+  const int64_t n_tiles = backend::cuda_flash_forward_key_tiles(p.t, p.s, p.causal, q0, kBr, kBc);
+  const int64_t offset = p.s - p.t;  // query i sees keys j <= i + offset when causal
+
+  load_tile<kD, kLd, kBr, C::kThreads>(qs, q, q0, p.t, p.d);
+  if (n_tiles > 0) {
+    load_tile<kD, kLd, kBc, C::kThreads>(ks, k, 0, p.s, p.d);
+    load_tile<kD, kLd, kBc, C::kThreads>(vs, v, 0, p.s, p.d);
+  }
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+
+  uint32_t qf[kD / 16][4];  // this warp's 16 query rows as A fragments
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk)
+    ldmatrix_x4<false>(qf[kk], qs + (warp * 16 + x_lane.row) * kLd + kk * 16 + x_lane.col);
+
+  float m[2] = {-kInf, -kInf};  // running max (base 2) of rows g and g + 8
+  float l[2] = {0.0f, 0.0f};    // this lane's part of their running sums
+  float oacc[kD / 8][4] = {};   // (16, kD)
+
+  for (int64_t jt = 0; jt < n_tiles; ++jt) {
+    const int stage = int(jt % 2);
+    if (jt + 1 < n_tiles) {
+      load_tile<kD, kLd, kBc, C::kThreads>(ks + (stage ^ 1) * kBc * kLd, k, (jt + 1) * kBc, p.s,
+                                           p.d);
+      load_tile<kD, kLd, kBc, C::kThreads>(vs + (stage ^ 1) * kBc * kLd, v, (jt + 1) * kBc, p.s,
+                                           p.d);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();  // tile jt has landed
+    __syncthreads();
+    const E* kt = ks + stage * kBc * kLd;
+    const E* vt = vs + stage * kBc * kLd;
+
+    // S (16, kBc) = Q K^T
+    float sacc[kBc / 8][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+#pragma unroll
+      for (int np = 0; np < kBc / 16; ++np) {
+        uint32_t b[4];
+        ldmatrix_x4<false>(b, kt + (np * 16 + y_lane.row) * kLd + kk * 16 + y_lane.col);
+        mma_16816<E>(sacc[2 * np], qf[kk], b[0], b[1]);
+        mma_16816<E>(sacc[2 * np + 1], qf[kk], b[2], b[3]);
+      }
+    }
+
+    // Scaled to base 2, masked past the sequence end and the causal diagonal.
+    const int64_t j0 = jt * kBc;
+    const bool masked = j0 + kBc > p.s || (p.causal && j0 + kBc - 1 > q0 + offset);
+#pragma unroll
+    for (int nt = 0; nt < kBc / 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float x = sacc[nt][e] * p.scale_log2;
+        if (masked) {
+          const backend::CudaFragmentIndex c = backend::cuda_mma_c_index(lane, e);
+          const int64_t i = q0 + warp * 16 + c.row, j = j0 + nt * 8 + c.col;
+          if (j >= p.s || (p.causal && j > i + offset)) x = -kInf;
+        }
+        sacc[nt][e] = x;
+      }
+    }
+
+    // The online softmax: sacc becomes p = exp2(x - m), o and l are rescaled.
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = m[h];
+#pragma unroll
+      for (int nt = 0; nt < kBc / 8; ++nt)
+        mx = nan_max(nan_max(mx, sacc[nt][2 * h]), sacc[nt][2 * h + 1]);
+      mx = nan_max(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = nan_max(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float base = mx == -kInf ? 0.0f : mx;  // no visible key yet: p and alpha are 0
+      const float alpha = exp2f(m[h] - base);
+      m[h] = mx;
+      float sum = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < kBc / 8; ++nt) {
+#pragma unroll
+        for (int e = 2 * h; e < 2 * h + 2; ++e) {
+          sacc[nt][e] = exp2f(sacc[nt][e] - base);
+          sum += sacc[nt][e];
+        }
+      }
+      l[h] = l[h] * alpha + sum;
+#pragma unroll
+      for (int nt = 0; nt < kD / 8; ++nt) {
+        oacc[nt][2 * h] *= alpha;
+        oacc[nt][2 * h + 1] *= alpha;
+      }
+    }
+
+    // O (16, kD) += P V
+#pragma unroll
+    for (int kk = 0; kk < kBc / 16; ++kk) {
+      uint32_t pa[4];
+      a_from_c<E>(pa, sacc, kk);
+#pragma unroll
+      for (int np = 0; np < kD / 16; ++np) {
+        uint32_t b[4];
+        ldmatrix_x4<true>(b, vt + (kk * 16 + x_lane.row) * kLd + np * 16 + x_lane.col);
+        mma_16816<E>(oacc[2 * np], pa, b[0], b[1]);
+        mma_16816<E>(oacc[2 * np + 1], pa, b[2], b[3]);
+      }
+    }
+    __syncthreads();  // every warp is done with this stage before it is refilled
+  }
+
+  E* o = static_cast<E*>(p.o) + bh * p.t * p.d;  // (T, D)
+  float* lse = p.lse + bh * p.t;                 // (T)
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float sum = l[h];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const int64_t row = q0 + warp * 16 + backend::cuda_mma_c_index(lane, 2 * h).row;
+    if (row >= p.t) continue;
+    const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;  // 0: sees no key
+#pragma unroll
+    for (int nt = 0; nt < kD / 8; ++nt) {
+      const int col = nt * 8 + backend::cuda_mma_c_index(lane, 2 * h).col;
+      if (col < p.d)
+        *reinterpret_cast<uint32_t*>(o + row * p.d + col) =
+            pack2<E>(oacc[nt][2 * h] * inv, oacc[nt][2 * h + 1] * inv);
+    }
+    if (lane % 4 == 0) lse[row] = sum == 0.0f ? -kInf : (m[h] + log2f(sum)) * kLn2;
+  }
+}
+
+template <class E, int kD>
+__global__ void __launch_bounds__(CudaFlashMmaConfig<kD>::kThreads)
+    flash_forward_mma_kernel(ForwardParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  __trap();  // never launched: cuda_flash_path takes the mma path on sm_80 and later only
+#else
+  forward_mma<E, kD>(p);
+#endif
+}
+
+// ---- backward ----
+
+// Query tile q0's q and dout rows (cp.async) and lse (base 2; +inf where the row is past
+// the end or sees no key, so that its p is 0) and delta (plain loads) into one stage.
+template <class E, int kD>
+__device__ __forceinline__ void load_query_stage(const BackwardParams& p, const E* q, const E* dout,
+                                                 const float* lse, const float* delta, int64_t q0,
+                                                 E* qs, E* dos, float* lse_s, float* delta_s) {
+  using C = CudaFlashMmaConfig<kD>;
+  load_tile<kD, C::kLd, C::kBwdBr, C::kThreads>(qs, q, q0, p.t, p.d);
+  load_tile<kD, C::kLd, C::kBwdBr, C::kThreads>(dos, dout, q0, p.t, p.d);
+  for (int r = threadIdx.x; r < C::kBwdBr; r += C::kThreads) {
+    const bool inside = q0 + r < p.t;
+    const float value = inside ? lse[q0 + r] : -kInf;
+    lse_s[r] = value == -kInf ? kInf : value * kLog2e;
+    delta_s[r] = inside ? delta[q0 + r] : 0.0f;
+  }
+}
+
+template <class E, int kD>
+__device__ void backward_mma(const BackwardParams& p) {
+  using C = CudaFlashMmaConfig<kD>;
+  constexpr int kBr = C::kBwdBr, kBc = C::kBwdBc, kLd = C::kLd, kDsLd = C::kDsLd;
+  extern __shared__ __align__(16) unsigned char smem[];
+  E* ks = reinterpret_cast<E*>(smem);                          // (kBc, kLd)
+  E* vs = ks + kBc * kLd;                                      // (kBc, kLd)
+  E* qs = vs + kBc * kLd;                                      // (2, kBr, kLd)
+  E* dos = qs + 2 * kBr * kLd;                                 // (2, kBr, kLd)
+  E* dss = dos + 2 * kBr * kLd;                                // (kBc, kDsLd) dS^T
+  float* lse_s = reinterpret_cast<float*>(dss + kBc * kDsLd);  // (2, kBr)
+  float* delta_s = lse_s + 2 * kBr;                            // (2, kBr)
+
+  const backend::CudaFlashBlock blk =
+      backend::cuda_flash_backward_block(blockIdx.x, p.batch * p.hq);
+  const int64_t bh = blk.bh, j0 = blk.tile * kBc;
+  const int64_t kvh = backend::cuda_flash_kv_head(bh, p.hq, p.hkv);
+  const E* q = static_cast<const E*>(p.q) + bh * p.t * p.d;        // (T, D)
+  const E* dout = static_cast<const E*>(p.dout) + bh * p.t * p.d;  // (T, D)
+  const E* k = static_cast<const E*>(p.k) + kvh * p.s * p.d;       // (S, D)
+  const E* v = static_cast<const E*>(p.v) + kvh * p.s * p.d;       // (S, D)
+  const float* lse = p.lse + bh * p.t;                             // (T)
+  const float* delta = p.delta + bh * p.t;                         // (T)
+  float* dq_acc = p.dq_acc + bh * p.t * p.d;                       // (T, D)
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const backend::CudaFragmentIndex x_lane = backend::cuda_ldmatrix_x(lane);
+  const backend::CudaFragmentIndex y_lane = backend::cuda_ldmatrix_y(lane);
+  const int64_t q_tiles = backend::cuda_ceil_div(p.t, kBr);
+  const int64_t first = backend::cuda_flash_backward_first_query_tile(p.t, p.s, p.causal, j0, kBr);
+  const int64_t offset = p.s - p.t;
+
+  load_tile<kD, kLd, kBc, C::kThreads>(ks, k, j0, p.s, p.d);
+  load_tile<kD, kLd, kBc, C::kThreads>(vs, v, j0, p.s, p.d);
+  if (first < q_tiles)
+    load_query_stage<E, kD>(p, q, dout, lse, delta, first * kBr, qs, dos, lse_s, delta_s);
+  cp_async_commit();
+
+  float dkacc[kD / 8][4] = {};  // (16, kD) rows of this warp's keys
+  float dvacc[kD / 8][4] = {};
+  for (int64_t it = first; it < q_tiles; ++it) {
+    const int stage = int((it - first) % 2);
+    if (it + 1 < q_tiles) {
+      const int next = stage ^ 1;
+      load_query_stage<E, kD>(p, q, dout, lse, delta, (it + 1) * kBr, qs + next * kBr * kLd,
+                              dos + next * kBr * kLd, lse_s + next * kBr, delta_s + next * kBr);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();  // query tile it (and the key tile) have landed
+    __syncthreads();
+    const int64_t q0 = it * kBr;
+    const E* qt = qs + stage * kBr * kLd;
+    const E* dot = dos + stage * kBr * kLd;
+    const float* lse_t = lse_s + stage * kBr;
+    const float* delta_t = delta_s + stage * kBr;
+
+    // S^T (16, kBr) = K Q^T and dP^T (16, kBr) = V dO^T for this warp's 16 keys
+    float sacc[kBr / 8][4] = {};
+    float dpacc[kBr / 8][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      uint32_t ka[4], va[4];
+      ldmatrix_x4<false>(ka, ks + (warp * 16 + x_lane.row) * kLd + kk * 16 + x_lane.col);
+      ldmatrix_x4<false>(va, vs + (warp * 16 + x_lane.row) * kLd + kk * 16 + x_lane.col);
+#pragma unroll
+      for (int np = 0; np < kBr / 16; ++np) {
+        uint32_t b[4];
+        ldmatrix_x4<false>(b, qt + (np * 16 + y_lane.row) * kLd + kk * 16 + y_lane.col);
+        mma_16816<E>(sacc[2 * np], ka, b[0], b[1]);
+        mma_16816<E>(sacc[2 * np + 1], ka, b[2], b[3]);
+        ldmatrix_x4<false>(b, dot + (np * 16 + y_lane.row) * kLd + kk * 16 + y_lane.col);
+        mma_16816<E>(dpacc[2 * np], va, b[0], b[1]);
+        mma_16816<E>(dpacc[2 * np + 1], va, b[2], b[3]);
+      }
+    }
+
+    // P^T = exp2(s log2(e) scale - lse) (0 where masked), dS^T = P^T (dP^T - delta)
+    const bool masked = j0 + kBc > p.s || (p.causal && j0 + kBc - 1 > q0 + offset);
+#pragma unroll
+    for (int nt = 0; nt < kBr / 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const backend::CudaFragmentIndex c = backend::cuda_mma_c_index(lane, e);
+        const int col = nt * 8 + c.col;  // query q0 + col
+        float pr = exp2f(fmaf(sacc[nt][e], p.scale_log2, -lse_t[col]));
+        if (masked) {
+          const int64_t j = j0 + warp * 16 + c.row, i = q0 + col;
+          if (j >= p.s || (p.causal && j > i + offset)) pr = 0.0f;
+        }
+        sacc[nt][e] = pr;
+        dpacc[nt][e] = pr * (dpacc[nt][e] - delta_t[col]);
+      }
+    }
+
+    // dV += P^T dO and dK += dS^T Q; dS^T to shared memory for dQ
+#pragma unroll
+    for (int kk = 0; kk < kBr / 16; ++kk) {
+      uint32_t pa[4], da[4];
+      a_from_c<E>(pa, sacc, kk);
+      a_from_c<E>(da, dpacc, kk);
+#pragma unroll
+      for (int np = 0; np < kD / 16; ++np) {
+        uint32_t b[4];
+        ldmatrix_x4<true>(b, dot + (kk * 16 + x_lane.row) * kLd + np * 16 + x_lane.col);
+        mma_16816<E>(dvacc[2 * np], pa, b[0], b[1]);
+        mma_16816<E>(dvacc[2 * np + 1], pa, b[2], b[3]);
+        ldmatrix_x4<true>(b, qt + (kk * 16 + x_lane.row) * kLd + np * 16 + x_lane.col);
+        mma_16816<E>(dkacc[2 * np], da, b[0], b[1]);
+        mma_16816<E>(dkacc[2 * np + 1], da, b[2], b[3]);
+      }
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const backend::CudaFragmentIndex a = backend::cuda_mma_a_index(lane, 2 * r);
+        *reinterpret_cast<uint32_t*>(dss + (warp * 16 + a.row) * kDsLd + kk * 16 + a.col) = da[r];
+      }
+    }
+    __syncthreads();  // dS^T complete
+
+    // dQ (kBr, kD) += dS K: warp = (row block of 16, column group of kDqCols)
+    const int row_block = warp % C::kDqRowBlocks, col0 = warp / C::kDqRowBlocks * C::kDqCols;
+    float qacc[C::kDqCols / 8][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < kBc / 16; ++kk) {
+      uint32_t a[4];
+      ldmatrix_x4<true>(a, dss + (kk * 16 + y_lane.row) * kDsLd + row_block * 16 + y_lane.col);
+#pragma unroll
+      for (int np = 0; np < C::kDqCols / 16; ++np) {
+        uint32_t b[4];
+        ldmatrix_x4<true>(b, ks + (kk * 16 + x_lane.row) * kLd + col0 + np * 16 + x_lane.col);
+        mma_16816<E>(qacc[2 * np], a, b[0], b[1]);
+        mma_16816<E>(qacc[2 * np + 1], a, b[2], b[3]);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < C::kDqCols / 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const backend::CudaFragmentIndex c = backend::cuda_mma_c_index(lane, e);
+        const int64_t row = q0 + row_block * 16 + c.row;
+        const int col = col0 + nt * 8 + c.col;
+        if (row < p.t && col < p.d) atomicAdd(dq_acc + row * p.d + col, qacc[nt][e]);
+      }
+    }
+  }
+  cp_async_wait<0>();  // with no query tile (T = 0) the key tile's copies are still pending
+
+  // dk = scale dS^T Q and dv = P^T dO for this warp's keys
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t key = j0 + warp * 16 + backend::cuda_mma_c_index(lane, 2 * h).row;
+    if (key >= p.s) continue;
+    const int64_t row = (kvh * p.s + key) * p.d;
+#pragma unroll
+    for (int nt = 0; nt < kD / 8; ++nt) {
+      const int col = nt * 8 + backend::cuda_mma_c_index(lane, 2 * h).col;
+      if (col >= p.d) continue;
+      const float dk0 = dkacc[nt][2 * h] * p.scale, dk1 = dkacc[nt][2 * h + 1] * p.scale;
+      const float dv0 = dvacc[nt][2 * h], dv1 = dvacc[nt][2 * h + 1];
+      if (p.dk_acc != nullptr) {
+        atomicAdd(p.dk_acc + row + col, dk0);
+        atomicAdd(p.dk_acc + row + col + 1, dk1);
+        atomicAdd(p.dv_acc + row + col, dv0);
+        atomicAdd(p.dv_acc + row + col + 1, dv1);
+      } else {
+        *reinterpret_cast<uint32_t*>(static_cast<E*>(p.dk) + row + col) = pack2<E>(dk0, dk1);
+        *reinterpret_cast<uint32_t*>(static_cast<E*>(p.dv) + row + col) = pack2<E>(dv0, dv1);
+      }
+    }
+  }
+}
+
+template <class E, int kD>
+__global__ void __launch_bounds__(CudaFlashMmaConfig<kD>::kThreads)
+    flash_backward_mma_kernel(BackwardParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  __trap();  // never launched (see flash_forward_mma_kernel)
+#else
+  backward_mma<E, kD>(p);
+#endif
+}
+
+// ---- shared by both paths ----
+
+// delta (rows) = rowsum(dout * o) over rows of d, a warp per row.
+template <class E>
+__global__ void delta_kernel(const E* dout, const E* o, float* delta, int64_t rows, int64_t d) {
+  const int64_t row = int64_t(blockIdx.x) * backend::kCudaFlashRowWarps + threadIdx.x / 32;
+  if (row >= rows) return;
+  float acc = 0.0f;
+  for (int64_t x = threadIdx.x % 32; x < d; x += 32)
+    acc += to_f32(dout[row * d + x]) * to_f32(o[row * d + x]);
+#pragma unroll
+  for (int width = 16; width >= 1; width /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, width);
+  if (threadIdx.x % 32 == 0) delta[row] = acc;
+}
+
+// out (n) = acc * scale rounded to E.
+template <class E>
+__global__ void convert_kernel(const float* acc, E* out, int64_t n, float scale) {
+  FG_GRID_STRIDE(i, n) out[i] = from_f32<E>(acc[i] * scale);
+}
+
+template <class E>
+cudaError_t round_accumulator(const float* acc, void* out, int64_t n, float scale,
+                              cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  convert_kernel<E>
+      <<<unsigned(backend::cuda_elementwise_blocks(n)), backend::kCudaThreads, 0, stream>>>(
+          acc, static_cast<E*>(out), n, scale);
+  return cudaGetLastError();
+}
+
+template <class Kernel, class Params>
+cudaError_t launch_mma(Kernel kernel, int64_t blocks, int threads, int64_t smem,
+                       const Params& params, cudaStream_t stream) {
+  if (blocks == 0) return cudaSuccess;
+  if (blocks > backend::kCudaMaxGridX) return cudaErrorInvalidConfiguration;
+  const cudaError_t err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  if (err != cudaSuccess) return err;
+  kernel<<<unsigned(blocks), threads, size_t(smem), stream>>>(params);
+  return cudaGetLastError();
+}
+
+template <class E, int kD>
+cudaError_t forward_mma_launch(const AttentionSizes& x, const ForwardParams& params,
+                               cudaStream_t stream) {
+  using C = CudaFlashMmaConfig<kD>;
+  return launch_mma(flash_forward_mma_kernel<E, kD>,
+                    backend::cuda_flash_forward_blocks(x.batch * x.hq, x.t, C::kBr), C::kThreads,
+                    C::kForwardSmem, params, stream);
+}
+
+template <class E, int kD>
+cudaError_t backward_mma_launch(const AttentionSizes& x, const BackwardParams& params,
+                                cudaStream_t stream) {
+  using C = CudaFlashMmaConfig<kD>;
+  return launch_mma(flash_backward_mma_kernel<E, kD>,
+                    backend::cuda_flash_backward_blocks(x.batch * x.hq, x.s, C::kBwdBc),
+                    C::kThreads, C::kBackwardSmem, params, stream);
+}
+
+// Calls fn with the element tag of a floating dtype.
+template <class Fn>
+cudaError_t flash_dtype_case(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::f32: return fn(ElementTag<float>{});
+    case DType::bf16: return fn(ElementTag<bf16>{});
+    case DType::f16: return fn(ElementTag<f16>{});
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_flash_attention_forward(const AttentionSizes& x, DType dtype,
+                                           backend::CudaFlashPath path, const void* q,
+                                           const void* k, const void* v, void* o, float* lse,
+                                           cudaStream_t stream) {
+  if (x.batch * x.hq * x.t == 0) return cudaSuccess;
+  if (path == backend::CudaFlashPath::simt)
+    return launch_flash_forward_simt(x, dtype, q, k, v, o, lse, stream);
+  const ForwardParams params{x.batch,          x.hq, x.hkv, x.t, x.s, x.d, x.causal,
+                             x.scale * kLog2e, q,    k,     v,   o,   lse};
+  return flash_dtype_case(dtype, [&](auto tag) -> cudaError_t {
+    using E = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<E, float>) {
+      return cudaErrorInvalidValue;  // f32 takes the simt path
+    } else {
+      return backend::cuda_flash_mma_head_dim(x.d) == 64
+                 ? forward_mma_launch<E, 64>(x, params, stream)
+                 : forward_mma_launch<E, 128>(x, params, stream);
+    }
+  });
+}
+
+cudaError_t launch_flash_attention_backward(const AttentionSizes& x, DType dtype,
+                                            backend::CudaFlashPath path, const void* dout,
+                                            const void* q, const void* k, const void* v,
+                                            const void* o, const float* lse, float* delta, void* dq,
+                                            void* dk, void* dv, float* workspace,
+                                            cudaStream_t stream) {
+  const int64_t q_elements = x.batch * x.hq * x.t * x.d, kv_elements = x.batch * x.hkv * x.s * x.d;
+  const backend::CudaFlashWorkspace ws =
+      backend::cuda_flash_backward_workspace(x.batch, x.hq, x.hkv, x.t, x.s, x.d);
+  const bool grouped = ws.grouped;
+  float* dq_acc = workspace;                              // (B, Hq, T, D)
+  float* dk_acc = grouped ? workspace + ws.dk : nullptr;  // (B, Hkv, S, D)
+  float* dv_acc = grouped ? workspace + ws.dv : nullptr;  // (B, Hkv, S, D)
+  if (ws.floats > 0) {
+    const cudaError_t err = cudaMemsetAsync(workspace, 0, size_t(ws.floats) * 4, stream);
+    if (err != cudaSuccess) return err;
+  }
+  return flash_dtype_case(dtype, [&](auto tag) -> cudaError_t {
+    using E = typename decltype(tag)::type;
+    const int64_t rows = x.batch * x.hq * x.t;
+    if (rows > 0) {
+      const int64_t blocks = backend::cuda_flash_row_blocks(rows);
+      if (blocks > backend::kCudaMaxGridX) return cudaErrorInvalidConfiguration;
+      delta_kernel<E><<<unsigned(blocks), 32 * backend::kCudaFlashRowWarps, 0, stream>>>(
+          static_cast<const E*>(dout), static_cast<const E*>(o), delta, rows, x.d);
+      const cudaError_t err = cudaGetLastError();
+      if (err != cudaSuccess) return err;
+    }
+    cudaError_t err = cudaSuccess;
+    if (path == backend::CudaFlashPath::simt) {
+      err = launch_flash_backward_simt(x, dtype, dout, q, k, v, lse, delta, dq_acc, dk, dv, dk_acc,
+                                       dv_acc, stream);
+    } else if constexpr (std::is_same_v<E, float>) {
+      err = cudaErrorInvalidValue;  // f32 takes the simt path
+    } else {
+      const BackwardParams params{
+          x.batch, x.hq, x.hkv, x.t, x.s,   x.d,    x.causal, x.scale, x.scale * kLog2e, dout,
+          q,       k,    v,     lse, delta, dq_acc, dk,       dv,      dk_acc,           dv_acc};
+      err = backend::cuda_flash_mma_head_dim(x.d) == 64
+                ? backward_mma_launch<E, 64>(x, params, stream)
+                : backward_mma_launch<E, 128>(x, params, stream);
+    }
+    if (err != cudaSuccess) return err;
+    err = round_accumulator<E>(dq_acc, dq, q_elements, x.scale, stream);
+    if (err != cudaSuccess || !grouped) return err;
+    err = round_accumulator<E>(dk_acc, dk, kv_elements, 1.0f, stream);
+    if (err != cudaSuccess) return err;
+    return round_accumulator<E>(dv_acc, dv, kv_elements, 1.0f, stream);
+  });
+}
+
+}  // namespace fitgrad::cuda

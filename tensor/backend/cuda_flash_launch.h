@@ -1,0 +1,279 @@
+// The launch arithmetic of the cuda attention kernels (cuda/kernels/attention_*.cu) as plain
+// constexpr C++: which path a call takes, the tile shapes and shared-memory bytes of each
+// path and head dim, the grids and how a block finds its (batch-head, tile), the key tiles a
+// causal query tile visits and the query tiles a key tile visits, the lane arithmetic of
+// the tensor-core fragments, and the grids of naive attention. The kernels compute all of
+// it from here, and tests/tensor/backend/cuda_flash_launch_test.cpp checks it on a machine
+// without a GPU (including the fragment algebra, by emulating ldmatrix and mma).
+//
+// Note [CUDA flash attention]
+// FlashAttention-2 on the cuda backend, two paths (cuda_flash_path):
+//   - mma (bf16/f16, head dim <= 128 and a multiple of 8, 16-byte aligned operands, sm_80+):
+//     warp-level tensor-core mma.sync.m16n8k16 with f32 accumulators; head dims are padded
+//     to 64 or 128 (CudaFlashMmaConfig) with zero columns, which change no score;
+//   - simt (f32, or any dtype that the mma path does not take, head dim <= 256): plain f32
+//     FMA on tiles widened to f32 in shared memory, one key per lane (CudaFlashSimtConfig).
+// Forward: one block per (query tile, batch-head); each warp owns 16 (mma) or 8 (simt) query
+// rows, key/value tiles stream through shared memory (double-buffered with cp.async on the
+// mma path), the running max and sum are f32, and causal key tiles past the diagonal are
+// never loaded (cuda_flash_forward_key_tiles). Blocks are numbered heavy tile first
+// (cuda_flash_forward_block): under a causal mask the last query tile sees the most keys.
+// Backward: a first kernel writes delta = rowsum(dout * o); then one block per (key tile,
+// batch-head) holds its dk and dv in registers and walks the query tiles that see its keys
+// (cuda_flash_backward_first_query_tile), recomputing p = exp(s - lse) from q, k and lse:
+// dP = dO V^T, dS = P (dP - delta), dV += P^T dO, dK += dS^T Q, and dQ += dS K is added
+// into the f32 dq workspace (Note [CUDA attention accumulation] in attention_flash.cu).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "tensor/backend/cuda_launch.h"
+#include "tensor/dtype.h"
+
+namespace fitgrad::backend {
+
+inline constexpr int64_t kCudaFlashMaxHeadDim = 256;
+
+enum class CudaFlashPath : int { mma, simt };
+
+// The path of one call: dtype, head dim, whether every operand is 16-byte aligned, and the
+// device's compute capability major (8 = sm_80).
+constexpr CudaFlashPath cuda_flash_path(DType dtype, int64_t d, bool aligned16, int sm_major) {
+  const bool half = dtype == DType::bf16 || dtype == DType::f16;
+  return half && d <= 128 && d % 8 == 0 && aligned16 && sm_major >= 8 ? CudaFlashPath::mma
+                                                                      : CudaFlashPath::simt;
+}
+
+// ---- tiles of the mma path ----
+
+// The padded head dim of the mma path's kernels.
+constexpr int cuda_flash_mma_head_dim(int64_t d) { return d <= 64 ? 64 : 128; }
+
+// Tiles of the mma path for padded head dim HeadDim (64 or 128). Operands are 2 bytes.
+// Shared-memory rows are padded by 8 elements (16 bytes), so the 8 rows one ldmatrix reads
+// fall in 8 distinct groups of 4 banks.
+template <int HeadDim>
+struct CudaFlashMmaConfig {
+  static_assert(HeadDim == 64 || HeadDim == 128, "the mma kernels take head dims 64 and 128");
+  static constexpr int kHeadDim = HeadDim;
+  static constexpr int kWarps = 4;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kLd = HeadDim + 8;  // row stride of q, k, v, dout tiles (elements)
+  // forward: 16 query rows per warp, key tiles of kBc, double-buffered
+  static constexpr int kBr = 16 * kWarps;
+  static constexpr int kBc = 64;
+  static constexpr int64_t kForwardSmem = int64_t(kBr + 2 * 2 * kBc) * kLd * 2;
+  // backward: 16 keys per warp, query tiles of kBwdBr (smaller at 128, for registers and
+  // shared memory), double-buffered; dS^T (kBwdBc, kBwdBr) and lse, delta per stage
+  static constexpr int kBwdBc = 16 * kWarps;
+  static constexpr int kBwdBr = HeadDim == 64 ? 64 : 32;
+  static constexpr int kDsLd = kBwdBr + 8;
+  // dq = dS K: the warps split the kBwdBr rows into blocks of 16 and the columns into groups
+  static constexpr int kDqRowBlocks = kBwdBr / 16;
+  static constexpr int kDqColGroups = kWarps / kDqRowBlocks;
+  static constexpr int kDqCols = HeadDim / kDqColGroups;
+  static_assert(kWarps % kDqRowBlocks == 0 && kDqCols % 16 == 0, "dq split");
+  static constexpr int64_t kBackwardSmem = int64_t(2 * kBwdBc + 2 * 2 * kBwdBr) * kLd * 2 +
+                                           int64_t(kBwdBc) * kDsLd * 2 + 2 * 2 * kBwdBr * 4;
+};
+
+// ---- tiles of the simt path ----
+
+// Tiles of the simt path: kRows query rows per warp, a key per lane; head dims in chunks of
+// 32 columns (a column per lane), the kernels instantiated for 1, 2, 4 or 8 chunks.
+struct CudaFlashSimtConfig {
+  static constexpr int kWarps = 4;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kRows = 8;                    // query rows per warp (forward, backward)
+  static constexpr int kBr = kRows * kWarps;         // query rows per tile
+  static constexpr int kBc = 32;                     // keys per tile: one per lane
+  static constexpr int kKeysPerWarp = kBc / kWarps;  // backward: dk and dv rows per warp
+};
+
+// Column chunks (of 32) a simt kernel is instantiated for: 1, 2, 4 or 8.
+constexpr int cuda_flash_simt_chunks(int64_t d) {
+  return d <= 32 ? 1 : d <= 64 ? 2 : d <= 128 ? 4 : 8;
+}
+// Shared memory of the simt kernels (f32 tiles; k and v rows padded by one float so that
+// lanes reading different rows hit different banks).
+constexpr int64_t cuda_flash_simt_forward_smem(int64_t d) {
+  using C = CudaFlashSimtConfig;
+  return (C::kBr * d + C::kBc * (d + 1) + C::kBc * d) * 4;
+}
+constexpr int64_t cuda_flash_simt_backward_smem(int64_t d) {
+  using C = CudaFlashSimtConfig;
+  return (2 * C::kBc * (d + 1) + 2 * C::kBr * d + 2 * C::kBr * (C::kBc + 1) + 2 * C::kBr) * 4;
+}
+
+// Shared memory of one block of a call's path.
+constexpr int64_t cuda_flash_smem_bytes(CudaFlashPath path, int64_t d, bool backward) {
+  if (path == CudaFlashPath::simt)
+    return backward ? cuda_flash_simt_backward_smem(d) : cuda_flash_simt_forward_smem(d);
+  if (cuda_flash_mma_head_dim(d) == 64)
+    return backward ? CudaFlashMmaConfig<64>::kBackwardSmem : CudaFlashMmaConfig<64>::kForwardSmem;
+  return backward ? CudaFlashMmaConfig<128>::kBackwardSmem : CudaFlashMmaConfig<128>::kForwardSmem;
+}
+
+// Forward query tile rows and backward key tile rows of a call's path.
+constexpr int cuda_flash_query_tile(CudaFlashPath path, int64_t d) {
+  if (path == CudaFlashPath::simt) return CudaFlashSimtConfig::kBr;
+  return cuda_flash_mma_head_dim(d) == 64 ? CudaFlashMmaConfig<64>::kBr
+                                          : CudaFlashMmaConfig<128>::kBr;
+}
+constexpr int cuda_flash_key_tile(CudaFlashPath path, int64_t d) {
+  if (path == CudaFlashPath::simt) return CudaFlashSimtConfig::kBc;
+  return cuda_flash_mma_head_dim(d) == 64 ? CudaFlashMmaConfig<64>::kBwdBc
+                                          : CudaFlashMmaConfig<128>::kBwdBc;
+}
+
+// ---- causal tiles (Note [Causal alignment] in tensor/cpu/attention_flash.cpp) ----
+
+// Keys [0, end) are visible to at least one of the queries [q0, q0 + nq): query i sees key
+// j iff j <= i + (s - t).
+constexpr int64_t cuda_flash_key_end(int64_t t, int64_t s, bool causal, int64_t q0, int64_t nq) {
+  if (!causal) return s;
+  return std::clamp<int64_t>(q0 + nq + s - t, 0, s);
+}
+// Key tiles of bc keys that the query tile of br rows starting at q0 visits.
+constexpr int64_t cuda_flash_forward_key_tiles(int64_t t, int64_t s, bool causal, int64_t q0,
+                                               int64_t br, int64_t bc) {
+  return cuda_ceil_div(cuda_flash_key_end(t, s, causal, q0, std::min(br, t - q0)), bc);
+}
+// The first query tile of br rows that sees any key of the key tile starting at j0; the
+// backward walks the query tiles from there to the last.
+constexpr int64_t cuda_flash_backward_first_query_tile(int64_t t, int64_t s, bool causal,
+                                                       int64_t j0, int64_t br) {
+  return causal ? std::max<int64_t>(0, j0 - (s - t)) / br : 0;
+}
+
+// ---- grids ----
+
+// Where a block works: its batch-head (b * Hq + h) and its query (forward) or key
+// (backward) tile.
+struct CudaFlashBlock {
+  int64_t bh = 0;
+  int64_t tile = 0;
+};
+
+// Forward: one block per (query tile, batch-head), a 1-D grid. Blocks are numbered tile
+// rank major, and under a causal mask rank 0 is the last query tile, so the blocks that
+// see the most keys start first.
+constexpr int64_t cuda_flash_forward_blocks(int64_t bh_count, int64_t t, int64_t br) {
+  return bh_count * cuda_ceil_div(t, br);
+}
+constexpr CudaFlashBlock cuda_flash_forward_block(int64_t block, int64_t bh_count, int64_t q_tiles,
+                                                  bool causal) {
+  const int64_t rank = block / bh_count;
+  return {block % bh_count, causal ? q_tiles - 1 - rank : rank};
+}
+// Backward: one block per (key tile, batch-head of the queries); the first key tiles are
+// the ones most queries see.
+constexpr int64_t cuda_flash_backward_blocks(int64_t bh_count, int64_t s, int64_t bc) {
+  return bh_count * cuda_ceil_div(s, bc);
+}
+constexpr CudaFlashBlock cuda_flash_backward_block(int64_t block, int64_t bh_count) {
+  return {block % bh_count, block / bh_count};
+}
+// The kv batch-head that query batch-head bh reads (grouped-query attention).
+constexpr int64_t cuda_flash_kv_head(int64_t bh, int64_t hq, int64_t hkv) {
+  return bh / hq * hkv + bh % hq / (hq / hkv);
+}
+// The backward's f32 workspace, as cuda_rules.cpp's flash_workspace sizes it: dq's
+// accumulator (B, Hq, T, D) at float 0, then, with grouped heads (hq > hkv), dk's and dv's
+// (B, Hkv, S, D) (Note [CUDA attention accumulation] in cuda/kernels/attention_flash.cu).
+// The forward takes none.
+struct CudaFlashWorkspace {
+  int64_t dk = 0;      // offset of dk's accumulator, when grouped
+  int64_t dv = 0;      // offset of dv's accumulator, when grouped
+  int64_t floats = 0;  // the whole workspace
+  bool grouped = false;
+};
+constexpr CudaFlashWorkspace cuda_flash_backward_workspace(int64_t batch, int64_t hq, int64_t hkv,
+                                                           int64_t t, int64_t s, int64_t d) {
+  const int64_t q = batch * hq * t * d, kv = batch * hkv * s * d;
+  if (hq == hkv) return {0, 0, q, false};
+  return {q, q + kv, q + 2 * kv, true};
+}
+// Blocks of the delta kernel: a warp per row, kCudaFlashRowWarps rows per block.
+inline constexpr int kCudaFlashRowWarps = 8;
+constexpr int64_t cuda_flash_row_blocks(int64_t rows) {
+  return cuda_ceil_div(rows, kCudaFlashRowWarps);
+}
+// The largest 1-D grid.
+inline constexpr int64_t kCudaMaxGridX = (int64_t(1) << 31) - 1;
+
+// ---- the tensor-core fragments ----
+//
+// Note [mma fragments]
+// mma.sync.aligned.m16n8k16 (PTX ISA, "Matrix Fragments for mma.m16n8k16"): lane l has
+// group g = l / 4 and thread-in-group t = l % 4. A (16 x 16) is four 32-bit registers of
+// two 16-bit elements, lower index in the low half: register r holds row g + 8 (r % 2),
+// columns 2t + 8 (r / 2) and the next one. B (16 x 8) is two registers: register r holds
+// rows 2t + 8 r and the next one, column g. C (16 x 8, f32) is four floats: c[i] is row
+// g + 8 (i / 2), column 2t + i % 2. So the C fragments of n-tiles 2k and 2k + 1 of a score
+// tile, rounded to 16 bits in pairs, are the A fragment of k-block k of the next product
+// (cuda_mma_a_from_c): P never leaves registers.
+// ldmatrix.x4 reads four 8x8 16-bit matrices, matrix m from the row addresses of lanes
+// 8m .. 8m + 7; lane l receives in register m matrix m's row l / 4, columns 2 (l % 4) and the
+// next (.trans: column l / 4, rows 2 (l % 4) and the next). Two address patterns, each a
+// (row, column) offset of lane l inside a 16 x 16 tile of a row-major shared array, cover
+// every operand:
+//   X: row l % 16, column 8 (l / 16): an A fragment (non-transposed), or, .trans, the B
+//      fragments of n-tiles 0 and 1 of a tile stored (k, n) (v in P V, dout in P^T dO);
+//   Y: row l % 8 + 8 (l / 16), column 8 (l / 8 % 2): the B fragments of n-tiles 0 and 1 of
+//      a tile stored (n, k) (k in Q K^T), or, .trans, an A fragment of a tile stored (k, m)
+//      (dS^T in dS K).
+struct CudaFragmentIndex {
+  int row = 0;
+  int col = 0;
+};
+constexpr CudaFragmentIndex cuda_mma_a_index(int lane, int element) {  // element 0..7
+  return {lane / 4 + 8 * (element / 2 % 2), 2 * (lane % 4) + element % 2 + 8 * (element / 4)};
+}
+constexpr CudaFragmentIndex cuda_mma_b_index(int lane, int element) {  // element 0..3: (k, n)
+  return {2 * (lane % 4) + element % 2 + 8 * (element / 2), lane / 4};
+}
+constexpr CudaFragmentIndex cuda_mma_c_index(int lane, int element) {  // element 0..3
+  return {lane / 4 + 8 * (element / 2), 2 * (lane % 4) + element % 2};
+}
+constexpr CudaFragmentIndex cuda_ldmatrix_x(int lane) { return {lane % 16, 8 * (lane / 16)}; }
+constexpr CudaFragmentIndex cuda_ldmatrix_y(int lane) {
+  return {lane % 8 + 8 * (lane / 16), 8 * (lane / 8 % 2)};
+}
+// Register r of the A fragment of k-block k is C pair r % 2 (floats 2 (r % 2) and the
+// next) of n-tile 2k + r / 2.
+struct CudaAFromC {
+  int tile = 0;  // n-tile offset from 2k
+  int pair = 0;
+};
+constexpr CudaAFromC cuda_mma_a_from_c(int reg) { return {reg / 2, reg % 2}; }
+
+// ---- naive attention ----
+
+// Note [CUDA naive attention]
+// Naive attention is the reference path: its products are one strided batched SIMT GEMM
+// (kCudaNaiveTile square tiles through shared memory, an output per thread, a 1-D grid of
+// batch x row tiles x column tiles), and its softmax and softmax-gradient rows a warp per
+// row, kCudaFlashRowWarps rows per block.
+inline constexpr int kCudaNaiveTile = 16;
+constexpr int64_t cuda_naive_gemm_blocks(int64_t batch, int64_t m, int64_t n) {
+  return batch * cuda_ceil_div(m, kCudaNaiveTile) * cuda_ceil_div(n, kCudaNaiveTile);
+}
+// The (batch, row tile, column tile) of a GEMM block.
+struct CudaNaiveBlock {
+  int64_t batch = 0;
+  int64_t row_tile = 0;
+  int64_t col_tile = 0;
+};
+constexpr CudaNaiveBlock cuda_naive_gemm_block(int64_t block, int64_t m, int64_t n) {
+  const int64_t col_tiles = cuda_ceil_div(n, kCudaNaiveTile);
+  const int64_t row_tiles = cuda_ceil_div(m, kCudaNaiveTile);
+  return {block / (row_tiles * col_tiles), block / col_tiles % row_tiles, block % col_tiles};
+}
+// Keys a query row i of t sees among s (all of them without a mask).
+constexpr int64_t cuda_naive_visible(int64_t t, int64_t s, bool causal, int64_t i) {
+  return causal ? std::clamp<int64_t>(i + s - t + 1, 0, s) : s;
+}
+
+}  // namespace fitgrad::backend
