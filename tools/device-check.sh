@@ -45,7 +45,7 @@ timeout 150 "$pack/bin/cuda_bench" --reps 10 2>&1 | tee "$out/cuda_bench.txt" |
   sed -n 's/^RESULT /fitgrad /p' >>"$results"
 timeout 150 python3 tools/device/torch_reference.py 2>&1 | tee "$out/torch.txt" |
   sed -n 's/^RESULT /torch /p' >>"$results"
-train_args=(--model gpt2 --init random --data data/assets/austen.txt --seq_len 1024
+train_args=(--model gpt2 --data data/assets/austen.txt --seq_len 1024
   --per_device_train_batch_size 8 --bf16 --optim adamw_torch --learning_rate 6e-4
   --max_steps 12 --logging_steps 1 --eval_strategy no --save_strategy no)
 timeout 120 "$pack/bin/fitgrad" train "${train_args[@]}" --device cuda:0 \
@@ -68,7 +68,7 @@ grep -m1 -o 'peak allocated [0-9.]* [KMG]iB' "$out/memplan.txt" |
   awk '{print "memplan train gpt2.peak", $3, $4}' >>"$results"
 
 # 4. A SmolLM2-135M QLoRA step (random weights: the time and memory do not depend on them).
-timeout 90 "$pack/bin/fitgrad" train --model smollm2-135m --init random \
+timeout 90 "$pack/bin/fitgrad" train --model smollm2-135m \
   --data data/assets/austen.txt --seq_len 1024 --per_device_train_batch_size 8 --bf16 \
   --quantize nf4 --lora_r 16 --max_steps 8 --logging_steps 1 --eval_strategy no \
   --save_strategy no --device cuda:0 --output_dir "$out/qlora" >"$out/qlora.txt" 2>&1

@@ -70,11 +70,9 @@ struct BackwardParams {
   const void* v;
   const float* lse;
   const float* delta;
-  float* dq_acc;  // (B, Hq, T, D)
-  void* dk;       // (B, Hkv, S, D) in dtype, when dk_acc is null
+  void* dq;  // (B, Hq, T, D)
+  void* dk;  // (B, Hkv, S, D)
   void* dv;
-  float* dk_acc;  // (B, Hkv, S, D) f32 with grouped heads, else null
-  float* dv_acc;
 };
 
 // ---- PTX ----
@@ -331,8 +329,15 @@ __global__ void __launch_bounds__(CudaFlashMmaConfig<kD>::kThreads)
 
 // ---- backward ----
 
-// Query tile q0's q and dout rows (cp.async) and lse (base 2; +inf where the row is past
-// the end or sees no key, so that its p is 0) and delta (plain loads) into one stage.
+// lse of row `row` of t in base 2; +inf where the row is past the end or sees no key, so
+// that its p is 0.
+__device__ __forceinline__ float lse_base2(const float* lse, int64_t row, int64_t t) {
+  const float value = row < t ? lse[row] : -kInf;
+  return value == -kInf ? kInf : value * kLog2e;
+}
+
+// Query tile q0's q and dout rows (cp.async) and lse (base 2) and delta (plain loads) into
+// one stage.
 template <class E, int kD>
 __device__ __forceinline__ void load_query_stage(const BackwardParams& p, const E* q, const E* dout,
                                                  const float* lse, const float* delta, int64_t q0,
@@ -341,63 +346,61 @@ __device__ __forceinline__ void load_query_stage(const BackwardParams& p, const 
   load_tile<kD, C::kLd, C::kBwdBr, C::kThreads>(qs, q, q0, p.t, p.d);
   load_tile<kD, C::kLd, C::kBwdBr, C::kThreads>(dos, dout, q0, p.t, p.d);
   for (int r = threadIdx.x; r < C::kBwdBr; r += C::kThreads) {
-    const bool inside = q0 + r < p.t;
-    const float value = inside ? lse[q0 + r] : -kInf;
-    lse_s[r] = value == -kInf ? kInf : value * kLog2e;
-    delta_s[r] = inside ? delta[q0 + r] : 0.0f;
+    lse_s[r] = lse_base2(lse, q0 + r, p.t);
+    delta_s[r] = q0 + r < p.t ? delta[q0 + r] : 0.0f;
   }
 }
 
+// dK and dV of one (key tile, batch x kv head): the query heads of the group, each over
+// the query tiles that see the tile, one step (head, query tile) after another in order.
 template <class E, int kD>
-__device__ void backward_mma(const BackwardParams& p) {
+__device__ void backward_dkdv_mma(const BackwardParams& p) {
   using C = CudaFlashMmaConfig<kD>;
-  constexpr int kBr = C::kBwdBr, kBc = C::kBwdBc, kLd = C::kLd, kDsLd = C::kDsLd;
+  constexpr int kBr = C::kBwdBr, kBc = C::kBwdBc, kLd = C::kLd;
   extern __shared__ __align__(16) unsigned char smem[];
   E* ks = reinterpret_cast<E*>(smem);                          // (kBc, kLd)
   E* vs = ks + kBc * kLd;                                      // (kBc, kLd)
   E* qs = vs + kBc * kLd;                                      // (2, kBr, kLd)
   E* dos = qs + 2 * kBr * kLd;                                 // (2, kBr, kLd)
-  E* dss = dos + 2 * kBr * kLd;                                // (kBc, kDsLd) dS^T
-  float* lse_s = reinterpret_cast<float*>(dss + kBc * kDsLd);  // (2, kBr)
-  float* delta_s = lse_s + 2 * kBr;                            // (2, kBr)
+  float* lse_s = reinterpret_cast<float*>(dos + 2 * kBr * kLd);  // (2, kBr)
+  float* delta_s = lse_s + 2 * kBr;                              // (2, kBr)
 
   const backend::CudaFlashBlock blk =
-      backend::cuda_flash_backward_block(blockIdx.x, p.batch * p.hq);
-  const int64_t bh = blk.bh, j0 = blk.tile * kBc;
-  const int64_t kvh = backend::cuda_flash_kv_head(bh, p.hq, p.hkv);
-  const E* q = static_cast<const E*>(p.q) + bh * p.t * p.d;        // (T, D)
-  const E* dout = static_cast<const E*>(p.dout) + bh * p.t * p.d;  // (T, D)
-  const E* k = static_cast<const E*>(p.k) + kvh * p.s * p.d;       // (S, D)
-  const E* v = static_cast<const E*>(p.v) + kvh * p.s * p.d;       // (S, D)
-  const float* lse = p.lse + bh * p.t;                             // (T)
-  const float* delta = p.delta + bh * p.t;                         // (T)
-  float* dq_acc = p.dq_acc + bh * p.t * p.d;                       // (T, D)
+      backend::cuda_flash_backward_block(blockIdx.x, p.batch * p.hkv);
+  const int64_t kvh = blk.bh, j0 = blk.tile * kBc;
+  const E* k = static_cast<const E*>(p.k) + kvh * p.s * p.d;  // (S, D)
+  const E* v = static_cast<const E*>(p.v) + kvh * p.s * p.d;  // (S, D)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const backend::CudaFragmentIndex x_lane = backend::cuda_ldmatrix_x(lane);
   const backend::CudaFragmentIndex y_lane = backend::cuda_ldmatrix_y(lane);
   const int64_t q_tiles = backend::cuda_ceil_div(p.t, kBr);
   const int64_t first = backend::cuda_flash_backward_first_query_tile(p.t, p.s, p.causal, j0, kBr);
+  const int64_t per_head = q_tiles - first, steps = p.hq / p.hkv * per_head;
   const int64_t offset = p.s - p.t;
 
+  // Step n is query tile first + n % per_head of the group's head n / per_head.
+  const auto load_step = [&](int64_t n, int stage) {
+    const int64_t bh = backend::cuda_flash_group_head(kvh, p.hq, p.hkv, n / per_head);
+    load_query_stage<E, kD>(p, static_cast<const E*>(p.q) + bh * p.t * p.d,
+                            static_cast<const E*>(p.dout) + bh * p.t * p.d, p.lse + bh * p.t,
+                            p.delta + bh * p.t, (first + n % per_head) * kBr,
+                            qs + stage * kBr * kLd, dos + stage * kBr * kLd,
+                            lse_s + stage * kBr, delta_s + stage * kBr);
+  };
   load_tile<kD, kLd, kBc, C::kThreads>(ks, k, j0, p.s, p.d);
   load_tile<kD, kLd, kBc, C::kThreads>(vs, v, j0, p.s, p.d);
-  if (first < q_tiles)
-    load_query_stage<E, kD>(p, q, dout, lse, delta, first * kBr, qs, dos, lse_s, delta_s);
+  if (steps > 0) load_step(0, 0);
   cp_async_commit();
 
   float dkacc[kD / 8][4] = {};  // (16, kD) rows of this warp's keys
   float dvacc[kD / 8][4] = {};
-  for (int64_t it = first; it < q_tiles; ++it) {
-    const int stage = int((it - first) % 2);
-    if (it + 1 < q_tiles) {
-      const int next = stage ^ 1;
-      load_query_stage<E, kD>(p, q, dout, lse, delta, (it + 1) * kBr, qs + next * kBr * kLd,
-                              dos + next * kBr * kLd, lse_s + next * kBr, delta_s + next * kBr);
-    }
+  for (int64_t n = 0; n < steps; ++n) {
+    const int stage = int(n % 2);
+    if (n + 1 < steps) load_step(n + 1, stage ^ 1);
     cp_async_commit();
-    cp_async_wait<1>();  // query tile it (and the key tile) have landed
+    cp_async_wait<1>();  // step n's query tile (and the key tile) have landed
     __syncthreads();
-    const int64_t q0 = it * kBr;
+    const int64_t q0 = (first + n % per_head) * kBr;
     const E* qt = qs + stage * kBr * kLd;
     const E* dot = dos + stage * kBr * kLd;
     const float* lse_t = lse_s + stage * kBr;
@@ -441,7 +444,7 @@ __device__ void backward_mma(const BackwardParams& p) {
       }
     }
 
-    // dV += P^T dO and dK += dS^T Q; dS^T to shared memory for dQ
+    // dV += P^T dO and dK += dS^T Q
 #pragma unroll
     for (int kk = 0; kk < kBr / 16; ++kk) {
       uint32_t pa[4], da[4];
@@ -457,74 +460,174 @@ __device__ void backward_mma(const BackwardParams& p) {
         mma_16816<E>(dkacc[2 * np], da, b[0], b[1]);
         mma_16816<E>(dkacc[2 * np + 1], da, b[2], b[3]);
       }
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const backend::CudaFragmentIndex a = backend::cuda_mma_a_index(lane, 2 * r);
-        *reinterpret_cast<uint32_t*>(dss + (warp * 16 + a.row) * kDsLd + kk * 16 + a.col) = da[r];
-      }
     }
-    __syncthreads();  // dS^T complete
-
-    // dQ (kBr, kD) += dS K: warp = (row block of 16, column group of kDqCols)
-    const int row_block = warp % C::kDqRowBlocks, col0 = warp / C::kDqRowBlocks * C::kDqCols;
-    float qacc[C::kDqCols / 8][4] = {};
-#pragma unroll
-    for (int kk = 0; kk < kBc / 16; ++kk) {
-      uint32_t a[4];
-      ldmatrix_x4<true>(a, dss + (kk * 16 + y_lane.row) * kDsLd + row_block * 16 + y_lane.col);
-#pragma unroll
-      for (int np = 0; np < C::kDqCols / 16; ++np) {
-        uint32_t b[4];
-        ldmatrix_x4<true>(b, ks + (kk * 16 + x_lane.row) * kLd + col0 + np * 16 + x_lane.col);
-        mma_16816<E>(qacc[2 * np], a, b[0], b[1]);
-        mma_16816<E>(qacc[2 * np + 1], a, b[2], b[3]);
-      }
-    }
-#pragma unroll
-    for (int nt = 0; nt < C::kDqCols / 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const backend::CudaFragmentIndex c = backend::cuda_mma_c_index(lane, e);
-        const int64_t row = q0 + row_block * 16 + c.row;
-        const int col = col0 + nt * 8 + c.col;
-        if (row < p.t && col < p.d) atomicAdd(dq_acc + row * p.d + col, qacc[nt][e]);
-      }
-    }
+    __syncthreads();  // every warp is done with this stage before it is refilled
   }
-  cp_async_wait<0>();  // with no query tile (T = 0) the key tile's copies are still pending
+  cp_async_wait<0>();  // with no step (T = 0) the key tile's copies are still pending
 
   // dk = scale dS^T Q and dv = P^T dO for this warp's keys
+  E* dk = static_cast<E*>(p.dk) + kvh * p.s * p.d;  // (S, D)
+  E* dv = static_cast<E*>(p.dv) + kvh * p.s * p.d;  // (S, D)
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int64_t key = j0 + warp * 16 + backend::cuda_mma_c_index(lane, 2 * h).row;
     if (key >= p.s) continue;
-    const int64_t row = (kvh * p.s + key) * p.d;
 #pragma unroll
     for (int nt = 0; nt < kD / 8; ++nt) {
       const int col = nt * 8 + backend::cuda_mma_c_index(lane, 2 * h).col;
       if (col >= p.d) continue;
-      const float dk0 = dkacc[nt][2 * h] * p.scale, dk1 = dkacc[nt][2 * h + 1] * p.scale;
-      const float dv0 = dvacc[nt][2 * h], dv1 = dvacc[nt][2 * h + 1];
-      if (p.dk_acc != nullptr) {
-        atomicAdd(p.dk_acc + row + col, dk0);
-        atomicAdd(p.dk_acc + row + col + 1, dk1);
-        atomicAdd(p.dv_acc + row + col, dv0);
-        atomicAdd(p.dv_acc + row + col + 1, dv1);
-      } else {
-        *reinterpret_cast<uint32_t*>(static_cast<E*>(p.dk) + row + col) = pack2<E>(dk0, dk1);
-        *reinterpret_cast<uint32_t*>(static_cast<E*>(p.dv) + row + col) = pack2<E>(dv0, dv1);
+      *reinterpret_cast<uint32_t*>(dk + key * p.d + col) =
+          pack2<E>(dkacc[nt][2 * h] * p.scale, dkacc[nt][2 * h + 1] * p.scale);
+      *reinterpret_cast<uint32_t*>(dv + key * p.d + col) =
+          pack2<E>(dvacc[nt][2 * h], dvacc[nt][2 * h + 1]);
+    }
+  }
+}
+
+// dQ of one (query tile, batch x query head), over the key tiles its queries see, in order.
+template <class E, int kD>
+__device__ void backward_dq_mma(const BackwardParams& p) {
+  using C = CudaFlashMmaConfig<kD>;
+  constexpr int kBr = C::kDqBr, kBc = C::kDqBc, kLd = C::kLd;
+  extern __shared__ __align__(16) unsigned char smem[];
+  E* qs = reinterpret_cast<E*>(smem);  // (kBr, kLd)
+  E* dos = qs + kBr * kLd;             // (kBr, kLd)
+  E* ks = dos + kBr * kLd;             // (2, kBc, kLd)
+  E* vs = ks + 2 * kBc * kLd;          // (2, kBc, kLd)
+
+  const int64_t q_tiles = backend::cuda_ceil_div(p.t, kBr);
+  const backend::CudaFlashBlock blk =
+      backend::cuda_flash_forward_block(blockIdx.x, p.batch * p.hq, q_tiles, p.causal);
+  const int64_t bh = blk.bh, q0 = blk.tile * kBr;
+  const int64_t kvh = backend::cuda_flash_kv_head(bh, p.hq, p.hkv);
+  const E* q = static_cast<const E*>(p.q) + bh * p.t * p.d;        // (T, D)
+  const E* dout = static_cast<const E*>(p.dout) + bh * p.t * p.d;  // (T, D)
+  const E* k = static_cast<const E*>(p.k) + kvh * p.s * p.d;       // (S, D)
+  const E* v = static_cast<const E*>(p.v) + kvh * p.s * p.d;       // (S, D)
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const backend::CudaFragmentIndex x_lane = backend::cuda_ldmatrix_x(lane);
+  const backend::CudaFragmentIndex y_lane = backend::cuda_ldmatrix_y(lane);
+  const int64_t n_tiles = backend::cuda_flash_forward_key_tiles(p.t, p.s, p.causal, q0, kBr, kBc);
+  const int64_t offset = p.s - p.t;
+
+  load_tile<kD, kLd, kBr, C::kThreads>(qs, q, q0, p.t, p.d);
+  load_tile<kD, kLd, kBr, C::kThreads>(dos, dout, q0, p.t, p.d);
+  if (n_tiles > 0) {
+    load_tile<kD, kLd, kBc, C::kThreads>(ks, k, 0, p.s, p.d);
+    load_tile<kD, kLd, kBc, C::kThreads>(vs, v, 0, p.s, p.d);
+  }
+  cp_async_commit();
+
+  // lse (base 2) and delta of this lane's rows g and g + 8
+  float lse_r[2], delta_r[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t row = q0 + warp * 16 + backend::cuda_mma_c_index(lane, 2 * h).row;
+    lse_r[h] = lse_base2(p.lse + bh * p.t, row, p.t);
+    delta_r[h] = row < p.t ? p.delta[bh * p.t + row] : 0.0f;
+  }
+
+  float dqacc[kD / 8][4] = {};  // (16, kD) this warp's query rows
+  for (int64_t jt = 0; jt < n_tiles; ++jt) {
+    const int stage = int(jt % 2);
+    if (jt + 1 < n_tiles) {
+      load_tile<kD, kLd, kBc, C::kThreads>(ks + (stage ^ 1) * kBc * kLd, k, (jt + 1) * kBc, p.s,
+                                           p.d);
+      load_tile<kD, kLd, kBc, C::kThreads>(vs + (stage ^ 1) * kBc * kLd, v, (jt + 1) * kBc, p.s,
+                                           p.d);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();  // key tile jt (and q and dout) have landed
+    __syncthreads();
+    const E* kt = ks + stage * kBc * kLd;
+    const E* vt = vs + stage * kBc * kLd;
+
+    // S (16, kBc) = Q K^T and dP (16, kBc) = dO V^T
+    float sacc[kBc / 8][4] = {};
+    float dpacc[kBc / 8][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      uint32_t qa[4], da[4];
+      ldmatrix_x4<false>(qa, qs + (warp * 16 + x_lane.row) * kLd + kk * 16 + x_lane.col);
+      ldmatrix_x4<false>(da, dos + (warp * 16 + x_lane.row) * kLd + kk * 16 + x_lane.col);
+#pragma unroll
+      for (int np = 0; np < kBc / 16; ++np) {
+        uint32_t b[4];
+        ldmatrix_x4<false>(b, kt + (np * 16 + y_lane.row) * kLd + kk * 16 + y_lane.col);
+        mma_16816<E>(sacc[2 * np], qa, b[0], b[1]);
+        mma_16816<E>(sacc[2 * np + 1], qa, b[2], b[3]);
+        ldmatrix_x4<false>(b, vt + (np * 16 + y_lane.row) * kLd + kk * 16 + y_lane.col);
+        mma_16816<E>(dpacc[2 * np], da, b[0], b[1]);
+        mma_16816<E>(dpacc[2 * np + 1], da, b[2], b[3]);
       }
+    }
+
+    // P = exp2(s log2(e) scale - lse) (0 where masked), dS = P (dP - delta)
+    const int64_t j0 = jt * kBc;
+    const bool masked = j0 + kBc > p.s || (p.causal && j0 + kBc - 1 > q0 + offset);
+#pragma unroll
+    for (int nt = 0; nt < kBc / 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const backend::CudaFragmentIndex c = backend::cuda_mma_c_index(lane, e);
+        float pr = exp2f(fmaf(sacc[nt][e], p.scale_log2, -lse_r[e / 2]));
+        if (masked) {
+          const int64_t i = q0 + warp * 16 + c.row, j = j0 + nt * 8 + c.col;
+          if (j >= p.s || (p.causal && j > i + offset)) pr = 0.0f;
+        }
+        dpacc[nt][e] = pr * (dpacc[nt][e] - delta_r[e / 2]);
+      }
+    }
+
+    // dQ (16, kD) += dS K, dS from registers
+#pragma unroll
+    for (int kk = 0; kk < kBc / 16; ++kk) {
+      uint32_t a[4];
+      a_from_c<E>(a, dpacc, kk);
+#pragma unroll
+      for (int np = 0; np < kD / 16; ++np) {
+        uint32_t b[4];
+        ldmatrix_x4<true>(b, kt + (kk * 16 + x_lane.row) * kLd + np * 16 + x_lane.col);
+        mma_16816<E>(dqacc[2 * np], a, b[0], b[1]);
+        mma_16816<E>(dqacc[2 * np + 1], a, b[2], b[3]);
+      }
+    }
+    __syncthreads();  // every warp is done with this stage before it is refilled
+  }
+  cp_async_wait<0>();  // with no key tile (S = 0) the q and dout copies are still pending
+
+  E* dq = static_cast<E*>(p.dq) + bh * p.t * p.d;  // (T, D)
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t row = q0 + warp * 16 + backend::cuda_mma_c_index(lane, 2 * h).row;
+    if (row >= p.t) continue;
+#pragma unroll
+    for (int nt = 0; nt < kD / 8; ++nt) {
+      const int col = nt * 8 + backend::cuda_mma_c_index(lane, 2 * h).col;
+      if (col < p.d)
+        *reinterpret_cast<uint32_t*>(dq + row * p.d + col) =
+            pack2<E>(dqacc[nt][2 * h] * p.scale, dqacc[nt][2 * h + 1] * p.scale);
     }
   }
 }
 
 template <class E, int kD>
 __global__ void __launch_bounds__(CudaFlashMmaConfig<kD>::kThreads)
-    flash_backward_mma_kernel(BackwardParams p) {
+    flash_backward_dkdv_mma_kernel(BackwardParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
   __trap();  // never launched (see flash_forward_mma_kernel)
 #else
-  backward_mma<E, kD>(p);
+  backward_dkdv_mma<E, kD>(p);
+#endif
+}
+
+template <class E, int kD>
+__global__ void __launch_bounds__(CudaFlashMmaConfig<kD>::kThreads)
+    flash_backward_dq_mma_kernel(BackwardParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  __trap();  // never launched (see flash_forward_mma_kernel)
+#else
+  backward_dq_mma<E, kD>(p);
 #endif
 }
 
@@ -541,22 +644,6 @@ __global__ void delta_kernel(const E* dout, const E* o, float* delta, int64_t ro
 #pragma unroll
   for (int width = 16; width >= 1; width /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, width);
   if (threadIdx.x % 32 == 0) delta[row] = acc;
-}
-
-// out (n) = acc * scale rounded to E.
-template <class E>
-__global__ void convert_kernel(const float* acc, E* out, int64_t n, float scale) {
-  FG_GRID_STRIDE(i, n) out[i] = from_f32<E>(acc[i] * scale);
-}
-
-template <class E>
-cudaError_t round_accumulator(const float* acc, void* out, int64_t n, float scale,
-                              cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
-  convert_kernel<E>
-      <<<unsigned(backend::cuda_elementwise_blocks(n)), backend::kCudaThreads, 0, stream>>>(
-          acc, static_cast<E*>(out), n, scale);
-  return cudaGetLastError();
 }
 
 template <class Kernel, class Params>
@@ -580,13 +667,19 @@ cudaError_t forward_mma_launch(const AttentionSizes& x, const ForwardParams& par
                     C::kForwardSmem, params, stream);
 }
 
+// The dK/dV kernel, then the dQ kernel (Note [CUDA attention accumulation]).
 template <class E, int kD>
 cudaError_t backward_mma_launch(const AttentionSizes& x, const BackwardParams& params,
                                 cudaStream_t stream) {
   using C = CudaFlashMmaConfig<kD>;
-  return launch_mma(flash_backward_mma_kernel<E, kD>,
-                    backend::cuda_flash_backward_blocks(x.batch * x.hq, x.s, C::kBwdBc),
-                    C::kThreads, C::kBackwardSmem, params, stream);
+  const cudaError_t err = launch_mma(
+      flash_backward_dkdv_mma_kernel<E, kD>,
+      backend::cuda_flash_backward_blocks(x.batch * x.hkv, x.s, C::kBwdBc), C::kThreads,
+      C::kBackwardSmem, params, stream);
+  if (err != cudaSuccess) return err;
+  return launch_mma(flash_backward_dq_mma_kernel<E, kD>,
+                    backend::cuda_flash_forward_blocks(x.batch * x.hq, x.t, C::kDqBr), C::kThreads,
+                    C::kDqSmem, params, stream);
 }
 
 // Calls fn with the element tag of a floating dtype.
@@ -627,19 +720,7 @@ cudaError_t launch_flash_attention_backward(const AttentionSizes& x, DType dtype
                                             backend::CudaFlashPath path, const void* dout,
                                             const void* q, const void* k, const void* v,
                                             const void* o, const float* lse, float* delta, void* dq,
-                                            void* dk, void* dv, float* workspace,
-                                            cudaStream_t stream) {
-  const int64_t q_elements = x.batch * x.hq * x.t * x.d, kv_elements = x.batch * x.hkv * x.s * x.d;
-  const backend::CudaFlashWorkspace ws =
-      backend::cuda_flash_backward_workspace(x.batch, x.hq, x.hkv, x.t, x.s, x.d);
-  const bool grouped = ws.grouped;
-  float* dq_acc = workspace;                              // (B, Hq, T, D)
-  float* dk_acc = grouped ? workspace + ws.dk : nullptr;  // (B, Hkv, S, D)
-  float* dv_acc = grouped ? workspace + ws.dv : nullptr;  // (B, Hkv, S, D)
-  if (ws.floats > 0) {
-    const cudaError_t err = cudaMemsetAsync(workspace, 0, size_t(ws.floats) * 4, stream);
-    if (err != cudaSuccess) return err;
-  }
+                                            void* dk, void* dv, cudaStream_t stream) {
   return flash_dtype_case(dtype, [&](auto tag) -> cudaError_t {
     using E = typename decltype(tag)::type;
     const int64_t rows = x.batch * x.hq * x.t;
@@ -651,26 +732,18 @@ cudaError_t launch_flash_attention_backward(const AttentionSizes& x, DType dtype
       const cudaError_t err = cudaGetLastError();
       if (err != cudaSuccess) return err;
     }
-    cudaError_t err = cudaSuccess;
-    if (path == backend::CudaFlashPath::simt) {
-      err = launch_flash_backward_simt(x, dtype, dout, q, k, v, lse, delta, dq_acc, dk, dv, dk_acc,
-                                       dv_acc, stream);
-    } else if constexpr (std::is_same_v<E, float>) {
-      err = cudaErrorInvalidValue;  // f32 takes the simt path
+    if (path == backend::CudaFlashPath::simt)
+      return launch_flash_backward_simt(x, dtype, dout, q, k, v, lse, delta, dq, dk, dv, stream);
+    if constexpr (std::is_same_v<E, float>) {
+      return cudaErrorInvalidValue;  // f32 takes the simt path
     } else {
-      const BackwardParams params{
-          x.batch, x.hq, x.hkv, x.t, x.s,   x.d,    x.causal, x.scale, x.scale * kLog2e, dout,
-          q,       k,    v,     lse, delta, dq_acc, dk,       dv,      dk_acc,           dv_acc};
-      err = backend::cuda_flash_mma_head_dim(x.d) == 64
-                ? backward_mma_launch<E, 64>(x, params, stream)
-                : backward_mma_launch<E, 128>(x, params, stream);
+      const BackwardParams params{x.batch, x.hq, x.hkv, x.t,   x.s, x.d, x.causal,
+                                  x.scale, x.scale * kLog2e, dout, q, k, v, lse, delta, dq, dk,
+                                  dv};
+      return backend::cuda_flash_mma_head_dim(x.d) == 64
+                 ? backward_mma_launch<E, 64>(x, params, stream)
+                 : backward_mma_launch<E, 128>(x, params, stream);
     }
-    if (err != cudaSuccess) return err;
-    err = round_accumulator<E>(dq_acc, dq, q_elements, x.scale, stream);
-    if (err != cudaSuccess || !grouped) return err;
-    err = round_accumulator<E>(dk_acc, dk, kv_elements, 1.0f, stream);
-    if (err != cudaSuccess) return err;
-    return round_accumulator<E>(dv_acc, dv, kv_elements, 1.0f, stream);
   });
 }
 

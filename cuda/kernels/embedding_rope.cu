@@ -4,13 +4,15 @@
 //
 // Note [CUDA embedding backward]
 // Positions that share an id add into one row of dw, and the sum must not depend on timing.
-// f32: one thread per column zeroes its column and adds the n rows of dy in position order,
-// the CPU's additions in the CPU's order, so dw is bitwise the CPU's. bf16 / f16 (Note
-// [Low-precision embedding backward]): the (id, position) pairs are sorted as one 64-bit key
-// each, id << 32 | position, by a bitonic sort in the (n, 2) i64 workspace (its 2n slots
-// hold the next power of two >= n keys, padded with the largest key); then the first
-// position of each run of one id sums the run's rows in f32, in position order, and rounds
-// each element once: again the CPU's result bit for bit.
+// The (id, position) pairs are sorted as one 64-bit key each, id << 32 | position, by a
+// bitonic sort in the (n, 2) i64 workspace (its 2n slots hold the next power of two >= n
+// keys, padded with the largest key); then the first position of each run of one id sums
+// the run's rows in f32, in position order, and rounds each element of dw once. That is
+// the CPU's result bit for bit in every dtype: its f32 kernel adds each column's rows into
+// a zeroed dw in position order (the same additions), and its bf16 / f16 kernel sorts the
+// same way (Note [Low-precision embedding backward]). f32 sorts too on cuda (the rules'
+// embedding_sorts_f32): a thread per column walking all n positions would leave most of
+// the card idle.
 #include <climits>
 
 #include "cuda/kernels/device.cuh"
@@ -29,15 +31,6 @@ __global__ void gather_kernel(const U* weight, const Id* ids, U* out, int64_t n,
     const int64_t row = i / units, u = i % units;
     out[i] = weight[int64_t(ids[row]) * units + u];
   }
-}
-
-template <class Id>
-__global__ void scatter_add_f32_kernel(const float* dy, const Id* ids, float* dw, int64_t n,
-                                       int64_t v, int64_t c) {
-  const int64_t col = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (col >= c) return;
-  for (int64_t r = 0; r < v; ++r) dw[r * c + col] = 0.0f;
-  for (int64_t i = 0; i < n; ++i) dw[int64_t(ids[i]) * c + col] += dy[i * c + col];
 }
 
 template <class Id>
@@ -134,14 +127,6 @@ cudaError_t launch_embedding_backward(DType dtype, const void* dy, const void* i
                                       void* dw, int64_t* pairs, int64_t n, int64_t v, int64_t c,
                                       cudaStream_t stream) {
   if (v == 0 || c == 0) return cudaSuccess;
-  if (dtype == DType::f32) {
-    with_ids(ids, ids_i32, [&](const auto* id) {
-      scatter_add_f32_kernel<<<unsigned(backend::cuda_embedding_backward_blocks(c)), kThreads, 0,
-                               stream>>>(static_cast<const float*>(dy), id, static_cast<float*>(dw),
-                                         n, v, c);
-    });
-    return cudaGetLastError();
-  }
   const int64_t padded = backend::cuda_bitonic_keys(n);
   dispatch_floating(dtype, [&](auto tag) {
     using E = typename decltype(tag)::type;

@@ -116,7 +116,7 @@ cudaError_t launch_cross_entropy_backward(const float* x, const float* lse, cons
 cudaError_t launch_embedding(const void* weight, const void* ids, bool ids_i32, void* out,
                              int64_t n, int64_t row_bytes, cudaStream_t stream);
 // dw (V, C) = the deterministic scatter-add of dy (n, C) (Note [CUDA embedding backward]);
-// pairs is the (n, 2) i64 workspace, needed for bf16 / f16.
+// pairs is the (n, 2) i64 workspace.
 cudaError_t launch_embedding_backward(DType dtype, const void* dy, const void* ids, bool ids_i32,
                                       void* dw, int64_t* pairs, int64_t n, int64_t v, int64_t c,
                                       cudaStream_t stream);

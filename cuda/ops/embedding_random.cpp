@@ -28,13 +28,13 @@ void embedding(const backend::EmbeddingArgs& a) {
 
 void embedding_backward(const backend::EmbeddingBackwardArgs& a) {
   check_ids(a.ids, a.v);
-  FG_CHECK(a.dy.dtype() == DType::f32 || a.pairs.defined(),
-           "[embedding_backward] a {} gradient needs the (n, 2) pairs workspace",
-           dtype_name(a.dy.dtype()));
+  FG_CHECK(a.pairs.defined() || a.n == 0,
+           "[embedding_backward] the cuda kernel sorts the ids: it needs the (n, 2) pairs "
+           "workspace");
   OpLaunch launch(a.dw);
   FG_CUDA_CHECK(launch_embedding_backward(
       a.dy.dtype(), a.dy.data_ptr(), a.ids.data_ptr(), a.ids.dtype() == DType::i32, a.dw.data_ptr(),
-      a.pairs.defined() ? a.pairs.data<int64_t>() : nullptr, a.n, a.v, a.c, launch.stream()));
+      a.n > 0 ? a.pairs.data<int64_t>() : nullptr, a.n, a.v, a.c, launch.stream()));
 }
 
 void rope(const backend::RopeArgs& a) {

@@ -18,11 +18,14 @@
 // mma path), the running max and sum are f32, and causal key tiles past the diagonal are
 // never loaded (cuda_flash_forward_key_tiles). Blocks are numbered heavy tile first
 // (cuda_flash_forward_block): under a causal mask the last query tile sees the most keys.
-// Backward: a first kernel writes delta = rowsum(dout * o); then one block per (key tile,
-// batch-head) holds its dk and dv in registers and walks the query tiles that see its keys
-// (cuda_flash_backward_first_query_tile), recomputing p = exp(s - lse) from q, k and lse:
-// dP = dO V^T, dS = P (dP - delta), dV += P^T dO, dK += dS^T Q, and dQ += dS K is added
-// into the f32 dq workspace (Note [CUDA attention accumulation] in attention_flash.cu).
+// Backward (deterministic, Note [CUDA attention accumulation] in attention_flash.cu): a
+// first kernel writes delta = rowsum(dout * o); then two kernels that each own their
+// outputs and recompute p = exp(s - lse) from q, k and lse. The dK/dV kernel runs one block
+// per (key tile, batch x kv head), which walks the query heads of its group and, for each,
+// the query tiles that see its keys (cuda_flash_backward_first_query_tile): dP = dO V^T,
+// dS = P (dP - delta), dV += P^T dO, dK += dS^T Q in registers. The dQ kernel runs one
+// block per (query tile, batch x query head), numbered as the forward's, which walks the
+// key tiles its queries see: dQ += dS K in registers. No f32 workspace.
 #pragma once
 
 #include <algorithm>
@@ -64,18 +67,17 @@ struct CudaFlashMmaConfig {
   static constexpr int kBr = 16 * kWarps;
   static constexpr int kBc = 64;
   static constexpr int64_t kForwardSmem = int64_t(kBr + 2 * 2 * kBc) * kLd * 2;
-  // backward: 16 keys per warp, query tiles of kBwdBr (smaller at 128, for registers and
-  // shared memory), double-buffered; dS^T (kBwdBc, kBwdBr) and lse, delta per stage
+  // backward dK/dV: 16 keys per warp, query tiles of kBwdBr (smaller at 128, for registers
+  // and shared memory), double-buffered with their lse and delta
   static constexpr int kBwdBc = 16 * kWarps;
   static constexpr int kBwdBr = HeadDim == 64 ? 64 : 32;
-  static constexpr int kDsLd = kBwdBr + 8;
-  // dq = dS K: the warps split the kBwdBr rows into blocks of 16 and the columns into groups
-  static constexpr int kDqRowBlocks = kBwdBr / 16;
-  static constexpr int kDqColGroups = kWarps / kDqRowBlocks;
-  static constexpr int kDqCols = HeadDim / kDqColGroups;
-  static_assert(kWarps % kDqRowBlocks == 0 && kDqCols % 16 == 0, "dq split");
-  static constexpr int64_t kBackwardSmem = int64_t(2 * kBwdBc + 2 * 2 * kBwdBr) * kLd * 2 +
-                                           int64_t(kBwdBc) * kDsLd * 2 + 2 * 2 * kBwdBr * 4;
+  static constexpr int64_t kBackwardSmem =
+      int64_t(2 * kBwdBc + 2 * 2 * kBwdBr) * kLd * 2 + 2 * 2 * kBwdBr * 4;
+  // backward dQ: 16 query rows per warp as in the forward, key tiles of kDqBc (smaller at
+  // 128, for registers), double-buffered; q and dout stay in shared memory
+  static constexpr int kDqBr = 16 * kWarps;
+  static constexpr int kDqBc = HeadDim == 64 ? 64 : 32;
+  static constexpr int64_t kDqSmem = int64_t(2 * kDqBr + 2 * 2 * kDqBc) * kLd * 2;
 };
 
 // ---- tiles of the simt path ----
@@ -101,18 +103,27 @@ constexpr int64_t cuda_flash_simt_forward_smem(int64_t d) {
   using C = CudaFlashSimtConfig;
   return (C::kBr * d + C::kBc * (d + 1) + C::kBc * d) * 4;
 }
+// Backward dK/dV: k, v (kBc, d + 1), q, dout (kBr, d), P, dS (kBr, kBc + 1), lse, delta.
 constexpr int64_t cuda_flash_simt_backward_smem(int64_t d) {
   using C = CudaFlashSimtConfig;
   return (2 * C::kBc * (d + 1) + 2 * C::kBr * d + 2 * C::kBr * (C::kBc + 1) + 2 * C::kBr) * 4;
 }
+// Backward dQ: q, dout (kBr, d), k, v (kBc, d + 1).
+constexpr int64_t cuda_flash_simt_dq_smem(int64_t d) {
+  using C = CudaFlashSimtConfig;
+  return (2 * C::kBr * d + 2 * C::kBc * (d + 1)) * 4;
+}
 
-// Shared memory of one block of a call's path.
+// Shared memory of one block of a call's path; the backward's is its larger kernel's.
 constexpr int64_t cuda_flash_smem_bytes(CudaFlashPath path, int64_t d, bool backward) {
   if (path == CudaFlashPath::simt)
-    return backward ? cuda_flash_simt_backward_smem(d) : cuda_flash_simt_forward_smem(d);
+    return backward ? std::max(cuda_flash_simt_backward_smem(d), cuda_flash_simt_dq_smem(d))
+                    : cuda_flash_simt_forward_smem(d);
   if (cuda_flash_mma_head_dim(d) == 64)
-    return backward ? CudaFlashMmaConfig<64>::kBackwardSmem : CudaFlashMmaConfig<64>::kForwardSmem;
-  return backward ? CudaFlashMmaConfig<128>::kBackwardSmem : CudaFlashMmaConfig<128>::kForwardSmem;
+    return backward ? std::max(CudaFlashMmaConfig<64>::kBackwardSmem, CudaFlashMmaConfig<64>::kDqSmem)
+                    : CudaFlashMmaConfig<64>::kForwardSmem;
+  return backward ? std::max(CudaFlashMmaConfig<128>::kBackwardSmem, CudaFlashMmaConfig<128>::kDqSmem)
+                  : CudaFlashMmaConfig<128>::kForwardSmem;
 }
 
 // Forward query tile rows and backward key tile rows of a call's path.
@@ -167,33 +178,22 @@ constexpr CudaFlashBlock cuda_flash_forward_block(int64_t block, int64_t bh_coun
   const int64_t rank = block / bh_count;
   return {block % bh_count, causal ? q_tiles - 1 - rank : rank};
 }
-// Backward: one block per (key tile, batch-head of the queries); the first key tiles are
-// the ones most queries see.
-constexpr int64_t cuda_flash_backward_blocks(int64_t bh_count, int64_t s, int64_t bc) {
-  return bh_count * cuda_ceil_div(s, bc);
+// Backward dK/dV: one block per (key tile, batch x kv head); the first key tiles are the
+// ones most queries see. The dQ kernel's grid is the forward's, over its own query tiles.
+constexpr int64_t cuda_flash_backward_blocks(int64_t bkv_count, int64_t s, int64_t bc) {
+  return bkv_count * cuda_ceil_div(s, bc);
 }
-constexpr CudaFlashBlock cuda_flash_backward_block(int64_t block, int64_t bh_count) {
-  return {block % bh_count, block / bh_count};
+constexpr CudaFlashBlock cuda_flash_backward_block(int64_t block, int64_t bkv_count) {
+  return {block % bkv_count, block / bkv_count};
 }
 // The kv batch-head that query batch-head bh reads (grouped-query attention).
 constexpr int64_t cuda_flash_kv_head(int64_t bh, int64_t hq, int64_t hkv) {
   return bh / hq * hkv + bh % hq / (hq / hkv);
 }
-// The backward's f32 workspace, as cuda_rules.cpp's flash_workspace sizes it: dq's
-// accumulator (B, Hq, T, D) at float 0, then, with grouped heads (hq > hkv), dk's and dv's
-// (B, Hkv, S, D) (Note [CUDA attention accumulation] in cuda/kernels/attention_flash.cu).
-// The forward takes none.
-struct CudaFlashWorkspace {
-  int64_t dk = 0;      // offset of dk's accumulator, when grouped
-  int64_t dv = 0;      // offset of dv's accumulator, when grouped
-  int64_t floats = 0;  // the whole workspace
-  bool grouped = false;
-};
-constexpr CudaFlashWorkspace cuda_flash_backward_workspace(int64_t batch, int64_t hq, int64_t hkv,
-                                                           int64_t t, int64_t s, int64_t d) {
-  const int64_t q = batch * hq * t * d, kv = batch * hkv * s * d;
-  if (hq == hkv) return {0, 0, q, false};
-  return {q, q + kv, q + 2 * kv, true};
+// The query batch-head h (0 <= h < hq / hkv) of kv batch-head bkv's group: a dK/dV block
+// walks h = 0, 1, .. in order.
+constexpr int64_t cuda_flash_group_head(int64_t bkv, int64_t hq, int64_t hkv, int64_t h) {
+  return bkv * (hq / hkv) + h;
 }
 // Blocks of the delta kernel: a warp per row, kCudaFlashRowWarps rows per block.
 inline constexpr int kCudaFlashRowWarps = 8;
@@ -220,10 +220,10 @@ inline constexpr int64_t kCudaMaxGridX = (int64_t(1) << 31) - 1;
 // (row, column) offset of lane l inside a 16 x 16 tile of a row-major shared array, cover
 // every operand:
 //   X: row l % 16, column 8 (l / 16): an A fragment (non-transposed), or, .trans, the B
-//      fragments of n-tiles 0 and 1 of a tile stored (k, n) (v in P V, dout in P^T dO);
+//      fragments of n-tiles 0 and 1 of a tile stored (k, n) (v in P V, dout in P^T dO, k in dS K);
 //   Y: row l % 8 + 8 (l / 16), column 8 (l / 8 % 2): the B fragments of n-tiles 0 and 1 of
-//      a tile stored (n, k) (k in Q K^T), or, .trans, an A fragment of a tile stored (k, m)
-//      (dS^T in dS K).
+//      a tile stored (n, k) (k in Q K^T, v in dO V^T), or, .trans, an A fragment of a tile
+//      stored (k, m).
 struct CudaFragmentIndex {
   int row = 0;
   int col = 0;

@@ -56,13 +56,7 @@ constexpr int64_t cuda_norm_partitions(int64_t rows, int sms) {
   return std::max<int64_t>(1, std::min<int64_t>(2 * int64_t(sms), rows));
 }
 
-// Blocks of the embedding backward: one per kCudaThreads columns of dw; each thread adds
-// the rows of its column in order, so the result does not depend on scheduling.
-constexpr int64_t cuda_embedding_backward_blocks(int64_t c) {
-  return cuda_ceil_div(c, kCudaThreads);
-}
-
-// Keys of the bf16 / f16 embedding backward's bitonic sort (Note [CUDA embedding backward]):
+// Keys of the embedding backward's bitonic sort (Note [CUDA embedding backward]):
 // n rounded up to a power of two, which the (n, 2) i64 pairs workspace always holds.
 constexpr int64_t cuda_bitonic_keys(int64_t n) {
   int64_t padded = 1;

@@ -66,7 +66,8 @@ void register_cuda_rules() {
                           .gemm_workspace_floats = rules::gemm_workspace_floats,
                           .sum_workspace_doubles = rules::sum_workspace_doubles,
                           .sum_squares_workspace_doubles = rules::sum_squares_workspace_doubles,
-                          .norm_partitions = rules::norm_partitions});
+                          .norm_partitions = rules::norm_partitions,
+                          .embedding_sorts_f32 = true});
 }
 
 }  // namespace fitgrad::backend

@@ -176,7 +176,7 @@ struct EmbeddingArgs {
 struct EmbeddingBackwardArgs {
   int64_t n = 0, v = 0, c = 0;
   Tensor dy, ids, dw;  // dy (n, C) and dw (V, C) of one floating dtype
-  Tensor pairs;        // (n, 2) i64 temporary when that dtype is bf16/f16, else undefined
+  Tensor pairs;  // (n, 2) i64 temporary when backend::embedding_backward_pairs, else undefined
 };
 
 // RoPE over (B H, T, D) rows, with the (2, T, D/2) cos/sin table an f32 workspace that the

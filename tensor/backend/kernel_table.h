@@ -80,6 +80,9 @@ struct BackendRules {
   int64_t (*sum_squares_workspace_doubles)(const TargetProfile& profile, int64_t n) = nullptr;
   // the partial-sum rows of a norm backward over `rows` rows.
   int64_t (*norm_partitions)(const TargetProfile& profile, int64_t rows) = nullptr;
+  // The embedding backward sorts its (id, position) pairs for an f32 gradient too (it
+  // always does for bf16 / f16), so it takes the pairs workspace.
+  bool embedding_sorts_f32 = false;
 };
 void register_backend_rules(DeviceType type, BackendRules rules);
 // The rules `type` registered (all empty when it registered none).

@@ -160,4 +160,8 @@ int64_t norm_partitions(const TargetProfile& profile, int64_t rows) {
   return rule(profile, rows);
 }
 
+bool embedding_backward_pairs(const TargetProfile& profile, DType dtype) {
+  return dtype != DType::f32 || backend_rules(profile.backend).embedding_sorts_f32;
+}
+
 }  // namespace fitgrad::backend

@@ -111,5 +111,8 @@ int64_t sum_workspace_doubles(const TargetProfile& profile, const Shape& kept_sh
 int64_t sum_squares_workspace_doubles(const TargetProfile& profile, int64_t n);
 // The partial-sum rows of a norm backward over `rows` rows (its dw / db workspace).
 int64_t norm_partitions(const TargetProfile& profile, int64_t rows);
+// Whether an embedding backward with a `dtype` gradient takes the (n, 2) i64 pairs
+// workspace: always for bf16 / f16, and for f32 where the backend sorts f32 too (cuda).
+bool embedding_backward_pairs(const TargetProfile& profile, DType dtype);
 
 }  // namespace fitgrad::backend

@@ -14,6 +14,7 @@
 
 #include "tensor/backend/kernel_args.h"
 #include "tensor/backend/kernel_table.h"
+#include "tensor/backend/profile.h"
 #include "tensor/memory/scope.h"
 #include "tensor/ops/op_util.h"
 
@@ -62,7 +63,7 @@ Tensor embedding_backward(const Tensor& dy, const Tensor& ids, int64_t num_embed
   Tensor dw = Tensor::empty({num_embeddings, C}, dy.dtype(), dy.device());  // (V, C)
   const Tensor idc = ids.contiguous();                                      // (n)
   Tensor pairs;
-  if (dy.dtype() != DType::f32) {
+  if (backend::embedding_backward_pairs(backend::profile_for(dy.device()), dy.dtype())) {
     CategoryScope category(Category::temporary);
     pairs = Tensor::empty({idc.numel(), 2}, DType::i64, dy.device());
   }

@@ -10,8 +10,9 @@ reference:
   RESULT train gpt2.peak_mib <MiB>                    torch.cuda.max_memory_allocated
 The timing is the median of --reps runs after --warmup, with torch.cuda.synchronize around
 each, as the fitgrad bench times; FLOPs are counted the same way (see cuda_bench.cpp).
-The GPT-2 here is written for this comparison: fitgrad's gpt2 (pre-norm blocks, GELU-tanh
-MLP, tied head, learned positions, no dropout) with PyTorch's fused AdamW.
+The GPT-2 here is written for this comparison: fitgrad's gpt2 preset (pre-norm blocks,
+GELU-tanh MLP, tied head, learned positions, Hugging Face's dropout 0.1 on the embeddings,
+the attention probabilities and both residual branches) with PyTorch's fused AdamW.
 """
 import argparse
 import math
@@ -21,6 +22,9 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+
+DROPOUT = 0.1  # Hugging Face's GPT-2 (and fitgrad's gpt2 preset)
 
 
 def median_seconds(fn, warmup, reps):
@@ -90,9 +94,10 @@ class Block(nn.Module):
         b, t, c = x.shape
         q, k, v = self.c_attn(self.ln_1(x)).split(c, dim=2)
         q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.attn_proj(a.transpose(1, 2).reshape(b, t, c))
-        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=DROPOUT)
+        x = x + F.dropout(self.attn_proj(a.transpose(1, 2).reshape(b, t, c)), DROPOUT)
+        mlp = self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+        return x + F.dropout(mlp, DROPOUT)
 
 
 class GPT2(nn.Module):
@@ -104,7 +109,8 @@ class GPT2(nn.Module):
         self.ln_f = nn.LayerNorm(c)
 
     def forward(self, ids, targets):
-        x = self.wte(ids) + self.wpe(torch.arange(ids.shape[1], device=ids.device))
+        x = F.dropout(self.wte(ids) + self.wpe(torch.arange(ids.shape[1], device=ids.device)),
+                      DROPOUT)
         for block in self.blocks:
             x = block(x)
         logits = F.linear(self.ln_f(x), self.wte.weight)

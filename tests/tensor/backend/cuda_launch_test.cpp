@@ -96,9 +96,12 @@ TEST(CudaLaunch, NormPartitionsSplitTheRowsIntoNonEmptyOrderedRanges) {
   }
 }
 
-TEST(CudaLaunch, TheEmbeddingBackwardCoversEveryColumnAndItsSortFitsThePairs) {
-  for (int64_t c : {1, 255, 256, 257, 4096})
-    EXPECT_EQ(cuda_embedding_backward_blocks(c), (c + 255) / 256);
+TEST(CudaLaunch, TheEmbeddingBackwardsSortFitsThePairsInEveryDtype) {
+  const TargetProfile h100 = cuda_profile(132, 32 << 20);
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16})
+    EXPECT_TRUE(embedding_backward_pairs(h100, dtype)) << dtype_name(dtype);
+  EXPECT_FALSE(embedding_backward_pairs(cpu_profile(2, false), DType::f32));
+  EXPECT_TRUE(embedding_backward_pairs(cpu_profile(2, false), DType::bf16));
   for (int64_t n = 1; n <= 70'000; n = n * 3 + 1) {
     const int64_t keys = cuda_bitonic_keys(n);
     EXPECT_GE(keys, n);
