@@ -54,8 +54,8 @@ say "fitgrad train: rc $?"
 # The steady tokens/s: the median of the logged steps after the first two.
 tail -n +3 <(grep -o '[0-9]* tok/s' "$out/train.txt") | sort -n |
   awk '{v[NR]=$1} END {if (NR) print "fitgrad train gpt2.tokens_per_s", v[int((NR+1)/2)]}' >>"$results"
-grep -o 'peak [0-9.]* [KMG]iB' "$out/train.txt" | tail -1 |
-  awk '{print "fitgrad train gpt2.peak", $2, $3}' >>"$results"
+grep -o 'peak memory [0-9.]* [KMG]iB' "$out/train.txt" | tail -1 |
+  awk '{print "fitgrad train gpt2.peak", $3, $4}' >>"$results"
 
 # 3. The plan of the same run for this card.
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
@@ -64,7 +64,7 @@ case "$card" in *H200*) plan_card=h200 ;; *H100*) plan_card=h100 ;; *A100*80*) p
 esac
 timeout 60 "$pack/bin/fitgrad" memplan "${train_args[@]}" --device_memory "$plan_card" \
   >"$out/memplan.txt" 2>&1
-grep -m1 -o 'peak allocated [0-9.]* [KMG]iB' "$out/memplan.txt" |
+grep -m1 'peak allocated:' "$out/memplan.txt" |
   awk '{print "memplan train gpt2.peak", $3, $4}' >>"$results"
 
 # 4. A SmolLM2-135M QLoRA step (random weights: the time and memory do not depend on them).
@@ -74,8 +74,8 @@ timeout 90 "$pack/bin/fitgrad" train --model smollm2-135m \
   --save_strategy no --device cuda:0 --output_dir "$out/qlora" >"$out/qlora.txt" 2>&1
 say "qlora: rc $?"
 grep -o '[0-9]* tok/s' "$out/qlora.txt" | tail -1 | awk '{print "fitgrad qlora smollm2.tokens_per_s", $1}' >>"$results"
-grep -o 'peak [0-9.]* [KMG]iB' "$out/qlora.txt" | tail -1 |
-  awk '{print "fitgrad qlora smollm2.peak", $2, $3}' >>"$results"
+grep -o 'peak memory [0-9.]* [KMG]iB' "$out/qlora.txt" | tail -1 |
+  awk '{print "fitgrad qlora smollm2.peak", $3, $4}' >>"$results"
 
 # 5. The table: fitgrad against PyTorch (or memplan) for each row both measured.
 python3 - "$results" <<'PY'
