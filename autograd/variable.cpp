@@ -45,6 +45,13 @@ Tensor grad(const Tensor& t) {
   return m ? m->grad : Tensor();
 }
 
+void set_grad(const Tensor& t, const Tensor& g) {
+  FG_CHECK(g.defined() && g.shape() == t.shape(),
+           "[set_grad] a gradient of shape {} for a leaf of shape {}",
+           g.defined() ? shape_str(g.shape()) : std::string("(undefined)"), shape_str(t.shape()));
+  ensure_meta(t).grad = g;
+}
+
 void clear_grad(const Tensor& t) {
   if (AutogradMeta* m = meta_of(t)) m->grad = Tensor();
 }

@@ -18,6 +18,9 @@ bool requires_grad(const Tensor& t);
 bool is_leaf(const Tensor& t);
 // The accumulated gradient of a leaf (undefined before the first backward reaches it).
 Tensor grad(const Tensor& t);
+// Makes g (of t's shape) the gradient of leaf t, replacing any: a gradient computed
+// elsewhere (optimizer offload's host copy of a device gradient).
+void set_grad(const Tensor& t, const Tensor& g);
 // Drops a leaf's gradient (zero_grad with set_to_none).
 void clear_grad(const Tensor& t);
 // Names a leaf, so its gradient is labelled "<name>.grad" in the memory ledger.

@@ -29,6 +29,9 @@ TrainStep::TrainStep(nn::CausalLM& model, optim::Optimizer& optimizer,
   FG_CHECK(options.max_grad_norm >= 0, "[train step] max_grad_norm must be >= 0, got {}",
            options.max_grad_norm);
   for (auto& [name, p] : model.named_parameters()) params_.push_back(p);
+  FG_CHECK(!(options.offload && options.optimizer_in_backward),
+           "[train step] optimizer offload and optimizer-in-backward conflict: the offloaded "
+           "update runs on the host after the backward");
   if (!options.optimizer_in_backward) return;
   FG_CHECK(options.max_grad_norm == 0,
            "[train step] optimizer-in-backward cannot clip by the global norm (max_grad_norm {}): "
@@ -141,7 +144,12 @@ StepResult TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>
   if (options_.scaler) result.skipped = options_.scaler->unscale_and_check(params_);
   result.grad_norm =
       options_.max_grad_norm > 0 ? optim::clip_grad_norm(params_, options_.max_grad_norm) : NAN;
-  if (!result.skipped) optimizer_.step();
+  if (!result.skipped) {
+    // Note [Optimizer offload]: the gradients go to the host masters, which step there.
+    if (options_.offload) options_.offload->pull_grads();
+    optimizer_.step();
+    if (options_.offload) options_.offload->push_params();
+  }
   if (options_.scaler) options_.scaler->update(result.skipped);
   model_.zero_grad();
   return result;

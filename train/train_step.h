@@ -19,6 +19,7 @@
 
 #include "nn/decoder.h"
 #include "optim/loss_scaler.h"
+#include "optim/offload.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "tensor/tensor.h"
@@ -48,6 +49,10 @@ struct TrainStepOptions {
   // weight used twice (GPT-2's tied embedding and head) has its gradient final only after
   // its last use, so it stays alive beside the one being updated.
   bool optimizer_in_backward = false;
+  // Note [Optimizer offload] (optim/offload.h): the optimizer steps the host masters of
+  // `offload`, and the step moves the gradients there and the updated parameters back.
+  // Null: the optimizer updates the parameters where they are.
+  optim::OptimizerOffload* offload = nullptr;
 };
 
 // What one optimizer step did.

@@ -46,6 +46,9 @@ void print_plan(const Plan& p, const PlanTarget& target, std::ostream& out) {
                      format_bytes(p.peak_allocated), percent(p.peak_allocated, target.capacity),
                      p.peak_mark);
   out << fmt::format("  peak reserved:    {}\n", format_bytes(p.peak_reserved));
+  if (p.host_peak_allocated > 0)
+    out << fmt::format("  host (offloaded): {} peak allocated, beside the device's\n",
+                       format_bytes(p.host_peak_allocated));
   out << fmt::format(
       "  fragmentation:    {} reserved but unallocated at the peak ({} of reserved)\n",
       format_bytes(p.reserved_at_peak - p.peak_allocated),

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "apps/train/trainer.h"
+#include "optim/offload.h"
 #include "tensor/backend/profile.h"
 #include "tensor/memory/bytes.h"
 #include "tensor/memory/caching_allocator.h"
@@ -79,6 +80,8 @@ Plan plan_training(TrainArgs a, const PlanTarget& target, const std::string& rec
   a.write_memory_record = !record_dir.empty();
 
   CachingAllocator& alloc = allocator_for(Device::meta());
+  CachingAllocator& host = allocator_for(optim::offload_host(Device::meta()));
+  host.reset_peak_stats();
   const backend::MetaTargetScope profile(target.profile);
   const int64_t allocated_before = alloc.stats().allocated_bytes[kAllPools].allocated;
   std::ostringstream out, err;
@@ -105,6 +108,7 @@ Plan plan_training(TrainArgs a, const PlanTarget& target, const std::string& rec
     p.oom_report = err.str();
   }
   p.peak_allocated = st.allocated_bytes[kAllPools].peak;
+  p.host_peak_allocated = host.stats().allocated_bytes[kAllPools].peak;
   p.peak_reserved = st.reserved_bytes[kAllPools].peak;
   p.total_allocated = st.allocated_bytes[kAllPools].allocated - allocated_before;
   const PeakState peak = alloc.peak();

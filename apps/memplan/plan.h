@@ -26,9 +26,12 @@ struct Plan {
   std::array<int64_t, kNumCategories> peak_by_category{};
   std::vector<std::pair<std::string, int64_t>> peak_by_module;  // largest first
   int64_t total_allocated = 0;  // bytes allocated over the whole run
-  std::string oom_report;       // what the real run would print (empty when it fits)
-  std::string run_output;       // the run's summary lines
-  double seconds = 0;           // the plan's own wall time
+  // Host memory the run planned (meta:1: --offload_optimizer's masters and state, Note
+  // [Optimizer offload]); 0 when it offloads nothing.
+  int64_t host_peak_allocated = 0;
+  std::string oom_report;  // what the real run would print (empty when it fits)
+  std::string run_output;  // the run's summary lines
+  double seconds = 0;      // the plan's own wall time
 };
 
 // Plans `args` on `target`: its device becomes meta, its memory budget the target's

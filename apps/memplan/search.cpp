@@ -82,6 +82,7 @@ std::string setting_flags(const TrainArgs& a) {
     s += fmt::format(" --lora_r {}", a.lora_r);
   }
   if (a.optim_in_backward) s += " --optim_in_backward";
+  if (a.offload_optimizer) s += " --offload_optimizer";
   if (a.max_grad_norm == 0) s += " --max_grad_norm 0";
   return s;
 }

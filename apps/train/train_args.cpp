@@ -97,6 +97,9 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   add_bool(cmd, "optim_in_backward", a.optim_in_backward,
            "Update each parameter in its gradient hook and free its gradient at once (needs "
            "--max_grad_norm 0)");
+  add_bool(cmd, "offload_optimizer", a.offload_optimizer,
+           "Keep the optimizer's state and a copy of the trained parameters in host memory "
+           "and update them on the CPU (ZeRO-Offload; needs --device cuda, or meta to plan)");
   cmd.add_option("--quantize", a.quantize,
                  "nf4: keep the frozen base in 4 bits (QLoRA; needs --lora_r)")
       ->check(CLI::IsMember({"", "nf4"}));
@@ -284,6 +287,16 @@ void validate(const TrainArgs& a) {
     throw Error(
         "[train] --optim_in_backward and --fp16 conflict: the loss scaler decides to skip a "
         "step only once every gradient is known");
+  if (a.offload_optimizer) {
+    if (a.optim_in_backward)
+      throw Error(
+          "[train] --offload_optimizer and --optim_in_backward conflict: the offloaded update "
+          "runs on the host after the backward");
+    if (device.type == DeviceType::cpu)
+      fail("offload_optimizer",
+           "needs --device cuda (or meta to plan it): on cpu the parameters are host memory "
+           "already");
+  }
 }
 
 }  // namespace fitgrad::apps

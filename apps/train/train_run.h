@@ -34,6 +34,7 @@
 #include "data/token_dataset.h"
 #include "nn/lora.h"
 #include "optim/loss_scaler.h"
+#include "optim/offload.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "tensor/backend/math_mode.h"
@@ -80,9 +81,10 @@ struct TrainRun {
   std::string phase;
 
   LoadedModel lm;
-  std::optional<nn::LoraConfig> lora;         // a LoRA run's settings (Note [LoRA runs])
-  std::optional<data::TokenDataset> dataset;  // not in a dry run
-  std::unique_ptr<data::Loader> loader;       // not in a dry run
+  std::optional<nn::LoraConfig> lora;                // a LoRA run's settings (Note [LoRA runs])
+  std::optional<data::TokenDataset> dataset;         // not in a dry run
+  std::unique_ptr<data::Loader> loader;              // not in a dry run
+  std::unique_ptr<optim::OptimizerOffload> offload;  // --offload_optimizer: the host masters
   std::unique_ptr<optim::Optimizer> optimizer;
   std::optional<optim::LrSchedule> schedule;
   std::optional<optim::LossScaler> scaler;  // --fp16 (Note [Dynamic loss scaling])

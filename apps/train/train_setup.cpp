@@ -304,11 +304,13 @@ void setup_run(TrainRun& r) {
   oopt.beta2 = a.adam_beta2;
   oopt.eps = a.adam_epsilon;
   oopt.weight_decay = a.weight_decay;
-  // Under LoRA the optimizer sees only the adapters (Note [LoRA runs]).
+  // Under LoRA the optimizer sees only the adapters (Note [LoRA runs]); offloaded, it sees
+  // their host masters (Note [Optimizer offload]).
+  const auto trained = r.lora ? model.trainable_parameters() : model.named_parameters();
+  if (a.offload_optimizer)
+    r.offload = std::make_unique<optim::OptimizerOffload>(trained, optim::offload_host(r.device));
   r.optimizer = optim::make_optimizer(
-      a.optim,
-      optim::decay_groups(r.lora ? model.trainable_parameters() : model.named_parameters(),
-                          a.weight_decay),
+      a.optim, optim::decay_groups(r.offload ? r.offload->host_params() : trained, a.weight_decay),
       oopt, a.learning_rate_given);
   if (a.stochastic_rounding) r.optimizer->set_stochastic_rounding(a.seed);
   r.schedule.emplace(
@@ -320,12 +322,14 @@ void setup_run(TrainRun& r) {
                               .max_grad_norm = a.max_grad_norm,
                               .compute_dtype = compute_dtype(a),
                               .scaler = r.scaler ? &*r.scaler : nullptr,
-                              .optimizer_in_backward = a.optim_in_backward});
+                              .optimizer_in_backward = a.optim_in_backward,
+                              .offload = r.offload.get()});
 
   std::vector<nlohmann::json> history;
   if (!r.resume_dir.empty()) {
     resume_run(r, r.resume_dir);
     history = r.resumed_history;
+    if (r.offload) r.offload->sync_from_device();  // the masters take the loaded weights
   }
   if (!r.dry_run) r.metrics.emplace((r.dir / "metrics.jsonl").string(), std::move(history));
   print_summary(r, warmup);

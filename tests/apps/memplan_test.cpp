@@ -223,5 +223,31 @@ TEST(MemplanPlan, ModulesOfLabels) {
   EXPECT_EQ(module_of("h.11"), "h.11");
 }
 
+// Note [Optimizer offload]: Llama-2-7B's full fine-tuning (6,738,415,616 parameters, fp32
+// weights, AdamW) does not fit an 80 GB A100 with its optimizer on the card; offloaded, the
+// device keeps weights, gradients and activations, and the plan's host side holds the f32
+// masters, AdamW's two moments and the pulled gradients: 16 bytes per parameter.
+TEST(MemplanOffload, SevenBillionFullFineTuningFitsAnA100WithItsOptimizerOnTheHost) {
+  TrainArgs a;
+  a.model = "llama2-7b";
+  a.seq_len = 512;
+  a.per_device_train_batch_size = 1;
+  a.bf16 = true;
+  a.gradient_checkpointing = true;
+  a.max_steps = 1;
+  a.eval_strategy = "no";
+  const PlanTarget card = plan_target("cuda", "a100-80g", "");
+  const Plan on_card = plan_training(a, card, "");
+  EXPECT_FALSE(on_card.fits);
+  EXPECT_EQ(on_card.host_peak_allocated, 0);
+  a.offload_optimizer = true;
+  const Plan offloaded = plan_training(a, card, "");
+  ASSERT_TRUE(offloaded.fits) << offloaded.oom_report;
+  const double params = 6'738'415'616.0;
+  EXPECT_GE(double(offloaded.host_peak_allocated), 16 * params);
+  EXPECT_LT(double(offloaded.host_peak_allocated), 16.01 * params);
+  EXPECT_EQ(offloaded.peak_by_category[size_t(Category::optimizer_state)], 0);
+}
+
 }  // namespace
 }  // namespace fitgrad::apps

@@ -1,6 +1,7 @@
 // `fitgrad train --device cuda:0` against the CPU (issue 15), where a GPU is usable: for
 // gpt2-tiny and llama-tiny in fp32, bf16, checkpointing, adamw_8bit, adafactor, pure bf16
-// with stochastic rounding and QLoRA, the cuda run
+// with stochastic rounding, QLoRA and --offload_optimizer (the CPU run without it), the cuda
+// run
 //   - logs the CPU run's losses within the dtype's tolerance, step by step;
 //   - makes exactly the allocations that memplan's plan for this card makes (the plan's
 //     profile is the card's: profile_for(cuda:0)), event for event, with the same peaks
@@ -74,7 +75,8 @@ class CudaTrain : public ::testing::TestWithParam<std::tuple<std::string, std::s
   }
   void TearDown() override { fs::remove_all(root_); }
 
-  TrainArgs args() {
+  // The variant's arguments on `device` ("cpu", "cuda"; --offload_optimizer on cuda only).
+  TrainArgs args(const std::string& device = "cuda") {
     std::mt19937 rng(5);
     std::string text;
     for (int i = 0; i < 12000; ++i) text += i % 7 == 6 ? ' ' : char('a' + rng() % 26);
@@ -99,12 +101,13 @@ class CudaTrain : public ::testing::TestWithParam<std::tuple<std::string, std::s
       a.quantize = "nf4";
       a.lora_r = 4;
     }
+    a.offload_optimizer = variant == "offload" && device == "cuda";
     return a;
   }
   double tolerance() const {
     const std::string& variant = std::get<1>(GetParam());
     return variant == "fp32" || variant == "checkpointing" || variant == "adafactor" ||
-                   variant == "adamw_8bit"
+                   variant == "adamw_8bit" || variant == "offload"
                ? 2e-3
                : 3e-2;
   }
@@ -113,7 +116,7 @@ class CudaTrain : public ::testing::TestWithParam<std::tuple<std::string, std::s
 };
 
 TEST_P(CudaTrain, LogsTheCpuLossesAndAllocatesAsItsPlan) {
-  TrainArgs cpu = args(), gpu = args();
+  TrainArgs cpu = args("cpu"), gpu = args();
   cpu.output_dir = (root_ / "cpu").string();
   gpu.output_dir = (root_ / "cuda").string();
   gpu.device = "cuda:0";
@@ -167,7 +170,7 @@ INSTANTIATE_TEST_SUITE_P(ModelsAndVariants, CudaTrain,
                          ::testing::Combine(::testing::Values("gpt2-tiny", "llama-tiny"),
                                             ::testing::Values("fp32", "bf16", "checkpointing",
                                                               "adamw_8bit", "adafactor",
-                                                              "pure_bf16_sr", "qlora")),
+                                                              "pure_bf16_sr", "qlora", "offload")),
                          [](const auto& info) {
                            std::string name =
                                std::get<0>(info.param) + "_" + std::get<1>(info.param);
