@@ -41,6 +41,10 @@ class Storage {
   // raw data pointer are not counted.
   uint64_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+  // The ledger category of the bytes (other for wrapped memory).
+  Category category() const {
+    return allocator_ ? allocator_->category_of(alloc_) : Category::other;
+  }
   // Gives the block a new category and label in its allocator's ledger (Note [Retagging a
   // live block] in tensor/memory/caching_allocator.h); a no-op for wrapped memory.
   void retag(Category category, uint32_t label) {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <exception>
+#include <optional>
 
 #include "autograd/autocast.h"
 #include "autograd/autocast_cache.h"
@@ -17,6 +18,7 @@
 #include "tensor/memory/caching_allocator.h"
 #include "tensor/memory/scope.h"
 #include "tensor/ops/elementwise.h"
+#include "train/activation_offload.h"
 
 namespace fitgrad::train {
 
@@ -113,7 +115,13 @@ StepResult TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>
       MicroBatch batch = next(m);
       alloc = &allocator_for(batch.ids.device());
       alloc->mark(fmt::format("step {} / forward", step + 1));
-      Tensor loss = model_.loss(batch.ids, batch.targets);
+      Tensor loss;
+      {
+        std::optional<autograd::SavedTensorHooksScope> offload;
+        if (options_.offload_activations)
+          offload.emplace(activation_offload_hooks(batch.ids.device()));
+        loss = model_.loss(batch.ids, batch.targets);
+      }
       {
         autograd::NoGradGuard no_grad;
         if (!loss_sum_.defined()) {

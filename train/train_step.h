@@ -53,6 +53,9 @@ struct TrainStepOptions {
   // `offload`, and the step moves the gradients there and the updated parameters back.
   // Null: the optimizer updates the parameters where they are.
   optim::OptimizerOffload* offload = nullptr;
+  // Note [Activation offload] (train/activation_offload.h): the forward's saved activations
+  // wait for the backward in host memory.
+  bool offload_activations = false;
 };
 
 // What one optimizer step did.

@@ -83,6 +83,7 @@ std::string setting_flags(const TrainArgs& a) {
   }
   if (a.optim_in_backward) s += " --optim_in_backward";
   if (a.offload_optimizer) s += " --offload_optimizer";
+  if (a.offload_activations) s += " --offload_activations";
   if (a.max_grad_norm == 0) s += " --max_grad_norm 0";
   return s;
 }

@@ -100,6 +100,9 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   add_bool(cmd, "offload_optimizer", a.offload_optimizer,
            "Keep the optimizer's state and a copy of the trained parameters in host memory "
            "and update them on the CPU (ZeRO-Offload; needs --device cuda, or meta to plan)");
+  add_bool(cmd, "offload_activations", a.offload_activations,
+           "With --gradient_checkpointing: keep the activations saved for backward in host "
+           "memory (needs --device cuda, or meta to plan)");
   cmd.add_option("--quantize", a.quantize,
                  "nf4: keep the frozen base in 4 bits (QLoRA; needs --lora_r)")
       ->check(CLI::IsMember({"", "nf4"}));
@@ -287,6 +290,15 @@ void validate(const TrainArgs& a) {
     throw Error(
         "[train] --optim_in_backward and --fp16 conflict: the loss scaler decides to skip a "
         "step only once every gradient is known");
+  if (a.offload_activations) {
+    if (!a.gradient_checkpointing)
+      fail("offload_activations",
+           "needs --gradient_checkpointing: it offloads the checkpointed activations");
+    if (device.type == DeviceType::cpu)
+      fail("offload_activations",
+           "needs --device cuda (or meta to plan it): on cpu the activations are host memory "
+           "already");
+  }
   if (a.offload_optimizer) {
     if (a.optim_in_backward)
       throw Error(

@@ -57,6 +57,7 @@ struct TrainArgs {
   bool stochastic_rounding = false;  // fitgrad: with --pure_bf16, round updates at random
   bool optim_in_backward = false;    // fitgrad: Note [Optimizer in backward]
   bool offload_optimizer = false;    // fitgrad: Note [Optimizer offload] (ZeRO-Offload)
+  bool offload_activations = false;  // fitgrad: Note [Activation offload]
   // LoRA and QLoRA (PEFT's LoraConfig and transformers' BitsAndBytesConfig names; Note
   // [LoRA runs] in apps/train/train_setup.cpp).
   std::string quantize;  // "" or nf4: the frozen base in 4 bits (fitgrad's flag)

@@ -323,7 +323,8 @@ void setup_run(TrainRun& r) {
                               .compute_dtype = compute_dtype(a),
                               .scaler = r.scaler ? &*r.scaler : nullptr,
                               .optimizer_in_backward = a.optim_in_backward,
-                              .offload = r.offload.get()});
+                              .offload = r.offload.get(),
+                              .offload_activations = a.offload_activations});
 
   std::vector<nlohmann::json> history;
   if (!r.resume_dir.empty()) {

@@ -263,6 +263,12 @@ Allocation CachingAllocator::allocate(size_t bytes, int stream) {
   return Allocation{reinterpret_cast<void*>(b->addr), b->size, bytes, b};
 }
 
+Category CachingAllocator::category_of(const Allocation& a) const {
+  if (!a.handle) return Category::other;
+  std::lock_guard lock(mutex_);
+  return a.handle->category;
+}
+
 void CachingAllocator::retag(const Allocation& a, Category category, uint32_t label) {
   if (!a.handle) return;
   std::lock_guard lock(mutex_);

@@ -127,6 +127,8 @@ class CachingAllocator {
   // and totals do not change; the ledger moves them between categories and labels and
   // records a retag_from and a retag_to event, so the trace replays exactly (on meta too).
   void retag(const Allocation& a, Category category, uint32_t label);
+  // The category of a live allocation's block.
+  Category category_of(const Allocation& a) const;
   void empty_cache();
 
   // The capacity limit emulates a smaller card: reserved bytes never exceed it.

@@ -249,5 +249,32 @@ TEST(MemplanOffload, SevenBillionFullFineTuningFitsAnA100WithItsOptimizerOnTheHo
   EXPECT_EQ(offloaded.peak_by_category[size_t(Category::optimizer_state)], 0);
 }
 
+// Note [Activation offload]: with checkpointing, Llama-2-7B QLoRA at 4096 tokens keeps its
+// segment inputs and the head's saved tensors on the card from forward to backward;
+// offloaded, they are planned as host memory, the card's activation peak falls, and the
+// host side holds at least the 32 segment inputs (4096 x 4096 bf16 each).
+TEST(MemplanOffload, OffloadedActivationsMoveTheCheckpointsToTheHost) {
+  TrainArgs a;
+  a.model = "llama2-7b";
+  a.seq_len = 4096;
+  a.per_device_train_batch_size = 1;
+  a.bf16 = true;
+  a.gradient_checkpointing = true;
+  a.quantize = "nf4";
+  a.lora_r = 16;
+  a.max_steps = 1;
+  a.eval_strategy = "no";
+  const PlanTarget card = plan_target("cuda", "h100", "");
+  const Plan on_card = plan_training(a, card, "");
+  a.offload_activations = true;
+  const Plan offloaded = plan_training(a, card, "");
+  ASSERT_TRUE(on_card.fits && offloaded.fits);
+  const auto activation = size_t(Category::activation);
+  EXPECT_LT(offloaded.peak_by_category[activation], on_card.peak_by_category[activation]);
+  EXPECT_LT(offloaded.peak_allocated, on_card.peak_allocated);
+  EXPECT_GE(offloaded.host_peak_allocated, int64_t(32) * 4096 * 4096 * 2);
+  EXPECT_EQ(on_card.host_peak_allocated, 0);
+}
+
 }  // namespace
 }  // namespace fitgrad::apps

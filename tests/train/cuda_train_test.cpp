@@ -1,7 +1,7 @@
 // `fitgrad train --device cuda:0` against the CPU (issue 15), where a GPU is usable: for
 // gpt2-tiny and llama-tiny in fp32, bf16, checkpointing, adamw_8bit, adafactor, pure bf16
-// with stochastic rounding, QLoRA and --offload_optimizer (the CPU run without it), the cuda
-// run
+// with stochastic rounding, QLoRA, --offload_optimizer and --offload_activations (the CPU
+// run without them), the cuda run
 //   - logs the CPU run's losses within the dtype's tolerance, step by step;
 //   - makes exactly the allocations that memplan's plan for this card makes (the plan's
 //     profile is the card's: profile_for(cuda:0)), event for event, with the same peaks
@@ -102,12 +102,17 @@ class CudaTrain : public ::testing::TestWithParam<std::tuple<std::string, std::s
       a.lora_r = 4;
     }
     a.offload_optimizer = variant == "offload" && device == "cuda";
+    if (variant == "offload_activations") {
+      a.gradient_checkpointing = true;
+      a.offload_activations = device == "cuda";
+    }
     return a;
   }
   double tolerance() const {
     const std::string& variant = std::get<1>(GetParam());
     return variant == "fp32" || variant == "checkpointing" || variant == "adafactor" ||
-                   variant == "adamw_8bit" || variant == "offload"
+                   variant == "adamw_8bit" || variant == "offload" ||
+                   variant == "offload_activations"
                ? 2e-3
                : 3e-2;
   }
