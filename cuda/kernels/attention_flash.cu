@@ -1,36 +1,46 @@
 // Flash attention on the cuda backend, the tensor-core (mma) path, and the pieces both paths
-// share: the delta kernel, the conversion of the f32 accumulators, and the launchers that
-// pick a path (Note [CUDA flash attention] in tensor/backend/cuda_flash_launch.h; the simt
-// path is attention_flash_simt.cu). The arithmetic is the CPU kernels' (tensor/cpu/
-// attention_flash.cpp): lse is the natural-log log-sum-exp of the scaled scores, a query
-// that sees no key gets o = 0 and lse = -inf and passes on no gradient, and a NaN score
-// reaches o and lse. Scores are kept in the base-2 domain (scale log2(e), then exp2), as
-// FlashAttention-2 does, and lse is converted back.
+// share: the delta kernel and the launchers that pick a path (Note [CUDA flash attention] in
+// tensor/backend/cuda_flash_launch.h; the simt path is attention_flash_simt.cu). The
+// arithmetic is the CPU kernels' (tensor/cpu/attention_flash.cpp): lse is the natural-log
+// log-sum-exp of the scaled scores, a query that sees no key gets o = 0 and lse = -inf and
+// passes on no gradient, and a NaN score reaches o and lse. Scores are kept in the base-2
+// domain (scale log2(e), then exp2), as FlashAttention-2 does, and lse is converted back.
 //
 // Note [CUDA attention accumulation]
-// The backward's block of one (key tile, query head) owns its dk and dv rows: it adds over
-// the query tiles in order, in registers, so without grouped heads dk and dv are written
-// once and are deterministic. Two sums cross blocks and are added with f32 atomics into the
-// workspace that cuda_rules.cpp's flash_workspace sizes: dq (every key tile's dS K) into its
-// first B Hq T D floats, and, with grouped heads (hq > hkv), the dk and dv of the query heads
-// that share a kv head into the next 2 B Hkv S D floats. A last kernel rounds them to the
-// output dtype (dq times the scale). Float addition is not associative and the atomics land
-// in scheduling order, so dq (and, with grouped heads, dk and dv) can differ run to run in
-// the last bits; the CPU backend is the bitwise-reproducible reference (Note [Deterministic
-// attention backward] in tensor/cpu/attention_flash.cpp). The atomic scheme costs five tile
-// products per (query tile, key tile) pair where the CPU's two passes cost seven.
+// The backward is deterministic: every gradient element is written once, by one block, which
+// sums its terms in registers in a fixed order, so dq, dk and dv are bitwise identical run
+// to run whatever order the blocks run in (as on the CPU, Note [Deterministic attention
+// backward] in tensor/cpu/attention_flash.cpp; FlashAttention's deterministic mode). After
+// the delta kernel, two kernels each own one side of the gradient:
+//   - dK/dV: one block per (key tile, batch x kv head) walks the query heads of its group,
+//     h = kv head x group .. + group, and for each the query tiles that see its keys, in
+//     that order; it recomputes S^T, P^T, dP^T and dS^T per (query tile, key tile) pair,
+//     adds P^T dO and dS^T Q into the dk and dv rows it keeps in registers, and writes them
+//     once (dk times the scale), grouped heads or not;
+//   - dQ: one block per (query tile, batch x query head), numbered as the forward's, walks
+//     the key tiles its queries see in order, recomputes S, P, dP and dS, adds dS K into
+//     the dq rows it keeps in registers (f32), and writes them once, times the scale.
+// No sum crosses blocks, so there are no atomics and no f32 workspace (cuda_rules.cpp's
+// flash_workspace is one row of no floats for the backward too). The price is the
+// recomputation: per (query tile, key tile) pair the dK/dV kernel forms four tile products
+// (S^T, dP^T, dV, dK) and the dQ kernel three (S, dP, dQ), seven where the atomic scheme
+// took five, as the CPU's two passes do.
 //
 // Note [CUDA flash mma kernels]
-// Each warp owns 16 rows of its block's tile (query rows forward, key rows backward) and
-// computes with mma.sync.m16n8k16 (Note [mma fragments] in cuda_flash_launch.h); operands
-// reach registers through ldmatrix from shared tiles that cp.async fills, 16 bytes at a
-// time, with zeros past the sequence and head dim ends. Forward: q stays in registers as A
-// fragments; S = Q K^T, the online softmax on the C fragments (the row max and sum across
-// the four lanes of a row with two shuffles; each lane keeps a partial sum until the end),
-// and P, rounded to the operand dtype, is the A operand of O += P V without leaving
-// registers. Backward (FlashAttention-2's): S^T = K Q^T and dP^T = V dO^T per warp, P^T and
-// dS^T on the fragments, dV += P^T dO and dK += dS^T Q with both A operands from registers;
-// dS^T goes to shared memory once, and the warps then split dQ = dS K by rows and columns.
+// Each warp owns 16 rows of its block's tile (query rows in the forward and the dQ kernel,
+// key rows in the dK/dV kernel) and computes with mma.sync.m16n8k16 (Note [mma fragments]
+// in cuda_flash_launch.h); operands reach registers through ldmatrix from shared tiles that
+// cp.async fills, 16 bytes at a time, with zeros past the sequence and head dim ends.
+// Forward: q stays in registers as A fragments; S = Q K^T, the online softmax on the C
+// fragments (the row max and sum across the four lanes of a row with two shuffles; each
+// lane keeps a partial sum until the end), and P, rounded to the operand dtype, is the A
+// operand of O += P V without leaving registers. Backward dK/dV (FlashAttention-2's): S^T =
+// K Q^T and dP^T = V dO^T per warp, P^T and dS^T on the fragments, dV += P^T dO and dK +=
+// dS^T Q with both A operands from registers; the query tiles (with their lse and delta)
+// are double-buffered across the steps (query head, query tile). Backward dQ: the forward's
+// layout with q and dout kept in shared memory, S = Q K^T and dP = dO V^T per warp, P and
+// dS on the fragments, and dQ += dS K with dS from registers; key and value tiles are
+// double-buffered.
 #include <cstdint>
 #include <limits>
 #include <type_traits>
@@ -358,10 +368,10 @@ __device__ void backward_dkdv_mma(const BackwardParams& p) {
   using C = CudaFlashMmaConfig<kD>;
   constexpr int kBr = C::kBwdBr, kBc = C::kBwdBc, kLd = C::kLd;
   extern __shared__ __align__(16) unsigned char smem[];
-  E* ks = reinterpret_cast<E*>(smem);                          // (kBc, kLd)
-  E* vs = ks + kBc * kLd;                                      // (kBc, kLd)
-  E* qs = vs + kBc * kLd;                                      // (2, kBr, kLd)
-  E* dos = qs + 2 * kBr * kLd;                                 // (2, kBr, kLd)
+  E* ks = reinterpret_cast<E*>(smem);                            // (kBc, kLd)
+  E* vs = ks + kBc * kLd;                                        // (kBc, kLd)
+  E* qs = vs + kBc * kLd;                                        // (2, kBr, kLd)
+  E* dos = qs + 2 * kBr * kLd;                                   // (2, kBr, kLd)
   float* lse_s = reinterpret_cast<float*>(dos + 2 * kBr * kLd);  // (2, kBr)
   float* delta_s = lse_s + 2 * kBr;                              // (2, kBr)
 
@@ -384,8 +394,8 @@ __device__ void backward_dkdv_mma(const BackwardParams& p) {
     load_query_stage<E, kD>(p, static_cast<const E*>(p.q) + bh * p.t * p.d,
                             static_cast<const E*>(p.dout) + bh * p.t * p.d, p.lse + bh * p.t,
                             p.delta + bh * p.t, (first + n % per_head) * kBr,
-                            qs + stage * kBr * kLd, dos + stage * kBr * kLd,
-                            lse_s + stage * kBr, delta_s + stage * kBr);
+                            qs + stage * kBr * kLd, dos + stage * kBr * kLd, lse_s + stage * kBr,
+                            delta_s + stage * kBr);
   };
   load_tile<kD, kLd, kBc, C::kThreads>(ks, k, j0, p.s, p.d);
   load_tile<kD, kLd, kBc, C::kThreads>(vs, v, j0, p.s, p.d);
@@ -672,10 +682,10 @@ template <class E, int kD>
 cudaError_t backward_mma_launch(const AttentionSizes& x, const BackwardParams& params,
                                 cudaStream_t stream) {
   using C = CudaFlashMmaConfig<kD>;
-  const cudaError_t err = launch_mma(
-      flash_backward_dkdv_mma_kernel<E, kD>,
-      backend::cuda_flash_backward_blocks(x.batch * x.hkv, x.s, C::kBwdBc), C::kThreads,
-      C::kBackwardSmem, params, stream);
+  const cudaError_t err =
+      launch_mma(flash_backward_dkdv_mma_kernel<E, kD>,
+                 backend::cuda_flash_backward_blocks(x.batch * x.hkv, x.s, C::kBwdBc), C::kThreads,
+                 C::kBackwardSmem, params, stream);
   if (err != cudaSuccess) return err;
   return launch_mma(flash_backward_dq_mma_kernel<E, kD>,
                     backend::cuda_flash_forward_blocks(x.batch * x.hq, x.t, C::kDqBr), C::kThreads,
@@ -737,9 +747,9 @@ cudaError_t launch_flash_attention_backward(const AttentionSizes& x, DType dtype
     if constexpr (std::is_same_v<E, float>) {
       return cudaErrorInvalidValue;  // f32 takes the simt path
     } else {
-      const BackwardParams params{x.batch, x.hq, x.hkv, x.t,   x.s, x.d, x.causal,
-                                  x.scale, x.scale * kLog2e, dout, q, k, v, lse, delta, dq, dk,
-                                  dv};
+      const BackwardParams params{
+          x.batch, x.hq, x.hkv, x.t, x.s, x.d,   x.causal, x.scale, x.scale * kLog2e,
+          dout,    q,    k,     v,   lse, delta, dq,       dk,      dv};
       return backend::cuda_flash_mma_head_dim(x.d) == 64
                  ? backward_mma_launch<E, 64>(x, params, stream)
                  : backward_mma_launch<E, 128>(x, params, stream);

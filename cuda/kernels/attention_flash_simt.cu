@@ -2,8 +2,9 @@
 // that the tensor-core path does not take (head dims over 128 or not a multiple of 8,
 // operands not 16-byte aligned, cards before sm_80); Note [CUDA flash attention] in
 // tensor/backend/cuda_flash_launch.h. Tiles are widened to f32 in shared memory and the
-// products are plain FMA; the accumulation scheme and the masking are the mma path's (Note
-// [CUDA attention accumulation] in attention_flash.cu), in natural-log units as on the CPU.
+// products are plain FMA; the deterministic backward's two kernels and the masking are the
+// mma path's (Note [CUDA attention accumulation] in attention_flash.cu), in natural-log
+// units as on the CPU.
 //
 // Note [CUDA flash simt kernels]
 // A lane is a key of the tile (kBc = 32) for the scores, and a column (x = lane + 32 u, u <
@@ -11,9 +12,11 @@
 // template parameter, so every accumulator array is registers. Forward: each warp owns
 // kRows query rows, computes its kRows scores against its key, does the online softmax
 // with butterfly shuffles (a fixed order), and takes p_j from lane j by a shuffle for
-// O += P V. Backward: each warp computes S and dP for kRows query rows, writes P and dS to
-// shared memory, adds its rows of dQ = dS K to the f32 workspace, and after a barrier adds
-// P^T dO and dS^T Q to the dk and dv of its kKeysPerWarp keys, kept in registers.
+// O += P V. Backward dK/dV: for each (query head, query tile) of its walk, each warp
+// computes S and dP for kRows query rows and writes P and dS to shared memory, and after a
+// barrier adds P^T dO and dS^T Q to the dk and dv of its kKeysPerWarp keys, kept in
+// registers. Backward dQ: the forward's layout; each warp computes S, dP, P and dS of its
+// kRows rows against key `lane` and takes ds_j from lane j by a shuffle for dQ += dS K.
 #include <cstdint>
 #include <limits>
 #include <type_traits>
@@ -42,11 +45,9 @@ struct Params {
   float* lse_out;    // forward only
   const float* lse;  // backward only
   const float* delta;
-  float* dq_acc;  // (B, Hq, T, D)
-  void* dk;       // (B, Hkv, S, D) in dtype, when dk_acc is null
+  void* dq;  // (B, Hq, T, D)
+  void* dk;  // (B, Hkv, S, D)
   void* dv;
-  float* dk_acc;  // (B, Hkv, S, D) f32 with grouped heads, else null
-  float* dv_acc;
 };
 
 __device__ __forceinline__ float nan_max(float a, float b) { return (b > a || b != b) ? b : a; }
@@ -163,8 +164,10 @@ __global__ void __launch_bounds__(Simt::kThreads) simt_forward_kernel(Params p) 
   }
 }
 
+// dK and dV of one (key tile, batch x kv head): the query heads of the group in order, each
+// over the query tiles that see the tile in order.
 template <class E, int U>
-__global__ void __launch_bounds__(Simt::kThreads) simt_backward_kernel(Params p) {
+__global__ void __launch_bounds__(Simt::kThreads) simt_backward_dkdv_kernel(Params p) {
   constexpr int kRows = Simt::kRows, kBr = Simt::kBr, kBc = Simt::kBc;
   constexpr int kKeys = Simt::kKeysPerWarp, kPld = kBc + 1;
   extern __shared__ float smem[];
@@ -179,16 +182,10 @@ __global__ void __launch_bounds__(Simt::kThreads) simt_backward_kernel(Params p)
   float* delta_s = lse_s + kBr;     // (kBr)
 
   const backend::CudaFlashBlock blk =
-      backend::cuda_flash_backward_block(blockIdx.x, p.batch * p.hq);
-  const int64_t bh = blk.bh, j0 = blk.tile * kBc;
-  const int64_t kvh = backend::cuda_flash_kv_head(bh, p.hq, p.hkv);
-  const E* q = static_cast<const E*>(p.q) + bh * p.t * d;        // (T, D)
-  const E* dout = static_cast<const E*>(p.dout) + bh * p.t * d;  // (T, D)
-  const E* k = static_cast<const E*>(p.k) + kvh * p.s * d;       // (S, D)
-  const E* v = static_cast<const E*>(p.v) + kvh * p.s * d;       // (S, D)
-  const float* lse = p.lse + bh * p.t;                           // (T)
-  const float* delta = p.delta + bh * p.t;                       // (T)
-  float* dq_acc = p.dq_acc + bh * p.t * d;                       // (T, D)
+      backend::cuda_flash_backward_block(blockIdx.x, p.batch * p.hkv);
+  const int64_t kvh = blk.bh, j0 = blk.tile * kBc;
+  const E* k = static_cast<const E*>(p.k) + kvh * p.s * d;  // (S, D)
+  const E* v = static_cast<const E*>(p.v) + kvh * p.s * d;  // (S, D)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t offset = p.s - p.t;
   const int64_t q_tiles = backend::cuda_ceil_div(p.t, kBr);
@@ -198,21 +195,132 @@ __global__ void __launch_bounds__(Simt::kThreads) simt_backward_kernel(Params p)
   widen_rows(vs, d + 1, v, j0, kBc, p.s, d);
   float dk[kKeys][U] = {}, dv[kKeys][U] = {};  // this warp's keys
 
-  for (int64_t it = first; it < q_tiles; ++it) {
-    const int64_t q0 = it * kBr;
-    __syncthreads();  // the previous tile is consumed
-    widen_rows(qs, d, q, q0, kBr, p.t, d);
-    widen_rows(dos, d, dout, q0, kBr, p.t, d);
-    for (int r = threadIdx.x; r < kBr; r += Simt::kThreads) {
-      const bool inside = q0 + r < p.t;
-      const float value = inside ? lse[q0 + r] : -kInf;
-      lse_s[r] = value == -kInf ? kInf : value;
-      delta_s[r] = inside ? delta[q0 + r] : 0.0f;
+  for (int64_t h = 0; h < p.hq / p.hkv; ++h) {
+    const int64_t bh = backend::cuda_flash_group_head(kvh, p.hq, p.hkv, h);
+    const E* q = static_cast<const E*>(p.q) + bh * p.t * d;        // (T, D)
+    const E* dout = static_cast<const E*>(p.dout) + bh * p.t * d;  // (T, D)
+    const float* lse = p.lse + bh * p.t;                           // (T)
+    const float* delta = p.delta + bh * p.t;                       // (T)
+    for (int64_t it = first; it < q_tiles; ++it) {
+      const int64_t q0 = it * kBr;
+      __syncthreads();  // the previous tile is consumed
+      widen_rows(qs, d, q, q0, kBr, p.t, d);
+      widen_rows(dos, d, dout, q0, kBr, p.t, d);
+      for (int r = threadIdx.x; r < kBr; r += Simt::kThreads) {
+        const bool inside = q0 + r < p.t;
+        const float value = inside ? lse[q0 + r] : -kInf;
+        lse_s[r] = value == -kInf ? kInf : value;
+        delta_s[r] = inside ? delta[q0 + r] : 0.0f;
+      }
+      __syncthreads();
+
+      // S and dP of this warp's rows against key `lane`; P and dS to shared memory
+      const int row0 = warp * kRows;
+      float s[kRows] = {}, dp[kRows] = {};
+      const float* krow = ks + lane * (d + 1);
+      const float* vrow = vs + lane * (d + 1);
+      for (int64_t x = 0; x < d; ++x) {
+        const float kx = krow[x], vx = vrow[x];
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          s[r] += qs[(row0 + r) * d + x] * kx;
+          dp[r] += dos[(row0 + r) * d + x] * vx;
+        }
+      }
+      const int64_t j = j0 + lane;
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        const int64_t i = q0 + row0 + r;
+        float pr = expf(s[r] * p.scale - lse_s[row0 + r]);
+        if (j >= p.s || (p.causal && j > i + offset)) pr = 0.0f;
+        ps[(row0 + r) * kPld + lane] = pr;
+        dss[(row0 + r) * kPld + lane] = pr * (dp[r] - delta_s[row0 + r]);
+      }
+      __syncthreads();  // P and dS of every warp are complete
+
+      // dV += P^T dO and dK += dS^T Q for this warp's keys
+      for (int r = 0; r < kBr; ++r) {
+#pragma unroll
+        for (int c = 0; c < kKeys; ++c) {
+          const float pv = ps[r * kPld + warp * kKeys + c];
+          const float dsv = dss[r * kPld + warp * kKeys + c];
+#pragma unroll
+          for (int u = 0; u < U; ++u) {
+            const int64_t x = lane + 32 * u;
+            if (x < d) {
+              dv[c][u] += pv * dos[r * d + x];
+              dk[c][u] += dsv * qs[r * d + x];
+            }
+          }
+        }
+      }
     }
+  }
+
+  E* dk_out = static_cast<E*>(p.dk) + kvh * p.s * d;  // (S, D)
+  E* dv_out = static_cast<E*>(p.dv) + kvh * p.s * d;  // (S, D)
+#pragma unroll
+  for (int c = 0; c < kKeys; ++c) {
+    const int64_t key = j0 + warp * kKeys + c;
+    if (key >= p.s) continue;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t x = lane + 32 * u;
+      if (x >= d) continue;
+      dk_out[key * d + x] = from_f32<E>(dk[c][u] * p.scale);
+      dv_out[key * d + x] = from_f32<E>(dv[c][u]);
+    }
+  }
+}
+
+// dQ of one (query tile, batch x query head), over the key tiles its queries see in order.
+template <class E, int U>
+__global__ void __launch_bounds__(Simt::kThreads) simt_backward_dq_kernel(Params p) {
+  constexpr int kRows = Simt::kRows, kBr = Simt::kBr, kBc = Simt::kBc;
+  extern __shared__ float smem[];
+  const int64_t d = p.d;
+  float* qs = smem;                // (kBr, d)
+  float* dos = qs + kBr * d;       // (kBr, d)
+  float* ks = dos + kBr * d;       // (kBc, d + 1)
+  float* vs = ks + kBc * (d + 1);  // (kBc, d + 1)
+
+  const int64_t q_tiles = backend::cuda_ceil_div(p.t, kBr);
+  const backend::CudaFlashBlock blk =
+      backend::cuda_flash_forward_block(blockIdx.x, p.batch * p.hq, q_tiles, p.causal);
+  const int64_t bh = blk.bh, q0 = blk.tile * kBr;
+  const int64_t kvh = backend::cuda_flash_kv_head(bh, p.hq, p.hkv);
+  const E* q = static_cast<const E*>(p.q) + bh * p.t * d;        // (T, D)
+  const E* dout = static_cast<const E*>(p.dout) + bh * p.t * d;  // (T, D)
+  const E* k = static_cast<const E*>(p.k) + kvh * p.s * d;       // (S, D)
+  const E* v = static_cast<const E*>(p.v) + kvh * p.s * d;       // (S, D)
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t offset = p.s - p.t;
+  const int64_t n_tiles = backend::cuda_flash_forward_key_tiles(p.t, p.s, p.causal, q0, kBr, kBc);
+  const int row0 = warp * kRows;
+  const float* qw = qs + row0 * d;    // (kRows, d) this warp's rows
+  const float* dow = dos + row0 * d;  // (kRows, d)
+
+  widen_rows(qs, d, q, q0, kBr, p.t, d);
+  widen_rows(dos, d, dout, q0, kBr, p.t, d);
+  float lse_r[kRows], delta_r[kRows], dq[kRows][U];  // lse +inf where p is 0
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const int64_t i = q0 + row0 + r;
+    const float value = i < p.t ? p.lse[bh * p.t + i] : -kInf;
+    lse_r[r] = value == -kInf ? kInf : value;
+    delta_r[r] = i < p.t ? p.delta[bh * p.t + i] : 0.0f;
+#pragma unroll
+    for (int u = 0; u < U; ++u) dq[r][u] = 0.0f;
+  }
+
+  for (int64_t jt = 0; jt < n_tiles; ++jt) {
+    const int64_t j0 = jt * kBc;
+    __syncthreads();  // the previous tile is consumed
+    widen_rows(ks, d + 1, k, j0, kBc, p.s, d);
+    widen_rows(vs, d + 1, v, j0, kBc, p.s, d);
     __syncthreads();
 
-    // S and dP of this warp's rows against key `lane`; P and dS to shared memory
-    const int row0 = warp * kRows;
+    // S and dP of this warp's rows against key `lane`, then P and dS
     float s[kRows] = {}, dp[kRows] = {};
     const float* krow = ks + lane * (d + 1);
     const float* vrow = vs + lane * (d + 1);
@@ -220,72 +328,43 @@ __global__ void __launch_bounds__(Simt::kThreads) simt_backward_kernel(Params p)
       const float kx = krow[x], vx = vrow[x];
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
-        s[r] += qs[(row0 + r) * d + x] * kx;
-        dp[r] += dos[(row0 + r) * d + x] * vx;
+        s[r] += qw[r * d + x] * kx;
+        dp[r] += dow[r * d + x] * vx;
       }
     }
     const int64_t j = j0 + lane;
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       const int64_t i = q0 + row0 + r;
-      float pr = expf(s[r] * p.scale - lse_s[row0 + r]);
+      float pr = expf(s[r] * p.scale - lse_r[r]);
       if (j >= p.s || (p.causal && j > i + offset)) pr = 0.0f;
-      ps[(row0 + r) * kPld + lane] = pr;
-      dss[(row0 + r) * kPld + lane] = pr * (dp[r] - delta_s[row0 + r]);
+      dp[r] = pr * (dp[r] - delta_r[r]);  // dS
     }
-    __syncwarp();  // this warp's dS rows are complete
 
-    // dQ rows of this warp += dS K, added to the f32 workspace
+    // dQ rows of this warp += dS K, ds_j from lane j
+    for (int jj = 0; jj < kBc; ++jj) {
+      const float* kcol = ks + jj * (d + 1);
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t x = lane + 32 * u;
-      if (x >= d) continue;
-      float acc[kRows] = {};
-      for (int c = 0; c < kBc; ++c) {
-        const float kx = ks[c * (d + 1) + x];
-#pragma unroll
-        for (int r = 0; r < kRows; ++r) acc[r] += dss[(row0 + r) * kPld + c] * kx;
-      }
-#pragma unroll
-      for (int r = 0; r < kRows; ++r)
-        if (q0 + row0 + r < p.t) atomicAdd(dq_acc + (q0 + row0 + r) * d + x, acc[r]);
-    }
-    __syncthreads();  // P and dS of every warp are complete
-
-    // dV += P^T dO and dK += dS^T Q for this warp's keys
-    for (int r = 0; r < kBr; ++r) {
-#pragma unroll
-      for (int c = 0; c < kKeys; ++c) {
-        const float pv = ps[r * kPld + warp * kKeys + c];
-        const float dsv = dss[r * kPld + warp * kKeys + c];
+      for (int r = 0; r < kRows; ++r) {
+        const float dsj = __shfl_sync(0xffffffffu, dp[r], jj);
 #pragma unroll
         for (int u = 0; u < U; ++u) {
           const int64_t x = lane + 32 * u;
-          if (x < d) {
-            dv[c][u] += pv * dos[r * d + x];
-            dk[c][u] += dsv * qs[r * d + x];
-          }
+          if (x < d) dq[r][u] += dsj * kcol[x];
         }
       }
     }
   }
 
+  E* out = static_cast<E*>(p.dq) + bh * p.t * d;  // (T, D)
 #pragma unroll
-  for (int c = 0; c < kKeys; ++c) {
-    const int64_t key = j0 + warp * kKeys + c;
-    if (key >= p.s) continue;
-    const int64_t row = (kvh * p.s + key) * d;
+  for (int r = 0; r < kRows; ++r) {
+    const int64_t i = q0 + row0 + r;
+    if (i >= p.t) continue;
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t x = lane + 32 * u;
-      if (x >= d) continue;
-      if (p.dk_acc != nullptr) {
-        atomicAdd(p.dk_acc + row + x, dk[c][u] * p.scale);
-        atomicAdd(p.dv_acc + row + x, dv[c][u]);
-      } else {
-        static_cast<E*>(p.dk)[row + x] = from_f32<E>(dk[c][u] * p.scale);
-        static_cast<E*>(p.dv)[row + x] = from_f32<E>(dv[c][u]);
-      }
+      if (x < d) out[i * d + x] = from_f32<E>(dq[r][u] * p.scale);
     }
   }
 }
@@ -326,9 +405,8 @@ cudaError_t simt_dtype_case(DType dtype, int64_t d, Fn&& fn) {
 cudaError_t launch_flash_forward_simt(const AttentionSizes& x, DType dtype, const void* q,
                                       const void* k, const void* v, void* o, float* lse,
                                       cudaStream_t stream) {
-  const Params params{x.batch, x.hq,    x.hkv,   x.t,     x.s,     x.d,     x.causal,
-                      x.scale, nullptr, q,       k,       v,       o,       lse,
-                      nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+  const Params params{x.batch, x.hq, x.hkv, x.t, x.s,     x.d,     x.causal, x.scale, nullptr, q,
+                      k,       v,    o,     lse, nullptr, nullptr, nullptr,  nullptr, nullptr};
   return simt_dtype_case(dtype, x.d, [&](auto tag, auto chunks) {
     using E = typename decltype(tag)::type;
     return launch_simt(simt_forward_kernel<E, decltype(chunks)::value>,
@@ -339,17 +417,21 @@ cudaError_t launch_flash_forward_simt(const AttentionSizes& x, DType dtype, cons
 
 cudaError_t launch_flash_backward_simt(const AttentionSizes& x, DType dtype, const void* dout,
                                        const void* q, const void* k, const void* v,
-                                       const float* lse, const float* delta, float* dq_acc,
-                                       void* dk, void* dv, float* dk_acc, float* dv_acc,
-                                       cudaStream_t stream) {
-  const Params params{x.batch, x.hq,  x.hkv,  x.t, x.s, x.d,     x.causal,
-                      x.scale, dout,  q,      k,   v,   nullptr, nullptr,
-                      lse,     delta, dq_acc, dk,  dv,  dk_acc,  dv_acc};
+                                       const float* lse, const float* delta, void* dq, void* dk,
+                                       void* dv, cudaStream_t stream) {
+  const Params params{x.batch, x.hq, x.hkv,   x.t,     x.s, x.d,   x.causal, x.scale, dout, q,
+                      k,       v,    nullptr, nullptr, lse, delta, dq,       dk,      dv};
   return simt_dtype_case(dtype, x.d, [&](auto tag, auto chunks) {
     using E = typename decltype(tag)::type;
-    return launch_simt(simt_backward_kernel<E, decltype(chunks)::value>,
-                       backend::cuda_flash_backward_blocks(x.batch * x.hq, x.s, Simt::kBc),
-                       backend::cuda_flash_simt_backward_smem(x.d), params, stream);
+    constexpr int U = decltype(chunks)::value;
+    const cudaError_t err =
+        launch_simt(simt_backward_dkdv_kernel<E, U>,
+                    backend::cuda_flash_backward_blocks(x.batch * x.hkv, x.s, Simt::kBc),
+                    backend::cuda_flash_simt_backward_smem(x.d), params, stream);
+    if (err != cudaSuccess) return err;
+    return launch_simt(simt_backward_dq_kernel<E, U>,
+                       backend::cuda_flash_forward_blocks(x.batch * x.hq, x.t, Simt::kBr),
+                       backend::cuda_flash_simt_dq_smem(x.d), params, stream);
   });
 }
 

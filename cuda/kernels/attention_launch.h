@@ -4,9 +4,9 @@
 // (Note [No fmt in .cu files] in device.cuh). Each returns the first failing cudaError_t of
 // its launches. The operands are contiguous in the (batch, head, position, dim) layout of
 // tensor/cpu/attention.h and of one floating dtype (f32, bf16 or f16), named by `dtype`;
-// lse, delta, probs, dprobs and the workspaces are f32. The caller has checked the shapes,
-// the head dim (<= kCudaFlashMaxHeadDim) and, for the flash kernels, that the path
-// (cuda_flash_path) and its shared memory (cuda_flash_smem_bytes) suit the device.
+// lse, delta, probs and dprobs are f32. The caller has checked the shapes, the head dim
+// (<= kCudaFlashMaxHeadDim) and, for the flash kernels, that the path (cuda_flash_path) and
+// its shared memory (cuda_flash_smem_bytes) suit the device.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -36,14 +36,12 @@ cudaError_t launch_flash_attention_forward(const AttentionSizes& x, DType dtype,
                                            cudaStream_t stream);
 
 // dq (B, Hq, T, D), dk and dv (B, Hkv, S, D) from dout, q, o, k, v and lse. delta (B, Hq, T)
-// is scratch; workspace holds B Hq T D floats for dq, then, when hq != hkv, B Hkv S D
-// floats each for dk and dv (cuda_rules.cpp's flash_workspace).
+// is scratch; no other workspace (Note [CUDA attention accumulation] in attention_flash.cu).
 cudaError_t launch_flash_attention_backward(const AttentionSizes& x, DType dtype,
                                             backend::CudaFlashPath path, const void* dout,
                                             const void* q, const void* k, const void* v,
                                             const void* o, const float* lse, float* delta, void* dq,
-                                            void* dk, void* dv, float* workspace,
-                                            cudaStream_t stream);
+                                            void* dk, void* dv, cudaStream_t stream);
 
 // o through the materialised probabilities probs (B, Hq, T, S).
 cudaError_t launch_naive_attention_forward(const AttentionSizes& x, DType dtype, const void* q,
@@ -57,18 +55,14 @@ cudaError_t launch_naive_attention_backward(const AttentionSizes& x, DType dtype
 
 // ---- shared by the flash launchers (attention_flash.cu and attention_flash_simt.cu) ----
 
-// The simt path's forward, and its backward's main kernel (after delta, before the
-// conversion of the f32 accumulators; Note [CUDA attention accumulation]).
+// The simt path's forward, and its backward after delta: the dK/dV kernel, then the dQ
+// kernel (Note [CUDA attention accumulation]).
 cudaError_t launch_flash_forward_simt(const AttentionSizes& x, DType dtype, const void* q,
                                       const void* k, const void* v, void* o, float* lse,
                                       cudaStream_t stream);
-// dq_acc (B, Hq, T, D) f32 receives the unscaled dS K; dk and dv are written in dtype, or,
-// with dk_acc non-null (grouped heads), scale dS^T Q and P^T dO are added to dk_acc and
-// dv_acc (B, Hkv, S, D) f32.
 cudaError_t launch_flash_backward_simt(const AttentionSizes& x, DType dtype, const void* dout,
                                        const void* q, const void* k, const void* v,
-                                       const float* lse, const float* delta, float* dq_acc,
-                                       void* dk, void* dv, float* dk_acc, float* dv_acc,
-                                       cudaStream_t stream);
+                                       const float* lse, const float* delta, void* dq, void* dk,
+                                       void* dv, cudaStream_t stream);
 
 }  // namespace fitgrad::cuda

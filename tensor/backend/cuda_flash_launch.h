@@ -120,10 +120,12 @@ constexpr int64_t cuda_flash_smem_bytes(CudaFlashPath path, int64_t d, bool back
     return backward ? std::max(cuda_flash_simt_backward_smem(d), cuda_flash_simt_dq_smem(d))
                     : cuda_flash_simt_forward_smem(d);
   if (cuda_flash_mma_head_dim(d) == 64)
-    return backward ? std::max(CudaFlashMmaConfig<64>::kBackwardSmem, CudaFlashMmaConfig<64>::kDqSmem)
-                    : CudaFlashMmaConfig<64>::kForwardSmem;
-  return backward ? std::max(CudaFlashMmaConfig<128>::kBackwardSmem, CudaFlashMmaConfig<128>::kDqSmem)
-                  : CudaFlashMmaConfig<128>::kForwardSmem;
+    return backward
+               ? std::max(CudaFlashMmaConfig<64>::kBackwardSmem, CudaFlashMmaConfig<64>::kDqSmem)
+               : CudaFlashMmaConfig<64>::kForwardSmem;
+  return backward
+             ? std::max(CudaFlashMmaConfig<128>::kBackwardSmem, CudaFlashMmaConfig<128>::kDqSmem)
+             : CudaFlashMmaConfig<128>::kForwardSmem;
 }
 
 // Forward query tile rows and backward key tile rows of a call's path.

@@ -17,16 +17,11 @@ int64_t reduce_blocks(const TargetProfile& p, int64_t n) {
   return cuda_reduce_blocks(n, p.threads);
 }
 
-// One row: nothing in the forward; dq in f32 in the backward, with dk and dv in f32 too
-// when query heads share kv heads.
-Shape flash_workspace(const TargetProfile&, const AttentionShape& x, bool backward, DType) {
-  int64_t floats = 0;
-  if (backward) {
-    floats = x.batch * x.hq * x.t * x.d;
-    if (x.hq != x.hkv) floats += 2 * x.batch * x.hkv * x.s * x.d;
-  }
-  return {1, floats};
-}
+// One row of no floats, forward and backward: the backward is deterministic, its dK/dV and
+// dQ kernels each own the gradient rows they write and sum them in registers, so nothing is
+// accumulated across blocks in an f32 workspace (Note [CUDA attention accumulation] in
+// cuda/kernels/attention_flash.cu).
+Shape flash_workspace(const TargetProfile&, const AttentionShape&, bool, DType) { return {1, 0}; }
 
 // The kernels read their operands in their dtype: nothing is staged.
 int64_t naive_workspace_floats(const TargetProfile&, int64_t, int64_t, int64_t, int64_t, bool,

@@ -20,9 +20,10 @@
 //   - every GEMM takes a cuBLASLt workspace of the profile's gemm_workspace_bytes from the
 //     caching allocator (temporary; NVIDIA recommends 32 MiB on Hopper, 4 MiB elsewhere);
 //     operands are read in their dtype, so there is no staging;
-//   - flash attention's forward needs no workspace beyond o and the log-sum-exp; its
-//     backward accumulates dq in f32, (B, Hq, T, D), and with grouped heads (Hq > Hkv) dk and
-//     dv in f32 as well, 2 x (B, Hkv, S, D), as FlashAttention-2 does;
+//   - flash attention needs no workspace beyond o and the log-sum-exp (forward) and delta
+//     (backward): the backward is deterministic, each gradient row summed in registers by
+//     the one block that writes it, with no f32 accumulator (FlashAttention's deterministic
+//     mode);
 //   - naive attention reads its operands in their dtype: no workspace;
 //   - a reduction of R elements per output runs one block per kCudaReduceElements
 //     elements, at most 2 per multiprocessor, and keeps one double per block and output

@@ -2,7 +2,8 @@
 // checked without a GPU against independent values: the path a call takes, shared memory
 // within every targeted card's limit, the causal tiles a block visits against a brute-force
 // count of the tile pairs that meet the visible triangle, grids and block numbering as
-// bijections, the backward workspace against cuda's workspace rule, and the tensor-core
+// bijections, the dK/dV blocks' walk of their group's query heads, no workspace as cuda's
+// workspace rule says, and the tensor-core
 // fragment algebra (Note [mma fragments]) by emulating ldmatrix and mma.sync as the PTX ISA
 // defines them and comparing each product the kernels form with a plain matrix product.
 #include "tensor/backend/cuda_flash_launch.h"
@@ -50,11 +51,17 @@ TEST(CudaFlashLaunch, MmaSharedMemoryFitsEveryTargetedCard) {
   // (q + 2 stages of k and v) rows of d + 8 two-byte elements
   EXPECT_EQ(CudaFlashMmaConfig<64>::kForwardSmem, (64 + 4 * 64) * 72 * 2);
   EXPECT_EQ(CudaFlashMmaConfig<128>::kForwardSmem, (64 + 4 * 64) * 136 * 2);
-  // k, v, 2 stages of q and dout, dS^T (64, br + 8), 2 stages of lse and delta
-  EXPECT_EQ(CudaFlashMmaConfig<64>::kBackwardSmem,
-            (2 * 64 + 4 * 64) * 72 * 2 + 64 * 72 * 2 + 4 * 64 * 4);
-  EXPECT_EQ(CudaFlashMmaConfig<128>::kBackwardSmem,
-            (2 * 64 + 4 * 32) * 136 * 2 + 64 * 40 * 2 + 4 * 32 * 4);
+  // dK/dV: k, v, 2 stages of q and dout, 2 stages of lse and delta
+  EXPECT_EQ(CudaFlashMmaConfig<64>::kBackwardSmem, (2 * 64 + 4 * 64) * 72 * 2 + 4 * 64 * 4);
+  EXPECT_EQ(CudaFlashMmaConfig<128>::kBackwardSmem, (2 * 64 + 4 * 32) * 136 * 2 + 4 * 32 * 4);
+  // dQ: q, dout, 2 stages of k and v
+  EXPECT_EQ(CudaFlashMmaConfig<64>::kDqSmem, (2 * 64 + 4 * 64) * 72 * 2);
+  EXPECT_EQ(CudaFlashMmaConfig<128>::kDqSmem, (2 * 64 + 4 * 32) * 136 * 2);
+  // a backward's bytes are its larger kernel's
+  EXPECT_EQ(backend::cuda_flash_smem_bytes(CudaFlashPath::mma, 64, true),
+            CudaFlashMmaConfig<64>::kBackwardSmem);
+  EXPECT_EQ(backend::cuda_flash_smem_bytes(CudaFlashPath::mma, 128, true),
+            CudaFlashMmaConfig<128>::kBackwardSmem);
   for (const int64_t d : {64, 128}) {
     for (const bool backward : {false, true}) {
       const int64_t bytes = backend::cuda_flash_smem_bytes(CudaFlashPath::mma, d, backward);
@@ -68,9 +75,14 @@ TEST(CudaFlashLaunch, MmaSharedMemoryFitsEveryTargetedCard) {
 TEST(CudaFlashLaunch, SimtSharedMemory) {
   // forward: q (32, d), k (32, d + 1), v (32, d) floats
   EXPECT_EQ(backend::cuda_flash_simt_forward_smem(64), (32 * 64 + 32 * 65 + 32 * 64) * 4);
-  // backward: k, v (32, d + 1), q, dout (32, d), P, dS (32, 33), lse, delta (32)
+  // backward dK/dV: k, v (32, d + 1), q, dout (32, d), P, dS (32, 33), lse, delta (32)
   EXPECT_EQ(backend::cuda_flash_simt_backward_smem(64),
             (2 * 32 * 65 + 2 * 32 * 64 + 2 * 32 * 33 + 2 * 32) * 4);
+  // backward dQ: q, dout (32, d), k, v (32, d + 1); less than dK/dV's
+  EXPECT_EQ(backend::cuda_flash_simt_dq_smem(64), (2 * 32 * 64 + 2 * 32 * 65) * 4);
+  for (const int64_t d : {1, 64, 256})
+    EXPECT_EQ(backend::cuda_flash_smem_bytes(CudaFlashPath::simt, d, true),
+              backend::cuda_flash_simt_backward_smem(d));
   for (const int64_t d : {64, 128, 256})
     for (const bool backward : {false, true}) {
       EXPECT_LE(backend::cuda_flash_smem_bytes(CudaFlashPath::simt, d, backward), kSm80Smem);
@@ -93,9 +105,9 @@ TEST(CudaFlashLaunch, TileShapes) {
   EXPECT_EQ(CudaFlashMmaConfig<64>::kBr, 64);
   EXPECT_EQ(CudaFlashMmaConfig<128>::kThreads, 128);
   EXPECT_EQ(CudaFlashMmaConfig<128>::kBwdBc, 64);
-  EXPECT_EQ(CudaFlashMmaConfig<64>::kDqRowBlocks * CudaFlashMmaConfig<64>::kDqColGroups, 4);
-  EXPECT_EQ(CudaFlashMmaConfig<128>::kDqRowBlocks * CudaFlashMmaConfig<128>::kDqColGroups, 4);
-  EXPECT_EQ(CudaFlashMmaConfig<128>::kDqCols, 64);
+  EXPECT_EQ(CudaFlashMmaConfig<64>::kDqBr, 64);
+  EXPECT_EQ(CudaFlashMmaConfig<64>::kDqBc, 64);
+  EXPECT_EQ(CudaFlashMmaConfig<128>::kDqBc, 32);
   EXPECT_EQ(CudaFlashSimtConfig::kBc, 32);
   EXPECT_EQ(CudaFlashSimtConfig::kKeysPerWarp * CudaFlashSimtConfig::kWarps,
             CudaFlashSimtConfig::kBc);
@@ -235,13 +247,13 @@ TEST(CudaFlashLaunch, ForwardBlocksCoverEveryTileOnceHeavyFirst) {
 }
 
 TEST(CudaFlashLaunch, BackwardBlocksCoverEveryKeyTileOnce) {
-  const int64_t bh = 4, s = 130, bc = 64;
-  const int64_t blocks = backend::cuda_flash_backward_blocks(bh, s, bc);
+  const int64_t bkv = 4, s = 130, bc = 64;  // batch x kv heads
+  const int64_t blocks = backend::cuda_flash_backward_blocks(bkv, s, bc);
   ASSERT_EQ(blocks, 12);
   std::set<std::pair<int64_t, int64_t>> seen;
   for (int64_t b = 0; b < blocks; ++b) {
-    const backend::CudaFlashBlock blk = backend::cuda_flash_backward_block(b, bh);
-    ASSERT_LT(blk.bh, bh);
+    const backend::CudaFlashBlock blk = backend::cuda_flash_backward_block(b, bkv);
+    ASSERT_LT(blk.bh, bkv);
     ASSERT_LT(blk.tile, 3);
     seen.insert({blk.bh, blk.tile});
   }
@@ -259,23 +271,33 @@ TEST(CudaFlashLaunch, GroupedHeadsReadTheirKvHead) {
   for (int64_t bh = 0; bh < 12; ++bh) EXPECT_EQ(backend::cuda_flash_kv_head(bh, 4, 1), bh / 4);
 }
 
-TEST(CudaFlashLaunch, BackwardWorkspaceIsCudasRule) {
+TEST(CudaFlashLaunch, GroupHeadsCoverEveryQueryHeadOnce) {
+  // a dK/dV block of kv batch-head bkv walks h = 0 .. group - 1; over all kv batch-heads
+  // the walks meet every query batch-head once, each of which reads bkv
+  for (const auto& [hq, hkv] : {std::pair<int64_t, int64_t>{8, 2}, {4, 4}, {4, 1}}) {
+    const int64_t batch = 3, group = hq / hkv;
+    std::set<int64_t> seen;
+    for (int64_t bkv = 0; bkv < batch * hkv; ++bkv)
+      for (int64_t h = 0; h < group; ++h) {
+        const int64_t bh = backend::cuda_flash_group_head(bkv, hq, hkv, h);
+        EXPECT_EQ(backend::cuda_flash_kv_head(bh, hq, hkv), bkv) << hq << " " << hkv;
+        seen.insert(bh);
+      }
+    EXPECT_EQ(int64_t(seen.size()), batch * hq);
+    EXPECT_EQ(*seen.begin(), 0);
+    EXPECT_EQ(*seen.rbegin(), batch * hq - 1);
+  }
+}
+
+TEST(CudaFlashLaunch, NoWorkspaceIsCudasRule) {
+  // the deterministic backward sums in registers (Note [CUDA attention accumulation])
   const backend::TargetProfile card = backend::cuda_profile(132, 32 << 20);
   for (const backend::AttentionShape& x :
        {backend::AttentionShape{2, 8, 8, 100, 100, 64},
         backend::AttentionShape{2, 8, 2, 100, 37, 128}, backend::AttentionShape{1, 4, 1, 0, 5, 16},
         backend::AttentionShape{1, 4, 4, 7, 0, 16}}) {
-    const backend::CudaFlashWorkspace ws =
-        backend::cuda_flash_backward_workspace(x.batch, x.hq, x.hkv, x.t, x.s, x.d);
-    const Shape rule = backend::flash_workspace_shape(card, x, true, DType::bf16);
-    EXPECT_EQ(rule, (Shape{1, ws.floats}));
-    EXPECT_EQ(ws.grouped, x.hq != x.hkv);
-    if (ws.grouped) {
-      EXPECT_EQ(ws.dk, x.batch * x.hq * x.t * x.d);
-      EXPECT_EQ(ws.dv - ws.dk, x.batch * x.hkv * x.s * x.d);
-      EXPECT_EQ(ws.floats - ws.dv, x.batch * x.hkv * x.s * x.d);
-    }
-    EXPECT_EQ(backend::flash_workspace_shape(card, x, false, DType::bf16), (Shape{1, 0}));
+    EXPECT_EQ(backend::flash_workspace_shape(card, x, true, DType::bf16), (Shape{1, 0}));
+    EXPECT_EQ(backend::flash_workspace_shape(card, x, false, DType::f32), (Shape{1, 0}));
   }
   EXPECT_EQ(backend::cuda_flash_row_blocks(1), 1);
   EXPECT_EQ(backend::cuda_flash_row_blocks(8), 1);
@@ -470,31 +492,6 @@ TEST(CudaFlashFragments, ScoresStayInRegistersForTheValueProduct) {
   expect_equal(from_c(o), product(
                               16, 16, 16, [&](int i, int x) { return pm.at(i, x); },
                               [&](int x, int j) { return v.at(x, j); }));
-}
-
-TEST(CudaFlashFragments, BackwardDsRoundTripsThroughSharedMemoryForDq) {
-  // dS^T (16 keys, 16 queries) in C tiles is stored by the A layout (cuda_mma_a_index of
-  // element 2 r for register r), then dQ (16, 16) = dS K reads it back by pattern Y .trans
-  // and K (keys, dim) by pattern X .trans.
-  const Smem kq = iota_matrix(16, 32, 6), qk = iota_matrix(16, 32, 7), k = iota_matrix(16, 16, 8);
-  const std::vector<CTile> ds_t = scores(kq, qk);  // any (16, 16) C tiles
-  const Regs<4> da = a_from_c(ds_t, 0);
-  Smem stored(16, 16);
-  for (int lane = 0; lane < 32; ++lane)
-    for (int r = 0; r < 4; ++r) {
-      const backend::CudaFragmentIndex at = backend::cuda_mma_a_index(lane, 2 * r);
-      stored.at(at.row, at.col) = da[lane][r][0];
-      stored.at(at.row, at.col + 1) = da[lane][r][1];
-    }
-  expect_equal(stored, from_c(ds_t));
-  std::vector<CTile> dq(2);
-  const Regs<4> a = ldmatrix_x4(stored, true, 0, 0, backend::cuda_ldmatrix_y);
-  const Regs<4> b = ldmatrix_x4(k, true, 0, 0, backend::cuda_ldmatrix_x);
-  mma(dq[0], a, b_tile(b, 0));
-  mma(dq[1], a, b_tile(b, 1));
-  expect_equal(from_c(dq), product(
-                               16, 16, 16, [&](int i, int x) { return stored.at(x, i); },
-                               [&](int x, int j) { return k.at(x, j); }));
 }
 
 }  // namespace
