@@ -175,7 +175,8 @@ INSTANTIATE_TEST_SUITE_P(ModelsAndVariants, CudaTrain,
                          ::testing::Combine(::testing::Values("gpt2-tiny", "llama-tiny"),
                                             ::testing::Values("fp32", "bf16", "checkpointing",
                                                               "adamw_8bit", "adafactor",
-                                                              "pure_bf16_sr", "qlora", "offload")),
+                                                              "pure_bf16_sr", "qlora", "offload",
+                                                              "offload_activations")),
                          [](const auto& info) {
                            std::string name =
                                std::get<0>(info.param) + "_" + std::get<1>(info.param);
