@@ -49,6 +49,12 @@ __device__ __forceinline__ E from_f32(float x) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += int64_t(gridDim.x) * blockDim.x)
 
+// The maximum of `v` over the warp (fmaxf: a NaN loses to a number), in every lane.
+__device__ __forceinline__ float warp_fmax(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
 // The sum of `v` over the block (blockDim.x a multiple of 32, at most 1024), returned to
 // every thread; `scratch` holds 32 values of T in shared memory. The additions' order is
 // fixed by the block size, so a reduction is the same bit for bit on every run.
@@ -66,14 +72,12 @@ __device__ __forceinline__ T block_sum(T v, T* scratch) {
 
 // The maximum of `v` over the block, as block_sum (fmaxf: a NaN loses to a number).
 __device__ __forceinline__ float block_max(float v, float* scratch) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  v = warp_fmax(v);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   __syncthreads();
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
-  v = lane < warps ? scratch[lane] : -INFINITY;
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
+  return warp_fmax(lane < warps ? scratch[lane] : -INFINITY);
 }
 
 // A dtype's element type, as a value a generic lambda can take.
@@ -82,13 +86,16 @@ struct ElementTag {
   using type = E;
 };
 
-// Calls fn(ElementTag<E>{}) for a floating dtype's device type; other dtypes call nothing
-// (the adapters check dtypes before launching).
+// Calls fn(ElementTag<E>{}) for a floating dtype's device type and returns true; any other
+// dtype calls nothing and returns false (a launcher then answers cudaErrorInvalidValue).
 template <class Fn>
-void dispatch_floating(DType dtype, Fn&& fn) {
-  if (dtype == DType::f32) fn(ElementTag<float>{});
-  if (dtype == DType::bf16) fn(ElementTag<bf16>{});
-  if (dtype == DType::f16) fn(ElementTag<f16>{});
+bool dispatch_floating(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::f32: fn(ElementTag<float>{}); return true;
+    case DType::bf16: fn(ElementTag<bf16>{}); return true;
+    case DType::f16: fn(ElementTag<f16>{}); return true;
+    default: return false;
+  }
 }
 
 }  // namespace fitgrad::cuda

@@ -27,40 +27,10 @@ namespace fitgrad::cuda {
 namespace {
 
 using backend::kCudaWarp;
-constexpr unsigned kFullMask = 0xFFFFFFFFu;
 constexpr int64_t kNested = quant::kNestedBlocksize;
 
 unsigned blocks_for(int64_t n) { return unsigned(backend::cuda_elementwise_blocks(n)); }
 constexpr unsigned kThreads = backend::kCudaThreads;
-
-// Calls fn with the tag of a floating dtype's device type; false for any other dtype.
-template <class Fn>
-bool with_floating_type(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::f32: fn(ElementTag<float>{}); return true;
-    case DType::bf16: fn(ElementTag<bf16>{}); return true;
-    case DType::f16: fn(ElementTag<f16>{}); return true;
-    default: return false;
-  }
-}
-
-__device__ __forceinline__ float warp_max(float v) {
-  for (int offset = kCudaWarp / 2; offset > 0; offset /= 2)
-    v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
-  return v;
-}
-
-// The max of every thread's v over a block of kBlockThreads threads, returned to all of
-// them. scratch holds a float per warp.
-template <int kBlockThreads>
-__device__ float nested_group_max(float v, float* scratch) {
-  v = warp_max(v);
-  if (threadIdx.x % kCudaWarp == 0) scratch[threadIdx.x / kCudaWarp] = v;
-  __syncthreads();
-  float m = scratch[0];
-  for (int w = 1; w < kBlockThreads / kCudaWarp; ++w) m = fmaxf(m, scratch[w]);
-  return m;
-}
 
 // absmax = map[code] * absmax2 + offset, one rounding each (Note [4-bit bytes as the CPU's]).
 __device__ __forceinline__ float nested_absmax(const float* map, uint8_t code, float absmax2,
@@ -85,7 +55,7 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t begin = b * blocksize, end = min(n, begin + blocksize);
     float m = 0.0f;
     for (int64_t i = begin + lane; i < end; i += kCudaWarp) m = fmaxf(m, fabsf(to_f32(a[i])));
-    m = warp_max(m);
+    m = warp_fmax(m);
     if (lane == 0) absmax[b] = m;
     const float r = __fdiv_rn(1.0f, m);
     const auto code = [&](float x) {
@@ -135,7 +105,7 @@ __global__ void __launch_bounds__(kNestedThreads)
   const int64_t b = int64_t(blockIdx.x) * kNested + threadIdx.x;
   const float d = b < blocks ? absmax[b] - mean : 0.0f;
   // The max's barrier also publishes the map.
-  const float m = nested_group_max<kNestedThreads>(fmaxf(0.0f, fabsf(d)), scratch);
+  const float m = block_max(fmaxf(0.0f, fabsf(d)), scratch);
   if (threadIdx.x == 0) absmax2[blockIdx.x] = m;
   const float r = __fdiv_rn(1.0f, m);
   if (b < blocks) nested[b] = backend::cuda_dynamic_code(map, d * r);
@@ -309,7 +279,7 @@ cudaError_t launch_quantize_4bit(const void* a, DType dtype, int64_t n, int64_t 
                                  cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   const unsigned blocks = unsigned(backend::cuda_quantize_4bit_blocks(n, blocksize));
-  const bool known = with_floating_type(dtype, [&](auto tag) {
+  const bool known = dispatch_floating(dtype, [&](auto tag) {
     using E = typename decltype(tag)::type;
     const E* src = static_cast<const E*>(a);
     if (fp4)
@@ -348,7 +318,7 @@ cudaError_t launch_dequantize_4bit(const uint8_t* packed, const float* absmax, i
                                    DType dtype, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   const unsigned blocks = unsigned(backend::cuda_dequantize_4bit_blocks(n));
-  const bool known = with_floating_type(dtype, [&](auto tag) {
+  const bool known = dispatch_floating(dtype, [&](auto tag) {
     using E = typename decltype(tag)::type;
     dequantize_kernel<E><<<blocks, kThreads, 0, stream>>>(packed, absmax, n, blocksize, tables,
                                                           static_cast<E*>(out));
@@ -363,7 +333,7 @@ cudaError_t launch_embedding_4bit(const uint8_t* packed, const float* absmax, in
   if (n_ids == 0 || cols == 0) return cudaSuccess;
   if (id_dtype != DType::i32 && id_dtype != DType::i64) return cudaErrorInvalidValue;
   const unsigned blocks = blocks_for(n_ids * cols);
-  const bool known = with_floating_type(dtype, [&](auto tag) {
+  const bool known = dispatch_floating(dtype, [&](auto tag) {
     using E = typename decltype(tag)::type;
     if (id_dtype == DType::i32)
       embedding_kernel<E, int32_t><<<blocks, kThreads, 0, stream>>>(

@@ -82,46 +82,18 @@ __device__ __forceinline__ P round_param(float x, int64_t i, const UpdateOperand
 
 // ---- dispatch ----
 
-// Calls fn(ElementTag<E>{}) for a floating dtype's device type; false for any other dtype.
-template <class Fn>
-bool with_floating(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::f32: fn(ElementTag<float>{}); return true;
-    case DType::bf16: fn(ElementTag<bf16>{}); return true;
-    case DType::f16: fn(ElementTag<f16>{}); return true;
-    default: return false;
-  }
-}
-
 // fn(ElementTag<P>{}, ElementTag<G>{}) for the operands' param and grad types, returning its
 // error; cudaErrorInvalidValue when either dtype is not floating.
 template <class Fn>
 cudaError_t with_param_and_grad(const UpdateOperands& u, Fn&& fn) {
   cudaError_t err = cudaErrorInvalidValue;
-  with_floating(u.param_dtype,
-                [&](auto p) { with_floating(u.grad_dtype, [&](auto g) { err = fn(p, g); }); });
+  dispatch_floating(u.param_dtype, [&](auto p) {
+    dispatch_floating(u.grad_dtype, [&](auto g) { err = fn(p, g); });
+  });
   return err;
 }
 
 unsigned elementwise_blocks(int64_t n) { return unsigned(backend::cuda_elementwise_blocks(n)); }
-
-// ---- block reductions ----
-
-// The sum of v over the block (blockDim.x a multiple of 32, at most 1024), the same value in
-// every thread: a butterfly within each warp, lane 0's result broadcast, then one more over
-// the warps' sums. The order is fixed by the block size, so the bits are the same on every
-// run. scratch: 32 doubles of shared memory.
-__device__ double sum_over_block(double v, double* scratch) {
-  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  v = __shfl_sync(0xffffffffu, v, 0);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  __syncthreads();  // a previous call's readers are done with scratch
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  v = lane < warps ? scratch[lane] : 0.0;
-  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return __shfl_sync(0xffffffffu, v, 0);
-}
 
 // ---- AdamW and SGD (tensor/cpu/optim_update.cpp) ----
 
@@ -328,7 +300,7 @@ __global__ void __launch_bounds__(1024)
         x = double(a.update(l, c, i));
       acc += S == LineSum::grad_squares ? x : x * x;
     }
-    acc = sum_over_block(acc, scratch);
+    acc = block_sum(acc, scratch);
     if (threadIdx.x == 0) out[r] = acc;
   }
 }
@@ -393,7 +365,7 @@ __global__ void row_means_kernel(Adafactor<P, G> a) {
   for (int64_t b = blockIdx.x; b < a.batch; b += gridDim.x) {
     double acc = 0.0;
     for (int64_t r = threadIdx.x; r < a.rows; r += blockDim.x) acc += double(a.row[b * a.rows + r]);
-    acc = sum_over_block(acc, scratch);
+    acc = block_sum(acc, scratch);
     if (threadIdx.x == 0) {
       const float mean = float(acc / double(a.rows));
       a.row_means[b] = a.k.torch ? max_of(mean, a.k.eps1) : mean;
@@ -413,7 +385,7 @@ __global__ void total_kernel(const double* partial, int64_t count, double* out) 
   __shared__ double scratch[32];
   double acc = 0.0;
   for (int64_t j = threadIdx.x; j < count; j += blockDim.x) acc += partial[j];
-  acc = sum_over_block(acc, scratch);
+  acc = block_sum(acc, scratch);
   if (threadIdx.x == 0) *out = acc;
 }
 
@@ -517,7 +489,7 @@ __global__ void sum_squares_kernel(const T* x, int64_t n, double* partials) {
     const double xi = double(to_f32(x[i]));
     acc += xi * xi;
   }
-  acc = sum_over_block(acc, scratch);
+  acc = block_sum(acc, scratch);
   if (threadIdx.x == 0) partials[blockIdx.x] = acc;
 }
 
@@ -607,7 +579,7 @@ cudaError_t launch_adafactor(const AdafactorConstants& k, const UpdateOperands& 
 cudaError_t launch_sum_squares(const void* x, DType dtype, int64_t n, int64_t blocks,
                                double* workspace, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  const bool floating = with_floating(dtype, [&](auto tag) {
+  const bool floating = dispatch_floating(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     sum_squares_kernel<T>
         <<<unsigned(blocks), kCudaThreads, 0, stream>>>(static_cast<const T*>(x), n, workspace);
@@ -621,7 +593,7 @@ cudaError_t launch_sum_squares(const void* x, DType dtype, int64_t n, int64_t bl
 cudaError_t launch_scale_inplace(void* x, DType dtype, int64_t n, float factor,
                                  cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  const bool floating = with_floating(dtype, [&](auto tag) {
+  const bool floating = dispatch_floating(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     scale_kernel<T>
         <<<elementwise_blocks(n), kCudaThreads, 0, stream>>>(static_cast<T*>(x), n, factor);
