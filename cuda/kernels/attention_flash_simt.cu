@@ -50,8 +50,6 @@ struct Params {
   void* dv;
 };
 
-__device__ __forceinline__ float nan_max(float a, float b) { return (b > a || b != b) ? b : a; }
-
 __device__ __forceinline__ float warp_max(float x) {
 #pragma unroll
   for (int width = 16; width >= 1; width /= 2)

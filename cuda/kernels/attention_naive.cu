@@ -69,8 +69,6 @@ cudaError_t naive_gemm(int64_t batch, int64_t m, int64_t n, int64_t kdim, float 
   return cudaGetLastError();
 }
 
-__device__ __forceinline__ float nan_max(float a, float b) { return (b > a || b != b) ? b : a; }
-
 // probs rows (rows, s) := softmax over the keys row % t sees, 0 past them.
 __global__ void softmax_rows_kernel(float* probs, int64_t rows, int64_t t, int64_t s, bool causal) {
   const int64_t row = int64_t(blockIdx.x) * kRowWarps + threadIdx.x / 32;

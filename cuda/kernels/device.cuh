@@ -49,6 +49,9 @@ __device__ __forceinline__ E from_f32(float x) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += int64_t(gridDim.x) * blockDim.x)
 
+// The larger of a and b, NaN if either is (a NaN score must reach the attention output).
+__device__ __forceinline__ float nan_max(float a, float b) { return (b > a || b != b) ? b : a; }
+
 // The maximum of `v` over the warp (fmaxf: a NaN loses to a number), in every lane.
 __device__ __forceinline__ float warp_fmax(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
