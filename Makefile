@@ -10,6 +10,9 @@
 #                     the tests that need it skip), run the tests
 #   make build        the same without the fetch and the tests
 #   make cuda-check   compile and link the CUDA backend (no GPU needed; skipped without nvcc)
+#   make fresh-check  as root: a debootstrap root of this Debian release, the checkout copied
+#                     in, and there from nothing: install-deps, configure, the CLI build and a
+#                     short demo (tools/fresh-check.sh; FITGRAD_CACHE keeps its downloads)
 #   make bench        build and run the Google Benchmark programs
 #   make fuzz         clang + libFuzzer build of the parser fuzz targets (fuzz/), then a short
 #                     campaign per target that fails on any crash; skipped without libFuzzer
@@ -20,7 +23,10 @@
 # CUDA (AUTO, ON or OFF: FITGRAD_CUDA for test/build), CMAKE_ARGS (extra configure
 # arguments), CTEST_JOBS (2), JOBS (Ninja's default), BENCH_ARGS (passed to each bench),
 # FUZZ_BUILD_DIR (build-fuzz), FUZZ_TIME (seconds per fuzz target, 25), CUDA_CHECK_ARCHS
-# (the architectures `make cuda-check` compiles for, 80; a build's default is 80;86;89;90).
+# (the architectures `make cuda-check` compiles for, 80), FRESH_DEMO_STEPS (30, the demo
+# steps of `make fresh-check`). CUDA=AUTO builds the backend only where a GPU is visible,
+# for that GPU (Note [CUDA AUTO builds for a visible GPU] in CMakeLists.txt); CUDA=ON builds
+# it wherever nvcc is, for 80;86;89;90 unless CMAKE_ARGS names CMAKE_CUDA_ARCHITECTURES.
 
 BUILD_DIR      ?= build
 CUDA_BUILD_DIR ?= build-cuda-check
@@ -39,7 +45,8 @@ NVCC := $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin
 
 CMAKE_BUILD = cmake --build $(1) $(if $(JOBS),--parallel $(JOBS))
 
-.PHONY: all deps configure build demo memory-demo test cuda-check bench fuzz format format-check clean
+.PHONY: all deps configure build demo memory-demo test cuda-check fresh-check bench fuzz format \
+  format-check clean
 
 all: build
 
@@ -110,6 +117,10 @@ else
 	  -DCMAKE_CUDA_ARCHITECTURES="$(CUDA_CHECK_ARCHS)" $(CMAKE_ARGS)
 	$(call CMAKE_BUILD,$(CUDA_BUILD_DIR)) --target fitgrad_cuda fitgrad_cuda_link_check
 endif
+
+FRESH_DEMO_STEPS ?= 30
+fresh-check:
+	FRESH_DEMO_STEPS=$(FRESH_DEMO_STEPS) bash tools/fresh-check.sh
 
 bench: build
 	@found=0; for b in $(BUILD_DIR)/bench/*; do \

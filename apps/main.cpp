@@ -16,6 +16,7 @@
 #include "apps/memviz/command.h"
 #include "apps/quantize.h"
 #include "apps/train/train_command.h"
+#include "tensor/cpu/isa.h"
 #include "tensor/error.h"
 
 // Note [OpenMP wait policy]
@@ -35,6 +36,12 @@ static void prefer_passive_openmp_waits(char** argv) {
 
 int main(int argc, char** argv) {
   prefer_passive_openmp_waits(argv);
+  try {  // a bad FITGRAD_CPU_ISA is one line before anything runs (Note [CPU ISA levels])
+    fitgrad::cpu::cpu_isa();
+  } catch (const fitgrad::Error& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return fitgrad::apps::kExitBadInput;
+  }
   CLI::App app{"fitgrad: train transformer decoders where memory is the limit"};
   app.require_subcommand(1);
   std::string path;

@@ -2,11 +2,13 @@
 # Installs the Debian packages fitgrad builds with (DESIGN.md, Conventions), and only the
 # missing ones: with everything present it makes no network call and changes nothing, so
 # `make test` can run it every time. Runs as root, or through sudo when available.
-# The CUDA Toolkit is optional and not installed here (see README.md).
+# The CUDA Toolkit is optional and not installed here (see README.md). oneDNN's OpenCL
+# dependencies are not needed: CMake finds oneDNN without its package config (Note
+# [Finding oneDNN] in CMakeLists.txt). `make fresh-check` proves this list on a bare root.
 set -euo pipefail
 
 packages=(
-  cmake ninja-build g++ libeigen3-dev nlohmann-json3-dev libcli11-dev libfmt-dev
+  make cmake ninja-build g++ libeigen3-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libopenblas-dev libdnnl-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format python3
   # `make fuzz`: clang with libFuzzer (in libclang-rt-dev, only recommended by clang) and
   # OpenMP for clang.

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "tensor/cpu/vec.h"
@@ -17,56 +18,94 @@ constexpr int kPanelVecs = 4;
 constexpr int64_t kPanel = kVecWidth * kPanelVecs;
 static_assert(kTileK == kPanel, "a score tile row is one panel");
 
-// acc(R, 64) += sum_k w(i, k) * b_k[0:64] for k < n, with w(i, k) = w[i * w_row + k * w_col]
-// and b_k = b + k * ldb: R x 4 accumulators stay in registers while each b_k is loaded once.
-template <int R>
+// The register blocking of the two products per ISA level, in the level's native vector
+// (Note [Attention tile kernels]): kRows rows by kVecs vectors of accumulators, plus kVecs
+// vectors of the right operand's row and a broadcast, fit the vector registers. AVX-512: 4 x
+// 4 zmm of 32. AVX2: 4 x 2 ymm of 16, so a 64-float panel row is four strips of 16 columns.
+// SSE2: 4 x 2 xmm of 16, eight strips of 8. The 16-float Vec is native only on AVX-512; on
+// AVX2 GCC kept arrays of it in memory (every accumulator a load and a store per product).
+using Vec8 = float __attribute__((vector_size(32)));
+using Vec4 = float __attribute__((vector_size(16)));
+template <CpuIsa kIsa>
+struct Blocking {
+  using V = Vec;
+  static constexpr int kRows = 4, kVecs = 4;
+};
+template <>
+struct Blocking<CpuIsa::avx2> {
+  using V = Vec8;
+  static constexpr int kRows = 4, kVecs = 2;
+};
+template <>
+struct Blocking<CpuIsa::portable> {
+  using V = Vec4;
+  static constexpr int kRows = 4, kVecs = 2;
+};
+
+template <class V>
+constexpr int64_t kLanes = int64_t(sizeof(V) / sizeof(float));
+
+template <class V>
+[[gnu::always_inline]] inline V load_lanes(const float* p) {
+  V v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <class V>
+[[gnu::always_inline]] inline void store_lanes(float* p, const V& v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+// acc(R, C vectors) += sum_k w(i, k) * b_k[0 : C vectors] for k < n, with w(i, k) =
+// w[i * w_row + k * w_col] and b_k = b + k * ldb: the R x C accumulators stay in registers
+// while each b_k is loaded once.
+template <class V, int R, int C>
 [[gnu::always_inline]] inline void panel_product(int64_t n, const float* w, int64_t w_row,
                                                  int64_t w_col, const float* b, int64_t ldb,
-                                                 Vec (&acc)[R][kPanelVecs]) {
+                                                 V (&acc)[R][C]) {
   for (int64_t k = 0; k < n; ++k) {
     const float* bk = b + k * ldb;
-    const Vec b0 = load(bk), b1 = load(bk + kVecWidth), b2 = load(bk + 2 * kVecWidth),
-              b3 = load(bk + 3 * kVecWidth);
+    V bv[C];
+#pragma GCC unroll 4
+    for (int u = 0; u < C; ++u) bv[u] = load_lanes<V>(bk + u * kLanes<V>);
 #pragma GCC unroll 4
     for (int i = 0; i < R; ++i) {
       const float wi = w[i * w_row + k * w_col];
-      acc[i][0] += wi * b0;
-      acc[i][1] += wi * b1;
-      acc[i][2] += wi * b2;
-      acc[i][3] += wi * b3;
+#pragma GCC unroll 4
+      for (int u = 0; u < C; ++u) acc[i][u] += wi * bv[u];
     }
   }
 }
 
-// s(r.. r+R, 64) = scale * a(r.. r+R, d) @ bt(d, 64).
-template <int R>
-[[gnu::always_inline]] inline void score_rows(int64_t r, int64_t d, float scale, const float* a,
-                                              int64_t lda, const float* bt, float* s) {
-  Vec acc[R][kPanelVecs] = {};
-  panel_product<R>(d, a + r * lda, lda, 1, bt, kTileK, acc);
+// s(r.. r+R, x0.. x0 + C vectors) = scale * a(r.. r+R, d) @ bt(d, the same columns).
+template <class V, int R, int C>
+[[gnu::always_inline]] inline void score_rows(int64_t r, int64_t x0, int64_t d, float scale,
+                                              const float* a, int64_t lda, const float* bt,
+                                              float* s) {
+  V acc[R][C] = {};
+  panel_product<V, R, C>(d, a + r * lda, lda, 1, bt + x0, kTileK, acc);
   for (int i = 0; i < R; ++i)
-    for (int u = 0; u < kPanelVecs; ++u)
-      store(s + (r + i) * kTileK + u * kVecWidth, scale * acc[i][u]);
+    for (int u = 0; u < C; ++u)
+      store_lanes<V>(s + (r + i) * kTileK + x0 + u * kLanes<V>, scale * acc[i][u]);
 }
 
-// c(r.. r+R, x0.. x0+64) += p(r.. r+R, n) @ b(n, x0.. x0+64).
-template <int R>
+// c(r.. r+R, x0.. x0 + C vectors) += p(r.. r+R, n) @ b(n, the same columns).
+template <class V, int R, int C>
 [[gnu::always_inline]] inline void accumulate_rows(int64_t r, int64_t x0, int64_t n, const float* p,
                                                    int64_t p_row, int64_t p_col, const float* b,
                                                    int64_t ldb, float* c, int64_t ldc) {
-  Vec acc[R][kPanelVecs];
+  V acc[R][C];
   for (int i = 0; i < R; ++i)
-    for (int u = 0; u < kPanelVecs; ++u) acc[i][u] = load(c + (r + i) * ldc + x0 + u * kVecWidth);
-  panel_product<R>(n, p + r * p_row, p_row, p_col, b + x0, ldb, acc);
+    for (int u = 0; u < C; ++u) acc[i][u] = load_lanes<V>(c + (r + i) * ldc + x0 + u * kLanes<V>);
+  panel_product<V, R, C>(n, p + r * p_row, p_row, p_col, b + x0, ldb, acc);
   for (int i = 0; i < R; ++i)
-    for (int u = 0; u < kPanelVecs; ++u) store(c + (r + i) * ldc + x0 + u * kVecWidth, acc[i][u]);
+    for (int u = 0; u < C; ++u) store_lanes<V>(c + (r + i) * ldc + x0 + u * kLanes<V>, acc[i][u]);
 }
 
-}  // namespace
-
-FITGRAD_SIMD_CLONES
-void transpose_tile(int64_t nk, int64_t d, const float* __restrict k, int64_t ldk,
-                    float* __restrict kt) {
+template <CpuIsa kIsa>
+[[gnu::always_inline]] inline void transpose_tile_body(int64_t nk, int64_t d,
+                                                       const float* __restrict k, int64_t ldk,
+                                                       float* __restrict kt) {
   for (int64_t x = 0; x < d; ++x) {
     float* row = kt + x * kTileK;
     for (int64_t j = 0; j < nk; ++j) row[j] = k[j * ldk + x];
@@ -74,23 +113,33 @@ void transpose_tile(int64_t nk, int64_t d, const float* __restrict k, int64_t ld
   }
 }
 
-FITGRAD_SIMD_CLONES
-void tile_scores(int64_t nq, int64_t d, float scale, const float* __restrict a, int64_t lda,
-                 const float* __restrict bt, float* __restrict s) {
-  int64_t r = 0;
-  for (; r + 4 <= nq; r += 4) score_rows<4>(r, d, scale, a, lda, bt, s);
-  for (; r < nq; ++r) score_rows<1>(r, d, scale, a, lda, bt, s);
+template <CpuIsa kIsa>
+[[gnu::always_inline]] inline void tile_scores_body(int64_t nq, int64_t d, float scale,
+                                                    const float* __restrict a, int64_t lda,
+                                                    const float* __restrict bt,
+                                                    float* __restrict s) {
+  using V = typename Blocking<kIsa>::V;
+  constexpr int R = Blocking<kIsa>::kRows, C = Blocking<kIsa>::kVecs;
+  for (int64_t x0 = 0; x0 < kPanel; x0 += C * kLanes<V>) {
+    int64_t r = 0;
+    for (; r + R <= nq; r += R) score_rows<V, R, C>(r, x0, d, scale, a, lda, bt, s);
+    for (; r < nq; ++r) score_rows<V, 1, C>(r, x0, d, scale, a, lda, bt, s);
+  }
 }
 
-FITGRAD_SIMD_CLONES
-void tile_accumulate(int64_t m, int64_t n, int64_t d, const float* __restrict p, int64_t p_row,
-                     int64_t p_col, const float* __restrict b, int64_t ldb, float* __restrict c,
-                     int64_t ldc) {
+template <CpuIsa kIsa>
+[[gnu::always_inline]] inline void tile_accumulate_body(int64_t m, int64_t n, int64_t d,
+                                                        const float* __restrict p, int64_t p_row,
+                                                        int64_t p_col, const float* __restrict b,
+                                                        int64_t ldb, float* __restrict c,
+                                                        int64_t ldc) {
+  using V = typename Blocking<kIsa>::V;
+  constexpr int R = Blocking<kIsa>::kRows, C = Blocking<kIsa>::kVecs;
   const int64_t panels_end = d / kPanel * kPanel;
-  for (int64_t x0 = 0; x0 < panels_end; x0 += kPanel) {
+  for (int64_t x0 = 0; x0 < panels_end; x0 += C * kLanes<V>) {
     int64_t r = 0;
-    for (; r + 4 <= m; r += 4) accumulate_rows<4>(r, x0, n, p, p_row, p_col, b, ldb, c, ldc);
-    for (; r < m; ++r) accumulate_rows<1>(r, x0, n, p, p_row, p_col, b, ldb, c, ldc);
+    for (; r + R <= m; r += R) accumulate_rows<V, R, C>(r, x0, n, p, p_row, p_col, b, ldb, c, ldc);
+    for (; r < m; ++r) accumulate_rows<V, 1, C>(r, x0, n, p, p_row, p_col, b, ldb, c, ldc);
   }
   // The columns past the last full panel (head dims that are not a multiple of 64).
   if (panels_end == d) return;
@@ -104,19 +153,12 @@ void tile_accumulate(int64_t m, int64_t n, int64_t d, const float* __restrict p,
   }
 }
 
-void mask_tile(int64_t nq, int64_t nk, bool causal, int64_t q0, int64_t j0, int64_t offset,
-               float* s) {
-  for (int64_t r = 0; r < nq; ++r) {
-    // Keys j0 + j with j < visible are seen by query q0 + r.
-    int64_t visible = nk;
-    if (causal) visible = std::clamp<int64_t>(q0 + r + offset - j0 + 1, 0, nk);
-    std::fill(s + r * kTileK + visible, s + (r + 1) * kTileK, kNegInf);
-  }
-}
-
-FITGRAD_SIMD_CLONES
-void online_softmax_tile(int64_t nq, int64_t d, float* __restrict s, float* __restrict m,
-                         float* __restrict l, float* __restrict o, int64_t ldo) {
+template <CpuIsa kIsa>
+[[gnu::always_inline]] inline void online_softmax_tile_body(int64_t nq, int64_t d,
+                                                            float* __restrict s,
+                                                            float* __restrict m,
+                                                            float* __restrict l,
+                                                            float* __restrict o, int64_t ldo) {
   for (int64_t r = 0; r < nq; ++r) {
     float* sr = s + r * kTileK;
     Vec x[kPanelVecs];
@@ -150,8 +192,9 @@ void online_softmax_tile(int64_t nq, int64_t d, float* __restrict s, float* __re
   }
 }
 
-FITGRAD_SIMD_CLONES
-void probs_from_lse(int64_t nq, const float* __restrict lse, float* __restrict s) {
+template <CpuIsa kIsa>
+[[gnu::always_inline]] inline void probs_from_lse_body(int64_t nq, const float* __restrict lse,
+                                                       float* __restrict s) {
   for (int64_t r = 0; r < nq; ++r) {
     float* sr = s + r * kTileK;
     const float lr = lse[r];
@@ -164,13 +207,44 @@ void probs_from_lse(int64_t nq, const float* __restrict lse, float* __restrict s
   }
 }
 
-FITGRAD_SIMD_CLONES
-void softmax_grad_tile(int64_t nq, const float* __restrict p, const float* __restrict delta,
-                       float* __restrict dp) {
+template <CpuIsa kIsa>
+[[gnu::always_inline]] inline void softmax_grad_tile_body(int64_t nq, const float* __restrict p,
+                                                          const float* __restrict delta,
+                                                          float* __restrict dp) {
   for (int64_t r = 0; r < nq; ++r) {
     const float dr = delta[r];
     for (int64_t j = 0; j < kTileK; ++j)
       dp[r * kTileK + j] = p[r * kTileK + j] * (dp[r * kTileK + j] - dr);
+  }
+}
+
+}  // namespace
+
+FITGRAD_ISA_KERNEL(void, transpose_tile,
+                   (int64_t nk, int64_t d, const float* k, int64_t ldk, float* kt),
+                   (nk, d, k, ldk, kt))
+FITGRAD_ISA_KERNEL(void, tile_scores,
+                   (int64_t nq, int64_t d, float scale, const float* a, int64_t lda,
+                    const float* bt, float* s),
+                   (nq, d, scale, a, lda, bt, s))
+FITGRAD_ISA_KERNEL(void, tile_accumulate,
+                   (int64_t m, int64_t n, int64_t d, const float* p, int64_t p_row, int64_t p_col,
+                    const float* b, int64_t ldb, float* c, int64_t ldc),
+                   (m, n, d, p, p_row, p_col, b, ldb, c, ldc))
+FITGRAD_ISA_KERNEL(void, online_softmax_tile,
+                   (int64_t nq, int64_t d, float* s, float* m, float* l, float* o, int64_t ldo),
+                   (nq, d, s, m, l, o, ldo))
+FITGRAD_ISA_KERNEL(void, probs_from_lse, (int64_t nq, const float* lse, float* s), (nq, lse, s))
+FITGRAD_ISA_KERNEL(void, softmax_grad_tile,
+                   (int64_t nq, const float* p, const float* delta, float* dp), (nq, p, delta, dp))
+
+void mask_tile(int64_t nq, int64_t nk, bool causal, int64_t q0, int64_t j0, int64_t offset,
+               float* s) {
+  for (int64_t r = 0; r < nq; ++r) {
+    // Keys j0 + j with j < visible are seen by query q0 + r.
+    int64_t visible = nk;
+    if (causal) visible = std::clamp<int64_t>(q0 + r + offset - j0 + 1, 0, nk);
+    std::fill(s + r * kTileK + visible, s + (r + 1) * kTileK, kNegInf);
   }
 }
 

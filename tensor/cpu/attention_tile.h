@@ -7,12 +7,15 @@
 // Note [Attention tile kernels]
 // The tiles are far too small for gemm_f32 to pay off (its threading and packing are
 // built for large products, and the callers already run one tile per OpenMP thread), so
-// the two products are register-blocked loops over 64-float panels: 4 rows x 64 columns of
-// accumulators stay in registers (GCC/Clang vector extensions, 16 floats per vector)
-// while each row of the right operand is loaded once; plain auto-vectorised loops kept
-// their accumulators on the stack and ran at about half the speed. The library is built
-// for baseline x86-64 unless FITGRAD_NATIVE is on, so every kernel is also compiled for
-// AVX2 and AVX-512 (GCC target_clones) and the loader picks the widest one the CPU has.
+// the two products are register-blocked loops over 64-float panels: on AVX-512, 4 rows x
+// 64 columns of accumulators stay in registers (GCC/Clang vector extensions, 16 floats per
+// vector) while each row of the right operand is loaded once; plain auto-vectorised loops
+// kept their accumulators on the stack and ran at about half the speed. AVX2 has half the
+// vector registers at half the width, so there 4 x 64 accumulators (32 ymm) spilled and the
+// score tiles took 42% of the demo's step on an AVX2-only EPYC; its variant blocks 4 rows x
+// 16 columns and walks the panel in four strips (SSE2: 2 x 16). The library is built for
+// baseline x86-64 unless FITGRAD_NATIVE is on, so every kernel is compiled per ISA level and
+// runs the level in force (Note [Kernel ISA variants] in vec.h).
 // exp() is our own vectorised polynomial (fast_exp in tensor/cpu/vec.h, ~1 ulp): libm's
 // expf is a scalar call and would dominate a tile. Every result depends only on its
 // tile's inputs, never on the thread count; sums run in a fixed order.

@@ -6,8 +6,8 @@
 // Note [Vectorised cross-entropy rows]
 // A row of GPT-2 logits is 50257 wide and a training step reads every one twice (the
 // log-sum-exp forward, the gradient backward), so the per-row loops are written with the
-// 16-float vectors and fast_exp of tensor/cpu/vec.h, compiled per CPU level (Note [Kernel
-// target clones] there); libm's expf is a scalar call and was most of the kernels' time.
+// 16-float vectors and fast_exp of tensor/cpu/vec.h, compiled per ISA level (Note [Kernel
+// ISA variants] there); libm's expf is a scalar call and was most of the kernels' time.
 // The sum of exponentials still accumulates in double, lane-wise (16 partial sums, each
 // over every 16th column in column order), and the lanes are added in lane order: a fixed
 // order, the same for every thread count and every CPU level.
@@ -25,8 +25,8 @@ namespace {
 constexpr int64_t kParallelMin = int64_t(1) << 15;  // elements worth waking a thread team for
 
 // log(sum_c exp(x[c])) of one row of v >= 1 floats.
-FITGRAD_SIMD_CLONES
-float row_lse(int64_t v, const float* __restrict x) {
+template <CpuIsa kIsa>
+[[gnu::always_inline]] inline float row_lse_body(int64_t v, const float* __restrict x) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const int64_t full = v / kVecWidth * kVecWidth;
   Vec vmax = splat(kNegInf);
@@ -51,13 +51,18 @@ float row_lse(int64_t v, const float* __restrict x) {
 }
 
 // drow(v) = g * exp(x - l); drow may be x.
-FITGRAD_SIMD_CLONES
-void row_grad(int64_t v, const float* x, float l, float g, float* drow) {
+template <CpuIsa kIsa>
+[[gnu::always_inline]] inline void row_grad_body(int64_t v, const float* x, float l, float g,
+                                                 float* drow) {
   const int64_t full = v / kVecWidth * kVecWidth;
   for (int64_t c = 0; c < full; c += kVecWidth) store(drow + c, g * fast_exp(load(x + c) - l));
   if (full < v)
     store_partial(drow + full, g * fast_exp(load_partial(x + full, v - full, 0.0f) - l), v - full);
 }
+
+FITGRAD_ISA_KERNEL(float, row_lse, (int64_t v, const float* x), (v, x))
+FITGRAD_ISA_KERNEL(void, row_grad, (int64_t v, const float* x, float l, float g, float* drow),
+                   (v, x, l, g, drow))
 
 }  // namespace
 

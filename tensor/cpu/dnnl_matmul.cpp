@@ -8,10 +8,22 @@
 // thread's OpenMP thread count, which this sets to `threads` for the call and restores.
 // oneDNN's packing buffers are its own (library-managed scratchpad), outside the ledger,
 // as OpenBLAS's and Eigen's are.
+//
+// Note [oneDNN's bf16 matmul needs AVX-512]
+// oneDNN 2.6 has a bf16 matmul only on AVX-512 CPUs (emulated on avx512_core, native with
+// AVX512-BF16); elsewhere creating the primitive fails ("could not create a primitive
+// descriptor iterator"). So whether the bf16 GEMM may use oneDNN is decided once, at the
+// first question: the ISA level (Note [CPU ISA levels] in isa.cpp) must be avx512 or above,
+// and oneDNN must create a small bf16 matmul under its ISA cap (FITGRAD_CPU_ISA here, or
+// oneDNN's own DNNL_MAX_CPU_ISA). When it cannot, the bf16 GEMM is staged through the fp32
+// GEMM (gemm_bf16.cpp). Any oneDNN failure that still happens is rethrown naming the
+// product's dtypes, shapes and layout, and oneDNN's reason.
 #include "tensor/cpu/dnnl_matmul.h"
 
+#include <mutex>
 #include <unordered_map>
 
+#include "tensor/cpu/isa.h"
 #include "tensor/error.h"
 
 #ifdef FITGRAD_HAVE_DNNL
@@ -28,7 +40,29 @@ namespace {
 
 using dnnl::memory;
 
+// oneDNN's ISA cap for a forced fitgrad level; set once, before oneDNN builds any kernel.
+void cap_isa_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (!cpu_isa_forced()) return;
+    dnnl::cpu_isa cap = dnnl::cpu_isa::all;
+    switch (cpu_isa()) {
+      case CpuIsa::portable: cap = dnnl::cpu_isa::sse41; break;
+      case CpuIsa::avx2: cap = dnnl::cpu_isa::avx2; break;
+      case CpuIsa::avx512: cap = dnnl::cpu_isa::avx512_core_vnni; break;
+      case CpuIsa::avx512_bf16: cap = dnnl::cpu_isa::all; break;
+    }
+    try {
+      dnnl::set_max_cpu_isa(cap);
+    } catch (const dnnl::error& e) {
+      throw Error(fmt::format("[dnnl_matmul] FITGRAD_CPU_ISA={} could not cap oneDNN: {}",
+                              cpu_isa_name(cpu_isa()), e.what()));
+    }
+  });
+}
+
 dnnl::engine& engine() {
+  cap_isa_once();
   static dnnl::engine e(dnnl::engine::kind::cpu, 0);
   return e;
 }
@@ -69,13 +103,21 @@ class OmpThreads {
   int saved_ = 1;
 };
 
-}  // namespace
+// Creates (and drops) a small bf16 matmul primitive: true when oneDNN has one here.
+bool bf16_matmul_probe() {
+  const memory::desc ad({16, 16}, memory::data_type::bf16, memory::dims{16, 1});
+  const memory::desc cd({16, 16}, memory::data_type::f32, memory::dims{16, 1});
+  try {
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, ad, cd), engine());
+    return true;
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
 
-bool dnnl_available() { return true; }
-
-void dnnl_matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, DType in,
-                 const void* a, int64_t lda, const void* b, int64_t ldb, const void* bias,
-                 float alpha, float beta, DType out, void* c, int64_t ldc, int threads) {
+void matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, DType in, const void* a,
+            int64_t lda, const void* b, int64_t ldb, const void* bias, float alpha, float beta,
+            DType out, void* c, int64_t ldc, int threads) {
   const memory::data_type ti = data_type(in), to = data_type(out);
   const memory::desc ad = matrix(m, k, lda, trans_a, ti);
   const memory::desc bd = matrix(k, n, ldb, trans_b, ti);
@@ -102,9 +144,35 @@ void dnnl_matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, DT
   s.wait();
 }
 
+}  // namespace
+
+bool dnnl_available() { return true; }
+
+bool dnnl_bf16_matmul_available() {
+  static const bool available = cpu_isa_at_least(CpuIsa::avx512) && bf16_matmul_probe();
+  return available;
+}
+
+void dnnl_matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, DType in,
+                 const void* a, int64_t lda, const void* b, int64_t ldb, const void* bias,
+                 float alpha, float beta, DType out, void* c, int64_t ldc, int threads) {
+  try {
+    matmul(trans_a, trans_b, m, n, k, in, a, lda, b, ldb, bias, alpha, beta, out, c, ldc, threads);
+  } catch (const dnnl::error& e) {
+    throw Error(fmt::format(
+        "[dnnl_matmul] oneDNN failed on the {} product ({}, {}){} @ ({}, {}){} -> {} ({}, {}) on "
+        "this CPU (fitgrad ISA level {}): {}",
+        dtype_name(in), trans_a ? k : m, trans_a ? m : k, trans_a ? "^T" : "", trans_b ? n : k,
+        trans_b ? k : n, trans_b ? "^T" : "", dtype_name(out), m, n, cpu_isa_name(cpu_isa()),
+        e.what()));
+  }
+}
+
 #else
 
 bool dnnl_available() { return false; }
+
+bool dnnl_bf16_matmul_available() { return false; }
 
 void dnnl_matmul(bool, bool, int64_t, int64_t, int64_t, DType, const void*, int64_t, const void*,
                  int64_t, const void*, float, float, DType, void*, int64_t, int) {

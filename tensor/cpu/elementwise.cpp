@@ -52,8 +52,9 @@ namespace {
 }
 
 // o[i so] = gelu(x[i sx]) for i < n.
-FITGRAD_SIMD_CLONES
-void gelu_run(float* o, int64_t so, const float* x, int64_t sx, int64_t n) {
+template <CpuIsa kIsa>
+[[gnu::always_inline]] inline void gelu_run_body(float* o, int64_t so, const float* x, int64_t sx,
+                                                 int64_t n) {
   for (int64_t i = 0; i < n; i += kVecWidth) {
     const int64_t w = std::min<int64_t>(kVecWidth, n - i);
     const Vec v = gather(x + i * sx, sx, w);
@@ -62,9 +63,10 @@ void gelu_run(float* o, int64_t so, const float* x, int64_t sx, int64_t n) {
 }
 
 // o[i so] = dy[i sd] * gelu'(x[i sx]) for i < n.
-FITGRAD_SIMD_CLONES
-void gelu_backward_run(float* o, int64_t so, const float* dy, int64_t sd, const float* x,
-                       int64_t sx, int64_t n) {
+template <CpuIsa kIsa>
+[[gnu::always_inline]] inline void gelu_backward_run_body(float* o, int64_t so, const float* dy,
+                                                          int64_t sd, const float* x, int64_t sx,
+                                                          int64_t n) {
   for (int64_t i = 0; i < n; i += kVecWidth) {
     const int64_t w = std::min<int64_t>(kVecWidth, n - i);
     const Vec v = gather(x + i * sx, sx, w);
@@ -73,6 +75,13 @@ void gelu_backward_run(float* o, int64_t so, const float* dy, int64_t sd, const 
     scatter(o + i * so, so, w, gather(dy + i * sd, sd, w) * grad);
   }
 }
+
+FITGRAD_ISA_KERNEL(void, gelu_run, (float* o, int64_t so, const float* x, int64_t sx, int64_t n),
+                   (o, so, x, sx, n))
+FITGRAD_ISA_KERNEL(void, gelu_backward_run,
+                   (float* o, int64_t so, const float* dy, int64_t sd, const float* x, int64_t sx,
+                    int64_t n),
+                   (o, so, dy, sd, x, sx, n))
 
 constexpr int64_t kTile = 256;
 

@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "tensor/cpu/isa.h"
 #include "tensor/cpu/vec.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -61,14 +62,29 @@ using Bytes16 = uint8_t __attribute__((vector_size(16)));
   return s;
 }
 
-FITGRAD_SIMD_CLONES
-void aligned_rows(const uint8_t* packed, const BlockAbsmax& absmax, int64_t out, int64_t in,
-                  int64_t blocksize, const float* table16, const float* staged, int64_t rows,
-                  float* y) {
+// The kernels take a range of the outputs and no OpenMP: the parallel region
+// (split_outputs) only calls them, since neither clang nor GCC compiles a region's outlined
+// body for the target of the function around it (Note [Kernel ISA variants]).
+constexpr int64_t kOutputsPerTask = 64;
+template <class Fn>
+void split_outputs(int64_t units, Fn&& fn) {
+  const int64_t tasks = (units + kOutputsPerTask - 1) / kOutputsPerTask;
+#pragma omp parallel for schedule(static)
+  for (int64_t t = 0; t < tasks; ++t)
+    fn(t * kOutputsPerTask, std::min(units, (t + 1) * kOutputsPerTask));
+}
+
+// y(rows, out) columns o_begin.. o_end of the aligned product, portable vector code.
+template <CpuIsa kIsa>
+[[gnu::always_inline]] inline void aligned_rows_vec_body(const uint8_t* packed,
+                                                         const BlockAbsmax& absmax, int64_t out,
+                                                         int64_t in, int64_t blocksize,
+                                                         const float* table16, const float* staged,
+                                                         int64_t rows, float* y, int64_t o_begin,
+                                                         int64_t o_end) {
   const Vec table = load(table16);
   const int64_t blocks_per_row = in / blocksize, chunks_per_block = blocksize / kChunk;
-#pragma omp parallel for schedule(static)
-  for (int64_t o = 0; o < out; ++o) {
+  for (int64_t o = o_begin; o < o_end; ++o) {
     const uint8_t* p = packed + o * (in / 2);
     const int64_t a = o * blocks_per_row;
     for (int64_t r = 0; r < rows; ++r) {
@@ -89,6 +105,12 @@ void aligned_rows(const uint8_t* packed, const BlockAbsmax& absmax, int64_t out,
     }
   }
 }
+
+FITGRAD_ISA_KERNEL(void, aligned_rows_vec,
+                   (const uint8_t* packed, const BlockAbsmax& absmax, int64_t out, int64_t in,
+                    int64_t blocksize, const float* table16, const float* staged, int64_t rows,
+                    float* y, int64_t o_begin, int64_t o_end),
+                   (packed, absmax, out, in, blocksize, table16, staged, rows, y, o_begin, o_end))
 
 #if FITGRAD_FOUR_BIT_AVX512
 #if defined(__GNUC__) && !defined(__clang__)
@@ -125,18 +147,6 @@ __attribute__((target("avx512f"), always_inline)) inline void rows_avx512(
           _mm512_fmadd_ps(acc[j], _mm512_set1_ps(absmax((o + j) * blocks_per_row + b)), total[j]);
   }
   for (int j = 0; j < R; ++j) y[o + j] = _mm512_reduce_add_ps(total[j]);
-}
-
-// The AVX-512 functions take a range of the outputs and no OpenMP: the parallel region
-// (split_outputs) only calls them, since clang does not compile a region's outlined body
-// for the target of the function around it.
-constexpr int64_t kOutputsPerTask = 64;
-template <class Fn>
-void split_outputs(int64_t units, Fn&& fn) {
-  const int64_t tasks = (units + kOutputsPerTask - 1) / kOutputsPerTask;
-#pragma omp parallel for schedule(static)
-  for (int64_t t = 0; t < tasks; ++t)
-    fn(t * kOutputsPerTask, std::min(units, (t + 1) * kOutputsPerTask));
 }
 
 constexpr int kRows = 2;  // weight rows at a time: independent chains
@@ -266,7 +276,7 @@ void four_bit_matvec(const uint8_t* packed, const BlockAbsmax& absmax, int64_t o
     return;
   }
 #if FITGRAD_FOUR_BIT_AVX512
-  if (__builtin_cpu_supports("avx512f")) {
+  if (cpu_isa_at_least(CpuIsa::avx512)) {
     if (blocksize == 64) {  // Note [Nibbles in place]: x staged per 128-value group
       const int64_t blocks = in / 64, staged_row = (blocks + 1) / 2 * kGroup;
       for (int64_t r = 0; r < rows; ++r)
@@ -290,7 +300,9 @@ void four_bit_matvec(const uint8_t* packed, const BlockAbsmax& absmax, int64_t o
   }
 #endif
   stage_chunks(x, rows, in, staging);
-  aligned_rows(packed, absmax, out, in, blocksize, table, staging, rows, y);
+  split_outputs(out, [&](int64_t begin, int64_t end) {
+    aligned_rows_vec(packed, absmax, out, in, blocksize, table, staging, rows, y, begin, end);
+  });
 }
 
 }  // namespace fitgrad::cpu

@@ -9,15 +9,20 @@
 // (bench/RESULTS.md). Transposes and leading
 // dimensions become the strides of oneDNN's memory descriptors, so no operand is copied
 // (tensor/cpu/dnnl_matmul.cpp). It runs on the GEMM's thread count (gemm_threads()).
+// oneDNN 2.6 has no bf16 matmul below AVX-512 (Note [oneDNN's bf16 matmul needs AVX-512] in
+// dnnl_matmul.cpp): there, and under FITGRAD_CPU_ISA=avx2 or lower, gemm_bf16_available()
+// is false, decided once, and the front-ends stage bf16 products through the fp32 GEMM
+// (gemm_staged.h), with its bounded workspace planned by the CPU's backend rules.
 #include "tensor/cpu/gemm_bf16.h"
 
 #include "tensor/cpu/dnnl_matmul.h"
 #include "tensor/cpu/gemm.h"
+#include "tensor/cpu/isa.h"
 #include "tensor/error.h"
 
 namespace fitgrad::cpu {
 
-bool gemm_bf16_available() { return dnnl_available(); }
+bool gemm_bf16_available() { return dnnl_bf16_matmul_available(); }
 
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const BFloat16* a,
                int64_t lda, const BFloat16* b, int64_t ldb, const BFloat16* bias, void* c,
@@ -26,7 +31,9 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
            "[gemm_bf16] the result must be f32 or bf16, got {}", dtype_name(c_dtype));
   FG_CHECK(m >= 0 && n >= 0 && k >= 0, "[gemm_bf16] negative size m = {}, n = {}, k = {}", m, n, k);
   FG_CHECK(gemm_bf16_available(),
-           "[gemm_bf16] this build has no bf16 GEMM (configure with oneDNN, libdnnl-dev)");
+           "[gemm_bf16] no bf16 GEMM here: this build has no oneDNN, or oneDNN has no bf16 matmul "
+           "on this CPU (ISA level {}; AVX-512 needed)",
+           cpu_isa_name(cpu_isa()));
   if (m == 0 || n == 0) return;
   if (k == 0) {  // an empty sum: bias, or zeros
     for (int64_t i = 0; i < m; ++i)

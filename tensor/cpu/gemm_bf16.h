@@ -10,8 +10,8 @@
 
 namespace fitgrad::cpu {
 
-// True when this build has a bf16 GEMM (oneDNN); without one the front-ends stage bf16
-// products through the fp32 GEMM.
+// True when this build has a bf16 GEMM (oneDNN) and this CPU runs it (AVX-512, at the ISA
+// level in force); without one the front-ends stage bf16 products through the fp32 GEMM.
 bool gemm_bf16_available();
 
 // c (m, n) = op(a) op(b) (+ bias (n) on every row when bias is non-null), with op(a) (m, k)

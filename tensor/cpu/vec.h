@@ -1,27 +1,53 @@
 // Portable 16-float vectors for the hand-vectorised CPU kernels (flash-attention tiles,
-// fused cross-entropy): GCC/Clang vector extensions, which each target clone lowers to its
-// own registers (one zmm, two ymm or four xmm), the load/store/splat helpers, and our
-// vectorised exp.
+// fused cross-entropy): GCC/Clang vector extensions, which each ISA variant lowers to its
+// own registers (one zmm, two ymm or four xmm), the load/store/splat helpers, our
+// vectorised exp, and FITGRAD_ISA_KERNEL, which compiles a kernel per ISA level.
 //
-// Note [Kernel target clones]
+// Note [Kernel ISA variants]
 // The library is built for baseline x86-64 unless FITGRAD_NATIVE is on, so a hot kernel
-// marked FITGRAD_SIMD_CLONES is also compiled for AVX2+FMA and AVX-512 (GCC target_clones)
-// and the dynamic loader picks the widest one the CPU has (ifunc), once per process.
-// Other compilers and targets get the single build. The helpers below are always_inline,
-// so inside a clone they compile for the clone's target and vectors never cross a call
-// (which is why GCC's -Wpsabi note about passing them by value does not apply).
+// defined with FITGRAD_ISA_KERNEL is compiled three times, for AVX-512 (x86-64-v4), AVX2+FMA
+// (x86-64-v3) and the baseline, and the first call picks the variant of the ISA level in
+// force (cpu_isa(), Note [CPU ISA levels] in isa.cpp), so FITGRAD_CPU_ISA forces the lower
+// ones and the tests run each one a machine can execute. (GCC's target_clones, used before,
+// let the loader choose, which no variable can lower.) The kernel's body is an always_inline
+// template NAME_body<CpuIsa>, so it compiles for each variant's target and can choose its
+// register blocking per level: AVX2 has 16 vector registers to AVX-512's 32 (Note
+// [Attention tile kernels]). A body must not hold an OpenMP region: GCC outlines the region
+// before inlining, for the baseline target; the region calls the kernel instead. The
+// helpers below are always_inline too, so inside a variant they compile for its target and
+// vectors never cross a call (which is why GCC's -Wpsabi note about passing them by value
+// does not apply). Other compilers and targets compile all three variants for the baseline.
 #pragma once
 
 #include <bit>
 #include <cstdint>
 #include <cstring>
 
+#include "tensor/cpu/isa.h"
+
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define FITGRAD_SIMD_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define FITGRAD_TARGET_AVX512 __attribute__((target("arch=x86-64-v4")))
+#define FITGRAD_TARGET_AVX2 __attribute__((target("arch=x86-64-v3")))
 #else
-#define FITGRAD_SIMD_CLONES
+#define FITGRAD_TARGET_AVX512
+#define FITGRAD_TARGET_AVX2
 #endif
+
+// Defines `ret name params`, which runs name##_body<level>(args) compiled for the ISA level
+// in force; params is the parenthesised parameter list and args the matching arguments.
+#define FITGRAD_ISA_KERNEL(ret, name, params, args)                                                \
+  FITGRAD_TARGET_AVX512 static ret name##_avx512 params {                                          \
+    return name##_body<::fitgrad::cpu::CpuIsa::avx512> args;                                       \
+  }                                                                                                \
+  FITGRAD_TARGET_AVX2 static ret name##_avx2 params {                                              \
+    return name##_body<::fitgrad::cpu::CpuIsa::avx2> args;                                         \
+  }                                                                                                \
+  static ret name##_portable params { return name##_body<::fitgrad::cpu::CpuIsa::portable> args; } \
+  ret name params {                                                                                \
+    static ret(*const variant) params =                                                            \
+        ::fitgrad::cpu::isa_variant(name##_avx512, name##_avx2, name##_portable);                  \
+    return variant args;                                                                           \
+  }
 
 #if defined(__GNUC__)
 #pragma GCC diagnostic ignored "-Wpsabi"
@@ -33,6 +59,13 @@ using Vec = float __attribute__((vector_size(64)));     // 16 floats
 using IVec = int32_t __attribute__((vector_size(64)));  // 16 int32
 using DVec = double __attribute__((vector_size(128)));  // 16 doubles
 inline constexpr int kVecWidth = 16;
+
+// The variant of the ISA level in force (FITGRAD_ISA_KERNEL).
+template <class F>
+F isa_variant(F avx512, F avx2, F portable) {
+  const CpuIsa isa = cpu_isa();
+  return isa >= CpuIsa::avx512 ? avx512 : isa >= CpuIsa::avx2 ? avx2 : portable;
+}
 
 [[gnu::always_inline]] inline Vec load(const float* p) {
   Vec v;

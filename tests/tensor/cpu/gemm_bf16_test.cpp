@@ -36,7 +36,8 @@ Stored stored(int64_t rows, int64_t ld, uint64_t seed) {
 }
 
 TEST(GemmBf16, MatchesAnFp64ProductOfTheSameValues) {
-  if (!cpu::gemm_bf16_available()) GTEST_SKIP() << "this build has no bf16 GEMM (no oneDNN)";
+  if (!cpu::gemm_bf16_available())
+    GTEST_SKIP() << "no oneDNN bf16 GEMM here (no oneDNN, or below AVX-512: see IsaPaths)";
   const GemmCase cases[] = {
       {false, false, 17, 23, 31, 0, false, DType::f32},
       {true, false, 17, 23, 31, 3, true, DType::f32},
@@ -95,7 +96,8 @@ TEST(GemmBf16, MatchesAnFp64ProductOfTheSameValues) {
 }
 
 TEST(GemmBf16, EmptyKGivesTheBiasOrZeros) {
-  if (!cpu::gemm_bf16_available()) GTEST_SKIP() << "this build has no bf16 GEMM (no oneDNN)";
+  if (!cpu::gemm_bf16_available())
+    GTEST_SKIP() << "no oneDNN bf16 GEMM here (no oneDNN, or below AVX-512: see IsaPaths)";
   const std::vector<BFloat16> bias = {BFloat16(1.5f), BFloat16(-2.0f)};
   std::vector<float> c(4, 9.0f);
   cpu::gemm_bf16(false, false, 2, 2, 0, nullptr, 1, nullptr, 2, bias.data(), c.data(), DType::f32,
