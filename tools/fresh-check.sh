@@ -64,14 +64,17 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The most telling line of a failed step's log: what CMake said after "CMake Error" (a
-# missing package names itself there), a compiler's missing header, the linker's missing
+# The most telling line of a failed step's log: the package CMake could not find, else the
+# first two lines of CMake's error joined, a compiler's missing header, the linker's missing
 # library or symbol, apt's error, any other error, or else the log's last line.
 error_line() {
-  local log=$1 line=""
-  line=$(awk '/CMake Error/ {found = 1; next} found && NF {sub(/^[ \t]+/, ""); print; exit}' "$log")
+  local log=$1 line pattern
+  line=$(grep -m1 -oE 'Could NOT find [^ ]+ \(missing: [^)]*\)|Could not find a package configuration file provided by "[^"]+"' "$log" || true)
+  [[ -z "$line" ]] || { echo "$line"; return; }
+  line=$(awk '/CMake Error/ {found = 1; head = $0; next}
+              found && NF {sub(/^[ \t]+/, ""); print head " " $0; exit}' "$log")
   for pattern in "fatal error:" "cannot find -l|undefined reference" "^E: " "error:|Error:"; do
-    [[ -n "$line" ]] && break
+    [[ -z "$line" ]] || break
     line=$(grep -m1 -E "$pattern" "$log" | sed 's/^[[:space:]]*//' || true)
   done
   [[ -n "$line" ]] || line=$(tail -n 1 "$log")
