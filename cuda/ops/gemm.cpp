@@ -17,6 +17,7 @@
 #include <mutex>
 
 #include "cuda/ops/op_launch.h"
+#include "tensor/backend/cuda_launch.h"
 #include "tensor/backend/kernel_args.h"
 #include "tensor/backend/kernel_table.h"
 
@@ -57,15 +58,6 @@ cudaDataType_t data_type(DType dtype) {
     default: break;
   }
   throw Error(fmt::format("[matmul] cuBLASLt takes f32, bf16 or f16, got {}", dtype_name(dtype)));
-}
-
-// The largest power of two (up to 256) that divides the address: cuBLASLt's heuristics pick
-// only kernels whose alignment needs the operands meet.
-uint32_t alignment_of(const void* p) {
-  const auto v = reinterpret_cast<uintptr_t>(p);
-  uint32_t a = 256;
-  while (a > 1 && v % a != 0) a /= 2;
-  return a;
 }
 
 struct Gemm {
@@ -148,8 +140,14 @@ void run_gemm(const Gemm& g, int device) {
   FG_CUBLAS_CHECK(
       cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                            &g.workspace_bytes, sizeof(g.workspace_bytes)));
-  const uint32_t align_first = alignment_of(g.b), align_second = alignment_of(g.a),
-                 align_c = alignment_of(g.c);
+  // Note [cuBLASLt alignment hints] in tensor/backend/cuda_launch.h.
+  const int64_t bytes = int64_t(element_size(g.dtype));
+  const uint32_t align_first = backend::cuda_operand_alignment(reinterpret_cast<uintptr_t>(g.b),
+                                                               g.ldb, g.batch, g.stride_b, bytes),
+                 align_second = backend::cuda_operand_alignment(reinterpret_cast<uintptr_t>(g.a),
+                                                                g.lda, g.batch, g.stride_a, bytes),
+                 align_c = backend::cuda_operand_alignment(reinterpret_cast<uintptr_t>(g.c), g.n,
+                                                           g.batch, g.m * g.n, bytes);
   FG_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_first, sizeof(align_first)));
   FG_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(

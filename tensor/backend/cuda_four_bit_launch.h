@@ -37,8 +37,8 @@
 #pragma once
 
 #include <cstdint>
-#include <limits>
 
+#include "tensor/backend/cuda_dynamic_code.h"
 #include "tensor/backend/cuda_launch.h"
 #include "tensor/quant/four_bit.h"
 
@@ -101,7 +101,6 @@ constexpr CudaGrid2 cuda_linear_4bit_grid(int64_t m, int64_t rows) {
 // The kernel's static shared memory: the x and W tiles (k-major, padded), the tile rows'
 // absmaxes, the 16 code values and the 256 values of the signed dynamic map.
 inline constexpr int kFourBitCodes = 16;
-inline constexpr int kDynamicMapCodes = 256;
 constexpr int64_t cuda_linear_4bit_shared_bytes() {
   return int64_t(sizeof(float)) * (kLinear4bitBK * (kLinear4bitBM + kLinear4bitPad) +
                                    kLinear4bitBK * (kLinear4bitBN + kLinear4bitPad) +
@@ -151,24 +150,7 @@ constexpr uint8_t cuda_fp4_code(float x) {
   return uint8_t(m + sign);
 }
 
-// quant::CodeSearch::code over the 256 sorted values of a dynamic map (Note [The code
-// search] in tensor/quant/dynamic_map.h), found by a binary search instead of its bucket
-// table: p = the number of codes below x, then the nearer of codes p - 1 and p, a tie to the
-// even one; above every code 255, a NaN 0.
-constexpr uint8_t cuda_dynamic_code(const float* map, float x) {
-  if (!(x <= 1.0f)) return x > 1.0f ? 255 : 0;
-  int lo = 0, hi = kDynamicMapCodes;
-  while (lo < hi) {
-    const int mid = (lo + hi) / 2;
-    if (map[mid] < x)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  const int p = lo;  // <= 255: the last code is 1 and x <= 1
-  const float below = p == 0 ? -std::numeric_limits<float>::infinity() : map[p - 1];
-  const float mid = (map[p] + below) * 0.5f;
-  return uint8_t(p - 1 + int(x > mid) + int(x == mid) * int((p & 1) == 0));
-}
+// Double quantization codes its nested absmaxes with cuda_dynamic_code
+// (tensor/backend/cuda_dynamic_code.h).
 
 }  // namespace fitgrad::backend

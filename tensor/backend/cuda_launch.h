@@ -64,4 +64,23 @@ constexpr int64_t cuda_bitonic_keys(int64_t n) {
   return padded;
 }
 
+// Note [cuBLASLt alignment hints]
+// cuBLASLt's heuristic is told the alignment of each matrix (MIN_ALIGNMENT_*_BYTES) and then
+// picks only kernels whose vector loads that alignment allows. Every matrix of a strided
+// batch starts at base + i * stride elements and every row (column, in cuBLASLt's
+// column-major view) at a multiple of the leading dimension, so the alignment a kernel can
+// count on is the largest power of two, up to 256, dividing the base address, the leading
+// dimension in bytes and, with more than one matrix, the batch stride in bytes. The base
+// address alone (an odd leading dimension of bf16 values, say) would promise 16-byte loads
+// that rows 1, 2, ... do not have.
+constexpr uint32_t cuda_operand_alignment(uint64_t base, int64_t ld, int64_t batch,
+                                          int64_t batch_stride, int64_t element_bytes) {
+  uint32_t a = 256;
+  auto fits = [&](uint64_t v) { return v % a == 0; };
+  while (a > 1 && !(fits(base) && fits(uint64_t(ld * element_bytes)) &&
+                    (batch <= 1 || fits(uint64_t(batch_stride * element_bytes)))))
+    a /= 2;
+  return a;
+}
+
 }  // namespace fitgrad::backend

@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "tensor/backend/cuda_dynamic_code.h"
 #include "tensor/backend/cuda_launch.h"
 
 namespace fitgrad::backend {
@@ -40,23 +41,7 @@ constexpr int64_t cuda_adam8bit_blocks(int64_t n) {
   return std::min(cuda_ceil_div(n, kCudaAdam8bitThreads), kCudaAdam8bitMaxBlocks);
 }
 
-// Note [The code search on the device]
-// The 8-bit kernel's code of x (a state divided by its block's absmax) in a sorted map of 256
-// codes, by tensor/quant/dynamic_map.h's rule (Note [The code search]): above 1 is 255, NaN
-// is 0; otherwise with p the number of codes below x, the nearer of codes p - 1 and p, the
-// even one at exactly their f32 midpoint (code[p] + code[p - 1]) * 0.5, and 0 when no code
-// is below x. CodeSearch finds p through its bucket table (64 KiB, too big for shared
-// memory); here p comes from a branch-free binary search of the map in shared memory. The
-// arithmetic is one sum and one halving, which no compiler fuses, so host and device agree.
-constexpr uint8_t cuda_dynamic_code(const float* codes, float x) {
-  if (!(x <= 1.0f)) return x > 1.0f ? 255 : 0;
-  int p = 0;  // codes[0, p) are below x; codes[255] = 1 is not, so p stays <= 255
-  for (int step = 128; step > 0; step /= 2)
-    if (codes[p + step - 1] < x) p += step;
-  if (p == 0) return 0;
-  const float mid = (codes[p] + codes[p - 1]) * 0.5f;
-  return uint8_t(p - 1 + int(x > mid) + int(x == mid) * int((p & 1) == 0));
-}
+// The 8-bit kernel codes its states with cuda_dynamic_code (tensor/backend/cuda_dynamic_code.h).
 
 // ---- sum of squares ----
 

@@ -19,42 +19,17 @@ constexpr int64_t kPanel = kVecWidth * kPanelVecs;
 static_assert(kTileK == kPanel, "a score tile row is one panel");
 
 // The register blocking of the two products per ISA level, in the level's native vector
-// (Note [Attention tile kernels]): kRows rows by kVecs vectors of accumulators, plus kVecs
-// vectors of the right operand's row and a broadcast, fit the vector registers. AVX-512: 4 x
-// 4 zmm of 32. AVX2: 4 x 2 ymm of 16, so a 64-float panel row is four strips of 16 columns.
-// SSE2: 4 x 2 xmm of 16, eight strips of 8. The 16-float Vec is native only on AVX-512; on
-// AVX2 GCC kept arrays of it in memory (every accumulator a load and a store per product).
-using Vec8 = float __attribute__((vector_size(32)));
-using Vec4 = float __attribute__((vector_size(16)));
+// (Native in vec.h; Note [Attention tile kernels]): kRows rows by kVecs vectors of
+// accumulators, plus kVecs vectors of the right operand's row and a broadcast, fit the
+// vector registers. AVX-512: 4 x 4 zmm of 32 (a 64-float panel row at once). AVX2: 4 x 2 ymm
+// of 16, the panel in four strips of 16 columns. SSE2: 4 x 2 xmm of 16, eight strips of 8.
+// The 16-float Vec is native only on AVX-512; on AVX2 GCC kept arrays of it in memory
+// (every accumulator a load and a store per multiply-add).
 template <CpuIsa kIsa>
 struct Blocking {
-  using V = Vec;
-  static constexpr int kRows = 4, kVecs = 4;
+  using V = typename Native<kIsa>::F;
+  static constexpr int kRows = 4, kVecs = kIsa >= CpuIsa::avx512 ? 4 : 2;
 };
-template <>
-struct Blocking<CpuIsa::avx2> {
-  using V = Vec8;
-  static constexpr int kRows = 4, kVecs = 2;
-};
-template <>
-struct Blocking<CpuIsa::portable> {
-  using V = Vec4;
-  static constexpr int kRows = 4, kVecs = 2;
-};
-
-template <class V>
-constexpr int64_t kLanes = int64_t(sizeof(V) / sizeof(float));
-
-template <class V>
-[[gnu::always_inline]] inline V load_lanes(const float* p) {
-  V v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-template <class V>
-[[gnu::always_inline]] inline void store_lanes(float* p, const V& v) {
-  std::memcpy(p, &v, sizeof v);
-}
 
 // acc(R, C vectors) += sum_k w(i, k) * b_k[0 : C vectors] for k < n, with w(i, k) =
 // w[i * w_row + k * w_col] and b_k = b + k * ldb: the R x C accumulators stay in registers
@@ -67,7 +42,7 @@ template <class V, int R, int C>
     const float* bk = b + k * ldb;
     V bv[C];
 #pragma GCC unroll 4
-    for (int u = 0; u < C; ++u) bv[u] = load_lanes<V>(bk + u * kLanes<V>);
+    for (int u = 0; u < C; ++u) bv[u] = load<V>(bk + u * kLanes<V>);
 #pragma GCC unroll 4
     for (int i = 0; i < R; ++i) {
       const float wi = w[i * w_row + k * w_col];
@@ -85,8 +60,7 @@ template <class V, int R, int C>
   V acc[R][C] = {};
   panel_product<V, R, C>(d, a + r * lda, lda, 1, bt + x0, kTileK, acc);
   for (int i = 0; i < R; ++i)
-    for (int u = 0; u < C; ++u)
-      store_lanes<V>(s + (r + i) * kTileK + x0 + u * kLanes<V>, scale * acc[i][u]);
+    for (int u = 0; u < C; ++u) store(s + (r + i) * kTileK + x0 + u * kLanes<V>, scale * acc[i][u]);
 }
 
 // c(r.. r+R, x0.. x0 + C vectors) += p(r.. r+R, n) @ b(n, the same columns).
@@ -96,10 +70,10 @@ template <class V, int R, int C>
                                                    int64_t ldb, float* c, int64_t ldc) {
   V acc[R][C];
   for (int i = 0; i < R; ++i)
-    for (int u = 0; u < C; ++u) acc[i][u] = load_lanes<V>(c + (r + i) * ldc + x0 + u * kLanes<V>);
+    for (int u = 0; u < C; ++u) acc[i][u] = load<V>(c + (r + i) * ldc + x0 + u * kLanes<V>);
   panel_product<V, R, C>(n, p + r * p_row, p_row, p_col, b + x0, ldb, acc);
   for (int i = 0; i < R; ++i)
-    for (int u = 0; u < C; ++u) store_lanes<V>(c + (r + i) * ldc + x0 + u * kLanes<V>, acc[i][u]);
+    for (int u = 0; u < C; ++u) store(c + (r + i) * ldc + x0 + u * kLanes<V>, acc[i][u]);
 }
 
 template <CpuIsa kIsa>
@@ -135,20 +109,27 @@ template <CpuIsa kIsa>
                                                         int64_t ldc) {
   using V = typename Blocking<kIsa>::V;
   constexpr int R = Blocking<kIsa>::kRows, C = Blocking<kIsa>::kVecs;
-  const int64_t panels_end = d / kPanel * kPanel;
-  for (int64_t x0 = 0; x0 < panels_end; x0 += C * kLanes<V>) {
+  constexpr int64_t kStrip = C * kLanes<V>;
+  int64_t x0 = 0;
+  for (; x0 + kStrip <= d; x0 += kStrip) {
     int64_t r = 0;
     for (; r + R <= m; r += R) accumulate_rows<V, R, C>(r, x0, n, p, p_row, p_col, b, ldb, c, ldc);
     for (; r < m; ++r) accumulate_rows<V, 1, C>(r, x0, n, p, p_row, p_col, b, ldb, c, ldc);
   }
-  // The columns past the last full panel (head dims that are not a multiple of 64).
-  if (panels_end == d) return;
+  // Head dims that are not a multiple of the strip (32 on AVX-512, say): single vectors,
+  // then single columns. Every element is the same sum in the same order either way.
+  for (; x0 + kLanes<V> <= d; x0 += kLanes<V>) {
+    int64_t r = 0;
+    for (; r + R <= m; r += R) accumulate_rows<V, R, 1>(r, x0, n, p, p_row, p_col, b, ldb, c, ldc);
+    for (; r < m; ++r) accumulate_rows<V, 1, 1>(r, x0, n, p, p_row, p_col, b, ldb, c, ldc);
+  }
+  if (x0 == d) return;
   for (int64_t r = 0; r < m; ++r) {
     float* cr = c + r * ldc;
     for (int64_t j = 0; j < n; ++j) {
       const float w = p[r * p_row + j * p_col];
       const float* bj = b + j * ldb;
-      for (int64_t x = panels_end; x < d; ++x) cr[x] += w * bj[x];
+      for (int64_t x = x0; x < d; ++x) cr[x] += w * bj[x];
     }
   }
 }
@@ -159,29 +140,31 @@ template <CpuIsa kIsa>
                                                             float* __restrict m,
                                                             float* __restrict l,
                                                             float* __restrict o, int64_t ldo) {
+  using V = typename Native<kIsa>::F;
+  constexpr int W = kLanes<V>, kN = int(kTileK) / W;
   for (int64_t r = 0; r < nq; ++r) {
     float* sr = s + r * kTileK;
-    Vec x[kPanelVecs];
-    for (int u = 0; u < kPanelVecs; ++u) x[u] = load(sr + u * kVecWidth);
+    V x[kN];
+    for (int u = 0; u < kN; ++u) x[u] = load<V>(sr + u * W);
     // The row max, NaN if any score is NaN: a NaN must reach o and lse, not vanish in a max.
-    Vec vmax = x[0];
-    for (int u = 1; u < kPanelVecs; ++u) vmax = ((x[u] > vmax) | (x[u] != x[u])) ? x[u] : vmax;
+    V vmax = x[0];
+    for (int u = 1; u < kN; ++u) vmax = ((x[u] > vmax) | (x[u] != x[u])) ? x[u] : vmax;
     float m_new = m[r];
-    for (int i = 0; i < kVecWidth; ++i)
+    for (int i = 0; i < W; ++i)
       if (vmax[i] > m_new || std::isnan(vmax[i])) m_new = vmax[i];
     if (m_new == kNegInf) {  // no key of this row is visible yet
       std::fill(sr, sr + kTileK, 0.0f);
       continue;
     }
-    // The sum in a fixed order: lane-wise over the four vectors, then over the lanes.
-    Vec vsum = splat(0.0f);
-    for (int u = 0; u < kPanelVecs; ++u) {
+    // The sum in a fixed order: lane-wise over the row's vectors, then over the lanes.
+    V vsum = splat<V>(0.0f);
+    for (int u = 0; u < kN; ++u) {
       x[u] = fast_exp(x[u] - m_new);
-      store(sr + u * kVecWidth, x[u]);
+      store(sr + u * W, x[u]);
       vsum += x[u];
     }
     float sum = 0.0f;
-    for (int i = 0; i < kVecWidth; ++i) sum += vsum[i];
+    for (int i = 0; i < W; ++i) sum += vsum[i];
     const float alpha = std::exp(m[r] - m_new);  // 0 on the first visible tile (m = -inf)
     l[r] = l[r] * alpha + sum;
     m[r] = m_new;
@@ -195,6 +178,8 @@ template <CpuIsa kIsa>
 template <CpuIsa kIsa>
 [[gnu::always_inline]] inline void probs_from_lse_body(int64_t nq, const float* __restrict lse,
                                                        float* __restrict s) {
+  using V = typename Native<kIsa>::F;
+  constexpr int W = kLanes<V>;
   for (int64_t r = 0; r < nq; ++r) {
     float* sr = s + r * kTileK;
     const float lr = lse[r];
@@ -202,8 +187,7 @@ template <CpuIsa kIsa>
       std::fill(sr, sr + kTileK, 0.0f);
       continue;
     }
-    for (int u = 0; u < kPanelVecs; ++u)
-      store(sr + u * kVecWidth, fast_exp(load(sr + u * kVecWidth) - lr));
+    for (int u = 0; u < int(kTileK) / W; ++u) store(sr + u * W, fast_exp(load<V>(sr + u * W) - lr));
   }
 }
 

@@ -13,7 +13,8 @@
 // kept their accumulators on the stack and ran at about half the speed. AVX2 has half the
 // vector registers at half the width, so there 4 x 64 accumulators (32 ymm) spilled and the
 // score tiles took 42% of the demo's step on an AVX2-only EPYC; its variant blocks 4 rows x
-// 16 columns and walks the panel in four strips (SSE2: 2 x 16). The library is built for
+// 16 columns and walks the panel in four strips (SSE2: 4 x 8, eight strips), and its
+// softmax and exp run on 8-float vectors (vec.h's Native). The library is built for
 // baseline x86-64 unless FITGRAD_NATIVE is on, so every kernel is compiled per ISA level and
 // runs the level in force (Note [Kernel ISA variants] in vec.h).
 // exp() is our own vectorised polynomial (fast_exp in tensor/cpu/vec.h, ~1 ulp): libm's

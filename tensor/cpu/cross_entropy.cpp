@@ -6,7 +6,7 @@
 // Note [Vectorised cross-entropy rows]
 // A row of GPT-2 logits is 50257 wide and a training step reads every one twice (the
 // log-sum-exp forward, the gradient backward), so the per-row loops are written with the
-// 16-float vectors and fast_exp of tensor/cpu/vec.h, compiled per ISA level (Note [Kernel
+// native vectors and fast_exp of tensor/cpu/vec.h, compiled per ISA level (Note [Kernel
 // ISA variants] there); libm's expf is a scalar call and was most of the kernels' time.
 // The sum of exponentials still accumulates in double, lane-wise (16 partial sums, each
 // over every 16th column in column order), and the lanes are added in lane order: a fixed
@@ -24,29 +24,37 @@ namespace {
 
 constexpr int64_t kParallelMin = int64_t(1) << 15;  // elements worth waking a thread team for
 
-// log(sum_c exp(x[c])) of one row of v >= 1 floats.
+// log(sum_c exp(x[c])) of one row of v >= 1 floats, in 16-column groups of kSub native
+// vectors: the double sums are the 16 lane sums of the Note on every level.
 template <CpuIsa kIsa>
 [[gnu::always_inline]] inline float row_lse_body(int64_t v, const float* __restrict x) {
+  using V = typename Native<kIsa>::F;
+  using D = typename Native<kIsa>::D;
+  constexpr int W = kLanes<V>, kSub = kVecWidth / W;
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  const int64_t full = v / kVecWidth * kVecWidth;
-  Vec vmax = splat(kNegInf);
-  for (int64_t c = 0; c < full; c += kVecWidth) {
-    const Vec y = load(x + c);
+  const int64_t full = v / W * W;
+  V vmax = splat<V>(kNegInf);
+  for (int64_t c = 0; c < full; c += W) {
+    const V y = load<V>(x + c);
     vmax = y > vmax ? y : vmax;
   }
   if (full < v) {
-    const Vec y = load_partial(x + full, v - full, kNegInf);
+    const V y = load_partial<V>(x + full, v - full, kNegInf);
     vmax = y > vmax ? y : vmax;
   }
   float mx = vmax[0];
-  for (int i = 1; i < kVecWidth; ++i) mx = vmax[i] > mx ? vmax[i] : mx;
-  DVec acc = DVec{} + 0.0;
-  for (int64_t c = 0; c < full; c += kVecWidth)
-    acc += __builtin_convertvector(fast_exp(load(x + c) - mx), DVec);
+  for (int i = 1; i < W; ++i) mx = vmax[i] > mx ? vmax[i] : mx;
+  D acc[kSub];
+  for (int u = 0; u < kSub; ++u) acc[u] = D{} + 0.0;
+  // Column c goes to lane c % 16, that is part (c % 16) / W, lane c % W.
+  for (int64_t c = 0; c < full; c += W)
+    acc[(c / W) % kSub] += __builtin_convertvector(fast_exp(load<V>(x + c) - mx), D);
   if (full < v)  // padding lanes are -inf: exp gives 0
-    acc += __builtin_convertvector(fast_exp(load_partial(x + full, v - full, kNegInf) - mx), DVec);
+    acc[(full / W) % kSub] +=
+        __builtin_convertvector(fast_exp(load_partial<V>(x + full, v - full, kNegInf) - mx), D);
   double sum = 0.0;
-  for (int i = 0; i < kVecWidth; ++i) sum += acc[i];
+  for (int u = 0; u < kSub; ++u)
+    for (int i = 0; i < W; ++i) sum += acc[u][i];
   return mx + float(std::log(sum));
 }
 
@@ -54,10 +62,13 @@ template <CpuIsa kIsa>
 template <CpuIsa kIsa>
 [[gnu::always_inline]] inline void row_grad_body(int64_t v, const float* x, float l, float g,
                                                  float* drow) {
-  const int64_t full = v / kVecWidth * kVecWidth;
-  for (int64_t c = 0; c < full; c += kVecWidth) store(drow + c, g * fast_exp(load(x + c) - l));
+  using V = typename Native<kIsa>::F;
+  constexpr int W = kLanes<V>;
+  const int64_t full = v / W * W;
+  for (int64_t c = 0; c < full; c += W) store(drow + c, g * fast_exp(load<V>(x + c) - l));
   if (full < v)
-    store_partial(drow + full, g * fast_exp(load_partial(x + full, v - full, 0.0f) - l), v - full);
+    store_partial(drow + full, g * fast_exp(load_partial<V>(x + full, v - full, 0.0f) - l),
+                  v - full);
 }
 
 FITGRAD_ISA_KERNEL(float, row_lse, (int64_t v, const float* x), (v, x))

@@ -25,29 +25,33 @@ namespace {
 // Note [Vectorised gelu]
 // gelu and its gradient run on every element of a GPT-2 MLP's (B T, 4 C) activations in
 // both directions, and the scalar formulas (elementwise.h) call libm's expf, which does not
-// vectorise. Their kernels therefore evaluate the same formulas sixteen lanes at a time
-// with fast_exp (tensor/cpu/vec.h, ~1 ulp), compiled per CPU level (Note [Kernel target
-// clones]); a strided run gathers its elements into the same vectors, so every element
+// vectorise. Their kernels therefore evaluate the same formulas a native vector at a time
+// with fast_exp (tensor/cpu/vec.h, ~1 ulp), compiled per ISA level (Note [Kernel ISA
+// variants]); a strided run gathers its elements into the same vectors, so every element
 // gets the same bits whatever the layout. sigmoid(z) is exactly 0 below -87 (where e^-z
 // would overflow f32), as 1 / (1 + inf) is in the scalar formula.
-[[gnu::always_inline]] inline Vec sigmoid_vec(const Vec& z) {
-  const Vec s = 1.0f / (1.0f + fast_exp(-z));
-  return z < splat(-87.0f) ? splat(0.0f) : s;
+template <class V>
+[[gnu::always_inline]] inline V sigmoid_vec(const V& z) {
+  const V s = 1.0f / (1.0f + fast_exp(-z));
+  return z < splat<V>(-87.0f) ? splat<V>(0.0f) : s;
 }
 
-[[gnu::always_inline]] inline Vec gelu_u2(const Vec& x) {  // 2 u = 2 k (x + c x^3)
+template <class V>
+[[gnu::always_inline]] inline V gelu_u2(const V& x) {  // 2 u = 2 k (x + c x^3)
   return 2.0f * kGeluK * (x + kGeluC * x * x * x);
 }
 
-// Loads n <= kVecWidth elements of stride s (the rest 0), and stores them back.
-[[gnu::always_inline]] inline Vec gather(const float* p, int64_t s, int64_t n) {
-  if (s == 1 && n == kVecWidth) return load(p);
-  Vec v = splat(0.0f);
+// Loads n <= kLanes<V> elements of stride s (the rest 0), and stores them back.
+template <class V>
+[[gnu::always_inline]] inline V gather(const float* p, int64_t s, int64_t n) {
+  if (s == 1 && n == kLanes<V>) return load<V>(p);
+  V v = splat<V>(0.0f);
   for (int64_t i = 0; i < n; ++i) v[i] = p[i * s];
   return v;
 }
-[[gnu::always_inline]] inline void scatter(float* p, int64_t s, int64_t n, const Vec& v) {
-  if (s == 1 && n == kVecWidth) return store(p, v);
+template <class V>
+[[gnu::always_inline]] inline void scatter(float* p, int64_t s, int64_t n, const V& v) {
+  if (s == 1 && n == kLanes<V>) return store(p, v);
   for (int64_t i = 0; i < n; ++i) p[i * s] = v[i];
 }
 
@@ -55,9 +59,11 @@ namespace {
 template <CpuIsa kIsa>
 [[gnu::always_inline]] inline void gelu_run_body(float* o, int64_t so, const float* x, int64_t sx,
                                                  int64_t n) {
-  for (int64_t i = 0; i < n; i += kVecWidth) {
-    const int64_t w = std::min<int64_t>(kVecWidth, n - i);
-    const Vec v = gather(x + i * sx, sx, w);
+  using V = typename Native<kIsa>::F;
+  constexpr int W = kLanes<V>;
+  for (int64_t i = 0; i < n; i += W) {
+    const int64_t w = std::min<int64_t>(W, n - i);
+    const V v = gather<V>(x + i * sx, sx, w);
     scatter(o + i * so, so, w, v * sigmoid_vec(gelu_u2(v)));
   }
 }
@@ -67,12 +73,14 @@ template <CpuIsa kIsa>
 [[gnu::always_inline]] inline void gelu_backward_run_body(float* o, int64_t so, const float* dy,
                                                           int64_t sd, const float* x, int64_t sx,
                                                           int64_t n) {
-  for (int64_t i = 0; i < n; i += kVecWidth) {
-    const int64_t w = std::min<int64_t>(kVecWidth, n - i);
-    const Vec v = gather(x + i * sx, sx, w);
-    const Vec s = sigmoid_vec(gelu_u2(v));
-    const Vec grad = s + 2.0f * v * s * (1.0f - s) * kGeluK * (1.0f + 3.0f * kGeluC * v * v);
-    scatter(o + i * so, so, w, gather(dy + i * sd, sd, w) * grad);
+  using V = typename Native<kIsa>::F;
+  constexpr int W = kLanes<V>;
+  for (int64_t i = 0; i < n; i += W) {
+    const int64_t w = std::min<int64_t>(W, n - i);
+    const V v = gather<V>(x + i * sx, sx, w);
+    const V s = sigmoid_vec(gelu_u2(v));
+    const V grad = s + 2.0f * v * s * (1.0f - s) * kGeluK * (1.0f + 3.0f * kGeluC * v * v);
+    scatter(o + i * so, so, w, gather<V>(dy + i * sd, sd, w) * grad);
   }
 }
 

@@ -20,6 +20,7 @@
 #include "tensor/cpu/four_bit_matvec.h"
 #include "tensor/cpu/gemm.h"
 #include "tensor/cpu/gemm_bf16.h"
+#include "tensor/cpu/isa.h"
 #include "tensor/cpu/gemm_staged.h"
 #include "tensor/cpu/norm.h"
 #include "tensor/cpu/optim_update.h"
@@ -413,6 +414,9 @@ int64_t norm_partitions(const TargetProfile& p, int64_t rows) {
 }  // namespace
 
 void register_cpu_kernels() {
+  // The ISA level first: a bad FITGRAD_CPU_ISA is an Error here, on the thread of the first
+  // op, and never inside a kernel's OpenMP region (Note [CPU ISA levels]).
+  cpu::cpu_isa();
   constexpr DeviceType cpu = DeviceType::cpu;
   register_backend_rules(cpu,
                          {.flash_workspace = rules::flash_workspace,

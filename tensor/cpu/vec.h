@@ -59,6 +59,53 @@ using Vec = float __attribute__((vector_size(64)));     // 16 floats
 using IVec = int32_t __attribute__((vector_size(64)));  // 16 int32
 using DVec = double __attribute__((vector_size(128)));  // 16 doubles
 inline constexpr int kVecWidth = 16;
+using Vec8 = float __attribute__((vector_size(32)));
+using IVec8 = int32_t __attribute__((vector_size(32)));
+using DVec8 = double __attribute__((vector_size(64)));
+using Vec4 = float __attribute__((vector_size(16)));
+using IVec4 = int32_t __attribute__((vector_size(16)));
+using DVec4 = double __attribute__((vector_size(32)));
+
+// The float vector a level's registers hold (zmm, ymm or xmm), its int32 and double
+// companions of as many lanes, and that lane count. A vector wider than the registers
+// compiles, but GCC lowers its compares and selects lane by lane and keeps arrays of it in
+// memory, so a kernel variant computes in its level's native vector (Note [Kernel ISA
+// variants]); results then differ between levels only in how sums are split into lanes.
+template <CpuIsa kIsa>
+struct Native {
+  using F = Vec;
+  using I = IVec;
+  using D = DVec;
+};
+template <>
+struct Native<CpuIsa::avx2> {
+  using F = Vec8;
+  using I = IVec8;
+  using D = DVec8;
+};
+template <>
+struct Native<CpuIsa::portable> {
+  using F = Vec4;
+  using I = IVec4;
+  using D = DVec4;
+};
+template <class V>
+inline constexpr int kLanes = int(sizeof(V) / sizeof(float));
+
+template <class V>
+struct IntVecOf;
+template <>
+struct IntVecOf<Vec> {
+  using type = IVec;
+};
+template <>
+struct IntVecOf<Vec8> {
+  using type = IVec8;
+};
+template <>
+struct IntVecOf<Vec4> {
+  using type = IVec4;
+};
 
 // The variant of the ISA level in force (FITGRAD_ISA_KERNEL).
 template <class F>
@@ -67,20 +114,29 @@ F isa_variant(F avx512, F avx2, F portable) {
   return isa >= CpuIsa::avx512 ? avx512 : isa >= CpuIsa::avx2 ? avx2 : portable;
 }
 
-[[gnu::always_inline]] inline Vec load(const float* p) {
-  Vec v;
+template <class V = Vec>
+[[gnu::always_inline]] inline V load(const float* p) {
+  V v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
-[[gnu::always_inline]] inline void store(float* p, const Vec& v) { std::memcpy(p, &v, sizeof v); }
-[[gnu::always_inline]] inline Vec splat(float x) { return Vec{} + x; }
-// The first n < kVecWidth floats of p, the other lanes `fill`.
-[[gnu::always_inline]] inline Vec load_partial(const float* p, int64_t n, float fill) {
-  Vec v = splat(fill);
+template <class V>
+[[gnu::always_inline]] inline void store(float* p, const V& v) {
+  std::memcpy(p, &v, sizeof v);
+}
+template <class V = Vec>
+[[gnu::always_inline]] inline V splat(float x) {
+  return V{} + x;
+}
+// The first n < kLanes<V> floats of p, the other lanes `fill`.
+template <class V = Vec>
+[[gnu::always_inline]] inline V load_partial(const float* p, int64_t n, float fill) {
+  V v = splat<V>(fill);
   std::memcpy(&v, p, size_t(n) * sizeof(float));
   return v;
 }
-[[gnu::always_inline]] inline void store_partial(float* p, const Vec& v, int64_t n) {
+template <class V>
+[[gnu::always_inline]] inline void store_partial(float* p, const V& v, int64_t n) {
   std::memcpy(p, &v, size_t(n) * sizeof(float));
 }
 
@@ -88,18 +144,22 @@ F isa_variant(F avx512, F avx2, F portable) {
 // (no inf), NaN in, NaN out. x = n ln2 + r with |r| <= ln2/2 (Cody-Waite split of ln2),
 // e^r by its degree-7 Taylor polynomial (truncation error < 5e-9 relative), 2^n built in
 // the exponent bits. n is rounded with the 1.5 * 2^23 trick and read from t's low bits, so
-// there is no float-to-int conversion and no libm call.
-[[gnu::always_inline]] inline Vec fast_exp(const Vec& x) {
-  const Vec lo = splat(-87.5f), hi = splat(88.3f), round = splat(12582912.0f);  // 1.5 * 2^23
-  const Vec ln2_hi = splat(0.693145751953125f);  // 12 significant bits: n * ln2_hi is exact
-  const Vec ln2_lo = splat(1.42860682030941723e-6f);
-  Vec xc = x > hi ? hi : x;  // NaN fails both tests and stays NaN
+// there is no float-to-int conversion and no libm call. The same operations in every lane
+// whatever the vector's width.
+template <class V>
+[[gnu::always_inline]] inline V fast_exp(const V& x) {
+  using I = typename IntVecOf<V>::type;
+  const V lo = splat<V>(-87.5f), hi = splat<V>(88.3f);
+  const V round = splat<V>(12582912.0f);          // 1.5 * 2^23
+  const V ln2_hi = splat<V>(0.693145751953125f);  // 12 significant bits: n * ln2_hi is exact
+  const V ln2_lo = splat<V>(1.42860682030941723e-6f);
+  V xc = x > hi ? hi : x;  // NaN fails both tests and stays NaN
   xc = xc < lo ? lo : xc;
-  const Vec t = xc * 1.44269504088896341f + round;
-  const Vec n = t - round;
-  const IVec ni = std::bit_cast<IVec>(t) - std::bit_cast<IVec>(round);
-  const Vec r = (xc - n * ln2_hi) - n * ln2_lo;
-  Vec p = splat(1.0f / 5040);
+  const V t = xc * 1.44269504088896341f + round;
+  const V n = t - round;
+  const I ni = std::bit_cast<I>(t) - std::bit_cast<I>(round);
+  const V r = (xc - n * ln2_hi) - n * ln2_lo;
+  V p = splat<V>(1.0f / 5040);
   p = p * r + 1.0f / 720;
   p = p * r + 1.0f / 120;
   p = p * r + 1.0f / 24;
@@ -107,8 +167,8 @@ F isa_variant(F avx512, F avx2, F portable) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  const Vec two_n = std::bit_cast<Vec>((ni + 127) << 23);
-  return x < splat(-87.0f) ? splat(0.0f) : p * two_n;
+  const V two_n = std::bit_cast<V>((ni + 127) << 23);
+  return x < splat<V>(-87.0f) ? splat<V>(0.0f) : p * two_n;
 }
 
 }  // namespace fitgrad::cpu

@@ -112,6 +112,37 @@ TEST(CudaLaunch, TheEmbeddingBackwardsSortFitsThePairsInEveryDtype) {
 
 // A build with the CUDA backend registers a cuda kernel for every op of the CPU table (the
 // harness, tests/tensor/backend/backend_ops_test.cpp, runs them where a GPU is usable).
+// Note [cuBLASLt alignment hints]: the hint is what every row of every matrix of the batch
+// has, checked against the addresses themselves: the largest power of two up to 256
+// dividing the start of each of the first rows of the first matrices.
+TEST(CudaLaunch, ACublasAlignmentHintHoldsForEveryRowOfEveryMatrix) {
+  auto brute = [](uint64_t base, int64_t ld, int64_t batch, int64_t stride, int64_t bytes) {
+    uint32_t a = 256;
+    for (int64_t i = 0; i < std::min<int64_t>(batch, 3); ++i)
+      for (int64_t r = 0; r < 3; ++r) {
+        const uint64_t addr = base + uint64_t((i * stride + r * ld) * bytes);
+        while (a > 1 && addr % a != 0) a /= 2;
+      }
+    return a;
+  };
+  const uint64_t bases[] = {0x7f0000000000, 0x7f0000000010, 0x7f0000000004, 0x7f0000000002};
+  const int64_t lds[] = {64, 768, 33, 50, 1};
+  const int64_t strides[] = {0, 4096, 100, 63};
+  for (uint64_t base : bases)
+    for (int64_t ld : lds)
+      for (int64_t batch : {1, 4})
+        for (int64_t stride : strides)
+          for (int64_t bytes : {2, 4}) {
+            SCOPED_TRACE(::testing::Message()
+                         << std::hex << base << std::dec << " ld " << ld << " batch " << batch
+                         << " stride " << stride << " bytes " << bytes);
+            EXPECT_EQ(cuda_operand_alignment(base, ld, batch, stride, bytes),
+                      brute(base, ld, batch, stride, bytes));
+          }
+  // The case the base address alone got wrong: an odd bf16 leading dimension.
+  EXPECT_EQ(cuda_operand_alignment(0x7f0000000000, 33, 1, 0, 2), 2u);
+}
+
 TEST(CudaLaunch, TheCudaTableHasEveryOp) {
 #ifndef FITGRAD_HAVE_CUDA
   GTEST_SKIP() << "built without the CUDA backend";
