@@ -64,7 +64,7 @@ build: configure
 # The demo: a 3M-parameter byte-level Llama (apps/demo/model.json) learns Austen's novels
 # (data/assets/austen.txt) for DEMO_STEPS steps, then samples from its final checkpoint.
 # 400 steps keep it within five minutes on a 2-core machine of either x86-64 family
-# (bench/RESULTS.md, "make demo"): about 3 minutes on an AVX2-only EPYC.
+# (bench/RESULTS.md, "make demo"): about 2.5 minutes on an AVX2-only EPYC.
 DEMO_DIR   ?= $(BUILD_DIR)/demo
 DEMO_STEPS ?= 400
 DEMO_PROMPT ?= It is a truth universally acknowledged
@@ -73,7 +73,7 @@ demo: configure
 	$(call CMAKE_BUILD,$(BUILD_DIR)) --target fitgrad_cli
 	rm -rf $(DEMO_DIR)  # the demo's own output; --overwrite_output_dir would keep it aside
 	@echo "== the demo: $(DEMO_STEPS) steps of a 3M-parameter byte-level Llama on Austen, on the CPU"
-	@echo "   (400 steps: about 3 minutes on 2 cores, AVX2 or AVX-512; the loss falls from 5.5 to about 1.6)"
+	@echo "   (400 steps: about 2.5 minutes on 2 cores; the loss falls from 5.5 to about 1.65)"
 	$(BUILD_DIR)/fitgrad train --model apps/demo/model.json --data data/assets/austen.txt \
 	  --output_dir $(DEMO_DIR) --seq_len 128 \
 	  --per_device_train_batch_size 16 --learning_rate 2e-3 --lr_scheduler_type cosine \
