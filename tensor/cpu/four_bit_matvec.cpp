@@ -44,22 +44,36 @@ namespace {
 
 constexpr int64_t kChunk = 32;  // values per 16 packed bytes
 
-using Bytes16 = uint8_t __attribute__((vector_size(16)));
+// W packed bytes as a vector, for a native vector of W floats.
+template <int W>
+struct PackedBytes;
+template <>
+struct PackedBytes<16> {
+  using type = uint8_t __attribute__((vector_size(16)));
+};
+template <>
+struct PackedBytes<8> {
+  using type = uint8_t __attribute__((vector_size(8)));
+};
+template <>
+struct PackedBytes<4> {
+  using type = uint8_t __attribute__((vector_size(4)));
+};
 
-[[gnu::always_inline]] inline Vec lookup(const Vec& table, const IVec& index) {
-#if defined(__clang__)
-  Vec v;
-  for (int i = 0; i < kVecWidth; ++i) v[i] = table[index[i]];
-  return v;
-#else
-  return __builtin_shuffle(table, index);
+// table16[index] lane-wise, index in [0, 16): one permute of the table on AVX-512, a
+// two-source permute of its halves on AVX2, element by element on SSE2 and under clang.
+template <class V, class I>
+[[gnu::always_inline]] inline V lookup(const float* table16, const I& index) {
+#if !defined(__clang__)
+  if constexpr (kLanes<V> == 16) {
+    return __builtin_shuffle(load<V>(table16), index);
+  } else if constexpr (kLanes<V> == 8) {
+    return __builtin_shuffle(load<V>(table16), load<V>(table16 + 8), index);
+  }
 #endif
-}
-
-[[gnu::always_inline]] inline float sum_lanes(const Vec& v) {
-  float s = 0.0f;
-  for (int i = 0; i < kVecWidth; ++i) s += v[i];
-  return s;
+  V v;
+  for (int i = 0; i < kLanes<V>; ++i) v[i] = table16[index[i]];
+  return v;
 }
 
 // The kernels take a range of the outputs and no OpenMP: the parallel region
@@ -82,26 +96,40 @@ template <CpuIsa kIsa>
                                                          const float* table16, const float* staged,
                                                          int64_t rows, float* y, int64_t o_begin,
                                                          int64_t o_end) {
-  const Vec table = load(table16);
+  // A chunk's 16 bytes are kParts native vectors; lane l of part h is the old 16-lane
+  // vector's lane h W + l, so the sums below are the same 16 lane sums, added in lane order.
+  using V = typename Native<kIsa>::F;
+  using I = typename Native<kIsa>::I;
+  constexpr int W = kLanes<V>, kParts = kVecWidth / W;
   const int64_t blocks_per_row = in / blocksize, chunks_per_block = blocksize / kChunk;
   for (int64_t o = o_begin; o < o_end; ++o) {
     const uint8_t* p = packed + o * (in / 2);
     const int64_t a = o * blocks_per_row;
     for (int64_t r = 0; r < rows; ++r) {
       const float* xs = staged + r * in;
-      Vec total = splat(0.0f);
+      V total[kParts];
+      for (int h = 0; h < kParts; ++h) total[h] = splat<V>(0.0f);
       for (int64_t b = 0; b < blocks_per_row; ++b) {
-        Vec acc = splat(0.0f);
+        V acc[kParts];
+        for (int h = 0; h < kParts; ++h) acc[h] = splat<V>(0.0f);
         for (int64_t c = 0; c < chunks_per_block; ++c) {
           const int64_t k = b * blocksize + c * kChunk;  // the chunk's first value in the row
-          Bytes16 bytes;
-          std::memcpy(&bytes, p + k / 2, sizeof bytes);
-          const IVec v = __builtin_convertvector(bytes, IVec);
-          acc += lookup(table, v >> 4) * load(xs + k) + lookup(table, v & 15) * load(xs + k + 16);
+#pragma GCC unroll 4
+          for (int h = 0; h < kParts; ++h) {
+            typename PackedBytes<W>::type bytes;
+            std::memcpy(&bytes, p + k / 2 + h * W, sizeof bytes);
+            const I v = __builtin_convertvector(bytes, I);
+            acc[h] += lookup<V>(table16, v >> 4) * load<V>(xs + k + h * W) +
+                      lookup<V>(table16, v & 15) * load<V>(xs + k + 16 + h * W);
+          }
         }
-        total += acc * absmax(a + b);
+        const float scale = absmax(a + b);
+        for (int h = 0; h < kParts; ++h) total[h] += acc[h] * scale;
       }
-      y[r * out + o] = sum_lanes(total);
+      float sum = 0.0f;
+      for (int h = 0; h < kParts; ++h)
+        for (int i = 0; i < W; ++i) sum += total[h][i];
+      y[r * out + o] = sum;
     }
   }
 }
