@@ -16,7 +16,7 @@
 #include "apps/memviz/command.h"
 #include "apps/quantize.h"
 #include "apps/train/train_command.h"
-#include "tensor/cpu/isa.h"
+#include "tensor/cpu_isa.h"
 #include "tensor/error.h"
 
 // Note [OpenMP wait policy]
@@ -37,7 +37,7 @@ static void prefer_passive_openmp_waits(char** argv) {
 int main(int argc, char** argv) {
   prefer_passive_openmp_waits(argv);
   try {  // a bad FITGRAD_CPU_ISA is one line before anything runs (Note [CPU ISA levels])
-    fitgrad::cpu::cpu_isa();
+    fitgrad::cpu_isa();
   } catch (const fitgrad::Error& e) {
     std::cerr << "error: " << e.what() << "\n";
     return fitgrad::apps::kExitBadInput;

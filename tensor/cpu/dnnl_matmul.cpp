@@ -13,7 +13,7 @@
 // oneDNN 2.6 has a bf16 matmul only on AVX-512 CPUs (emulated on avx512_core, native with
 // AVX512-BF16); elsewhere creating the primitive fails ("could not create a primitive
 // descriptor iterator"). So whether the bf16 GEMM may use oneDNN is decided once, at the
-// first question: the ISA level (Note [CPU ISA levels] in isa.cpp) must be avx512 or above,
+// first question: the ISA level (Note [CPU ISA levels] in tensor/cpu_isa.cpp) must be avx512 or above,
 // and oneDNN must create a small bf16 matmul under its ISA cap (FITGRAD_CPU_ISA here, or
 // oneDNN's own DNNL_MAX_CPU_ISA). When it cannot, the bf16 GEMM is staged through the fp32
 // GEMM (gemm_bf16.cpp). Any oneDNN failure that still happens is rethrown naming the
@@ -23,7 +23,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "tensor/cpu/isa.h"
+#include "tensor/cpu_isa.h"
 #include "tensor/error.h"
 
 #ifdef FITGRAD_HAVE_DNNL

@@ -55,17 +55,21 @@ template <class V>
   for (int64_t i = 0; i < n; ++i) p[i * s] = v[i];
 }
 
+// fn(i, w) for each run of w <= kLanes<V> elements from i, i < n.
+template <class V, class Fn>
+[[gnu::always_inline]] inline void for_each_vector(int64_t n, Fn&& fn) {
+  for (int64_t i = 0; i < n; i += kLanes<V>) fn(i, std::min<int64_t>(kLanes<V>, n - i));
+}
+
 // o[i so] = gelu(x[i sx]) for i < n.
 template <CpuIsa kIsa>
 [[gnu::always_inline]] inline void gelu_run_body(float* o, int64_t so, const float* x, int64_t sx,
                                                  int64_t n) {
   using V = typename Native<kIsa>::F;
-  constexpr int W = kLanes<V>;
-  for (int64_t i = 0; i < n; i += W) {
-    const int64_t w = std::min<int64_t>(W, n - i);
+  for_each_vector<V>(n, [&](int64_t i, int64_t w) {
     const V v = gather<V>(x + i * sx, sx, w);
     scatter(o + i * so, so, w, v * sigmoid_vec(gelu_u2(v)));
-  }
+  });
 }
 
 // o[i so] = dy[i sd] * gelu'(x[i sx]) for i < n.
@@ -74,14 +78,12 @@ template <CpuIsa kIsa>
                                                           int64_t sd, const float* x, int64_t sx,
                                                           int64_t n) {
   using V = typename Native<kIsa>::F;
-  constexpr int W = kLanes<V>;
-  for (int64_t i = 0; i < n; i += W) {
-    const int64_t w = std::min<int64_t>(W, n - i);
+  for_each_vector<V>(n, [&](int64_t i, int64_t w) {
     const V v = gather<V>(x + i * sx, sx, w);
     const V s = sigmoid_vec(gelu_u2(v));
     const V grad = s + 2.0f * v * s * (1.0f - s) * kGeluK * (1.0f + 3.0f * kGeluC * v * v);
     scatter(o + i * so, so, w, gather<V>(dy + i * sd, sd, w) * grad);
-  }
+  });
 }
 
 FITGRAD_ISA_KERNEL(void, gelu_run, (float* o, int64_t so, const float* x, int64_t sx, int64_t n),

@@ -31,8 +31,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "tensor/cpu/isa.h"
 #include "tensor/cpu/vec.h"
+#include "tensor/cpu_isa.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>

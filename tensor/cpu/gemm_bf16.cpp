@@ -17,7 +17,7 @@
 
 #include "tensor/cpu/dnnl_matmul.h"
 #include "tensor/cpu/gemm.h"
-#include "tensor/cpu/isa.h"
+#include "tensor/cpu_isa.h"
 #include "tensor/error.h"
 
 namespace fitgrad::cpu {

@@ -20,13 +20,13 @@
 #include "tensor/cpu/four_bit_matvec.h"
 #include "tensor/cpu/gemm.h"
 #include "tensor/cpu/gemm_bf16.h"
-#include "tensor/cpu/isa.h"
 #include "tensor/cpu/gemm_staged.h"
 #include "tensor/cpu/norm.h"
 #include "tensor/cpu/optim_update.h"
 #include "tensor/cpu/reduce.h"
 #include "tensor/cpu/rope.h"
 #include "tensor/cpu/softmax.h"
+#include "tensor/cpu_isa.h"
 #include "tensor/quant/dynamic_map.h"
 #include "tensor/quant/four_bit.h"
 #include "tensor/random/philox.h"
@@ -416,7 +416,7 @@ int64_t norm_partitions(const TargetProfile& p, int64_t rows) {
 void register_cpu_kernels() {
   // The ISA level first: a bad FITGRAD_CPU_ISA is an Error here, on the thread of the first
   // op, and never inside a kernel's OpenMP region (Note [CPU ISA levels]).
-  cpu::cpu_isa();
+  cpu_isa();
   constexpr DeviceType cpu = DeviceType::cpu;
   register_backend_rules(cpu,
                          {.flash_workspace = rules::flash_workspace,

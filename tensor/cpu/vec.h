@@ -7,7 +7,7 @@
 // The library is built for baseline x86-64 unless FITGRAD_NATIVE is on, so a hot kernel
 // defined with FITGRAD_ISA_KERNEL is compiled three times, for AVX-512 (x86-64-v4), AVX2+FMA
 // (x86-64-v3) and the baseline, and the first call picks the variant of the ISA level in
-// force (cpu_isa(), Note [CPU ISA levels] in isa.cpp), so FITGRAD_CPU_ISA forces the lower
+// force (cpu_isa(), Note [CPU ISA levels] in tensor/cpu_isa.cpp), so FITGRAD_CPU_ISA forces the lower
 // ones and the tests run each one a machine can execute. (GCC's target_clones, used before,
 // let the loader choose, which no variable can lower.) The kernel's body is an always_inline
 // template NAME_body<CpuIsa>, so it compiles for each variant's target and can choose its
@@ -23,7 +23,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "tensor/cpu/isa.h"
+#include "tensor/cpu_isa.h"
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define FITGRAD_TARGET_AVX512 __attribute__((target("arch=x86-64-v4")))
@@ -35,18 +35,18 @@
 
 // Defines `ret name params`, which runs name##_body<level>(args) compiled for the ISA level
 // in force; params is the parenthesised parameter list and args the matching arguments.
-#define FITGRAD_ISA_KERNEL(ret, name, params, args)                                                \
-  FITGRAD_TARGET_AVX512 static ret name##_avx512 params {                                          \
-    return name##_body<::fitgrad::cpu::CpuIsa::avx512> args;                                       \
-  }                                                                                                \
-  FITGRAD_TARGET_AVX2 static ret name##_avx2 params {                                              \
-    return name##_body<::fitgrad::cpu::CpuIsa::avx2> args;                                         \
-  }                                                                                                \
-  static ret name##_portable params { return name##_body<::fitgrad::cpu::CpuIsa::portable> args; } \
-  ret name params {                                                                                \
-    static ret(*const variant) params =                                                            \
-        ::fitgrad::cpu::isa_variant(name##_avx512, name##_avx2, name##_portable);                  \
-    return variant args;                                                                           \
+#define FITGRAD_ISA_KERNEL(ret, name, params, args)                                           \
+  FITGRAD_TARGET_AVX512 static ret name##_avx512 params {                                     \
+    return name##_body<::fitgrad::CpuIsa::avx512> args;                                       \
+  }                                                                                           \
+  FITGRAD_TARGET_AVX2 static ret name##_avx2 params {                                         \
+    return name##_body<::fitgrad::CpuIsa::avx2> args;                                         \
+  }                                                                                           \
+  static ret name##_portable params { return name##_body<::fitgrad::CpuIsa::portable> args; } \
+  ret name params {                                                                           \
+    static ret(*const variant) params =                                                       \
+        ::fitgrad::cpu::isa_variant(name##_avx512, name##_avx2, name##_portable);             \
+    return variant args;                                                                      \
   }
 
 #if defined(__GNUC__)

@@ -6,7 +6,7 @@
 #include <type_traits>
 
 #include "tensor/convert.h"
-#include "tensor/cpu/isa.h"
+#include "tensor/cpu_isa.h"
 #include "tensor/error.h"
 #include "tensor/quant/dynamic_map.h"
 
@@ -158,7 +158,7 @@ void dequantize_four_bit(const uint8_t* packed, const float* absmax, int64_t n, 
   const auto& v = four_bit_values(type);
   const int64_t blocks = blocks_of(n, blocksize);
 #if FITGRAD_FOUR_BIT_AVX512
-  const bool avx512 = cpu::cpu_isa_at_least(cpu::CpuIsa::avx512);
+  const bool avx512 = cpu_isa_at_least(CpuIsa::avx512);
 #endif
   // A block at a time (it owns whole bytes: blocksize is even), each byte's two values.
 #pragma omp parallel for schedule(static)

@@ -1,8 +1,8 @@
-// The CPU's instruction-set level (tensor/cpu/isa.h) against the kernel's own account of the
+// The CPU's instruction-set level (tensor/cpu_isa.h) against the kernel's own account of the
 // CPU (/proc/cpuinfo's flags), FITGRAD_CPU_ISA's parsing and clamping, and what the level
 // decides: no oneDNN bf16 matmul below AVX-512, and a oneDNN failure that names the product's
 // shapes and oneDNN's reason (Note [oneDNN's bf16 matmul needs AVX-512]).
-#include "tensor/cpu/isa.h"
+#include "tensor/cpu_isa.h"
 
 #include <gtest/gtest.h>
 
@@ -19,8 +19,6 @@
 
 namespace fitgrad::testing {
 namespace {
-
-using cpu::CpuIsa;
 
 // The flags of /proc/cpuinfo's first processor; empty where there is no such file.
 std::set<std::string> cpuinfo_flags() {
@@ -46,19 +44,19 @@ TEST(CpuIsa, DetectedLevelMatchesTheKernelsCpuFlags) {
       has("avx512dq"))
     want = CpuIsa::avx512;
   if (want == CpuIsa::avx512 && has("avx512_bf16")) want = CpuIsa::avx512_bf16;
-  EXPECT_EQ(cpu::cpu_isa_name(cpu::detected_cpu_isa()), std::string(cpu::cpu_isa_name(want)));
+  EXPECT_EQ(cpu_isa_name(detected_cpu_isa()), std::string(cpu_isa_name(want)));
 }
 
 TEST(CpuIsa, TheVariableLowersClampsAndRefusesUnknownNames) {
-  EXPECT_EQ(cpu::choose_cpu_isa(CpuIsa::avx512, nullptr), CpuIsa::avx512);
-  EXPECT_EQ(cpu::choose_cpu_isa(CpuIsa::avx512, ""), CpuIsa::avx512);
-  EXPECT_EQ(cpu::choose_cpu_isa(CpuIsa::avx512_bf16, "avx2"), CpuIsa::avx2);
-  EXPECT_EQ(cpu::choose_cpu_isa(CpuIsa::avx512, "portable"), CpuIsa::portable);
-  EXPECT_EQ(cpu::choose_cpu_isa(CpuIsa::avx2, "avx512_bf16"), CpuIsa::avx2);  // clamped
+  EXPECT_EQ(choose_cpu_isa(CpuIsa::avx512, nullptr), CpuIsa::avx512);
+  EXPECT_EQ(choose_cpu_isa(CpuIsa::avx512, ""), CpuIsa::avx512);
+  EXPECT_EQ(choose_cpu_isa(CpuIsa::avx512_bf16, "avx2"), CpuIsa::avx2);
+  EXPECT_EQ(choose_cpu_isa(CpuIsa::avx512, "portable"), CpuIsa::portable);
+  EXPECT_EQ(choose_cpu_isa(CpuIsa::avx2, "avx512_bf16"), CpuIsa::avx2);  // clamped
   for (const char* name : {"portable", "avx2", "avx512", "avx512_bf16"})
-    EXPECT_EQ(cpu::cpu_isa_name(*cpu::parse_cpu_isa(name)), std::string(name));
+    EXPECT_EQ(cpu_isa_name(*parse_cpu_isa(name)), std::string(name));
   try {
-    cpu::choose_cpu_isa(CpuIsa::avx2, "AVX512");
+    choose_cpu_isa(CpuIsa::avx2, "AVX512");
     FAIL() << "an unknown level was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("FITGRAD_CPU_ISA=AVX512 is not an instruction-set level "
@@ -72,9 +70,9 @@ TEST(CpuIsa, TheVariableLowersClampsAndRefusesUnknownNames) {
 // tests/CMakeLists.txt), never above the CPU's.
 TEST(CpuIsa, TheLevelInForceFollowsTheVariable) {
   const char* requested = std::getenv("FITGRAD_CPU_ISA");
-  EXPECT_EQ(cpu::cpu_isa(), cpu::choose_cpu_isa(cpu::detected_cpu_isa(), requested));
-  EXPECT_LE(cpu::cpu_isa(), cpu::detected_cpu_isa());
-  if (cpu::cpu_isa() < CpuIsa::avx512) {
+  EXPECT_EQ(cpu_isa(), choose_cpu_isa(detected_cpu_isa(), requested));
+  EXPECT_LE(cpu_isa(), detected_cpu_isa());
+  if (cpu_isa() < CpuIsa::avx512) {
     EXPECT_FALSE(cpu::gemm_bf16_available());
   }
 }
@@ -84,7 +82,7 @@ TEST(CpuIsa, TheLevelInForceFollowsTheVariable) {
 TEST(CpuIsa, AOneDnnFailureNamesTheProductAndTheReason) {
   if (!cpu::dnnl_available()) GTEST_SKIP() << "this build has no oneDNN";
   if (cpu::dnnl_bf16_matmul_available())
-    GTEST_SKIP() << "oneDNN has a bf16 matmul here (ISA level " << cpu::cpu_isa_name(cpu::cpu_isa())
+    GTEST_SKIP() << "oneDNN has a bf16 matmul here (ISA level " << cpu_isa_name(cpu_isa())
                  << "); FITGRAD_CPU_ISA=avx2 runs this test";
   const std::vector<BFloat16> a(15, BFloat16(1.0f)), b(35, BFloat16(1.0f));
   std::vector<float> c(21);

@@ -1,6 +1,8 @@
-// The instruction-set level the CPU kernels run at, chosen once per process: what the CPU
-// offers, lowered by the FITGRAD_CPU_ISA environment variable (Note [CPU ISA levels] in
-// isa.cpp). Kernels with several variants (the 4-bit matvec and dequantization, the bf16
+// The instruction-set level the host's kernels run at, chosen once per process: what the
+// CPU offers, lowered by the FITGRAD_CPU_ISA environment variable (Note [CPU ISA levels] in
+// cpu_isa.cpp). A fact about the host, like device.h's, so it lives beside them in tensor/
+// rather than in the CPU backend: the backend's kernels, tensor/quant's dequantization and
+// the command line (which checks the variable first) all read it. Kernels with several variants (the 4-bit matvec and dequantization, the bf16
 // GEMM, oneDNN's own kernels) ask cpu_isa() instead of testing CPU flags themselves, so one
 // variable forces every lower path and one machine can test each path it can execute.
 #pragma once
@@ -8,7 +10,7 @@
 #include <optional>
 #include <string_view>
 
-namespace fitgrad::cpu {
+namespace fitgrad {
 
 // Ordered: each level includes the ones before it.
 enum class CpuIsa {
@@ -41,4 +43,4 @@ bool cpu_isa_forced();
 
 inline bool cpu_isa_at_least(CpuIsa level) { return cpu_isa() >= level; }
 
-}  // namespace fitgrad::cpu
+}  // namespace fitgrad

@@ -1,4 +1,4 @@
-// The CPU's instruction-set level (see isa.h).
+// The CPU's instruction-set level (see cpu_isa.h).
 //
 // Note [CPU ISA levels]
 // fitgrad's binaries are built for baseline x86-64 (FITGRAD_NATIVE off) and choose their
@@ -13,14 +13,14 @@
 // run (tests/CMakeLists.txt), so the portable 4-bit path is tested on an AVX-512 machine and
 // the staged bf16 GEMM on any machine. A level above the CPU's is clamped, not refused, so the
 // same test command works on every machine.
-#include "tensor/cpu/isa.h"
+#include "tensor/cpu_isa.h"
 
 #include <cstdlib>
 #include <string>
 
 #include "tensor/error.h"
 
-namespace fitgrad::cpu {
+namespace fitgrad {
 
 namespace {
 
@@ -80,4 +80,4 @@ bool cpu_isa_forced() {
   return requested != nullptr && *requested != '\0';
 }
 
-}  // namespace fitgrad::cpu
+}  // namespace fitgrad
