@@ -10,6 +10,8 @@
 #                     the tests that need it skip), run the tests
 #   make build        the same without the fetch and the tests
 #   make cuda-check   compile and link the CUDA backend (no GPU needed; skipped without nvcc)
+#   make device-rehearsal  tools/device-check.sh --rehearse: every step of the GPU machine's
+#                     check, on this CPU at small sizes, from a pack of BUILD_DIR's binaries
 #   make fresh-check  as root: a debootstrap root of this Debian release, the checkout copied
 #                     in, and there from nothing: install-deps, configure, the CLI build and a
 #                     short demo (tools/fresh-check.sh; FITGRAD_CACHE keeps its downloads)
@@ -45,7 +47,8 @@ NVCC := $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin
 
 CMAKE_BUILD = cmake --build $(1) $(if $(JOBS),--parallel $(JOBS))
 
-.PHONY: all deps configure build demo memory-demo test cuda-check fresh-check bench fuzz format \
+.PHONY: all deps configure build demo memory-demo test cuda-check device-rehearsal fresh-check \
+  bench fuzz format \
   format-check clean
 
 all: build
@@ -121,6 +124,10 @@ else
 	  -DCMAKE_CUDA_ARCHITECTURES="$(CUDA_CHECK_ARCHS)" $(CMAKE_ARGS)
 	$(call CMAKE_BUILD,$(CUDA_BUILD_DIR)) --target fitgrad_cuda fitgrad_cuda_link_check
 endif
+
+device-rehearsal: build
+	bash tools/device-prepare.sh --rehearse $(BUILD_DIR)
+	OUT=$(BUILD_DIR)/device-check-out bash tools/device-check.sh --rehearse $(BUILD_DIR)/pack
 
 FRESH_DEMO_STEPS ?= 30
 fresh-check:

@@ -8,6 +8,8 @@
 // (halved under a causal mask), forward + backward 3.5 times the forward (the backward's
 // five products against the forward's two), as FlashAttention's benchmarks count them.
 // A plain program, not a Google Benchmark: without a GPU it says so and exits 0.
+// `--device cpu --small` runs every row at a sixteenth of each size on the CPU: the device
+// check's rehearsal (tools/device-check.sh --rehearse) proves the program end to end there.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,6 +21,7 @@
 #include "tensor/backend/math_mode.h"
 #include "tensor/device_copy.h"
 #include "tensor/device_registry.h"
+#include "tensor/error.h"
 #include "tensor/ops/attention.h"
 #include "tensor/ops/matmul.h"
 #include "tensor/ops/random.h"
@@ -29,6 +32,7 @@ namespace {
 
 struct Options {
   int warmup = 3, reps = 10;
+  int64_t shrink = 1;  // every size divided by this (--small: 16)
 };
 
 // The median seconds of fn over the timed runs.
@@ -65,23 +69,27 @@ void gemm_rows(const Options& opt, Device device) {
                            {"llama7b.mlp_8192x11008x4096", 8192, 11008, 4096},
                            {"llama7b.attn_8192x4096x4096", 8192, 4096, 4096}};
   for (bool tf32 : {false, true})
-    for (const Shape3& s : shapes) {
+    for (Shape3 s : shapes) {
+      s.m = std::max<int64_t>(1, s.m / opt.shrink);
+      s.n = std::max<int64_t>(1, s.n / opt.shrink);
+      s.k = std::max<int64_t>(1, s.k / opt.shrink);
       const DType dtype = tf32 ? DType::f32 : DType::bf16;
       const Tensor a = random_on(device, {s.m, s.k}, dtype, 1);
       const Tensor b = random_on(device, {s.k, s.n}, dtype, 2);
       backend::MatmulTf32Scope mode(tf32);
       const double sec = time_median(opt, device, [&] { ops::matmul(a, b); });
-      std::printf("RESULT gemm %s.%s %.1f\n", tf32 ? "tf32" : "bf16", s.name,
+      std::printf("RESULT gemm %s.%s %.4g\n", tf32 ? "tf32" : "bf16", s.name,
                   2.0 * double(s.m) * double(s.n) * double(s.k) / sec / 1e12);
       std::fflush(stdout);
     }
 }
 
 void attention_rows(const Options& opt, Device device) {
-  const int64_t tokens = 16384;  // B T, as FlashAttention-2's benchmark holds it
+  const int64_t tokens = 16384 / opt.shrink;  // B T, as FlashAttention-2's benchmark holds it
   for (int64_t d : {64, 128})
-    for (int64_t t : {1024, 2048, 4096, 8192})
+    for (int64_t full_t : {1024, 2048, 4096, 8192})
       for (bool causal : {false, true}) {
+        const int64_t t = std::min(tokens, full_t / opt.shrink);
         const int64_t heads = 2048 / d, batch = tokens / t;
         const Tensor q = random_on(device, {batch, heads, t, d}, DType::bf16, 3);
         const Tensor k = random_on(device, {batch, heads, t, d}, DType::bf16, 4);
@@ -93,7 +101,7 @@ void attention_rows(const Options& opt, Device device) {
         });
         const double fwd =
             4.0 * double(batch * heads) * double(t) * double(t) * double(d) / (causal ? 2.0 : 1.0);
-        std::printf("RESULT attention fwdbwd.d%lld.t%lld.%s %.1f\n", static_cast<long long>(d),
+        std::printf("RESULT attention fwdbwd.d%lld.t%lld.%s %.4g\n", static_cast<long long>(d),
                     static_cast<long long>(t), causal ? "causal" : "full", 3.5 * fwd / sec / 1e12);
         std::fflush(stdout);
       }
@@ -106,6 +114,7 @@ int main(int argc, char** argv) {
   using namespace fitgrad;
   Options opt;
   std::string only;
+  std::string device_name = "cuda:0";
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--warmup" && i + 1 < argc) {
@@ -114,18 +123,29 @@ int main(int argc, char** argv) {
       opt.reps = std::max(1, std::atoi(argv[++i]));
     } else if (arg == "--only" && i + 1 < argc) {
       only = argv[++i];
+    } else if (arg == "--device" && i + 1 < argc) {
+      device_name = argv[++i];
+    } else if (arg == "--small") {
+      opt.shrink = 16;
     } else {
       std::fprintf(stderr,
-                   "cuda_bench: unknown argument %s (--warmup N --reps N --only gemm|attention)\n",
+                   "cuda_bench: unknown argument %s (--warmup N --reps N --only gemm|attention "
+                   "--device cuda:0|cpu --small)\n",
                    arg.c_str());
       return 2;
     }
   }
-  if (usable_device_count(DeviceType::cuda) == 0) {
-    std::printf("cuda_bench: skipped: no usable CUDA device\n");
+  Device device;
+  try {
+    device = Device::parse(device_name);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "cuda_bench: --device: %s\n", e.what());
+    return 2;
+  }
+  if (device.type == DeviceType::cuda && usable_device_count(DeviceType::cuda) <= device.index) {
+    std::printf("cuda_bench: skipped: no usable CUDA device %s\n", device.str().c_str());
     return 0;
   }
-  const Device device = Device::cuda(0);
   if (only.empty() || only == "gemm") gemm_rows(opt, device);
   if (only.empty() || only == "attention") attention_rows(opt, device);
   return 0;

@@ -1,84 +1,194 @@
 #!/usr/bin/env bash
-# The device check of issue 15, one script for a lent GPU machine (run tool; under 8 minutes
-# on an H200). It takes the pack tools/device-prepare.sh built here and:
-#   1. runs the CUDA tests: the cross-backend op harness (every op x dtype on cuda:0 against
-#      the CPU), the stream-ordered reuse test, pinned loader batches, and the training
-#      tests on cuda:0 (CudaTrain.*);
-#   2. runs bench/cuda_bench (fitgrad) and tools/device/torch_reference.py (PyTorch) on the
-#      same card, and trains GPT-2 124M (T 1024, bf16, AdamW) with `fitgrad train`;
-#   3. plans the same run with `fitgrad memplan --device_memory <this card>` and sets the
-#      real peak beside the plan's;
-#   4. times a SmolLM2-135M QLoRA step;
-#   5. prints one table: each fitgrad figure, PyTorch's, and their ratio.
-# Everything it measured is also left in $OUT (or ./device-check-out) as raw RESULT lines.
-# Usage: bash tools/device-check.sh [pack, default build-device/pack]
+# The device check (issues 15 and 26): one command for a lent GPU machine, which gives a
+# verdict on every CUDA op and figure within 8 minutes, whatever hangs. It takes the pack
+# that tools/device-prepare.sh built here and, each step capped in time:
+#   tests     the CUDA tests with CUDA_LAUNCH_BLOCKING=1: the cross-backend op harness, the
+#             multi-tile attention cases, stream-ordered reuse, pinned loader batches and the
+#             training tests on cuda:0;
+#   bench     bench/cuda_bench (GEMMs, flash attention) and tools/device/torch_reference.py,
+#             PyTorch's same rows on the same card;
+#   train     GPT-2 124M (T 1024, bf16, AdamW) with `fitgrad train`, and `fitgrad memplan` of
+#             the same run for this card, the real peak beside the plan's;
+#   qlora     a QLoRA step (NF4, r 16) of SmolLM2-135M's shapes with GPT-2's vocabulary
+#             (tools/device/smollm2-135m-gpt2-vocab.json): the real GGUF (98 MB) cannot travel,
+#             and the time and memory do not depend on the weights' values;
+#   sanitizer compute-sanitizer memcheck over the op harness and the multi-tile cases, with
+#             what time is left.
+#
+# Note [The device check's budget]
+# Every step runs under `timeout` with the smaller of its own cap and what is left of
+# BUDGET_S (450 s) less a reserve for the report, and is killed 5 s after that; a step with
+# under 10 s left is not started. So the whole check ends within BUDGET_S + 5 s by
+# construction, under the 8 minutes that leave a rerun inside a 15-minute lease, and the
+# table is written whatever failed. $OUT receives three files, within the run tool's eight:
+#   results.txt  the table, one status line per step, and the last lines of each failed step;
+#   tests.txt    the whole log of the tests step;
+#   logs.tar.gz  every other log and output folder.
+# Libraries are scoped: only the fitgrad binaries see the pack's lib/ and the cuBLAS found
+# on the machine (LD_LIBRARY_PATH on their command lines alone); python3 runs untouched,
+# since PyTorch brings its own CUDA libraries.
+#
+# --rehearse runs every step on this CPU machine with the same command lines at small sizes
+# (cpu device, GPT-2 tiny shapes, T 64), the same step runner and the same table writer, so
+# that a step that would fail on the card fails here first (CI runs it). Its pack comes from
+# `tools/device-prepare.sh --rehearse`; the CUDA-only tests skip there, the sanitizer step
+# runs its command without the sanitizer, and the PyTorch step needs torch >= 2.0 in
+# python3 (it says so and is marked skipped where it is older or absent). A rehearsal exits
+# 1 when a step failed.
+# Usage: bash tools/device-check.sh [--rehearse] [pack, default build-device/pack]
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-pack=${1:-build-device/pack}
+rehearse=0
+if [[ ${1:-} == --rehearse ]]; then
+  rehearse=1
+  shift
+fi
+pack=${1:-$( ((rehearse)) && echo "${BUILD_DIR:-build}/pack" || echo build-device/pack)}
 out=${OUT:-device-check-out}
+budget=${BUDGET_S:-450}
+reserve=15
 mkdir -p "$out"
-export LD_LIBRARY_PATH="$pack/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export FITGRAD_ASSETS="$PWD/data/assets"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 results="$out/results.txt"
-: >"$results"
-say() { echo "device-check: $*"; }
+rows="$work/rows.txt"
+status="$work/status.txt"
+: >"$rows"
+: >"$status"
+say() { echo "device-check: $*" | tee -a "$status"; }
 
-if ! nvidia-smi -L >"$out/gpu.txt" 2>&1; then
-  say "no GPU visible (nvidia-smi -L failed): nothing to check"
-  exit 0
-fi
-say "$(head -1 "$out/gpu.txt")"
-if ! "$pack/bin/fitgrad" --help >/dev/null 2>"$out/ldd-error.txt"; then
-  say "the packed binaries do not run here: $(head -3 "$out/ldd-error.txt")"
-  say "build on this machine instead (needs Eigen, fmt, CLI11, nlohmann-json and GoogleTest)"
-  exit 1
+# A compressed pack (device-prepare.sh compresses one over 48 MiB) is unpacked first.
+if [[ ! -d $pack && -f $(dirname "$pack")/pack.tar.xz ]]; then
+  tar -C "$(dirname "$pack")" -xJf "$(dirname "$pack")/pack.tar.xz"
 fi
 
-# 1. The CUDA tests.
-tests='*BackendOps.*:*StreamReuse.*:*Loader.PinnedBatchesReachTheDevice:*CudaTrain.*'
-timeout 240 "$pack/bin/fitgrad_tests" --gtest_filter="$tests" >"$out/tests.txt" 2>&1
-say "tests: rc $? ($(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/tests.txt" | tr '\n' ' '))"
-grep -E '^\[  FAILED  \]|Failure|error' "$out/tests.txt" | head -20
+# step NAME CAP COMMAND...: runs COMMAND with its output in $work/NAME.txt (tests.txt goes
+# to $out), within the budget (Note [The device check's budget]); records its status line.
+step() {
+  local name=$1 cap=$2
+  shift 2
+  local left=$((budget - SECONDS - reserve))
+  local cap_now=$((cap < left ? cap : left))
+  local log="$work/$name.txt"
+  [[ $name == tests ]] && log="$out/tests.txt"
+  if ((cap_now < 10)); then
+    echo "step $name: not started: ${left} s of the budget left" >>"$status"
+    echo "$name budget" >>"$work/failed"
+    return 124
+  fi
+  local t0=$SECONDS
+  timeout -k 5 "$cap_now" "$@" >"$log" 2>&1
+  local rc=$?
+  local verdict=ok
+  ((rc == 124 || rc == 137)) && verdict="timed out after ${cap_now} s"
+  ((rc != 0 && rc != 124 && rc != 137)) && verdict="failed"
+  echo "step $name: rc $rc, $((SECONDS - t0)) s, $verdict" >>"$status"
+  if ((rc != 0)); then
+    echo "$name $log" >>"$work/failed"
+  fi
+  return $rc
+}
 
-# 2. Kernels and training, fitgrad then PyTorch.
-timeout 150 "$pack/bin/cuda_bench" --reps 10 2>&1 | tee "$out/cuda_bench.txt" |
-  sed -n 's/^RESULT /fitgrad /p' >>"$results"
-timeout 150 python3 tools/device/torch_reference.py 2>&1 | tee "$out/torch.txt" |
-  sed -n 's/^RESULT /torch /p' >>"$results"
-train_args=(--model gpt2 --data data/assets/austen.txt --seq_len 1024
-  --per_device_train_batch_size 8 --bf16 --optim adamw_torch --learning_rate 6e-4
-  --max_steps 12 --logging_steps 1 --eval_strategy no --save_strategy no)
-timeout 120 "$pack/bin/fitgrad" train "${train_args[@]}" --device cuda:0 \
-  --output_dir "$out/train" >"$out/train.txt" 2>&1
-say "fitgrad train: rc $?"
-# The steady tokens/s: the median of the logged steps after the first two.
-tail -n +3 <(grep -o '[0-9]* tok/s' "$out/train.txt") | sort -n |
-  awk '{v[NR]=$1} END {if (NR) print "fitgrad train gpt2.tokens_per_s", v[int((NR+1)/2)]}' >>"$results"
-grep -o 'peak memory [0-9.]* [KMG]iB' "$out/train.txt" | tail -1 |
-  awk '{print "fitgrad train gpt2.peak", $3, $4}' >>"$results"
+# The fitgrad binaries, with the pack's libraries and cuBLAS on their command lines only.
+cublas_dir=""
+if ((!rehearse)); then
+  for dir in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib \
+    $(python3 -c 'import nvidia.cublas, os; print(os.path.join(nvidia.cublas.__path__[0], "lib"))' 2>/dev/null); do
+    if compgen -G "$dir/libcublasLt.so.13*" >/dev/null; then
+      cublas_dir=$dir
+      break
+    fi
+  done
+fi
+fg=(env LD_LIBRARY_PATH="$pack/lib${cublas_dir:+:$cublas_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+export FITGRAD_ASSETS="$PWD/data/assets"
 
-# 3. The plan of the same run for this card.
-card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-case "$card" in *H200*) plan_card=h200 ;; *H100*) plan_card=h100 ;; *A100*80*) plan_card=a100-80g ;;
-  *A100*) plan_card=a100-40g ;; *4090*) plan_card=rtx4090 ;; *3090*) plan_card=rtx3090 ;; *) plan_card=h100 ;;
-esac
-timeout 60 "$pack/bin/fitgrad" memplan "${train_args[@]}" --device_memory "$plan_card" \
-  >"$out/memplan.txt" 2>&1
-grep -m1 'peak allocated:' "$out/memplan.txt" |
-  awk '{print "memplan train gpt2.peak", $3, $4}' >>"$results"
+if ((rehearse)); then
+  device=cpu
+  say "rehearsal on $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
+  gpt2=(--model gpt2-tiny --seq_len 64 --per_device_train_batch_size 2 --max_steps 4)
+  qlora_shape=(--seq_len 64 --per_device_train_batch_size 1 --max_steps 2)
+  bench_size=(--small --reps 1 --warmup 0)
+  torch_size=(--small --reps 1 --warmup 0 --batch 2)
+  sanitizer=()
+  plan_card=h200
+else
+  device=cuda:0
+  if ! nvidia-smi -L >"$work/gpu.txt" 2>&1; then
+    say "no GPU visible (nvidia-smi -L failed): nothing to check"
+    exit 0
+  fi
+  say "$(head -1 "$work/gpu.txt")"
+  say "cuBLASLt from ${cublas_dir:-nowhere: none found; the binaries will say what is missing}"
+  gpt2=(--model gpt2 --seq_len 1024 --per_device_train_batch_size 8 --max_steps 12)
+  qlora_shape=(--seq_len 1024 --per_device_train_batch_size 8 --max_steps 8)
+  bench_size=(--reps 10)
+  torch_size=(--reps 10)
+  sanitizer=(compute-sanitizer --tool memcheck --error-exitcode 99)
+  if ! command -v compute-sanitizer >/dev/null; then
+    say "compute-sanitizer not found: the sanitizer step runs its tests without it"
+    sanitizer=()
+  fi
+  card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+  case "$card" in *H200*) plan_card=h200 ;; *H100*) plan_card=h100 ;; *A100*80*) plan_card=a100-80g ;;
+    *A100*) plan_card=a100-40g ;; *4090*) plan_card=rtx4090 ;; *3090*) plan_card=rtx3090 ;; *) plan_card=h100 ;;
+  esac
+fi
 
-# 4. A SmolLM2-135M QLoRA step (random weights: the time and memory do not depend on them).
-timeout 90 "$pack/bin/fitgrad" train --model smollm2-135m \
-  --data data/assets/austen.txt --seq_len 1024 --per_device_train_batch_size 8 --bf16 \
-  --quantize nf4 --lora_r 16 --max_steps 8 --logging_steps 1 --eval_strategy no \
-  --save_strategy no --device cuda:0 --output_dir "$out/qlora" >"$out/qlora.txt" 2>&1
-say "qlora: rc $?"
-grep -o '[0-9]* tok/s' "$out/qlora.txt" | tail -1 | awk '{print "fitgrad qlora smollm2.tokens_per_s", $1}' >>"$results"
-grep -o 'peak memory [0-9.]* [KMG]iB' "$out/qlora.txt" | tail -1 |
-  awk '{print "fitgrad qlora smollm2.peak", $3, $4}' >>"$results"
+if step binaries 20 "${fg[@]}" "$pack/bin/fitgrad" --help; then
+  # 1. The CUDA tests, each launch synchronous so that a fault names its kernel.
+  tests='*BackendOps.*:CudaMultiTile/*:*StreamReuse.*:*Loader.PinnedBatchesReachTheDevice:*CudaTrain.*:*HostReads.*'
+  if CUDA_LAUNCH_BLOCKING=1 step tests 150 "${fg[@]}" "$pack/bin/fitgrad_tests" \
+    --gtest_filter="$tests" && ! grep -qE '^\[==========\] [1-9][0-9]* tests? from' "$out/tests.txt"; then
+    echo "step tests: the filter matched no test" >>"$status"
+    echo "tests $out/tests.txt" >>"$work/failed"
+  fi
+  # gtest's summary: passed, skipped and failed counts, then each failed test.
+  grep -E '^\[  PASSED  \] [0-9]+ tests?\.|^\[  SKIPPED \] [0-9]+ tests?,|^\[  FAILED  \] [0-9]+ tests?,|^\[  FAILED  \] .*\)$' \
+    "$out/tests.txt" | head -25 | sed 's/^/  /' >>"$status"
 
-# 5. The table: fitgrad against PyTorch (or memplan) for each row both measured.
-python3 - "$results" <<'PY'
+  # 2. Kernels, fitgrad then PyTorch (python3 without the pack's libraries).
+  step bench 60 "${fg[@]}" "$pack/bin/cuda_bench" --device "$device" "${bench_size[@]}"
+  sed -n 's/^RESULT /fitgrad /p' "$work/bench.txt" >>"$rows"
+  step torch 75 python3 tools/device/torch_reference.py --device "${device%:*}" "${torch_size[@]}"
+  sed -n 's/^RESULT /torch /p' "$work/torch.txt" >>"$rows"
+  if grep -q '^torch_reference: skipped' "$work/torch.txt"; then
+    echo "step torch: $(grep -m1 '^torch_reference: skipped' "$work/torch.txt")" >>"$status"
+  fi
+
+  # 3. GPT-2 training, and the plan of the same run for this card.
+  train_args=("${gpt2[@]}" --data data/assets/austen.txt --bf16 --optim adamw_torch
+    --learning_rate 6e-4 --logging_steps 1 --eval_strategy no --save_strategy no)
+  step train 75 "${fg[@]}" "$pack/bin/fitgrad" train "${train_args[@]}" --device "$device" \
+    --output_dir "$work/train-run"
+  # The steady tokens/s: the median of the logged steps after the first two.
+  tail -n +3 <(grep -o '[0-9]* tok/s' "$work/train.txt") | sort -n |
+    awk '{v[NR]=$1} END {if (NR) print "fitgrad train gpt2.tokens_per_s", v[int((NR+1)/2)]}' >>"$rows"
+  grep -o 'peak memory [0-9.]* [KMG]iB' "$work/train.txt" | tail -1 |
+    awk '{print "fitgrad train gpt2.peak", $3, $4}' >>"$rows"
+  step memplan 30 "${fg[@]}" "$pack/bin/fitgrad" memplan "${train_args[@]}" --device_memory "$plan_card" \
+    --output_dir "$work/memplan-run"
+  grep -m1 'peak allocated:' "$work/memplan.txt" |
+    awk '{print "memplan train gpt2.peak", $3, $4}' >>"$rows"
+
+  # 4. A QLoRA step.
+  step qlora 60 "${fg[@]}" "$pack/bin/fitgrad" train --model tools/device/smollm2-135m-gpt2-vocab.json \
+    "${qlora_shape[@]}" --data data/assets/austen.txt --bf16 --quantize nf4 --lora_r 16 \
+    --logging_steps 1 --eval_strategy no --save_strategy no --device "$device" \
+    --output_dir "$work/qlora-run"
+  grep -o '[0-9]* tok/s' "$work/qlora.txt" | tail -1 |
+    awk '{print "fitgrad qlora smollm2_v50257.tokens_per_s", $1}' >>"$rows"
+  grep -o 'peak memory [0-9.]* [KMG]iB' "$work/qlora.txt" | tail -1 |
+    awk '{print "fitgrad qlora smollm2_v50257.peak", $3, $4}' >>"$rows"
+
+  # 5. The memory checker over the op harness and the multi-tile cases, with what is left.
+  step sanitizer 120 "${fg[@]}" "${sanitizer[@]}" "$pack/bin/fitgrad_tests" \
+    --gtest_filter='*BackendOps.CudaMatchesTheCpu:CudaMultiTile/*CudaMatchesTheCpu*'
+fi
+
+# The table: fitgrad against PyTorch (or memplan) for each row both measured.
+{
+  python3 - "$rows" <<'PY'
 import sys
 rows = {}
 for line in open(sys.argv[1]):
@@ -94,3 +204,19 @@ for (kind, name), v in sorted(rows.items()):
         ratio = "-"
     print(f"{kind:10} {name:40} {mine:>12} {ref:>12} {ratio:>7}")
 PY
+  echo
+  cat "$status"
+  if [[ -f $work/failed ]]; then
+    sort -u "$work/failed" | while read -r name log; do
+      [[ $log == budget ]] && continue
+      echo
+      echo "--- last lines of step $name ($log) ---"
+      tail -15 "$log"
+    done
+  fi
+  echo "total: $SECONDS s of the ${budget} s budget"
+} >"$results" 2>&1
+cat "$results"
+tar -C "$work" -czf "$out/logs.tar.gz" --exclude=rows.txt --exclude=status.txt --exclude=failed . 2>/dev/null
+[[ -f $work/failed ]] && exit 1
+exit 0

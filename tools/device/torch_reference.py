@@ -13,29 +13,40 @@ each, as the fitgrad bench times; FLOPs are counted the same way (see cuda_bench
 The GPT-2 here is written for this comparison: fitgrad's gpt2 preset (pre-norm blocks,
 GELU-tanh MLP, tied head, learned positions, Hugging Face's dropout 0.1 on the embeddings,
 the attention probabilities and both residual branches) with PyTorch's fused AdamW.
+`--device cpu --small` runs every row at a sixteenth of each size (GPT-2 at 2 layers, T 64)
+on the CPU: the device check's rehearsal. It needs torch >= 2.0 (scaled_dot_product_attention).
 """
 import argparse
 import math
 import statistics
 import time
 
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+try:
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+except ImportError:  # the device check's rehearsal on a machine without PyTorch
+    print("torch_reference: skipped: this python3 has no torch")
+    raise SystemExit(0)
 
 
 DROPOUT = 0.1  # Hugging Face's GPT-2 (and fitgrad's gpt2 preset)
 
 
-def median_seconds(fn, warmup, reps):
-    for _ in range(warmup):
+def synchronize(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def median_seconds(fn, args):
+    for _ in range(args.warmup):
         fn()
-    torch.cuda.synchronize()
+    synchronize(args.device)
     times = []
-    for _ in range(reps):
+    for _ in range(args.reps):
         t0 = time.perf_counter()
         fn()
-        torch.cuda.synchronize()
+        synchronize(args.device)
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
@@ -51,32 +62,35 @@ def gemm_rows(args):
         torch.backends.cuda.matmul.allow_tf32 = tf32
         dtype = torch.float32 if tf32 else torch.bfloat16
         for name, m, n, k in shapes:
-            a = torch.rand(m, k, device="cuda", dtype=dtype) * 2 - 1
-            b = torch.rand(k, n, device="cuda", dtype=dtype) * 2 - 1
-            sec = median_seconds(lambda: torch.matmul(a, b), args.warmup, args.reps)
-            print(f"RESULT gemm {'tf32' if tf32 else 'bf16'}.{name} {2 * m * n * k / sec / 1e12:.1f}",
+            m, n, k = (max(1, z // args.shrink) for z in (m, n, k))
+            a = torch.rand(m, k, device=args.device, dtype=dtype) * 2 - 1
+            b = torch.rand(k, n, device=args.device, dtype=dtype) * 2 - 1
+            sec = median_seconds(lambda: torch.matmul(a, b), args)
+            print(f"RESULT gemm {'tf32' if tf32 else 'bf16'}.{name} {2 * m * n * k / sec / 1e12:.4g}",
                   flush=True)
     torch.backends.cuda.matmul.allow_tf32 = False
 
 
 def attention_rows(args):
-    tokens = 16384
+    tokens = 16384 // args.shrink
     for d in (64, 128):
-        for t in (1024, 2048, 4096, 8192):
+        for full_t in (1024, 2048, 4096, 8192):
             for causal in (False, True):
+                t = min(tokens, full_t // args.shrink)
                 heads, batch = 2048 // d, tokens // t
-                q, k, v = (torch.randn(batch, heads, t, d, device="cuda", dtype=torch.bfloat16,
-                                       requires_grad=True) for _ in range(3))
-                dout = torch.randn(batch, heads, t, d, device="cuda", dtype=torch.bfloat16)
+                q, k, v = (torch.randn(batch, heads, t, d, device=args.device,
+                                       dtype=torch.bfloat16, requires_grad=True)
+                           for _ in range(3))
+                dout = torch.randn(batch, heads, t, d, device=args.device, dtype=torch.bfloat16)
 
                 def step():
                     o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
                     o.backward(dout)
 
-                sec = median_seconds(step, args.warmup, args.reps)
+                sec = median_seconds(step, args)
                 fwd = 4 * batch * heads * t * t * d / (2 if causal else 1)
-                print(f"RESULT attention fwdbwd.d{d}.t{t}.{'causal' if causal else 'full'} "
-                      f"{3.5 * fwd / sec / 1e12:.1f}", flush=True)
+                print(f"RESULT attention fwdbwd.d{d}.t{full_t}.{'causal' if causal else 'full'} "
+                      f"{3.5 * fwd / sec / 1e12:.4g}", flush=True)
 
 
 class Block(nn.Module):
@@ -119,28 +133,33 @@ class GPT2(nn.Module):
 
 def train_rows(args):
     torch.manual_seed(0)
-    model = GPT2().cuda()
+    layers, seq = (2, 64) if args.shrink > 1 else (12, 1024)
+    model = GPT2(layers=layers).to(args.device)
     params = sum(p.numel() for p in model.parameters())
-    opt = torch.optim.AdamW(model.parameters(), lr=6e-4, weight_decay=0.0, fused=True)
-    ids = torch.randint(0, 50257, (args.batch, 1024), device="cuda")
-    targets = torch.randint(0, 50257, (args.batch, 1024), device="cuda")
+    cuda = args.device.type == "cuda"
+    opt = torch.optim.AdamW(model.parameters(), lr=6e-4, weight_decay=0.0, fused=cuda)
+    ids = torch.randint(0, 50257, (args.batch, seq), device=args.device)
+    targets = torch.randint(0, 50257, (args.batch, seq), device=args.device)
 
     def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast(args.device.type, dtype=torch.bfloat16):
             loss = model(ids, targets)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
 
     step()
-    torch.cuda.reset_peak_memory_stats()
-    sec = median_seconds(step, args.warmup, args.reps)
-    tokens = args.batch * 1024
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    sec = median_seconds(step, args)
+    tokens = args.batch * seq
     # MFU against the H100/H200 dense bf16 datasheet rate, 6 N + attention FLOPs per token.
-    flops = 6 * params * tokens + 12 * 12 * 1024 * 768 * tokens
+    flops = 6 * params * tokens + 12 * layers * seq * 768 * tokens
     print(f"RESULT train gpt2.tokens_per_s {tokens / sec:.0f}", flush=True)
     print(f"RESULT train gpt2.mfu {flops / sec / 989e12:.3f}", flush=True)
-    print(f"RESULT train gpt2.peak_mib {torch.cuda.max_memory_allocated() / 2**20:.0f}", flush=True)
+    if cuda:
+        print(f"RESULT train gpt2.peak_mib {torch.cuda.max_memory_allocated() / 2**20:.0f}",
+              flush=True)
 
 
 def main():
@@ -149,9 +168,17 @@ def main():
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--device", default="cuda", help="cuda (the default) or cpu")
+    parser.add_argument("--small", action="store_true", help="every size divided by 16")
     args = parser.parse_args()
-    if not torch.cuda.is_available():
+    args.device = torch.device(args.device)
+    args.shrink = 16 if args.small else 1
+    if args.device.type == "cuda" and not torch.cuda.is_available():
         print("torch_reference: skipped: torch sees no CUDA device")
+        return
+    if not hasattr(F, "scaled_dot_product_attention"):
+        print(f"torch_reference: skipped: torch {torch.__version__} has no "
+              "scaled_dot_product_attention (2.0 or later)")
         return
     if args.only in (None, "gemm"):
         gemm_rows(args)
