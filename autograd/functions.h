@@ -42,7 +42,8 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 
 // Normalisation and friends (over the last dim for the norms).
-Tensor softmax(const Tensor& x, int64_t dim);
+// causal: ops::causal_softmax over the last dim (dim is then ignored; Note [Causal softmax]).
+Tensor softmax(const Tensor& x, int64_t dim, bool causal = false);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6);

@@ -81,15 +81,15 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   return out;
 }
 
-Tensor softmax(const Tensor& x, int64_t dim) {
+Tensor softmax(const Tensor& x, int64_t dim, bool causal) {
   const bool rec = needs_record({&x});
   Tensor out;
   {
     ForwardScope scope(rec);
-    out = ops::softmax(x, dim);
+    out = causal ? ops::causal_softmax(x) : ops::softmax(x, dim);
   }
   if (!rec) return out;
-  auto n = make_node("softmax", [dim](Node& node, Grads& g) {
+  auto n = make_node("softmax", [dim = causal ? -1 : dim](Node& node, Grads& g) {
     return Grads{ops::softmax_backward(g[0], node.saved[0], dim)};
   });
   n->save(out);
@@ -218,10 +218,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   // alone; a caller who still holds the logits gets a fresh gradient. In the ledger the
   // gradient then keeps the logits' block (activation, the head's label) until the head's
   // backward has consumed it.
-  auto n = make_node("cross_entropy", [count = r.count, ignore_index](Node& node, Grads& g) {
+  auto n = make_node("cross_entropy", [stats = r.stats, ignore_index](Node& node, Grads& g) {
     const Tensor& logits = node.saved[0];
     const bool sole = logits.storage() && logits.storage().use_count() == 1;
-    return Grads{ops::cross_entropy_backward(g[0], logits, node.saved[1], node.saved[2], count,
+    return Grads{ops::cross_entropy_backward(g[0], logits, node.saved[1], node.saved[2], stats,
                                              ignore_index, sole)};
   });
   n->save(logits);

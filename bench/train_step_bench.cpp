@@ -218,7 +218,7 @@ int run(const Args& a) {
       if (a.peak_report) std::printf("%s\n", peak_report(alloc).c_str());
     }
     if (i >= a.warmup) ms.push_back(dt);
-    if (a.adamw) loss = step.take_mean_loss();  // after the timing: the one host read
+    if (a.adamw) loss = step.take_log().mean_loss;  // after the timing: the one host read
     std::printf("fitgrad step %d loss %.4f %.1f ms\n", i, loss, dt);
     std::fflush(stdout);
   }

@@ -29,14 +29,8 @@ Tensor split_heads(const Tensor& x, int64_t heads, int64_t head_dim) {
 // that flash attention saves is spent again, as it is in PyTorch with attention dropout on
 // a path without fused dropout. Key and value heads are shared among their query heads by
 // broadcasting (query head h reads kv head h / (H / Hkv), as repeat_kv does), not copied.
-// Training has no KV cache, so the mask is the square causal one.
-Tensor causal_mask(int64_t t, DType dtype, Device device) {
-  std::vector<float> m(size_t(t * t), 0.0f);  // (T, T): -inf where key j > query i
-  for (int64_t i = 0; i < t; ++i)
-    for (int64_t j = i + 1; j < t; ++j) m[size_t(i * t + j)] = -INFINITY;
-  const Tensor mask = Tensor::from_vector(m, {t, t}, dtype);
-  return device == Device::cpu() ? mask : mask.to(device);
-}
+// Training has no KV cache, so the mask is the square causal one, implicit in the softmax
+// kernel (Note [Causal softmax] in tensor/ops/softmax.h): no mask is built or copied.
 
 // Causal attention, with dropout on the probabilities when `m` trains with p > 0.
 Tensor causal_attention(const Module& m, const Tensor& q, const Tensor& k, const Tensor& v,
@@ -59,9 +53,9 @@ Tensor attention_with_dropout(const Tensor& q, const Tensor& k, const Tensor& v,
   const Tensor q5 = ag::reshape(ag::contiguous(q), {b, hkv, g, t, d});
   const Tensor k5 = ag::reshape(ag::contiguous(k), {b, hkv, 1, t, d});
   const Tensor v5 = ag::reshape(ag::contiguous(v), {b, hkv, 1, t, d});
-  Tensor scores = ag::scale(ag::matmul(q5, k5, false, true), 1.0 / std::sqrt(double(d)));
-  scores = ag::add(scores, causal_mask(t, scores.dtype(), scores.device()));  // (B, Hkv, G, T, T)
-  const Tensor probs = ag::dropout(ag::softmax(scores, -1), p);
+  const Tensor scores = ag::scale(ag::matmul(q5, k5, false, true), 1.0 / std::sqrt(double(d)));
+  const Tensor probs =
+      ag::dropout(ag::softmax(scores, -1, /*causal=*/true), p);  // (B, Hkv, G, T, T)
   return ag::reshape(ag::matmul(probs, v5), {b, h, t, d});
 }
 

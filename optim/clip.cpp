@@ -10,7 +10,7 @@
 
 namespace fitgrad::optim {
 
-double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+void clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, const Tensor& sum_sq) {
   FG_CHECK(max_norm > 0, "[clip_grad_norm] max_norm must be > 0, got {}", max_norm);
   std::vector<std::pair<Tensor, Tensor>> grads;  // (gradient, it or a contiguous copy)
   for (const Tensor& p : params) {
@@ -18,18 +18,29 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
     if (!g.defined()) continue;
     FG_CHECK(is_floating(g.dtype()), "[clip_grad_norm] gradient must be floating, got {}",
              dtype_name(g.dtype()));
+    FG_CHECK(g.device() == sum_sq.device(),
+             "[clip_grad_norm] a gradient on {} and the norm's accumulator on {}: every "
+             "gradient must be on one device",
+             g.device().str(), sum_sq.device().str());
     grads.emplace_back(g, g.contiguous());
   }
-  double sum = 0.0;
-  for (const auto& [g, c] : grads) sum += ops::sum_squares(c);
-  const double total = std::sqrt(sum);
-  const double coef = max_norm / (total + 1e-6);
-  if (!std::isfinite(total) || coef >= 1) return total;
+  for (const auto& [g, c] : grads) ops::sum_squares_add_(c, sum_sq);
   for (auto& [g, c] : grads) {
-    ops::scale_(c, float(coef));
+    ops::clip_scale_(c, sum_sq, max_norm);
     if (!c.same(g)) g.copy_(c);
   }
-  return total;
+}
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  Device device = Device::cpu();
+  for (const Tensor& p : params)
+    if (autograd::grad(p).defined()) {
+      device = autograd::grad(p).device();
+      break;
+    }
+  const Tensor sum_sq = ops::zero_doubles(1, device);
+  clip_grad_norm_(params, max_norm, sum_sq);
+  return std::sqrt(ops::read_double(sum_sq));
 }
 
 }  // namespace fitgrad::optim

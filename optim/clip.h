@@ -7,13 +7,23 @@
 
 namespace fitgrad::optim {
 
-// The L2 norm of all the parameters' gradients together (autograd::grad; undefined ones
-// are skipped), accumulated in double in a fixed order, so it is the same on any thread
-// count. When the coefficient max_norm / (norm + 1e-6) is below 1 every gradient is
-// multiplied by it (in f32). Returns the norm before clipping. A non-finite norm is
-// returned, not thrown, and then the gradients are left as they are (torch would multiply
-// them by 0 or NaN; the caller skips such a step, as the loss scaler does). On meta nothing
-// is computed and 0 is returned.
+// Note [Clipping on the device]
+// The squares of every gradient (autograd::grad of each parameter; undefined ones are
+// skipped) are summed in double, in parameter order, into one double on their device, and
+// the scale kernel computes the coefficient max_norm / (norm + 1e-6) from that sum where it
+// lies: below 1 every gradient is multiplied by it (in f32); at 1 or more, or with a
+// non-finite norm, the gradients are left as they are (torch would multiply them by 0 or
+// NaN; the caller skips such a step, as the loss scaler does). So a training step clips
+// without a host read (Note [Host reads] in tensor/host_reads.h), and the norm is read only
+// when it is logged. The order of the sum is fixed, so the result is the same on any thread
+// count. On meta nothing is computed.
+//
+// sum_sq: one double of ops::zero_doubles on the gradients' device, zero on entry; on return
+// it holds the squared norm before clipping. Every gradient must be on its device.
+void clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, const Tensor& sum_sq);
+
+// The same into a fresh double, then the norm before clipping read on the host (one host
+// read); 0 on meta and when no parameter has a gradient.
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
 
 }  // namespace fitgrad::optim

@@ -24,16 +24,18 @@ LossScaler::LossScaler(const LossScalerOptions& o) : options_(o), scale_(float(o
 
 bool LossScaler::unscale_and_check(const std::vector<Tensor>& params) const {
   const float inv_scale = float(1.0 / double(scale_));  // GradScaler: double reciprocal, f32
-  bool found_inf = false;
+  Tensor squares;  // one double on the gradients' device: inf or NaN exactly when one holds one
   for (const Tensor& p : params) {
     Tensor g = autograd::grad(p);
     if (!g.defined()) continue;
     FG_CHECK(g.is_contiguous(), "[loss_scaler] a gradient must be contiguous");
-    const double squares = ops::sum_squares(g);  // inf or NaN exactly when g holds one
-    if (g.device().has_bytes() && !std::isfinite(squares)) found_inf = true;
+    if (!squares.defined()) squares = ops::zero_doubles(1, g.device());
+    ops::sum_squares_add_(g, squares);
     ops::scale_(g, inv_scale);
   }
-  return found_inf;
+  // Note [The loss scaler's one read]: the skip is decided on the host.
+  return squares.defined() && squares.device().has_bytes() &&
+         !std::isfinite(ops::read_double(squares));
 }
 
 void LossScaler::update(bool found_inf) {

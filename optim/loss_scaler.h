@@ -14,6 +14,13 @@
 // scale starts at init_scale = 2^16. state_dict holds "scale" (f32, as GradScaler's
 // _scale) and "growth_tracker" (i64), so a resume continues the same trajectory. On meta
 // there are no values: unscale_and_check allocates what it would and reports no inf.
+//
+// Note [The loss scaler's one read]
+// The squares of all gradients sum into one double on their device and the host reads it
+// once per step to decide the skip: the one host read of an fp16 step outside logging (Note
+// [Host reads] in tensor/host_reads.h). GradScaler makes the same read (its optimizer step
+// asks found_inf.item()). Skipping on the device would need every optimizer kernel, and the
+// step counters of their bias corrections, to obey a device flag; not done.
 #pragma once
 
 #include <cstdint>

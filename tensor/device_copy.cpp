@@ -15,6 +15,7 @@ struct Registry {
   std::mutex mutex;
   std::map<DeviceType, DeviceMemcpy> copies;  // nodes are stable: find() hands out pointers
   std::map<DeviceType, DeviceSynchronize> synchronizes;
+  std::map<DeviceType, DeviceErrorCheck> error_checks;
 };
 
 Registry& registry() {
@@ -70,6 +71,24 @@ void synchronize(Device device) {
     std::lock_guard lock(r.mutex);
     auto it = r.synchronizes.find(device.type);
     if (it != r.synchronizes.end()) fn = it->second;
+  }
+  if (fn) fn(device.index);
+}
+
+void register_device_error_check(DeviceType type, DeviceErrorCheck fn) {
+  FG_ASSERT(type == DeviceType::cuda, "only device backends register an error check");
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  r.error_checks[type] = fn;
+}
+
+void check_device_errors(Device device) {
+  DeviceErrorCheck fn = nullptr;
+  {
+    Registry& r = registry();
+    std::lock_guard lock(r.mutex);
+    auto it = r.error_checks.find(device.type);
+    if (it != r.error_checks.end()) fn = it->second;
   }
   if (fn) fn(device.index);
 }

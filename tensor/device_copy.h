@@ -37,4 +37,13 @@ void register_device_synchronize(DeviceType type, DeviceSynchronize fn);
 // device type no backend registered) it returns at once.
 void synchronize(Device device);
 
+// Note [Device error flags] (cuda/error_flags.h): a backend whose kernels record indices
+// out of range on the device registers the check that reads them. check_device_errors
+// throws fitgrad::Error naming the op for any recorded since the last check (a host read);
+// cpu and meta kernels throw at once, so for them (and for a backend that registered none)
+// it returns at once.
+using DeviceErrorCheck = void (*)(int index);
+void register_device_error_check(DeviceType type, DeviceErrorCheck fn);
+void check_device_errors(Device device);
+
 }  // namespace fitgrad

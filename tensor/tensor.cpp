@@ -10,6 +10,7 @@
 #include "tensor/backend/kernel_table.h"
 #include "tensor/convert.h"
 #include "tensor/device_copy.h"
+#include "tensor/host_reads.h"
 
 namespace fitgrad {
 
@@ -153,7 +154,7 @@ Tensor element(const Tensor& t, const std::vector<int64_t>& index, const char* o
 
 double read_scalar(const Tensor& e, const char* op) {
   FG_CHECK(e.device().has_bytes(), "[{}] meta tensors have no data", op);
-  const Tensor host = e.device().type == DeviceType::cpu ? e : e.to(Device::cpu());
+  const Tensor host = e.read_host(op);
   return dispatch_dtype(host.dtype(), [&](auto tag) {
     using S = decltype(tag);
     return convert<double>(*static_cast<const S*>(host.data_ptr()));
@@ -282,7 +283,10 @@ Tensor Tensor::to(Device device) const {
            shape_str(shape()), device.str());
   require_device_memcpy(device, "to");
   require_device_memcpy(from, "to");
-  if (device.type == DeviceType::cpu) return gather_to_host(*this);
+  if (device.type == DeviceType::cpu) {
+    count_host_read();  // Note [Host reads]
+    return gather_to_host(*this);
+  }
   Tensor src = *this;
   if (from.type == DeviceType::cpu)
     src = contiguous();
@@ -293,25 +297,27 @@ Tensor Tensor::to(Device device) const {
   return out;
 }
 
+Tensor Tensor::read_host(const char* op) const {
+  FG_CHECK(device().has_bytes(), "[{}] a meta tensor of shape {} has no values to read", op,
+           shape_str(shape()));
+  if (device().type != DeviceType::cpu) return to(Device::cpu()).contiguous();  // counted there
+  count_host_read();                                                            // Note [Host reads]
+  return contiguous();
+}
+
 void Tensor::copy_(const Tensor& src) { copy_into(*this, src, "copy_"); }
 
 void Tensor::fill_(double value) {
   storage()->bump_version();
   const Device dev = device();
   if (!dev.has_bytes() || numel() == 0) return;
-  if (dev.type == DeviceType::cpu) {
-    Shape shape = this->shape();
-    std::vector<Strides> strides{this->strides()};
-    collapse_dims(shape, strides);
-    backend::dispatch(backend::OpId::fill, dev,
-                      backend::FillArgs{shape, operand(*this, std::move(strides[0])), value});
-    return;
-  }
-  FG_CHECK(is_contiguous(),
-           "[fill_] a strided fill of {} (shape {}) is not implemented by the {} backend",
-           dev.str(), shape_str(shape()), backend_name(dev));
-  const Tensor host = full(shape(), value, dtype());
-  device_memcpy(data_ptr(), dev, host.data_ptr(), host.device(), nbytes(), "fill_");
+  // A kernel on every device: a fill from the host would wait for the copy (Note [Host
+  // reads] in host_reads.h).
+  Shape shape = this->shape();
+  std::vector<Strides> strides{this->strides()};
+  collapse_dims(shape, strides);
+  backend::dispatch(backend::OpId::fill, dev,
+                    backend::FillArgs{shape, operand(*this, std::move(strides[0])), value});
 }
 
 }  // namespace fitgrad

@@ -113,6 +113,9 @@ class Tensor {
   Tensor to(DType dtype) const;
   // Copies to `device` (a new tensor; `this` when already there).
   Tensor to(Device device) const;
+  // The values on the host, contiguous, for host code to read: a host read on every device,
+  // the CPU included (Note [Host reads] in tensor/host_reads.h). Throws for meta.
+  Tensor read_host(const char* op) const;
   // Copies src into this (same shape; src may broadcast), converting dtype and device.
   // A no-op on meta. See Note [Device copies through the memcpy hook] in tensor.cpp.
   void copy_(const Tensor& src);

@@ -25,7 +25,7 @@ Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape, DTy
 template <class T>
 std::vector<T> Tensor::to_vector() const {
   FG_CHECK(device().has_bytes(), "[to_vector] meta tensors have no data");
-  const Tensor host = to(Device::cpu()).contiguous();
+  const Tensor host = read_host("to_vector");
   std::vector<T> out(size_t(host.numel()));
   if (out.empty()) return out;
   dispatch_dtype(host.dtype(), [&](auto tag) {

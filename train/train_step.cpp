@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstring>
 #include <exception>
 #include <optional>
 
@@ -18,6 +19,7 @@
 #include "tensor/memory/caching_allocator.h"
 #include "tensor/memory/scope.h"
 #include "tensor/ops/elementwise.h"
+#include "tensor/ops/optim_update.h"
 #include "train/activation_offload.h"
 
 namespace fitgrad::train {
@@ -97,6 +99,7 @@ StepResult TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>
   const int64_t accum = options_.gradient_accumulation_steps;
   const ClearOnThrow clear_on_throw(model_, in_backward_);
   StepResult result;
+  clipped_ = false;
   result.learning_rate = schedule_.lr_at(optimizer_.steps());
   optimizer_.set_lr(result.learning_rate);
   // Each micro-batch's loss is divided by the accumulation and, with fp16, multiplied by
@@ -124,11 +127,12 @@ StepResult TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>
       }
       {
         autograd::NoGradGuard no_grad;
-        if (!loss_sum_.defined()) {
-          const MemoryContextScope scope({Category::other, intern_label("train.loss_sum")});
-          loss_sum_ = Tensor::zeros({}, DType::f32, loss.device());
+        if (!log_.defined()) {
+          const MemoryContextScope scope({Category::other, intern_label("train.log")});
+          log_ = ops::zero_doubles(2, loss.device());
         }
-        ops::add_(loss_sum_, loss);
+        Tensor sum = log_.narrow(0, 0, 1).reshape({});  // a view of the loss sum
+        ops::add_(sum, loss);
         ++losses_;
       }
       Tensor scaled = loss_factor != 1.0 ? autograd::scale(loss, loss_factor) : loss;
@@ -150,8 +154,12 @@ StepResult TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>
   }
   alloc->mark(fmt::format("step {} / optimizer", step + 1));
   if (options_.scaler) result.skipped = options_.scaler->unscale_and_check(params_);
-  result.grad_norm =
-      options_.max_grad_norm > 0 ? optim::clip_grad_norm(params_, options_.max_grad_norm) : NAN;
+  clipped_ = options_.max_grad_norm > 0 && log_.defined();
+  if (clipped_) {
+    Tensor norm_sq = log_.narrow(0, 2, 2);  // one double
+    norm_sq.fill_(0.0);
+    optim::clip_grad_norm_(params_, options_.max_grad_norm, norm_sq);
+  }
   if (!result.skipped) {
     // Note [Optimizer offload]: the gradients go to the host masters, which step there.
     if (options_.offload) options_.offload->pull_grads();
@@ -163,16 +171,23 @@ StepResult TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>
   return result;
 }
 
-double TrainStep::take_mean_loss() {
-  if (losses_ == 0 || !loss_sum_.device().has_bytes()) {
+StepLog TrainStep::take_log() {
+  StepLog log;
+  if (!log_.defined() || !log_.device().has_bytes()) {
     losses_ = 0;
-    return NAN;
+    return log;
   }
-  const double mean = loss_sum_.item() / double(losses_);
+  const Tensor host = log_.read_host("train.log");  // the one read of a logging step
+  if (losses_ > 0) log.mean_loss = double(host.data<float>()[0]) / double(losses_);
+  if (clipped_) {
+    double norm_sq = 0.0;
+    std::memcpy(&norm_sq, host.data<float>() + 2, sizeof(norm_sq));
+    log.grad_norm = std::sqrt(norm_sq);
+  }
   autograd::NoGradGuard no_grad;
-  loss_sum_.fill_(0.0);
+  log_.narrow(0, 0, 1).fill_(0.0);
   losses_ = 0;
-  return mean;
+  return log;
 }
 
 }  // namespace fitgrad::train

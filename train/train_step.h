@@ -4,15 +4,18 @@
 // step, so what they time or plan is what trains.
 //
 // Note [Loss on the device]
-// Each micro-batch's loss is added, on the loss's device and without a gradient, into one
-// f32 scalar (Category::other, "train.loss_sum"); nothing is read on the host during a
-// step. take_mean_loss() reads the sum (one host sync, at a logging step) and restarts it.
-// On CUDA that is one synchronisation per logging interval instead of one per micro-batch;
-// on meta there is nothing to read (a dry run has no losses), and the allocations are the
-// real run's. The sum of a logging interval's micro-batch losses is f32, as the Hugging Face
-// Trainer's `tr_loss` tensor is.
+// Each micro-batch's loss is added, on the loss's device and without a gradient, into an
+// f32 sum, and a clipped step leaves its squared gradient norm beside it as a double: one
+// (4) f32 tensor (Category::other, "train.log"). Nothing is read on the host during a step
+// (Note [Host reads] in tensor/host_reads.h; fp16's loss scaler makes its one read, Note
+// [The loss scaler's one read]). take_log() reads both values in one copy at a logging step
+// and restarts the sum: on CUDA one synchronisation per logging interval instead of several
+// per micro-batch. On meta there is nothing to read (a dry run has no losses), and the
+// allocations are the real run's. The sum of a logging interval's micro-batch losses is
+// f32, as the Hugging Face Trainer's `tr_loss` tensor is.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -60,9 +63,14 @@ struct TrainStepOptions {
 
 // What one optimizer step did.
 struct StepResult {
-  double grad_norm = 0.0;  // before clipping; NaN without clipping, and on meta
-  bool skipped = false;    // the loss scaler found an inf or a NaN: no update was made
+  bool skipped = false;  // the loss scaler found an inf or a NaN: no update was made
   double learning_rate = 0.0;
+};
+
+// What a logging step reads (Note [Loss on the device]).
+struct StepLog {
+  double mean_loss = NAN;  // over the micro-batches since the last take_log; NaN for none
+  double grad_norm = NAN;  // the last step's, before clipping; NaN without clipping
 };
 
 class TrainStep {
@@ -81,9 +89,9 @@ class TrainStep {
   // [Training mode] in nn/module.h).
   StepResult run(int64_t step, const std::function<MicroBatch(int64_t)>& next);
 
-  // The mean micro-batch loss since the last call (Note [Loss on the device]); NaN when no
-  // micro-batch ran since, or on meta. Reads the device once.
-  double take_mean_loss();
+  // The mean micro-batch loss since the last call and the last step's gradient norm (Note
+  // [Loss on the device]): one host read; all NaN on meta.
+  StepLog take_log();
 
  private:
   nn::CausalLM& model_;
@@ -91,8 +99,9 @@ class TrainStep {
   const optim::LrSchedule& schedule_;
   TrainStepOptions options_;
   std::vector<Tensor> params_;
-  Tensor loss_sum_;  // f32 scalar on the loss's device
+  Tensor log_;  // (4) f32 on the loss's device: the loss sum, unused, the norm^2 (a double)
   int64_t losses_ = 0;
+  bool clipped_ = false;  // the last step wrote its norm into log_
   // While the last micro-batch's backward steps the optimizer (Note [Optimizer in
   // backward]): the optimizer, which the parameters' hooks read; else null.
   std::shared_ptr<optim::Optimizer*> in_backward_ = std::make_shared<optim::Optimizer*>(nullptr);

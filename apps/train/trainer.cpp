@@ -8,6 +8,7 @@
 
 #include "apps/train/interrupt.h"
 #include "apps/train/train_run.h"
+#include "tensor/device_copy.h"
 #include "tensor/error.h"
 #include "tensor/memory/bytes.h"
 
@@ -20,16 +21,25 @@ double seconds_since(TrainClock::time_point t) {
   return std::chrono::duration<double>(TrainClock::now() - t).count();
 }
 
-// Since the last logging step: steps, tokens, seconds.
+// Since the last logging step: steps, tokens, and the wall-clock seconds from the start of
+// its first step to the logging read. A step's own time on a card is only the host's part
+// (the kernels run on after it returns, Note [Host reads]); the logging read waits for them,
+// so the interval's time is the true one.
 struct Interval {
   int64_t steps = 0, tokens = 0;
+  TrainClock::time_point start;
   double seconds = 0;
 };
 
-// A logging step: the interval's mean loss (read from the device, Note [Loss on the
-// device]) into metrics.jsonl; returns it (NaN in a dry run).
-double log_interval(TrainRun& r, const Interval& interval, double grad_norm) {
-  const double loss = r.step_fn->take_mean_loss();
+// A logging step: the interval's mean loss and the last step's gradient norm (one read
+// from the device, Note [Loss on the device]) into metrics.jsonl, after the device's error
+// flags (Note [Device error flags] in cuda/error_flags.h); returns the loss (NaN in a dry
+// run).
+double log_interval(TrainRun& r, Interval& interval) {
+  const train::StepLog log = r.step_fn->take_log();
+  interval.seconds = seconds_since(interval.start);
+  check_device_errors(r.device);
+  const double loss = log.mean_loss, grad_norm = log.grad_norm;
   if (r.dry_run) return loss;
   if (!std::isfinite(loss))
     r.progress.message(fmt::format("warning: the mean loss of the {} steps up to step {} is {}",
@@ -54,6 +64,7 @@ double log_interval(TrainRun& r, const Interval& interval, double grad_norm) {
 void run_evaluation(TrainRun& r) {
   r.phase = fmt::format("in the evaluation after step {}", r.step);
   const auto result = evaluate(r);
+  check_device_errors(r.device);  // Note [Device error flags] in cuda/error_flags.h
   if (!result) return;  // a signal: the loop saves and exits (Note [Signals act within a batch])
   const auto [eval_loss, tokens] = *result;
   if (r.dry_run) {
@@ -97,9 +108,9 @@ int run(TrainRun& r) {
       }
       r.phase = fmt::format("in step {} of {}", r.step + 1, r.total);
       auto t0 = TrainClock::now();
+      if (interval.steps == 0) interval.start = t0;
       const train::StepResult result =
           r.step_fn->run(r.step, [&](int64_t) { return r.next_batch(); });
-      const double grad_norm = result.grad_norm;
       r.last_lr = result.learning_rate;
       if (result.skipped) {
         ++r.skipped_steps;
@@ -115,7 +126,7 @@ int run(TrainRun& r) {
             "optimizer state in the ledger after step {}: {} = {:.3f} bytes per trained parameter",
             r.step, format_bytes(held), double(held) / double(r.optimized_parameters())));
       }
-      interval.seconds += dt, ++interval.steps, interval.tokens += tokens_per_step;
+      ++interval.steps, interval.tokens += tokens_per_step;
       if (a.torch_empty_cache_steps > 0 && r.step % a.torch_empty_cache_steps == 0)
         r.alloc.empty_cache();
 
@@ -131,7 +142,7 @@ int run(TrainRun& r) {
       const double per_step = seconds_since(r.run_start) / double(r.step - r.run_start_step);
       info.seconds_left = per_step * double(r.total - r.step);
       if (logging) {
-        last_loss = log_interval(r, interval, grad_norm);
+        last_loss = log_interval(r, interval);
         info.tokens_per_second = double(interval.tokens) / std::max(interval.seconds, 1e-9);
         interval = {};
       }

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "cuda/kernels/launch.h"
 #include "tensor/dtype.h"
 
 namespace fitgrad::cuda {
@@ -48,6 +49,13 @@ __device__ __forceinline__ E from_f32(float x) {
 #define FG_GRID_STRIDE(i, n)                                                \
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += int64_t(gridDim.x) * blockDim.x)
+
+// Records one out-of-range index (Note [Device error flags] in cuda/error_flags.h); any of
+// the racing stores of `example` may win, which is all the message needs.
+__device__ __forceinline__ void record_error(DeviceErrorRecord* errors, int64_t index) {
+  atomicAdd(&errors->bad, 1ull);
+  errors->example = static_cast<long long>(index);
+}
 
 // The larger of a and b, NaN if either is (a NaN score must reach the attention output).
 __device__ __forceinline__ float nan_max(float a, float b) { return (b > a || b != b) ? b : a; }

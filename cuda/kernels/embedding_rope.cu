@@ -25,17 +25,40 @@ namespace {
 constexpr unsigned kThreads = backend::kCudaThreads;
 unsigned grid_for(int64_t n) { return unsigned(backend::cuda_elementwise_blocks(n)); }
 
+// An id outside [0, v) gives a zero row, recorded once (by its unit 0).
 template <class U, class Id>
-__global__ void gather_kernel(const U* weight, const Id* ids, U* out, int64_t n, int64_t units) {
+__global__ void gather_kernel(const U* weight, const Id* ids, U* out, int64_t n, int64_t v,
+                              int64_t units, DeviceErrorRecord* errors) {
   FG_GRID_STRIDE(i, n * units) {
     const int64_t row = i / units, u = i % units;
-    out[i] = weight[int64_t(ids[row]) * units + u];
+    const int64_t id = int64_t(ids[row]);
+    if (id < 0 || id >= v) {
+      if (u == 0) record_error(errors, id);
+      out[i] = U(0);
+      continue;
+    }
+    out[i] = weight[id * units + u];
   }
 }
 
+// An id outside [0, v) is recorded and keyed as padding (LLONG_MAX), which sorts last and
+// which run_sum_kernel skips.
 template <class Id>
-__global__ void make_keys_kernel(const Id* ids, int64_t* keys, int64_t n, int64_t padded) {
-  FG_GRID_STRIDE(i, padded) { keys[i] = i < n ? (int64_t(ids[i]) << 32) | i : LLONG_MAX; }
+__global__ void make_keys_kernel(const Id* ids, int64_t* keys, int64_t n, int64_t v, int64_t padded,
+                                 DeviceErrorRecord* errors) {
+  FG_GRID_STRIDE(i, padded) {
+    if (i >= n) {
+      keys[i] = LLONG_MAX;
+      continue;
+    }
+    const int64_t id = int64_t(ids[i]);
+    if (id < 0 || id >= v) {
+      record_error(errors, id);
+      keys[i] = LLONG_MAX;
+      continue;
+    }
+    keys[i] = (id << 32) | i;
+  }
 }
 
 // One compare-exchange stage (k, j) of the bitonic sort of `padded` keys, ascending.
@@ -63,6 +86,7 @@ template <class E>
 __global__ void run_sum_kernel(const E* dy, const int64_t* keys, E* dw, int64_t n, int64_t c) {
   FG_GRID_STRIDE(i, n * c) {
     const int64_t k = i / c, col = i % c;
+    if (keys[k] == LLONG_MAX) continue;  // an id out of range
     const int64_t id = keys[k] >> 32;
     if (k > 0 && (keys[k - 1] >> 32) == id) continue;
     float acc = 0.0f;
@@ -110,22 +134,25 @@ void with_ids(const void* ids, bool ids_i32, Fn&& fn) {
 }  // namespace
 
 cudaError_t launch_embedding(const void* weight, const void* ids, bool ids_i32, void* out,
-                             int64_t n, int64_t row_bytes, cudaStream_t stream) {
+                             int64_t n, int64_t v, int64_t row_bytes, DeviceErrorRecord* errors,
+                             cudaStream_t stream) {
   if (n == 0 || row_bytes == 0) return cudaSuccess;
   with_ids(ids, ids_i32, [&](const auto* id) {
     if (row_bytes % 4 == 0)
       gather_kernel<<<grid_for(n * row_bytes / 4), kThreads, 0, stream>>>(
-          static_cast<const uint32_t*>(weight), id, static_cast<uint32_t*>(out), n, row_bytes / 4);
+          static_cast<const uint32_t*>(weight), id, static_cast<uint32_t*>(out), n, v,
+          row_bytes / 4, errors);
     else
       gather_kernel<<<grid_for(n * row_bytes / 2), kThreads, 0, stream>>>(
-          static_cast<const uint16_t*>(weight), id, static_cast<uint16_t*>(out), n, row_bytes / 2);
+          static_cast<const uint16_t*>(weight), id, static_cast<uint16_t*>(out), n, v,
+          row_bytes / 2, errors);
   });
   return cudaGetLastError();
 }
 
 cudaError_t launch_embedding_backward(DType dtype, const void* dy, const void* ids, bool ids_i32,
                                       void* dw, int64_t* pairs, int64_t n, int64_t v, int64_t c,
-                                      cudaStream_t stream) {
+                                      DeviceErrorRecord* errors, cudaStream_t stream) {
   if (v == 0 || c == 0) return cudaSuccess;
   const int64_t padded = backend::cuda_bitonic_keys(n);
   dispatch_floating(dtype, [&](auto tag) {
@@ -133,7 +160,7 @@ cudaError_t launch_embedding_backward(DType dtype, const void* dy, const void* i
     zero_kernel<E><<<grid_for(v * c), kThreads, 0, stream>>>(static_cast<E*>(dw), v * c);
     if (n == 0) return;
     with_ids(ids, ids_i32, [&](const auto* id) {
-      make_keys_kernel<<<grid_for(padded), kThreads, 0, stream>>>(id, pairs, n, padded);
+      make_keys_kernel<<<grid_for(padded), kThreads, 0, stream>>>(id, pairs, n, v, padded, errors);
     });
     for (int64_t k = 2; k <= padded; k *= 2)
       for (int64_t j = k / 2; j > 0; j /= 2)

@@ -151,17 +151,23 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // ids (n_ids) -> out (n_ids, cols), rows of the (rows, cols) packed / absmax: a thread per
-// output value.
+// output value. An id outside [0, rows) gives a zero row, recorded once (by its column 0).
 template <class E, class Id>
 __global__ void __launch_bounds__(kThreads)
-    embedding_kernel(const uint8_t* packed, const float* absmax, int64_t cols, int64_t blocksize,
-                     const __grid_constant__ FourBitTables tables, const Id* ids, int64_t n_ids,
-                     E* out) {
+    embedding_kernel(const uint8_t* packed, const float* absmax, int64_t rows, int64_t cols,
+                     int64_t blocksize, const __grid_constant__ FourBitTables tables, const Id* ids,
+                     int64_t n_ids, E* out, DeviceErrorRecord* errors) {
   __shared__ float codes[backend::kFourBitCodes];
   load_codes(tables, codes);
   __syncthreads();
   FG_GRID_STRIDE(j, n_ids * cols) {
-    const int64_t i = int64_t(ids[j / cols]) * cols + j % cols;
+    const int64_t id = int64_t(ids[j / cols]);
+    if (id < 0 || id >= rows) {
+      if (j % cols == 0) record_error(errors, id);
+      out[j] = from_f32<E>(0.0f);
+      continue;
+    }
+    const int64_t i = id * cols + j % cols;
     out[j] = from_f32<E>(codes[backend::cuda_nibble(packed[i / 2], i)] * absmax[i / blocksize]);
   }
 }
@@ -326,10 +332,10 @@ cudaError_t launch_dequantize_4bit(const uint8_t* packed, const float* absmax, i
   return known ? cudaGetLastError() : cudaErrorInvalidValue;
 }
 
-cudaError_t launch_embedding_4bit(const uint8_t* packed, const float* absmax, int64_t cols,
-                                  int64_t blocksize, const FourBitTables& tables, const void* ids,
-                                  DType id_dtype, int64_t n_ids, void* out, DType dtype,
-                                  cudaStream_t stream) {
+cudaError_t launch_embedding_4bit(const uint8_t* packed, const float* absmax, int64_t rows,
+                                  int64_t cols, int64_t blocksize, const FourBitTables& tables,
+                                  const void* ids, DType id_dtype, int64_t n_ids, void* out,
+                                  DType dtype, DeviceErrorRecord* errors, cudaStream_t stream) {
   if (n_ids == 0 || cols == 0) return cudaSuccess;
   if (id_dtype != DType::i32 && id_dtype != DType::i64) return cudaErrorInvalidValue;
   const unsigned blocks = blocks_for(n_ids * cols);
@@ -337,12 +343,12 @@ cudaError_t launch_embedding_4bit(const uint8_t* packed, const float* absmax, in
     using E = typename decltype(tag)::type;
     if (id_dtype == DType::i32)
       embedding_kernel<E, int32_t><<<blocks, kThreads, 0, stream>>>(
-          packed, absmax, cols, blocksize, tables, static_cast<const int32_t*>(ids), n_ids,
-          static_cast<E*>(out));
+          packed, absmax, rows, cols, blocksize, tables, static_cast<const int32_t*>(ids), n_ids,
+          static_cast<E*>(out), errors);
     else
       embedding_kernel<E, int64_t><<<blocks, kThreads, 0, stream>>>(
-          packed, absmax, cols, blocksize, tables, static_cast<const int64_t*>(ids), n_ids,
-          static_cast<E*>(out));
+          packed, absmax, rows, cols, blocksize, tables, static_cast<const int64_t*>(ids), n_ids,
+          static_cast<E*>(out), errors);
   });
   return known ? cudaGetLastError() : cudaErrorInvalidValue;
 }

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 
+#include "cuda/kernels/launch.h"
 #include "tensor/dtype.h"
 
 namespace fitgrad::cuda {
@@ -51,12 +52,13 @@ cudaError_t launch_dequantize_4bit(const uint8_t* packed, const float* absmax, i
                                    int64_t blocksize, const FourBitTables& tables, void* out,
                                    DType dtype, cudaStream_t stream);
 
-// out (n_ids, cols) in `dtype` = the rows `ids` (n_ids, i32 or i64, each already checked to be
-// in range) of the 4-bit (rows, cols) tensor packed / absmax.
-cudaError_t launch_embedding_4bit(const uint8_t* packed, const float* absmax, int64_t cols,
-                                  int64_t blocksize, const FourBitTables& tables, const void* ids,
-                                  DType id_dtype, int64_t n_ids, void* out, DType dtype,
-                                  cudaStream_t stream);
+// out (n_ids, cols) in `dtype` = the rows `ids` (n_ids, i32 or i64) of the 4-bit (rows,
+// cols) tensor packed / absmax; an id outside [0, rows) is recorded in `errors` and its row
+// of out is zero (Note [Device error flags] in cuda/error_flags.h).
+cudaError_t launch_embedding_4bit(const uint8_t* packed, const float* absmax, int64_t rows,
+                                  int64_t cols, int64_t blocksize, const FourBitTables& tables,
+                                  const void* ids, DType id_dtype, int64_t n_ids, void* out,
+                                  DType dtype, DeviceErrorRecord* errors, cudaStream_t stream);
 
 // The absmaxes of a 4-bit weight: absmax (blocks) itself, or (absmax null) its double
 // quantization, read in place.

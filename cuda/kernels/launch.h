@@ -14,6 +14,25 @@
 
 namespace fitgrad::cuda {
 
+// ---- device error flags (cuda/error_flags.h) ----
+
+// The ops whose kernels check their indices on the device (Note [Device error flags]).
+enum class DeviceErrorOp : int {
+  embedding,
+  embedding_backward,
+  embedding_4bit,
+  cross_entropy,
+  cross_entropy_backward,
+  count
+};
+// One op's record in device memory: how many indices were out of range since the last
+// check, and one of them. A kernel that finds one adds 1 to `bad`, stores it in `example`,
+// and skips it (a zero row, or a row left out of the loss).
+struct DeviceErrorRecord {
+  unsigned long long bad;
+  long long example;
+};
+
 // ---- strided operands (elementwise.cu) ----
 
 inline constexpr int kMaxDims = 8;
@@ -95,31 +114,39 @@ cudaError_t launch_norm_backward(DType dtype, const void* dy, const void* x, con
                                  const float* mean, const float* rstd, void* dx, float* dw,
                                  float* db, float* partials, int64_t partitions, int64_t rows,
                                  int64_t c, cudaStream_t stream);
+// causal_t: backend::SoftmaxArgs'.
 cudaError_t launch_softmax(DType dtype, const void* x, void* y, int64_t outer, int64_t n,
-                           int64_t inner, bool log, cudaStream_t stream);
+                           int64_t inner, bool log, int64_t causal_t, cudaStream_t stream);
 cudaError_t launch_softmax_backward(DType dtype, const void* dy, const void* y, void* dx,
                                     int64_t outer, int64_t n, int64_t inner, bool log,
                                     cudaStream_t stream);
-// lse (rows) of x (rows, V) and *nll_sum (device memory) += the rows' negative
-// log-likelihood; then the gradient rows dx = g (softmax(x) - onehot(target)), 0 when
-// ignored; dx may be x.
-cudaError_t launch_cross_entropy(const float* x, const int64_t* targets, float* lse,
-                                 double* nll_sum, int64_t rows, int64_t v, int64_t ignore_index,
-                                 cudaStream_t stream);
+// lse (rows) of x (rows, V); stats[0] (device memory) += the rows' negative
+// log-likelihood and stats[1] += the rows counted; when loss is not null, *loss = stats[0] /
+// stats[1] (0 when no row counted). Then the gradient rows dx = g (softmax(x) -
+// onehot(target)) with g = *dloss / stats[1] (0 when none counted), 0 when ignored; dx may
+// be x. A target outside [0, v) that is not ignore_index is recorded in `errors` and its row
+// skipped (backend::CrossEntropyArgs' Note).
+cudaError_t launch_cross_entropy(const float* x, const int64_t* targets, float* lse, double* stats,
+                                 float* loss, int64_t rows, int64_t v, int64_t ignore_index,
+                                 DeviceErrorRecord* errors, cudaStream_t stream);
 cudaError_t launch_cross_entropy_backward(const float* x, const float* lse, const int64_t* targets,
-                                          int64_t rows, int64_t v, int64_t ignore_index, float g,
-                                          float* dx, cudaStream_t stream);
+                                          int64_t rows, int64_t v, int64_t ignore_index,
+                                          const float* dloss, const double* stats, float* dx,
+                                          DeviceErrorRecord* errors, cudaStream_t stream);
 
 // ---- embedding and rope (embedding_rope.cu) ----
 
-// ids are i32 when ids_i32, else i64; the adapter has checked them against V.
+// ids are i32 when ids_i32, else i64; an id outside [0, v) is recorded in `errors` and its
+// row of out is zero.
 cudaError_t launch_embedding(const void* weight, const void* ids, bool ids_i32, void* out,
-                             int64_t n, int64_t row_bytes, cudaStream_t stream);
+                             int64_t n, int64_t v, int64_t row_bytes, DeviceErrorRecord* errors,
+                             cudaStream_t stream);
 // dw (V, C) = the deterministic scatter-add of dy (n, C) (Note [CUDA embedding backward]);
-// pairs is the (n, 2) i64 workspace.
+// pairs is the (n, 2) i64 workspace. An id outside [0, v) is recorded in `errors` and its
+// row of dy left out.
 cudaError_t launch_embedding_backward(DType dtype, const void* dy, const void* ids, bool ids_i32,
                                       void* dw, int64_t* pairs, int64_t n, int64_t v, int64_t c,
-                                      cudaStream_t stream);
+                                      DeviceErrorRecord* errors, cudaStream_t stream);
 // Fills the (2, T, D/2) cos/sin table, then y = x rotated (inverse: back).
 cudaError_t launch_rope(DType dtype, const void* x, float* table, void* y, int64_t bh, int64_t t,
                         int64_t d, int64_t position_offset, double theta, bool inverse,

@@ -493,15 +493,24 @@ __global__ void sum_squares_kernel(const T* x, int64_t n, double* partials) {
   if (threadIdx.x == 0) partials[blockIdx.x] = acc;
 }
 
-// partials[0] = partials[0] + ... + partials[count - 1], in block order (one thread).
-__global__ void add_partials_kernel(double* partials, int64_t count) {
+// *acc += partials[0] + ... + partials[count - 1], in block order (one thread).
+__global__ void add_partials_kernel(const double* partials, int64_t count, double* acc) {
   double total = 0.0;
   for (int64_t b = 0; b < count; ++b) total += partials[b];
-  partials[0] = total;
+  *acc += total;
 }
 
+// With clip_sum_squares, the factor is the clip coefficient (backend::ScaleInPlaceArgs),
+// computed by every thread in double from the same sum, so all agree.
 template <class T>
-__global__ void scale_kernel(T* x, int64_t n, float factor) {
+__global__ void scale_kernel(T* x, int64_t n, float factor, const double* clip_sum_squares,
+                             double max_norm) {
+  if (clip_sum_squares != nullptr) {
+    const double total = sqrt(*clip_sum_squares);
+    const double coef = max_norm / (total + 1e-6);
+    if (!isfinite(total) || coef >= 1) return;
+    factor = float(coef);
+  }
   FG_GRID_STRIDE(i, n) { x[i] = from_f32<T>(rn_mul(to_f32(x[i]), factor)); }
 }
 
@@ -577,7 +586,7 @@ cudaError_t launch_adafactor(const AdafactorConstants& k, const UpdateOperands& 
 }
 
 cudaError_t launch_sum_squares(const void* x, DType dtype, int64_t n, int64_t blocks,
-                               double* workspace, cudaStream_t stream) {
+                               double* workspace, double* acc, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   const bool floating = dispatch_floating(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -586,17 +595,18 @@ cudaError_t launch_sum_squares(const void* x, DType dtype, int64_t n, int64_t bl
   });
   if (!floating) return cudaErrorInvalidValue;
   FG_RETURN_ON_LAUNCH_ERROR();
-  if (blocks > 1) add_partials_kernel<<<1, 1, 0, stream>>>(workspace, blocks);
+  add_partials_kernel<<<1, 1, 0, stream>>>(workspace, blocks, acc);
   return cudaGetLastError();
 }
 
 cudaError_t launch_scale_inplace(void* x, DType dtype, int64_t n, float factor,
+                                 const double* clip_sum_squares, double max_norm,
                                  cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   const bool floating = dispatch_floating(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    scale_kernel<T>
-        <<<elementwise_blocks(n), kCudaThreads, 0, stream>>>(static_cast<T*>(x), n, factor);
+    scale_kernel<T><<<elementwise_blocks(n), kCudaThreads, 0, stream>>>(
+        static_cast<T*>(x), n, factor, clip_sum_squares, max_norm);
   });
   return floating ? cudaGetLastError() : cudaErrorInvalidValue;
 }

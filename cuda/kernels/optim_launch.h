@@ -80,14 +80,17 @@ cudaError_t launch_adafactor(const AdafactorConstants& k, const UpdateOperands& 
                              float* col, float* full, float* exp_avg, int64_t batch, int64_t rows,
                              int64_t cols, double* workspace, cudaStream_t stream);
 
-// The sum of double(x[i])^2 over x (n), `dtype` f32, bf16 or f16, left in workspace[0]:
+// *acc (device memory) += the sum of double(x[i])^2 over x (n), `dtype` f32, bf16 or f16:
 // `blocks` partials (backend::cuda_sum_squares_blocks, >= 1) in workspace[0, blocks), then
-// added in block order.
+// added in block order into *acc.
 cudaError_t launch_sum_squares(const void* x, DType dtype, int64_t n, int64_t blocks,
-                               double* workspace, cudaStream_t stream);
+                               double* workspace, double* acc, cudaStream_t stream);
 
-// x (n) *= factor in f32, rounded back to x's dtype (f32, bf16 or f16).
+// x (n) *= factor in f32, rounded back to x's dtype (f32, bf16 or f16). With clip_sum_squares
+// (device memory) the factor is the clip coefficient of backend::ScaleInPlaceArgs, computed
+// by each thread from it, and x is left as it is when the clip does not apply.
 cudaError_t launch_scale_inplace(void* x, DType dtype, int64_t n, float factor,
+                                 const double* clip_sum_squares, double max_norm,
                                  cudaStream_t stream);
 
 }  // namespace fitgrad::cuda

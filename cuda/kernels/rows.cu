@@ -122,11 +122,16 @@ __global__ void sum_partials_kernel(const float* partials, int64_t partitions, i
 // ---- softmax ----
 
 template <class E>
-__global__ void softmax_kernel(const E* x, E* y, int64_t n, int64_t inner, bool log) {
+// causal_t > 0: the row keeps its first (r % causal_t) + 1 + n_all - causal_t columns and
+// the rest of y is 0 (backend::SoftmaxArgs).
+__global__ void softmax_kernel(const E* x, E* y, int64_t n_all, int64_t inner, bool log,
+                               int64_t causal_t) {
   const int64_t r = blockIdx.x;
-  const int64_t base = (r / inner) * n * inner + r % inner;
+  const int64_t base = (r / inner) * n_all * inner + r % inner;
   const E* xr = x + base;
   E* yr = y + base;
+  const int64_t n = causal_t > 0 ? r % causal_t + 1 + n_all - causal_t : n_all;
+  for (int64_t i = n + threadIdx.x; i < n_all; i += blockDim.x) yr[i * inner] = from_f32<E>(0.0f);
   float mx = -INFINITY;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) mx = fmaxf(mx, ld(xr, i * inner));
   mx = block_max(mx, g_float_scratch);
@@ -175,28 +180,49 @@ __global__ void cross_entropy_lse_kernel(const float* x, float* lse, int64_t v) 
   if (threadIdx.x == 0) lse[blockIdx.x] = mx + float(::log(sum));
 }
 
-// *nll_sum += the rows' lse - x[target], skipping ignored rows; one block.
+// stats[0] += the rows' lse - x[target] and stats[1] += the rows counted, skipping ignored
+// rows and recording (then skipping) a target out of range; then, when loss is not null,
+// *loss = stats[0] / stats[1] (0 when none counted). One block.
 __global__ void cross_entropy_nll_kernel(const float* x, const float* lse, const int64_t* targets,
                                          int64_t rows, int64_t v, int64_t ignore_index,
-                                         double* nll_sum) {
-  double sum = 0;
-  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
-    if (targets[r] != ignore_index) sum += double(lse[r]) - double(x[r * v + targets[r]]);
+                                         double* stats, float* loss, DeviceErrorRecord* errors) {
+  double sum = 0, count = 0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    const int64_t t = targets[r];
+    if (t == ignore_index) continue;
+    if (t < 0 || t >= v) {
+      record_error(errors, t);
+      continue;
+    }
+    sum += double(lse[r]) - double(x[r * v + t]);
+    count += 1;
+  }
   sum = block_sum(sum, g_double_scratch);
-  if (threadIdx.x == 0) *nll_sum += sum;
+  count = block_sum(count, g_double_scratch);
+  if (threadIdx.x == 0) {
+    stats[0] += sum;
+    stats[1] += count;
+    if (loss) *loss = stats[1] > 0 ? float(stats[0] / stats[1]) : 0.0f;
+  }
 }
 
+// A row whose target is ignored, or out of range (recorded by the forward), is zero.
 __global__ void cross_entropy_grad_kernel(const float* x, const float* lse, const int64_t* targets,
-                                          int64_t v, int64_t ignore_index, float g, float* dx) {
+                                          int64_t v, int64_t ignore_index, const float* dloss,
+                                          const double* stats, float* dx,
+                                          DeviceErrorRecord* errors) {
   const int64_t r = blockIdx.x;
   const float* row = x + r * v;
   float* drow = dx + r * v;
   const int64_t t = targets[r];
+  const bool skip = t == ignore_index || t < 0 || t >= v;
+  if (threadIdx.x == 0 && t != ignore_index && skip) record_error(errors, t);
+  const float g = stats[1] > 0 ? float(double(*dloss) / stats[1]) : 0.0f;
   const float l = lse[r];
   for (int64_t i = threadIdx.x; i < v; i += blockDim.x)
-    drow[i] = t == ignore_index ? 0.0f : g * expf(row[i] - l);
+    drow[i] = skip ? 0.0f : g * expf(row[i] - l);
   __syncthreads();
-  if (threadIdx.x == 0 && t != ignore_index) drow[t] -= g;
+  if (threadIdx.x == 0 && !skip) drow[t] -= g;
 }
 
 unsigned row_threads(int64_t n) { return unsigned(backend::cuda_row_threads(n)); }
@@ -260,13 +286,13 @@ cudaError_t launch_norm_backward(DType dtype, const void* dy, const void* x, con
 }
 
 cudaError_t launch_softmax(DType dtype, const void* x, void* y, int64_t outer, int64_t n,
-                           int64_t inner, bool log, cudaStream_t stream) {
+                           int64_t inner, bool log, int64_t causal_t, cudaStream_t stream) {
   const int64_t rows = outer * inner;
   if (rows == 0 || n == 0) return cudaSuccess;
   dispatch_floating(dtype, [&](auto tag) {
     using E = typename decltype(tag)::type;
     softmax_kernel<E><<<unsigned(rows), row_threads(n), 0, stream>>>(
-        static_cast<const E*>(x), static_cast<E*>(y), n, inner, log);
+        static_cast<const E*>(x), static_cast<E*>(y), n, inner, log, causal_t);
   });
   return cudaGetLastError();
 }
@@ -284,21 +310,24 @@ cudaError_t launch_softmax_backward(DType dtype, const void* dy, const void* y, 
   return cudaGetLastError();
 }
 
-cudaError_t launch_cross_entropy(const float* x, const int64_t* targets, float* lse,
-                                 double* nll_sum, int64_t rows, int64_t v, int64_t ignore_index,
-                                 cudaStream_t stream) {
-  if (rows == 0) return cudaSuccess;
-  cross_entropy_lse_kernel<<<unsigned(rows), row_threads(v), 0, stream>>>(x, lse, v);
-  cross_entropy_nll_kernel<<<1, 1024, 0, stream>>>(x, lse, targets, rows, v, ignore_index, nll_sum);
+cudaError_t launch_cross_entropy(const float* x, const int64_t* targets, float* lse, double* stats,
+                                 float* loss, int64_t rows, int64_t v, int64_t ignore_index,
+                                 DeviceErrorRecord* errors, cudaStream_t stream) {
+  if (rows > 0) cross_entropy_lse_kernel<<<unsigned(rows), row_threads(v), 0, stream>>>(x, lse, v);
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  if (rows > 0 || loss != nullptr)
+    cross_entropy_nll_kernel<<<1, 1024, 0, stream>>>(x, lse, targets, rows, v, ignore_index, stats,
+                                                     loss, errors);
   return cudaGetLastError();
 }
 
 cudaError_t launch_cross_entropy_backward(const float* x, const float* lse, const int64_t* targets,
-                                          int64_t rows, int64_t v, int64_t ignore_index, float g,
-                                          float* dx, cudaStream_t stream) {
+                                          int64_t rows, int64_t v, int64_t ignore_index,
+                                          const float* dloss, const double* stats, float* dx,
+                                          DeviceErrorRecord* errors, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  cross_entropy_grad_kernel<<<unsigned(rows), row_threads(v), 0, stream>>>(x, lse, targets, v,
-                                                                           ignore_index, g, dx);
+  cross_entropy_grad_kernel<<<unsigned(rows), row_threads(v), 0, stream>>>(
+      x, lse, targets, v, ignore_index, dloss, stats, dx, errors);
   return cudaGetLastError();
 }
 

@@ -1,8 +1,7 @@
 // The cuda table's embedding, rope and random ops (dropout, uniform, normal_) (kernels in
 // cuda/kernels/embedding_rope.cu and random.cu), registered at static initialisation.
-// Embedding ids are checked on the host, as the CPU kernels check them: a copy of n ids.
-#include <vector>
-
+// Embedding ids are checked on the device (Note [Device error flags] in cuda/error_flags.h).
+#include "cuda/error_flags.h"
 #include "cuda/ops/op_launch.h"
 #include "tensor/backend/kernel_args.h"
 #include "tensor/backend/kernel_table.h"
@@ -10,31 +9,23 @@
 namespace fitgrad::cuda {
 namespace {
 
-// Throws the CPU kernels' error for the first id outside [0, v).
-void check_ids(const Tensor& ids, int64_t v) {
-  const std::vector<int64_t> host = ids.to_vector<int64_t>();
-  for (size_t i = 0; i < host.size(); ++i)
-    FG_CHECK(host[i] >= 0 && host[i] < v,
-             "[embedding] id {} at position {} is out of range for {} embeddings", host[i], i, v);
-}
-
 void embedding(const backend::EmbeddingArgs& a) {
-  check_ids(a.ids, a.v);
   OpLaunch launch(a.out);
-  FG_CUDA_CHECK(launch_embedding(a.weight.data_ptr(), a.ids.data_ptr(), a.ids.dtype() == DType::i32,
-                                 a.out.data_ptr(), a.n,
-                                 a.c * int64_t(element_size(a.weight.dtype())), launch.stream()));
+  FG_CUDA_CHECK(launch_embedding(
+      a.weight.data_ptr(), a.ids.data_ptr(), a.ids.dtype() == DType::i32, a.out.data_ptr(), a.n,
+      a.v, a.c * int64_t(element_size(a.weight.dtype())),
+      error_record(a.out.device().index, DeviceErrorOp::embedding, a.v), launch.stream()));
 }
 
 void embedding_backward(const backend::EmbeddingBackwardArgs& a) {
-  check_ids(a.ids, a.v);
   FG_CHECK(a.pairs.defined() || a.n == 0,
            "[embedding_backward] the cuda kernel sorts the ids: it needs the (n, 2) pairs "
            "workspace");
   OpLaunch launch(a.dw);
   FG_CUDA_CHECK(launch_embedding_backward(
       a.dy.dtype(), a.dy.data_ptr(), a.ids.data_ptr(), a.ids.dtype() == DType::i32, a.dw.data_ptr(),
-      a.n > 0 ? a.pairs.data<int64_t>() : nullptr, a.n, a.v, a.c, launch.stream()));
+      a.n > 0 ? a.pairs.data<int64_t>() : nullptr, a.n, a.v, a.c,
+      error_record(a.dw.device().index, DeviceErrorOp::embedding_backward, a.v), launch.stream()));
 }
 
 void rope(const backend::RopeArgs& a) {

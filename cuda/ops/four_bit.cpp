@@ -4,19 +4,14 @@
 // tensor/backend/kernel_args.h, runs the double-quantization step where the CPU's adapter
 // does (tensor/cpu/kernels.cpp), and fills the kernels' code tables from tensor/quant, so the
 // device reads the CPU's values.
-//
-// Note [Embedding ids checked on the host]
-// embedding_4bit fails, as the CPU does, naming the first id outside [0, rows) and its
-// position. The ids (a few thousand per step) are copied to the host in stream order and
-// checked there before any kernel runs: the copy waits for the compute stream, which a
-// device-side check with a flag would have to as well before it could throw.
+// embedding_4bit checks its ids on the device (Note [Device error flags] in
+// cuda/error_flags.h).
 #include "tensor/quant/four_bit.h"
 
 #include <algorithm>
 #include <cstdint>
-#include <vector>
 
-#include "cuda/copy.h"
+#include "cuda/error_flags.h"
 #include "cuda/kernels/four_bit_launch.h"
 #include "cuda/ops/op_launch.h"
 #include "tensor/backend/cuda_four_bit_launch.h"
@@ -120,17 +115,6 @@ void dequantize_4bit(const FourBitArgs& a) {
                                        a.a_or_out.dtype(), launch.stream()));
 }
 
-// Note [Embedding ids checked on the host].
-template <class Id>
-void check_ids(const Tensor& ids, int64_t rows) {
-  std::vector<Id> host(size_t(ids.numel()));
-  copy_bytes(host.data(), Device::cpu(), ids.data_ptr(), ids.device(), ids.nbytes());
-  for (size_t i = 0; i < host.size(); ++i)
-    FG_CHECK(host[i] >= 0 && int64_t(host[i]) < rows,
-             "[embedding_4bit] id {} at position {} is out of range for {} embeddings",
-             int64_t(host[i]), i, rows);
-}
-
 void embedding_4bit(const FourBitReadArgs& a) {
   const char* op = "embedding_4bit";
   const int64_t n = a.rows * a.cols;
@@ -142,15 +126,12 @@ void embedding_4bit(const FourBitReadArgs& a) {
   check_operand(op, "ids", ids, ids.dtype(), ids.numel(), d);
   check_floating_operand(op, "out", a.out, ids.numel() * a.cols, d);
   if (a.out.numel() == 0) return;
-  if (ids.dtype() == DType::i32)
-    check_ids<int32_t>(ids, a.rows);
-  else
-    check_ids<int64_t>(ids, a.rows);
   OpLaunch launch(a.out);
   if (a.nested.defined()) dequantize_absmax(a.nested, a.absmax2, a.offset, a.absmax, launch);
   FG_CUDA_CHECK(launch_embedding_4bit(
-      a.packed.data<uint8_t>(), a.absmax.data<float>(), a.cols, a.blocksize, tables_of(a.fp4),
-      ids.data_ptr(), ids.dtype(), ids.numel(), a.out.data_ptr(), a.out.dtype(), launch.stream()));
+      a.packed.data<uint8_t>(), a.absmax.data<float>(), a.rows, a.cols, a.blocksize,
+      tables_of(a.fp4), ids.data_ptr(), ids.dtype(), ids.numel(), a.out.data_ptr(), a.out.dtype(),
+      error_record(a.out.device().index, DeviceErrorOp::embedding_4bit, a.rows), launch.stream()));
 }
 
 // staging is the CPU's scratch (x in the order its nibbles are read); the tiled kernel

@@ -145,23 +145,17 @@ void adafactor_update(const backend::AdafactorArgs& a) {
 
 void sum_squares(const backend::SumSquaresArgs& a) {
   const char* op = "sum_squares";
-  FG_CHECK(a.x.defined() && is_floating(a.x.dtype()) && a.out != nullptr,
-           "[{}] the cuda kernel takes a floating x and a result", op);
+  FG_CHECK(a.x.defined() && is_floating(a.x.dtype()) && a.acc != nullptr,
+           "[{}] the cuda kernel takes a floating x and an accumulator", op);
   const int64_t n = a.x.numel();
-  if (n == 0) {
-    *a.out = 0.0;
-    return;
-  }
+  if (n == 0) return;
   double* workspace = doubles_of(op, a.workspace, 1);
   OpLaunch launch(a.x);
   int sms = 0;
   FG_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, a.x.device().index));
   const int64_t blocks = backend::cuda_sum_squares_blocks(n, sms, a.workspace.numel() / 2);
-  FG_CUDA_CHECK(
-      launch_sum_squares(a.x.data_ptr(), a.x.dtype(), n, blocks, workspace, launch.stream()));
-  FG_CUDA_CHECK(
-      cudaMemcpyAsync(a.out, workspace, sizeof(double), cudaMemcpyDeviceToHost, launch.stream()));
-  FG_CUDA_CHECK(cudaStreamSynchronize(launch.stream()));
+  FG_CUDA_CHECK(launch_sum_squares(a.x.data_ptr(), a.x.dtype(), n, blocks, workspace, a.acc,
+                                   launch.stream()));
 }
 
 void scale_inplace(const backend::ScaleInPlaceArgs& a) {
@@ -170,7 +164,8 @@ void scale_inplace(const backend::ScaleInPlaceArgs& a) {
   const int64_t n = a.x.numel();
   if (n == 0) return;
   OpLaunch launch(a.x);
-  FG_CUDA_CHECK(launch_scale_inplace(a.x.data_ptr(), a.x.dtype(), n, a.factor, launch.stream()));
+  FG_CUDA_CHECK(launch_scale_inplace(a.x.data_ptr(), a.x.dtype(), n, a.factor, a.clip_sum_squares,
+                                     a.max_norm, launch.stream()));
 }
 
 // See Note [Registration at static initialisation] in cuda/raw_sources.cpp.

@@ -3,6 +3,7 @@
 // cuda/kernels/reduce.cu and rows.cu), registered at static initialisation.
 #include <algorithm>
 
+#include "cuda/error_flags.h"
 #include "cuda/ops/op_launch.h"
 #include "tensor/backend/kernel_args.h"
 #include "tensor/backend/kernel_table.h"
@@ -87,7 +88,7 @@ template <bool Log>
 void softmax(const backend::SoftmaxArgs& a) {
   OpLaunch launch(a.y);
   FG_CUDA_CHECK(launch_softmax(a.x.dtype(), a.x.data_ptr(), a.y.data_ptr(), a.outer, a.n, a.inner,
-                               Log, launch.stream()));
+                               Log, a.causal_t, launch.stream()));
 }
 template <bool Log>
 void softmax_backward(const backend::SoftmaxBackwardArgs& a) {
@@ -97,15 +98,20 @@ void softmax_backward(const backend::SoftmaxBackwardArgs& a) {
                                         launch.stream()));
 }
 
+// Targets are checked on the device (Note [Device error flags] in cuda/error_flags.h).
 void cross_entropy(const backend::CrossEntropyArgs& a) {
-  OpLaunch launch(device_of(a.x, "cross_entropy"));
-  FG_CUDA_CHECK(launch_cross_entropy(a.x, a.targets, a.lse, a.nll_sum, a.rows, a.v, a.ignore_index,
-                                     launch.stream()));
+  const int device = device_of(a.stats, "cross_entropy");
+  OpLaunch launch(device);
+  FG_CUDA_CHECK(launch_cross_entropy(
+      a.x, a.targets, a.lse, a.stats, a.loss, a.rows, a.v, a.ignore_index,
+      error_record(device, DeviceErrorOp::cross_entropy, a.v), launch.stream()));
 }
 void cross_entropy_backward(const backend::CrossEntropyBackwardArgs& a) {
-  OpLaunch launch(device_of(a.x, "cross_entropy_backward"));
-  FG_CUDA_CHECK(launch_cross_entropy_backward(a.x, a.lse, a.targets, a.rows, a.v, a.ignore_index,
-                                              a.scale, a.dx, launch.stream()));
+  const int device = device_of(a.stats, "cross_entropy_backward");
+  OpLaunch launch(device);
+  FG_CUDA_CHECK(launch_cross_entropy_backward(
+      a.x, a.lse, a.targets, a.rows, a.v, a.ignore_index, a.dloss, a.stats, a.dx,
+      error_record(device, DeviceErrorOp::cross_entropy_backward, a.v), launch.stream()));
 }
 
 // See Note [Registration at static initialisation] in cuda/raw_sources.cpp.

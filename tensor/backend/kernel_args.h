@@ -114,9 +114,13 @@ struct RmsNormBackwardArgs {
 
 // (log_)softmax of a contiguous (outer, n, inner) tensor along n; every operand of one
 // floating dtype, read and written natively.
+// causal_t > 0 (softmax only, inner 1): row r is query r % causal_t of causal_t queries
+// over the n keys, aligned to the end (Note [Causal softmax] in tensor/ops/softmax.h): its
+// first (r % causal_t) + 1 + n - causal_t columns are kept and the rest of y is 0.
 struct SoftmaxArgs {
   int64_t outer = 1, n = 1, inner = 1;
   Tensor x, y;
+  int64_t causal_t = 0;
 };
 struct SoftmaxBackwardArgs {
   int64_t outer = 1, n = 1, inner = 1;
@@ -218,16 +222,29 @@ struct NormalArgs {
 
 // One chunk of rows of the fused cross-entropy (tensor/ops/cross_entropy.cpp walks them):
 // lse (rows) and the summed negative log-likelihood, or the gradient rows.
+// Note [Cross-entropy statistics on the device]
+// The forward's chunks add into stats (two doubles in device memory): [0] the rows'
+// negative log-likelihood, [1] the rows counted (target not ignore_index). The last chunk
+// also writes loss = stats[0] / stats[1] (0 when no row counted), and the backward scales
+// by dloss / stats[1], both read by the kernels where they are: nothing goes through the
+// host (Note [Host reads] in tensor/host_reads.h). A target outside [0, V) that is not
+// ignore_index is an error: the CPU kernels throw it, naming the row (first_row + r) and the
+// value; a device kernel counts it in its backend's error flags, which the host reads at
+// the next check (check_device_errors in tensor/device_copy.h), and skips the row.
 struct CrossEntropyArgs {
   int64_t rows = 0, v = 0, ignore_index = 0;
+  int64_t first_row = 0;             // of this chunk, for errors
   const float* x = nullptr;          // (rows, V) f32, staged or in place
   const int64_t* targets = nullptr;  // (rows)
   float* lse = nullptr;              // (rows)
-  double* nll_sum = nullptr;         // += the rows' negative log-likelihood (device memory)
+  double* stats = nullptr;           // (2) += the chunk's NLL and count (device memory)
+  float* loss = nullptr;             // () set from stats on the last chunk, else null
 };
 struct CrossEntropyBackwardArgs {
   int64_t rows = 0, v = 0, ignore_index = 0;
-  float scale = 0;  // dloss / count
+  int64_t first_row = 0;
+  const float* dloss = nullptr;   // () f32 (device memory)
+  const double* stats = nullptr;  // (2) the forward's: g = dloss / stats[1]
   const float* x = nullptr;
   const float* lse = nullptr;
   const int64_t* targets = nullptr;
@@ -274,14 +291,23 @@ struct SgdArgs {
   StochasticRounding sr;
 };
 // sum of x^2 over a contiguous tensor, in double, into *out; and x *= factor in place.
+// sum_squares adds sum(double(x)^2) into *acc, a double in x's device memory, so that
+// the squares of many tensors sum on the device (Note [Host reads]).
 struct SumSquaresArgs {
   Tensor x;
-  double* out = nullptr;
+  double* acc = nullptr;
   Tensor workspace;  // f32 of 2 x sum_squares_workspace_doubles, temporary, or undefined
 };
+// x *= factor. With clip_sum_squares set (a double in x's device memory) the factor is
+// instead the global-norm clip's coefficient, computed where the sum is:
+// c = max_norm / (sqrt(*clip_sum_squares) + 1e-6) in double, and x is left as it is when c
+// is not below 1 or not finite (torch.nn.utils.clip_grad_norm_'s rule, Note [Clipping on
+// the device] in optim/clip.cpp).
 struct ScaleInPlaceArgs {
   Tensor x;
   float factor = 1;
+  const double* clip_sum_squares = nullptr;
+  double max_norm = 0;
 };
 
 // bitsandbytes' 4-bit blockwise quantization (tensor/quant/four_bit.h). quantize: a (n)

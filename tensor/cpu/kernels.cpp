@@ -179,7 +179,7 @@ template <bool Log>
 void softmax(const SoftmaxArgs& a) {
   dispatch_floating(a.x.dtype(), "cpu kernel", [&](auto e) {
     using E = decltype(e);
-    cpu::softmax(a.x.data<E>(), a.y.data<E>(), a.outer, a.n, a.inner, Log);
+    cpu::softmax(a.x.data<E>(), a.y.data<E>(), a.outer, a.n, a.inner, Log, a.causal_t);
   });
 }
 template <bool Log>
@@ -293,12 +293,32 @@ void normal(const NormalArgs& a) {
                     [&](auto e) { normal_into(a, a.out.data<decltype(e)>()); });
 }
 
+// Throws for a target outside [0, v) that is not ignore_index; returns the rows counted.
+int64_t check_targets(const char* op, int64_t rows, int64_t v, const int64_t* targets,
+                      int64_t ignore_index, int64_t first_row) {
+  int64_t count = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (targets[r] == ignore_index) continue;
+    FG_CHECK(targets[r] >= 0 && targets[r] < v,
+             "[{}] target {} at row {} is out of range for {} classes (ignore_index {})", op,
+             targets[r], first_row + r, v, ignore_index);
+    ++count;
+  }
+  return count;
+}
+// Note [Cross-entropy statistics on the device] in kernel_args.h.
 void cross_entropy(const CrossEntropyArgs& a) {
+  const int64_t count =
+      check_targets("cross_entropy", a.rows, a.v, a.targets, a.ignore_index, a.first_row);
   cpu::cross_entropy_lse(a.rows, a.v, a.x, a.lse);
-  *a.nll_sum += cpu::cross_entropy_nll_sum(a.rows, a.v, a.x, a.lse, a.targets, a.ignore_index);
+  a.stats[0] += cpu::cross_entropy_nll_sum(a.rows, a.v, a.x, a.lse, a.targets, a.ignore_index);
+  a.stats[1] += double(count);
+  if (a.loss) *a.loss = a.stats[1] > 0 ? float(a.stats[0] / a.stats[1]) : 0.0f;
 }
 void cross_entropy_backward(const CrossEntropyBackwardArgs& a) {
-  cpu::cross_entropy_grad(a.rows, a.v, a.x, a.lse, a.targets, a.ignore_index, a.scale, a.dx);
+  check_targets("cross_entropy_backward", a.rows, a.v, a.targets, a.ignore_index, a.first_row);
+  const float g = a.stats[1] > 0 ? float(double(*a.dloss) / a.stats[1]) : 0.0f;
+  cpu::cross_entropy_grad(a.rows, a.v, a.x, a.lse, a.targets, a.ignore_index, g, a.dx);
 }
 
 void adamw_update(const AdamWArgs& a) {
@@ -367,10 +387,18 @@ void linear_4bit(const FourBitReadArgs& a) {
                        a.ids_or_x.size(0), f32(a.staging), f32(a.out));
 }
 void sum_squares(const SumSquaresArgs& a) {
-  *a.out = cpu::sum_squares(a.x.data_ptr(), a.x.dtype(), a.x.numel(), doubles_or_null(a.workspace));
+  *a.acc +=
+      cpu::sum_squares(a.x.data_ptr(), a.x.dtype(), a.x.numel(), doubles_or_null(a.workspace));
 }
 void scale_in_place(const ScaleInPlaceArgs& a) {
-  cpu::scale_inplace(a.x.data_ptr(), a.x.dtype(), a.x.numel(), a.factor);
+  float factor = a.factor;
+  if (a.clip_sum_squares) {  // ScaleInPlaceArgs in kernel_args.h
+    const double total = std::sqrt(*a.clip_sum_squares);
+    const double coef = a.max_norm / (total + 1e-6);
+    if (!std::isfinite(total) || coef >= 1) return;
+    factor = float(coef);
+  }
+  cpu::scale_inplace(a.x.data_ptr(), a.x.dtype(), a.x.numel(), factor);
 }
 
 // ---- the CPU's workspace rules (tensor/backend/profile.h), over its kernels' own ----

@@ -14,14 +14,19 @@ namespace fitgrad::cpu {
 // An f32 output holds exp(x - max) and is then scaled in place, as before; any other output
 // would round twice that way, so the row's exponentials are computed again in the last pass
 // (the same f32 values, bit for bit) and each y = e / sum is rounded once.
+// A causal row computes over its kept columns alone and writes 0 to the rest: the same
+// values, bit for bit, as an additive mask of -inf would give, whose exponentials are 0.
 template <class E>
-void softmax(const E* x, E* y, int64_t outer, int64_t n, int64_t inner, bool log) {
+void softmax(const E* x, E* y, int64_t outer, int64_t n_all, int64_t inner, bool log,
+             int64_t causal_t) {
   const int64_t rows = outer * inner;
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t base = (r / inner) * n * inner + r % inner;
+    const int64_t base = (r / inner) * n_all * inner + r % inner;
     const E* xr = x + base;
     E* yr = y + base;
+    const int64_t n = causal_t > 0 ? r % causal_t + 1 + n_all - causal_t : n_all;
+    for (int64_t i = n; i < n_all; ++i) yr[i * inner] = convert<E>(0.0f);
     auto at = [&](int64_t i) { return convert<float>(xr[i * inner]); };
     float max = -std::numeric_limits<float>::infinity();
     for (int64_t i = 0; i < n; ++i) max = std::fmax(max, at(i));
@@ -71,8 +76,8 @@ void softmax_backward(const E* dy, const E* y, E* dx, int64_t outer, int64_t n, 
   }
 }
 
-#define FITGRAD_SOFTMAX_INSTANTIATE(E)                                  \
-  template void softmax(const E*, E*, int64_t, int64_t, int64_t, bool); \
+#define FITGRAD_SOFTMAX_INSTANTIATE(E)                                           \
+  template void softmax(const E*, E*, int64_t, int64_t, int64_t, bool, int64_t); \
   template void softmax_backward(const E*, const E*, E*, int64_t, int64_t, int64_t, bool);
 FITGRAD_SOFTMAX_INSTANTIATE(float)
 FITGRAD_SOFTMAX_INSTANTIATE(BFloat16)

@@ -12,11 +12,13 @@
 
 namespace fitgrad::cpu {
 
-// y = softmax(x) (or log_softmax when `log`) along the middle dim.
+// y = softmax(x) (or log_softmax when `log`) along the middle dim. causal_t > 0 (softmax,
+// inner 1): row r keeps its first (r % causal_t) + 1 + n - causal_t columns and the rest of
+// y is 0 (backend::SoftmaxArgs).
 template <class E>
 void softmax(const E* x,  // (outer, n, inner)
              E* y,        // (outer, n, inner)
-             int64_t outer, int64_t n, int64_t inner, bool log);
+             int64_t outer, int64_t n, int64_t inner, bool log, int64_t causal_t = 0);
 
 // dx from dy and the forward's output y: softmax dx = y * (dy - sum(dy * y)); log_softmax
 // dx = dy - exp(y) * sum(dy).
@@ -26,8 +28,8 @@ void softmax_backward(const E* dy,  // (outer, n, inner)
                       E* dx,        // (outer, n, inner)
                       int64_t outer, int64_t n, int64_t inner, bool log);
 
-#define FITGRAD_SOFTMAX_EXTERN(E)                                              \
-  extern template void softmax(const E*, E*, int64_t, int64_t, int64_t, bool); \
+#define FITGRAD_SOFTMAX_EXTERN(E)                                                       \
+  extern template void softmax(const E*, E*, int64_t, int64_t, int64_t, bool, int64_t); \
   extern template void softmax_backward(const E*, const E*, E*, int64_t, int64_t, int64_t, bool);
 FITGRAD_SOFTMAX_EXTERN(float)
 FITGRAD_SOFTMAX_EXTERN(BFloat16)

@@ -1,12 +1,11 @@
-// Cross-entropy front-ends (see cross_entropy.h): checks, target validation, the walk
-// over row chunks with f32 staging, and one dispatch per chunk through the kernel table.
+// Cross-entropy front-ends (see cross_entropy.h): checks, the walk over row chunks with f32 staging, and one dispatch per chunk through the kernel table.
 //
 // Note [Cross-entropy chunking]
 // f32 contiguous logits are read in place. Any other logits are staged one chunk of rows
 // at a time into a single f32 scratch (rows, V), tagged Category::temporary, which the
 // backward also reuses for the gradient before casting it into dlogits. So beyond the
 // inputs the forward allocates (in order) an i64 copy of i32 targets (N), the loss (),
-// lse (N) and the scratch; the backward dlogits (N, V) in the logits' dtype and the
+// lse (N), the statistics (two doubles) and the scratch; the backward dlogits (N, V) in the logits' dtype and the
 // scratch. With bf16 logits the peak is N*V*2 + rows*V*4 bytes (plus the small vectors)
 // against N*V*(2 + 4) for a convert-everything front-end, and
 // tests/tensor/ops/cross_entropy_test.cpp asserts the sum byte for byte. The loss is summed
@@ -16,16 +15,20 @@
 // The mean over zero rows is 0/0. PyTorch returns NaN, which poisons a whole training
 // step when one micro-batch happens to be all padding; fitgrad returns a loss of 0 and a
 // zero gradient instead, so such a micro-batch contributes nothing to the accumulated
-// gradients. count == 0 in the result tells the caller it happened.
+// gradients. count() == 0 in the result tells the caller it happened.
+//
+// Note [Cross-entropy on meta]
+// Without values there is no row walk; the front-ends allocate exactly as the real run does
+// and stop before it, whose only allocations are views.
 #include "tensor/ops/cross_entropy.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "tensor/backend/kernel_args.h"
 #include "tensor/backend/kernel_table.h"
 #include "tensor/memory/scope.h"
 #include "tensor/ops/op_util.h"
+#include "tensor/ops/optim_update.h"
 
 namespace fitgrad::ops {
 namespace {
@@ -47,22 +50,6 @@ Sizes check_logits_targets(const char* op, const Tensor& logits, const Tensor& t
   check_shape(op, "targets", targets, {s.n});
   FG_CHECK(s.v >= 1, "[{}] logits {} have no classes", op, shape_str(logits.shape()));
   return s;
-}
-
-// The rows whose target is not ignore_index; throws on a target outside [0, v). The
-// targets are read on the host (a copy of n ids from another device).
-int64_t count_targets(const char* op, const Tensor& targets, int64_t v, int64_t ignore_index) {
-  const Tensor host = targets.to(Device::cpu());
-  const int64_t* t = host.data<int64_t>();
-  int64_t count = 0;
-  for (int64_t r = 0; r < targets.numel(); ++r) {
-    if (t[r] == ignore_index) continue;
-    FG_CHECK(t[r] >= 0 && t[r] < v,
-             "[{}] target {} at row {} is out of range for {} classes (ignore_index {})", op, t[r],
-             r, v, ignore_index);
-    ++count;
-  }
-  return count;
 }
 
 // The (N, V) logits as f32, one chunk of rows at a time: read in place when they are f32
@@ -96,75 +83,72 @@ int64_t cross_entropy_default_chunk_rows(int64_t v) {
   return std::max<int64_t>(1, kChunkBytes / (std::max<int64_t>(v, 1) * 4));
 }
 
+int64_t CrossEntropyOut::count() const {
+  if (!stats.device().has_bytes()) return lse.numel();
+  return int64_t(read_double(stats, 1));
+}
+
 CrossEntropyOut cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
                               int64_t chunk_rows) {
   const backend::OpId id = backend::OpId::cross_entropy;
   const char* op = backend::op_name(id);
   const Sizes s = check_logits_targets(op, logits, targets);
   FG_CHECK(chunk_rows >= 0, "[{}] chunk_rows {} is negative", op, chunk_rows);
-  // Note [Cross-entropy on meta]
-  // The kernels read host-side values (the targets, to count them and check their range;
-  // dloss), so on a device without bytes the front-end allocates exactly as the real run
-  // does and then stops before the row walk, whose only allocations are views.
   backend::require_kernel(id, logits.device());
-  const bool compute = logits.device().has_bytes();
   const Tensor t64 = targets.to(DType::i64).contiguous();  // (N)
-  const int64_t count = compute ? count_targets(op, t64, s.v, ignore_index) : s.n;
   Tensor loss = Tensor::empty({}, DType::f32, logits.device());
   Tensor lse = Tensor::empty({s.n}, DType::f32, logits.device());  // (N)
+  // Note [Cross-entropy statistics on the device] in tensor/backend/kernel_args.h.
+  Tensor stats = zero_doubles(2, logits.device());  // (4) f32: NLL sum, count
   const int64_t rows =
       std::min(s.n, chunk_rows > 0 ? chunk_rows : cross_entropy_default_chunk_rows(s.v));
   ChunkReader reader(logits, rows);
-  // Note [The negative log-likelihood's accumulator]
-  // The chunks add their rows' NLL into one double in the logits' memory, which the kernels
-  // of every device can write; the host reads it once at the end.
-  Tensor nll_sum = f64_workspace(1, logits.device());  // one double, temporary
-  if (!compute) return {loss, lse, count};
-  nll_sum.fill_(0.0);
-  auto* nll = reinterpret_cast<double*>(nll_sum.data<float>());
+  // Note [Cross-entropy on meta]: no values to walk; the allocations are the real run's.
+  if (!logits.device().has_bytes()) return {loss, lse, stats};
+  // Note [Cross-entropy with every target ignored]: no rows at all is a loss of 0 too.
+  if (s.n == 0) loss.fill_(0.0);
+  auto* acc = reinterpret_cast<double*>(stats.data<float>());
   for (int64_t r0 = 0; r0 < s.n; r0 += rows) {
     const int64_t n = std::min(rows, s.n - r0);
     const float* x = reader.rows(r0, n);  // (n, V)
     backend::dispatch(id, logits.device(),
-                      backend::CrossEntropyArgs{n, s.v, ignore_index, x, t64.data<int64_t>() + r0,
-                                                lse.data<float>() + r0, nll});
+                      backend::CrossEntropyArgs{n, s.v, ignore_index, r0, x,
+                                                t64.data<int64_t>() + r0, lse.data<float>() + r0,
+                                                acc, r0 + n == s.n ? loss.data<float>() : nullptr});
   }
-  double total = 0.0;
-  const Tensor host = nll_sum.to(Device::cpu());
-  std::memcpy(&total, host.data<float>(), sizeof(total));
-  // Note [Cross-entropy with every target ignored]
-  loss.fill_(count > 0 ? total / double(count) : 0.0);
-  return {loss, lse, count};
+  return {loss, lse, stats};
 }
 
 Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const Tensor& targets,
-                              const Tensor& lse, int64_t count, int64_t ignore_index,
+                              const Tensor& lse, const Tensor& stats, int64_t ignore_index,
                               bool overwrite_logits, int64_t chunk_rows) {
   const backend::OpId id = backend::OpId::cross_entropy_backward;
   const char* op = backend::op_name(id);
   const Sizes s = check_logits_targets(op, logits, targets);
-  check_floating(op, "dloss", dloss);
+  FG_CHECK(dloss.defined() && dloss.dtype() == DType::f32,
+           "[{}] dloss must be an f32 scalar, got {}", op,
+           dloss.defined() ? dtype_name(dloss.dtype()) : "undefined");
   FG_CHECK(lse.defined(), "[{}] lse is undefined", op);
-  check_same_device(op, {&logits, &dloss, &lse});
+  FG_CHECK(
+      stats.defined() && stats.dtype() == DType::f32 && stats.numel() == 4 && stats.is_contiguous(),
+      "[{}] stats must be the (4) f32 statistics cross_entropy returned", op);
+  check_same_device(op, {&logits, &dloss, &lse, &stats});
   check_shape(op, "dloss", dloss, {});
   check_shape(op, "lse", lse, {s.n});
   FG_CHECK(lse.dtype() == DType::f32, "[{}] lse must be f32, got {}", op, dtype_name(lse.dtype()));
-  FG_CHECK(count >= 0 && count <= s.n, "[{}] count {} is outside [0, {}]", op, count, s.n);
   FG_CHECK(chunk_rows >= 0, "[{}] chunk_rows {} is negative", op, chunk_rows);
   backend::require_kernel(id, logits.device());
-  const bool compute = logits.device().has_bytes();        // Note [Cross-entropy on meta]
   const Tensor t64 = targets.to(DType::i64).contiguous();  // (N)
   const Tensor lse32 = lse.contiguous();                   // (N)
+  const Tensor g = dloss.contiguous();                     // ()
   const bool in_place = overwrite_logits && logits.dtype() == DType::f32 && logits.is_contiguous();
   Tensor dlogits =
       in_place ? logits : Tensor::empty(logits.shape(), logits.dtype(), logits.device());
   const int64_t rows =
       std::min(s.n, chunk_rows > 0 ? chunk_rows : cross_entropy_default_chunk_rows(s.v));
   ChunkReader reader(logits, rows);
-  if (!compute) return dlogits;
-  count_targets(op, t64, s.v, ignore_index);  // for its range check
-  // Note [Cross-entropy with every target ignored]: no row contributes, the gradient is 0.
-  const float g = count > 0 ? float(dloss.item() / double(count)) : 0.0f;
+  if (!logits.device().has_bytes()) return dlogits;  // Note [Cross-entropy on meta]
+  const auto* acc = reinterpret_cast<const double*>(stats.data<float>());
   const bool direct_out = logits.dtype() == DType::f32;  // dlogits is fresh, so contiguous
   for (int64_t r0 = 0; r0 < s.n; r0 += rows) {
     const int64_t n = std::min(rows, s.n - r0);
@@ -173,8 +157,8 @@ Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const T
                            : reader.scratch().data<float>();  // in place over the staged rows
     backend::dispatch(
         id, logits.device(),
-        backend::CrossEntropyBackwardArgs{n, s.v, ignore_index, g, x, lse32.data<float>() + r0,
-                                          t64.data<int64_t>() + r0, dx});
+        backend::CrossEntropyBackwardArgs{n, s.v, ignore_index, r0, g.data<float>(), acc, x,
+                                          lse32.data<float>() + r0, t64.data<int64_t>() + r0, dx});
     if (!direct_out) dlogits.narrow(0, r0, n).copy_(reader.scratch().narrow(0, 0, n));
   }
   return dlogits;

@@ -14,12 +14,18 @@ namespace fitgrad::ops {
 struct CrossEntropyOut {
   Tensor loss;  // () f32: mean over the rows whose target is not ignore_index
   Tensor lse;   // (N) f32: log-sum-exp of each row of logits, saved for backward
-  // Rows whose target is not ignore_index. On meta, where targets have no values, N.
-  int64_t count = 0;
+  // (4) f32 holding two doubles on the logits' device: the summed negative log-likelihood
+  // and the rows whose target is not ignore_index (Note [Cross-entropy statistics on the
+  // device] in tensor/backend/kernel_args.h). The backward reads the count from it there.
+  Tensor stats;
+  // That count, read on the host (a host read, Note [Host reads]); N on meta, where targets
+  // have no values.
+  int64_t count() const;
 };
 
 // Mean cross-entropy of logits (N, V) against targets (N), i32 or i64. A target must be in
-// [0, V) or equal ignore_index; anything else throws naming the row and the value. When
+// [0, V) or equal ignore_index; anything else throws naming the row and the value (on a
+// device, at the next check of its error flags: kernel_args.h's Note). When
 // every row is ignored the loss is 0 (Note [Cross-entropy with every target ignored] in
 // cross_entropy.cpp). chunk_rows bounds the rows converted to f32 at once; 0 picks it so a
 // chunk's f32 scratch is about 4 MiB. The chunking never changes the result.
@@ -28,8 +34,9 @@ CrossEntropyOut cross_entropy(const Tensor& logits,   // (N, V)
                               int64_t ignore_index = -100, int64_t chunk_rows = 0);
 
 // dlogits (N, V) in logits' dtype: dloss / count * (softmax(logits) - onehot(target)) per
-// row, zero rows where the target is ignore_index (and everywhere when count is 0).
-// lse and count are those cross_entropy returned; computed chunk by chunk like the forward,
+// row, zero rows where the target is ignore_index (and everywhere when count is 0). dloss
+// is an f32 scalar on the logits' device, read there with the count (no host read).
+// lse and stats are those cross_entropy returned; computed chunk by chunk like the forward,
 // with chunk_rows as there (0: the default; the chunking never changes the result).
 // overwrite_logits: when logits are f32 and contiguous, the gradient is written over them
 // and returned as the same tensor (no (N, V) allocation); the caller guarantees that
@@ -38,8 +45,9 @@ Tensor cross_entropy_backward(const Tensor& dloss,    // () loss gradient
                               const Tensor& logits,   // (N, V)
                               const Tensor& targets,  // (N) i32 or i64
                               const Tensor& lse,      // (N) f32
-                              int64_t count, int64_t ignore_index = -100,
-                              bool overwrite_logits = false, int64_t chunk_rows = 0);
+                              const Tensor& stats,    // (4) f32, cross_entropy's
+                              int64_t ignore_index = -100, bool overwrite_logits = false,
+                              int64_t chunk_rows = 0);
 
 // The rows cross_entropy converts at once for chunk_rows = 0 and V classes: the f32
 // scratch of one chunk is at most 4 MiB, and at least one row.

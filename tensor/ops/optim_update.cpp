@@ -1,6 +1,8 @@
 // Optimizer kernel front-ends (see optim_update.h): checks, then one dispatch each.
 #include "tensor/ops/optim_update.h"
 
+#include <cstring>
+#include <string>
 #include <tuple>
 
 #include "tensor/backend/kernel_args.h"
@@ -129,17 +131,48 @@ void sgd_update_(const Tensor& param, const Tensor& grad, const Tensor& momentum
                     backend::SgdArgs{scalars, param, grad, momentum_buffer, sr});
 }
 
-double sum_squares(const Tensor& x) {
+// One double of zero_doubles' kind on x's device, as a pointer for a kernel.
+double* double_at(const char* op, const char* name, const Tensor& acc, const Tensor& x) {
+  FG_CHECK(acc.defined() && acc.dtype() == DType::f32 && acc.numel() == 2 && acc.is_contiguous(),
+           "[{}] {} must be one double (an f32 pair of zero_doubles), got {}", op, name,
+           acc.defined() ? shape_str(acc.shape()) : std::string("undefined"));
+  check_same_device(op, {&x, &acc});
+  if (!acc.device().has_bytes()) return nullptr;
+  return reinterpret_cast<double*>(acc.data<float>());
+}
+
+Tensor zero_doubles(int64_t doubles, Device device) {
+  Tensor t = Tensor::empty({2 * doubles}, DType::f32, device);
+  t.fill_(0.0);  // all-zero bits: +0.0 as doubles
+  return t;
+}
+
+double read_double(const Tensor& doubles, int64_t i) {
+  if (!doubles.device().has_bytes()) return 0.0;
+  const Tensor host = doubles.narrow(0, 2 * i, 2).read_host("read_double");
+  double v = 0.0;
+  std::memcpy(&v, host.data<float>(), sizeof(v));
+  return v;
+}
+
+void sum_squares_add_(const Tensor& x, const Tensor& acc) {
   const backend::OpId id = backend::OpId::sum_squares;
   const char* op = backend::op_name(id);
   check_floating(op, "x", x);
   check_contiguous(op, "x", x);
+  double* out = double_at(op, "acc", acc, x);
+  acc.storage()->bump_version();
   const int64_t doubles =
       backend::sum_squares_workspace_doubles(backend::profile_for(x.device()), x.numel());
-  double out = 0.0;  // the chunks' partial sums: Note [Double workspaces] in op_util.h
+  // The chunks' partial sums: Note [Double workspaces] in op_util.h.
   backend::dispatch(id, x.device(),
-                    backend::SumSquaresArgs{x, &out, f64_workspace(doubles, x.device())});
-  return out;
+                    backend::SumSquaresArgs{x, out, f64_workspace(doubles, x.device())});
+}
+
+double sum_squares(const Tensor& x) {
+  const Tensor acc = zero_doubles(1, x.device());
+  sum_squares_add_(x, acc);
+  return read_double(acc);
 }
 
 void scale_(const Tensor& x, float factor) {
@@ -149,6 +182,17 @@ void scale_(const Tensor& x, float factor) {
   check_contiguous(op, "x", x);
   x.storage()->bump_version();
   backend::dispatch(id, x.device(), backend::ScaleInPlaceArgs{x, factor});
+}
+
+void clip_scale_(const Tensor& x, const Tensor& sum_sq, double max_norm) {
+  const backend::OpId id = backend::OpId::scale_;
+  const char* op = backend::op_name(id);
+  check_floating(op, "x", x);
+  check_contiguous(op, "x", x);
+  FG_CHECK(max_norm > 0, "[{}] max_norm must be > 0, got {}", op, max_norm);
+  const double* norm = double_at(op, "sum_sq", sum_sq, x);
+  x.storage()->bump_version();
+  backend::dispatch(id, x.device(), backend::ScaleInPlaceArgs{x, 1.0f, norm, max_norm});
 }
 
 }  // namespace fitgrad::ops

@@ -32,10 +32,24 @@ void adafactor_update_(const Tensor& param, const Tensor& grad, const Tensor& ro
 void sgd_update_(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
                  const backend::SgdScalars& scalars, const backend::StochasticRounding& sr = {});
 
-// sum(x^2) of a contiguous floating tensor, accumulated in double in a fixed order; 0 on a
+// `doubles` doubles on `device`, zero: tensors have no f64, so the storage is an f32 tensor
+// of twice the count, allocated under the current memory category. The accumulator of
+// sum_squares_add_; narrow(0, 2 i, 2) is double i.
+Tensor zero_doubles(int64_t doubles, Device device);
+// Double i of such a tensor, on the host: a host read (Note [Host reads] in
+// tensor/host_reads.h); 0 on meta.
+double read_double(const Tensor& doubles, int64_t i = 0);
+// acc (one double of zero_doubles' kind, on x's device) += sum(x^2) of a contiguous floating
+// tensor, accumulated in double in a fixed order, on the device: no host read.
+void sum_squares_add_(const Tensor& x, const Tensor& acc);
+// sum(x^2) on the host: sum_squares_add_ into a fresh double, then one host read; 0 on a
 // device without bytes (meta).
 double sum_squares(const Tensor& x);
 // x *= factor in place (a contiguous floating tensor), computed in f32.
 void scale_(const Tensor& x, float factor);
+// Gradient clipping's scale, decided on the device: x *= max_norm / (sqrt(*sum_sq) + 1e-6)
+// when that is below 1 and the norm is finite, else x is left as it is. sum_sq is one double
+// of zero_doubles' kind on x's device (ScaleInPlaceArgs in kernel_args.h).
+void clip_scale_(const Tensor& x, const Tensor& sum_sq, double max_norm);
 
 }  // namespace fitgrad::ops

@@ -29,13 +29,13 @@ int64_t reduced_dim(const char* op, const Tensor& t, int64_t dim) {
   return wrap_dim(dim, t.dim(), op);
 }
 
-Tensor forward(backend::OpId id, const Tensor& x, int64_t dim) {
+Tensor forward(backend::OpId id, const Tensor& x, int64_t dim, int64_t causal_t = 0) {
   const char* op = backend::op_name(id);
   check_floating(op, "x", x);
   const Split s = split_at(x.shape(), reduced_dim(op, x, dim));
   const Tensor xc = x.contiguous();                            // (outer, n, inner)
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());  // (outer, n, inner)
-  backend::dispatch(id, x.device(), backend::SoftmaxArgs{s.outer, s.n, s.inner, xc, y});
+  backend::dispatch(id, x.device(), backend::SoftmaxArgs{s.outer, s.n, s.inner, xc, y, causal_t});
   return y;
 }
 
@@ -59,6 +59,15 @@ Tensor backward(backend::OpId id, const Tensor& dy, const Tensor& y, int64_t dim
 }  // namespace
 
 Tensor softmax(const Tensor& x, int64_t dim) { return forward(backend::OpId::softmax, x, dim); }
+
+Tensor causal_softmax(const Tensor& x) {
+  FG_CHECK(x.defined() && x.dim() >= 2, "[softmax] causal scores must be (..., T, S), got {}",
+           x.defined() ? shape_str(x.shape()) : std::string("undefined"));
+  const int64_t t = x.size(-2), s = x.size(-1);
+  FG_CHECK(t >= 1 && t <= s, "[softmax] causal scores (..., T, S) need 1 <= T <= S, got {}",
+           shape_str(x.shape()));
+  return forward(backend::OpId::softmax, x, -1, t);
+}
 
 Tensor softmax_backward(const Tensor& dy, const Tensor& y, int64_t dim) {
   return backward(backend::OpId::softmax_backward, dy, y, dim);

@@ -106,7 +106,7 @@ std::function<Results(const GoldenFile&)> run_cross_entropy(int64_t chunk_rows) 
     const auto fwd = ops::cross_entropy(logits, targets, ignore, chunk_rows);
     return {{"out", fwd.loss},
             {"dlogits", ops::cross_entropy_backward(f.tensor("R"), logits, targets, fwd.lse,
-                                                    fwd.count, ignore)}};
+                                                    fwd.stats, ignore)}};
   };
 }
 

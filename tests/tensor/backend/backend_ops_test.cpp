@@ -196,6 +196,11 @@ std::vector<OpRow> rows() {
                  const ops::RmsNormGrads g = ops::rms_norm_backward(in[0], in[1], in[2], o.rstd);
                  return Tensors{g.dx, g.dweight};
                }});
+  r.push_back({OpId::softmax,  // causal (Note [Causal softmax]): (B, H, T 4, S 6)
+               [](Device d, DType t) {
+                 return Tensors{input({2, 2, 4, 6}, 34, d, t, -3, 3)};
+               },
+               [](Tensors& in) { return Tensors{ops::causal_softmax(in[0])}; }});
   for (bool log : {false, true}) {
     r.push_back({log ? OpId::log_softmax : OpId::softmax,
                  [](Device d, DType t) { return Tensors{input(kX, 31, d, t, -3, 3)}; },
@@ -281,7 +286,7 @@ std::vector<OpRow> rows() {
   r.push_back({OpId::cross_entropy_backward, logits, [](Tensors& in) {
                  const ops::CrossEntropyOut o = ops::cross_entropy(in[0], in[1], -100, 4);
                  const Tensor one = Tensor::full({}, 1.0).to(in[0].device());
-                 return Tensors{ops::cross_entropy_backward(one, in[0], in[1], o.lse, o.count, -100,
+                 return Tensors{ops::cross_entropy_backward(one, in[0], in[1], o.lse, o.stats, -100,
                                                             false, 4)};
                }});
   auto param_grad_states = [](Device d, DType t) {

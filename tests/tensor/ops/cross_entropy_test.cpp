@@ -74,7 +74,7 @@ TEST_P(CrossEntropyTest, ForwardMatchesFp64Reference) {
       ops::cross_entropy(logits, targets, c.ignore_index, c.chunk_rows);
   const Reference want =
       reference(to_f64(logits), targets.to_vector<int64_t>(), c.v, c.ignore_index);
-  EXPECT_EQ(out.count, want.count);
+  EXPECT_EQ(out.count(), want.count);
   EXPECT_EQ(out.loss.shape(), Shape{});
   EXPECT_EQ(out.loss.dtype(), DType::f32);
   EXPECT_EQ(out.lse.dtype(), DType::f32);
@@ -90,7 +90,7 @@ TEST_P(CrossEntropyTest, BackwardMatchesFiniteDifferences) {
       ops::cross_entropy(logits, targets, c.ignore_index, c.chunk_rows);
   const double dloss = 0.7;
   const Tensor dlogits = ops::cross_entropy_backward(Tensor::full({}, dloss), logits, targets,
-                                                     out.lse, out.count, c.ignore_index);
+                                                     out.lse, out.stats, c.ignore_index);
   EXPECT_EQ(dlogits.dtype(), c.dtype);
   EXPECT_EQ(dlogits.shape(), logits.shape());
   const std::vector<int64_t> t = targets.to_vector<int64_t>();
@@ -124,9 +124,9 @@ TEST(CrossEntropy, NonContiguousLogits) {
   const ops::CrossEntropyOut want = ops::cross_entropy(logits.contiguous(), targets);
   EXPECT_EQ(out.loss.item(), want.loss.item());
   const Tensor d =
-      ops::cross_entropy_backward(Tensor::full({}, 1.0), logits, targets, out.lse, out.count);
+      ops::cross_entropy_backward(Tensor::full({}, 1.0), logits, targets, out.lse, out.stats);
   const Tensor dw = ops::cross_entropy_backward(Tensor::full({}, 1.0), logits.contiguous(), targets,
-                                                want.lse, want.count);
+                                                want.lse, want.stats);
   EXPECT_EQ(to_f64(d), to_f64(dw));
 }
 
@@ -169,10 +169,10 @@ TEST_P(CrossEntropyChunkedBackward, MatchesFp64SoftmaxMinusOneHot) {
   for (int64_t r : {int64_t(1), rows - 1, c.n - 2}) t[size_t(r)] = -100;
   const Tensor targets = Tensor::from_vector(t, {c.n}, DType::i64);
   const ops::CrossEntropyOut out = ops::cross_entropy(logits, targets, -100, c.chunk_rows);
-  ASSERT_EQ(out.count, c.n - 3);
+  ASSERT_EQ(out.count(), c.n - 3);
 
   const double dloss = 1.3;
-  const double g = dloss / double(out.count);
+  const double g = dloss / double(out.count());
   std::vector<double> want(x.size(), 0.0);
   for (int64_t i = 0; i < c.n; ++i) {
     if (t[size_t(i)] == -100) continue;
@@ -186,7 +186,7 @@ TEST_P(CrossEntropyChunkedBackward, MatchesFp64SoftmaxMinusOneHot) {
   // The in-place path writes over its own copy, so the checked logits stay intact.
   const Tensor src = c.overwrite_logits ? logits.clone() : logits;
   const Tensor dlogits =
-      ops::cross_entropy_backward(Tensor::full({}, dloss), src, targets, out.lse, out.count, -100,
+      ops::cross_entropy_backward(Tensor::full({}, dloss), src, targets, out.lse, out.stats, -100,
                                   c.overwrite_logits, c.chunk_rows);
   EXPECT_EQ(dlogits.dtype(), c.dtype);
   if (c.overwrite_logits) {
@@ -204,10 +204,10 @@ TEST(CrossEntropy, EveryTargetIgnoredGivesZeroLossAndGradient) {
   const Tensor logits = random_tensor({4, 5}, 8, DType::bf16);
   const Tensor targets = Tensor::full({4}, -100, DType::i64);
   const ops::CrossEntropyOut out = ops::cross_entropy(logits, targets);
-  EXPECT_EQ(out.count, 0);
+  EXPECT_EQ(out.count(), 0);
   EXPECT_EQ(out.loss.item(), 0.0);
   const Tensor d =
-      ops::cross_entropy_backward(Tensor::full({}, 1.0), logits, targets, out.lse, out.count);
+      ops::cross_entropy_backward(Tensor::full({}, 1.0), logits, targets, out.lse, out.stats);
   EXPECT_EQ(to_f64(d), std::vector<double>(20, 0.0));
 }
 
@@ -238,7 +238,7 @@ TEST(CrossEntropyMemory, Bf16PeakStaysBelowOneF32CopyOfTheLogits) {
   alloc.empty_cache();
   base = allocated().current;
   alloc.reset_peak_stats();
-  const Tensor d = ops::cross_entropy_backward(dloss, logits, targets, out.lse, out.count);
+  const Tensor d = ops::cross_entropy_backward(dloss, logits, targets, out.lse, out.stats);
   // dlogits (N, V) bf16 + scratch (rows, V) f32, against N*V*(2 + 4) converting it all.
   EXPECT_EQ(allocated().peak - base, b(n * v * 2) + scratch);
   EXPECT_LT(allocated().peak - base, n * v * 2 + n * v * 4);
@@ -248,11 +248,11 @@ TEST(CrossEntropyMeta, AllocatesOutputsOnly) {
   const Tensor logits = Tensor::empty({6, 11}, DType::bf16, Device::meta());
   const Tensor targets = Tensor::empty({6}, DType::i32, Device::meta());
   const ops::CrossEntropyOut out = ops::cross_entropy(logits, targets);
-  EXPECT_EQ(out.count, 6);
+  EXPECT_EQ(out.count(), 6);
   EXPECT_EQ(out.loss.device(), Device::meta());
   EXPECT_EQ(out.lse.shape(), Shape{6});
   const Tensor d = ops::cross_entropy_backward(Tensor::empty({}, DType::f32, Device::meta()),
-                                               logits, targets, out.lse, out.count);
+                                               logits, targets, out.lse, out.stats);
   EXPECT_EQ(d.shape(), logits.shape());
   EXPECT_EQ(d.dtype(), DType::bf16);
 }
@@ -285,20 +285,31 @@ TEST(CrossEntropyErrors, BadTargetsAndShapes) {
   const std::string b = "[cross_entropy_backward]";
   expect_error(
       [&] {
-        ops::cross_entropy_backward(one, logits, targets({0, 9, 2}), out.lse, 3);
+        ops::cross_entropy_backward(one, logits, targets({0, 9, 2}), out.lse, out.stats);
       },
       b, "target 9 at row 1");
   expect_error(
       [&] {
-        ops::cross_entropy_backward(Tensor::full({1}, 1.0), logits, targets({0, 1, 2}), out.lse, 3);
+        ops::cross_entropy_backward(Tensor::full({1}, 1.0), logits, targets({0, 1, 2}), out.lse,
+                                    out.stats);
       },
       b);
-  expect_error([&] { ops::cross_entropy_backward(one, logits, targets({0, 1, 2}), logits, 3); }, b);
   expect_error(
       [&] {
-        ops::cross_entropy_backward(one, logits, targets({0, 1, 2}), out.lse, 4);
+        ops::cross_entropy_backward(one, logits, targets({0, 1, 2}), logits, out.stats);
       },
       b);
+  expect_error(
+      [&] {
+        ops::cross_entropy_backward(one, logits, targets({0, 1, 2}), out.lse, out.lse);
+      },
+      b, "stats");
+  expect_error(
+      [&] {
+        ops::cross_entropy_backward(Tensor::full({}, 1.0, DType::bf16), logits, targets({0, 1, 2}),
+                                    out.lse, out.stats);
+      },
+      b, "dloss");
 }
 
 }  // namespace

@@ -3,8 +3,12 @@
 // then errors and meta allocation.
 #include "tensor/ops/softmax.h"
 
+#include <cmath>
 #include <functional>
+#include <string>
+#include <utility>
 
+#include "tensor/ops/elementwise.h"
 #include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad::testing {
@@ -163,6 +167,32 @@ TEST(SoftmaxStability, LargeLogitsDoNotOverflow) {
   EXPECT_TRUE(all_close(to_f64(ops::softmax(x, 0)), want, 1e-6, 1e-7));
   const std::vector<double> want_log = reference({1000, 999, -1000}, {3}, 0, true);
   EXPECT_TRUE(all_close(to_f64(ops::log_softmax(x, 0)), want_log, 1e-6, 1e-5));
+}
+
+// Note [Causal softmax]: bit for bit softmax(x + mask) with the additive 0 / -inf mask that
+// attention used to build, for T = S and for T < S (the end-aligned diagonal), each dtype;
+// and the backward through it is softmax_backward's, zero where masked.
+TEST(CausalSoftmax, EqualsTheAdditiveMaskBitForBit) {
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16})
+    for (auto [t, s] : {std::pair<int64_t, int64_t>{7, 7}, {3, 8}, {1, 5}}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " T " + std::to_string(t) + " S " +
+                   std::to_string(s));
+      const Tensor x = random_tensor({2, 3, t, s}, 40 + uint64_t(t), dtype, -4, 4);
+      std::vector<double> mask(size_t(t * s), 0.0);
+      for (int64_t i = 0; i < t; ++i)
+        for (int64_t j = i + 1 + s - t; j < s; ++j) mask[size_t(i * s + j)] = -INFINITY;
+      const Tensor masked = ops::add(x, Tensor::from_vector(mask, {t, s}, dtype));  // (2, 3, T, S)
+      const Tensor want = ops::softmax(masked, -1);
+      const Tensor got = ops::causal_softmax(x);
+      EXPECT_EQ(to_f64(got), to_f64(want));
+      for (int64_t i = 0; i < t; ++i)
+        for (int64_t j = i + 1 + s - t; j < s; ++j) EXPECT_EQ(got.at({1, 2, i, j}), 0.0);
+    }
+}
+
+TEST(CausalSoftmax, RejectsMoreQueriesThanKeys) {
+  expect_error([] { ops::causal_softmax(Tensor::zeros({4, 3})); }, "[softmax]", "T <= S");
+  expect_error([] { ops::causal_softmax(Tensor::zeros({4})); }, "[softmax]", "(..., T, S)");
 }
 
 }  // namespace
