@@ -68,7 +68,15 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
   // Note [Copies in stream order]
   // The kernels run on the device's non-blocking compute stream, which a plain cudaMemcpy
   // (on the legacy default stream) does not wait for. A copy goes on that stream, after the
-  // kernels that wrote its source, and returns when it is done.
+  // kernels that wrote its source, and waits only where the host needs it to (Note [Host
+  // reads] in tensor/host_reads.h):
+  //   device to host      waits: the host reads the bytes next (a host read);
+  //   device to device    no wait: every later kernel is ordered after it on the stream;
+  //   pageable to device  no wait: cudaMemcpyAsync returns once it has staged the source
+  //                       (CUDA's API synchronization rules), so the caller may free it;
+  //   pinned to device    waits: the DMA reads the pinned block after the call returns,
+  //                       and the pinned pool does not yet hold a block back until an event
+  //                       says the copy is done (Note [Blocks other streams use]).
   const int device = dst_cuda ? dst_device.index : src_device.index;
   DeviceGuard guard(device);
   const cudaStream_t stream = stream_of(device, kComputeStream);
@@ -77,7 +85,15 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
                                                    : cudaMemcpyDeviceToHost;
   check(cudaMemcpyAsync(dst, src, bytes, kind, stream), "cudaMemcpyAsync", dst_device, src_device,
         bytes);
-  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize", dst_device, src_device, bytes);
+  bool wait = kind == cudaMemcpyDeviceToHost;
+  if (kind == cudaMemcpyHostToDevice) {
+    cudaPointerAttributes attributes{};
+    check(cudaPointerGetAttributes(&attributes, src), "cudaPointerGetAttributes", dst_device,
+          src_device, bytes);
+    wait = attributes.type == cudaMemoryTypeHost;  // pinned
+  }
+  if (wait)
+    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize", dst_device, src_device, bytes);
 }
 
 }  // namespace fitgrad::cuda

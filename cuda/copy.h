@@ -2,8 +2,9 @@
 // (`cuda:N`), in any direction, including between two CUDA devices. copy.cpp registers
 // copy_bytes as the cuda DeviceMemcpy of tensor/device_copy.h at static initialisation,
 // so tensor/ moves a Tensor's bytes without naming CUDA. Copies run in order on the
-// compute stream (Note [Copies in stream order] in copy.cpp) and are synchronous: when
-// copy_bytes returns, the bytes are at `dst`.
+// compute stream (Note [Copies in stream order] in copy.cpp): when copy_bytes returns, the
+// source may be reused, and the bytes are at `dst` for every later kernel and, for a copy
+// to the host, for the host; only a copy to the host (and from pinned memory) waits.
 #pragma once
 
 #include <cstddef>

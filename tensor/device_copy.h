@@ -12,7 +12,10 @@
 
 namespace fitgrad {
 
-// Copies `bytes` bytes from `src` on `src_device` to `dst` on `dst_device`, synchronously.
+// Copies `bytes` bytes from `src` on `src_device` to `dst` on `dst_device`. On return the
+// source may be reused and the bytes are at `dst` for everything after the copy in the
+// device's order (its later kernels; the host, for a copy to the host). A backend may leave
+// a copy to its device in flight (Note [Copies in stream order] in cuda/copy.cpp).
 // One side is a device of the registering backend; the other is cpu or a device of the
 // same backend. Pointers are raw addresses (storage data plus the byte offset).
 using DeviceMemcpy = std::function<void(void* dst, Device dst_device, const void* src,

@@ -132,8 +132,10 @@ TEST(SumSquares, PartialsAreOneLedgerWorkspace) {
   double want = 0;
   for (double v : testing::to_f64(x)) want += v * v;
   CachingAllocator& cpu = allocator_for(Device::cpu());
+  const Tensor acc = ops::zero_doubles(1, Device::cpu());  // the caller's, before the events
   const uint64_t first = cpu.total_events();
-  const double got = ops::sum_squares(x);
+  ops::sum_squares_add_(x, acc);
+  const double got = ops::read_double(acc);
   std::vector<std::pair<uint64_t, Category>> allocs;
   for (const MemoryEvent& e : testing::allocations_since(first))
     allocs.push_back({e.requested, e.category});
