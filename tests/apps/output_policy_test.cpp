@@ -296,8 +296,9 @@ TEST_F(OutputSafety, RunDirectoriesAreRecognisedByWhatTrainLeaves) {
 }
 
 // memplan never writes into a training run's directory (here a real run saved with
-// --save_strategy no, the probe's case), says where it writes, writes its record whole
-// into a fresh directory, and replaces it only with --overwrite.
+// --save_strategy no, the probe's case), nor does a dry run of train; memplan says where
+// it writes, writes its record whole into a fresh directory, and replaces it only with
+// --overwrite.
 TEST_F(OutputSafety, MemplanNeverWritesIntoARunsDirectory) {
   TrainArgs run = args(write_text("data.txt", 400, 4), "run");
   run.save_strategy = "no";
@@ -323,6 +324,12 @@ TEST_F(OutputSafety, MemplanNeverWritesIntoARunsDirectory) {
         {"[memplan] --output_dir", "a training run's directory", ".fitgrad.lock"}, watched);
   }
   EXPECT_FALSE(fs::exists(p("run/plan")));
+  TrainArgs dry = args("", "run");
+  dry.device = "meta";
+  expect_refused(
+      "train --device meta into the run", [&] { train(dry); },
+      {"[train] --output_dir", "holds a real run's metrics.jsonl", "a dry run would replace"},
+      watched);
 
   m.overwrite = false;
   m.train.output_dir = p("plans/a").string();
