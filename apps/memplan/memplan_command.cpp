@@ -181,8 +181,12 @@ int run_memplan(const MemplanArgs& m, std::ostream& out, std::ostream& err) {
   if (m.seq_limit < 0)
     throw Error(fmt::format(
         "[memplan] --seq_limit must be positive (or 0: the model's context), got {}", m.seq_limit));
-  if (m.batch_limit < 1)
-    throw Error(fmt::format("[memplan] --batch_limit must be positive, got {}", m.batch_limit));
+  // The limits of the searches are those of the flags they search (train_args.cpp).
+  if (m.seq_limit > (int64_t(1) << 24))
+    throw Error(fmt::format("[memplan] --seq_limit must be at most 16777216, got {}", m.seq_limit));
+  if (m.batch_limit < 1 || m.batch_limit > (int64_t(1) << 20))
+    throw Error(
+        fmt::format("[memplan] --batch_limit must be in [1, 1048576], got {}", m.batch_limit));
   if (!m.train.output_dir.empty() && (m.fit || m.max_seq_len || m.max_batch_size))
     throw Error(
         "[memplan] --output_dir keeps the memory record of one plan; --fit, --max_seq_len and "

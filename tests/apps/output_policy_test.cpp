@@ -487,7 +487,7 @@ TEST_F(ExportSafety, HostileQuantizeOutputsAreRefused) {
 // generate --max_new_tokens: -1 and other negatives are refused like 0 (the default is
 // "not given", not -1), naming the flag.
 TEST(GenerateFlags, NegativeMaxNewTokensIsRefused) {
-  for (const int64_t n : {int64_t(-1), int64_t(-60), int64_t(0)}) {
+  for (const int64_t n : {int64_t(-1), int64_t(-60), int64_t(0), (int64_t(1) << 31) + 1}) {
     GenerateOptions o;
     o.model = "gpt2-tiny";
     o.prompt = "Hello";
@@ -500,6 +500,58 @@ TEST(GenerateFlags, NegativeMaxNewTokensIsRefused) {
       EXPECT_THAT(e.what(), HasSubstr("--max_new_tokens must be positive and at most 2^31, got " +
                                       std::to_string(n)));
     }
+  }
+}
+
+// Numeric flags of these commands refuse negative and out-of-range values by name, before
+// anything is planned or loaded.
+TEST(NumericFlags, NegativeAndOutOfRangeValuesAreRefusedByName) {
+  struct Case {
+    std::function<void(MemplanArgs&)> edit;
+    std::string error;
+  };
+  const std::vector<Case> cases = {
+      {[](MemplanArgs& m) { m.seq_limit = -1; }, "--seq_limit must be positive"},
+      {[](MemplanArgs& m) { m.seq_limit = int64_t(1) << 40; }, "--seq_limit must be at most"},
+      {[](MemplanArgs& m) { m.batch_limit = 0; }, "--batch_limit must be in [1, 1048576], got 0"},
+      {[](MemplanArgs& m) { m.batch_limit = int64_t(1) << 40; }, "--batch_limit must be in"},
+      {[](MemplanArgs& m) { m.device_memory = "0"; }, "--device_memory must be more than 0"},
+      {[](MemplanArgs& m) { m.device_memory = "-5GiB"; }, "--device_memory '-5GiB' is not a size"},
+      {[](MemplanArgs& m) {
+         m.train.device = "cuda";
+         m.device_memory = "0";
+       },
+       "--device_memory must be more than 0"},
+      {[](MemplanArgs& m) {
+         m.train.device = "cuda";
+         m.context_reserve = "-1GiB";
+       },
+       "--context_reserve '-1GiB' is not a size"},
+  };
+  for (const Case& c : cases) {
+    MemplanArgs m;
+    m.train.model = "gpt2-tiny";
+    m.train.device = "cpu";
+    c.edit(m);
+    std::ostringstream out, err;
+    try {
+      run_memplan(m, out, err);
+      ADD_FAILURE() << "not refused: " << c.error;
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr("[memplan] " + c.error));
+    }
+  }
+  QuantizeArgs q;
+  q.in = "in.safetensors";
+  q.out = "out.safetensors";
+  q.nf4 = true;
+  q.blocksize = -64;
+  std::ostringstream out;
+  try {
+    quantize_model_file(q, out);
+    ADD_FAILURE() << "--blocksize -64 was accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("[quantize] --blocksize must be a power of two"));
   }
 }
 
