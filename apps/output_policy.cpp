@@ -142,6 +142,7 @@ void OutputPolicy::directory(const std::string& flag, const std::string& path) {
     check_outside_runs(who, d.real, /*is_the_directory=*/true);
   } else {
     d.real = fs::weakly_canonical(fs::absolute(real));
+    if (d.real.filename().empty()) d.real = d.real.parent_path();  // "dir/" -> "dir"
     fs::path up = d.real.parent_path();
     std::error_code ec;
     while (!fs::exists(up, ec) && up != up.parent_path()) up = up.parent_path();
