@@ -1,10 +1,14 @@
-// `fitgrad export --merge ADAPTER_DIR --base MODEL -o OUT.safetensors [--dtype bf16|f16|f32]`:
+// `fitgrad export --merge ADAPTER_DIR --base MODEL -o OUT.safetensors [--dtype bf16|f16|f32]
+// [--overwrite]`:
 // a LoRA adapter in PEFT's format (nn/lora_adapter.h) merged into its base model's weights,
 // written as one safetensors file under Hugging Face names that transformers (and fitgrad's
 // --init) load as a plain model. Each adapted weight becomes W + scaling * B A, computed in
 // f32 and rounded once to the output dtype (16-bit by default, as merged models are
 // published); every other floating tensor is converted to the output dtype. MODEL is a
-// .safetensors or Llama .gguf file, or a checkpoint directory (its model.safetensors).
+// .safetensors or Llama .gguf file, or a checkpoint directory (its model.safetensors). The
+// adapter is validated before anything is read (Note [Adapters export merges]); the output
+// follows Note [Output policy] (apps/output_policy.h): never an input, never in a run's
+// directory or a checkpoint, an existing file replaced only with --overwrite.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -16,10 +20,12 @@ namespace fitgrad::apps {
 struct ExportArgs {
   std::string merge, base, out;
   std::string dtype = "bf16";
+  bool overwrite = false;
 };
 
 // Runs the command; returns the number of weights merged. Throws "[export] ..." on bad
-// input: an adapter tensor without its pair or its base weight, shapes that do not fit.
+// input: an adapter tensor without its pair or its base weight, shapes that do not fit, an
+// adapter config export cannot merge faithfully, an output the policy refuses.
 int64_t export_merged(const ExportArgs& args, std::ostream& out);
 
 // Registers the `export` subcommand bound to `args`, and returns it.

@@ -96,9 +96,9 @@ size_t Utf8Stream::incomplete_tail() const {
 
 GenerateStats generate(const GenerateOptions& o, std::ostream& out) {
   o.sampling.validate();
-  FG_CHECK(
-      o.max_new_tokens == -1 || (o.max_new_tokens > 0 && o.max_new_tokens <= (int64_t(1) << 31)),
-      "[generate] --max_new_tokens must be positive and at most 2^31, got {}", o.max_new_tokens);
+  FG_CHECK(!o.max_new_tokens || (*o.max_new_tokens > 0 && *o.max_new_tokens <= (int64_t(1) << 31)),
+           "[generate] --max_new_tokens must be positive and at most 2^31, got {}",
+           o.max_new_tokens.value_or(0));
   const std::string prompt = read_prompt(o);
   FG_CHECK(!o.model.empty(), "[generate] --model is required");
   nn::BuildOptions build;
@@ -140,8 +140,8 @@ GenerateStats generate(const GenerateOptions& o, std::ostream& out) {
   FG_CHECK(!ids.empty(), "[generate] the prompt is empty");
   const int64_t context = model.config().max_position_embeddings;
   GenerateStats stats;
-  int64_t max_new = o.max_new_tokens;
-  if (max_new == -1) {  // the default: 64, or what the context leaves
+  int64_t max_new = o.max_new_tokens.value_or(0);
+  if (!o.max_new_tokens) {  // the default: 64, or what the context leaves
     constexpr int64_t kDefault = 64;
     const int64_t room = context - int64_t(ids.size()) + 1;
     max_new = std::min(kDefault, room);
@@ -211,8 +211,9 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--init", o->init, "a .safetensors or .gguf file with the weights to load");
   cmd->add_option("--prompt", o->prompt, "the prompt text");
   cmd->add_option("--prompt_file", o->prompt_file, "a file holding the prompt");
-  cmd->add_option("--max_new_tokens", o->max_new_tokens,
-                  "tokens to generate, at most 2^31 (default 64, clamped to the model's context)");
+  cmd->add_option_function<int64_t>(
+      "--max_new_tokens", [o](const int64_t& n) { o->max_new_tokens = n; },
+      "tokens to generate, 1 to 2^31 (default 64, clamped to the model's context)");
   cmd->add_option("--temperature", o->sampling.temperature,
                   "softmax temperature; 0 = greedy (default 1.0)");
   cmd->add_option("--top_k", o->sampling.top_k,

@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -44,9 +45,10 @@ struct GenerateOptions {
   std::string init;         // optional weights file
   std::string prompt;       // exactly one of prompt and prompt_file
   std::string prompt_file;  //
-  // Tokens to generate, in [1, 2^31]; -1: 64, clamped to what the model's context leaves
-  // after the prompt (GenerateStats::clamped_to says when it was).
-  int64_t max_new_tokens = -1;
+  // Tokens to generate, in [1, 2^31] (any other value, -1 included, is refused); unset: 64,
+  // clamped to what the model's context leaves after the prompt (GenerateStats::clamped_to
+  // says when it was).
+  std::optional<int64_t> max_new_tokens;
   nn::SamplingOptions sampling;
   uint64_t seed = 0;
   std::string device = "cpu";

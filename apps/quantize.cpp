@@ -3,9 +3,9 @@
 
 #include <fmt/format.h>
 
-#include <filesystem>
 #include <optional>
 
+#include "apps/output_policy.h"
 #include "io/bnb_4bit.h"
 #include "io/gguf.h"
 #include "io/safetensors.h"
@@ -15,7 +15,6 @@
 #include "tensor/memory/scope.h"
 
 namespace fitgrad::apps {
-namespace fs = std::filesystem;
 
 bool is_quantized_linear(const std::string& name, const Shape& shape) {
   if (shape.size() != 2 || !name.ends_with(".weight")) return false;
@@ -31,11 +30,13 @@ int64_t quantize_model_file(const QuantizeArgs& a, std::ostream& out) {
            "[quantize] {}: the input must be a .safetensors or a .gguf file", a.in);
   FG_CHECK(a.out.ends_with(".safetensors"), "[quantize] {}: the output must end in .safetensors",
            a.out);
-  FG_CHECK(fs::absolute(a.in).lexically_normal() != fs::absolute(a.out).lexically_normal(),
-           "[quantize] the output {} would overwrite the input", a.out);
   FG_CHECK(a.dtype == "bf16" || a.dtype == "f16" || a.dtype == "f32",
            "[quantize] --dtype must be bf16, f16 or f32, got '{}'", a.dtype);
-  quant::check_four_bit_blocksize(a.blocksize, "quantize");
+  FG_CHECK(a.blocksize >= 32 && a.blocksize <= 4096 && (a.blocksize & (a.blocksize - 1)) == 0,
+           "[quantize] --blocksize must be a power of two from 32 to 4096, got {}", a.blocksize);
+  OutputPolicy outputs("quantize", a.overwrite);  // Note [Output policy]
+  outputs.input("IN", a.in);
+  const size_t output = outputs.output("OUT", a.out);
   const ops::FourBitOptions options{a.nf4 ? quant::FourBitType::nf4 : quant::FourBitType::fp4,
                                     a.blocksize, !a.no_double_quant};
   // Note [GGUF input]
@@ -88,7 +89,8 @@ int64_t quantize_model_file(const QuantizeArgs& a, std::ostream& out) {
     stored += q.nbytes();
   }
   FG_CHECK(quantized > 0, "[quantize] {} has no linear weight to quantize", a.in);
-  io::save_safetensors(a.out, entries, {{"format", "pt"}});
+  io::write_safetensors(outputs.file(output), outputs.where(output), entries, {{"format", "pt"}});
+  outputs.commit(out);
   out << fmt::format(
       "quantized {} linear weights ({} values) to {} with block size {}{}: {:.3f} bits per "
       "weight; {} -> {} bytes\n",
@@ -114,6 +116,11 @@ CLI::App* add_quantize_command(CLI::App& app, QuantizeArgs& a) {
   cmd->add_option("--dtype", a.dtype,
                   "GGUF input: the dtype of the tensors left dense (bf16, f16 or f32)")
       ->capture_default_str();
+  cmd->add_flag("--overwrite", a.overwrite, "replace an existing OUT file");
+  cmd->footer(
+      "OUT is never IN (whatever the spelling), never inside a training run's directory or a "
+      "checkpoint and never a special file; an existing file is replaced only with "
+      "--overwrite, a write-protected or hard-linked one never (docs/run_promises.md).");
   return cmd;
 }
 

@@ -1,5 +1,5 @@
 // `fitgrad quantize IN OUT.safetensors --nf4|--fp4 [--blocksize 64] [--no_double_quant]
-// [--dtype bf16]`: writes a model's safetensors (or Llama GGUF) file with its linear weights in bitsandbytes' 4-bit format
+// [--dtype bf16] [--overwrite]`: writes a model's safetensors (or Llama GGUF) file with its linear weights in bitsandbytes' 4-bit format
 // (io/bnb_4bit.h), the layout transformers saves a `*-bnb-4bit` model in; every other tensor
 // (embeddings, norms, the head, biases) is copied as it is. A weight is quantized when it is
 // a 2-D "*.weight" that is neither an embedding (embed_tokens, wte, wpe) nor lm_head, as
@@ -10,7 +10,7 @@
 // f32 copy freed before the next, and untouched tensors are written straight from the
 // mapping. What the command holds is the quantized output (about 0.52 bytes per weight with
 // double quantization) and one weight in f32, far below the model's size; the output file
-// appears complete or not at all (io::save_safetensors).
+// appears complete or not at all, and follows Note [Output policy] (apps/output_policy.h).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -28,6 +28,7 @@ struct QuantizeArgs {
   int64_t blocksize = 64;
   bool no_double_quant = false;
   std::string dtype = "bf16";  // GGUF input: the dense tensors' dtype (Note [GGUF input])
+  bool overwrite = false;      // replace an existing OUT (Note [Output policy])
 };
 
 // Whether a tensor named `name` of shape `shape` is a linear weight that gets quantized.

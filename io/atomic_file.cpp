@@ -16,6 +16,10 @@
 namespace fitgrad::io {
 namespace {
 std::string errno_text() { return std::strerror(errno); }
+std::string directory_of(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
 }  // namespace
 
 AtomicFile::AtomicFile(std::string target, std::string where)
@@ -25,7 +29,9 @@ AtomicFile::AtomicFile(std::string target, std::string where)
     path_ = fmt::format("{}.tmp.{}.{}", target_, getpid(), counter++);
     fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   } while (fd_ < 0 && errno == EEXIST);
-  FG_CHECK(fd_ >= 0, "{} cannot create {}: {}", where_, path_, errno_text());
+  // Errors name `where` (the user's path), never the temporary file.
+  FG_CHECK(fd_ >= 0, "{} cannot create a file in {}: {}", where_, directory_of(target_),
+           errno_text());
 }
 
 AtomicFile::~AtomicFile() {
@@ -38,19 +44,25 @@ void AtomicFile::write(const void* data, size_t nbytes) {
   while (nbytes > 0) {
     const ssize_t n = ::write(fd_, p, nbytes);
     if (n < 0 && errno == EINTR) continue;
-    FG_CHECK(n > 0, "{} cannot write {}: {}", where_, path_, errno_text());
+    FG_CHECK(n > 0, "{} cannot write: {}", where_, errno_text());
     p += n;
     nbytes -= size_t(n);
   }
 }
 
-void AtomicFile::commit() {
-  FG_CHECK(::fsync(fd_) == 0, "{} cannot fsync {}: {}", where_, path_, errno_text());
+void AtomicFile::sync() {
+  if (synced_) return;
+  FG_CHECK(::fsync(fd_) == 0, "{} cannot sync to disk: {}", where_, errno_text());
   const int rc = ::close(fd_);
   fd_ = -1;
-  FG_CHECK(rc == 0, "{} cannot close {}: {}", where_, path_, errno_text());
-  FG_CHECK(::rename(path_.c_str(), target_.c_str()) == 0, "{} cannot rename {} to {}: {}", where_,
-           path_, target_, errno_text());
+  FG_CHECK(rc == 0, "{} cannot close: {}", where_, errno_text());
+  synced_ = true;
+}
+
+void AtomicFile::commit() {
+  sync();
+  FG_CHECK(::rename(path_.c_str(), target_.c_str()) == 0, "{} cannot put the new file in place: {}",
+           where_, errno_text());
   committed_ = true;
 }
 

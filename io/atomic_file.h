@@ -16,14 +16,18 @@ namespace fitgrad::io {
 
 class AtomicFile {
  public:
-  // Creates "<target>.tmp.<pid>.<n>"; `where` starts every error ("[safetensors x.st]").
+  // Creates "<target>.tmp.<pid>.<n>"; `where` starts every error ("[safetensors x.st]") and
+  // names the file as the user knows it: errors never name the temporary file.
   AtomicFile(std::string target, std::string where);
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
   ~AtomicFile();
 
   void write(const void* data, size_t nbytes);
-  // fsync, close and rename over the target.
+  // fsync and close, so that a commit() after it only renames (apps/output_policy.h syncs
+  // all of a command's outputs before renaming any).
+  void sync();
+  // sync (unless done) and rename over the target.
   void commit();
 
  private:
@@ -31,6 +35,7 @@ class AtomicFile {
   std::string where_;
   std::string path_;
   int fd_ = -1;
+  bool synced_ = false;
   bool committed_ = false;
 };
 

@@ -301,10 +301,9 @@ std::string json_string(const std::string& where, const std::string& s) {
 // "data_offsets"} in that key order, with data laid out in the same order. Spaces pad it
 // to a multiple of 8 bytes so the data section starts 8-aligned. This is what the
 // reference implementation writes, so the files compare byte for byte.
-void save_safetensors(const std::string& path,
-                      const std::vector<std::pair<std::string, Tensor>>& tensors,
-                      const std::map<std::string, std::string>& metadata) {
-  const std::string where = fmt::format("[safetensors {}]", path);
+void write_safetensors(AtomicFile& out, const std::string& where,
+                       const std::vector<std::pair<std::string, Tensor>>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
   std::string header = "{";
   if (!metadata.empty()) {
     header += "\"__metadata__\":{";
@@ -331,7 +330,6 @@ void save_safetensors(const std::string& path,
   header += '}';
   header.append((8 - header.size() % 8) % 8, ' ');
 
-  AtomicFile out(path, where);
   const uint64_t header_size = header.size();  // little-endian, Note [Little-endian host]
   out.write(&header_size, 8);
   out.write(header.data(), header.size());
@@ -339,6 +337,14 @@ void save_safetensors(const std::string& path,
     const Tensor host = t.to(Device::cpu()).contiguous();
     if (host.nbytes() > 0) out.write(host.data_ptr(), host.nbytes());
   }
+}
+
+void save_safetensors(const std::string& path,
+                      const std::vector<std::pair<std::string, Tensor>>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  const std::string where = fmt::format("[safetensors {}]", path);
+  AtomicFile out(path, where);
+  write_safetensors(out, where, tensors, metadata);
   out.commit();
 }
 

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "io/atomic_file.h"
 #include "io/mapped_file.h"
 #include "tensor/tensor.h"
 
@@ -69,5 +70,10 @@ class SafetensorsFile {
 void save_safetensors(const std::string& path,
                       const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
+// The same bytes written into `out`, an atomic file the caller commits (with its other
+// outputs: apps/output_policy.h); `where` starts every error ("[export -o m.safetensors]").
+void write_safetensors(AtomicFile& out, const std::string& where,
+                       const std::vector<std::pair<std::string, Tensor>>& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
 
 }  // namespace fitgrad::io

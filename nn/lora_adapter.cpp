@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -102,10 +103,33 @@ AdapterConfig read_adapter_config(const std::string& dir) {
     FG_CHECK(j.value("peft_type", "") == "LORA", "[adapter] {}: peft_type is '{}', expected LORA",
              p.string(), j.value("peft_type", ""));
     AdapterConfig c;
-    c.lora.r = j.at("r").get<int64_t>();
+    // Note [What an adapter must be]
+    // Every reader (merge, generate --adapter, a resume) runs the adapter as plain LoRA, so a
+    // config it would run wrongly is refused here, naming the key: r must be a positive
+    // integer, the scaling (lora_alpha / r, or / sqrt(r) with rsLoRA) finite and positive;
+    // DoRA (use_dora) and per-module ranks or alphas (rank_pattern, alpha_pattern) are PEFT
+    // features fitgrad does not implement, so they are named as unsupported instead of
+    // being merged as something else.
+    const json& r = j.at("r");
+    FG_CHECK(r.is_number_integer() && r.get<int64_t>() > 0,
+             "[adapter] {}: \"r\" must be a positive integer, got {}", p.string(), r.dump());
+    c.lora.r = r.get<int64_t>();
     c.lora.alpha = j.at("lora_alpha").get<double>();
     c.lora.dropout = j.value("lora_dropout", 0.0);
     c.lora.use_rslora = j.value("use_rslora", false);
+    FG_CHECK(std::isfinite(c.lora.scaling()) && c.lora.scaling() > 0,
+             "[adapter] {}: \"lora_alpha\" {} with \"r\" {} gives the scaling {}; it must be "
+             "finite and positive",
+             p.string(), c.lora.alpha, c.lora.r, c.lora.scaling());
+    FG_CHECK(!j.value("use_dora", false),
+             "[adapter] {}: \"use_dora\" is true: DoRA adapters are not supported (only plain "
+             "LoRA)",
+             p.string());
+    for (const char* key : {"rank_pattern", "alpha_pattern"})
+      FG_CHECK(!j.contains(key) || j[key].is_null() || j[key].empty(),
+               "[adapter] {}: \"{}\" is not supported (one r and lora_alpha for every layer), "
+               "got {}",
+               p.string(), key, j[key].dump());
     const json& t = j.at("target_modules");
     if (t.is_string()) {
       c.target_modules = t.get<std::string>();

@@ -5,10 +5,12 @@
 
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "apps/guard.h"
 #include "apps/memplan/search.h"
 #include "apps/model_source.h"
+#include "apps/output_policy.h"
 #include "apps/train/trainer.h"
 #include "nn/decoder.h"
 #include "tensor/error.h"
@@ -16,19 +18,6 @@
 
 namespace fitgrad::apps {
 namespace {
-
-struct MemplanArgs {
-  TrainArgs train;
-  std::string device_memory;    // a card name or a size; "" the default
-  std::string context_reserve;  // "" kCudaContextReserve
-  bool fit = false;
-  bool allow_qlora = false;
-  bool max_seq_len = false;
-  int64_t seq_limit = 0;  // 0: the model's context
-  bool max_batch_size = false;
-  int64_t batch_limit = 1024;
-  bool verbose = false;
-};
 
 std::string percent(int64_t part, int64_t whole) {
   return whole > 0 ? fmt::format("{:5.1f}%", 100.0 * double(part) / double(whole)) : "    -";
@@ -88,13 +77,27 @@ std::string describe(const TrainArgs& a) {
 }
 
 int run_single(const MemplanArgs& m, const PlanTarget& target, std::ostream& out) {
-  const Plan p = plan_training(m.train, target, m.train.output_dir);
+  OutputPolicy outputs("memplan", m.overwrite);
+  std::optional<PlanRecord> record;
+  if (!m.train.output_dir.empty()) {
+    outputs.input("--model", m.train.model);
+    outputs.input("--init", m.train.init);
+    record.emplace(outputs, "--output_dir", m.train.output_dir);
+    std::string names;
+    for (const auto& [name, output] : record->files) names += (names.empty() ? "" : ", ") + name;
+    out << fmt::format("memory record: {} ({}), written when the plan ends\n", m.train.output_dir,
+                       names)
+        << std::flush;
+  }
+  const Plan p = plan_training(m.train, target, record ? &*record : nullptr);
   out << fmt::format("plan: {}\n", describe(m.train));
   if (m.verbose) out << p.run_output;
   print_plan(p, target, out);
   print_verdict(p, target, out);
-  if (!m.train.output_dir.empty())
-    out << fmt::format("the memory record is in {}\n", m.train.output_dir);
+  if (record) {
+    outputs.commit(out);
+    out << fmt::format("wrote the memory record into {}\n", m.train.output_dir);
+  }
   out << fmt::format("planned in {:.1f} s\n", p.seconds);
   return p.fits ? 0 : kExitOutOfMemory;
 }
@@ -161,11 +164,43 @@ int run_largest(const MemplanArgs& m, Knob knob, const PlanTarget& target, std::
 
 }  // namespace
 
+MemplanArgs::MemplanArgs() {
+  train.device = "cuda";
+  train.max_steps = 2;
+  train.eval_strategy = "no";
+}
+
+int run_memplan(const MemplanArgs& m, std::ostream& out, std::ostream& err) {
+  if (!m.train.memory_budget.empty())
+    throw Error("[memplan] --memory_budget is train's; give memplan --device_memory");
+  if (int(m.fit) + int(m.max_seq_len) + int(m.max_batch_size) > 1)
+    throw Error(
+        "[memplan] --fit, --max_seq_len and --max_batch_size conflict: ask one question at "
+        "a time");
+  if (m.allow_qlora && !m.fit) throw Error("[memplan] --allow_qlora needs --fit");
+  if (m.seq_limit < 0)
+    throw Error(fmt::format(
+        "[memplan] --seq_limit must be positive (or 0: the model's context), got {}", m.seq_limit));
+  // The limits of the searches are those of the flags they search (train_args.cpp).
+  if (m.seq_limit > (int64_t(1) << 24))
+    throw Error(fmt::format("[memplan] --seq_limit must be at most 16777216, got {}", m.seq_limit));
+  if (m.batch_limit < 1 || m.batch_limit > (int64_t(1) << 20))
+    throw Error(
+        fmt::format("[memplan] --batch_limit must be in [1, 1048576], got {}", m.batch_limit));
+  if (!m.train.output_dir.empty() && (m.fit || m.max_seq_len || m.max_batch_size))
+    throw Error(
+        "[memplan] --output_dir keeps the memory record of one plan; --fit, --max_seq_len and "
+        "--max_batch_size keep none: drop --output_dir, or plan the setting they find");
+  const PlanTarget target = plan_target(m.train.device, m.device_memory, m.context_reserve);
+  out << fmt::format("target: {}\n", target.name);
+  if (m.fit) return run_fit(m, target, out, err);
+  if (m.max_seq_len) return run_largest(m, Knob::seq_len, target, out, err);
+  if (m.max_batch_size) return run_largest(m, Knob::batch_size, target, out, err);
+  return run_single(m, target, out);
+}
+
 void add_memplan_command(CLI::App& app) {
   auto m = std::make_shared<MemplanArgs>();
-  m->train.device = "cuda";
-  m->train.max_steps = 2;
-  m->train.eval_strategy = "no";
   CLI::App* cmd = app.add_subcommand(
       "memplan", "The exact memory plan of a training setup on a target card, on meta");
   add_train_options(*cmd, m->train);
@@ -191,30 +226,20 @@ void add_memplan_command(CLI::App& app) {
   cmd->add_option("--batch_limit", m->batch_limit, "With --max_batch_size: search up to this batch")
       ->capture_default_str();
   cmd->add_flag("--verbose", m->verbose, "Also print the planned run's own summary lines");
+  cmd->add_flag("--overwrite", m->overwrite,
+                "Replace the memory record of an earlier plan in --output_dir");
   cmd->footer(
       "--device cuda (the default) plans for a card, --device cpu for this machine's CPU. "
       "Every `fitgrad train` flag applies; --max_steps defaults to 2 and --eval_strategy to "
       "no. --output_dir, when given, receives the plan's memory record (memory.json, "
-      "memory_trace.json, peak_report.txt, memory_summary.txt). Exit codes: 0 it fits, 3 it "
-      "does not, 1 bad input.");
+      "memory_trace.json, memory.html, peak_report.txt, memory_summary.txt) when the plan "
+      "ends; it is never a training run's directory (one holding checkpoints, metrics.jsonl, "
+      "a lock file, ...), and an earlier plan's record there is replaced only with "
+      "--overwrite (docs/run_promises.md). Exit codes: 0 it fits, 3 it does not, 1 bad "
+      "input.");
   cmd->callback([m] {
-    const int code = run_guarded("memplan", std::cout, std::cerr, [&] {
-      if (!m->train.memory_budget.empty())
-        throw Error("[memplan] --memory_budget is train's; give memplan --device_memory");
-      if (int(m->fit) + int(m->max_seq_len) + int(m->max_batch_size) > 1)
-        throw Error(
-            "[memplan] --fit, --max_seq_len and --max_batch_size conflict: ask one question at "
-            "a time");
-      if (m->allow_qlora && !m->fit) throw Error("[memplan] --allow_qlora needs --fit");
-      if (m->seq_limit < 0) throw Error("[memplan] --seq_limit must be positive");
-      if (m->batch_limit < 1) throw Error("[memplan] --batch_limit must be positive");
-      const PlanTarget target = plan_target(m->train.device, m->device_memory, m->context_reserve);
-      std::cout << fmt::format("target: {}\n", target.name);
-      if (m->fit) return run_fit(*m, target, std::cout, std::cerr);
-      if (m->max_seq_len) return run_largest(*m, Knob::seq_len, target, std::cout, std::cerr);
-      if (m->max_batch_size) return run_largest(*m, Knob::batch_size, target, std::cout, std::cerr);
-      return run_single(*m, target, std::cout);
-    });
+    const int code = run_guarded("memplan", std::cout, std::cerr,
+                                 [&] { return run_memplan(*m, std::cout, std::cerr); });
     if (code != 0) throw CLI::RuntimeError(code);
   });
 }

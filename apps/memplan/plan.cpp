@@ -9,8 +9,8 @@
 #include <cctype>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <map>
-#include <optional>
 #include <sstream>
 
 #include "apps/train/trainer.h"
@@ -25,8 +25,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A private output directory for a plan that keeps no record (the run needs one for its
-// lock), removed when the plan ends.
+// The planned run's private output directory (Note [Where a plan writes]), removed when the
+// plan ends.
 class ScratchDir {
  public:
   ScratchDir() {
@@ -67,17 +67,34 @@ std::string module_of(const std::string& label) {
   return out;
 }
 
+PlanRecord::PlanRecord(OutputPolicy& o, const std::string& flag, const std::string& d)
+    : outputs(o), dir(d) {
+  o.directory(flag, d);
+  for (const char* name :
+       {"memory.json", "memory_trace.json", "memory.html", "peak_report.txt", "memory_summary.txt"})
+    files.emplace_back(name, o.output(flag, (fs::path(d) / name).string()));
+}
+
 Plan plan_training(TrainArgs a, const PlanTarget& target, const std::string& record_dir) {
+  if (record_dir.empty()) return plan_training(std::move(a), target, nullptr);
+  OutputPolicy outputs("memplan", /*overwrite=*/true);
+  PlanRecord record(outputs, "--output_dir", record_dir);
+  Plan p = plan_training(std::move(a), target, &record);
+  std::ostringstream no_stdout;
+  outputs.commit(no_stdout);
+  return p;
+}
+
+Plan plan_training(TrainArgs a, const PlanTarget& target, PlanRecord* record) {
   const auto t0 = std::chrono::steady_clock::now();
-  std::optional<ScratchDir> scratch;
-  if (record_dir.empty()) scratch.emplace();
+  const ScratchDir scratch;  // Note [Where a plan writes]
   a.device = "meta";
   a.data.clear();
-  a.output_dir = record_dir.empty() ? scratch->path().string() : record_dir;
+  a.output_dir = scratch.path().string();
   a.save_strategy = "no";
   a.progress = "plain";
   a.memory_budget = std::to_string(target.capacity);
-  a.write_memory_record = !record_dir.empty();
+  a.write_memory_record = record != nullptr;
 
   CachingAllocator& alloc = allocator_for(Device::meta());
   CachingAllocator& host = allocator_for(optim::offload_host(Device::meta()));
@@ -121,6 +138,17 @@ Plan plan_training(TrainArgs a, const PlanTarget& target, const std::string& rec
   p.peak_by_module.assign(modules.begin(), modules.end());
   std::stable_sort(p.peak_by_module.begin(), p.peak_by_module.end(),
                    [](const auto& x, const auto& y) { return x.second > y.second; });
+  if (record)
+    for (const auto& [name, output] : record->files) {
+      std::ifstream in(scratch.path() / name, std::ios::binary);
+      FG_CHECK(in.good(), "[memplan] the planned run wrote no {}", name);
+      io::AtomicFile& file = record->outputs.file(output);
+      std::vector<char> chunk(size_t(1) << 20);
+      while (in) {
+        in.read(chunk.data(), std::streamsize(chunk.size()));
+        if (in.gcount() > 0) file.write(chunk.data(), size_t(in.gcount()));
+      }
+    }
   p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return p;
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "apps/memplan/targets.h"
+#include "apps/output_policy.h"
 #include "apps/train/train_args.h"
 #include "tensor/memory/category.h"
 
@@ -34,11 +35,30 @@ struct Plan {
   double seconds = 0;      // the plan's own wall time
 };
 
+// The files of a plan's memory record (memory.json, memory_trace.json, memory.html,
+// peak_report.txt, memory_summary.txt), declared as outputs of `outputs` in `dir`, which is
+// created when missing (Note [Output policy]: never a training run's directory, an existing
+// record replaced only with --overwrite).
+struct PlanRecord {
+  PlanRecord(OutputPolicy& outputs, const std::string& flag, const std::string& dir);
+  OutputPolicy& outputs;
+  std::string dir;
+  std::vector<std::pair<std::string, size_t>> files;  // a file's name, its output's index
+};
+
 // Plans `args` on `target`: its device becomes meta, its memory budget the target's
 // capacity, and it reads no data, saves nothing and logs plainly.
 // Throws fitgrad::Error for bad flags, as `fitgrad train` does; running out of memory is a
-// plan that does not fit. `record_dir` non-empty: the memory record (memory.json,
-// memory_trace.json, peak_report.txt, ...) is written there.
+// plan that does not fit.
+//
+// Note [Where a plan writes]
+// The planned run's output directory is always a private scratch directory, removed when
+// the plan ends, so a plan never takes a run's lock or writes beside a run's files. With a
+// `record`, the run writes its memory record there and the files are staged into the
+// record's outputs; the caller commits them (all or none, Note [All outputs or none]).
+Plan plan_training(TrainArgs args, const PlanTarget& target, PlanRecord* record);
+// The same with the record written into `record_dir` (replacing a plan's record there);
+// "" keeps none.
 Plan plan_training(TrainArgs args, const PlanTarget& target, const std::string& record_dir);
 
 // The module a ledger label belongs to: within a block, the block's part

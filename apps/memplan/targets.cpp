@@ -36,6 +36,24 @@ const std::vector<Card>& known_cards() {
   return cards;
 }
 
+namespace {
+
+// A size flag's bytes: a fitgrad::Error naming the flag when `text` is not a size, or is 0
+// where `positive` asks for more.
+int64_t flag_bytes(const char* flag, const std::string& text, bool positive) {
+  int64_t bytes = 0;
+  try {
+    bytes = int64_t(parse_bytes(text));
+  } catch (const Error& e) {
+    throw Error(
+        fmt::format("[memplan] {} '{}' is not a size such as 24GiB ({})", flag, text, e.what()));
+  }
+  FG_CHECK(!positive || bytes > 0, "[memplan] {} must be more than 0 bytes, got '{}'", flag, text);
+  return bytes;
+}
+
+}  // namespace
+
 PlanTarget plan_target(const std::string& device, const std::string& device_memory,
                        const std::string& context_reserve) {
   if (device == "cpu") {
@@ -46,7 +64,7 @@ PlanTarget plan_target(const std::string& device, const std::string& device_memo
     t.rates = cpu_rates();
     t.capacity = device_memory.empty()
                      ? int64_t(::sysconf(_SC_PHYS_PAGES)) * int64_t(::sysconf(_SC_PAGESIZE))
-                     : int64_t(parse_bytes(device_memory));
+                     : flag_bytes("--device_memory", device_memory, /*positive=*/true);
     t.name =
         fmt::format("{}, {} of memory", backend::profile_name(t.profile), format_bytes(t.capacity));
     return t;
@@ -73,12 +91,14 @@ PlanTarget plan_target(const std::string& device, const std::string& device_memo
           fmt::format("[memplan] --device_memory '{}' is neither a size (24GiB) nor a card ({})",
                       wanted, names));
     }
+    FG_CHECK(bytes > 0, "[memplan] --device_memory must be more than 0 bytes, got '{}'", wanted);
     card = *named("h100");  // an H100's profile and rates with this much memory
     card.name = format_bytes(bytes);
     card.memory_bytes = bytes;
   }
-  const int64_t reserve =
-      context_reserve.empty() ? kCudaContextReserve : int64_t(parse_bytes(context_reserve));
+  const int64_t reserve = context_reserve.empty() ? kCudaContextReserve
+                                                  : flag_bytes("--context_reserve", context_reserve,
+                                                               /*positive=*/false);
   if (reserve >= card.memory_bytes)
     throw Error(fmt::format("[memplan] the context reserve of {} leaves nothing of {}'s {}",
                             format_bytes(reserve), card.name, format_bytes(card.memory_bytes)));

@@ -9,6 +9,8 @@
 #include "apps/guard.h"
 #include "apps/memviz/memviz_trace.h"
 #include "apps/memviz/page.h"
+#include "apps/memviz/timeline.h"
+#include "apps/output_policy.h"
 #include "tensor/error.h"
 #include "tensor/memory/bytes.h"
 
@@ -17,17 +19,26 @@ namespace fitgrad::apps {
 void run_memviz(const MemvizArgs& a, std::ostream& out) {
   FG_CHECK(!a.html.empty() || !a.svg.empty(),
            "[memviz] say what to write: -o PAGE.html, --svg PICTURE.svg, or both");
+  OutputPolicy outputs("memviz", a.overwrite);
+  outputs.input("TRACE", a.input);
+  constexpr size_t kNone = size_t(-1);
+  const size_t html = a.html.empty() ? kNone : outputs.output("-o", a.html, /*stdout_ok=*/true);
+  const size_t svg = a.svg.empty() ? kNone : outputs.output("--svg", a.svg, /*stdout_ok=*/true);
   const MemvizTrace t = read_memviz_trace(a.input);
-  if (!a.html.empty()) write_memviz_page(t, a.html);
-  if (!a.svg.empty()) write_memviz_svg(t, a.svg);
-  std::string wrote = a.html;
-  if (!a.svg.empty()) wrote += (wrote.empty() ? "" : " and ") + a.svg;
+  if (html != kNone) outputs.text(html, memviz_page(t));
+  if (svg != kNone) outputs.text(svg, timeline_svg(t, build_timeline(t)));
+  outputs.commit(out);
+  std::string wrote = a.html == "-" ? "the page to standard output" : a.html;
+  if (!a.svg.empty())
+    wrote += (wrote.empty() ? "" : " and ") +
+             (a.svg == "-" ? std::string("the SVG to standard output") : a.svg);
+  std::ostream& said = a.html == "-" || a.svg == "-" ? std::cerr : out;
   const std::string mark =
       t.peak["mark"].is_string() ? fmt::format(" ({})", t.peak["mark"].get<std::string>()) : "";
-  out << fmt::format("wrote {}: {} events of {} ({} dropped), peak {} allocated at event #{}{}\n",
-                     wrote, t.events.size(), t.total_events, t.dropped,
-                     format_bytes(t.peak["allocated"].get<int64_t>()),
-                     t.peak["seq"].get<uint64_t>(), mark);
+  said << fmt::format("wrote {}: {} events of {} ({} dropped), peak {} allocated at event #{}{}\n",
+                      wrote, t.events.size(), t.total_events, t.dropped,
+                      format_bytes(t.peak["allocated"].get<int64_t>()),
+                      t.peak["seq"].get<uint64_t>(), mark);
 }
 
 void add_memviz_command(CLI::App& app) {
@@ -40,9 +51,12 @@ void add_memviz_command(CLI::App& app) {
                   "memory_trace.json (the Chrome trace `fitgrad train` writes) or memory.json")
       ->required();
   cmd->add_option("-o,--output", args->html,
-                  "write the page here (one HTML file, inline CSS and script, no network)");
+                  "write the page here (one HTML file, inline CSS and script, no network); - "
+                  "for standard output");
   cmd->add_option("--svg", args->svg,
-                  "write the stacked timeline with the peak marker here as a static SVG");
+                  "write the stacked timeline with the peak marker here as a static SVG; - for "
+                  "standard output");
+  cmd->add_flag("--overwrite", args->overwrite, "replace an existing -o or --svg file");
   cmd->footer(
       "Give -o, --svg or both. The page shows live bytes by category over the events, with "
       "the trace's marks (\"step 3 / backward\") and the peak; the event under the pointer "
@@ -50,7 +64,9 @@ void add_memviz_command(CLI::App& app) {
       "with the slider or a click on the timeline, replayed from the trace; and the peak's "
       "breakdown by category, by label and reserved-but-free. A trace of more than "
       "1200 events is thinned for drawing, never at the peak. `fitgrad train` writes the "
-      "page as memory.html beside memory_trace.json. docs/memory.md describes the inputs.");
+      "page as memory.html beside memory_trace.json. docs/memory.md describes the inputs. An "
+      "output is never an input, never inside a training run's directory and never a special "
+      "file; an existing one is replaced only with --overwrite (docs/run_promises.md).");
   cmd->callback([args] {
     const int code = run_guarded("memviz", std::cout, std::cerr, [&] {
       run_memviz(*args, std::cout);

@@ -94,6 +94,13 @@ void prepare_output_dir(TrainRun& r) {
           "[train] --output_dir {} holds a run's checkpoints ({}): a dry run would replace "
           "that run's memory record; choose another --output_dir",
           a.output_dir, newest));
+    // A real run saved with --save_strategy no has no checkpoint, but its metrics say it ran.
+    for (const char* record : {"metrics.jsonl", "loss_curve.svg"})
+      if (fs::exists(r.dir / record, ec))
+        throw Error(fmt::format(
+            "[train] --output_dir {} holds a real run's {}: a dry run would replace that run's "
+            "memory record; choose another --output_dir",
+            a.output_dir, record));
     return;
   }
   if (a.resume_from_checkpoint.empty()) {
