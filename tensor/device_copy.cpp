@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <utility>
 
 #include "tensor/error.h"
 
@@ -14,8 +15,7 @@ namespace {
 struct Registry {
   std::mutex mutex;
   std::map<DeviceType, DeviceMemcpy> copies;  // nodes are stable: find() hands out pointers
-  std::map<DeviceType, DeviceSynchronize> synchronizes;
-  std::map<DeviceType, DeviceErrorCheck> error_checks;
+  std::map<std::pair<int, DeviceType>, void (*)(int)> index_hooks;  // (IndexHook, type)
 };
 
 Registry& registry() {
@@ -57,40 +57,41 @@ void device_memcpy(void* dst, Device dst_device, const void* src, Device src_dev
   (*find_device_memcpy(backend.type))(dst, dst_device, src, src_device, bytes);
 }
 
-void register_device_synchronize(DeviceType type, DeviceSynchronize fn) {
-  FG_ASSERT(type == DeviceType::cuda, "only device backends register a synchronize");
+namespace {
+
+// synchronize and check_device_errors: a per-device hook of each kind, taking the index.
+enum class IndexHook { synchronize, check_errors };
+
+void register_index_hook(IndexHook kind, DeviceType type, void (*fn)(int), const char* what) {
+  FG_ASSERT(type == DeviceType::cuda, "only device backends register {}", what);
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
-  r.synchronizes[type] = fn;
+  r.index_hooks[{int(kind), type}] = fn;
 }
 
-void synchronize(Device device) {
-  DeviceSynchronize fn = nullptr;
+void run_index_hook(IndexHook kind, Device device) {
+  void (*fn)(int) = nullptr;
   {
     Registry& r = registry();
     std::lock_guard lock(r.mutex);
-    auto it = r.synchronizes.find(device.type);
-    if (it != r.synchronizes.end()) fn = it->second;
+    auto it = r.index_hooks.find({int(kind), device.type});
+    if (it != r.index_hooks.end()) fn = it->second;
   }
   if (fn) fn(device.index);
 }
+
+}  // namespace
+
+void register_device_synchronize(DeviceType type, DeviceSynchronize fn) {
+  register_index_hook(IndexHook::synchronize, type, fn, "a synchronize");
+}
+
+void synchronize(Device device) { run_index_hook(IndexHook::synchronize, device); }
 
 void register_device_error_check(DeviceType type, DeviceErrorCheck fn) {
-  FG_ASSERT(type == DeviceType::cuda, "only device backends register an error check");
-  Registry& r = registry();
-  std::lock_guard lock(r.mutex);
-  r.error_checks[type] = fn;
+  register_index_hook(IndexHook::check_errors, type, fn, "an error check");
 }
 
-void check_device_errors(Device device) {
-  DeviceErrorCheck fn = nullptr;
-  {
-    Registry& r = registry();
-    std::lock_guard lock(r.mutex);
-    auto it = r.error_checks.find(device.type);
-    if (it != r.error_checks.end()) fn = it->second;
-  }
-  if (fn) fn(device.index);
-}
+void check_device_errors(Device device) { run_index_hook(IndexHook::check_errors, device); }
 
 }  // namespace fitgrad
