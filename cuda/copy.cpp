@@ -74,9 +74,10 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
   //   device to device    no wait: every later kernel is ordered after it on the stream;
   //   pageable to device  no wait: cudaMemcpyAsync returns once it has staged the source
   //                       (CUDA's API synchronization rules), so the caller may free it;
-  //   pinned to device    waits: the DMA reads the pinned block after the call returns,
-  //                       and the pinned pool does not yet hold a block back until an event
-  //                       says the copy is done (Note [Blocks other streams use]).
+  //   pinned to device    no wait: the DMA reads the block after the call returns, so the
+  //                       caller marks it (Note [Pinned copies in flight] in
+  //                       tensor/device_copy.h) and the pinned pool holds it back until the
+  //                       card is past the copy.
   const int device = dst_cuda ? dst_device.index : src_device.index;
   DeviceGuard guard(device);
   const cudaStream_t stream = stream_of(device, kComputeStream);
@@ -85,14 +86,7 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
                                                    : cudaMemcpyDeviceToHost;
   check(cudaMemcpyAsync(dst, src, bytes, kind, stream), "cudaMemcpyAsync", dst_device, src_device,
         bytes);
-  bool wait = kind == cudaMemcpyDeviceToHost;
-  if (kind == cudaMemcpyHostToDevice) {
-    cudaPointerAttributes attributes{};
-    check(cudaPointerGetAttributes(&attributes, src), "cudaPointerGetAttributes", dst_device,
-          src_device, bytes);
-    wait = attributes.type == cudaMemoryTypeHost;  // pinned
-  }
-  if (wait)
+  if (kind == cudaMemcpyDeviceToHost)
     check(cudaStreamSynchronize(stream), "cudaStreamSynchronize", dst_device, src_device, bytes);
 }
 

@@ -20,6 +20,45 @@ namespace {
 // 512 B alignment; cudaMalloc documents 256 B, so the promise is checked, not assumed.
 constexpr uintptr_t kRequiredAlign = 512;
 
+// The events of Note [Blocks other streams use]: a timing-free event recorded on `stream`
+// of cuda:`device`, as an opaque handle; queried, waited for and destroyed by handle.
+cudaEvent_t as_event(uint64_t event) { return reinterpret_cast<cudaEvent_t>(event); }
+
+uint64_t record_stream_event(int device, int stream) {
+  DeviceGuard guard(device);
+  cudaEvent_t event = nullptr;
+  if (const cudaError_t err = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+      err != cudaSuccess)
+    throw_cuda_error(err, fmt::format("cudaEventCreateWithFlags on cuda:{}", device));
+  const cudaError_t err = cudaEventRecord(event, stream_of(device, stream));
+  if (err != cudaSuccess) {
+    (void)cudaEventDestroy(event);
+    throw_cuda_error(err, fmt::format("cudaEventRecord on stream {} of cuda:{}", stream, device));
+  }
+  return reinterpret_cast<uint64_t>(event);
+}
+
+bool stream_event_done(uint64_t event) {
+  const cudaError_t err = cudaEventQuery(as_event(event));
+  if (err == cudaErrorNotReady) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  if (err != cudaSuccess) throw_cuda_error(err, "cudaEventQuery");
+  return true;
+}
+
+void wait_stream_event(uint64_t event) {
+  if (const cudaError_t err = cudaEventSynchronize(as_event(event)); err != cudaSuccess)
+    throw_cuda_error(err, "cudaEventSynchronize");
+}
+
+void release_stream_event(uint64_t event) {
+  const cudaError_t err = cudaEventDestroy(as_event(event));
+  if (err != cudaSuccess && err != cudaErrorCudartUnloading)
+    throw_cuda_error(err, "cudaEventDestroy");
+}
+
 // Note [Out of memory is not an error here]
 // cudaErrorMemoryAllocation is the one failure the allocator can recover from (by freeing
 // its cached segments and retrying), so the sources report it as nullptr after clearing
@@ -58,44 +97,12 @@ class DeviceSource final : public RawSource {
   }
 
   // Note [Blocks other streams use]: a timing-free event on the stream, as its handle.
-  uint64_t record_event(int stream) override {
-    DeviceGuard guard(index_);
-    cudaEvent_t event = nullptr;
-    check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-    const cudaError_t err = cudaEventRecord(event, stream_of(index_, stream));
-    if (err != cudaSuccess) {
-      (void)cudaEventDestroy(event);
-      throw_cuda_error(err, fmt::format("cudaEventRecord on stream {} of cuda:{}", stream, index_));
-    }
-    return reinterpret_cast<uint64_t>(event);
-  }
-
-  bool event_done(uint64_t event) override {
-    const cudaError_t err = cudaEventQuery(as_event(event));
-    if (err == cudaErrorNotReady) {
-      (void)cudaGetLastError();
-      return false;
-    }
-    check(err, "cudaEventQuery");
-    return true;
-  }
-
-  void wait_event(uint64_t event) override {
-    check(cudaEventSynchronize(as_event(event)), "cudaEventSynchronize");
-  }
-
-  void release_event(uint64_t event) override {
-    const cudaError_t err = cudaEventDestroy(as_event(event));
-    if (err != cudaSuccess && err != cudaErrorCudartUnloading)
-      throw_cuda_error(err, "cudaEventDestroy");
-  }
+  uint64_t record_event(int stream) override { return record_stream_event(index_, stream); }
+  bool event_done(uint64_t event) override { return stream_event_done(event); }
+  void wait_event(uint64_t event) override { wait_stream_event(event); }
+  void release_event(uint64_t event) override { release_stream_event(event); }
 
  private:
-  static cudaEvent_t as_event(uint64_t event) { return reinterpret_cast<cudaEvent_t>(event); }
-  void check(cudaError_t err, const char* call) const {
-    if (err != cudaSuccess) throw_cuda_error(err, fmt::format("{} on cuda:{}", call, index_));
-  }
-
   int index_;
 };
 
@@ -116,6 +123,16 @@ class PinnedSource final : public RawSource {
               "cudaHostAlloc returned {} for {} bytes", ptr, bytes);
     return ptr;
   }
+
+  // Note [Pinned copies in flight] (tensor/device_copy.h): stream 1 + k of the pinned pool
+  // is cuda:k's compute stream, where the copies from a pinned block are queued.
+  uint64_t record_event(int stream) override {
+    FG_ASSERT(stream >= 1, "the pinned pool's stream {} names no card", stream);
+    return record_stream_event(stream - 1, kComputeStream);
+  }
+  bool event_done(uint64_t event) override { return stream_event_done(event); }
+  void wait_event(uint64_t event) override { wait_stream_event(event); }
+  void release_event(uint64_t event) override { release_stream_event(event); }
 
   void release(void* ptr, size_t bytes) override {
     const cudaError_t err = cudaFreeHost(ptr);

@@ -21,6 +21,16 @@ namespace fitgrad {
 using DeviceMemcpy = std::function<void(void* dst, Device dst_device, const void* src,
                                         Device src_device, size_t bytes)>;
 
+// Note [Pinned copies in flight]
+// A copy from pinned host memory to a card returns before its DMA has read the block, so
+// the pinned pool must not hand the block out again until the card is past the copy: the
+// caller marks the source's block with record_stream(pinned_copy_stream(card)) (Note [Blocks
+// other streams use] in tensor/memory/caching_allocator.h). The pinned pool's stream 1 + k
+// stands for cuda:k's compute stream, where the copy is queued; the pinned source records
+// its events there. A block that host code writes while it is still alive (the optimizer
+// offload's masters) is written only after a copy to the host, which waits for the stream.
+inline int pinned_copy_stream(Device device) { return 1 + device.index; }
+
 // Registers (or replaces) the byte copy for devices of `type` (cuda; never cpu or meta).
 void register_device_memcpy(DeviceType type, DeviceMemcpy fn);
 // The registered copy for `type`, or nullptr.

@@ -50,6 +50,11 @@ class Storage {
   void retag(Category category, uint32_t label) {
     if (allocator_) allocator_->retag(alloc_, category, label);
   }
+  // Note [Blocks other streams use]: `stream` of the block's allocator reads or writes the
+  // bytes too (a no-op for wrapped memory).
+  void record_stream(int stream) {
+    if (allocator_) allocator_->record_stream(alloc_, stream);
+  }
 
  private:
   Storage(CachingAllocator* allocator, Allocation alloc, size_t nbytes, Device device, bool pinned)

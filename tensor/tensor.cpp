@@ -102,6 +102,7 @@ void copy_into(const Tensor& dst, Tensor src, const char* op) {
       copy_on_host(staged, src.expand(dst.shape()));
     }
     device_memcpy(dst.data_ptr(), dd, staged.data_ptr(), sd, dst.nbytes(), op);
+    if (staged.storage()->pinned()) staged.storage()->record_stream(pinned_copy_stream(dd));
     return;
   }
   FG_CHECK(src.dtype() == dst.dtype(),
@@ -294,6 +295,8 @@ Tensor Tensor::to(Device device) const {
     src = gather_to_host(*this);
   Tensor out = empty(shape(), dtype(), device);
   device_memcpy(out.data_ptr(), device, src.data_ptr(), src.device(), out.nbytes(), "to");
+  if (src.device().type == DeviceType::cpu && src.storage()->pinned())
+    src.storage()->record_stream(pinned_copy_stream(device));  // Note [Pinned copies in flight]
   return out;
 }
 
