@@ -11,7 +11,9 @@
 #include <fstream>
 #include <optional>
 
+#include "apps/interruptible_json.h"
 #include "tensor/error.h"
+#include "tensor/interrupt.h"
 
 namespace fitgrad::apps {
 
@@ -49,6 +51,15 @@ int64_t get_i64(const json& obj, const char* key, const Where& w) {
   if (!v.is_number_integer())
     fail(w, fmt::format("'{}' must be an integer, got {}", key, v.dump()));
   return v.get<int64_t>();
+}
+
+// An optional string field: "" when absent or null, an error naming the key when it holds
+// another type (never nlohmann's "type must be string" without the key).
+std::string optional_string(const json& obj, const char* key, const Where& w) {
+  const auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return "";
+  if (!it->is_string()) fail(w, fmt::format("'{}' must be a string, got {}", key, it->dump()));
+  return it->get<std::string>();
 }
 
 const std::string& get_string(const json& obj, const char* key, const Where& w) {
@@ -130,12 +141,13 @@ MemvizTrace from_chrome_trace(const json& doc, const std::string& source) {
   if (!list.is_array()) fail({source, ""}, "'traceEvents' must be an array");
   std::optional<json> info;
   for (size_t i = 0; i < list.size(); ++i) {
+    interruption_point();  // Note [Interruption points]
     const json& e = list[i];
     const Where w{source, fmt::format("traceEvents[{}]", i)};
     if (!e.is_object()) fail(w, "a trace event must be an object");
-    const std::string ph = e.value("ph", "");
-    const std::string cat = e.value("cat", "");
-    if (ph == "M" && e.value("name", "") == "process_name" && e.contains("args") &&
+    const std::string ph = optional_string(e, "ph", w);
+    const std::string cat = optional_string(e, "cat", w);
+    if (ph == "M" && optional_string(e, "name", w) == "process_name" && e.contains("args") &&
         e["args"].contains("total_events"))
       info = e["args"];
     if (ph != "i") continue;
@@ -167,8 +179,10 @@ MemvizTrace from_snapshot(const json& doc, const std::string& source) {
   t.dropped = get_u64(trace, "dropped", {source, "trace"});
   const json& events = field(trace, "events", {source, "trace"});
   if (!events.is_array()) fail({source, "trace"}, "'events' must be an array");
-  for (size_t i = 0; i < events.size(); ++i)
+  for (size_t i = 0; i < events.size(); ++i) {
+    interruption_point();  // Note [Interruption points]
     t.events.push_back(read_event(events[i], {source, fmt::format("trace.events[{}]", i)}));
+  }
   t.peak = field(doc, "peak", top);
   return t;
 }
@@ -210,6 +224,14 @@ MemvizTrace memviz_trace_from_json(const json& doc, const std::string& source) {
     fail({source, ""},
          fmt::format("{} events, but the trace says {} in all of which {} were dropped",
                      t.events.size(), t.total_events, t.dropped));
+  // A peak recorded at an event the trace does not reach: the trace was cut or edited after
+  // its peak report was written, and a page drawn from it would mark a peak it cannot show.
+  const uint64_t peak_seq = t.peak["seq"].get<uint64_t>();
+  if (t.total_events > 0 && peak_seq >= t.total_events)
+    fail({source, "the peak report"},
+         fmt::format("the peak is at event #{}, past the trace's last event #{}: the trace was "
+                     "cut or edited after its peak was recorded",
+                     peak_seq, t.total_events - 1));
   return t;
 }
 
@@ -218,7 +240,7 @@ MemvizTrace read_memviz_trace(const std::string& path) {
   FG_CHECK(in.is_open(), "[memviz] cannot open '{}': {}", path, std::strerror(errno));
   json doc;
   try {
-    doc = json::parse(in);
+    doc = parse_json_interruptibly(in);
   } catch (const json::parse_error& e) {
     throw Error(fmt::format("[memviz] {}: not JSON ({})", path, e.what()));
   }

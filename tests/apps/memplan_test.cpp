@@ -215,6 +215,36 @@ TEST(MemplanPlan, EvaluationIsPlannedOnlyWhenAsked) {
   EXPECT_GT(with.total_allocated, without.total_allocated);
 }
 
+// Note [Steps a plan extrapolates]: a million steps with evaluation, logging and emptying
+// the cache at intervals plan 6 steps, and their peak, fragmentation and categories are
+// those of simulating every step of a 30-step run with the same intervals (issue 31: a
+// million steps were simulated one by one, a minute and counting for gpt2-tiny).
+TEST(MemplanPlan, AMillionStepsPlanLikeEveryStepOfAShortRun) {
+  TrainArgs a = tiny_args();
+  a.eval_strategy = "steps";
+  a.eval_steps = 4;
+  a.logging_steps = 5;
+  a.torch_empty_cache_steps = 7;
+  const PlanTarget target = plan_target("cuda", "24GiB", "");
+  a.max_steps = 30;
+  const Plan every = plan_training(a, target, nullptr, /*every_step=*/true);
+  EXPECT_EQ(every.planned_steps, 30);
+  for (const int64_t steps : {int64_t(7), int64_t(30), int64_t(1000000)}) {
+    a.max_steps = steps;
+    const Plan p = plan_training(a, target, nullptr);
+    EXPECT_EQ(p.planned_steps, kPlannedSteps) << steps;
+    EXPECT_EQ(p.run_steps, steps);
+    EXPECT_EQ(p.peak_allocated, every.peak_allocated) << steps;
+    EXPECT_EQ(p.peak_reserved, every.peak_reserved) << steps;
+    EXPECT_EQ(p.reserved_at_peak, every.reserved_at_peak) << steps;
+    EXPECT_EQ(p.peak_by_category, every.peak_by_category) << steps;
+    EXPECT_EQ(p.fits, every.fits);
+  }
+  // A run of kPlannedSteps steps or fewer is planned as it is.
+  a.max_steps = 3;
+  EXPECT_EQ(plan_training(a, target, nullptr).planned_steps, 3);
+}
+
 TEST(MemplanPlan, ModulesOfLabels) {
   EXPECT_EQ(module_of("model.layers.3.self_attn.q_proj.weight"), "model.layers.3.self_attn");
   EXPECT_EQ(module_of("model.layers.3.mlp/silu"), "model.layers.3.mlp");

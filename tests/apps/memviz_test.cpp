@@ -387,6 +387,19 @@ TEST_F(MemvizTest, MalformedInputsNameTheFileAndTheProblem) {
   json no_peak = memory_snapshot_json(a_);
   no_peak["peak"].erase("by_category");
   EXPECT_NE(error_of("g.json", no_peak.dump()).find("'by_category' is missing"), std::string::npos);
+  // Issue 31: a field of another JSON type names its key, and a peak past the trace's end
+  // is an error, not a page drawn without comment.
+  json ph_number = chrome_trace_json(a_);
+  ph_number["traceEvents"][1]["ph"] = 5;
+  EXPECT_NE(error_of("h.json", ph_number.dump()).find("'ph' must be a string, got 5"),
+            std::string::npos);
+  json late_peak = memory_snapshot_json(a_);
+  const uint64_t events = late_peak["trace"]["total_events"].get<uint64_t>();
+  late_peak["peak"]["seq"] = events + 10;
+  EXPECT_NE(error_of("i.json", late_peak.dump())
+                .find(fmt::format("the peak is at event #{}, past the trace's last event #{}",
+                                  events + 10, events - 1)),
+            std::string::npos);
   const std::string missing = temp_path("missing.json").string();
   EXPECT_THROW(
       {
