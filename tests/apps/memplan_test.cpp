@@ -9,10 +9,12 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "apps/memplan/cost_model.h"
+#include "apps/memplan/memplan_command.h"
 #include "apps/memplan/search.h"
 #include "apps/memplan/targets.h"
 #include "nn/config.h"
@@ -243,6 +245,47 @@ TEST(MemplanPlan, AMillionStepsPlanLikeEveryStepOfAShortRun) {
   // A run of kPlannedSteps steps or fewer is planned as it is.
   a.max_steps = 3;
   EXPECT_EQ(plan_training(a, target, nullptr).planned_steps, 3);
+}
+
+// Note [One validation]: a plan is refused exactly when the run would be, with the run's
+// own words (issue 31: memplan planned --offload_optimizer on a CPU that train refuses).
+TEST(MemplanValidation, RefusedExactlyAsTrainRefuses) {
+  const std::vector<std::function<void(TrainArgs&)>> settings = {
+      [](TrainArgs& a) { a.offload_optimizer = true; },
+      [](TrainArgs& a) {
+        a.gradient_checkpointing = true;
+        a.offload_activations = true;
+      },
+  };
+  for (const auto& set : settings) {
+    TrainArgs run;
+    run.model = "gpt2-tiny";
+    run.device = "cpu";
+    run.data = "corpus.txt";
+    run.output_dir = "out";
+    run.max_steps = 2;
+    set(run);
+    std::string train_error, memplan_error;
+    try {
+      validate(run);
+    } catch (const Error& e) {
+      train_error = e.what();
+    }
+    MemplanArgs m;
+    m.train.model = "gpt2-tiny";
+    m.train.device = "cpu";
+    set(m.train);
+    std::ostringstream out, err;
+    try {
+      run_memplan(m, out, err);
+    } catch (const Error& e) {
+      memplan_error = e.what();
+    }
+    EXPECT_THAT(train_error, ::testing::HasSubstr("needs --device cuda"));
+    EXPECT_EQ(memplan_error, train_error);
+    m.train.device = "cuda";  // the same plan for a card is made
+    EXPECT_EQ(run_memplan(m, out, err), 0) << err.str();
+  }
 }
 
 TEST(MemplanPlan, ModulesOfLabels) {

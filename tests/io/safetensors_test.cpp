@@ -259,9 +259,11 @@ std::string entry(const std::string& name, const std::string& dtype, const std::
 TEST_F(SafetensorsTest, TwoHundredThousandTensorsParse) {
   constexpr int kTensors = 200000;
   std::string header = "{";
-  for (int i = 0; i < kTensors; ++i)
-    header += (i ? "," : "") + entry(fmt::format("t.{}", i), "\"F32\"", "[1]",
-                                     fmt::format("[{},{}]", 4 * i, 4 * i + 4));
+  for (int i = 0; i < kTensors; ++i) {
+    if (i > 0) header += ',';
+    header +=
+        entry(fmt::format("t.{}", i), "\"F32\"", "[1]", fmt::format("[{},{}]", 4 * i, 4 * i + 4));
+  }
   header += "}";
   write_bytes(path("many.safetensors"), craft(header, std::string(4 * kTensors, '\0')));
   const SafetensorsFile file = SafetensorsFile::open(path("many.safetensors"));

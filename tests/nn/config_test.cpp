@@ -264,9 +264,10 @@ TEST(NnConfig, MalformedConfigsNameTheFileAndKey) {
     std::filesystem::remove(path);
     EXPECT_NE(msg.find(c.expect), std::string::npos) << c.what << ": " << msg;
     EXPECT_NE(msg.find("[config " + path + "]"), std::string::npos) << c.what << ": " << msg;
-    if (std::string(c.base) == kGpt2)  // never the internal names of another family's keys
+    if (std::string(c.base) == kGpt2) {  // never the internal names of another family's keys
       for (const char* internal : {"hidden_size", "intermediate_size", "num_layers", "num_heads"})
         EXPECT_EQ(msg.find(internal), std::string::npos) << c.what << ": " << msg;
+    }
   }
 }
 
