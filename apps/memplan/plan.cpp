@@ -105,7 +105,8 @@ Plan plan_training(TrainArgs a, const PlanTarget& target, PlanRecord* record, bo
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t run_steps = a.max_steps;
   const ScratchDir scratch;     // Note [Where a plan writes]
-  a.planned_device = a.device;  // Note [One validation]
+  // Note [One validation]: the checks that depend on the device read the target's.
+  a.planned_device = target.profile.backend == DeviceType::cuda ? "cuda" : "cpu";
   a.device = "meta";
   a.data.clear();
   a.output_dir = scratch.path().string();

@@ -274,6 +274,7 @@ TEST(MemplanValidation, RefusedExactlyAsTrainRefuses) {
     MemplanArgs m;
     m.train.model = "gpt2-tiny";
     m.train.device = "cpu";
+    m.train.seq_len = 32;
     set(m.train);
     std::ostringstream out, err;
     try {

@@ -249,9 +249,9 @@ TEST(NnConfig, MalformedConfigsNameTheFileAndKey) {
        "num_hidden_layers = 100000 is too many layers"},
       {"parameter count past 2^40", kLlama2, "hidden_size", "2147483648",
        "parameters, more than 2^40"},
-      {"gpt2 parameter count past 2^40", kGpt2, "n_embd", "1048576",
+      {"gpt2 parameter count past 2^40", kGpt2, "n_embd", "1048572",
        "parameters, more than 2^40: 512 GiB even in 4 bits, beyond any card (n_layer = 12, "
-       "n_embd = 1048576"},
+       "n_embd = 1048572"},
   };
   for (const auto& c : cases) {
     nlohmann::json j = nlohmann::json::parse(c.base);
