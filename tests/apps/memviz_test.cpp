@@ -9,10 +9,12 @@
 #include <map>
 #include <regex>
 #include <sstream>
+#include <tuple>
 
 #include "apps/memviz/command.h"
 #include "apps/memviz/memviz_trace.h"
 #include "apps/memviz/page.h"
+#include "apps/memviz/streamed_json.h"
 #include "apps/memviz/timeline.h"
 #include "tensor/error.h"
 #include "tensor/memory/export.h"
@@ -348,6 +350,38 @@ TEST_F(MemvizTest, DroppedEventsAreSaidAndTheStackStaysExact) {
   EXPECT_NE(timeline_svg(t, tl).find("dropped the"), std::string::npos);
   // The peak report is the ledger's, exact though its event fell out of the ring.
   EXPECT_EQ(data["peak"]["allocated"], peak_report_json(a)["allocated"]);
+}
+
+// Note [memviz streams its events]: a file read event by event as it is parsed gives the
+// trace the whole document gives, in both formats.
+TEST_F(MemvizTest, StreamedFilesReadAsTheirDocuments) {
+  for (const json& doc : {chrome_trace_json(a_), memory_snapshot_json(a_)}) {
+    const auto p = temp_path("streamed.json");
+    write(p, doc.dump());
+    const MemvizTrace streamed = read_memviz_trace(p.string());
+    const MemvizTrace whole = memviz_trace_from_json(doc, p.string());
+    std::filesystem::remove(p);
+    EXPECT_EQ(streamed.format, whole.format);
+    EXPECT_EQ(streamed.total_events, whole.total_events);
+    EXPECT_EQ(streamed.peak, whole.peak);
+    ASSERT_EQ(streamed.events.size(), whole.events.size());
+    ASSERT_GT(whole.events.size(), 10u);
+    for (size_t i = 0; i < whole.events.size(); ++i) {
+      const VizEvent &x = streamed.events[i], &y = whole.events[i];
+      EXPECT_EQ(std::tie(x.seq, x.kind, x.label, x.size, x.addr, x.allocated_after),
+                std::tie(y.seq, y.kind, y.label, y.size, y.addr, y.allocated_after))
+          << whole.format << " event " << i;
+    }
+  }
+  // Only the chosen arrays are streamed; the rest of the document is kept.
+  std::istringstream in(R"({"a": [1, {"b": [2]}], "x": {"a": [3]}, "c": [[4], 5]})");
+  std::vector<std::string> seen;
+  const json rest =
+      parse_streamed_json(in, {{"a"}, {"c"}}, [&](size_t path, const json& e, size_t i) {
+        seen.push_back(fmt::format("{}:{}:{}", path, i, e.dump()));
+      });
+  EXPECT_EQ(seen, (std::vector<std::string>{"0:0:1", R"(0:1:{"b":[2]})", "1:0:[4]", "1:1:5"}));
+  EXPECT_EQ(rest, json::parse(R"({"a": [], "x": {"a": [3]}, "c": []})"));
 }
 
 TEST_F(MemvizTest, MalformedInputsNameTheFileAndTheProblem) {
