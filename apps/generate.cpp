@@ -236,15 +236,18 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--adapter", o->adapter,
                   "a PEFT LoRA adapter directory to apply over the model (unmerged)");
   cmd->callback([o] {
-    const int code = run_guarded("generate", std::cout, std::cerr, [&] {
-      const GenerateStats stats = generate(*o, std::cout);
-      std::cout << std::endl;
-      if (stats.clamped_to > 0)
-        std::cerr << "note: --max_new_tokens defaulted to " << stats.clamped_to
-                  << ", what the model's context leaves after the prompt" << std::endl;
-      std::cerr << stats_line(stats) << std::endl;
-      return 0;
-    });
+    const int code = run_guarded(
+        "generate", std::cout, std::cerr,
+        [&] {
+          const GenerateStats stats = generate(*o, std::cout);
+          std::cout << std::endl;
+          if (stats.clamped_to > 0)
+            std::cerr << "note: --max_new_tokens defaulted to " << stats.clamped_to
+                      << ", what the model's context leaves after the prompt" << std::endl;
+          std::cerr << stats_line(stats) << std::endl;
+          return 0;
+        },
+        "the text above is what it generated");
     if (code != 0) throw CLI::RuntimeError(code);
   });
 }

@@ -7,15 +7,25 @@
 #include <new>
 #include <system_error>
 
+#include "apps/interrupt.h"
 #include "tensor/error.h"
+#include "tensor/interrupt.h"
 
 namespace fitgrad::apps {
 
 int run_guarded(const char* command, std::ostream& out, std::ostream& err,
-                const std::function<int()>& body) {
+                const std::function<int()>& body, const char* on_interrupt) {
   std::string message;
+  const SignalHandlers handlers;
+  const InterruptScope acts;  // Note [A command stops when asked]
   try {
     return body();
+  } catch (const Interrupted& e) {
+    out.flush();
+    err << fmt::format("[{}] interrupted by {}: stopped; {}", command, signal_name(e.signal()),
+                       on_interrupt)
+        << std::endl;
+    return 128 + e.signal();
   } catch (const Error& e) {
     message = e.what();
   } catch (const std::filesystem::filesystem_error& e) {

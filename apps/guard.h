@@ -8,6 +8,14 @@
 // paths it carries, a std::system_error (a thread that cannot start) with its code, a
 // std::bad_alloc as "out of host memory", and any other exception with its what(). Each
 // exits 1, bad input's code; `fitgrad --help` states the codes.
+//
+// Note [A command stops when asked]
+// The guard also installs the SIGINT/SIGTERM handlers (apps/interrupt.h) and makes the
+// command's thread act on them at its interruption points (Note [Interruption points]): the
+// Interrupted they throw ends here as one line, "[command] interrupted by SIGINT: stopped;
+// <what it did>", on the error stream, and exit code 128 + the signal. `on_interrupt` says
+// what the command did, or did not do, with its outputs (an interrupted command commits
+// none: Note [All outputs or none]).
 #pragma once
 
 #include <functional>
@@ -18,8 +26,9 @@ namespace fitgrad::apps {
 inline constexpr int kExitBadInput = 1;
 
 // Runs `body` and returns its exit code; on any exception, prints "error: ..." to `err`
-// (after flushing `out`) and returns kExitBadInput. `command` names the subcommand.
+// (after flushing `out`) and returns kExitBadInput; on a signal, prints what the command
+// did and returns 128 + the signal. `command` names the subcommand.
 int run_guarded(const char* command, std::ostream& out, std::ostream& err,
-                const std::function<int()>& body);
+                const std::function<int()>& body, const char* on_interrupt = "it wrote no file");
 
 }  // namespace fitgrad::apps

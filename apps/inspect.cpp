@@ -12,6 +12,7 @@
 #include "apps/train/checkpoint_dir.h"
 #include "io/gguf.h"
 #include "io/safetensors.h"
+#include "tensor/interrupt.h"
 #include "tensor/memory/bytes.h"
 
 namespace fitgrad::apps {
@@ -30,6 +31,7 @@ void inspect_safetensors(const std::string& path, std::ostream& out) {
   int64_t params = 0;
   out << fmt::format("{}: safetensors, {} tensors\n", path, file.entries().size());
   for (const io::SafetensorsEntry& e : file.entries()) {
+    interruption_point();  // Note [Interruption points]
     print_tensor(out, e.name, std::string(dtype_name(e.dtype)), e.shape, e.end - e.begin);
     total += e.end - e.begin;
     params += numel(e.shape);
@@ -45,6 +47,7 @@ void inspect_gguf(const std::string& path, std::ostream& out) {
   int64_t params = 0;
   out << fmt::format("{}: GGUF v{}, {} tensors\n", path, file.version(), file.tensors().size());
   for (const io::GgufTensorInfo& t : file.tensors()) {
+    interruption_point();  // Note [Interruption points]
     print_tensor(out, t.name, t.type_name(), t.shape(), t.nbytes);
     total += t.nbytes;
     params += t.numel;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 
@@ -34,8 +35,14 @@ static void prefer_passive_openmp_waits(char** argv) {
   ::unsetenv("OMP_WAIT_POLICY");
 }
 
+// Note [Line-buffered progress]
+// Every command reports its progress on standard output line by line ("target: ...",
+// "memory record: ...", train's step lines), and a redirected log must show how far a
+// command got when it was stopped or killed: standard output is line-buffered even when
+// it is a file or a pipe (std::cout writes through stdio, which it is synchronised with).
 int main(int argc, char** argv) {
   prefer_passive_openmp_waits(argv);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   try {  // a bad FITGRAD_CPU_ISA is one line before anything runs (Note [CPU ISA levels])
     fitgrad::cpu_isa();
   } catch (const fitgrad::Error& e) {
@@ -60,8 +67,9 @@ int main(int argc, char** argv) {
   app.footer(
       "Exit codes: 0 done; 1 bad input (a flag, a file, a combination: one line names it); 3 "
       "out of memory in `train` (the allocator's report is printed, the newest checkpoint is "
-      "intact); 128 + N after signal N (SIGINT, SIGTERM) in `train`, which saves a "
-      "checkpoint first.");
+      "intact); 128 + N after signal N (SIGINT, SIGTERM), on which every command stops within "
+      "a second and says what it did (`train` saves a checkpoint of its last complete step "
+      "first).");
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError& e) {

@@ -244,6 +244,20 @@ LoadedModel load_model(const std::string& spec, const std::string& init,
   } else if (spec.ends_with(".json") && is_file) {
     const nn::ModelConfig cfg = nn::load_config_json(spec);
     out.model = nn::build_model(cfg, init.empty() ? options : without_init(options));
+  } else if (is_file) {
+    // Note [Model specs]: an existing file that is none of them says what is missing.
+    const fs::path beside = fs::path(spec).parent_path() / "config.json";
+    FG_CHECK(!spec.ends_with(".safetensors"),
+             "{} holds weights only: a model also needs its config.json. {}", where,
+             fs::is_regular_file(beside)
+                 ? fmt::format("Give --model {} --init {}", beside.string(), spec)
+                 : fmt::format("There is none beside it ({}): give --model a preset or a "
+                               "config.json, and --init this file",
+                               beside.string()));
+    throw Error(fmt::format(
+        "{} is a file, but neither a config.json (.json) nor a .gguf file (a model is a preset, "
+        "a config.json, a checkpoint directory or a .gguf file)",
+        where));
   } else {
     std::error_code ec;
     FG_CHECK(!fs::exists(spec, ec) || fs::is_regular_file(spec, ec),

@@ -12,6 +12,7 @@
 
 #include "tensor/error.h"
 #include "tensor/half.h"
+#include "tensor/interrupt.h"
 
 namespace fitgrad::io {
 
@@ -529,6 +530,7 @@ GgufFile GgufFile::open(const std::string& path) {
   // ---- tensor infos ----
   f.tensors_.reserve(n_tensors);
   for (uint64_t i = 0; i < n_tensors; ++i) {
+    interruption_point();  // Note [Interruption points]
     GgufTensorInfo t;
     t.name = r.read_string(fmt::format("the name of tensor #{}", i));
     const std::string what = fmt::format("tensor '{}'", t.name);
@@ -614,6 +616,7 @@ Tensor GgufFile::tensor(const std::string& name, DType out) const {
       std::max<int64_t>(ti.block_size, (int64_t(1) << 16) / ti.block_size * ti.block_size);
   std::vector<float> scratch(out == DType::f32 ? 0 : size_t(std::min(chunk, t.numel)));
   for (int64_t start = 0; start < t.numel; start += chunk) {
+    interruption_point();  // Note [Interruption points]: a large tensor decodes in chunks
     const int64_t n = std::min(chunk, t.numel - start);
     const uint8_t* block = src + start / ti.block_size * ti.type_size;
     if (out == DType::f32) {

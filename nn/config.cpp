@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -13,15 +14,49 @@ namespace fitgrad::nn {
 
 // Note [Size bounds]
 // Sizes read from a config.json are untrusted. validate() caps each at kMaxSize, so that a
-// product of two fits int64, and an estimate in double of the weight matrices' count (one
-// layer at least) at kMaxParameters = 2^60, so that num_parameters() cannot overflow: its
-// terms are non-negative, and with the biases and norms (at most as many again) they sum
-// to less than 2^62. Real models are far inside both bounds.
+// product of two fits int64, the depth at kMaxLayers, and an estimate in double of the
+// weight matrices' count (one layer at least) at kMaxParameters = 2^40, so that
+// num_parameters() cannot overflow (its terms are non-negative, and with the biases and
+// norms, at most as many again, they sum to far less than 2^62) and so that a config no
+// card could hold is refused before anything is built: 2^40 parameters are 512 GiB even in
+// 4 bits (NF4), beyond any card, and the deepest published decoders have under 200 layers,
+// while a tree of 2^16 blocks already takes a gigabyte of host memory to build on meta.
+// Real models are far inside all three bounds.
 constexpr int64_t kMaxSize = int64_t(1) << 31;
-constexpr double kMaxParameters = 1152921504606846976.0;  // 2^60
+constexpr int64_t kMaxLayers = int64_t(1) << 16;
+constexpr double kMaxParameters = 1099511627776.0;  // 2^40
 
-void ModelConfig::validate(const std::string& where_arg) const {
+namespace {
+
+// Note [Errors name the file's keys]
+// A config.json error names the key the user wrote: a GPT-2 config has n_embd, n_layer,
+// n_head, n_positions and n_inner, not hidden_size or intermediate_size, and a Llama config
+// has num_hidden_layers, num_attention_heads and num_key_value_heads (Note [Reading
+// config.json]). GPT-2's n_inner, when absent, is 4 * n_embd, and the name says so.
+std::string key_of(const ModelConfig& c, bool json_keys, const std::string& field) {
+  if (!json_keys) return field;
+  static const std::map<std::string, std::string> gpt2 = {
+      {"hidden_size", "n_embd"},
+      {"num_layers", "n_layer"},
+      {"num_heads", "n_head"},
+      {"num_kv_heads", "n_head"},
+      {"max_position_embeddings", "n_positions"},
+      {"intermediate_size", "n_inner (4 * n_embd when not given)"},
+      {"norm_eps", "layer_norm_epsilon"}};
+  static const std::map<std::string, std::string> llama = {{"num_layers", "num_hidden_layers"},
+                                                           {"num_heads", "num_attention_heads"},
+                                                           {"num_kv_heads", "num_key_value_heads"},
+                                                           {"norm_eps", "rms_norm_eps"}};
+  const auto& names = c.family == Family::gpt2 ? gpt2 : llama;
+  const auto it = names.find(field);
+  return it == names.end() ? field : it->second;
+}
+
+}  // namespace
+
+void ModelConfig::validate(const std::string& where_arg, bool json_keys) const {
   const std::string where = where_arg.empty() ? "[config " + name + "]" : where_arg;
+  const auto key = [&](const char* field) { return key_of(*this, json_keys, field); };
   for (const auto& [field, value] : {std::pair<const char*, int64_t>{"vocab_size", vocab_size},
                                      {"hidden_size", hidden_size},
                                      {"intermediate_size", intermediate_size},
@@ -31,22 +66,25 @@ void ModelConfig::validate(const std::string& where_arg) const {
                                      {"head_dim", head_dim},
                                      {"max_position_embeddings", max_position_embeddings},
                                      {"sliding_window", sliding_window}})
-    FG_CHECK(value <= kMaxSize, "{} {} = {} is too large (at most 2^31)", where, field, value);
+    FG_CHECK(value <= kMaxSize, "{} {} = {} is too large (at most 2^31)", where, key(field), value);
+  FG_CHECK(num_layers <= kMaxLayers,
+           "{} {} = {} is too many layers (at most 65536; Note [Size bounds])", where,
+           key("num_layers"), num_layers);
   FG_CHECK(vocab_size > 0, "{} vocab_size must be positive, got {}", where, vocab_size);
-  FG_CHECK(hidden_size > 0, "{} hidden_size must be positive, got {}", where, hidden_size);
-  FG_CHECK(intermediate_size > 0, "{} intermediate_size must be positive, got {}", where,
+  FG_CHECK(hidden_size > 0, "{} {} must be positive, got {}", where, key("hidden_size"),
+           hidden_size);
+  FG_CHECK(intermediate_size > 0, "{} {} must be positive, got {}", where, key("intermediate_size"),
            intermediate_size);
-  FG_CHECK(num_layers >= 0, "{} num_layers must be >= 0, got {}", where, num_layers);
-  FG_CHECK(num_heads > 0, "{} num_heads must be positive, got {}", where, num_heads);
-  FG_CHECK(num_kv_heads > 0 && num_heads % num_kv_heads == 0,
-           "{} num_kv_heads = {} must divide num_heads = {}", where, num_kv_heads, num_heads);
-  FG_CHECK(head_dim > 0 || hidden_size % num_heads == 0,
-           "{} hidden_size = {} is not a multiple of num_heads = {}", where, hidden_size,
-           num_heads);
+  FG_CHECK(num_layers >= 0, "{} {} must be >= 0, got {}", where, key("num_layers"), num_layers);
+  FG_CHECK(num_heads > 0, "{} {} must be positive, got {}", where, key("num_heads"), num_heads);
+  FG_CHECK(num_kv_heads > 0 && num_heads % num_kv_heads == 0, "{} {} = {} must divide {} = {}",
+           where, key("num_kv_heads"), num_kv_heads, key("num_heads"), num_heads);
+  FG_CHECK(head_dim > 0 || hidden_size % num_heads == 0, "{} {} = {} is not a multiple of {} = {}",
+           where, key("hidden_size"), hidden_size, key("num_heads"), num_heads);
   FG_CHECK(head_dim >= 0, "{} head_dim must be >= 0, got {}", where, head_dim);
-  FG_CHECK(max_position_embeddings > 0, "{} max_position_embeddings must be positive, got {}",
-           where, max_position_embeddings);
-  FG_CHECK(norm_eps > 0, "{} norm eps must be positive, got {}", where, norm_eps);
+  FG_CHECK(max_position_embeddings > 0, "{} {} must be positive, got {}", where,
+           key("max_position_embeddings"), max_position_embeddings);
+  FG_CHECK(norm_eps > 0, "{} {} must be positive, got {}", where, key("norm_eps"), norm_eps);
   FG_CHECK(initializer_range >= 0, "{} initializer_range must be >= 0, got {}", where,
            initializer_range);
   for (const auto& [key, p] : {std::pair{"embd_pdrop", embd_pdrop},
@@ -59,7 +97,7 @@ void ModelConfig::validate(const std::string& where_arg) const {
   if (family == Family::gpt2) {
     FG_CHECK(num_kv_heads == num_heads, "{} gpt2 has no grouped-query attention", where);
     FG_CHECK(head_dim == 0 || head_dim * num_heads == hidden_size,
-             "{} gpt2 needs head_dim * num_heads == hidden_size", where);
+             "{} gpt2 needs head_dim * {} == {}", where, key("num_heads"), key("hidden_size"));
   } else {
     FG_CHECK(resolved_head_dim() % 2 == 0, "{} RoPE needs an even head_dim, got {}", where,
              resolved_head_dim());
@@ -72,8 +110,11 @@ void ModelConfig::validate(const std::string& where_arg) const {
   const double params =
       double(vocab_size + max_position_embeddings) * c * 2 +
       double(std::max<int64_t>(num_layers, 1)) * (attn + 3 * c * double(intermediate_size));
-  FG_CHECK(params <= kMaxParameters, "{} has about {:.3g} parameters, more than 2^60", where,
-           params);
+  FG_CHECK(params <= kMaxParameters,
+           "{} has about {:.3g} parameters, more than 2^40: 512 GiB even in 4 bits, beyond any "
+           "card ({} = {}, {} = {}, {} = {}, vocab_size = {})",
+           where, params, key("num_layers"), num_layers, key("hidden_size"), hidden_size,
+           key("intermediate_size"), intermediate_size, vocab_size);
 }
 
 double ModelConfig::residual_init_std() const {
@@ -380,7 +421,7 @@ ModelConfig config_from_json(const nlohmann::json& j, const std::string& source)
             "bos_token_id", "eos_token_id", "pad_token_id", "use_cache", "tokenizer_class",
             "max_length", "dtype"});
   r.reject_unknown();
-  m.validate(r.where());
+  m.validate(r.where(), /*json_keys=*/true);
   return m;
 }
 

@@ -68,8 +68,10 @@ struct ModelConfig {
   // (Note [Initialisation styles] in decoder.h).
   double residual_init_std() const;
   // Throws "<where> ..." naming the first inconsistent field; where defaults to
-  // "[config <name>]".
-  void validate(const std::string& where = "") const;
+  // "[config <name>]". With `json_keys`, a field is named by its config.json key for this
+  // family (n_layer for GPT-2, num_hidden_layers for Llama: Note [Errors name the file's
+  // keys]); without, by its ModelConfig name (a preset, a GGUF file's translated config).
+  void validate(const std::string& where = "", bool json_keys = false) const;
   // The parameter count from the formula (no model is built); equals the module tree's.
   int64_t num_parameters() const;
 

@@ -5,6 +5,7 @@
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "tensor/error.h"
+#include "tensor/interrupt.h"
 
 namespace fitgrad::nn {
 
@@ -65,8 +66,10 @@ Gpt2Model::Gpt2Model(std::string path, std::string name, const ModelConfig& cfg,
                                      ctx);
   wpe_ = &register_module<Embedding>("wpe", cfg.max_position_embeddings, cfg.hidden_size,
                                      cfg.initializer_range, ctx);
-  for (int64_t i = 0; i < cfg.num_layers; ++i)
+  for (int64_t i = 0; i < cfg.num_layers; ++i) {
+    interruption_point();  // Note [Interruption points]
     blocks_.push_back(&register_module<Gpt2Block>("h." + std::to_string(i), cfg, ctx));
+  }
   ln_f_ = &register_module<LayerNorm>("ln_f", cfg.hidden_size, cfg.norm_eps, ctx);
 }
 
@@ -90,8 +93,10 @@ LlamaModel::LlamaModel(std::string path, std::string name, const ModelConfig& cf
   else
     embed_tokens_ = &register_module<Embedding>("embed_tokens", cfg.vocab_size, cfg.hidden_size,
                                                 cfg.initializer_range, ctx);
-  for (int64_t i = 0; i < cfg.num_layers; ++i)
+  for (int64_t i = 0; i < cfg.num_layers; ++i) {
+    interruption_point();  // Note [Interruption points]
     blocks_.push_back(&register_module<LlamaBlock>("layers." + std::to_string(i), cfg, ctx));
+  }
   norm_ = &register_module<RMSNorm>("norm", cfg.hidden_size, cfg.norm_eps, ctx);
 }
 

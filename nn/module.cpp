@@ -6,6 +6,7 @@
 
 #include "autograd/variable.h"
 #include "tensor/error.h"
+#include "tensor/interrupt.h"
 #include "tensor/ops/random.h"
 
 namespace fitgrad::nn {
@@ -251,6 +252,7 @@ void Module::load(const TensorSource& source, bool strict) {
   for (const auto& [name, p] : params) {  // Note [Streaming loads]: one entry at a time
     auto it = entries.find(name);
     if (it == entries.end() || it->second->keep) continue;
+    interruption_point();  // Note [Interruption points]: each tensor loaded
     Tensor dst = p;
     dst.copy_(source.read(name));
   }

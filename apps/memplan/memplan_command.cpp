@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -31,6 +32,12 @@ nn::ModelConfig model_config(const TrainArgs& a) {
 }
 
 void print_plan(const Plan& p, const PlanTarget& target, std::ostream& out) {
+  if (p.planned_steps < p.run_steps)
+    out << fmt::format(
+        "  steps planned:    {} of {}: the first, the second, the steady state and each "
+        "periodic event (logging, evaluation, emptying the cache); the other steps repeat "
+        "them (Note [Steps a plan extrapolates])\n",
+        p.planned_steps, p.run_steps);
   out << fmt::format("  peak allocated:   {} ({} of the capacity), at '{}'\n",
                      format_bytes(p.peak_allocated), percent(p.peak_allocated, target.capacity),
                      p.peak_mark);
@@ -89,6 +96,8 @@ int run_single(const MemplanArgs& m, const PlanTarget& target, std::ostream& out
                        names)
         << std::flush;
   }
+  out << fmt::format("planning {} of {} steps of {} on meta...\n",
+                     std::min(m.train.max_steps, kPlannedSteps), m.train.max_steps, m.train.model);
   const Plan p = plan_training(m.train, target, record ? &*record : nullptr);
   out << fmt::format("plan: {}\n", describe(m.train));
   if (m.verbose) out << p.run_output;
@@ -192,6 +201,10 @@ int run_memplan(const MemplanArgs& m, std::ostream& out, std::ostream& err) {
         "[memplan] --output_dir keeps the memory record of one plan; --fit, --max_seq_len and "
         "--max_batch_size keep none: drop --output_dir, or plan the setting they find");
   const PlanTarget target = plan_target(m.train.device, m.device_memory, m.context_reserve);
+  TrainArgs planned = m.train;  // train's own checks, before a model is built
+  planned.planned_device = planned.device;
+  planned.device = "meta";
+  validate(planned);  // Note [One validation]
   out << fmt::format("target: {}\n", target.name);
   if (m.fit) return run_fit(m, target, out, err);
   if (m.max_seq_len) return run_largest(m, Knob::seq_len, target, out, err);
@@ -238,8 +251,9 @@ void add_memplan_command(CLI::App& app) {
       "--overwrite (docs/run_promises.md). Exit codes: 0 it fits, 3 it does not, 1 bad "
       "input.");
   cmd->callback([m] {
-    const int code = run_guarded("memplan", std::cout, std::cerr,
-                                 [&] { return run_memplan(*m, std::cout, std::cerr); });
+    const int code = run_guarded(
+        "memplan", std::cout, std::cerr, [&] { return run_memplan(*m, std::cout, std::cerr); },
+        "it wrote no memory record");
     if (code != 0) throw CLI::RuntimeError(code);
   });
 }

@@ -85,9 +85,28 @@ Plan plan_training(TrainArgs a, const PlanTarget& target, const std::string& rec
   return p;
 }
 
-Plan plan_training(TrainArgs a, const PlanTarget& target, PlanRecord* record) {
+TrainArgs steps_to_plan(const TrainArgs& a) {
+  if (a.max_steps <= kPlannedSteps) return a;
+  const auto moved = [&](int64_t interval) {
+    return interval < a.max_steps ? std::min<int64_t>(interval, 3) : interval;
+  };
+  TrainArgs p = a;
+  p.max_steps = kPlannedSteps;
+  p.logging_steps = moved(a.logging_steps);
+  if (a.eval_strategy == "steps")
+    p.eval_steps = moved(a.eval_steps > 0 ? a.eval_steps : a.logging_steps);
+  if (a.torch_empty_cache_steps > 0) p.torch_empty_cache_steps = moved(a.torch_empty_cache_steps);
+  // The learning-rate schedule changes no allocation; its warmup must still fit the run.
+  p.warmup_steps = std::min(a.warmup_steps, kPlannedSteps);
+  return p;
+}
+
+Plan plan_training(TrainArgs a, const PlanTarget& target, PlanRecord* record, bool every_step) {
   const auto t0 = std::chrono::steady_clock::now();
-  const ScratchDir scratch;  // Note [Where a plan writes]
+  const int64_t run_steps = a.max_steps;
+  const ScratchDir scratch;     // Note [Where a plan writes]
+  // Note [One validation]: the checks that depend on the device read the target's.
+  a.planned_device = target.profile.backend == DeviceType::cuda ? "cuda" : "cpu";
   a.device = "meta";
   a.data.clear();
   a.output_dir = scratch.path().string();
@@ -95,6 +114,10 @@ Plan plan_training(TrainArgs a, const PlanTarget& target, PlanRecord* record) {
   a.progress = "plain";
   a.memory_budget = std::to_string(target.capacity);
   a.write_memory_record = record != nullptr;
+  if (!every_step && a.max_steps > kPlannedSteps) {
+    validate(a);  // the run's own flags, before they are moved (Note [Steps a plan extrapolates])
+    a = steps_to_plan(a);
+  }
 
   CachingAllocator& alloc = allocator_for(Device::meta());
   CachingAllocator& host = allocator_for(optim::offload_host(Device::meta()));
@@ -106,6 +129,8 @@ Plan plan_training(TrainArgs a, const PlanTarget& target, PlanRecord* record) {
 
   Plan p;
   p.run_output = out.str();
+  p.planned_steps = a.max_steps;
+  p.run_steps = run_steps;
   const MemoryStats st = alloc.stats();
   // Every plan starts from an empty allocator (Note [A failed step leaves nothing behind]).
   if (st.allocated_bytes[kAllPools].current != 0) {

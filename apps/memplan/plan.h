@@ -30,10 +30,33 @@ struct Plan {
   // Host memory the run planned (meta:1: --offload_optimizer's masters and state, Note
   // [Optimizer offload]); 0 when it offloads nothing.
   int64_t host_peak_allocated = 0;
-  std::string oom_report;  // what the real run would print (empty when it fits)
-  std::string run_output;  // the run's summary lines
-  double seconds = 0;      // the plan's own wall time
+  std::string oom_report;     // what the real run would print (empty when it fits)
+  std::string run_output;     // the run's summary lines
+  double seconds = 0;         // the plan's own wall time
+  int64_t planned_steps = 0;  // the steps simulated (Note [Steps a plan extrapolates])
+  int64_t run_steps = 0;      // the steps of the run it stands for (--max_steps)
 };
+
+// Note [Steps a plan extrapolates]
+// After its second step a run's allocator is in a steady state: every later step makes the
+// same requests in the same order and finds the same cached blocks, so its events and peak
+// are those of the step before. Only the steps that can differ are planned: the first
+// (optimizer state, the caches' first segments), the second (the first that reuses them),
+// the steady state, and the steps at and after each periodic event — logging, evaluation,
+// emptying the cache (a plan saves no checkpoint). A plan of more than kPlannedSteps (6)
+// steps therefore plans 6, with each event whose interval is shorter than the run moved to
+// min(interval, 3): an event due every step or every other step stays so, any other fires
+// at step 3 and step 6, after a steady state and followed by steps, as it would at step
+// 500 of the real run; the last step logs and evaluates as the run's last does. An event
+// whose interval is the run's length or more happens at most at the end, as in the run. The
+// plan's peak, out-of-memory verdict and memory record (whose trace covers the 6 steps)
+// are then those of the whole run, and its time does not grow with --max_steps; memplan
+// says which steps it planned.
+inline constexpr int64_t kPlannedSteps = 6;
+
+// The run that stands for `a` under Note [Steps a plan extrapolates] (`a` itself when it
+// has kPlannedSteps steps or fewer).
+TrainArgs steps_to_plan(const TrainArgs& a);
 
 // The files of a plan's memory record (memory.json, memory_trace.json, memory.html,
 // peak_report.txt, memory_summary.txt), declared as outputs of `outputs` in `dir`, which is
@@ -56,7 +79,10 @@ struct PlanRecord {
 // the plan ends, so a plan never takes a run's lock or writes beside a run's files. With a
 // `record`, the run writes its memory record there and the files are staged into the
 // record's outputs; the caller commits them (all or none, Note [All outputs or none]).
-Plan plan_training(TrainArgs args, const PlanTarget& target, PlanRecord* record);
+// `every_step` plans each of --max_steps steps instead (tests check the extrapolation
+// against it).
+Plan plan_training(TrainArgs args, const PlanTarget& target, PlanRecord* record,
+                   bool every_step = false);
 // The same with the record written into `record_dir` (replacing a plan's record there);
 // "" keeps none.
 Plan plan_training(TrainArgs args, const PlanTarget& target, const std::string& record_dir);

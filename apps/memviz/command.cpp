@@ -24,6 +24,8 @@ void run_memviz(const MemvizArgs& a, std::ostream& out) {
   constexpr size_t kNone = size_t(-1);
   const size_t html = a.html.empty() ? kNone : outputs.output("-o", a.html, /*stdout_ok=*/true);
   const size_t svg = a.svg.empty() ? kNone : outputs.output("--svg", a.svg, /*stdout_ok=*/true);
+  std::ostream& said = a.html == "-" || a.svg == "-" ? std::cerr : out;
+  said << fmt::format("reading {}\n", a.input);  // Note [Line-buffered progress]
   const MemvizTrace t = read_memviz_trace(a.input);
   if (html != kNone) outputs.text(html, memviz_page(t));
   if (svg != kNone) outputs.text(svg, timeline_svg(t, build_timeline(t)));
@@ -32,7 +34,6 @@ void run_memviz(const MemvizArgs& a, std::ostream& out) {
   if (!a.svg.empty())
     wrote += (wrote.empty() ? "" : " and ") +
              (a.svg == "-" ? std::string("the SVG to standard output") : a.svg);
-  std::ostream& said = a.html == "-" || a.svg == "-" ? std::cerr : out;
   const std::string mark =
       t.peak["mark"].is_string() ? fmt::format(" ({})", t.peak["mark"].get<std::string>()) : "";
   said << fmt::format("wrote {}: {} events of {} ({} dropped), peak {} allocated at event #{}{}\n",

@@ -11,7 +11,9 @@
 #include <fstream>
 #include <optional>
 
+#include "apps/memviz/streamed_json.h"
 #include "tensor/error.h"
+#include "tensor/interrupt.h"
 
 namespace fitgrad::apps {
 
@@ -49,6 +51,15 @@ int64_t get_i64(const json& obj, const char* key, const Where& w) {
   if (!v.is_number_integer())
     fail(w, fmt::format("'{}' must be an integer, got {}", key, v.dump()));
   return v.get<int64_t>();
+}
+
+// An optional string field: "" when absent or null, an error naming the key when it holds
+// another type (never nlohmann's "type must be string" without the key).
+std::string optional_string(const json& obj, const char* key, const Where& w) {
+  const auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return "";
+  if (!it->is_string()) fail(w, fmt::format("'{}' must be a string, got {}", key, it->dump()));
+  return it->get<std::string>();
 }
 
 const std::string& get_string(const json& obj, const char* key, const Where& w) {
@@ -122,81 +133,93 @@ void check_peak(const json& p, const Where& w) {
   get_i64(rest, "bytes", w);
 }
 
-MemvizTrace from_chrome_trace(const json& doc, const std::string& source) {
-  MemvizTrace t;
-  t.source = source;
-  t.format = "Chrome trace";
-  const json& list = doc["traceEvents"];
-  if (!list.is_array()) fail({source, ""}, "'traceEvents' must be an array");
-  std::optional<json> info;
-  for (size_t i = 0; i < list.size(); ++i) {
-    const json& e = list[i];
-    const Where w{source, fmt::format("traceEvents[{}]", i)};
+// The events of either format, read one at a time (from a document, or as they are parsed:
+// Note [memviz streams its events]), then the records around them.
+class TraceBuilder {
+ public:
+  explicit TraceBuilder(const std::string& source) : source_(source) {}
+
+  void chrome_event(const json& e, size_t i) {
+    interruption_point();  // Note [Interruption points]
+    const Where w{source_, fmt::format("traceEvents[{}]", i)};
     if (!e.is_object()) fail(w, "a trace event must be an object");
-    const std::string ph = e.value("ph", "");
-    const std::string cat = e.value("cat", "");
-    if (ph == "M" && e.value("name", "") == "process_name" && e.contains("args") &&
+    const std::string ph = optional_string(e, "ph", w);
+    const std::string cat = optional_string(e, "cat", w);
+    if (ph == "M" && optional_string(e, "name", w) == "process_name" && e.contains("args") &&
         e["args"].contains("total_events"))
-      info = e["args"];
-    if (ph != "i") continue;
+      info_ = e["args"];
+    if (ph != "i") return;
     if (cat == "allocator" || cat == "mark" || cat == "oom")
-      t.events.push_back(read_event(field(e, "args", w), w));
+      chrome_.push_back(read_event(field(e, "args", w), w));
     else if (cat == "peak")
-      t.peak = field(e, "args", w);
+      peak_ = field(e, "args", w);
   }
-  if (!info || t.peak.is_null())
-    fail({source, ""},
-         "a Chrome trace without fitgrad's allocator events (no process_name with the trace's "
-         "counts, or no 'peak' instant): it was written by another program or an older "
-         "fitgrad; export it again, or give memory.json");
-  const Where w{source, "the process_name record"};
-  t.device = get_string(*info, "device", w);
-  t.total_events = get_u64(*info, "total_events", w);
-  t.dropped = get_u64(*info, "dropped", w);
-  return t;
-}
 
-MemvizTrace from_snapshot(const json& doc, const std::string& source) {
-  MemvizTrace t;
-  t.source = source;
-  t.format = "memory.json snapshot";
-  const Where top{source, ""};
-  t.device = get_string(doc, "device", top);
-  const json& trace = field(doc, "trace", top);
-  t.total_events = get_u64(trace, "total_events", {source, "trace"});
-  t.dropped = get_u64(trace, "dropped", {source, "trace"});
-  const json& events = field(trace, "events", {source, "trace"});
-  if (!events.is_array()) fail({source, "trace"}, "'events' must be an array");
-  for (size_t i = 0; i < events.size(); ++i)
-    t.events.push_back(read_event(events[i], {source, fmt::format("trace.events[{}]", i)}));
-  t.peak = field(doc, "peak", top);
-  return t;
-}
-
-}  // namespace
-
-bool is_block_event(EventKind k) {
-  return k == EventKind::alloc || k == EventKind::free || k == EventKind::retag_from ||
-         k == EventKind::retag_to;
-}
-
-MemvizTrace memviz_trace_from_json(const json& doc, const std::string& source) {
-  if (!doc.is_object())
-    fail({source, ""}, "expected a JSON object (memory_trace.json or memory.json)");
-  MemvizTrace t;
-  try {
-    if (doc.contains("traceEvents"))
-      t = from_chrome_trace(doc, source);
-    else if (doc.contains("schema") && doc.contains("trace"))
-      t = from_snapshot(doc, source);
-    else
-      fail({source, ""},
-           "neither a Chrome trace (no 'traceEvents') nor a memory.json snapshot (no 'schema' "
-           "and 'trace')");
-    check_peak(t.peak, {source, "the peak report"});
-  } catch (const json::exception& e) {  // a field of another type than the format says
-    fail({source, ""}, e.what());
+  void snapshot_event(const json& e, size_t i) {
+    interruption_point();  // Note [Interruption points]
+    snapshot_.push_back(read_event(e, {source_, fmt::format("trace.events[{}]", i)}));
   }
+
+  // The trace of `doc`, whose event arrays hold the events not yet read (all of them, or
+  // none when they were streamed).
+  MemvizTrace finish(const json& doc) {
+    if (!doc.is_object())
+      fail({source_, ""}, "expected a JSON object (memory_trace.json or memory.json)");
+    if (doc.contains("traceEvents")) return finish_chrome(doc);
+    if (doc.contains("schema") && doc.contains("trace")) return finish_snapshot(doc);
+    fail({source_, ""},
+         "neither a Chrome trace (no 'traceEvents') nor a memory.json snapshot (no 'schema' "
+         "and 'trace')");
+  }
+
+ private:
+  MemvizTrace finish_chrome(const json& doc) {
+    const json& list = doc["traceEvents"];
+    if (!list.is_array()) fail({source_, ""}, "'traceEvents' must be an array");
+    for (size_t i = 0; i < list.size(); ++i) chrome_event(list[i], i);
+    if (!info_ || peak_.is_null())
+      fail({source_, ""},
+           "a Chrome trace without fitgrad's allocator events (no process_name with the "
+           "trace's counts, or no 'peak' instant): it was written by another program or an "
+           "older fitgrad; export it again, or give memory.json");
+    MemvizTrace t;
+    t.source = source_;
+    t.format = "Chrome trace";
+    const Where w{source_, "the process_name record"};
+    t.device = get_string(*info_, "device", w);
+    t.total_events = get_u64(*info_, "total_events", w);
+    t.dropped = get_u64(*info_, "dropped", w);
+    t.events = std::move(chrome_);
+    t.peak = std::move(peak_);
+    return t;
+  }
+
+  MemvizTrace finish_snapshot(const json& doc) {
+    MemvizTrace t;
+    t.source = source_;
+    t.format = "memory.json snapshot";
+    const Where top{source_, ""};
+    t.device = get_string(doc, "device", top);
+    const json& trace = field(doc, "trace", top);
+    t.total_events = get_u64(trace, "total_events", {source_, "trace"});
+    t.dropped = get_u64(trace, "dropped", {source_, "trace"});
+    const json& events = field(trace, "events", {source_, "trace"});
+    if (!events.is_array()) fail({source_, "trace"}, "'events' must be an array");
+    for (size_t i = 0; i < events.size(); ++i) snapshot_event(events[i], i);
+    t.events = std::move(snapshot_);
+    t.peak = field(doc, "peak", top);
+    return t;
+  }
+
+  const std::string& source_;
+  std::optional<json> info_;
+  json peak_;
+  std::vector<VizEvent> chrome_, snapshot_;
+};
+
+// The checks of a whole trace, whichever format it came from.
+MemvizTrace checked(MemvizTrace t) {
+  const std::string& source = t.source;
   std::stable_sort(t.events.begin(), t.events.end(),
                    [](const VizEvent& a, const VizEvent& b) { return a.seq < b.seq; });
   for (size_t i = 1; i < t.events.size(); ++i)
@@ -210,19 +233,62 @@ MemvizTrace memviz_trace_from_json(const json& doc, const std::string& source) {
     fail({source, ""},
          fmt::format("{} events, but the trace says {} in all of which {} were dropped",
                      t.events.size(), t.total_events, t.dropped));
+  // A peak recorded at an event the trace does not reach: the trace was cut or edited after
+  // its peak report was written, and a page drawn from it would mark a peak it cannot show.
+  const uint64_t peak_seq = t.peak["seq"].get<uint64_t>();
+  if (t.total_events > 0 && peak_seq >= t.total_events)
+    fail({source, "the peak report"},
+         fmt::format("the peak is at event #{}, past the trace's last event #{}: the trace was "
+                     "cut or edited after its peak was recorded",
+                     peak_seq, t.total_events - 1));
   return t;
+}
+
+}  // namespace
+
+bool is_block_event(EventKind k) {
+  return k == EventKind::alloc || k == EventKind::free || k == EventKind::retag_from ||
+         k == EventKind::retag_to;
+}
+
+MemvizTrace memviz_trace_from_json(const json& doc, const std::string& source) {
+  TraceBuilder builder(source);
+  MemvizTrace t;
+  try {
+    t = builder.finish(doc);
+    check_peak(t.peak, {source, "the peak report"});
+  } catch (const json::exception& e) {  // a field of another type than the format says
+    fail({source, ""}, e.what());
+  }
+  return checked(std::move(t));
 }
 
 MemvizTrace read_memviz_trace(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   FG_CHECK(in.is_open(), "[memviz] cannot open '{}': {}", path, std::strerror(errno));
+  // Note [memviz streams its events]: each event is read as it is parsed.
+  TraceBuilder builder(path);
+  const auto on_event = [&](size_t format, const json& e, size_t i) {
+    try {
+      format == 0 ? builder.chrome_event(e, i) : builder.snapshot_event(e, i);
+    } catch (const json::exception& error) {
+      fail({path, ""}, error.what());
+    }
+  };
   json doc;
   try {
-    doc = json::parse(in);
+    doc = parse_streamed_json(in, {{"traceEvents"}, {"trace", "events"}}, on_event);
   } catch (const json::parse_error& e) {
     throw Error(fmt::format("[memviz] {}: not JSON ({})", path, e.what()));
   }
-  return memviz_trace_from_json(doc, path);
+  MemvizTrace t;
+  try {
+    t = builder.finish(doc);
+    check_peak(t.peak, {path, "the peak report"});
+  } catch (const json::exception& e) {
+    fail({path, ""}, e.what());
+  }
+  return checked(std::move(t));
 }
 
 }  // namespace fitgrad::apps

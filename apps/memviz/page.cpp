@@ -8,6 +8,7 @@
 #include "apps/memviz/markup.h"
 #include "apps/memviz/page_assets.h"
 #include "io/atomic_file.h"
+#include "tensor/interrupt.h"
 
 namespace fitgrad::apps {
 
@@ -39,6 +40,7 @@ json memviz_page_data(const MemvizTrace& t, const Timeline& tl) {
        label = json::array(), size = json::array(), segment = json::array(), offset = json::array(),
        allocated = json::array(), reserved = json::array();
   for (const VizEvent& e : t.events) {
+    interruption_point();  // Note [Interruption points]: each event rendered
     const bool has_label =
         is_block_event(e.kind) || e.kind == EventKind::oom || e.kind == EventKind::mark;
     int id = -1;

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <array>
 
+#include "tensor/interrupt.h"
+
 namespace fitgrad::apps {
 
 // Note [Thinning keeps the highs and the peak]
@@ -81,6 +83,7 @@ Timeline build_timeline(const MemvizTrace& t, size_t max_points) {
     known[size_t(e.category)] = true;
   };
   for (size_t i = 0; i < t.events.size() && next < tl.event.size(); ++i) {
+    interruption_point();  // Note [Interruption points]
     const VizEvent& e = t.events[i];
     if (is_block_event(e.kind)) apply(e);
     // A retag moves a block in two events; between them its bytes are in no category,

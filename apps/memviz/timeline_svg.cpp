@@ -8,6 +8,7 @@
 
 #include "apps/memviz/markup.h"
 #include "apps/memviz/timeline.h"
+#include "tensor/interrupt.h"
 #include "tensor/memory/bytes.h"
 
 namespace fitgrad::apps {
@@ -100,6 +101,7 @@ void reserved_line(std::string& out, const Plot& p, const Timeline& tl) {
 void marks(std::string& out, const Plot& p, const MemvizTrace& t) {
   double last_label = -1e9;
   for (size_t i = 0; i < t.events.size(); ++i) {
+    interruption_point();  // Note [Interruption points]
     const VizEvent& e = t.events[i];
     if (e.kind != EventKind::mark && e.kind != EventKind::oom) continue;
     const bool oom = e.kind == EventKind::oom;

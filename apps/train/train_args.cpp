@@ -242,7 +242,12 @@ void validate(const TrainArgs& a) {
     fail("eval_strategy", fmt::format("must be steps or no, got '{}'", a.eval_strategy));
   // Each worker is a thread holding prefetched batches; more than this only costs memory.
   require_in("dataloader_num_workers", a.dataloader_num_workers, 0, 64);
-  Device device = Device::parse(a.device);
+  // Note [One validation]
+  // memplan plans a run by running it on meta (Note [Dry run on meta]), and a plan must be
+  // refused exactly when the run would be: the checks that depend on the device (offload
+  // needs a card) read the device planned for, memplan's --device, not meta.
+  const Device device = Device::parse(a.device);
+  const Device target = a.planned_device.empty() ? device : Device::parse(a.planned_device);
   if (device.type == DeviceType::meta) {
     // Note [Dry run on meta] in apps/train/train_run.h.
     if (a.max_steps < 0)
@@ -294,7 +299,7 @@ void validate(const TrainArgs& a) {
     if (!a.gradient_checkpointing)
       fail("offload_activations",
            "needs --gradient_checkpointing: it offloads the checkpointed activations");
-    if (device.type == DeviceType::cpu)
+    if (target.type == DeviceType::cpu)
       fail("offload_activations",
            "needs --device cuda (or meta to plan it): on cpu the activations are host memory "
            "already");
@@ -304,7 +309,7 @@ void validate(const TrainArgs& a) {
       throw Error(
           "[train] --offload_optimizer and --optim_in_backward conflict: the offloaded update "
           "runs on the host after the backward");
-    if (device.type == DeviceType::cpu)
+    if (target.type == DeviceType::cpu)
       fail("offload_optimizer",
            "needs --device cuda (or meta to plan it): on cpu the parameters are host memory "
            "already");

@@ -98,6 +98,9 @@ struct TrainArgs {
   std::string progress = "auto";  // auto | bar | plain
   // Not a flag: memplan's search plans many candidates and writes no memory record for them.
   bool write_memory_record = true;
+  // Not a flag: the device a dry run on meta plans for (memplan's --device: cpu or cuda), so
+  // that validate() refuses a plan exactly when it refuses the run (Note [One validation]).
+  std::string planned_device;
 };
 
 // Registers every option on `cmd` (the `train` subcommand), bound to `args`.

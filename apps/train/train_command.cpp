@@ -27,15 +27,18 @@ void add_train_command(CLI::App& app) {
       "fitgrad_tokenizer.json, optimizer.safetensors, trainer_state.json), metrics.jsonl, "
       "loss_curve.svg, memory.json, memory_trace.json (Perfetto), memory.html (the same trace "
       "as a page: `fitgrad memviz`), peak_report.txt, memory_summary.txt.\n"
-      "Ctrl-C (SIGINT) or SIGTERM saves a checkpoint and exits with 128 + the signal; "
+      "Ctrl-C (SIGINT) or SIGTERM saves a checkpoint of the last complete step and exits "
+      "with 128 + the signal (while loading, and in a dry run, it stops at once and saves "
+      "nothing); "
       "out of memory prints the allocator's report and exits {}; bad input (a flag, a file, "
       "a combination, a command-line parse error) exits 1. One run per --output_dir (a lock); "
       "checkpoints are verified on resume (docs/run_promises.md).\n"
       "--bf16, --fp16 (with a dynamic loss scaler) and --tf32 are the precisions.",
       presets, kExitOutOfMemory));
   cmd->callback([args] {
-    const int code = run_guarded("train", std::cout, std::cerr,
-                                 [&] { return run_train(*args, std::cout, std::cerr); });
+    const int code = run_guarded(
+        "train", std::cout, std::cerr, [&] { return run_train(*args, std::cout, std::cerr); },
+        "it saved no checkpoint and wrote no memory record");
     if (code != 0) throw CLI::RuntimeError(code);
   });
 }

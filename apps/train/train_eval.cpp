@@ -8,10 +8,10 @@
 // and the loop saves the checkpoint of the last complete optimizer step and exits.
 #include <fmt/format.h>
 
-#include "apps/train/interrupt.h"
 #include "apps/train/train_run.h"
 #include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
+#include "tensor/interrupt.h"
 #include "tensor/memory/scope.h"
 
 namespace fitgrad::apps {
@@ -40,7 +40,7 @@ std::optional<std::pair<double, int64_t>> evaluate(TrainRun& r) {
   data::Loader val(r.dataset->val(), lopt, "validation");
   double sum = 0;
   for (int64_t i = 0; i < r.eval_batches; ++i) {
-    if (InterruptGuard::received()) return std::nullopt;
+    if (interrupt_received()) return std::nullopt;
     data::Batch b = val.next();
     sum += r.lm.model->loss(b.ids, b.targets).item();
   }

@@ -6,10 +6,10 @@
 
 #include <cmath>
 
-#include "apps/train/interrupt.h"
 #include "apps/train/train_run.h"
 #include "tensor/device_copy.h"
 #include "tensor/error.h"
+#include "tensor/interrupt.h"
 #include "tensor/memory/bytes.h"
 
 namespace fitgrad::apps {
@@ -88,7 +88,9 @@ int run(TrainRun& r) {
     return report_out_of_memory(r, e, "while loading the model and data");
   }
   const TrainArgs& a = r.a;
-  InterruptGuard interrupt;
+  // A real run's step finishes and is saved (Note [Signals act within a batch]); a dry run
+  // saves nothing, so it stops at once (Note [Interruption points]).
+  const DeferInterrupts defer(!r.dry_run);
   const int64_t eval_every = a.eval_steps > 0 ? a.eval_steps : a.logging_steps;
   const int64_t tokens_per_step =
       a.per_device_train_batch_size * a.seq_len * a.gradient_accumulation_steps;
@@ -96,7 +98,8 @@ int run(TrainRun& r) {
   double last_loss = NAN;
   try {
     while (r.step < r.total) {
-      if (int sig = InterruptGuard::received()) {
+      interruption_point();
+      if (int sig = interrupt_received()) {
         r.progress.message(
             fmt::format("signal {} received: saving a checkpoint at step {}", sig, r.step));
         save_checkpoint(r);

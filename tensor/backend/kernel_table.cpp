@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "tensor/error.h"
+#include "tensor/interrupt.h"
 
 namespace fitgrad::backend {
 namespace {
@@ -78,6 +79,7 @@ std::array<std::atomic<uint64_t>, kOpCount>& dispatches() {
 uint64_t dispatch_count(OpId op) { return dispatches()[size_t(op)].load(); }
 
 const ErasedKernel& find_kernel(OpId op, Device device, const std::type_info& args_type) {
+  interruption_point();  // Note [Interruption points]: a step of any size stops when asked
   require_kernel(op, device);
   dispatches()[size_t(op)].fetch_add(1, std::memory_order_relaxed);
   const Entry& e = registry().tables[size_t(device.type)][size_t(op)];

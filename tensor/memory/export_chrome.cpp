@@ -14,6 +14,7 @@
 #include <array>
 #include <optional>
 
+#include "tensor/interrupt.h"
 #include "tensor/memory/export.h"
 #include "tensor/memory/scope.h"
 
@@ -132,6 +133,7 @@ json chrome_trace_json(const CachingAllocator& a) {
   };
   double last_ts = peak_ts;
   for (const MemoryEvent& e : events) {
+    interruption_point();                       // Note [Interruption points]: each event written
     const double ts = double(e.time_ns) / 1e3;  // microseconds
     if (!peak_written && peak_seq < e.seq) write_peak(std::min(peak_ts, ts));
     last_ts = ts;

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <limits>
 
+#include "tensor/interrupt.h"
 #include "tensor/memory/export.h"
 #include "tensor/memory/scope.h"
 
@@ -70,7 +71,10 @@ json segment_json(const SegmentInfo& s) {
 json trace_json(const CachingAllocator& a) {
   const std::vector<MemoryEvent> events = a.events();
   json list = json::array();
-  for (const MemoryEvent& e : events) list.push_back(detail::event_json(e));
+  for (const MemoryEvent& e : events) {
+    interruption_point();  // Note [Interruption points]: each event written
+    list.push_back(detail::event_json(e));
+  }
   // See Note [Exports read separate copies]: counts come from the retained events.
   const uint64_t total = events.empty() ? a.total_events() : events.back().seq + 1;
   return {{"total_events", total}, {"dropped", total - events.size()}, {"events", std::move(list)}};

@@ -9,10 +9,12 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "apps/memplan/cost_model.h"
+#include "apps/memplan/memplan_command.h"
 #include "apps/memplan/search.h"
 #include "apps/memplan/targets.h"
 #include "nn/config.h"
@@ -213,6 +215,78 @@ TEST(MemplanPlan, EvaluationIsPlannedOnlyWhenAsked) {
   a.eval_max_batches = 2;
   const Plan with = plan_training(a, cpu, "");
   EXPECT_GT(with.total_allocated, without.total_allocated);
+}
+
+// Note [Steps a plan extrapolates]: a million steps with evaluation, logging and emptying
+// the cache at intervals plan 6 steps, and their peak, fragmentation and categories are
+// those of simulating every step of a 30-step run with the same intervals (issue 31: a
+// million steps were simulated one by one, a minute and counting for gpt2-tiny).
+TEST(MemplanPlan, AMillionStepsPlanLikeEveryStepOfAShortRun) {
+  TrainArgs a = tiny_args();
+  a.eval_strategy = "steps";
+  a.eval_steps = 4;
+  a.logging_steps = 5;
+  a.torch_empty_cache_steps = 7;
+  const PlanTarget target = plan_target("cuda", "24GiB", "");
+  a.max_steps = 30;
+  const Plan every = plan_training(a, target, nullptr, /*every_step=*/true);
+  EXPECT_EQ(every.planned_steps, 30);
+  for (const int64_t steps : {int64_t(7), int64_t(30), int64_t(1000000)}) {
+    a.max_steps = steps;
+    const Plan p = plan_training(a, target, nullptr);
+    EXPECT_EQ(p.planned_steps, kPlannedSteps) << steps;
+    EXPECT_EQ(p.run_steps, steps);
+    EXPECT_EQ(p.peak_allocated, every.peak_allocated) << steps;
+    EXPECT_EQ(p.peak_reserved, every.peak_reserved) << steps;
+    EXPECT_EQ(p.reserved_at_peak, every.reserved_at_peak) << steps;
+    EXPECT_EQ(p.peak_by_category, every.peak_by_category) << steps;
+    EXPECT_EQ(p.fits, every.fits);
+  }
+  // A run of kPlannedSteps steps or fewer is planned as it is.
+  a.max_steps = 3;
+  EXPECT_EQ(plan_training(a, target, nullptr).planned_steps, 3);
+}
+
+// Note [One validation]: a plan is refused exactly when the run would be, with the run's
+// own words (issue 31: memplan planned --offload_optimizer on a CPU that train refuses).
+TEST(MemplanValidation, RefusedExactlyAsTrainRefuses) {
+  const std::vector<std::function<void(TrainArgs&)>> settings = {
+      [](TrainArgs& a) { a.offload_optimizer = true; },
+      [](TrainArgs& a) {
+        a.gradient_checkpointing = true;
+        a.offload_activations = true;
+      },
+  };
+  for (const auto& set : settings) {
+    TrainArgs run;
+    run.model = "gpt2-tiny";
+    run.device = "cpu";
+    run.data = "corpus.txt";
+    run.output_dir = "out";
+    run.max_steps = 2;
+    set(run);
+    std::string train_error, memplan_error;
+    try {
+      validate(run);
+    } catch (const Error& e) {
+      train_error = e.what();
+    }
+    MemplanArgs m;
+    m.train.model = "gpt2-tiny";
+    m.train.device = "cpu";
+    m.train.seq_len = 32;
+    set(m.train);
+    std::ostringstream out, err;
+    try {
+      run_memplan(m, out, err);
+    } catch (const Error& e) {
+      memplan_error = e.what();
+    }
+    EXPECT_THAT(train_error, ::testing::HasSubstr("needs --device cuda"));
+    EXPECT_EQ(memplan_error, train_error);
+    m.train.device = "cuda";  // the same plan for a card is made
+    EXPECT_EQ(run_memplan(m, out, err), 0) << err.str();
+  }
 }
 
 TEST(MemplanPlan, ModulesOfLabels) {

@@ -9,10 +9,12 @@
 #include <map>
 #include <regex>
 #include <sstream>
+#include <tuple>
 
 #include "apps/memviz/command.h"
 #include "apps/memviz/memviz_trace.h"
 #include "apps/memviz/page.h"
+#include "apps/memviz/streamed_json.h"
 #include "apps/memviz/timeline.h"
 #include "tensor/error.h"
 #include "tensor/memory/export.h"
@@ -350,6 +352,38 @@ TEST_F(MemvizTest, DroppedEventsAreSaidAndTheStackStaysExact) {
   EXPECT_EQ(data["peak"]["allocated"], peak_report_json(a)["allocated"]);
 }
 
+// Note [memviz streams its events]: a file read event by event as it is parsed gives the
+// trace the whole document gives, in both formats.
+TEST_F(MemvizTest, StreamedFilesReadAsTheirDocuments) {
+  for (const json& doc : {chrome_trace_json(a_), memory_snapshot_json(a_)}) {
+    const auto p = temp_path("streamed.json");
+    write(p, doc.dump());
+    const MemvizTrace streamed = read_memviz_trace(p.string());
+    const MemvizTrace whole = memviz_trace_from_json(doc, p.string());
+    std::filesystem::remove(p);
+    EXPECT_EQ(streamed.format, whole.format);
+    EXPECT_EQ(streamed.total_events, whole.total_events);
+    EXPECT_EQ(streamed.peak, whole.peak);
+    ASSERT_EQ(streamed.events.size(), whole.events.size());
+    ASSERT_GT(whole.events.size(), 10u);
+    for (size_t i = 0; i < whole.events.size(); ++i) {
+      const VizEvent &x = streamed.events[i], &y = whole.events[i];
+      EXPECT_EQ(std::tie(x.seq, x.kind, x.label, x.size, x.addr, x.allocated_after),
+                std::tie(y.seq, y.kind, y.label, y.size, y.addr, y.allocated_after))
+          << whole.format << " event " << i;
+    }
+  }
+  // Only the chosen arrays are streamed; the rest of the document is kept.
+  std::istringstream in(R"({"a": [1, {"b": [2]}], "x": {"a": [3]}, "c": [[4], 5]})");
+  std::vector<std::string> seen;
+  const json rest =
+      parse_streamed_json(in, {{"a"}, {"c"}}, [&](size_t path, const json& e, size_t i) {
+        seen.push_back(fmt::format("{}:{}:{}", path, i, e.dump()));
+      });
+  EXPECT_EQ(seen, (std::vector<std::string>{"0:0:1", R"(0:1:{"b":[2]})", "1:0:[4]", "1:1:5"}));
+  EXPECT_EQ(rest, json::parse(R"({"a": [], "x": {"a": [3]}, "c": []})"));
+}
+
 TEST_F(MemvizTest, MalformedInputsNameTheFileAndTheProblem) {
   auto error_of = [&](const std::string& name, const std::string& text) {
     const auto p = temp_path(name);
@@ -387,6 +421,19 @@ TEST_F(MemvizTest, MalformedInputsNameTheFileAndTheProblem) {
   json no_peak = memory_snapshot_json(a_);
   no_peak["peak"].erase("by_category");
   EXPECT_NE(error_of("g.json", no_peak.dump()).find("'by_category' is missing"), std::string::npos);
+  // Issue 31: a field of another JSON type names its key, and a peak past the trace's end
+  // is an error, not a page drawn without comment.
+  json ph_number = chrome_trace_json(a_);
+  ph_number["traceEvents"][1]["ph"] = 5;
+  EXPECT_NE(error_of("h.json", ph_number.dump()).find("'ph' must be a string, got 5"),
+            std::string::npos);
+  json late_peak = memory_snapshot_json(a_);
+  const uint64_t events = late_peak["trace"]["total_events"].get<uint64_t>();
+  late_peak["peak"]["seq"] = events + 10;
+  EXPECT_NE(error_of("i.json", late_peak.dump())
+                .find(fmt::format("the peak is at event #{}, past the trace's last event #{}",
+                                  events + 10, events - 1)),
+            std::string::npos);
   const std::string missing = temp_path("missing.json").string();
   EXPECT_THROW(
       {

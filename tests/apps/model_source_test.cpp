@@ -152,6 +152,22 @@ TEST(ModelSource, BadSpecsAreNamed) {
   std::ofstream(dir / "config.json") << nn::config_to_json(nn::preset("gpt2-tiny")).dump();
   expect_error([&] { load_model(dir.string(), "", {}); }, "[model " + dir.string() + "]",
                "has no model.safetensors");
+  // An existing file is never "no such file" (issue 31): a bare weights file says that its
+  // config is missing, and how to give both when one lies beside it.
+  const fs::path bare = dir / "sub" / "x.safetensors";
+  fs::create_directories(bare.parent_path());
+  io::save_safetensors(bare.string(),
+                       nn::build_model(nn::preset("gpt2-tiny"), {})->named_parameters());
+  expect_error([&] { load_model(bare.string(), "", {}); }, "[model " + bare.string() + "]",
+               "holds weights only: a model also needs its config.json. There is none beside it (" +
+                   (bare.parent_path() / "config.json").string() + ")");
+  fs::copy_file(dir / "config.json", bare.parent_path() / "config.json");
+  expect_error(
+      [&] { load_model(bare.string(), "", {}); }, "[model " + bare.string() + "]",
+      "Give --model " + (bare.parent_path() / "config.json").string() + " --init " + bare.string());
+  std::ofstream(dir / "model.txt") << "x";
+  expect_error([&] { load_model((dir / "model.txt").string(), "", {}); }, "[model",
+               "is a file, but neither a config.json (.json) nor a .gguf file");
   fs::remove_all(dir);
 }
 

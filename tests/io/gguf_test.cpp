@@ -298,6 +298,17 @@ TEST(GgufRead, EmptyFileWithNoTensors) {
   EXPECT_EQ(f.metadata().size(), 0u);
 }
 
+// 200,000 tensor infos read in linear time (issue 31; bench/RESULTS.md has the times).
+TEST(GgufRead, TwoHundredThousandTensors) {
+  constexpr int kTensors = 200000;
+  Builder b;
+  for (int i = 0; i < kTensors; ++i)
+    b.tensors.push_back({"t." + std::to_string(i), {8}, 0, std::vector<uint8_t>(32, 0), {}});
+  const auto f = GgufFile::open(write_file("many", b.build()));
+  ASSERT_EQ(f.tensors().size(), size_t(kTensors));
+  EXPECT_EQ(f.tensors().back().name, "t.199999");
+}
+
 // ---- malformed files ----
 
 struct BadFile {

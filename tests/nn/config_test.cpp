@@ -229,13 +229,29 @@ TEST(NnConfig, MalformedConfigsNameTheFileAndKey) {
       {"gelu act in llama", kMistral, "hidden_act", "\"gelu\"", "key 'hidden_act' is 'gelu'"},
       {"exact gelu gpt2", kGpt2, "activation_function", "\"gelu\"", "key 'activation_function'"},
       {"qwen2 sliding window", kQwen2, "use_sliding_window", "true", "key 'use_sliding_window'"},
-      {"heads do not divide", kLlama2, "num_key_value_heads", "5", "num_kv_heads = 5"},
+      // Errors name the file's own keys (Note [Errors name the file's keys]).
+      {"heads do not divide", kLlama2, "num_key_value_heads", "5", "num_key_value_heads = 5"},
+      {"gpt2 heads do not divide", kGpt2, "n_head", "5",
+       "n_embd = 768 is not a multiple of n_head = 5"},
+      {"gpt2 no heads", kGpt2, "n_head", "0", "n_head must be positive, got 0"},
+      {"gpt2 no positions", kGpt2, "n_positions", "0", "n_positions must be positive"},
+      {"gpt2 bad eps", kGpt2, "layer_norm_epsilon", "0", "layer_norm_epsilon must be positive"},
       // Found by fuzz/config_json_fuzz.cpp: these overflowed int64 (4 * n_embd, the
       // parameter count) before Note [Size bounds].
       {"size past 2^31", kGpt2, "n_embd", "4611686018427387904",
-       "hidden_size = 4611686018427387904 is too large"},
-      {"parameter count past 2^60", kLlama2, "hidden_size", "2147483648",
-       "parameters, more than 2^60"},
+       "n_embd = 4611686018427387904 is too large"},
+      {"default n_inner past 2^31", kGpt2, "n_embd", "1073741824",
+       "n_inner (4 * n_embd when not given) = 4294967296 is too large"},
+      // Absurd configs are refused before anything is built (issue 31).
+      {"hidden 2^40", kGpt2, "n_embd", "1099511627776", "n_embd = 1099511627776 is too large"},
+      {"100,000 gpt2 layers", kGpt2, "n_layer", "100000", "n_layer = 100000 is too many layers"},
+      {"100,000 llama layers", kLlama2, "num_hidden_layers", "100000",
+       "num_hidden_layers = 100000 is too many layers"},
+      {"parameter count past 2^40", kLlama2, "hidden_size", "2147483648",
+       "parameters, more than 2^40"},
+      {"gpt2 parameter count past 2^40", kGpt2, "n_embd", "1048572",
+       "parameters, more than 2^40: 512 GiB even in 4 bits, beyond any card (n_layer = 12, "
+       "n_embd = 1048572"},
   };
   for (const auto& c : cases) {
     nlohmann::json j = nlohmann::json::parse(c.base);
@@ -248,6 +264,10 @@ TEST(NnConfig, MalformedConfigsNameTheFileAndKey) {
     std::filesystem::remove(path);
     EXPECT_NE(msg.find(c.expect), std::string::npos) << c.what << ": " << msg;
     EXPECT_NE(msg.find("[config " + path + "]"), std::string::npos) << c.what << ": " << msg;
+    if (std::string(c.base) == kGpt2) {  // never the internal names of another family's keys
+      for (const char* internal : {"hidden_size", "intermediate_size", "num_layers", "num_heads"})
+        EXPECT_EQ(msg.find(internal), std::string::npos) << c.what << ": " << msg;
+    }
   }
 }
 
