@@ -9,7 +9,9 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
+#include <type_traits>
 #include <vector>
 
 #include "autograd/grad_mode.h"
@@ -91,6 +93,33 @@ void save_lora_adapter(const Module& model, const std::string& dir, const Adapte
                         "[adapter]");
 }
 
+namespace {
+
+// The value of `key` in adapter_config.json as T (`fallback` when absent or null); a
+// missing key or one of another JSON type is an error naming the key, never nlohmann's
+// "type must be number" alone.
+template <class T>
+T adapter_key(const json& j, const char* key, const fs::path& p,
+              const std::optional<T>& fallback = std::nullopt) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) {
+    FG_CHECK(fallback.has_value(), "[adapter] {}: \"{}\" is missing", p.string(), key);
+    return *fallback;
+  }
+  try {
+    return it->get<T>();
+  } catch (const json::exception&) {
+    throw Error(fmt::format("[adapter] {}: \"{}\" is {} {}, not {}", p.string(), key,
+                            it->type_name(), it->dump(),
+                            std::is_same_v<T, bool>          ? "a boolean"
+                            : std::is_arithmetic_v<T>        ? "a number"
+                            : std::is_same_v<T, std::string> ? "a string"
+                                                             : "a list of strings"));
+  }
+}
+
+}  // namespace
+
 AdapterConfig read_adapter_config(const std::string& dir) {
   const fs::path p = fs::path(dir) / "adapter_config.json";
   json j;
@@ -100,8 +129,10 @@ AdapterConfig read_adapter_config(const std::string& dir) {
     throw Error(fmt::format("[adapter] {}: not valid JSON ({})", p.string(), e.what()));
   }
   try {
-    FG_CHECK(j.value("peft_type", "") == "LORA", "[adapter] {}: peft_type is '{}', expected LORA",
-             p.string(), j.value("peft_type", ""));
+    FG_CHECK(j.is_object(), "[adapter] {}: not a JSON object", p.string());
+    const std::string peft_type = adapter_key<std::string>(j, "peft_type", p, std::string());
+    FG_CHECK(peft_type == "LORA", "[adapter] {}: peft_type is '{}', expected LORA", p.string(),
+             peft_type);
     AdapterConfig c;
     // Note [What an adapter must be]
     // Every reader (merge, generate --adapter, a resume) runs the adapter as plain LoRA, so a
@@ -110,18 +141,19 @@ AdapterConfig read_adapter_config(const std::string& dir) {
     // DoRA (use_dora) and per-module ranks or alphas (rank_pattern, alpha_pattern) are PEFT
     // features fitgrad does not implement, so they are named as unsupported instead of
     // being merged as something else.
+    FG_CHECK(j.contains("r"), "[adapter] {}: \"r\" is missing", p.string());
     const json& r = j.at("r");
     FG_CHECK(r.is_number_integer() && r.get<int64_t>() > 0,
              "[adapter] {}: \"r\" must be a positive integer, got {}", p.string(), r.dump());
     c.lora.r = r.get<int64_t>();
-    c.lora.alpha = j.at("lora_alpha").get<double>();
-    c.lora.dropout = j.value("lora_dropout", 0.0);
-    c.lora.use_rslora = j.value("use_rslora", false);
+    c.lora.alpha = adapter_key<double>(j, "lora_alpha", p);
+    c.lora.dropout = adapter_key<double>(j, "lora_dropout", p, 0.0);
+    c.lora.use_rslora = adapter_key<bool>(j, "use_rslora", p, false);
     FG_CHECK(std::isfinite(c.lora.scaling()) && c.lora.scaling() > 0,
              "[adapter] {}: \"lora_alpha\" {} with \"r\" {} gives the scaling {}; it must be "
              "finite and positive",
              p.string(), c.lora.alpha, c.lora.r, c.lora.scaling());
-    FG_CHECK(!j.value("use_dora", false),
+    FG_CHECK(!adapter_key<bool>(j, "use_dora", p, false),
              "[adapter] {}: \"use_dora\" is true: DoRA adapters are not supported (only plain "
              "LoRA)",
              p.string());
@@ -130,17 +162,19 @@ AdapterConfig read_adapter_config(const std::string& dir) {
                "[adapter] {}: \"{}\" is not supported (one r and lora_alpha for every layer), "
                "got {}",
                p.string(), key, j[key].dump());
-    const json& t = j.at("target_modules");
-    if (t.is_string()) {
-      c.target_modules = t.get<std::string>();
+    FG_CHECK(j.contains("target_modules"), "[adapter] {}: \"target_modules\" is missing",
+             p.string());
+    if (j.at("target_modules").is_string()) {
+      c.target_modules = j.at("target_modules").get<std::string>();
     } else {
-      std::vector<std::string> names = t.get<std::vector<std::string>>();
+      const auto names = adapter_key<std::vector<std::string>>(j, "target_modules", p);
       c.target_modules = fmt::format("{}", fmt::join(names, ","));
     }
-    c.base_model_name_or_path = j.value("base_model_name_or_path", std::string());
-    FG_CHECK(j.value("bias", std::string("none")) == "none",
-             "[adapter] {}: bias '{}' is not supported (only \"none\")", p.string(),
-             j.value("bias", std::string()));
+    c.base_model_name_or_path =
+        adapter_key<std::string>(j, "base_model_name_or_path", p, std::string());
+    const std::string bias = adapter_key<std::string>(j, "bias", p, std::string("none"));
+    FG_CHECK(bias == "none", "[adapter] {}: bias '{}' is not supported (only \"none\")", p.string(),
+             bias);
     return c;
   } catch (const json::exception& e) {
     throw Error(fmt::format("[adapter] {}: {}", p.string(), e.what()));

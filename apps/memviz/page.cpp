@@ -9,6 +9,7 @@
 #include "apps/memviz/page_assets.h"
 #include "io/atomic_file.h"
 #include "tensor/interrupt.h"
+#include "tensor/memory/json_dump.h"
 
 namespace fitgrad::apps {
 
@@ -102,7 +103,7 @@ std::string memviz_page(const MemvizTrace& t) {
   // A label may hold any bytes: invalid UTF-8 is replaced rather than thrown on, and
   // every '<' is escaped so no text can close the <script> element early.
   const std::string raw =
-      memviz_page_data(t, tl).dump(-1, ' ', false, json::error_handler_t::replace);
+      dump_interruptibly(memviz_page_data(t, tl), json::error_handler_t::replace);
   std::string data;
   data.reserve(raw.size());
   for (char c : raw) {

@@ -38,7 +38,7 @@ void add_train_command(CLI::App& app) {
   cmd->callback([args] {
     const int code = run_guarded(
         "train", std::cout, std::cerr, [&] { return run_train(*args, std::cout, std::cerr); },
-        "it saved no checkpoint and wrote no memory record");
+        "it saved no checkpoint (memory-record files it had finished stay whole)");
     if (code != 0) throw CLI::RuntimeError(code);
   });
 }

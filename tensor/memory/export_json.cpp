@@ -8,6 +8,7 @@
 
 #include "tensor/interrupt.h"
 #include "tensor/memory/export.h"
+#include "tensor/memory/json_dump.h"
 #include "tensor/memory/scope.h"
 
 namespace fitgrad {
@@ -187,7 +188,7 @@ void write_memory_json(const CachingAllocator& a, const std::string& path) {
 void detail::write_json_file(const json& doc, const std::string& path, std::string_view what) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   FG_CHECK(out.is_open(), "[memory] cannot open '{}' to write the {}", path, what);
-  out << doc.dump() << '\n';
+  out << dump_interruptibly(doc) << '\n';  // Note [Interruption points]
   out.close();
   FG_CHECK(!out.fail(), "[memory] writing the {} to '{}' failed", what, path);
 }

@@ -441,6 +441,16 @@ TEST_F(ExportSafety, AdaptersThatCannotMergeFaithfullyAreRefused) {
       {[](nlohmann::json& j) { j["lora_alpha"] = 0; }, "it must be finite and positive"},
       {[](nlohmann::json& j) { j["lora_alpha"] = -8; }, "it must be finite and positive"},
       {[](nlohmann::json& j) { j["use_dora"] = true; }, "DoRA adapters are not supported"},
+      // A key of another JSON type is named (issue 31: nlohmann's "type must be number").
+      {[](nlohmann::json& j) { j["lora_alpha"] = "16"; },
+       "\"lora_alpha\" is string \"16\", not a number"},
+      {[](nlohmann::json& j) { j["use_dora"] = "no"; },
+       "\"use_dora\" is string \"no\", not a boolean"},
+      {[](nlohmann::json& j) {
+         j["target_modules"] = {1, 2};
+       },
+       "\"target_modules\" is array [1,2], not a list of strings"},
+      {[](nlohmann::json& j) { j.erase("lora_alpha"); }, "\"lora_alpha\" is missing"},
       {[](nlohmann::json& j) {
          j["rank_pattern"] = {{"q_proj", 8}};
        },
