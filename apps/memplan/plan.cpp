@@ -104,7 +104,7 @@ TrainArgs steps_to_plan(const TrainArgs& a) {
 Plan plan_training(TrainArgs a, const PlanTarget& target, PlanRecord* record, bool every_step) {
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t run_steps = a.max_steps;
-  const ScratchDir scratch;     // Note [Where a plan writes]
+  const ScratchDir scratch;  // Note [Where a plan writes]
   // Note [One validation]: the checks that depend on the device read the target's.
   a.planned_device = target.profile.backend == DeviceType::cuda ? "cuda" : "cpu";
   a.device = "meta";
