@@ -48,8 +48,7 @@ NVCC := $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin
 CMAKE_BUILD = cmake --build $(1) $(if $(JOBS),--parallel $(JOBS))
 
 .PHONY: all deps configure build demo memory-demo test cuda-check device-rehearsal fresh-check \
-  bench fuzz format \
-  format-check clean
+  bench fuzz format format-check clean
 
 all: build
 

@@ -34,8 +34,8 @@ void clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, const T
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   Device device = Device::cpu();
   for (const Tensor& p : params)
-    if (autograd::grad(p).defined()) {
-      device = autograd::grad(p).device();
+    if (const Tensor g = autograd::grad(p); g.defined()) {
+      device = g.device();
       break;
     }
   const Tensor sum_sq = ops::zero_doubles(1, device);

@@ -107,7 +107,7 @@ CrossEntropyOut cross_entropy(const Tensor& logits, const Tensor& targets, int64
   if (!logits.device().has_bytes()) return {loss, lse, stats};
   // Note [Cross-entropy with every target ignored]: no rows at all is a loss of 0 too.
   if (s.n == 0) loss.fill_(0.0);
-  auto* acc = reinterpret_cast<double*>(stats.data<float>());
+  double* acc = doubles_in(stats);
   for (int64_t r0 = 0; r0 < s.n; r0 += rows) {
     const int64_t n = std::min(rows, s.n - r0);
     const float* x = reader.rows(r0, n);  // (n, V)
@@ -148,7 +148,7 @@ Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const T
       std::min(s.n, chunk_rows > 0 ? chunk_rows : cross_entropy_default_chunk_rows(s.v));
   ChunkReader reader(logits, rows);
   if (!logits.device().has_bytes()) return dlogits;  // Note [Cross-entropy on meta]
-  const auto* acc = reinterpret_cast<const double*>(stats.data<float>());
+  const double* acc = doubles_in(stats);
   const bool direct_out = logits.dtype() == DType::f32;  // dlogits is fresh, so contiguous
   for (int64_t r0 = 0; r0 < s.n; r0 += rows) {
     const int64_t n = std::min(rows, s.n - r0);

@@ -54,6 +54,9 @@ Tensor f32_workspace(int64_t floats, Device device);
 // kernel reads as doubles (the allocator aligns every block far beyond 8 bytes). Its size
 // is the backend's pure rule (backend::sum_workspace_doubles, sum_squares_workspace_doubles).
 Tensor f64_workspace(int64_t doubles, Device device);
+// The doubles of such an f32 tensor (an f64_workspace, or ops::zero_doubles' accumulators),
+// as a kernel reads them.
+inline double* doubles_in(const Tensor& t) { return reinterpret_cast<double*>(t.data<float>()); }
 // The dtype of a binary arithmetic op on a and b, as PyTorch promotes floating dtypes: the
 // common dtype when they agree, f32 when either is f32 or when bf16 meets f16.
 DType promote_floating(DType a, DType b);

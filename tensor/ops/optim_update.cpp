@@ -138,7 +138,7 @@ double* double_at(const char* op, const char* name, const Tensor& acc, const Ten
            acc.defined() ? shape_str(acc.shape()) : std::string("undefined"));
   check_same_device(op, {&x, &acc});
   if (!acc.device().has_bytes()) return nullptr;
-  return reinterpret_cast<double*>(acc.data<float>());
+  return doubles_in(acc);
 }
 
 Tensor zero_doubles(int64_t doubles, Device device) {
