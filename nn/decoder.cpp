@@ -4,6 +4,7 @@
 #include "autograd/autocast_rules.h"
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
+#include "autograd/row_chunks.h"
 #include "tensor/error.h"
 #include "tensor/interrupt.h"
 
@@ -19,11 +20,22 @@ Gpt2Block::Gpt2Block(std::string path, std::string name, const ModelConfig& cfg,
   mlp_ = &register_module<Gpt2Mlp>("mlp", cfg, ctx);
 }
 
-Tensor Gpt2Block::forward(const Tensor& x, KvCache* cache, int64_t layer) const {
+Tensor Block::forward(const Tensor& x, KvCache* cache, int64_t layer, int64_t mlp_tiles) const {
   ForwardScope scope(*this);
-  const Tensor h = ag::add(x, attn_->forward(ln_1_->forward(x), cache, layer));  // (B, T, C)
-  return ag::add(h, mlp_->forward(ln_2_->forward(h)));
+  const Tensor h = ag::add(x, attention_branch(x, cache, layer));  // (B, T, C)
+  if (mlp_tiles <= 0) return ag::add(h, mlp_branch(h));
+  const int64_t n = h.size(0) * h.size(1), c = h.size(2);
+  const int64_t rows = ag::even_chunk_rows(n, (n + mlp_tiles - 1) / mlp_tiles);
+  const Tensor m = ag::tiled_rows([this](const Tensor& t) { return mlp_branch(t); },
+                                  ag::reshape(h, {n, c}), rows);  // (B T, C)
+  return ag::add(h, ag::reshape(m, h.shape()));
 }
+
+Tensor Gpt2Block::attention_branch(const Tensor& x, KvCache* cache, int64_t layer) const {
+  return attn_->forward(ln_1_->forward(x), cache, layer);
+}
+
+Tensor Gpt2Block::mlp_branch(const Tensor& h) const { return mlp_->forward(ln_2_->forward(h)); }
 
 LlamaBlock::LlamaBlock(std::string path, std::string name, const ModelConfig& cfg,
                        BuildContext& ctx)
@@ -37,19 +49,22 @@ LlamaBlock::LlamaBlock(std::string path, std::string name, const ModelConfig& cf
       &register_module<RMSNorm>("post_attention_layernorm", cfg.hidden_size, cfg.norm_eps, ctx);
 }
 
-Tensor LlamaBlock::forward(const Tensor& x, KvCache* cache, int64_t layer) const {
-  ForwardScope scope(*this);
-  const Tensor h =
-      ag::add(x, self_attn_->forward(input_layernorm_->forward(x), cache, layer));  // (B, T, C)
-  return ag::add(h, mlp_->forward(post_attention_layernorm_->forward(h)));
+Tensor LlamaBlock::attention_branch(const Tensor& x, KvCache* cache, int64_t layer) const {
+  return self_attn_->forward(input_layernorm_->forward(x), cache, layer);
 }
 
-Tensor DecoderBody::forward(const Tensor& ids, const autograd::SegmentPlan& plan) const {
+Tensor LlamaBlock::mlp_branch(const Tensor& h) const {
+  return mlp_->forward(post_attention_layernorm_->forward(h));
+}
+
+Tensor DecoderBody::forward(const Tensor& ids, const autograd::SegmentPlan& plan,
+                            int64_t mlp_tiles) const {
   ForwardScope scope(*this);
   const Tensor x = embed(ids, 0);  // (B, T, C)
   std::vector<autograd::Block> fns;
   fns.reserve(blocks_.size());
-  for (const Block* b : blocks_) fns.push_back([b](const Tensor& h) { return b->forward(h); });
+  for (const Block* b : blocks_)
+    fns.push_back([b, mlp_tiles](const Tensor& h) { return b->forward(h, nullptr, 0, mlp_tiles); });
   return final_norm(autograd::checkpoint_sequential(fns, x, plan));
 }
 
@@ -133,7 +148,26 @@ void CausalLM::check_ids(const Tensor& ids, int64_t start) const {
 
 Tensor CausalLM::forward(const Tensor& ids) const {
   check_ids(ids, 0);
-  return head(body_->forward(ids, plan_));  // (B, T, V)
+  return head(body_->forward(ids, plan_, mlp_tiles(ids.size(0) * ids.size(1))));  // (B, T, V)
+}
+
+void CausalLM::set_row_chunking(const RowChunking& chunking) {
+  FG_CHECK(chunking.head_chunk >= 0 && chunking.mlp_tiles >= 0,
+           "[{}] row chunking needs head_chunk >= 0 and mlp_tiles >= 0, got {} and {}",
+           config_.name, chunking.head_chunk, chunking.mlp_tiles);
+  chunking_ = chunking;
+}
+
+int64_t CausalLM::mlp_tiles(int64_t n) const {
+  if (!chunking_.tiled_mlp) return 0;
+  if (chunking_.mlp_tiles > 0) return chunking_.mlp_tiles;
+  return std::max<int64_t>(1, (n + config_.hidden_size - 1) / config_.hidden_size);
+}
+
+int64_t CausalLM::head_chunk_rows(int64_t n) const {
+  if (chunking_.head_chunk > 0) return chunking_.head_chunk;
+  const int64_t chunks = (config_.vocab_size + config_.hidden_size - 1) / config_.hidden_size;
+  return ag::even_chunk_rows(n, std::max<int64_t>(1, (n + chunks - 1) / chunks));
 }
 
 Tensor CausalLM::forward_cached(const Tensor& ids, KvCache& cache) const {
@@ -158,8 +192,15 @@ Tensor CausalLM::head(Tensor x) const {
 
 Tensor CausalLM::loss(const Tensor& ids, const Tensor& targets) const {
   FG_CHECK(targets.shape() == ids.shape(), "[{}] targets must have the shape of ids", config_.name);
-  const Tensor logits = forward(ids);  // (B, T, V)
   const int64_t n = ids.size(0) * ids.size(1);
+  if (chunking_.fused_head_loss) {
+    check_ids(ids, 0);
+    const Tensor x = body_->forward(ids, plan_, mlp_tiles(n));  // (B, T, C)
+    return ag::chunked_head_cross_entropy([this](const Tensor& xc) { return head(xc); },
+                                          ag::reshape(x, {n, config_.hidden_size}),
+                                          targets.reshape({n}), head_chunk_rows(n));
+  }
+  const Tensor logits = forward(ids);  // (B, T, V)
   LabelScope label("loss");
   return ag::cross_entropy(ag::reshape(logits, {n, config_.vocab_size}), targets.reshape({n}));
 }

@@ -51,18 +51,46 @@
 
 namespace fitgrad::nn {
 
+// Note [Row-chunked head and MLP]
+// For long sequences (issue 27) the two per-token parts of a step with the largest
+// intermediates run in row chunks with recompute (autograd/row_chunks.h): each block's
+// norm + MLP over tiles of the B T rows (tiled MLP: one tile's (rows, intermediate) alive
+// instead of the sequence's), and the head with the loss (the fused head: one chunk's
+// logits instead of (B T, V)). Both are off by default. The automatic sizes follow the
+// published rules: ceil(B T / C) MLP tiles (Arctic Long Sequence Training's shard count:
+// a tile has about C rows, so its intermediate is about the size of the MLP's weights),
+// and ceil(V / C) head chunks (Liger's fused linear cross-entropy: a chunk's logits are
+// about the size of the hidden states). Gradients equal the unchunked ones to float
+// rounding; a chunk's dropout draws are its own (Note [Row-chunked recompute]).
+struct RowChunking {
+  bool fused_head_loss = false;
+  int64_t head_chunk = 0;  // rows per head chunk; 0: the rule
+  bool tiled_mlp = false;
+  int64_t mlp_tiles = 0;  // tiles per block; 0: the rule
+};
+
 // One decoder block: (B, T, C) -> (B, T, C). With a cache, x holds the positions after
-// cache->length() and attention goes through the cache's layer `layer`.
+// cache->length() and attention goes through the cache's layer `layer`. mlp_tiles > 0 runs
+// the norm + MLP over that many row tiles (Note [Row-chunked head and MLP]).
 class Block : public Module {
  public:
   using Module::Module;
-  virtual Tensor forward(const Tensor& x, KvCache* cache = nullptr, int64_t layer = 0) const = 0;
+  Tensor forward(const Tensor& x, KvCache* cache = nullptr, int64_t layer = 0,
+                 int64_t mlp_tiles = 0) const;
+
+ protected:
+  // x (B, T, C) -> attn(norm_1(x)) and h (B, T, C) -> mlp(norm_2(h)), each (B, T, C).
+  virtual Tensor attention_branch(const Tensor& x, KvCache* cache, int64_t layer) const = 0;
+  virtual Tensor mlp_branch(const Tensor& h) const = 0;
 };
 
 class Gpt2Block : public Block {
  public:
   Gpt2Block(std::string path, std::string name, const ModelConfig& cfg, BuildContext& ctx);
-  Tensor forward(const Tensor& x, KvCache* cache = nullptr, int64_t layer = 0) const override;
+
+ protected:
+  Tensor attention_branch(const Tensor& x, KvCache* cache, int64_t layer) const override;
+  Tensor mlp_branch(const Tensor& h) const override;
 
  private:
   LayerNorm* ln_1_;
@@ -74,7 +102,10 @@ class Gpt2Block : public Block {
 class LlamaBlock : public Block {
  public:
   LlamaBlock(std::string path, std::string name, const ModelConfig& cfg, BuildContext& ctx);
-  Tensor forward(const Tensor& x, KvCache* cache = nullptr, int64_t layer = 0) const override;
+
+ protected:
+  Tensor attention_branch(const Tensor& x, KvCache* cache, int64_t layer) const override;
+  Tensor mlp_branch(const Tensor& h) const override;
 
  private:
   RMSNorm* input_layernorm_;
@@ -87,8 +118,9 @@ class LlamaBlock : public Block {
 class DecoderBody : public Module {
  public:
   using Module::Module;
-  // ids (B, T) -> final hidden states (B, T, C), blocks checkpointed per `plan`.
-  Tensor forward(const Tensor& ids, const autograd::SegmentPlan& plan) const;
+  // ids (B, T) -> final hidden states (B, T, C), blocks checkpointed per `plan`, their MLPs
+  // in mlp_tiles tiles (0: untiled; Note [Row-chunked head and MLP]).
+  Tensor forward(const Tensor& ids, const autograd::SegmentPlan& plan, int64_t mlp_tiles = 0) const;
   // ids (B, T_new) at positions cache.length() onwards -> (B, T_new, C) (Note [Cached
   // decoding]); does not advance the cache.
   Tensor forward_cached(const Tensor& ids, KvCache& cache) const;
@@ -152,6 +184,9 @@ class CausalLM : public Module {
   // Note [Checkpointing the blocks].
   void set_checkpointing(const autograd::SegmentPlan& plan) { plan_ = plan; }
   const autograd::SegmentPlan& checkpointing() const { return plan_; }
+  // Note [Row-chunked head and MLP]; loss() follows it, forward() tiles the MLP only.
+  void set_row_chunking(const RowChunking& chunking);
+  const RowChunking& row_chunking() const { return chunking_; }
 
   const DecoderBody& body() const { return *body_; }
   int64_t num_layers() const { return int64_t(body_->blocks().size()); }
@@ -169,6 +204,12 @@ class CausalLM : public Module {
   DecoderBody* body_ = nullptr;
   LinearLayer* lm_head_ = nullptr;  // null when tied
   autograd::SegmentPlan plan_ = autograd::SegmentPlan::none();
+  RowChunking chunking_;
+
+ private:
+  // The MLP tiles for n rows per chunking_ (0: untiled), and the head's rows per chunk.
+  int64_t mlp_tiles(int64_t n) const;
+  int64_t head_chunk_rows(int64_t n) const;
 };
 
 class Gpt2LMHeadModel : public CausalLM {

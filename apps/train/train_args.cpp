@@ -84,6 +84,19 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
                  "With --gradient_checkpointing: checkpoint the blocks in N segments, each saving "
                  "only its input (0: every block its own segment)")
       ->capture_default_str();
+  add_bool(cmd, "fused_head_loss", a.fused_head_loss,
+           "Compute the head and the loss together over row chunks, never holding the (tokens, "
+           "vocab) logits; backward recomputes each chunk's logits");
+  cmd.add_option("--head_chunk_size", a.head_chunk_size,
+                 "With --fused_head_loss: token rows per chunk (0: ceil(vocab / hidden) chunks, "
+                 "so a chunk's logits are about the size of the hidden states)")
+      ->capture_default_str();
+  add_bool(cmd, "tiled_mlp", a.tiled_mlp,
+           "Run each block's norm and MLP over tiles of the tokens, keeping only its input; "
+           "backward recomputes one tile at a time");
+  cmd.add_option("--mlp_tiles", a.mlp_tiles,
+                 "With --tiled_mlp: tiles per block (0: ceil(tokens / hidden), as Arctic)")
+      ->capture_default_str();
   add_bool(cmd, "bf16", a.bf16,
            "bf16 mixed precision: fp32 master weights, matmuls in bf16 (autocast)");
   add_bool(cmd, "fp16", a.fp16,
@@ -234,10 +247,15 @@ void validate(const TrainArgs& a) {
                          {"eval_max_batches", a.eval_max_batches},
                          {"save_steps", a.save_steps},
                          {"save_total_limit", a.save_total_limit},
-                         {"checkpoint_segments", a.checkpoint_segments}})
+                         {"checkpoint_segments", a.checkpoint_segments},
+                         {"head_chunk_size", a.head_chunk_size},
+                         {"mlp_tiles", a.mlp_tiles}})
     require_in(flag, v, 0, kMaxCount);
   if (a.checkpoint_segments > 0 && !a.gradient_checkpointing)
     fail("checkpoint_segments", "needs --gradient_checkpointing");
+  if (a.head_chunk_size > 0 && !a.fused_head_loss)
+    fail("head_chunk_size", "needs --fused_head_loss");
+  if (a.mlp_tiles > 0 && !a.tiled_mlp) fail("mlp_tiles", "needs --tiled_mlp");
   if (a.eval_strategy != "steps" && a.eval_strategy != "no")
     fail("eval_strategy", fmt::format("must be steps or no, got '{}'", a.eval_strategy));
   // Each worker is a thread holding prefetched batches; more than this only costs memory.

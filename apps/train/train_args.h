@@ -50,6 +50,13 @@ struct TrainArgs {
   // fitgrad: with --gradient_checkpointing, the blocks grouped into this many checkpointed
   // segments (0: each block its own segment, as Hugging Face checkpoints every layer).
   int64_t checkpoint_segments = 0;
+  // fitgrad (issue 27; Note [Row-chunked head and MLP] in nn/decoder.h): the head and the
+  // loss fused over row chunks (Liger's and Unsloth's fused cross-entropy), and each block's
+  // MLP over sequence tiles (Unsloth's tiled MLP, Arctic's TiledMLP); 0 sizes: the rules.
+  bool fused_head_loss = false;
+  int64_t head_chunk_size = 0;
+  bool tiled_mlp = false;
+  int64_t mlp_tiles = 0;
   bool bf16 = false;
   bool fp16 = false;
   bool tf32 = false;

@@ -284,6 +284,8 @@ void setup_run(TrainRun& r) {
   if (a.checkpoint_segments > model.num_layers())
     throw Error(fmt::format("[train] --checkpoint_segments {} exceeds the model's {} blocks",
                             a.checkpoint_segments, model.num_layers()));
+  model.set_row_chunking(
+      nn::RowChunking{a.fused_head_loss, a.head_chunk_size, a.tiled_mlp, a.mlp_tiles});
   if (a.gradient_checkpointing)
     model.set_checkpointing(autograd::SegmentPlan::count(
         a.checkpoint_segments > 0 ? a.checkpoint_segments : model.num_layers()));

@@ -88,6 +88,60 @@ int64_t CrossEntropyOut::count() const {
   return int64_t(read_double(stats, 1));
 }
 
+namespace {
+
+// Rows [first_row, first_row + n) of out's N rows: logits (n, V), t64 (n) i64 contiguous.
+void add_rows_i64(CrossEntropyOut& out, const Tensor& logits, const Tensor& t64, int64_t first_row,
+                  int64_t ignore_index, int64_t chunk_rows) {
+  const backend::OpId id = backend::OpId::cross_entropy;
+  const int64_t n = logits.size(0), v = logits.size(1), total = out.lse.numel();
+  const int64_t rows =
+      std::min(n, chunk_rows > 0 ? chunk_rows : cross_entropy_default_chunk_rows(v));
+  ChunkReader reader(logits, rows);
+  // Note [Cross-entropy on meta]: no values to walk; the allocations are the real run's.
+  if (!logits.device().has_bytes()) return;
+  double* acc = doubles_in(out.stats);
+  for (int64_t r0 = 0; r0 < n; r0 += rows) {
+    const int64_t m = std::min(rows, n - r0), row = first_row + r0;
+    const float* x = reader.rows(r0, m);  // (m, V)
+    backend::dispatch(
+        id, logits.device(),
+        backend::CrossEntropyArgs{m, v, ignore_index, row, x, t64.data<int64_t>() + r0,
+                                  out.lse.data<float>() + row, acc,
+                                  row + m == total ? out.loss.data<float>() : nullptr});
+  }
+}
+
+}  // namespace
+
+CrossEntropyOut cross_entropy_begin(int64_t n, Device device) {
+  FG_CHECK(n >= 0, "[cross_entropy] {} rows", n);
+  Tensor loss = Tensor::empty({}, DType::f32, device);
+  Tensor lse = Tensor::empty({n}, DType::f32, device);  // (N)
+  // Note [Cross-entropy statistics on the device] in tensor/backend/kernel_args.h.
+  Tensor stats = zero_doubles(2, device);  // (4) f32: NLL sum, count
+  // Note [Cross-entropy with every target ignored]: no rows at all is a loss of 0 too.
+  if (n == 0 && device.has_bytes()) loss.fill_(0.0);
+  return {loss, lse, stats};
+}
+
+void cross_entropy_add_rows(CrossEntropyOut& out, const Tensor& logits, const Tensor& targets,
+                            int64_t first_row, int64_t ignore_index, int64_t chunk_rows) {
+  const backend::OpId id = backend::OpId::cross_entropy;
+  const char* op = backend::op_name(id);
+  const Sizes s = check_logits_targets(op, logits, targets);
+  FG_CHECK(out.lse.defined() && out.stats.defined() && out.loss.defined(),
+           "[{}] add_rows needs the tensors of cross_entropy_begin", op);
+  check_same_device(op, {&logits, &out.lse});
+  FG_CHECK(first_row >= 0 && first_row + s.n <= out.lse.numel(),
+           "[{}] rows [{}, {}) are outside the {} rows begun", op, first_row, first_row + s.n,
+           out.lse.numel());
+  FG_CHECK(chunk_rows >= 0, "[{}] chunk_rows {} is negative", op, chunk_rows);
+  backend::require_kernel(id, logits.device());
+  add_rows_i64(out, logits, targets.to(DType::i64).contiguous(), first_row, ignore_index,
+               chunk_rows);
+}
+
 CrossEntropyOut cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
                               int64_t chunk_rows) {
   const backend::OpId id = backend::OpId::cross_entropy;
@@ -96,27 +150,9 @@ CrossEntropyOut cross_entropy(const Tensor& logits, const Tensor& targets, int64
   FG_CHECK(chunk_rows >= 0, "[{}] chunk_rows {} is negative", op, chunk_rows);
   backend::require_kernel(id, logits.device());
   const Tensor t64 = targets.to(DType::i64).contiguous();  // (N)
-  Tensor loss = Tensor::empty({}, DType::f32, logits.device());
-  Tensor lse = Tensor::empty({s.n}, DType::f32, logits.device());  // (N)
-  // Note [Cross-entropy statistics on the device] in tensor/backend/kernel_args.h.
-  Tensor stats = zero_doubles(2, logits.device());  // (4) f32: NLL sum, count
-  const int64_t rows =
-      std::min(s.n, chunk_rows > 0 ? chunk_rows : cross_entropy_default_chunk_rows(s.v));
-  ChunkReader reader(logits, rows);
-  // Note [Cross-entropy on meta]: no values to walk; the allocations are the real run's.
-  if (!logits.device().has_bytes()) return {loss, lse, stats};
-  // Note [Cross-entropy with every target ignored]: no rows at all is a loss of 0 too.
-  if (s.n == 0) loss.fill_(0.0);
-  double* acc = doubles_in(stats);
-  for (int64_t r0 = 0; r0 < s.n; r0 += rows) {
-    const int64_t n = std::min(rows, s.n - r0);
-    const float* x = reader.rows(r0, n);  // (n, V)
-    backend::dispatch(id, logits.device(),
-                      backend::CrossEntropyArgs{n, s.v, ignore_index, r0, x,
-                                                t64.data<int64_t>() + r0, lse.data<float>() + r0,
-                                                acc, r0 + n == s.n ? loss.data<float>() : nullptr});
-  }
-  return {loss, lse, stats};
+  CrossEntropyOut out = cross_entropy_begin(s.n, logits.device());
+  add_rows_i64(out, logits, t64, 0, ignore_index, chunk_rows);
+  return out;
 }
 
 Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const Tensor& targets,

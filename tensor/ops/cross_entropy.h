@@ -33,6 +33,17 @@ CrossEntropyOut cross_entropy(const Tensor& logits,   // (N, V)
                               const Tensor& targets,  // (N) i32 or i64
                               int64_t ignore_index = -100, int64_t chunk_rows = 0);
 
+// The same, for logits that arrive a block of rows at a time (Note [Fused head and loss] in
+// autograd/row_chunks.h). cross_entropy_begin allocates the loss, lse and statistics of N
+// rows; cross_entropy_add_rows adds logits (n, V) of rows [first_row, first_row + n) with
+// their targets (n) and sets the loss when first_row + n == N. Each row once; the result
+// equals cross_entropy over all rows when the blocks arrive in row order.
+CrossEntropyOut cross_entropy_begin(int64_t n, Device device);
+void cross_entropy_add_rows(CrossEntropyOut& out,
+                            const Tensor& logits,   // (n, V)
+                            const Tensor& targets,  // (n) i32 or i64
+                            int64_t first_row, int64_t ignore_index = -100, int64_t chunk_rows = 0);
+
 // dlogits (N, V) in logits' dtype: dloss / count * (softmax(logits) - onehot(target)) per
 // row, zero rows where the target is ignore_index (and everywhere when count is 0). dloss
 // is an f32 scalar on the logits' device, read there with the count (no host read).

@@ -1,0 +1,192 @@
+// tiled_rows and chunked_head_cross_entropy (row_chunks.h): one node per call that saves
+// its input and recomputes chunk by chunk in backward (Note [Row-chunked recompute]).
+#include "autograd/row_chunks.h"
+
+#include <algorithm>
+
+#include "autograd/autocast.h"
+#include "autograd/grad_mode.h"
+#include "autograd/tape.h"
+#include "autograd/variable.h"
+#include "tensor/error.h"
+#include "tensor/ops/cross_entropy.h"
+#include "tensor/random/generator.h"
+
+namespace fitgrad::autograd {
+
+namespace {
+
+// What the node of either function keeps: fn, the row chunks, the generator state before
+// each chunk's forward, the autocast mode, and (saved[0]) x itself.
+struct RowChunkNode : Node {
+  RowFn fn;
+  int64_t rows = 0;             // per chunk
+  std::vector<RngState> rng;    // before each chunk's forward
+  DType autocast = DType::f32;  // the forward's mode, restored for the recompute
+  bool x_requires_grad = false;
+
+  int64_t chunks(int64_t n) const { return (n + rows - 1) / rows; }
+
+  // Recomputes each chunk of x on a private tape, seeds its output with seed(c, r0, m, out)
+  // and backpropagates; returns the node's gradients: dx (N, C) in x's dtype (undefined
+  // when x needs none), then nothing for the parameter edges (their gradients accumulated
+  // in the inner backward).
+  template <typename Seed>
+  std::vector<Tensor> recompute(const Seed& seed) {
+    const Tensor& x = saved[0];  // (N, C)
+    const int64_t n = x.size(0);
+    Generator& gen = default_generator();
+    const RngState after_forward = gen.state();
+    Tensor dx;
+    if (x_requires_grad) dx = Tensor::empty(x.shape(), x.dtype(), x.device());
+    for (int64_t c = 0; c < chunks(n); ++c) {
+      const int64_t r0 = c * rows, m = std::min(rows, n - r0);
+      TapeScope tape;
+      GradModeGuard grad_on(true);
+      AutocastGuard mode(autocast);
+      MemoryContextScope ctx(MemoryContext{Category::activation, context.label});
+      gen.set_state(rng[size_t(c)]);
+      Tensor xc = detach(x.narrow(0, r0, m));  // (m, C)
+      if (x_requires_grad) {
+        set_requires_grad(xc);
+        ensure_meta(xc).grad_category = Category::temporary;
+      }
+      Tensor out = fn(xc);
+      Tensor g = seed(c, r0, m, out);
+      if (requires_grad(out)) backward({out}, {g}, /*fire_hooks=*/false);
+      if (x_requires_grad) {
+        const Tensor gx = grad(xc);
+        if (gx.defined())
+          dx.narrow(0, r0, m).copy_(gx);
+        else
+          dx.narrow(0, r0, m).fill_(0.0);
+      }
+    }
+    gen.set_state(after_forward);
+    std::vector<Tensor> grads(next.size());
+    grads[0] = dx;
+    return grads;
+  }
+};
+
+struct TiledRowsNode final : RowChunkNode {
+  const char* name() const override { return "tiled_rows"; }
+  std::vector<Tensor> apply(std::vector<Tensor>& g) override {
+    const Tensor& dy = g[0];  // (N, C')
+    return recompute([&](int64_t, int64_t r0, int64_t m, const Tensor&) {
+      return dy.defined() ? dy.narrow(0, r0, m) : Tensor();
+    });
+  }
+};
+
+struct ChunkedHeadNode final : RowChunkNode {
+  int64_t ignore_index = -100;
+  // saved[1]: targets (N) i64, saved[2]: lse (N) f32, saved[3]: the statistics.
+  const char* name() const override { return "chunked_head_cross_entropy"; }
+  std::vector<Tensor> apply(std::vector<Tensor>& g) override {
+    const Tensor &t64 = saved[1], &lse = saved[2], &stats = saved[3];
+    const Tensor& dloss = g[0];  // ()
+    return recompute([&](int64_t, int64_t r0, int64_t m, const Tensor& logits) {
+      // The chunk's logits are read by nothing after this (a head's backward needs its
+      // input and weight, not its output), so their gradient is written over them when
+      // no node saved them (Note [Cross-entropy gradient over the logits]).
+      const bool sole = logits.storage() && logits.storage().use_count() == 1;
+      return ops::cross_entropy_backward(dloss, logits, t64.narrow(0, r0, m), lse.narrow(0, r0, m),
+                                         stats, ignore_index, sole);
+    });
+  }
+};
+
+void check_rows(const char* op, const Tensor& x, int64_t rows) {
+  FG_CHECK(x.defined() && x.dim() == 2, "[{}] x must be (N, C), got {}", op,
+           x.defined() ? shape_str(x.shape()) : "undefined");
+  FG_CHECK(rows >= 1, "[{}] {} rows per chunk (need >= 1)", op, rows);
+}
+
+// Records node (which saved x first) for x -> outs, with edges to the parameters fn used.
+void record_chunks(const std::shared_ptr<RowChunkNode>& node, const Tensor& x,
+                   std::vector<Tensor> outs, const LeafCollector& leaves) {
+  node->autocast = autocast_dtype();
+  node->x_requires_grad = requires_grad(x);
+  record(node, std::vector<Tensor>{x}, outs);
+  for (const auto& leaf : leaves.leaves()) node->next.push_back(Edge{leaf, nullptr, 0});
+}
+
+// The category that what fn allocates in forward is charged to (as in checkpoint()).
+Category forward_category() {
+  const MemoryContext ctx = current_memory_context();
+  return grad_enabled() && ctx.category == Category::other ? Category::activation : ctx.category;
+}
+
+}  // namespace
+
+int64_t even_chunk_rows(int64_t n, int64_t target) {
+  FG_CHECK(target >= 1, "[row chunks] target {} rows per chunk (need >= 1)", target);
+  if (n <= 0) return 1;
+  const int64_t parts = (n + target - 1) / target;
+  return (n + parts - 1) / parts;
+}
+
+Tensor tiled_rows(const RowFn& fn, const Tensor& x, int64_t rows) {
+  check_rows("tiled_rows", x, rows);
+  const int64_t n = x.size(0);
+  auto node = std::make_shared<TiledRowsNode>();
+  node->fn = fn;
+  node->rows = rows;
+  Tensor y;  // (N, C')
+  LeafCollector leaves;
+  {
+    CategoryScope cat(forward_category());
+    NoGradGuard no_grad;
+    for (int64_t r0 = 0; r0 < n || (n == 0 && r0 == 0); r0 += rows) {
+      node->rng.push_back(default_generator().state());
+      const Tensor yc = fn(x.narrow(0, r0, std::min(rows, n - r0)));  // (m, C')
+      FG_CHECK(yc.dim() == 2 && yc.size(0) == std::min(rows, n - r0),
+               "[tiled_rows] fn mapped {} rows to {}; it must keep the rows",
+               std::min(rows, n - r0), shape_str(yc.shape()));
+      if (!y.defined()) y = Tensor::empty({n, yc.size(1)}, yc.dtype(), yc.device());
+      if (n == 0) break;
+      y.narrow(0, r0, yc.size(0)).copy_(yc);
+    }
+  }
+  if (!grad_enabled() || (!requires_grad(x) && leaves.leaves().empty())) return y;
+  node->save(x);
+  record_chunks(node, x, {y}, leaves);
+  return y;
+}
+
+Tensor chunked_head_cross_entropy(const RowFn& head, const Tensor& x, const Tensor& targets,
+                                  int64_t chunk, int64_t ignore_index) {
+  const char* op = "chunked_head_cross_entropy";
+  check_rows(op, x, chunk);
+  FG_CHECK(targets.defined() && targets.dim() == 1 && targets.size(0) == x.size(0),
+           "[{}] targets must be ({}) for x {}, got {}", op, x.size(0), shape_str(x.shape()),
+           targets.defined() ? shape_str(targets.shape()) : "undefined");
+  const int64_t n = x.size(0);
+  auto node = std::make_shared<ChunkedHeadNode>();
+  node->fn = head;
+  node->rows = chunk;
+  node->ignore_index = ignore_index;
+  const Tensor t64 = targets.to(DType::i64).contiguous();  // (N)
+  ops::CrossEntropyOut ce = ops::cross_entropy_begin(n, x.device());
+  LeafCollector leaves;
+  {
+    CategoryScope cat(forward_category());
+    NoGradGuard no_grad;
+    for (int64_t r0 = 0; r0 < n; r0 += chunk) {
+      const int64_t m = std::min(chunk, n - r0);
+      node->rng.push_back(default_generator().state());
+      const Tensor logits = head(x.narrow(0, r0, m));  // (m, V)
+      ops::cross_entropy_add_rows(ce, logits, t64.narrow(0, r0, m), r0, ignore_index);
+    }
+  }
+  if (!grad_enabled() || (!requires_grad(x) && leaves.leaves().empty())) return ce.loss;
+  node->save(x);
+  node->save(t64);
+  node->save(ce.lse);
+  node->save(ce.stats);
+  record_chunks(node, x, {ce.loss}, leaves);
+  return ce.loss;
+}
+
+}  // namespace fitgrad::autograd
