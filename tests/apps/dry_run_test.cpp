@@ -2,7 +2,8 @@
 // in apps/train/train_run.h): for gpt2-tiny and llama-tiny, each in fp32, --bf16, --fp16,
 // --gradient_checkpointing, --gradient_accumulation_steps 2, configured dropout, --optim
 // adamw_8bit, adafactor and adafactor_hf, --pure_bf16 --stochastic_rounding and
-// --optim_in_backward, QLoRA (--quantize nf4 --lora_r 4) and checkpointing in one segment,
+// --optim_in_backward, QLoRA (--quantize nf4 --lora_r 4), checkpointing in one segment, and
+// the fused head with the tiled MLP inside checkpointed blocks,
 // a cpu run, a meta run with the same flags, and memplan's plan of them for this machine's
 // CPU (apps/memplan/plan.h) write memory.json traces whose events from the run's start
 // (kind, size, requested bytes, category, label, in order) and whose peaks allocated and
@@ -75,6 +76,11 @@ TEST_P(DryRunTest, MetaWritesTheTraceOfTheRealRun) {
     a.checkpoint_segments = 1;
   }
   if (variant == "accumulation") a.gradient_accumulation_steps = 2;
+  if (variant == "row_chunks") {  // Note [Row-chunked head and MLP], inside checkpoints
+    a.fused_head_loss = a.tiled_mlp = a.gradient_checkpointing = true;
+    a.head_chunk_size = 20;
+    a.mlp_tiles = 3;
+  }
   if (variant == "adamw_8bit" || variant == "adafactor" || variant == "adafactor_hf")
     a.optim = variant;
   if (variant == "pure_bf16_sr") a.pure_bf16 = a.stochastic_rounding = true;
@@ -141,7 +147,7 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values("fp32", "bf16", "checkpointing", "accumulation", "dropout",
                                          "fp16", "adamw_8bit", "adafactor", "adafactor_hf",
                                          "pure_bf16_sr", "optim_in_backward", "qlora",
-                                         "one_segment")),
+                                         "one_segment", "row_chunks")),
     [](const auto& info) {
       std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param);
       for (char& c : name)
