@@ -50,13 +50,13 @@ Tensor composed(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, 
   return ag::reshape(ag::matmul(probs, v5), {b, h, t, d});
 }
 
-struct Run {
+struct Result {
   std::vector<double> o, dq, dk, dv;
   RngState after;
 };
 
 // o and the gradients of sum(o * w) through `fused` or the composed path, from seed 19.
-Run run(const Case& c, bool fused) {
+Result run(const Case& c, bool fused) {
   const Tensor q = random_tensor({c.b, c.hq, c.t, c.d}, 1, DType::f32, -2, 2);
   const Tensor k = random_tensor({c.b, c.hkv, c.s, c.d}, 2, DType::f32, -2, 2);
   const Tensor v = random_tensor({c.b, c.hkv, c.s, c.d}, 3);
@@ -73,7 +73,7 @@ class AttentionDropoutTable : public ::testing::TestWithParam<Case> {};
 
 TEST_P(AttentionDropoutTable, FusedEqualsComposed) {
   const Case c = GetParam();
-  const Run fused = run(c, true), ref = run(c, false);
+  const Result fused = run(c, true), ref = run(c, false);
   // f32 through different summation orders: o to 2e-5 of its largest value, the gradients
   // to 1e-4 of theirs (each sums T or S products of probabilities and dropout scales).
   EXPECT_TRUE(all_close(fused.o, ref.o, 1e-4, 2e-5 * max_abs(ref.o)));
@@ -154,10 +154,10 @@ TEST(AttentionDropout, BackwardIsIndependentOfTheThreadCount) {
   GTEST_SKIP() << "built without OpenMP";
 #else
   const Case c{1, 4, 2, 100, 100, 16, true, 0.5};
-  const Run first = run(c, true);
+  const Result first = run(c, true);
   const int saved = omp_get_max_threads();
   omp_set_num_threads(1);
-  const Run single = run(c, true);
+  const Result single = run(c, true);
   omp_set_num_threads(saved);
   EXPECT_EQ(single.o, first.o);
   EXPECT_EQ(single.dq, first.dq);
