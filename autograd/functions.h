@@ -3,8 +3,9 @@
 // (DESIGN.md, Autograd). Shapes, dtypes and errors are those of tensor/ops/.
 //
 // The fused ops (attention, cross-entropy, layer/rms norm, swiglu) save only what their
-// rules need: flash attention saves q, k, v, o and the log-sum-exp; cross-entropy saves the
-// logits and the log-sum-exp; dropout saves its RNG state, not a mask.
+// rules need: flash attention saves q, k, v, o, the log-sum-exp and, with dropout, its RNG
+// state; cross-entropy saves the logits and the log-sum-exp; dropout saves its RNG state,
+// not a mask.
 #pragma once
 
 #include <vector>
@@ -52,8 +53,11 @@ Tensor rope(const Tensor& x, int64_t position_offset, double theta);  // x (B, H
 Tensor dropout(const Tensor& x, double p, Generator& gen = default_generator());
 // Mean over non-ignored targets; logits (N, V), targets (N).
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
-// q (B, Hq, T, D), k and v (B, Hkv, S, D) -> (B, Hq, T, D).
-Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale = 0);
+// q (B, Hq, T, D), k and v (B, Hkv, S, D) -> (B, Hq, T, D); dropout_p > 0 drops the
+// probabilities inside the kernel with draws from `gen` (Note [Dropout inside flash
+// attention] in tensor/ops/attention.h).
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale = 0,
+                 double dropout_p = 0, Generator& gen = default_generator());
 
 // Views and layout: the result shares storage where tensor/ would.
 Tensor reshape(const Tensor& x, const Shape& shape);

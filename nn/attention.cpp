@@ -1,6 +1,7 @@
 // Gpt2Attention and LlamaAttention (attention.h).
 #include "nn/attention.h"
 
+#include <atomic>
 #include <cmath>
 #include <tuple>
 #include <vector>
@@ -21,22 +22,34 @@ Tensor split_heads(const Tensor& x, int64_t heads, int64_t head_dim) {
 }
 
 // Note [Attention dropout]
-// The fused attention kernels have no dropout. In training mode with attn_pdrop > 0 (Note
-// [Dropout as configured] in config.h), attention is composed from autograd ops as Hugging
-// Face's eager attention computes it: scores = q k^T / sqrt(D) plus the causal mask,
-// softmax over the keys, dropout on the probabilities, times v. It materialises the
-// (B, H, T, T) scores and probabilities, which the ledger shows as activations: the memory
-// that flash attention saves is spent again, as it is in PyTorch with attention dropout on
-// a path without fused dropout. Key and value heads are shared among their query heads by
-// broadcasting (query head h reads kv head h / (H / Hkv), as repeat_kv does), not copied.
-// Training has no KV cache, so the mask is the square causal one, implicit in the softmax
-// kernel (Note [Causal softmax] in tensor/ops/softmax.h): no mask is built or copied.
+// In training mode with attn_pdrop > 0 (Note [Dropout as configured] in config.h) attention
+// takes the flash kernels with dropout inside (Note [Dropout inside flash attention] in
+// tensor/ops/attention.h): the node keeps q, k, v, o, lse and an RngState, no (B, H, T, T)
+// tensor. The composed path is kept: attention as Hugging Face's eager attention computes
+// it from autograd ops, scores = q k^T / sqrt(D) plus the causal mask, softmax over the
+// keys, dropout on the probabilities, times v. It materialises the (B, H, T, T) scores and
+// probabilities, which the ledger shows as activations. Both draw the same elements from
+// the same generator state and advance it alike, so they agree to float rounding and the
+// composed path is the fused one's reference (tests/nn/attention_dropout_model_test.cpp);
+// AttentionDropoutPathScope selects it, for tests and for measuring what the fused path
+// saves. The flash path runs wherever attention without dropout runs (every backend's
+// flash kernels take dropout), so there is no automatic fallback: a call the flash kernels
+// refuse, such as a head dim over the cuda kernels' limit, is refused with or without
+// dropout. Key and value heads are shared among their query heads by broadcasting (query
+// head h reads kv head h / (H / Hkv), as repeat_kv does), not copied. Training has no KV
+// cache, so the mask is the square causal one, implicit in the softmax kernel (Note [Causal
+// softmax] in tensor/ops/softmax.h): no mask is built or copied. With a KV cache (decoding)
+// attention never drops.
+
+std::atomic<AttentionDropoutPath> g_dropout_path{AttentionDropoutPath::fused};
 
 // Causal attention, with dropout on the probabilities when `m` trains with p > 0.
 Tensor causal_attention(const Module& m, const Tensor& q, const Tensor& k, const Tensor& v,
                         double p, bool cached) {
-  if (m.training() && p > 0 && !cached) return attention_with_dropout(q, k, v, p);
-  return ag::attention(q, k, v, /*causal=*/true);
+  if (!m.training() || p == 0 || cached) return ag::attention(q, k, v, /*causal=*/true);
+  if (g_dropout_path.load() == AttentionDropoutPath::composed)
+    return attention_with_dropout(q, k, v, p);
+  return ag::attention(q, k, v, /*causal=*/true, /*scale=*/0, p);
 }
 
 // (B, H, T, D) -> (B, T, H D).
@@ -46,6 +59,11 @@ Tensor merge_heads(const Tensor& y) {
 }
 
 }  // namespace
+
+AttentionDropoutPathScope::AttentionDropoutPathScope(AttentionDropoutPath path)
+    : previous_(g_dropout_path.exchange(path)) {}
+
+AttentionDropoutPathScope::~AttentionDropoutPathScope() { g_dropout_path.store(previous_); }
 
 Tensor attention_with_dropout(const Tensor& q, const Tensor& k, const Tensor& v, double p) {
   const int64_t b = q.size(0), h = q.size(1), t = q.size(2), d = q.size(3);

@@ -1,5 +1,6 @@
 // Causal self-attention for both families, on the flash-style autograd::attention
-// (which saves only q, k, v, the output and the log-sum-exp):
+// (which saves only q, k, v, the output, the log-sum-exp and, with attention dropout, an
+// RngState):
 //   - Gpt2Attention: fused c_attn (C -> 3C, Conv1D layout) split into q, k, v; learned
 //     positions live in the decoder, so no RoPE here; c_proj (C -> C).
 //   - LlamaAttention: q_proj (C -> H D), k_proj and v_proj (C -> Hkv D) for MHA or GQA,
@@ -36,6 +37,24 @@ class Gpt2Attention : public Module {
 // [Attention dropout] in attention.cpp): q (B, H, T, D), k and v (B, Hkv, T, D), H a
 // multiple of Hkv; returns (B, H, T, D). Draws from the global generator.
 Tensor attention_with_dropout(const Tensor& q, const Tensor& k, const Tensor& v, double p);
+
+// The path attention with dropout takes in training (Note [Attention dropout]): fused, the
+// flash kernels with dropout inside (the default), or composed, attention_with_dropout.
+enum class AttentionDropoutPath { fused, composed };
+
+// Selects the path for its lifetime, process-wide, and restores the previous one. A model
+// trained under checkpointing recomputes its blocks in backward: the scope must cover the
+// backward too.
+class AttentionDropoutPathScope {
+ public:
+  explicit AttentionDropoutPathScope(AttentionDropoutPath path);
+  ~AttentionDropoutPathScope();
+  AttentionDropoutPathScope(const AttentionDropoutPathScope&) = delete;
+  AttentionDropoutPathScope& operator=(const AttentionDropoutPathScope&) = delete;
+
+ private:
+  AttentionDropoutPath previous_;
+};
 
 class LlamaAttention : public Module {
  public:

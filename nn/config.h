@@ -56,8 +56,8 @@ struct ModelConfig {
   //          A config.json without them gets GPT2Config's defaults, 0.1 each.
   //   Llama, Mistral, Qwen2: attention_dropout (into attn_pdrop) on the attention
   //          probabilities, default 0; they have no other dropout.
-  // Attention with attn_pdrop > 0 in training runs the composed path of Note [Attention
-  // dropout] in attention.cpp. Each is in [0, 1); anything else is an error.
+  // Attention with attn_pdrop > 0 in training drops inside the flash kernels (Note
+  // [Attention dropout] in attention.cpp). Each is in [0, 1); anything else is an error.
   double embd_pdrop = 0.0;
   double attn_pdrop = 0.0;
   double resid_pdrop = 0.0;

@@ -40,11 +40,15 @@
 // are double-buffered across the steps (query head, query tile). Backward dQ: the forward's
 // layout with q and dout kept in shared memory, S = Q K^T and dP = dO V^T per warp, P and
 // dS on the fragments, and dQ += dS K with dS from registers; key and value tiles are
-// double-buffered.
+// double-buffered. With dropout (attention_dropout.cuh) the forward scales P by its factors
+// after the online softmax has summed it, before P V, and the backward kernels take
+// Z = f P for dV and dS = P (f dP - delta) (Note [Dropout inside flash attention] in
+// tensor/ops/attention.h).
 #include <cstdint>
 #include <limits>
 #include <type_traits>
 
+#include "cuda/kernels/attention_dropout.cuh"
 #include "cuda/kernels/attention_launch.h"
 #include "cuda/kernels/device.cuh"
 #include "cuda/kernels/mma.cuh"
@@ -69,6 +73,7 @@ struct ForwardParams {
   const void* v;
   void* o;
   float* lse;
+  FlashDropout drop;
 };
 
 struct BackwardParams {
@@ -84,6 +89,7 @@ struct BackwardParams {
   void* dq;  // (B, Hq, T, D)
   void* dk;  // (B, Hkv, S, D)
   void* dv;
+  FlashDropout drop;
 };
 
 // ---- forward ----
@@ -199,6 +205,18 @@ __device__ void forward_mma(const ForwardParams& p) {
       for (int nt = 0; nt < kD / 8; ++nt) {
         oacc[nt][2 * h] *= alpha;
         oacc[nt][2 * h + 1] *= alpha;
+      }
+    }
+
+    // Dropout: p times its factor, after the sums took the undropped p.
+    if (p.drop.on()) {
+#pragma unroll
+      for (int nt = 0; nt < kBc / 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const backend::CudaFragmentIndex c = backend::cuda_mma_c_index(lane, e);
+          sacc[nt][e] *= p.drop.factor(bh, q0 + warp * 16 + c.row, j0 + nt * 8 + c.col);
+        }
       }
     }
 
@@ -323,6 +341,7 @@ __device__ void backward_dkdv_mma(const BackwardParams& p) {
     cp_async_wait<1>();  // step n's query tile (and the key tile) have landed
     __syncthreads();
     const int64_t q0 = (first + n % per_head) * kBr;
+    const int64_t bh = backend::cuda_flash_group_head(kvh, p.hq, p.hkv, n / per_head);
     const E* qt = qs + stage * kBr * kLd;
     const E* dot = dos + stage * kBr * kLd;
     const float* lse_t = lse_s + stage * kBr;
@@ -348,7 +367,8 @@ __device__ void backward_dkdv_mma(const BackwardParams& p) {
       }
     }
 
-    // P^T = exp2(s log2(e) scale - lse) (0 where masked), dS^T = P^T (dP^T - delta)
+    // P^T = exp2(s log2(e) scale - lse) (0 where masked), dS^T = P^T (dP^T - delta); with
+    // dropout factors f, dV takes Z^T = f P^T and dS^T = P^T (f dP^T - delta).
     const bool masked = j0 + kBc > p.s || (p.causal && j0 + kBc - 1 > q0 + offset);
 #pragma unroll
     for (int nt = 0; nt < kBr / 8; ++nt) {
@@ -361,8 +381,9 @@ __device__ void backward_dkdv_mma(const BackwardParams& p) {
           const int64_t j = j0 + warp * 16 + c.row, i = q0 + col;
           if (j >= p.s || (p.causal && j > i + offset)) pr = 0.0f;
         }
-        sacc[nt][e] = pr;
-        dpacc[nt][e] = pr * (dpacc[nt][e] - delta_t[col]);
+        const float f = p.drop.on() ? p.drop.factor(bh, q0 + col, j0 + warp * 16 + c.row) : 1.0f;
+        sacc[nt][e] = pr * f;
+        dpacc[nt][e] = pr * (f * dpacc[nt][e] - delta_t[col]);
       }
     }
 
@@ -484,7 +505,8 @@ __device__ void backward_dq_mma(const BackwardParams& p) {
       }
     }
 
-    // P = exp2(s log2(e) scale - lse) (0 where masked), dS = P (dP - delta)
+    // P = exp2(s log2(e) scale - lse) (0 where masked), dS = P (f dP - delta) with f the
+    // dropout factor (1 without dropout)
     const int64_t j0 = jt * kBc;
     const bool masked = j0 + kBc > p.s || (p.causal && j0 + kBc - 1 > q0 + offset);
 #pragma unroll
@@ -492,12 +514,11 @@ __device__ void backward_dq_mma(const BackwardParams& p) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const backend::CudaFragmentIndex c = backend::cuda_mma_c_index(lane, e);
+        const int64_t i = q0 + warp * 16 + c.row, j = j0 + nt * 8 + c.col;
         float pr = exp2f(fmaf(sacc[nt][e], p.scale_log2, -lse_r[e / 2]));
-        if (masked) {
-          const int64_t i = q0 + warp * 16 + c.row, j = j0 + nt * 8 + c.col;
-          if (j >= p.s || (p.causal && j > i + offset)) pr = 0.0f;
-        }
-        dpacc[nt][e] = pr * (dpacc[nt][e] - delta_r[e / 2]);
+        if (masked && (j >= p.s || (p.causal && j > i + offset))) pr = 0.0f;
+        const float f = p.drop.on() ? p.drop.factor(bh, i, j) : 1.0f;
+        dpacc[nt][e] = pr * (f * dpacc[nt][e] - delta_r[e / 2]);
       }
     }
 
@@ -625,7 +646,7 @@ cudaError_t launch_flash_attention_forward(const AttentionSizes& x, DType dtype,
   if (path == backend::CudaFlashPath::simt)
     return launch_flash_forward_simt(x, dtype, q, k, v, o, lse, stream);
   const ForwardParams params{x.batch,          x.hq, x.hkv, x.t, x.s, x.d, x.causal,
-                             x.scale * kLog2e, q,    k,     v,   o,   lse};
+                             x.scale * kLog2e, q,    k,     v,   o,   lse, flash_dropout(x)};
   return flash_dtype_case(dtype, [&](auto tag) -> cudaError_t {
     using E = typename decltype(tag)::type;
     if constexpr (std::is_same_v<E, float>) {
@@ -660,8 +681,8 @@ cudaError_t launch_flash_attention_backward(const AttentionSizes& x, DType dtype
       return cudaErrorInvalidValue;  // f32 takes the simt path
     } else {
       const BackwardParams params{
-          x.batch, x.hq, x.hkv, x.t, x.s, x.d,   x.causal, x.scale, x.scale * kLog2e,
-          dout,    q,    k,     v,   lse, delta, dq,       dk,      dv};
+          x.batch, x.hq, x.hkv, x.t, x.s,   x.d, x.causal, x.scale, x.scale * kLog2e, dout,
+          q,       k,    v,     lse, delta, dq,  dk,       dv,      flash_dropout(x)};
       return backend::cuda_flash_mma_head_dim(x.d) == 64
                  ? backward_mma_launch<E, 64>(x, params, stream)
                  : backward_mma_launch<E, 128>(x, params, stream);

@@ -17,10 +17,14 @@
 // barrier adds P^T dO and dS^T Q to the dk and dv of its kKeysPerWarp keys, kept in
 // registers. Backward dQ: the forward's layout; each warp computes S, dP, P and dS of its
 // kRows rows against key `lane` and takes ds_j from lane j by a shuffle for dQ += dS K.
+// With dropout (attention_dropout.cuh) the forward scales p_j by its factor after the
+// online softmax has summed it, and the backward kernels take Z = f P for dV and
+// dS = P (f dP - delta) (Note [Dropout inside flash attention] in tensor/ops/attention.h).
 #include <cstdint>
 #include <limits>
 #include <type_traits>
 
+#include "cuda/kernels/attention_dropout.cuh"
 #include "cuda/kernels/attention_launch.h"
 #include "cuda/kernels/device.cuh"
 #include "tensor/backend/cuda_flash_launch.h"
@@ -48,6 +52,7 @@ struct Params {
   void* dq;  // (B, Hq, T, D)
   void* dk;  // (B, Hkv, S, D)
   void* dv;
+  FlashDropout drop;
 };
 
 __device__ __forceinline__ float warp_max(float x) {
@@ -128,8 +133,9 @@ __global__ void __launch_bounds__(Simt::kThreads) simt_forward_kernel(Params p) 
       const float base = mx == -kInf ? 0.0f : mx;  // no visible key yet: p and alpha are 0
       const float alpha = expf(m[r] - base);
       s[r] = expf(x - base);
-      l[r] = l[r] * alpha + warp_sum(s[r]);
+      l[r] = l[r] * alpha + warp_sum(s[r]);  // the undropped probabilities
       m[r] = mx;
+      if (p.drop.on()) s[r] *= p.drop.factor(bh, i, j);
 #pragma unroll
       for (int u = 0; u < U; ++u) o[r][u] *= alpha;
     }
@@ -231,8 +237,9 @@ __global__ void __launch_bounds__(Simt::kThreads) simt_backward_dkdv_kernel(Para
         const int64_t i = q0 + row0 + r;
         float pr = expf(s[r] * p.scale - lse_s[row0 + r]);
         if (j >= p.s || (p.causal && j > i + offset)) pr = 0.0f;
-        ps[(row0 + r) * kPld + lane] = pr;
-        dss[(row0 + r) * kPld + lane] = pr * (dp[r] - delta_s[row0 + r]);
+        const float f = p.drop.on() ? p.drop.factor(bh, i, j) : 1.0f;  // dP = f dZ, Z = f P
+        ps[(row0 + r) * kPld + lane] = pr * f;
+        dss[(row0 + r) * kPld + lane] = pr * (f * dp[r] - delta_s[row0 + r]);
       }
       __syncthreads();  // P and dS of every warp are complete
 
@@ -336,7 +343,8 @@ __global__ void __launch_bounds__(Simt::kThreads) simt_backward_dq_kernel(Params
       const int64_t i = q0 + row0 + r;
       float pr = expf(s[r] * p.scale - lse_r[r]);
       if (j >= p.s || (p.causal && j > i + offset)) pr = 0.0f;
-      dp[r] = pr * (dp[r] - delta_r[r]);  // dS
+      const float f = p.drop.on() ? p.drop.factor(bh, i, j) : 1.0f;
+      dp[r] = pr * (f * dp[r] - delta_r[r]);  // dS
     }
 
     // dQ rows of this warp += dS K, ds_j from lane j
@@ -403,8 +411,9 @@ cudaError_t simt_dtype_case(DType dtype, int64_t d, Fn&& fn) {
 cudaError_t launch_flash_forward_simt(const AttentionSizes& x, DType dtype, const void* q,
                                       const void* k, const void* v, void* o, float* lse,
                                       cudaStream_t stream) {
-  const Params params{x.batch, x.hq, x.hkv, x.t, x.s,     x.d,     x.causal, x.scale, nullptr, q,
-                      k,       v,    o,     lse, nullptr, nullptr, nullptr,  nullptr, nullptr};
+  const Params params{
+      x.batch, x.hq, x.hkv, x.t, x.s,     x.d,     x.causal, x.scale, nullptr, q,
+      k,       v,    o,     lse, nullptr, nullptr, nullptr,  nullptr, nullptr, flash_dropout(x)};
   return simt_dtype_case(dtype, x.d, [&](auto tag, auto chunks) {
     using E = typename decltype(tag)::type;
     return launch_simt(simt_forward_kernel<E, decltype(chunks)::value>,
@@ -417,8 +426,9 @@ cudaError_t launch_flash_backward_simt(const AttentionSizes& x, DType dtype, con
                                        const void* q, const void* k, const void* v,
                                        const float* lse, const float* delta, void* dq, void* dk,
                                        void* dv, cudaStream_t stream) {
-  const Params params{x.batch, x.hq, x.hkv,   x.t,     x.s, x.d,   x.causal, x.scale, dout, q,
-                      k,       v,    nullptr, nullptr, lse, delta, dq,       dk,      dv};
+  const Params params{
+      x.batch, x.hq, x.hkv,   x.t,     x.s, x.d,   x.causal, x.scale, dout, q,
+      k,       v,    nullptr, nullptr, lse, delta, dq,       dk,      dv,   flash_dropout(x)};
   return simt_dtype_case(dtype, x.d, [&](auto tag, auto chunks) {
     using E = typename decltype(tag)::type;
     constexpr int U = decltype(chunks)::value;

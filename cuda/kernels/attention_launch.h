@@ -27,6 +27,11 @@ struct AttentionSizes {
   int64_t d = 0;    // head dim
   bool causal = false;
   float scale = 1;
+  // Dropout on the probabilities, element (b, h, i, j) taking Philox draw dropout_offset +
+  // its flat index of dropout_seed; dropout_p = 0 is none (Note [Dropout inside flash
+  // attention] in tensor/ops/attention.h, attention_dropout.cuh).
+  double dropout_p = 0;
+  uint64_t dropout_seed = 0, dropout_offset = 0;
 };
 
 // o (B, Hq, T, D) and lse (B, Hq, T) from q (B, Hq, T, D), k and v (B, Hkv, S, D).

@@ -7,6 +7,7 @@
 #include "cuda/kernels/device.cuh"
 #include "cuda/kernels/launch.h"
 #include "tensor/backend/cuda_launch.h"
+#include "tensor/random/dropout_mask.h"
 #include "tensor/random/philox.h"
 
 namespace fitgrad::cuda {
@@ -42,7 +43,7 @@ __global__ void dropout_kernel(const E* x, E* y, int64_t n, double p, float scal
                                uint64_t offset, Blocks bl) {
   FG_GRID_STRIDE(b, bl.count) {
     for_block(seed, offset, n, bl, b, [&](int64_t i, float u) {
-      y[i] = from_f32<E>(double(u) >= p ? to_f32(x[i]) * scale : 0.0f);
+      y[i] = from_f32<E>(dropout_keeps(u, p) ? to_f32(x[i]) * scale : 0.0f);
     });
   }
 }
@@ -77,7 +78,7 @@ cudaError_t launch_dropout(DType dtype, const void* x, void* y, int64_t n, doubl
                            uint64_t offset, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   const Blocks bl = blocks_of(offset, n);
-  const float scale = float(1.0 / (1.0 - p));
+  const float scale = dropout_scale(p);
   dispatch_floating(dtype, [&](auto tag) {
     using E = typename decltype(tag)::type;
     dropout_kernel<E><<<grid_for(bl.count), kThreads, 0, stream>>>(

@@ -21,8 +21,19 @@ namespace {
 using backend::AttentionShape;
 using backend::CudaFlashPath;
 
-AttentionSizes sizes_of(const AttentionShape& s, bool causal, float scale) {
-  return {s.batch, s.hq, s.hkv, s.t, s.s, s.d, causal, scale};
+AttentionSizes sizes_of(const AttentionShape& s, bool causal, float scale,
+                        const backend::AttentionDropoutArgs& dropout = {}) {
+  return {s.batch,
+          s.hq,
+          s.hkv,
+          s.t,
+          s.s,
+          s.d,
+          causal,
+          scale,
+          dropout.p,
+          dropout.state.seed,
+          dropout.state.offset};
 }
 
 // Every operand is defined, contiguous, on the same cuda device and of `dtype` (an f32, bf16
@@ -80,9 +91,9 @@ void flash_attention(const backend::FlashAttentionArgs& a) {
   OpLaunch launch(a.q);
   const CudaFlashPath path =
       flash_path(op, a.dims, dtype, aligned16({&a.q, &a.k, &a.v, &a.o}), a.q.device().index, false);
-  FG_CUDA_CHECK(launch_flash_attention_forward(sizes_of(a.dims, a.causal, a.scale), dtype, path,
-                                               ptr(a.q), ptr(a.k), ptr(a.v), ptr(a.o), f32(a.lse),
-                                               launch.stream()));
+  FG_CUDA_CHECK(launch_flash_attention_forward(sizes_of(a.dims, a.causal, a.scale, a.dropout),
+                                               dtype, path, ptr(a.q), ptr(a.k), ptr(a.v), ptr(a.o),
+                                               f32(a.lse), launch.stream()));
 }
 
 void flash_attention_backward(const backend::FlashAttentionBackwardArgs& a) {
@@ -97,9 +108,10 @@ void flash_attention_backward(const backend::FlashAttentionBackwardArgs& a) {
   OpLaunch launch(a.q);
   const bool aligned = aligned16({&a.dout, &a.q, &a.k, &a.v, &a.o, &a.dq, &a.dk, &a.dv});
   const CudaFlashPath path = flash_path(op, x, dtype, aligned, a.q.device().index, true);
-  FG_CUDA_CHECK(launch_flash_attention_backward(
-      sizes_of(x, a.causal, a.scale), dtype, path, ptr(a.dout), ptr(a.q), ptr(a.k), ptr(a.v),
-      ptr(a.o), f32(a.lse), f32(a.delta), ptr(a.dq), ptr(a.dk), ptr(a.dv), launch.stream()));
+  FG_CUDA_CHECK(launch_flash_attention_backward(sizes_of(x, a.causal, a.scale, a.dropout), dtype,
+                                                path, ptr(a.dout), ptr(a.q), ptr(a.k), ptr(a.v),
+                                                ptr(a.o), f32(a.lse), f32(a.delta), ptr(a.dq),
+                                                ptr(a.dk), ptr(a.dv), launch.stream()));
 }
 
 void naive_attention(const backend::NaiveAttentionArgs& a) {

@@ -130,6 +130,13 @@ struct SoftmaxBackwardArgs {
 struct AttentionShape {
   int64_t batch = 0, hq = 0, hkv = 0, t = 0, s = 0, d = 0;
 };
+// Dropout on the (B, Hq, T, S) probabilities of flash attention: p = 0 is none; element
+// (b, h, i, j) takes draw state.offset + its flat index (Note [Dropout inside flash
+// attention] in tensor/ops/attention.h).
+struct AttentionDropoutArgs {
+  double p = 0;
+  RngState state;
+};
 // q (B, Hq, T, D), k and v (B, Hkv, S, D), contiguous, of one floating dtype, which o, dout,
 // dq, dk and dv share; lse, delta, probs and the workspaces are f32.
 struct FlashAttentionArgs {
@@ -137,6 +144,7 @@ struct FlashAttentionArgs {
   bool causal = false;
   float scale = 1;
   int threads = 1;
+  AttentionDropoutArgs dropout;
   Tensor q, k, v;
   Tensor o, lse;     // (B, Hq, T, D), (B, Hq, T)
   Tensor workspace;  // (threads, flash_workspace_floats) temporary
@@ -146,6 +154,7 @@ struct FlashAttentionBackwardArgs {
   bool causal = false;
   float scale = 1;
   int threads = 1;
+  AttentionDropoutArgs dropout;
   Tensor dout, q, k, v, o, lse;
   Tensor delta;  // (B, Hq, T) temporary
   Tensor dq, dk, dv;

@@ -25,6 +25,15 @@ struct AttentionDims {
   int64_t d = 0;    // head dim
 };
 
+// Dropout on the (batch, hq, t, s) probabilities of flash attention: p = 0 is none; element
+// (b, h, i, j) takes Philox draw offset + ((b hq + h) t + i) s + j of seed (Note [Dropout
+// inside flash attention] in tensor/ops/attention.h).
+struct AttentionDropout {
+  double p = 0;
+  uint64_t seed = 0;
+  uint64_t offset = 0;
+};
+
 // fp32 workspace one thread of flash attention needs: forward (kv tile transposed, score
 // tile, running max and sum) or backward (k and v tiles transposed, probability and
 // gradient tiles), plus, when `staged` (bf16/f16 operands), the f32 rows it widens its
@@ -40,21 +49,22 @@ int64_t naive_workspace_floats(int64_t group, int64_t t, int64_t s, int64_t d, b
 // E is float, BFloat16 or Half; lse, delta, probs and the workspaces are f32.
 
 // o (batch, hq, t, d) and lse (batch, hq, t) from q (batch, hq, t, d), k and v
-// (batch, hkv, s, d). workspace holds threads * flash_workspace_floats(d, false, E != float)
+// (batch, hkv, s, d), the probabilities dropped as `dropout` says. workspace holds threads * flash_workspace_floats(d, false, E != float)
 // floats.
 template <class E>
-void flash_attention_forward(const AttentionDims& dims, bool causal, float scale, const E* q,
-                             const E* k, const E* v, E* o, float* lse, float* workspace,
-                             int threads);
+void flash_attention_forward(const AttentionDims& dims, bool causal, float scale,
+                             const AttentionDropout& dropout, const E* q, const E* k, const E* v,
+                             E* o, float* lse, float* workspace, int threads);
 
 // dq (batch, hq, t, d), dk and dv (batch, hkv, s, d) from dout, q, o (batch, hq, t, d),
 // k, v and lse, recomputing the probabilities tile by tile. delta (batch, hq, t) is scratch
 // for rowsum(dout * o); workspace holds threads * flash_workspace_floats(d, true, E != float)
 // floats.
 template <class E>
-void flash_attention_backward(const AttentionDims& dims, bool causal, float scale, const E* dout,
-                              const E* q, const E* k, const E* v, const E* o, const float* lse,
-                              float* delta, E* dq, E* dk, E* dv, float* workspace, int threads);
+void flash_attention_backward(const AttentionDims& dims, bool causal, float scale,
+                              const AttentionDropout& dropout, const E* dout, const E* q,
+                              const E* k, const E* v, const E* o, const float* lse, float* delta,
+                              E* dq, E* dk, E* dv, float* workspace, int threads);
 
 // o (batch, hq, t, d) through the materialised probabilities probs (batch, hq, t, s).
 template <class E>

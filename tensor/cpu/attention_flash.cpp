@@ -36,6 +36,7 @@
 
 #include "tensor/convert.h"
 #include "tensor/cpu/attention.h"
+#include "tensor/cpu/attention_dropout.h"
 #include "tensor/cpu/attention_tile.h"
 #include "tensor/cpu/stage.h"
 
@@ -90,9 +91,9 @@ int64_t flash_workspace_floats(int64_t d, bool backward, bool staged) {
 }
 
 template <class E>
-void flash_attention_forward(const AttentionDims& dims, bool causal, float scale, const E* q,
-                             const E* k, const E* v, E* o, float* lse, float* workspace,
-                             int threads) {
+void flash_attention_forward(const AttentionDims& dims, bool causal, float scale,
+                             const AttentionDropout& dropout, const E* q, const E* k, const E* v,
+                             E* o, float* lse, float* workspace, int threads) {
   const int64_t d = dims.d, group = dims.hq / dims.hkv, q_tiles = ceil_div(dims.t, kTileQ);
   const int64_t items = dims.batch * dims.hq * q_tiles;
   const int64_t per_thread = flash_workspace_floats(d, false, kStaged<E>);
@@ -123,6 +124,7 @@ void flash_attention_forward(const AttentionDims& dims, bool causal, float scale
       transpose_tile(nk, d, as_f32(k_head + j0 * d, nk * d, kv_buf), d, kt);
       masked_scores(dims, causal, scale, q_rows, kt, q0, nq, j0, nk, s);
       online_softmax_tile(nq, d, s, m, l, o_rows, d);
+      if (dropout.p > 0) dropout_tile(nq, nk, tile_dropout(dims, dropout, bh, q0, j0), s);
       tile_accumulate(nq, nk, d, s, kTileK, 1, as_f32(v_head + j0 * d, nk * d, kv_buf), d, o_rows,
                       d);
     }
@@ -142,15 +144,26 @@ void flash_attention_forward(const AttentionDims& dims, bool causal, float scale
 }
 
 template <class E>
-void flash_attention_backward(const AttentionDims& dims, bool causal, float scale, const E* dout,
-                              const E* q, const E* k, const E* v, const E* o, const float* lse,
-                              float* delta, E* dq, E* dk, E* dv, float* workspace, int threads) {
+void flash_attention_backward(const AttentionDims& dims, bool causal, float scale,
+                              const AttentionDropout& dropout, const E* dout, const E* q,
+                              const E* k, const E* v, const E* o, const float* lse, float* delta,
+                              E* dq, E* dk, E* dv, float* workspace, int threads) {
   const int64_t d = dims.d, group = dims.hq / dims.hkv;
   const int64_t q_tiles = ceil_div(dims.t, kTileQ), k_tiles = ceil_div(dims.s, kTileK);
   const int64_t per_thread = flash_workspace_floats(d, true, kStaged<E>);
   const int64_t offset = dims.s - dims.t;
 
-  // delta = rowsum(dout * o): (batch, hq, t)
+  // ds = p * (dp - delta) for a tile, or with dropout p * (M * dp - delta) and p := M * p
+  // (Note [Dropout inside flash attention] in tensor/ops/attention.h).
+  const auto grad_tile = [&](int64_t bh, int64_t q0, int64_t nq, int64_t j0, int64_t nk, float* p,
+                             const float* delta_rows, float* ds) {
+    if (dropout.p > 0)
+      dropout_softmax_grad_tile(nq, nk, tile_dropout(dims, dropout, bh, q0, j0), p, delta_rows, ds);
+    else
+      softmax_grad_tile(nq, p, delta_rows, ds);
+  };
+
+  // delta = rowsum(dout * o): (batch, hq, t), o the dropped output when dropping
   const int64_t rows = dims.batch * dims.hq * dims.t;
 #pragma omp parallel for schedule(static) num_threads(threads) if (rows * d >= kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
@@ -192,7 +205,7 @@ void flash_attention_backward(const AttentionDims& dims, bool causal, float scal
       masked_scores(dims, causal, scale, q_rows, kt, q0, nq, j0, nk, p);
       probs_from_lse(nq, lse + row0, p);
       tile_scores(nq, d, 1.0f, dout_rows, d, vt, ds);  // dp = dout @ v^T
-      softmax_grad_tile(nq, p, delta + row0, ds);
+      grad_tile(bh, q0, nq, j0, nk, p, delta + row0, ds);
       tile_accumulate(nq, nk, d, ds, kTileK, 1, k_rows, d, dq_rows, d);
     }
     for (int64_t x = 0; x < nq * d; ++x) dq_rows[x] *= scale;
@@ -232,10 +245,10 @@ void flash_attention_backward(const AttentionDims& dims, bool causal, float scal
         const float* dout_rows = as_f32(dout + row0 * d, nq * d, dout_buf);  // (nq, d)
         masked_scores(dims, causal, scale, q_rows, kt, q0, nq, j0, nk, p);
         probs_from_lse(nq, lse + row0, p);
+        tile_scores(nq, d, 1.0f, dout_rows, d, vt, ds);  // dout v^T
+        grad_tile(bh, q0, nq, j0, nk, p, delta + row0, ds);
         tile_accumulate(nk, nq, d, p, 1, kTileK, dout_rows, d, dv_rows, d);  // p^T dout
-        tile_scores(nq, d, 1.0f, dout_rows, d, vt, ds);                      // dout v^T
-        softmax_grad_tile(nq, p, delta + row0, ds);
-        tile_accumulate(nk, nq, d, ds, 1, kTileK, q_rows, d, dk_rows, d);  // ds^T q
+        tile_accumulate(nk, nq, d, ds, 1, kTileK, q_rows, d, dk_rows, d);    // ds^T q
       }
     }
     for (int64_t x = 0; x < nk * d; ++x) dk_rows[x] *= scale;
@@ -244,12 +257,13 @@ void flash_attention_backward(const AttentionDims& dims, bool causal, float scal
   }
 }
 
-#define FITGRAD_FLASH(E)                                                                         \
-  template void flash_attention_forward(const AttentionDims&, bool, float, const E*, const E*,   \
-                                        const E*, E*, float*, float*, int);                      \
-  template void flash_attention_backward(const AttentionDims&, bool, float, const E*, const E*,  \
-                                         const E*, const E*, const E*, const float*, float*, E*, \
-                                         E*, E*, float*, int);
+#define FITGRAD_FLASH(E)                                                                           \
+  template void flash_attention_forward(const AttentionDims&, bool, float,                         \
+                                        const AttentionDropout&, const E*, const E*, const E*, E*, \
+                                        float*, float*, int);                                      \
+  template void flash_attention_backward(                                                          \
+      const AttentionDims&, bool, float, const AttentionDropout&, const E*, const E*, const E*,    \
+      const E*, const E*, const float*, float*, E*, E*, E*, float*, int);
 FITGRAD_FLASH(float)
 FITGRAD_FLASH(BFloat16)
 FITGRAD_FLASH(Half)

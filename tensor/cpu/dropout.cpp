@@ -2,15 +2,15 @@
 #include "tensor/cpu/dropout.h"
 
 #include "tensor/convert.h"
-#include "tensor/random/philox.h"
+#include "tensor/random/dropout_mask.h"
 
 namespace fitgrad::cpu {
 
 template <class T>
 void dropout(const T* x, T* y, int64_t n, double p, uint64_t seed, uint64_t offset) {
-  const float scale = float(1.0 / (1.0 - p));
+  const float scale = dropout_scale(p);
   philox_for_each_uniform(seed, offset, n, [&](int64_t i, float u) {
-    y[i] = convert<T>(double(u) >= p ? convert<float>(x[i]) * scale : 0.0f);
+    y[i] = convert<T>(dropout_keeps(u, p) ? convert<float>(x[i]) * scale : 0.0f);
   });
 }
 

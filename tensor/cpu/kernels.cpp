@@ -191,21 +191,25 @@ void softmax_backward(const SoftmaxBackwardArgs& a) {
   });
 }
 
+cpu::AttentionDropout dropout_of(const AttentionDropoutArgs& a) {
+  return {a.p, a.state.seed, a.state.offset};
+}
+
 void flash_attention(const FlashAttentionArgs& a) {
   dispatch_floating(a.q.dtype(), "cpu kernel", [&](auto e) {
     using E = decltype(e);
-    cpu::flash_attention_forward(dims_of(a.dims), a.causal, a.scale, a.q.data<E>(), a.k.data<E>(),
-                                 a.v.data<E>(), a.o.data<E>(), f32(a.lse), f32(a.workspace),
-                                 a.threads);
+    cpu::flash_attention_forward(dims_of(a.dims), a.causal, a.scale, dropout_of(a.dropout),
+                                 a.q.data<E>(), a.k.data<E>(), a.v.data<E>(), a.o.data<E>(),
+                                 f32(a.lse), f32(a.workspace), a.threads);
   });
 }
 void flash_attention_backward(const FlashAttentionBackwardArgs& a) {
   dispatch_floating(a.q.dtype(), "cpu kernel", [&](auto e) {
     using E = decltype(e);
-    cpu::flash_attention_backward(dims_of(a.dims), a.causal, a.scale, a.dout.data<E>(),
-                                  a.q.data<E>(), a.k.data<E>(), a.v.data<E>(), a.o.data<E>(),
-                                  f32(a.lse), f32(a.delta), a.dq.data<E>(), a.dk.data<E>(),
-                                  a.dv.data<E>(), f32(a.workspace), a.threads);
+    cpu::flash_attention_backward(dims_of(a.dims), a.causal, a.scale, dropout_of(a.dropout),
+                                  a.dout.data<E>(), a.q.data<E>(), a.k.data<E>(), a.v.data<E>(),
+                                  a.o.data<E>(), f32(a.lse), f32(a.delta), a.dq.data<E>(),
+                                  a.dk.data<E>(), a.dv.data<E>(), f32(a.workspace), a.threads);
   });
 }
 void naive_attention(const NaiveAttentionArgs& a) {

@@ -56,6 +56,10 @@ backend::AttentionShape check_qkv(const char* op, const Tensor& q, const Tensor&
   return dims;
 }
 
+void check_dropout_p(const char* op, double p) {
+  FG_CHECK(p >= 0 && p < 1, "[{}] dropout p = {} must be in [0, 1)", op, p);
+}
+
 float resolve_scale(const char* op, double scale, int64_t d) {
   FG_CHECK(std::isfinite(scale), "[{}] scale {} is not finite", op, scale);
   return scale == 0 ? float(1.0 / std::sqrt(double(d))) : float(scale);
@@ -77,29 +81,35 @@ Tensor in_dtype_of(const Tensor& t, DType dtype) {
 }  // namespace
 
 AttentionOut flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
-                             double scale) {
+                             double scale, double dropout_p, Generator& gen) {
   const backend::OpId id = backend::OpId::flash_attention;
   const char* op = backend::op_name(id);
   const backend::AttentionShape dims = check_qkv(op, q, k, v);
   const float sc = resolve_scale(op, scale, dims.d);
+  check_dropout_p(op, dropout_p);
   const backend::TargetProfile profile = backend::profile_for(q.device());
   const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
   Tensor o = Tensor::empty(q.shape(), q.dtype(), q.device());  // (B, Hq, T, D)
   Tensor lse = Tensor::empty({dims.batch, dims.hq, dims.t}, DType::f32, q.device());  // (B, Hq, T)
+  // The draws of the (B, Hq, T, S) probabilities (Note [Dropout inside flash attention]).
+  const RngState state =
+      dropout_p > 0 ? gen.reserve(uint64_t(dims.batch * dims.hq * dims.t * dims.s)) : gen.state();
   {
     const Shape ws = backend::flash_workspace_shape(profile, dims, false, q.dtype());
     const int threads = int(ws[0]);
     const Tensor workspace = temporary(ws, q.device());
     backend::dispatch(
         id, q.device(),
-        backend::FlashAttentionArgs{dims, causal, sc, threads, qc, kc, vc, o, lse, workspace});
+        backend::FlashAttentionArgs{
+            dims, causal, sc, threads, {dropout_p, state}, qc, kc, vc, o, lse, workspace});
   }
-  return {o, lse};
+  return {o, lse, state};
 }
 
 AttentionGrads flash_attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
                                         const Tensor& v, const Tensor& o, const Tensor& lse,
-                                        bool causal, double scale) {
+                                        bool causal, double scale, double dropout_p,
+                                        const RngState& dropout_state) {
   const backend::OpId id = backend::OpId::flash_attention_backward;
   const char* op = backend::op_name(id);
   const backend::AttentionShape dims = check_qkv(op, q, k, v);
@@ -112,6 +122,7 @@ AttentionGrads flash_attention_backward(const Tensor& dout, const Tensor& q, con
   check_shape(op, "lse", lse, {dims.batch, dims.hq, dims.t});
   FG_CHECK(lse.dtype() == DType::f32, "[{}] lse must be f32, got {}", op, dtype_name(lse.dtype()));
   const float sc = resolve_scale(op, scale, dims.d);
+  check_dropout_p(op, dropout_p);
   const backend::TargetProfile profile = backend::profile_for(q.device());
   const Tensor doutc = in_dtype_of(dout, q.dtype()), qc = q.contiguous(), kc = k.contiguous(),
                vc = v.contiguous(), oc = in_dtype_of(o, q.dtype()), lsec = lse.contiguous();
@@ -123,10 +134,23 @@ AttentionGrads flash_attention_backward(const Tensor& dout, const Tensor& q, con
     const Shape ws = backend::flash_workspace_shape(profile, dims, true, q.dtype());
     const int threads = int(ws[0]);
     const Tensor workspace = temporary(ws, q.device());
-    backend::dispatch(
-        id, q.device(),
-        backend::FlashAttentionBackwardArgs{dims, causal, sc, threads, doutc, qc, kc, vc, oc, lsec,
-                                            delta, dq, dk, dv, workspace});
+    backend::dispatch(id, q.device(),
+                      backend::FlashAttentionBackwardArgs{dims,
+                                                          causal,
+                                                          sc,
+                                                          threads,
+                                                          {dropout_p, dropout_state},
+                                                          doutc,
+                                                          qc,
+                                                          kc,
+                                                          vc,
+                                                          oc,
+                                                          lsec,
+                                                          delta,
+                                                          dq,
+                                                          dk,
+                                                          dv,
+                                                          workspace});
   }
   return {dq, dk, dv};
 }

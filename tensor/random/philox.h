@@ -59,22 +59,38 @@ constexpr float philox_uniform(uint64_t seed, uint64_t index) {
   return uniform_from_bits(philox_block(seed, index / 4)[index % 4]);
 }
 
+// Calls fn(i, u) for the draws of Philox block `block` of `seed` that lie in [offset,
+// offset + n), with i = draw - offset and u the draw's uniform.
+template <class Fn>
+constexpr void philox_block_for_each(uint64_t seed, uint64_t block, uint64_t offset, int64_t n,
+                                     Fn&& fn) {
+  const PhiloxCounter bits = philox_block(seed, block);
+  for (uint64_t lane = 0; lane < 4; ++lane) {
+    const uint64_t draw = block * 4 + lane;
+    if (draw < offset || draw - offset >= uint64_t(n)) continue;
+    fn(int64_t(draw - offset), uniform_from_bits(bits[lane]));
+  }
+}
+
 // Calls fn(i, u) for i in [0, n) with u the uniform of draw offset + i of `seed`, one block
-// per four draws, in parallel over blocks. fn must only touch element i.
+// per four draws, in order on the calling thread (for kernels that already run one tile per
+// thread).
+template <class Fn>
+constexpr void philox_for_each_uniform_serial(uint64_t seed, uint64_t offset, int64_t n, Fn&& fn) {
+  if (n <= 0) return;
+  for (uint64_t b = offset / 4; b <= (offset + uint64_t(n) - 1) / 4; ++b)
+    philox_block_for_each(seed, b, offset, n, fn);
+}
+
+// As philox_for_each_uniform_serial, in parallel over blocks. fn must only touch element i.
 template <class Fn>
 void philox_for_each_uniform(uint64_t seed, uint64_t offset, int64_t n, Fn&& fn) {
   if (n <= 0) return;
   const uint64_t first = offset / 4;
   const int64_t blocks = int64_t((offset + uint64_t(n) - 1) / 4 - first) + 1;
 #pragma omp parallel for schedule(static)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const PhiloxCounter bits = philox_block(seed, first + uint64_t(b));
-    for (uint64_t lane = 0; lane < 4; ++lane) {
-      const uint64_t draw = (first + uint64_t(b)) * 4 + lane;
-      if (draw < offset || draw - offset >= uint64_t(n)) continue;
-      fn(int64_t(draw - offset), uniform_from_bits(bits[lane]));
-    }
-  }
+  for (int64_t b = 0; b < blocks; ++b)
+    philox_block_for_each(seed, first + uint64_t(b), offset, n, fn);
 }
 
 }  // namespace fitgrad

@@ -93,7 +93,7 @@ TEST_P(DryRunTest, MetaWritesTheTraceOfTheRealRun) {
     a.optim_in_backward = true;
     a.max_grad_norm = 0;
   }
-  if (variant == "dropout") {  // Note [Dropout as configured]: the masks and composed attention
+  if (variant == "dropout") {  // Note [Dropout as configured]: masks and attention dropout
     nn::ModelConfig cfg = nn::preset(model);
     cfg.attn_pdrop = 0.1;
     if (cfg.family == nn::Family::gpt2) cfg.embd_pdrop = cfg.resid_pdrop = 0.1;

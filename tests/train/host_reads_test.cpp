@@ -77,7 +77,7 @@ TEST(HostReads, AClippedAccumulatingStepReadsNothingAndTheLogReadsOnce) {
 
 TEST(HostReads, Bf16AutocastWithAttentionDropoutReadsNothing) {
   nn::ModelConfig cfg = nn::preset("gpt2-tiny");
-  cfg.attn_pdrop = 0.1;  // the composed attention path, with its causal mask
+  cfg.attn_pdrop = 0.1;  // dropout inside the flash kernels (Note [Attention dropout])
   cfg.resid_pdrop = 0.1;
   cfg.embd_pdrop = 0.1;
   const auto model = nn::build_model(cfg, {.seed = 4});
