@@ -22,11 +22,13 @@ namespace fitgrad::apps {
 using JsonPath = std::vector<std::string>;
 
 // Parses `in`; each element of an array at one of `streamed` goes to
-// on_element(which path, the element, its index) instead of into the result. Throws
-// nlohmann::json::parse_error as json::parse does, and Interrupted on a signal.
+// on_element(which path, the element, its index, the kept document so far) instead of
+// into the result; the document so far holds every value that closed before the element
+// (memory.json's "peak" comes before its "trace"). Throws nlohmann::json::parse_error as
+// json::parse does, and Interrupted on a signal.
 nlohmann::json parse_streamed_json(
     std::istream& in, const std::vector<JsonPath>& streamed,
-    const std::function<void(size_t path, const nlohmann::json& element, size_t index)>&
-        on_element);
+    const std::function<void(size_t path, const nlohmann::json& element, size_t index,
+                             const nlohmann::json& so_far)>& on_element);
 
 }  // namespace fitgrad::apps
