@@ -6,8 +6,9 @@
 // A trace of 2,000,001 events took 5.7 GB as one nlohmann document (about 2.8 KB an event)
 // before memviz read a field of it. Parsed through SAX, each event is a small document of
 // its own, read into a VizEvent and dropped, so the reader holds the VizEvents (about 150
-// bytes each) and one event's document at a time. The parse reads the interrupt flag every
-// few thousand values (Note [Interruption points]).
+// bytes each, and only up to kKeptEvents: Note [Traces past the kept bound are
+// summarised]) and one event's document at a time. The parse reads the interrupt flag
+// every few thousand values (Note [Interruption points]).
 #pragma once
 
 #include <functional>
