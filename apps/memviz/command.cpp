@@ -37,7 +37,7 @@ void run_memviz(const MemvizArgs& a, std::ostream& out) {
   const std::string mark =
       t.peak["mark"].is_string() ? fmt::format(" ({})", t.peak["mark"].get<std::string>()) : "";
   said << fmt::format("wrote {}: {} events of {} ({} dropped), peak {} allocated at event #{}{}\n",
-                      wrote, t.events.size(), t.total_events, t.dropped,
+                      wrote, t.window, t.total_events, t.dropped,
                       format_bytes(t.peak["allocated"].get<int64_t>()),
                       t.peak["seq"].get<uint64_t>(), mark);
 }
@@ -64,7 +64,9 @@ void add_memviz_command(CLI::App& app) {
       "(label, size, category); the allocator's segments and blocks after the event chosen "
       "with the slider or a click on the timeline, replayed from the trace; and the peak's "
       "breakdown by category, by label and reserved-but-free. A trace of more than "
-      "1200 events is thinned for drawing, never at the peak. `fitgrad train` writes the "
+      "1200 events is thinned for drawing, never at the peak; one of more than 131072 events "
+      "is summarised while it is read (bounded memory), and its page shows the allocator "
+      "state at the peak only. `fitgrad train` writes the "
       "page as memory.html beside memory_trace.json. docs/memory.md describes the inputs. An "
       "output is never an input, never inside a training run's directory and never a special "
       "file; an existing one is replaced only with --overwrite (docs/run_promises.md).");

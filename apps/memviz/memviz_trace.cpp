@@ -5,13 +5,14 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <optional>
 
 #include "apps/memviz/streamed_json.h"
+#include "apps/memviz/timeline.h"
+#include "apps/memviz/trace_summary.h"
 #include "tensor/error.h"
 #include "tensor/interrupt.h"
 
@@ -134,10 +135,13 @@ void check_peak(const json& p, const Where& w) {
 }
 
 // The events of either format, read one at a time (from a document, or as they are parsed:
-// Note [memviz streams its events]), then the records around them.
+// Note [memviz streams its events]), then the records around them. The events are kept
+// while there are at most `kept` of them, and summarised all along
+// (Note [Traces past the kept bound are summarised]).
 class TraceBuilder {
  public:
-  explicit TraceBuilder(const std::string& source) : source_(source) {}
+  TraceBuilder(const std::string& source, size_t kept)
+      : source_(source), kept_(kept), summary_(kTimelinePoints) {}
 
   void chrome_event(const json& e, size_t i) {
     interruption_point();  // Note [Interruption points]
@@ -149,15 +153,20 @@ class TraceBuilder {
         e["args"].contains("total_events"))
       info_ = e["args"];
     if (ph != "i") return;
-    if (cat == "allocator" || cat == "mark" || cat == "oom")
-      chrome_.push_back(read_event(field(e, "args", w), w));
-    else if (cat == "peak")
+    if (cat == "allocator" || cat == "mark" || cat == "oom") {
+      take(read_event(field(e, "args", w), w));
+    } else if (cat == "peak") {
       peak_ = field(e, "args", w);
+      expect_peak(peak_, w);
+    }
   }
 
-  void snapshot_event(const json& e, size_t i) {
+  // `so_far`: the document before the events, which holds memory.json's peak.
+  void snapshot_event(const json& e, size_t i, const json& so_far) {
     interruption_point();  // Note [Interruption points]
-    snapshot_.push_back(read_event(e, {source_, fmt::format("trace.events[{}]", i)}));
+    if (i == 0 && so_far.is_object() && so_far.contains("peak"))
+      expect_peak(so_far["peak"], {source_, "the peak report"});
+    take(read_event(e, {source_, fmt::format("trace.events[{}]", i)}));
   }
 
   // The trace of `doc`, whose event arrays hold the events not yet read (all of them, or
@@ -173,6 +182,23 @@ class TraceBuilder {
   }
 
  private:
+  void expect_peak(const json& peak, const Where& w) {
+    if (peak.is_object() && peak.contains("seq")) summary_.expect_peak(get_u64(peak, "seq", w));
+  }
+
+  void take(VizEvent v) {
+    if (summary_.events() > 0 && v.seq != last_seq_ + 1)
+      fail({source_, ""},
+           fmt::format("the events are not consecutive: seq {} follows seq {}", v.seq, last_seq_));
+    last_seq_ = v.seq;
+    summary_.add(v);
+    if (summary_.events() <= kept_) {
+      events_.push_back(std::move(v));
+    } else if (!events_.empty()) {
+      std::vector<VizEvent>().swap(events_);
+    }
+  }
+
   MemvizTrace finish_chrome(const json& doc) {
     const json& list = doc["traceEvents"];
     if (!list.is_array()) fail({source_, ""}, "'traceEvents' must be an array");
@@ -189,9 +215,8 @@ class TraceBuilder {
     t.device = get_string(*info_, "device", w);
     t.total_events = get_u64(*info_, "total_events", w);
     t.dropped = get_u64(*info_, "dropped", w);
-    t.events = std::move(chrome_);
     t.peak = std::move(peak_);
-    return t;
+    return finished(std::move(t));
   }
 
   MemvizTrace finish_snapshot(const json& doc) {
@@ -205,34 +230,41 @@ class TraceBuilder {
     t.dropped = get_u64(trace, "dropped", {source_, "trace"});
     const json& events = field(trace, "events", {source_, "trace"});
     if (!events.is_array()) fail({source_, "trace"}, "'events' must be an array");
-    for (size_t i = 0; i < events.size(); ++i) snapshot_event(events[i], i);
-    t.events = std::move(snapshot_);
+    for (size_t i = 0; i < events.size(); ++i) snapshot_event(events[i], i, doc);
     t.peak = field(doc, "peak", top);
+    return finished(std::move(t));
+  }
+
+  // The events or their summary, once the peak report is checked.
+  MemvizTrace finished(MemvizTrace t) {
+    check_peak(t.peak, {source_, "the peak report"});
+    t.window = summary_.events();
+    t.first_seq = t.window > 0 ? last_seq_ + 1 - t.window : t.total_events;
+    if (t.window > kept_)
+      t.summary = summary_.finish(t.peak["seq"].get<uint64_t>());
+    else
+      t.events = std::move(events_);
     return t;
   }
 
   const std::string& source_;
+  size_t kept_;
+  TraceSummarizer summary_;
+  uint64_t last_seq_ = 0;
+  std::vector<VizEvent> events_;
   std::optional<json> info_;
   json peak_;
-  std::vector<VizEvent> chrome_, snapshot_;
 };
 
 // The checks of a whole trace, whichever format it came from.
 MemvizTrace checked(MemvizTrace t) {
   const std::string& source = t.source;
-  std::stable_sort(t.events.begin(), t.events.end(),
-                   [](const VizEvent& a, const VizEvent& b) { return a.seq < b.seq; });
-  for (size_t i = 1; i < t.events.size(); ++i)
-    if (t.events[i].seq != t.events[i - 1].seq + 1)
-      fail({source, ""}, fmt::format("the events are not consecutive: seq {} follows seq {}",
-                                     t.events[i].seq, t.events[i - 1].seq));
-  const bool counts_agree = t.dropped <= t.total_events &&
-                            t.total_events - t.dropped == t.events.size() &&
-                            (t.events.empty() || t.events.back().seq + 1 == t.total_events);
+  const bool counts_agree = t.dropped <= t.total_events && t.total_events - t.dropped == t.window &&
+                            (t.window == 0 || t.first_seq + t.window == t.total_events);
   if (!counts_agree)
     fail({source, ""},
-         fmt::format("{} events, but the trace says {} in all of which {} were dropped",
-                     t.events.size(), t.total_events, t.dropped));
+         fmt::format("{} events, but the trace says {} in all of which {} were dropped", t.window,
+                     t.total_events, t.dropped));
   // A peak recorded at an event the trace does not reach: the trace was cut or edited after
   // its peak report was written, and a page drawn from it would mark a peak it cannot show.
   const uint64_t peak_seq = t.peak["seq"].get<uint64_t>();
@@ -252,43 +284,45 @@ bool is_block_event(EventKind k) {
 }
 
 MemvizTrace memviz_trace_from_json(const json& doc, const std::string& source) {
-  TraceBuilder builder(source);
+  TraceBuilder builder(source, kKeptEvents);
   MemvizTrace t;
   try {
     t = builder.finish(doc);
-    check_peak(t.peak, {source, "the peak report"});
   } catch (const json::exception& e) {  // a field of another type than the format says
     fail({source, ""}, e.what());
   }
   return checked(std::move(t));
 }
 
-MemvizTrace read_memviz_trace(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  FG_CHECK(in.is_open(), "[memviz] cannot open '{}': {}", path, std::strerror(errno));
+MemvizTrace read_memviz_trace(std::istream& in, const std::string& source, size_t kept_events) {
   // Note [memviz streams its events]: each event is read as it is parsed.
-  TraceBuilder builder(path);
-  const auto on_event = [&](size_t format, const json& e, size_t i) {
+  TraceBuilder builder(source, kept_events);
+  const auto on_event = [&](size_t format, const json& e, size_t i, const json& so_far) {
     try {
-      format == 0 ? builder.chrome_event(e, i) : builder.snapshot_event(e, i);
+      format == 0 ? builder.chrome_event(e, i) : builder.snapshot_event(e, i, so_far);
     } catch (const json::exception& error) {
-      fail({path, ""}, error.what());
+      fail({source, ""}, error.what());
     }
   };
   json doc;
   try {
     doc = parse_streamed_json(in, {{"traceEvents"}, {"trace", "events"}}, on_event);
   } catch (const json::parse_error& e) {
-    throw Error(fmt::format("[memviz] {}: not JSON ({})", path, e.what()));
+    throw Error(fmt::format("[memviz] {}: not JSON ({})", source, e.what()));
   }
   MemvizTrace t;
   try {
     t = builder.finish(doc);
-    check_peak(t.peak, {path, "the peak report"});
   } catch (const json::exception& e) {
-    fail({path, ""}, e.what());
+    fail({source, ""}, e.what());
   }
   return checked(std::move(t));
+}
+
+MemvizTrace read_memviz_trace(const std::string& path, size_t kept_events) {
+  std::ifstream in(path, std::ios::binary);
+  FG_CHECK(in.is_open(), "[memviz] cannot open '{}': {}", path, std::strerror(errno));
+  return read_memviz_trace(in, path, kept_events);
 }
 
 }  // namespace fitgrad::apps

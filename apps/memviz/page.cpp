@@ -21,7 +21,10 @@ using nlohmann::json;
 // repeat a dozen key names each; as columns (one array per field, labels interned into
 // one table) an event costs about 50 bytes, so the default ring of 131072 events makes a
 // page of a few megabytes. Fields an event's kind lacks are 0, or -1 for a category or
-// label. The script checks what it replays against the totals each event carries.
+// label. The script checks what it replays against the totals each event carries. A trace
+// too long to keep (Note [Traces past the kept bound are summarised]) has no columns
+// ("events" is null): the page draws its summary, hovers over samples and shows the
+// allocator at the peak ("peak_state") instead of replaying.
 
 json memviz_page_data(const MemvizTrace& t, const Timeline& tl) {
   json categories = json::array(), colours = json::object();
@@ -61,6 +64,30 @@ json memviz_page_data(const MemvizTrace& t, const Timeline& tl) {
     allocated.push_back(e.allocated_after);
     reserved.push_back(e.reserved_after);
   }
+  json marks = json::array();
+  for (const VizMark& m : tl.marks)
+    marks.push_back({{"event", m.event}, {"oom", m.oom}, {"label", m.label}});
+  json peak_state;  // null unless summarised with the peak's blocks
+  if (t.summary && t.summary->peak_state) {
+    json segments = json::array(), blocks = json::array();
+    for (const VizSegment& s : t.summary->peak_state->segments)
+      segments.push_back({{"id", s.id}, {"size", s.size}, {"addr", s.addr}, {"known", s.known}});
+    for (const VizBlock& b : t.summary->peak_state->blocks)
+      blocks.push_back({{"segment", b.segment},
+                        {"offset", b.offset},
+                        {"size", b.size},
+                        {"category", std::string(category_name(Category(b.category)))},
+                        {"label", b.label},
+                        {"seq", b.seq}});
+    peak_state = {{"segments", std::move(segments)}, {"blocks", std::move(blocks)}};
+  }
+  json events;  // null when summarised
+  if (!t.summary)
+    events = {{"time_ns", std::move(time_ns)},   {"kind", std::move(kind)},
+              {"category", std::move(category)}, {"label", std::move(label)},
+              {"size", std::move(size)},         {"segment", std::move(segment)},
+              {"offset", std::move(offset)},     {"allocated", std::move(allocated)},
+              {"reserved", std::move(reserved)}};
   json layers = json::array();
   for (const TimelineLayer& l : tl.layers)
     layers.push_back({{"name", l.name}, {"colour", l.colour}, {"bytes", l.bytes}});
@@ -72,22 +99,16 @@ json memviz_page_data(const MemvizTrace& t, const Timeline& tl) {
           {"device", t.device},
           {"total_events", t.total_events},
           {"dropped", t.dropped},
-          {"first_seq", t.events.empty() ? t.total_events : t.events.front().seq},
+          {"window", t.window},
+          {"first_seq", t.first_seq},
           {"categories", std::move(categories)},
           {"kinds", std::move(kinds)},
           {"colours", std::move(colours)},
           {"labels", std::move(labels)},
           {"segment_addr", std::move(segment_addr)},
-          {"events",
-           {{"time_ns", std::move(time_ns)},
-            {"kind", std::move(kind)},
-            {"category", std::move(category)},
-            {"label", std::move(label)},
-            {"size", std::move(size)},
-            {"segment", std::move(segment)},
-            {"offset", std::move(offset)},
-            {"allocated", std::move(allocated)},
-            {"reserved", std::move(reserved)}}},
+          {"events", std::move(events)},
+          {"marks", std::move(marks)},
+          {"peak_state", std::move(peak_state)},
           {"timeline",
            {{"events", tl.events},
             {"first", tl.first},
@@ -122,6 +143,7 @@ std::string memviz_page(const MemvizTrace& t) {
       "the trace it was made from.</p></noscript>\n"
       "<p id=\"error\" class=\"warn\" hidden></p>\n"
       "<p id=\"dropped\" class=\"warn\" hidden></p>\n"
+      "<p id=\"summarised\" class=\"warn\" hidden></p>\n"
       "<section>\n<h2>Live bytes by category</h2>\n<div id=\"legend\" class=\"legend\"></div>\n"
       "<svg id=\"timeline\" viewBox=\"0 0 1200 400\" role=\"img\" "
       "aria-label=\"stacked timeline of live bytes by category\"></svg>\n"

@@ -41,8 +41,9 @@ window.addEventListener('error', e => {
   const data = JSON.parse(document.getElementById('memviz-data').textContent);
   const svg = document.getElementById('timeline');
   const svgNS = svg.namespaceURI;  // the inline <svg> has the SVG namespace already
-  const ev = data.events;
-  const n = ev.kind.length;
+  const ev = data.events;  // null when the trace was summarised
+  const summarised = ev === null;
+  const n = data.window;
   const tl = data.timeline;
   const peak = data.peak;
   const W = 1200, H = 400, X = 80, Y = 30, PW = 1090, PH = 320;
@@ -108,6 +109,13 @@ window.addEventListener('error', e => {
   document.getElementById('summary').textContent =
     data.source + ' (' + data.format + '), device ' + data.device + ': ' + n +
     ' events retained of ' + data.total_events + '; peak ' + bytes(peak.allocated) + ' allocated.';
+  if (summarised) {
+    const d = document.getElementById('summarised');
+    d.hidden = false;
+    d.textContent = 'The trace holds more events than a page keeps: the timeline draws each run of ' +
+      'events at its highest state (the peak exactly), pointing shows a run, and the allocator state is ' +
+      'shown at the peak only.';
+  }
   if (data.dropped > 0) {
     const d = document.getElementById('dropped');
     d.hidden = false;
@@ -165,17 +173,15 @@ window.addEventListener('error', e => {
     item.appendChild(document.createTextNode('reserved'));
   }
   let lastLabel = -1e9;
-  for (let i = 0; i < n; i++) {
-    const k = kindOf(i);
-    if (k !== 'mark' && k !== 'oom') continue;
-    const x = xOf(i), oom = k === 'oom';
+  for (const m of data.marks) {
+    const x = xOf(m.event), oom = m.oom;
     svgEl('line', { class: oom ? 'oom' : 'mark', x1: x, x2: x, y1: Y, y2: Y + PH,
                     stroke: oom ? '#d00' : '#999', 'stroke-width': oom ? 2 : 0.6 }, svg);
     if (x - lastLabel < 14) continue;
     lastLabel = x;
     svgEl('text', { x: x + 2, y: Y + 4, transform: 'rotate(90 ' + (x + 2) + ' ' + (Y + 4) + ')',
                     'font-size': 10, fill: oom ? '#d00' : '#555' }, svg)
-      .textContent = oom ? 'OOM: ' + shown(labelOf(i)) : labelOf(i);
+      .textContent = oom ? 'OOM: ' + shown(m.label) : m.label;
   }
   if (peak.sample !== null) {
     const x = xOf(peak.event + 0.5);
@@ -193,6 +199,19 @@ window.addEventListener('error', e => {
     const x = (clientX - r.left) * W / r.width;
     return Math.max(0, Math.min(n - 1, Math.floor((x - X) / PW * tl.events)));
   }
+  // The sample that stands for event i, and what it shows.
+  function sampleOf(i) {
+    let lo = 0, hi = tl.first.length - 1;
+    while (lo < hi) { const mid = (lo + hi + 1) >> 1; if (tl.first[mid] <= i) lo = mid; else hi = mid - 1; }
+    return lo;
+  }
+  function sampleText(k) {
+    const lines = ['events #' + (data.first_seq + tl.first[k]) + '..#' + (data.first_seq + end(k) - 1) +
+      ', highest after event #' + (data.first_seq + tl.event[k])];
+    for (const layer of tl.layers) if (layer.bytes[k] !== 0) lines.push(layer.name + ': ' + bytes(layer.bytes[k]));
+    lines.push('allocated: ' + bytes(tl.allocated[k]) + ', reserved: ' + bytes(tl.reserved[k]));
+    return lines.join('\n');
+  }
   const info = document.getElementById('event-info');
   overlay.addEventListener('mousemove', e => {
     if (n === 0) return;
@@ -200,12 +219,12 @@ window.addEventListener('error', e => {
     const x = xOf(i + 0.5);
     cursor.setAttribute('x1', x); cursor.setAttribute('x2', x);
     cursor.setAttribute('visibility', 'visible');
-    const text = eventText(i);
+    const text = summarised ? sampleText(sampleOf(i)) : eventText(i);
     info.textContent = text.replace(/\n/g, '; ');
     showTip(text, e.clientX, e.clientY);
   });
   overlay.addEventListener('mouseleave', () => { cursor.setAttribute('visibility', 'hidden'); hideTip(); });
-  overlay.addEventListener('click', e => { if (n > 0) select(eventAt(e.clientX)); });
+  overlay.addEventListener('click', e => { if (n > 0 && !summarised) select(eventAt(e.clientX)); });
 
   // ---- allocator state, replayed ----
   // The segments and live blocks after event `upto`. Free blocks are the gaps between
@@ -234,25 +253,41 @@ window.addEventListener('error', e => {
   const sliderLabel = document.getElementById('slider-label');
   const state = document.getElementById('state');
   const stateSummary = document.getElementById('state-summary');
+  // The segments and live blocks at the peak, as the reader kept them for a summarised trace.
+  function peakSegments() {
+    const segs = new Map();
+    for (const s of data.peak_state.segments)
+      segs.set(s.id, { id: s.id, size: s.size, known: s.known, addr: s.addr, blocks: new Map() });
+    for (const b of data.peak_state.blocks)
+      segs.get(b.segment).blocks.set(b.offset, { size: b.size, cat: b.category, label: b.label, seq: b.seq });
+    return [...segs.values()];
+  }
   function renderState(upto) {
     state.textContent = '';
     if (n === 0) { stateSummary.textContent = 'The trace holds no events.'; return; }
+    if (summarised && (peak.event === null || data.peak_state === null)) {
+      stateSummary.textContent = peak.event === null ? 'The peak is not in the retained window.' :
+        'The allocator state at the peak is not in this page: the file gives its peak record after ' +
+        'later events (fitgrad writes it right after the peak\'s event).';
+      return;
+    }
     // A segment made before the window is known only by its blocks: drawn while it has some.
-    const segs = replay(upto).filter(s => s.known || s.blocks.size > 0);
+    const segs = (summarised ? peakSegments() : replay(upto)).filter(s => s.known || s.blocks.size > 0);
     let live = 0, blocks = 0, largest = 1;
     for (const s of segs) {
       for (const [off, b] of s.blocks) { live += b.size; blocks++; if (!s.known) s.size = Math.max(s.size, off + b.size); }
       largest = Math.max(largest, s.size);
     }
-    const allocated = ev.allocated[upto], reserved = ev.reserved[upto];
-    stateSummary.textContent = 'After event #' + (data.first_seq + upto) + ' (' + kindOf(upto) +
-      (labelOf(upto) !== null ? ' ' + shown(labelOf(upto)) : '') + '): allocated ' + bytes(allocated) +
+    const allocated = summarised ? peak.allocated : ev.allocated[upto];
+    const reserved = summarised ? peak.reserved : ev.reserved[upto];
+    const what = summarised ? 'the peak' : kindOf(upto) + (labelOf(upto) !== null ? ' ' + shown(labelOf(upto)) : '');
+    stateSummary.textContent = 'After event #' + (data.first_seq + upto) + ' (' + what + '): allocated ' + bytes(allocated) +
       ', reserved ' + bytes(reserved) + ', cached but free ' + bytes(reserved - allocated) + '; ' +
       segs.length + ' segments, ' + blocks + ' live blocks.' +
       (data.dropped === 0 && live !== allocated ? ' (The replay holds ' + bytes(live) + ': the trace is inconsistent.)' : '');
     for (const s of segs) {
       const row = htmlEl('div', { class: 'segment', 'data-segment': s.id }, null, state);
-      htmlEl('span', { class: 'name' }, 'segment #' + s.id + ' ' + (s.known ? data.segment_addr[s.id] + ' ' + bytes(s.size) :
+      htmlEl('span', { class: 'name' }, 'segment #' + s.id + ' ' + (s.known ? (summarised ? s.addr : data.segment_addr[s.id]) + ' ' + bytes(s.size) :
         '(made before the window) at least ' + bytes(s.size)), row);
       // Bars share one scale, the largest live segment's, so sizes compare at a glance.
       const bar = htmlEl('div', { class: 'bar', style: 'width:calc((100% - 300px) * ' +
@@ -285,6 +320,7 @@ window.addEventListener('error', e => {
   state.addEventListener('mouseleave', hideTip);
   function select(i) { renderState(i); }
   slider.max = Math.max(0, n - 1);
+  slider.disabled = summarised;
   slider.addEventListener('input', () => select(Number(slider.value)));
   const toPeak = document.getElementById('to-peak');
   toPeak.disabled = peak.event === null;

@@ -16,8 +16,12 @@ using Dom = nlohmann::detail::json_sax_dom_parser<json>;
 class Splitter {
  public:
   Splitter(json& root, const std::vector<JsonPath>& streamed,
-           const std::function<void(size_t, const json&, size_t)>& on_element)
-      : dom_(root), streamed_(streamed), on_element_(on_element), counts_(streamed.size(), 0) {}
+           const std::function<void(size_t, const json&, size_t, const json&)>& on_element)
+      : root_(root),
+        dom_(root),
+        streamed_(streamed),
+        on_element_(on_element),
+        counts_(streamed.size(), 0) {}
 
   bool null() {
     return value([](Dom& d) { return d.null(); });
@@ -95,7 +99,7 @@ class Splitter {
 
   void deliver() {
     element_dom_.reset();
-    on_element_(path_, element_, counts_[path_]++);
+    on_element_(path_, element_, counts_[path_]++, root_);
     element_ = json();
   }
 
@@ -137,9 +141,10 @@ class Splitter {
     return event(dom_);
   }
 
+  const json& root_;  // the kept document as parsed so far
   Dom dom_;
   const std::vector<JsonPath>& streamed_;
-  const std::function<void(size_t, const json&, size_t)>& on_element_;
+  const std::function<void(size_t, const json&, size_t, const json&)>& on_element_;
   std::vector<size_t> counts_;  // elements delivered per path
   std::vector<Level> levels_;   // the open containers of the kept document
   json element_;                // the element being parsed
@@ -151,8 +156,9 @@ class Splitter {
 
 }  // namespace
 
-json parse_streamed_json(std::istream& in, const std::vector<JsonPath>& streamed,
-                         const std::function<void(size_t, const json&, size_t)>& on_element) {
+json parse_streamed_json(
+    std::istream& in, const std::vector<JsonPath>& streamed,
+    const std::function<void(size_t, const json&, size_t, const json&)>& on_element) {
   json root;
   Splitter sax(root, streamed, on_element);
   json::sax_parse(in, &sax);

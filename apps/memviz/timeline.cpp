@@ -15,7 +15,8 @@ namespace fitgrad::apps {
 // most allocated bytes: a spike between two samples cannot vanish, as it would with a
 // plain stride. The run that holds the peak's event is drawn at that very event, so the
 // peak's height and its breakdown by category are exact whatever the thinning. The page
-// still holds every event, so hovering and the allocator state are never thinned.
+// still holds every event, so hovering and the allocator state are never thinned (a trace
+// longer than that is summarised: Note [Traces past the kept bound are summarised]).
 
 // Note [Bytes from before the window]
 // Each block event carries its category's live bytes after it, so a category's value is
@@ -43,7 +44,8 @@ std::string_view category_colour(int category) {
 
 namespace {
 
-// The event each sample shows: every event, or the highest of each run (and the peak).
+// The event each sample shows (first and event of `tl`): every event, or the highest of
+// each run (and the peak).
 void choose_samples(const MemvizTrace& t, size_t max_points, Timeline& tl) {
   const size_t n = t.events.size();
   const size_t runs = std::min(n, std::max<size_t>(max_points, 1));
@@ -63,59 +65,81 @@ void choose_samples(const MemvizTrace& t, size_t max_points, Timeline& tl) {
 
 }  // namespace
 
-Timeline build_timeline(const MemvizTrace& t, size_t max_points) {
+Timeline timeline_from_samples(size_t events, const std::vector<TimelineSample>& samples,
+                               std::vector<VizMark> marks, std::optional<size_t> peak_event,
+                               std::optional<size_t> peak_sample) {
   Timeline tl;
-  tl.events = t.events.size();
+  tl.events = events;
+  tl.marks = std::move(marks);
+  tl.peak_event = peak_event;
+  tl.peak_sample = peak_sample;
+  for (const TimelineSample& s : samples) {
+    tl.first.push_back(s.first);
+    tl.event.push_back(s.event);
+    tl.allocated.push_back(s.allocated);
+    tl.reserved.push_back(s.reserved);
+  }
+  auto add_layer = [&](std::string name, std::string_view colour, std::vector<int64_t> bytes) {
+    if (std::any_of(bytes.begin(), bytes.end(), [](int64_t b) { return b != 0; }))
+      tl.layers.push_back({std::move(name), std::string(colour), std::move(bytes)});
+  };
+  std::vector<int64_t> unattributed;
+  for (const TimelineSample& s : samples) unattributed.push_back(s.unattributed);
+  add_layer(std::string(kUnattributedName), kUnattributedColour, std::move(unattributed));
+  for (int c = 0; c < kNumCategories; ++c) {
+    std::vector<int64_t> bytes;
+    for (const TimelineSample& s : samples) bytes.push_back(s.by_category[size_t(c)]);
+    add_layer(std::string(category_name(Category(c))), category_colour(c), std::move(bytes));
+  }
+  return tl;
+}
+
+Timeline build_timeline(const MemvizTrace& t, size_t max_points) {
+  if (t.summary) return t.summary->timeline;
+  Timeline chosen;
   const auto peak_seq = t.peak["seq"].get<uint64_t>();
   if (!t.events.empty() && peak_seq >= t.events.front().seq && peak_seq <= t.events.back().seq)
-    tl.peak_event = size_t(peak_seq - t.events.front().seq);
-  choose_samples(t, max_points, tl);
+    chosen.peak_event = size_t(peak_seq - t.events.front().seq);
+  choose_samples(t, max_points, chosen);
 
   // See Note [Bytes from before the window].
   std::array<int64_t, kNumCategories> value{};
   std::array<bool, kNumCategories> known{};
   known.fill(t.dropped == 0);
-  std::vector<std::array<int64_t, kNumCategories>> by_category;
-  std::vector<int64_t> unattributed;
-  size_t next = 0;
+  std::vector<TimelineSample> samples;
+  std::vector<VizMark> marks;
   auto apply = [&](const VizEvent& e) {
     value[size_t(e.category)] = e.category_after;
     known[size_t(e.category)] = true;
   };
-  for (size_t i = 0; i < t.events.size() && next < tl.event.size(); ++i) {
+  for (size_t i = 0; i < t.events.size(); ++i) {
     interruption_point();  // Note [Interruption points]
     const VizEvent& e = t.events[i];
+    if (e.kind == EventKind::mark || e.kind == EventKind::oom)
+      marks.push_back({i, e.kind == EventKind::oom, e.label});
     if (is_block_event(e.kind)) apply(e);
     // A retag moves a block in two events; between them its bytes are in no category,
     // so a sample there shows the pair done.
     if (e.kind == EventKind::retag_from && i + 1 < t.events.size() &&
         t.events[i + 1].kind == EventKind::retag_to)
       apply(t.events[i + 1]);
-    if (tl.event[next] != i) continue;
+    const size_t next = samples.size();
+    if (next == chosen.event.size() || chosen.event[next] != i) continue;
+    TimelineSample s;
+    s.first = chosen.first[next];
+    s.event = i;
+    s.allocated = e.allocated_after;
+    s.reserved = e.reserved_after;
     int64_t attributed = 0;
-    for (int c = 0; c < kNumCategories; ++c)
-      if (known[size_t(c)]) attributed += value[size_t(c)];
-    std::array<int64_t, kNumCategories> sample{};
-    for (int c = 0; c < kNumCategories; ++c)
-      sample[size_t(c)] = known[size_t(c)] ? value[size_t(c)] : 0;
-    by_category.push_back(sample);
-    unattributed.push_back(std::max<int64_t>(0, e.allocated_after - attributed));
-    tl.allocated.push_back(e.allocated_after);
-    tl.reserved.push_back(e.reserved_after);
-    ++next;
+    for (size_t c = 0; c < size_t(kNumCategories); ++c) {
+      s.by_category[c] = known[c] ? value[c] : 0;
+      attributed += s.by_category[c];
+    }
+    s.unattributed = std::max<int64_t>(0, e.allocated_after - attributed);
+    samples.push_back(s);
   }
-
-  auto add_layer = [&](std::string name, std::string_view colour, std::vector<int64_t> bytes) {
-    if (std::any_of(bytes.begin(), bytes.end(), [](int64_t b) { return b != 0; }))
-      tl.layers.push_back({std::move(name), std::string(colour), std::move(bytes)});
-  };
-  add_layer(std::string(kUnattributedName), kUnattributedColour, std::move(unattributed));
-  for (int c = 0; c < kNumCategories; ++c) {
-    std::vector<int64_t> bytes;
-    for (const auto& s : by_category) bytes.push_back(s[size_t(c)]);
-    add_layer(std::string(category_name(Category(c))), category_colour(c), std::move(bytes));
-  }
-  return tl;
+  return timeline_from_samples(t.events.size(), samples, std::move(marks), chosen.peak_event,
+                               chosen.peak_sample);
 }
 
 }  // namespace fitgrad::apps

@@ -5,11 +5,8 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
-#include <optional>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "apps/memviz/memviz_trace.h"
 
@@ -26,24 +23,8 @@ inline constexpr std::string_view kUnattributedName = "before the window";
 inline constexpr std::string_view kUnattributedColour = "#bab0ac";
 inline constexpr std::string_view kFreeColour = "#e4e4e4";
 
-// One band of the stack: a category, or the unattributed bytes.
-struct TimelineLayer {
-  std::string name;
-  std::string colour;
-  std::vector<int64_t> bytes;  // one value per sample
-};
-
-struct Timeline {
-  size_t events = 0;  // the x axis runs over the event indices 0 .. events
-  // Sample k stands for the events first[k] .. first[k + 1] - 1 (the last up to
-  // `events`) and shows the state after event event[k].
-  std::vector<size_t> first, event;
-  std::vector<int64_t> allocated, reserved;
-  std::vector<TimelineLayer> layers;  // bottom first; only layers that are ever non-zero
-  std::optional<size_t> peak_event;   // the peak's event, when the window holds it
-  std::optional<size_t> peak_sample;  // the sample that shows it
-};
-
+// The timeline of `t`: from its events when it kept them, thinned to `max_points`; else
+// its summary's, built while it was read (Note [Traces past the kept bound are summarised]).
 Timeline build_timeline(const MemvizTrace& t, size_t max_points = kTimelinePoints);
 
 // A standalone SVG of the stacked timeline with the reserved line, the marks, the OOMs

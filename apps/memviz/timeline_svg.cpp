@@ -48,7 +48,7 @@ void axes(std::string& out, const Plot& p, const MemvizTrace& t) {
                        "\n",
                        kX, p.y(b), kX + kPlotW, p.y(b), kX - 6, p.y(b) + 4, format_bytes(b));
   }
-  const uint64_t first_seq = t.events.empty() ? 0 : t.events.front().seq;
+  const uint64_t first_seq = t.first_seq;
   for (int k = 0; k <= 4 && p.events > 0; ++k) {
     const size_t i = std::min(p.events - 1, p.events * size_t(k) / 4);
     out += fmt::format(R"(<text x="{:.2f}" y="{:.2f}" text-anchor="middle">#{}</text>)"
@@ -98,25 +98,22 @@ void reserved_line(std::string& out, const Plot& p, const Timeline& tl) {
       points);
 }
 
-void marks(std::string& out, const Plot& p, const MemvizTrace& t) {
+void marks(std::string& out, const Plot& p, const Timeline& tl) {
   double last_label = -1e9;
-  for (size_t i = 0; i < t.events.size(); ++i) {
+  for (const VizMark& m : tl.marks) {
     interruption_point();  // Note [Interruption points]
-    const VizEvent& e = t.events[i];
-    if (e.kind != EventKind::mark && e.kind != EventKind::oom) continue;
-    const bool oom = e.kind == EventKind::oom;
-    const double x = p.x(i);
+    const double x = p.x(m.event);
     out += fmt::format(
         R"(<line class="{}" x1="{:.2f}" y1="{}" x2="{:.2f}" y2="{}" stroke="{}" stroke-width="{}"/>)"
         "\n",
-        oom ? "oom" : "mark", x, kY, x, kY + kPlotH, oom ? "#d00" : "#999", oom ? 2 : 0.6);
+        m.oom ? "oom" : "mark", x, kY, x, kY + kPlotH, m.oom ? "#d00" : "#999", m.oom ? 2 : 0.6);
     if (x - last_label < kMarkLabelGap) continue;
     last_label = x;
     out += fmt::format(
         R"svg(<text x="{:.2f}" y="{}" transform="rotate(90 {:.2f} {})" font-size="10" fill="{}">{}</text>)svg"
         "\n",
-        x + 2, kY + 4, x + 2, kY + 4, oom ? "#d00" : "#555",
-        markup_escape(oom ? "OOM: " + e.label : e.label));
+        x + 2, kY + 4, x + 2, kY + 4, m.oom ? "#d00" : "#555",
+        markup_escape(m.oom ? "OOM: " + m.label : m.label));
   }
 }
 
@@ -172,7 +169,7 @@ std::string timeline_svg(const MemvizTrace& t, const Timeline& tl) {
   axes(out, p, t);
   for (size_t l = 0; l < tl.layers.size(); ++l) layer_polygon(out, p, tl, l);
   reserved_line(out, p, tl);
-  marks(out, p, t);
+  marks(out, p, tl);
   peak_marker(out, p, t, tl);
   legend(out, tl);
   if (t.dropped > 0)

@@ -23,6 +23,7 @@
 #include "apps/memplan/plan.h"
 #include "apps/train/trainer.h"
 #include "nn/config.h"
+#include "tensor/memory/caching_allocator.h"
 #include "tests/apps/memory_trace.h"
 
 namespace fitgrad::apps {
@@ -101,6 +102,11 @@ TEST_P(DryRunTest, MetaWritesTheTraceOfTheRealRun) {
     std::ofstream(a.model) << nn::config_to_json(cfg).dump();
   }
 
+  // The CPU run starts as the meta run does, with no live block: a block that an earlier
+  // test in this process left live pins its segment, whose free rest the run would use,
+  // and the real trace would then lack a segment_alloc that the dry run has.
+  ASSERT_EQ(allocator_for(Device::cpu()).stats().allocated_bytes[kAllPools].current, 0)
+      << "an earlier test in this process left CPU blocks live";
   TrainArgs cpu = a, meta = a;
   cpu.output_dir = (root_ / "cpu").string();
   meta.output_dir = (root_ / "meta").string();

@@ -63,11 +63,9 @@ std::vector<float> grads_of(const Tensor& w, bool cached, const std::function<vo
   return grad(w).to_vector<float>();
 }
 
-const Tensor& input(int k) {
-  static const Tensor xs[] = {testing::random_tensor({3, 6}, 31),
-                              testing::random_tensor({3, 6}, 32)};
-  return xs[k];
-}
+// Input k (3, 6): the same values at every call, made afresh so that no test leaves a block
+// live in the CPU allocator for the rest of the process (a later test's trace would differ).
+Tensor input(int k) { return testing::random_tensor({3, 6}, uint64_t(31 + k)); }
 
 TEST(AutocastCache, TwoForwardsCastTheWeightOnce) {
   const Tensor w = make_weight("cache_test.two_forwards.weight");
