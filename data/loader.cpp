@@ -30,22 +30,31 @@ void from_json(const nlohmann::json& j, LoaderState& s) {
   j.at("seed").get_to(s.seed);
 }
 
+int64_t Loader::windows_in(int64_t num_tokens, int64_t seq_len) {
+  return num_tokens >= 1 ? (num_tokens - 1) / seq_len : 0;
+}
+
+int64_t Loader::batches_in(int64_t num_tokens, const LoaderOptions& options,
+                           const std::string& what) {
+  const int64_t B = options.batch_size, T = options.seq_len;
+  FG_CHECK(B >= 1, "[data {}] batch_size {} is less than 1", what, B);
+  FG_CHECK(T >= 1, "[data {}] seq_len {} is less than 1", what, T);
+  FG_CHECK(options.num_workers >= 0, "[data {}] num_workers {} is negative", what,
+           options.num_workers);
+  FG_CHECK(options.num_workers == 0 || options.prefetch >= 1,
+           "[data {}] prefetch {} is less than 1 with {} workers", what, options.prefetch,
+           options.num_workers);
+  const int64_t windows = windows_in(num_tokens, T);
+  FG_CHECK(windows >= B,
+           "[data {}] {} tokens give {} windows of seq_len {} + 1, fewer than batch_size {}", what,
+           num_tokens, windows, T, B);
+  return windows / B;
+}
+
 Loader::Loader(std::span<const int32_t> tokens, const LoaderOptions& options, std::string what)
     : tokens_(tokens), options_(options), what_(std::move(what)) {
-  const int64_t B = options_.batch_size, T = options_.seq_len;
-  FG_CHECK(B >= 1, "[data {}] batch_size {} is less than 1", what_, B);
-  FG_CHECK(T >= 1, "[data {}] seq_len {} is less than 1", what_, T);
-  FG_CHECK(options_.num_workers >= 0, "[data {}] num_workers {} is negative", what_,
-           options_.num_workers);
-  FG_CHECK(options_.num_workers == 0 || options_.prefetch >= 1,
-           "[data {}] prefetch {} is less than 1 with {} workers", what_, options_.prefetch,
-           options_.num_workers);
-  const auto n = int64_t(tokens_.size());
-  num_windows_ = n >= 1 ? (n - 1) / T : 0;
-  FG_CHECK(num_windows_ >= B,
-           "[data {}] {} tokens give {} windows of seq_len {} + 1, fewer than batch_size {}", what_,
-           n, num_windows_, T, B);
-  batches_per_epoch_ = num_windows_ / B;
+  batches_per_epoch_ = batches_in(int64_t(tokens_.size()), options_, what_);
+  num_windows_ = windows_in(int64_t(tokens_.size()), options_.seq_len);
   // Fails here, not in a worker, when the device's backend is missing.
   allocator_for(options_.device);
   pinned_ = options_.pin_memory && options_.device.type == DeviceType::cuda;

@@ -94,6 +94,13 @@ class Loader {
 
   int64_t num_windows() const { return num_windows_; }
   int64_t batches_per_epoch() const { return batches_per_epoch_; }
+  // The windows in `num_tokens` tokens, floor((n - 1) / seq_len) (0 for no tokens).
+  static int64_t windows_in(int64_t num_tokens, int64_t seq_len);
+  // The batches_per_epoch() of a loader over `num_tokens` tokens with these options, and the
+  // constructor's checks of them (the same errors), without building one (`fitgrad train
+  // --device meta` sizes its run with it).
+  static int64_t batches_in(int64_t num_tokens, const LoaderOptions& options,
+                            const std::string& what);
   const LoaderOptions& options() const { return options_; }
 
  private:

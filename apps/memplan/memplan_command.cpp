@@ -204,7 +204,8 @@ int run_memplan(const MemplanArgs& m, std::ostream& out, std::ostream& err) {
   TrainArgs planned = m.train;  // train's own checks, before a model is built
   planned.planned_device = planned.device;
   planned.device = "meta";
-  validate(planned);  // Note [One validation]
+  planned.data.clear();  // a plan reads no data (plan_training), so --max_steps is its count
+  validate(planned);     // Note [One validation]
   out << fmt::format("target: {}\n", target.name);
   if (m.fit) return run_fit(m, target, out, err);
   if (m.max_seq_len) return run_largest(m, Knob::seq_len, target, out, err);

@@ -51,14 +51,15 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
       ->capture_default_str();
   cmd.add_option("--init", a.init, "Weights to start from: a .safetensors or .gguf file");
   cmd.add_option("--data", a.data,
-                 "A UTF-8 text file or a folder of them (required, except for --device meta)");
+                 "A UTF-8 text file or a folder of them (required, except for --device meta, "
+                 "which sizes its batches from it when given)");
   cmd.add_option("--output_dir", a.output_dir,
                  "Where checkpoints, metrics, the loss curve and the memory trace go")
       ->required();
   cmd.add_option("--seq_len", a.seq_len, "Tokens per training sequence")->capture_default_str();
   cmd.add_option("--device", a.device,
                  "cpu, cuda:N, or meta: a dry run that allocates as the real run does and "
-                 "computes nothing (needs --max_steps; writes only the memory record)")
+                 "computes nothing (needs --max_steps or --data; writes only the memory record)")
       ->capture_default_str();
   cmd.add_option("--memory_budget", a.memory_budget,
                  "Device memory capacity enforced by the allocator, such as 24GiB");
@@ -268,9 +269,9 @@ void validate(const TrainArgs& a) {
   const Device target = a.planned_device.empty() ? device : Device::parse(a.planned_device);
   if (device.type == DeviceType::meta) {
     // Note [Dry run on meta] in apps/train/train_run.h.
-    if (a.max_steps < 0)
+    if (a.max_steps < 0 && a.data.empty())
       fail("max_steps",
-           "is needed with --device meta: a dry run reads no data, so it has no "
+           "is needed with --device meta and no --data: a dry run without data has no "
            "epochs to count");
     if (!a.resume_from_checkpoint.empty())
       throw Error(

@@ -7,14 +7,16 @@
 // Note [Dry run on meta]
 // With --device meta the whole run happens on meta tensors: the model, the optimizer state,
 // every activation and workspace are allocated in meta's ledger exactly as a real run
-// allocates them, and nothing is computed. No data is read: each micro-batch is a pair of
+// allocates them, and nothing is computed. No batch is read: each micro-batch is a pair of
 // meta (batch, seq) i64 tensors allocated as the loader allocates its batches
 // (Category::data, "data.train"; evaluation batches "data.validation"). There are no
 // losses, no metrics.jsonl and no checkpoint; the memory record (memory.json,
 // memory_trace.json, peak_report.txt, memory_summary.txt) is written as a real run writes
-// it, so a dry run and a real run with the same flags have the same event sequence. The
-// run needs --max_steps (no data, so no epochs) and evaluates --eval_max_batches batches
-// (1 when that is 0, the whole split).
+// it, so a dry run and a real run with the same flags have the same event sequence. With
+// --data the dry run sizes its epochs and evaluations from the data's splits as the real
+// run does; without it, it needs --max_steps and evaluates --eval_max_batches full batches
+// (1 when that is 0, the whole split) (Note [A dry run sizes its splits from the data] in
+// train_setup.cpp).
 #pragma once
 #include <chrono>
 #include <filesystem>
@@ -58,7 +60,7 @@ struct TrainRun {
   // A dry run's (batch, seq_len) ids and targets on meta, allocated as the loader labels
   // its batches ("data.train", "data.validation"; Note [Dry run on meta]).
   train::MicroBatch meta_batch(int64_t batch, const char* label) const;
-  // Epochs done after `step` optimizer steps (0 in a dry run, which has no epochs).
+  // Epochs done after `step` optimizer steps (0 in a dry run without data: no epochs).
   double epoch_at(int64_t step) const;
   // The elements of the parameters the optimizer updates (all of them, or the adapters).
   int64_t optimized_parameters() const;
@@ -82,7 +84,7 @@ struct TrainRun {
 
   LoadedModel lm;
   std::optional<nn::LoraConfig> lora;                // a LoRA run's settings (Note [LoRA runs])
-  std::optional<data::TokenDataset> dataset;         // not in a dry run
+  std::optional<data::TokenDataset> dataset;         // not in a dry run without --data
   std::unique_ptr<data::Loader> loader;              // not in a dry run
   std::unique_ptr<optim::OptimizerOffload> offload;  // --offload_optimizer: the host masters
   std::unique_ptr<optim::Optimizer> optimizer;

@@ -1,6 +1,6 @@
 // Setting up a `fitgrad train` run: the output directory, the memory budget, the model,
-// the data and loader (not in a dry run), the optimizer, the schedule and the step, a
-// resume when asked, and the summary lines.
+// the data and its batch plan (the loader only in a real run), the optimizer, the schedule
+// and the step, a resume when asked, and the summary lines.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -22,9 +22,6 @@ namespace fitgrad::apps {
 namespace fs = std::filesystem;
 
 namespace {
-
-// Windows of seq_len + 1 tokens with stride seq_len in n tokens (data/loader.h).
-int64_t windows_in(int64_t n, int64_t seq_len) { return n > seq_len ? (n - 1) / seq_len : 0; }
 
 // True when `inner` is `outer` or lies inside it (both made absolute and normal).
 bool within(const fs::path& inner, const fs::path& outer) {
@@ -69,12 +66,12 @@ void move_aside(TrainRun& r, const std::vector<std::pair<int64_t, std::string>>&
 void prepare_output_dir(TrainRun& r) {
   const TrainArgs& a = r.a;
   r.dir = a.output_dir;
-  if (!r.dry_run && fs::is_directory(a.data) && within(r.dir, a.data))
+  if (!a.data.empty() && fs::is_directory(a.data) && within(r.dir, a.data))
     throw Error(fmt::format(
         "[train] --output_dir {} is inside --data {}: the run would read its own checkpoints, "
         "metrics and memory record as training text; put the output elsewhere",
         a.output_dir, a.data));
-  if (!r.dry_run && within(a.data, r.dir))
+  if (!a.data.empty() && within(a.data, r.dir))
     throw Error(fmt::format(
         "[train] --data {} is inside --output_dir {}: the run's own files would become its "
         "data; keep the data outside the output directory",
@@ -142,7 +139,22 @@ void prepare_output_dir(TrainRun& r) {
   move_aside(r, others, /*with_metrics=*/true);
 }
 
-// The token dataset, the training loader and the evaluation batch plan.
+// Note [A dry run sizes its splits from the data]
+// How many batches a run allocates depends on its data: --num_train_epochs counts steps in
+// batches of the training split, and an evaluation takes min(--per_device_eval_batch_size,
+// windows) sequences a batch, as many batches as the validation split's windows fill, at
+// most --eval_max_batches. A dry run given --data therefore opens the token dataset as the
+// real run does (tokenizing the text, or mapping the token cache and writing it when it is
+// missing: host work that no ledger records) and sizes both splits with the functions the
+// real run uses (data::Loader::batches_in, which also raises the loader's errors, and the
+// evaluation plan below), so the two runs allocate the same batches in the same order, and
+// a split too short for the flags is refused by both. Only the batches themselves are not
+// read: they are meta tensors (Note [Dry run on meta] in train_run.h). Without --data a dry
+// run needs --max_steps and stands for a run whose validation split holds --eval_max_batches
+// full batches (1 batch when that is 0, the whole split).
+
+// The token dataset and the run's batch plan: batches per training epoch and the
+// evaluation's batches; a real run also builds its training loader.
 void setup_data(TrainRun& r) {
   const TrainArgs& a = r.a;
   data::TokenDatasetOptions dopt;
@@ -162,10 +174,10 @@ void setup_data(TrainRun& r) {
   lopt.prefetch = int(a.dataloader_prefetch_factor);
   lopt.pin_memory = a.dataloader_pin_memory && r.device.type == DeviceType::cuda;
   lopt.device = r.device;
-  r.loader = std::make_unique<data::Loader>(r.dataset->train(), lopt, "train");
-  r.batches_per_epoch = r.loader->batches_per_epoch();
+  r.batches_per_epoch = data::Loader::batches_in(int64_t(r.dataset->train().size()), lopt, "train");
+  if (!r.dry_run) r.loader = std::make_unique<data::Loader>(r.dataset->train(), lopt, "train");
 
-  const int64_t val_windows = windows_in(int64_t(r.dataset->val().size()), a.seq_len);
+  const int64_t val_windows = data::Loader::windows_in(int64_t(r.dataset->val().size()), a.seq_len);
   if (val_windows == 0)
     throw Error(fmt::format(
         "[train] the validation split ({} tokens, --val_fraction {}) is shorter than one "
@@ -181,14 +193,18 @@ void print_summary(TrainRun& r, int64_t warmup) {
   const nn::CausalLM& model = *r.lm.model;
   r.out << fmt::format("model: {}\nparameters: {} ({} of f32 weights)\n", r.lm.description,
                        model.num_parameters(), format_bytes(model.num_parameters() * 4));
-  if (r.dry_run)
-    r.out << "dry run on meta: no data is read, no losses exist and no checkpoint is written; "
-             "the memory record is the real run's\n";
-  else
+  if (r.dataset)
     r.out << fmt::format("data: {} -> {} tokens ({}; {} train, {} validation), tokenizer {}\n",
                          a.data, r.dataset->num_tokens(),
                          r.dataset->built() ? "tokenized now" : "from the cache",
                          r.dataset->train().size(), r.dataset->val().size(), r.lm.tokenizer_id);
+  if (r.dry_run)
+    r.out << (r.dataset ? "dry run on meta: the data sizes the run but no batch is read, no "
+                          "losses exist and no checkpoint is written; the memory record is the "
+                          "real run's\n"
+                        : "dry run on meta: no data is read, no losses exist and no checkpoint "
+                          "is written; the memory record is the real run's when its validation "
+                          "split holds --eval_max_batches batches (--data sizes it)\n");
   // transformers' Adafactor without a learning rate sets its own relative step per
   // parameter; the schedule's lr (still logged) does not reach it.
   const std::string lr =
@@ -199,7 +215,7 @@ void print_summary(TrainRun& r, int64_t warmup) {
       "steps: {} (batch {} x {} tokens x {} accumulation; {} batches per epoch), optimizer {}, "
       "lr {}\n",
       r.total, a.per_device_train_batch_size, a.seq_len, a.gradient_accumulation_steps,
-      r.dry_run ? std::string("no") : std::to_string(r.batches_per_epoch), a.optim, lr);
+      r.dataset ? std::to_string(r.batches_per_epoch) : std::string("no"), a.optim, lr);
   int64_t state_elements = 0, state = 0;
   for (size_t i = 0; i < r.optimizer->num_params(); ++i)
     for (const optim::StateSpec& spec : r.optimizer->state_specs(i)) {
@@ -293,11 +309,11 @@ void setup_run(TrainRun& r) {
     throw Error(fmt::format("[train] --seq_len {} exceeds the model's context of {} positions",
                             a.seq_len, model.config().max_position_embeddings));
 
-  if (r.dry_run) {
+  if (!a.data.empty()) {
+    setup_data(r);
+  } else {  // a dry run without data (Note [A dry run sizes its splits from the data])
     r.eval_batch = a.per_device_eval_batch_size;
     r.eval_batches = a.eval_max_batches > 0 ? a.eval_max_batches : 1;
-  } else {
-    setup_data(r);
   }
   r.total = a.max_steps > 0
                 ? a.max_steps

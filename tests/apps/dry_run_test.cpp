@@ -8,7 +8,11 @@
 // CPU (apps/memplan/plan.h) write memory.json traces whose events from the run's start
 // (kind, size, requested bytes, category, label, in order) and whose peaks allocated and
 // reserved are identical; the plan reports those peaks. The dry run reads no data, writes
-// no checkpoint and no metrics, and says so.
+// no checkpoint and no metrics, and says so. Given --data, a dry run sizes its evaluations
+// and epochs from the data's splits as the real run does (Note [A dry run sizes its splits
+// from the data] in apps/train/train_setup.cpp): with a validation split of fewer batches
+// than --eval_max_batches, with epochs instead of --max_steps, and with a split too short
+// for the flags, which both runs refuse alike.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -23,6 +27,7 @@
 #include "apps/memplan/plan.h"
 #include "apps/train/trainer.h"
 #include "nn/config.h"
+#include "tensor/error.h"
 #include "tensor/memory/caching_allocator.h"
 #include "tests/apps/memory_trace.h"
 
@@ -31,7 +36,8 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-class DryRunTest : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
+// A scratch folder for a test's text and runs.
+class DryRunFolder : public ::testing::Test {
  protected:
   void SetUp() override {
     root_ = fs::temp_directory_path() / ("fitgrad_dry_run_" + std::to_string(::getpid()));
@@ -42,10 +48,11 @@ class DryRunTest : public ::testing::TestWithParam<std::tuple<std::string, std::
     if (!std::getenv("FITGRAD_KEEP")) fs::remove_all(root_);
   }
 
-  std::string write_text() {
+  // `chars` bytes of random words: as many tokens for the byte-level tiny models.
+  std::string write_text(int chars = 12000) {
     std::mt19937 rng(3);
     std::string text;
-    for (int i = 0; i < 12000; ++i) text += i % 7 == 6 ? ' ' : char('a' + rng() % 26);
+    for (int i = 0; i < chars; ++i) text += i % 7 == 6 ? ' ' : char('a' + rng() % 26);
     const fs::path p = root_ / "text.txt";
     std::ofstream(p, std::ios::binary) << text;
     return p.string();
@@ -53,6 +60,28 @@ class DryRunTest : public ::testing::TestWithParam<std::tuple<std::string, std::
 
   fs::path root_;
 };
+
+class DryRunTest : public DryRunFolder,
+                   public ::testing::WithParamInterface<std::tuple<std::string, std::string>> {};
+
+// The trace of the run in `dir` has the events of `real`, in order, and its peaks.
+void expect_trace_of(const Trace& real, const fs::path& dir) {
+  const Trace dry = read_trace(dir);
+  ASSERT_EQ(dry.events.size(), real.events.size()) << dir;
+  for (size_t i = 0; i < real.events.size(); ++i)
+    ASSERT_EQ(dry.events[i], real.events[i]) << "event " << i << " after the start in " << dir;
+  EXPECT_EQ(dry.peak_above_start, real.peak_above_start) << dir;
+  EXPECT_EQ(dry.reserved_peak_above_start, real.reserved_peak_above_start) << dir;
+  EXPECT_EQ(dry.peak_events_after_start, real.peak_events_after_start) << dir;
+}
+
+// The allocations labelled `label` in a trace.
+size_t allocations_of(const Trace& t, const std::string& label) {
+  size_t n = 0;
+  for (const std::string& e : t.events)
+    n += e.starts_with("\"alloc\" ") && e.ends_with(" \"" + label + "\"") ? 1 : 0;
+  return n;
+}
 
 TEST_P(DryRunTest, MetaWritesTheTraceOfTheRealRun) {
   const auto& [model, variant] = GetParam();
@@ -124,15 +153,8 @@ TEST_P(DryRunTest, MetaWritesTheTraceOfTheRealRun) {
   const Trace real = read_trace(cpu.output_dir);
   EXPECT_GT(real.events.size(), 100u);
   EXPECT_GT(real.peak_above_start, 0);
-  for (const fs::path& dir : {fs::path(meta.output_dir), fs::path(plan_dir)}) {
-    const Trace dry = read_trace(dir);
-    ASSERT_EQ(dry.events.size(), real.events.size()) << dir;
-    for (size_t i = 0; i < real.events.size(); ++i)
-      ASSERT_EQ(dry.events[i], real.events[i]) << "event " << i << " after the start in " << dir;
-    EXPECT_EQ(dry.peak_above_start, real.peak_above_start) << dir;
-    EXPECT_EQ(dry.reserved_peak_above_start, real.reserved_peak_above_start) << dir;
-    EXPECT_EQ(dry.peak_events_after_start, real.peak_events_after_start) << dir;
-  }
+  for (const fs::path& dir : {fs::path(meta.output_dir), fs::path(plan_dir)})
+    expect_trace_of(real, dir);
   // A plan starts from an empty meta allocator, so its figures are the peaks above the start.
   EXPECT_EQ(plan.peak_allocated, real.peak_above_start);
   EXPECT_EQ(plan.peak_reserved, real.reserved_peak_above_start);
@@ -145,6 +167,106 @@ TEST_P(DryRunTest, MetaWritesTheTraceOfTheRealRun) {
     EXPECT_FALSE(fs::exists(fs::path(meta.output_dir) / f)) << f;
   for (const auto& entry : fs::directory_iterator(meta.output_dir))
     EXPECT_FALSE(entry.path().filename().string().starts_with("checkpoint-")) << entry.path();
+}
+
+using DryRunDataTest = DryRunFolder;
+
+// A cpu run and a dry run of `a` (the dry run given the same --data) into cpu/ and meta/;
+// returns the dry run's progress output.
+std::string run_both(const TrainArgs& a, const fs::path& root) {
+  TrainArgs cpu = a, meta = a;
+  cpu.output_dir = (root / "cpu").string();
+  meta.output_dir = (root / "meta").string();
+  meta.device = "meta";
+  std::ostringstream out, err, meta_out, meta_err;
+  EXPECT_EQ(run_train(cpu, out, err), 0) << err.str();
+  EXPECT_EQ(run_train(meta, meta_out, meta_err), 0) << meta_err.str();
+  EXPECT_THAT(meta_out.str(), ::testing::HasSubstr("dry run on meta: the data sizes the run"));
+  return meta_err.str();
+}
+
+// Issue 27: 600 validation tokens hold 18 windows of 32 + 1, two batches of 8, far fewer
+// than --eval_max_batches 50; the dry run evaluates those two batches, as the real run does,
+// not 50.
+TEST_F(DryRunDataTest, MetaEvaluatesTheBatchesTheValidationSplitHolds) {
+  TrainArgs a;
+  a.model = "gpt2-tiny";
+  a.data = write_text(12000);
+  a.seq_len = 32;
+  a.per_device_train_batch_size = 2;
+  a.per_device_eval_batch_size = 8;
+  a.val_fraction = 0.05;
+  a.eval_max_batches = 50;
+  a.max_steps = 3;
+  a.eval_steps = 2;  // evaluations after steps 2 and 3
+  a.save_strategy = "no";
+  a.progress = "plain";
+  const std::string progress = run_both(a, root_);
+
+  const Trace real = read_trace(root_ / "cpu");
+  EXPECT_EQ(allocations_of(real, "data.validation"), 2u * 2 * 2);  // 2 evaluations x 2 batches
+  expect_trace_of(real, root_ / "meta");
+  EXPECT_THAT(progress, ::testing::HasSubstr("step 3: evaluated 512 tokens"));  // 2 x 8 x 32
+}
+
+// Without --max_steps the steps are --num_train_epochs of the training split: 960 tokens
+// hold 29 windows, 7 batches of 4 an epoch, 4 steps of 2 micro-batches (the last one in the
+// second epoch). 240 validation tokens hold 7 windows, fewer than --per_device_eval_batch_size,
+// so an evaluation is one batch of 7.
+TEST_F(DryRunDataTest, MetaCountsTheEpochsOfTheData) {
+  TrainArgs a;
+  a.model = "llama-tiny";
+  a.data = write_text(1200);
+  a.seq_len = 32;
+  a.per_device_train_batch_size = 4;
+  a.per_device_eval_batch_size = 8;
+  a.gradient_accumulation_steps = 2;
+  a.val_fraction = 0.2;
+  a.num_train_epochs = 1;
+  a.eval_steps = 2;
+  a.save_strategy = "no";
+  a.progress = "plain";
+  const std::string progress = run_both(a, root_);
+
+  const Trace real = read_trace(root_ / "cpu");
+  EXPECT_EQ(allocations_of(real, "data.train"), 4u * 2 * 2);       // 4 steps x 2 micro-batches
+  EXPECT_EQ(allocations_of(real, "data.validation"), 2u * 1 * 2);  // 2 evaluations x 1 batch
+  expect_trace_of(real, root_ / "meta");
+  EXPECT_THAT(progress, ::testing::HasSubstr("step 4: evaluated 224 tokens"));  // 7 x 32
+}
+
+// A split too short for the flags is refused by the dry run as by the real run, naming it.
+TEST_F(DryRunDataTest, MetaRefusesTheSplitsTheRealRunRefuses) {
+  TrainArgs a;
+  a.model = "gpt2-tiny";
+  a.data = write_text(1200);
+  a.seq_len = 32;
+  a.max_steps = 1;
+  a.save_strategy = "no";
+  a.progress = "plain";
+  const auto refusal = [&](TrainArgs args, const std::string& device) {
+    args.device = device;
+    args.output_dir = (root_ / device).string();
+    std::ostringstream out, err;
+    try {
+      run_train(args, out, err);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  TrainArgs short_val = a;  // 60 validation tokens, shorter than one sequence of 64 + 1
+  short_val.val_fraction = 0.05;
+  short_val.seq_len = 64;
+  TrainArgs short_train = a;  // 29 windows of the training split, fewer than a batch of 32
+  short_train.val_fraction = 0.2;
+  short_train.per_device_train_batch_size = 32;
+  for (const auto& [args, culprit] :
+       {std::pair{short_val, "the validation split"}, {short_train, "[data train]"}}) {
+    const std::string real = refusal(args, "cpu");
+    EXPECT_THAT(real, ::testing::HasSubstr(culprit));
+    EXPECT_EQ(refusal(args, "meta"), real);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -367,12 +367,13 @@ TEST_F(TrainTest, BadInputGetsAClearError) {
        "--per_device_train_batch_size must be in [1, 1048576], got 0"},
       {"negative lr", [](TrainArgs& a) { a.learning_rate = -1; },
        "--learning_rate must be a finite number in (0, 1000000]"},
-      {"meta without max_steps",
+      {"meta without max_steps or data",
        [](TrainArgs& a) {
          a.device = "meta";
          a.max_steps = -1;
+         a.data.clear();
        },
-       "--max_steps is needed with --device meta"},
+       "--max_steps is needed with --device meta and no --data"},
       {"meta resume",
        [](TrainArgs& a) {
          a.device = "meta";
