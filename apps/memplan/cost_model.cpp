@@ -15,13 +15,18 @@ constexpr double kSavedPerTokenHidden = 17;
 struct Sizes {
   double block_linear = 0;  // weights of one block's linears
   double head = 0;          // weights of the output head
+  double mlp = 0;           // weights of one block's MLP
 };
+
+// Host link bandwidth for activation offload, GB/s: PCIe 4.0 x16's about 25 GB/s in each
+// direction (the copies are synchronous: Note [Activation offload]).
+constexpr double kHostLinkGBs = 25;
 
 Sizes linear_weights(const nn::ModelConfig& c) {
   const double h = double(c.hidden_size), d = double(c.resolved_head_dim());
   const double attn = h * d * double(2 * c.num_heads + 2 * c.num_kv_heads);
   const double mlp = double(c.family == nn::Family::gpt2 ? 2 : 3) * h * double(c.intermediate_size);
-  return {attn + mlp, h * double(c.vocab_size)};
+  return {attn + mlp, h * double(c.vocab_size), mlp};
 }
 
 }  // namespace
@@ -48,7 +53,11 @@ StepCost step_cost(const nn::ModelConfig& c, const TrainArgs& a, const Rates& ra
   // products are small); the head stays dense and trained unless LoRA freezes it too.
   const double lin_bwd = four_bit || a.lora_r > 0 ? 2.0 * all_linear * tau : 4.0 * all_linear * tau;
   const double bwd = lin_bwd + 2.5 * attn_fwd;
-  const double recompute = ckpt * (2.0 * blocks * tau + attn_fwd);
+  // Row chunking recomputes the head's product, and each MLP once more (Note [Row-chunked
+  // head and MLP] in nn/decoder.h).
+  const double recompute = ckpt * (2.0 * blocks * tau + attn_fwd) +
+                           (a.fused_head_loss ? 2.0 * w.head * tau : 0.0) +
+                           (a.tiled_mlp ? 2.0 * L * w.mlp * tau : 0.0);
   StepCost s;
   s.flops = micro * (fwd + bwd + recompute);
 
@@ -66,7 +75,10 @@ StepCost step_cost(const nn::ModelConfig& c, const TrainArgs& a, const Rates& ra
   if (pure) per_param -= 6;  // bf16 weights read and written, a bf16 gradient read
   const double cast = a.bf16 || a.fp16 ? 6.0 * all_linear : 0.0;
   s.bytes = micro * (weights + activations + logits) + accumulate + trained * per_param + cast;
-  s.seconds = s.flops / (rate * 1e12) + s.bytes / (rates.bandwidth_gbs * 1e9);
+  // Each block's checkpointed input goes to the host and back.
+  const double offloaded = a.offload_activations ? micro * 2.0 * L * tau * h * elem : 0.0;
+  s.seconds = s.flops / (rate * 1e12) + s.bytes / (rates.bandwidth_gbs * 1e9) +
+              offloaded / (kHostLinkGBs * 1e9);
   return s;
 }
 

@@ -8,7 +8,8 @@
 //     weights of the linears and the head, plus causal attention's 2 L b T^2 h; the
 //     backward twice the linears' forward (only the input gradient, once, for a frozen
 //     4-bit base) and 2.5 times attention's (flash attention recomputes the scores); with
-//     checkpointing the blocks' forward once more.
+//     checkpointing the blocks' forward once more; the fused head its product once more,
+//     and the tiled MLP each MLP once more (their recompute).
 //   - Traffic per micro-batch: the weights read by every use (forward, input gradient, and
 //     the recompute) in the compute dtype, a 4-bit base dequantized at each use (0.5 B
 //     read, 2 B written and read again per weight); the saved activations written and read
@@ -19,6 +20,8 @@
 //     (AdamW 28 B in fp32: the weight, its gradient and two moments read and written;
 //     Adam8bit 16 B; Adafactor and SGD 12 B; pure bf16 weights and gradients are half) and
 //     autocast's one cast of each weight (6 B).
+// Offloaded activations add each block's checkpointed input sent to the host and back at
+// 25 GB/s (PCIe 4.0 x16), since the copies do not yet overlap compute.
 // Optimizer-in-backward moves the optimizer's work, not its amount, so it costs the same.
 #pragma once
 

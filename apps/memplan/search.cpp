@@ -21,6 +21,8 @@ struct Dims {
   Precision precision = Precision::fp32;
   bool four_bit = false;
   bool in_backward = false;
+  bool row_chunks = false;  // the fused head and the tiled MLP
+  bool offload = false;     // checkpointed activations in host memory
 };
 
 // Whether `c` needs at least the memory of `d` in every dimension.
@@ -28,7 +30,8 @@ bool needs_more(const Dims& c, const Dims& d) {
   const bool ckpt = c.ckpt == d.ckpt || c.ckpt == Ckpt::none;
   const bool precision = c.precision == d.precision || d.precision == Precision::pure_bf16;
   return c.micro >= d.micro && ckpt && c.optimizer >= d.optimizer && precision &&
-         (!c.four_bit || d.four_bit) && (!c.in_backward || d.in_backward);
+         (!c.four_bit || d.four_bit) && (!c.in_backward || d.in_backward) &&
+         (!c.row_chunks || d.row_chunks) && (!c.offload || d.offload);
 }
 
 constexpr const char* kOptimizers[] = {"adafactor", "adamw_8bit", "adamw_torch"};
@@ -43,7 +46,9 @@ int changes(const TrainArgs& base, const TrainArgs& a) {
              a.checkpoint_segments != base.checkpoint_segments) +
          int(a.optim != base.optim) +
          int(a.bf16 != base.bf16 || a.fp16 != base.fp16 || a.pure_bf16 != base.pure_bf16) +
-         int(a.quantize != base.quantize) + int(a.optim_in_backward != base.optim_in_backward);
+         int(a.quantize != base.quantize) + int(a.optim_in_backward != base.optim_in_backward) +
+         int(a.fused_head_loss != base.fused_head_loss || a.tiled_mlp != base.tiled_mlp) +
+         int(a.offload_activations != base.offload_activations);
 }
 
 std::string setting_of(const TrainArgs& a) {
@@ -56,6 +61,8 @@ std::string setting_of(const TrainArgs& a) {
   s += a.pure_bf16 ? ", pure bf16" : a.bf16 ? ", bf16" : a.fp16 ? ", fp16" : ", fp32";
   if (!a.quantize.empty()) s += fmt::format(", {} + LoRA r {}", a.quantize, a.lora_r);
   if (a.optim_in_backward) s += ", in-backward";
+  if (a.fused_head_loss || a.tiled_mlp) s += ", fused head + tiled MLP";
+  if (a.offload_activations) s += ", offloaded activations";
   return s;
 }
 
@@ -69,6 +76,10 @@ std::string setting_flags(const TrainArgs& a) {
   if (a.gradient_checkpointing) s += " --gradient_checkpointing";
   if (a.checkpoint_segments > 0)
     s += fmt::format(" --checkpoint_segments {}", a.checkpoint_segments);
+  if (a.fused_head_loss) s += " --fused_head_loss";
+  if (a.head_chunk_size > 0) s += fmt::format(" --head_chunk_size {}", a.head_chunk_size);
+  if (a.tiled_mlp) s += " --tiled_mlp";
+  if (a.mlp_tiles > 0) s += fmt::format(" --mlp_tiles {}", a.mlp_tiles);
   s += " --optim " + a.optim;
   if (a.bf16) s += " --bf16";
   if (a.fp16) s += " --fp16";
@@ -95,6 +106,9 @@ std::vector<Candidate> fit_candidates(const TrainArgs& base, const nn::ModelConf
   const bool fixed_four_bit = !base.quantize.empty();
   const int64_t L = cfg.num_layers;
   const int64_t sqrt_segments = std::max<int64_t>(1, std::llround(std::sqrt(double(L))));
+  // Activation offload copies to host memory and back over a card's link; on the CPU it
+  // has nowhere to go (train refuses it there).
+  const bool card = target.profile.backend == DeviceType::cuda;
   std::vector<Candidate> out;
   for (int64_t micro = 1; micro <= effective; ++micro) {
     if (effective % micro != 0) continue;
@@ -106,27 +120,39 @@ std::vector<Candidate> fit_candidates(const TrainArgs& base, const nn::ModelConf
           for (bool four_bit : {false, true}) {
             if (four_bit && !allow_qlora && !fixed_four_bit) continue;
             if (!four_bit && fixed_four_bit) continue;
-            for (bool in_backward : {false, true}) {
-              TrainArgs a = base;
-              a.per_device_train_batch_size = micro;
-              a.gradient_accumulation_steps = effective / micro;
-              a.gradient_checkpointing = ckpt != Ckpt::none;
-              a.checkpoint_segments = ckpt == Ckpt::sqrt_segments ? sqrt_segments : 0;
-              a.optim = kOptimizers[optimizer];
-              a.bf16 = precision == Precision::autocast && has_bf16;
-              a.fp16 = precision == Precision::autocast && !has_bf16;
-              a.pure_bf16 = precision == Precision::pure_bf16;
-              a.stochastic_rounding = a.pure_bf16;
-              a.tf32 = base.tf32 && precision == Precision::fp32;
-              if (four_bit && !fixed_four_bit) {
-                a.quantize = "nf4";
-                if (a.lora_r == 0) a.lora_r = 16;
-              }
-              a.optim_in_backward = in_backward;
-              // Optimizer-in-backward can neither clip by the global norm nor skip a step.
-              if (in_backward && (base.max_grad_norm != 0 || a.fp16)) continue;
-              out.push_back({a, setting_of(a), step_cost(cfg, a, target.rates), std::nullopt, -1});
-            }
+            for (bool in_backward : {false, true})
+              for (bool row_chunks : {false, true})
+                for (bool offload : {false, true}) {
+                  if (offload && (!card || ckpt == Ckpt::none)) continue;
+                  TrainArgs a = base;
+                  a.per_device_train_batch_size = micro;
+                  a.gradient_accumulation_steps = effective / micro;
+                  a.gradient_checkpointing = ckpt != Ckpt::none;
+                  a.checkpoint_segments = ckpt == Ckpt::sqrt_segments ? sqrt_segments : 0;
+                  a.optim = kOptimizers[optimizer];
+                  a.bf16 = precision == Precision::autocast && has_bf16;
+                  a.fp16 = precision == Precision::autocast && !has_bf16;
+                  a.pure_bf16 = precision == Precision::pure_bf16;
+                  a.stochastic_rounding = a.pure_bf16;
+                  a.tf32 = base.tf32 && precision == Precision::fp32;
+                  if (four_bit && !fixed_four_bit) {
+                    a.quantize = "nf4";
+                    if (a.lora_r == 0) a.lora_r = 16;
+                  }
+                  a.optim_in_backward = in_backward;
+                  // Optimizer-in-backward can neither clip by the global norm nor skip a step.
+                  if (in_backward && (base.max_grad_norm != 0 || a.fp16)) continue;
+                  // The user's own row chunking or offload stays; the search adds them only.
+                  a.fused_head_loss = base.fused_head_loss || row_chunks;
+                  a.tiled_mlp = base.tiled_mlp || row_chunks;
+                  a.offload_activations = base.offload_activations || offload;
+                  if ((row_chunks && base.fused_head_loss && base.tiled_mlp) ||
+                      (offload && base.offload_activations))
+                    continue;
+                  if (a.offload_activations && !a.gradient_checkpointing) continue;
+                  out.push_back(
+                      {a, setting_of(a), step_cost(cfg, a, target.rates), std::nullopt, -1});
+                }
           }
         }
     }
@@ -158,6 +184,8 @@ FitResult fit_search(const TrainArgs& base, const nn::ModelConfig& cfg, const Pl
                                      : Precision::fp32;
     d.four_bit = !a.quantize.empty();
     d.in_backward = a.optim_in_backward;
+    d.row_chunks = a.fused_head_loss && a.tiled_mlp;
+    d.offload = a.offload_activations;
     return d;
   };
   FitResult r;

@@ -106,6 +106,60 @@ TEST(MemplanCost, FlopsAreSixTimesTheMatmulWeightsPerTokenPlusAttention) {
   EXPECT_LT(step_cost(cfg, a, rates).seconds, one.seconds / 5);
   const Rates v100 = plan_target("cuda", "v100-16g", "").rates;
   testing::expect_error([&] { step_cost(cfg, a, v100); }, "[memplan]", "no bf16 arithmetic");
+  // The fused head recomputes the head's product, the tiled MLP each MLP (3 C I weights),
+  // over the micro-batch's 4 x 2048 tokens.
+  a.bf16 = false;
+  a.fused_head_loss = true;
+  EXPECT_DOUBLE_EQ(step_cost(cfg, a, rates).flops, one.flops + 2 * 32000.0 * 4096 * 4 * 2048);
+  a.fused_head_loss = false;
+  a.tiled_mlp = true;
+  EXPECT_DOUBLE_EQ(step_cost(cfg, a, rates).flops,
+                   one.flops + 2 * 32 * (3 * 4096.0 * 11008) * 4 * 2048);
+}
+
+// A context where checkpointing alone runs out of a card: the search turns on the fused
+// head with the tiled MLP, and offload, and what it proposes fits.
+TEST(MemplanFit, ALongContextTurnsOnRowChunksAndOffload) {
+  nn::ModelConfig c = nn::preset("llama-tiny");
+  c.vocab_size = 8192;
+  c.intermediate_size = 1024;
+  c.max_position_embeddings = 8192;
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("fitgrad_memplan_long_" + std::to_string(::getpid()) + ".json"))
+                               .string();
+  std::ofstream(path) << nn::config_to_json(c).dump();
+  TrainArgs base = tiny_args();
+  base.model = path;
+  base.seq_len = 8192;
+  base.per_device_train_batch_size = 1;
+  base.bf16 = true;
+  PlanTarget card = plan_target("cuda", "", "");
+  TrainArgs ckpt = base;
+  ckpt.gradient_checkpointing = true;
+  const Plan plain = plan_training(ckpt, card, "");
+  ckpt.fused_head_loss = ckpt.tiled_mlp = true;
+  const Plan chunked = plan_training(ckpt, card, "");
+  ASSERT_LT(chunked.peak_allocated, plain.peak_allocated);
+  card.capacity = (chunked.peak_reserved + plain.peak_allocated) / 2;
+  std::ostringstream progress;
+  const FitResult r = fit_search(base, c, card, false, progress);
+  ASSERT_GE(r.winner, 0) << progress.str();
+  const Candidate& w = r.tried[size_t(r.winner)];
+  EXPECT_TRUE(w.args.fused_head_loss && w.args.tiled_mlp) << w.setting;
+  EXPECT_TRUE(w.plan && w.plan->fits);
+  for (int i = 0; i < r.winner; ++i) {
+    const Candidate& k = r.tried[size_t(i)];
+    if (k.plan) {
+      EXPECT_FALSE(k.plan->fits) << k.setting;
+    }
+  }
+  bool offload_tried = false;
+  for (const Candidate& k : fit_candidates(base, c, card, false))
+    offload_tried |= k.args.offload_activations && k.args.gradient_checkpointing;
+  EXPECT_TRUE(offload_tried);
+  for (const Candidate& k : fit_candidates(base, c, plan_target("cpu", "", ""), false))
+    EXPECT_FALSE(k.args.offload_activations) << "offload has nowhere to go on the CPU";
+  std::filesystem::remove(path);
 }
 
 // The search's answer fits, everything predicted faster was planned out of memory or
