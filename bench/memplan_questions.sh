@@ -5,7 +5,10 @@
 #   3. the longest context of Llama-3.1-8B QLoRA (r 32, all linear layers, batch 1) on a
 #      24 GB card;
 #   4. the smallest full-parameter plan of llama2-7b (pure bf16, Adafactor,
-#      optimizer-in-backward) and its longest sequence.
+#      optimizer-in-backward) and its longest sequence;
+#   5. issue 27's long contexts: with the fused head, the tiled MLP and offloaded
+#      checkpoints, the longest sequence of Llama-3.1-8B QLoRA r 32 on 24 GiB and 80 GB, of
+#      Llama-2-7B QLoRA on 24 GiB, and of full-parameter Llama-2-7B on 80 GB.
 # Longer contexts than a preset's are planned from config.json files written here with the
 # same shapes and a larger max_position_embeddings (a rope model's memory does not depend on
 # it; Llama-3.1's rope_scaling changes values, not shapes).
@@ -26,6 +29,8 @@ JSON
   echo "$WORK/$1.json"
 }
 LLAMA31_8B=$(llama_config llama31-8b 128256 4096 14336 32 32 8 131072 500000)
+LLAMA31_8B_LONG=$(llama_config llama31-8b-long 128256 4096 14336 32 32 8 1048576 500000)
+LLAMA2_7B_LONGER=$(llama_config llama2-7b-longer 32000 4096 11008 32 32 32 1048576 10000)
 LLAMA2_7B=$(llama_config llama2-7b-long 32000 4096 11008 32 32 32 131072 10000)
 LLAMA2_13B=$(llama_config llama2-13b-long 32000 5120 13824 40 40 40 131072 10000)
 LLAMA_30B=$(llama_config llama-30b-long 32000 6656 17920 60 52 52 131072 10000)
@@ -82,3 +87,16 @@ done
   --device_memory 24GiB | grep -E "^plan|peak (allocated|reserved)"
 "$FG" memplan --model "$LLAMA2_7B" $full --seq_len 2048 --per_device_train_batch_size 1 \
   --device_memory 24GiB --max_seq_len 2>/dev/null | grep -E "that fits is"
+
+echo "== 5. long context: fused head, tiled MLP, offloaded checkpoints (issue 27)"
+long="--gradient_checkpointing --fused_head_loss --tiled_mlp --offload_activations"
+long="$long --per_device_train_batch_size 1 --seq_len 4096 --max_seq_len"
+q32="--quantize nf4 --lora_r 32 --lora_target all-linear"
+for spec in "$LLAMA31_8B_LONG|$q32 --pure_bf16|rtx4090" "$LLAMA31_8B_LONG|$q32 --bf16|rtx4090" \
+    "$LLAMA31_8B_LONG|$q32 --pure_bf16|h100" "$LLAMA2_7B_LONGER|$q32 --pure_bf16|rtx4090" \
+    "$LLAMA2_7B_LONGER|${full/--gradient_checkpointing/}|h100"; do
+  IFS='|' read -r model flags card <<<"$spec"
+  echo "$(basename "$model" .json) $flags on $card:"
+  "$FG" memplan --model "$model" $flags $long --device_memory "$card" 2>/dev/null |
+    grep -E "that fits is|peak allocated|peak reserved|host"
+done
