@@ -77,6 +77,7 @@ TEST_P(DryRunTest, MetaWritesTheTraceOfTheRealRun) {
     a.checkpoint_segments = 1;
   }
   if (variant == "accumulation") a.gradient_accumulation_steps = 2;
+  if (variant == "expandable") a.allocator = "expandable";  // Note [Expandable segments]
   if (variant == "row_chunks") {  // Note [Row-chunked head and MLP], inside checkpoints
     a.fused_head_loss = a.tiled_mlp = a.gradient_checkpointing = true;
     a.head_chunk_size = 20;
@@ -153,7 +154,7 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values("fp32", "bf16", "checkpointing", "accumulation", "dropout",
                                          "fp16", "adamw_8bit", "adafactor", "adafactor_hf",
                                          "pure_bf16_sr", "optim_in_backward", "qlora",
-                                         "one_segment", "row_chunks")),
+                                         "one_segment", "row_chunks", "expandable")),
     [](const auto& info) {
       std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param);
       for (char& c : name)
