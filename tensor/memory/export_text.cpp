@@ -81,9 +81,8 @@ std::string memory_summary(const CachingAllocator& a) {
     row(out, "Segment unmaps", {fmt::format("{}", s.num_segment_unmaps)});
     for (const SegmentInfo& seg : a.snapshot().segments)
       if (seg.expandable)
-        row(out, fmt::format("Expandable #{} stream {}", seg.id, seg.stream),
-            {format_bytes(int64_t(seg.size)) + " mapped",
-             format_bytes(int64_t(seg.virtual_size)) + " virtual"});
+        row(out, fmt::format("Expandable #{} mapped, range", seg.id),
+            {format_bytes(int64_t(seg.size)), format_bytes(int64_t(seg.virtual_size))});
   }
   rule(out, '-');
   // Each category's own peak; the breakdown at the overall peak is in peak_report.

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
 #include <random>
 
 #include "tensor/memory/caching_allocator.h"
@@ -297,6 +298,17 @@ TEST(ExpandableSegments, ReservedIsMappedAndHostEqualsMeta) {
       }
       ASSERT_EQ(covered, counts.held);
     }
+    // A trace consumer's replay (docs/memory.md): segment_alloc sets a segment's size,
+    // segment_map adds, segment_unmap subtracts, segment_free removes it.
+    std::map<uint64_t, uint64_t> replayed, snapshot;
+    for (const MemoryEvent& e : a.events()) {
+      if (e.kind == EventKind::segment_alloc) replayed[e.segment] = e.size;
+      if (e.kind == EventKind::segment_map) replayed[e.segment] += e.size;
+      if (e.kind == EventKind::segment_unmap) replayed[e.segment] -= e.size;
+      if (e.kind == EventKind::segment_free) replayed.erase(e.segment);
+    }
+    for (const SegmentInfo& seg : a.snapshot().segments) snapshot[seg.id] = seg.size;
+    EXPECT_EQ(replayed, snapshot);
     for (const Allocation& x : live) a.free(x);
     a.empty_cache();
   };
