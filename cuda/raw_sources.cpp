@@ -199,7 +199,10 @@ class DeviceSource final : public RawSource {
     // The card may still read the range: the allocator unmaps only free blocks, which
     // another stream no longer uses (Note [Blocks other streams use]), but work queued on
     // the block's own stream may still be running.
-    if (const cudaError_t err = cudaDeviceSynchronize(); err != cudaSuccess)
+    // At process exit the runtime may be gone; the driver reclaims the memory then.
+    const cudaError_t err = cudaDeviceSynchronize();
+    if (err == cudaErrorCudartUnloading) return;
+    if (err != cudaSuccess)
       throw_cuda_error(err, fmt::format("cudaDeviceSynchronize on cuda:{}", index_));
     unmap_granules(index_, reinterpret_cast<uintptr_t>(ptr), bytes);
   }
