@@ -1,8 +1,10 @@
 // cudaMalloc and cudaHostAlloc raw sources, and their registration with the allocator's
 // registry of backend sources (see cuda/raw_sources.h), together with the device count
-// (tensor/device_registry.h).
+// (tensor/device_registry.h). The device source also reserves and maps virtual ranges
+// through the driver's virtual memory management API, for expandable segments.
 #include "cuda/raw_sources.h"
 
+#include <cuda.h>
 #include <fmt/format.h>
 
 #include <cstdint>
@@ -11,6 +13,7 @@
 #include "cuda/streams.h"
 #include "tensor/device_registry.h"
 #include "tensor/memory/bytes.h"
+#include "tensor/memory/caching_allocator.h"
 
 namespace fitgrad::cuda {
 
@@ -59,6 +62,79 @@ void release_stream_event(uint64_t event) {
     throw_cuda_error(err, "cudaEventDestroy");
 }
 
+[[noreturn]] void throw_cu_error(CUresult result, const std::string& what) {
+  const char* name = nullptr;
+  if (cuGetErrorName(result, &name) != CUDA_SUCCESS) name = "an unknown driver error";
+  throw Error(fmt::format("[cuda] {} failed: {}", what, name));
+}
+
+// Note [Expandable device memory]
+// An expandable segment (Note [Expandable segments] in tensor/memory/caching_allocator.h)
+// is an address range from cuMemAddressReserve. Each granule mapped into it is its own
+// physical allocation (cuMemCreate of kExpandableGranule bytes, mapped with cuMemMap and
+// made readable and writable by the card with cuMemSetAccess), because cuMemUnmap takes
+// back only whole mappings and the allocator unmaps the tail granule by granule. The
+// handle is released as soon as it is mapped: the mapping keeps the memory until unmapped.
+// CUDA_ERROR_OUT_OF_MEMORY is the recoverable failure, as for cudaMalloc.
+CUmemAllocationProp device_memory_prop(int index) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = index;
+  return prop;
+}
+
+void check_granularity(int index) {
+  const CUmemAllocationProp prop = device_memory_prop(index);
+  size_t granularity = 0;
+  if (const CUresult r =
+          cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+      r != CUDA_SUCCESS)
+    throw_cu_error(r, fmt::format("cuMemGetAllocationGranularity on cuda:{}", index));
+  FG_CHECK(granularity > 0 && kExpandableGranule % granularity == 0,
+           "[cuda] cuda:{} maps memory in granules of {} bytes, which do not divide the "
+           "expandable segments' {} bytes; use --allocator native",
+           index, granularity, kExpandableGranule);
+}
+
+void unmap_granules(int index, uintptr_t addr, size_t bytes) {
+  for (size_t at = 0; at < bytes; at += kExpandableGranule)
+    if (const CUresult r = cuMemUnmap(CUdeviceptr(addr + at), kExpandableGranule);
+        r != CUDA_SUCCESS && r != CUDA_ERROR_DEINITIALIZED)
+      throw_cu_error(r, fmt::format("cuMemUnmap of {} at {:#x} on cuda:{}",
+                                    format_bytes(int64_t(kExpandableGranule)), addr + at, index));
+}
+
+// Maps [addr, addr + bytes) granule by granule; false (with nothing left mapped) when the
+// card is out of memory.
+bool map_granules(int index, uintptr_t addr, size_t bytes) {
+  const CUmemAllocationProp prop = device_memory_prop(index);
+  for (size_t at = 0; at < bytes; at += kExpandableGranule) {
+    CUmemGenericAllocationHandle handle = 0;
+    CUresult r = cuMemCreate(&handle, kExpandableGranule, &prop, 0);
+    if (r == CUDA_SUCCESS) {
+      r = cuMemMap(CUdeviceptr(addr + at), kExpandableGranule, 0, handle, 0);
+      const CUresult released = cuMemRelease(handle);
+      if (r == CUDA_SUCCESS && released != CUDA_SUCCESS)
+        throw_cu_error(released, fmt::format("cuMemRelease on cuda:{}", index));
+    }
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+      unmap_granules(index, addr, at);
+      return false;
+    }
+    if (r != CUDA_SUCCESS)
+      throw_cu_error(r, fmt::format("cuMemCreate/cuMemMap of {} at {:#x} on cuda:{}",
+                                    format_bytes(int64_t(kExpandableGranule)), addr + at, index));
+  }
+  CUmemAccessDesc access{};
+  access.location = prop.location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  if (const CUresult r = cuMemSetAccess(CUdeviceptr(addr), bytes, &access, 1); r != CUDA_SUCCESS)
+    throw_cu_error(r, fmt::format("cuMemSetAccess of {} at {:#x} on cuda:{}",
+                                  format_bytes(int64_t(bytes)), addr, index));
+  return true;
+}
+
 // Note [Out of memory is not an error here]
 // cudaErrorMemoryAllocation is the one failure the allocator can recover from (by freeing
 // its cached segments and retrying), so the sources report it as nullptr after clearing
@@ -101,6 +177,42 @@ class DeviceSource final : public RawSource {
   bool event_done(uint64_t event) override { return stream_event_done(event); }
   void wait_event(uint64_t event) override { wait_stream_event(event); }
   void release_event(uint64_t event) override { release_stream_event(event); }
+
+  // Note [Expandable device memory].
+  void* reserve(size_t bytes) override {
+    DeviceGuard guard(index_);
+    check_granularity(index_);
+    CUdeviceptr ptr = 0;
+    const CUresult r = cuMemAddressReserve(&ptr, bytes, kExpandableGranule, 0, 0);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) return nullptr;
+    if (r != CUDA_SUCCESS)
+      throw_cu_error(r, fmt::format("cuMemAddressReserve({}) on cuda:{}",
+                                    format_bytes(int64_t(bytes)), index_));
+    return reinterpret_cast<void*>(ptr);
+  }
+  bool map(void* ptr, size_t bytes) override {
+    DeviceGuard guard(index_);
+    return map_granules(index_, reinterpret_cast<uintptr_t>(ptr), bytes);
+  }
+  void unmap(void* ptr, size_t bytes) override {
+    DeviceGuard guard(index_);
+    // The card may still read the range: the allocator unmaps only free blocks, which
+    // another stream no longer uses (Note [Blocks other streams use]), but work queued on
+    // the block's own stream may still be running.
+    // At process exit the runtime may be gone; the driver reclaims the memory then.
+    const cudaError_t err = cudaDeviceSynchronize();
+    if (err == cudaErrorCudartUnloading) return;
+    if (err != cudaSuccess)
+      throw_cuda_error(err, fmt::format("cudaDeviceSynchronize on cuda:{}", index_));
+    unmap_granules(index_, reinterpret_cast<uintptr_t>(ptr), bytes);
+  }
+  void release_reservation(void* ptr, size_t bytes) override {
+    DeviceGuard guard(index_);
+    const CUresult r = cuMemAddressFree(CUdeviceptr(reinterpret_cast<uintptr_t>(ptr)), bytes);
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_DEINITIALIZED)
+      throw_cu_error(
+          r, fmt::format("cuMemAddressFree({}) on cuda:{}", format_bytes(int64_t(bytes)), index_));
+  }
 
  private:
   int index_;

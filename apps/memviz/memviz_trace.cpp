@@ -76,7 +76,7 @@ int category_index(const std::string& name, const Where& w) {
 }
 
 EventKind event_kind(const std::string& name, const Where& w) {
-  for (int k = 0; k <= int(EventKind::retag_to); ++k)
+  for (int k = 0; k <= int(EventKind::segment_unmap); ++k)
     if (event_kind_name(EventKind(k)) == name) return EventKind(k);
   fail(w, fmt::format("'{}' is not an event kind", name));
 }
@@ -90,7 +90,9 @@ VizEvent read_event(const json& e, Where w) {
   v.time_ns = get_i64(e, "time_ns", w);
   v.kind = event_kind(get_string(e, "kind", w), w);
   const bool block = is_block_event(v.kind);
-  const bool segment = v.kind == EventKind::segment_alloc || v.kind == EventKind::segment_free;
+  const bool mapping = v.kind == EventKind::segment_map || v.kind == EventKind::segment_unmap;
+  const bool segment =
+      v.kind == EventKind::segment_alloc || v.kind == EventKind::segment_free || mapping;
   const bool oom = v.kind == EventKind::oom;
   if (block || oom) v.category = category_index(get_string(e, "category", w), w);
   if (block || oom || v.kind == EventKind::mark) v.label = get_string(e, "label", w);
@@ -99,8 +101,8 @@ VizEvent read_event(const json& e, Where w) {
     v.segment = get_u64(e, "segment", w);
     v.addr = get_string(e, "addr", w);
   }
+  if (block || mapping) v.offset = get_u64(e, "offset", w);
   if (block) {
-    v.offset = get_u64(e, "offset", w);
     v.category_after = get_i64(e, "category_after", w);
   }
   v.allocated_after = get_i64(e, "allocated_after", w);

@@ -35,7 +35,7 @@ json memviz_page_data(const MemvizTrace& t, const Timeline& tl) {
   colours[std::string(kUnattributedName)] = std::string(kUnattributedColour);
   colours["free"] = std::string(kFreeColour);
   json kinds = json::array();
-  for (int k = 0; k <= int(EventKind::retag_to); ++k)
+  for (int k = 0; k <= int(EventKind::segment_unmap); ++k)
     kinds.push_back(std::string(event_kind_name(EventKind(k))));
 
   std::map<std::string, int> label_ids;

@@ -99,6 +99,8 @@ window.addEventListener('error', e => {
     if (isBlock(k)) lines.push('segment #' + ev.segment[i] + ', offset ' + ev.offset[i]);
     if (k === 'segment_alloc' || k === 'segment_free')
       lines.push('segment #' + ev.segment[i] + ': ' + bytes(ev.size[i]));
+    if (k === 'segment_map' || k === 'segment_unmap')
+      lines.push('segment #' + ev.segment[i] + ': ' + bytes(ev.size[i]) + ' at offset ' + ev.offset[i]);
     lines.push('allocated after: ' + bytes(ev.allocated[i]) + ', reserved after: ' + bytes(ev.reserved[i]));
     lines.push('time: ' + (ev.time_ns[i] / 1e6).toFixed(3) + ' ms');
     return lines.join('\n');
@@ -241,6 +243,9 @@ window.addEventListener('error', e => {
         segs.set(id, { id: id, size: ev.size[i], known: true, blocks: new Map() });
       } else if (k === 'segment_free') {
         segs.delete(id);
+      } else if (k === 'segment_map' || k === 'segment_unmap') {
+        // An expandable segment grows or shrinks at its end.
+        if (segs.has(id) && segs.get(id).known) segs.get(id).size += (k === 'segment_map' ? 1 : -1) * ev.size[i];
       } else if (k === 'alloc' || k === 'retag_to') {
         segment(id).blocks.set(ev.offset[i], { size: ev.size[i], cat: catOf(i), label: labelOf(i), seq: data.first_seq + i });
       } else if (k === 'free') {

@@ -58,6 +58,14 @@ void TraceSummarizer::replay(const VizEvent& e) {
       blocks_[{e.segment, e.offset}] = {e.segment, e.offset, e.size, e.seq, e.category, e.label};
       break;
     case EventKind::free: blocks_.erase({e.segment, e.offset}); break;
+    // An expandable segment's mapping grows or shrinks at its end (Note [Expandable
+    // segments] in tensor/memory/caching_allocator.h).
+    case EventKind::segment_map:
+      if (auto it = segments_.find(e.segment); it != segments_.end()) it->second.size += e.size;
+      break;
+    case EventKind::segment_unmap:
+      if (auto it = segments_.find(e.segment); it != segments_.end()) it->second.size -= e.size;
+      break;
     default: break;
   }
 }

@@ -63,6 +63,11 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
       ->capture_default_str();
   cmd.add_option("--memory_budget", a.memory_budget,
                  "Device memory capacity enforced by the allocator, such as 24GiB");
+  cmd.add_option("--allocator", a.allocator,
+                 "native (a segment per raw allocation) or expandable (each stream's large "
+                 "pool is one segment whose mapping grows by 2 MiB granules, so freed "
+                 "neighbours always merge)")
+      ->capture_default_str();
   cmd.add_option("--data_order", a.data_order, "random (seeded) or sequential")
       ->check(CLI::IsMember({"random", "sequential"}))
       ->capture_default_str();
@@ -283,6 +288,8 @@ void validate(const TrainArgs& a) {
   if (a.save_strategy != "steps" && a.save_strategy != "no")
     fail("save_strategy", fmt::format("must be steps or no, got '{}'", a.save_strategy));
   if (!a.memory_budget.empty()) parse_bytes(a.memory_budget);
+  if (a.allocator != "native" && a.allocator != "expandable")
+    fail("allocator", fmt::format("must be native or expandable, got '{}'", a.allocator));
   // Note [Flags fitgrad accepts but cannot honour yet].
   if (a.bf16 && a.fp16) throw Error("[train] --bf16 and --fp16 conflict: choose one precision");
   if (a.pure_bf16 && (a.bf16 || a.fp16))

@@ -39,6 +39,7 @@ struct TrainArgs {
   int64_t seq_len = 256;
   std::string device = "cpu";
   std::string memory_budget;          // "" = unlimited; else a capacity such as 24GiB
+  std::string allocator = "native";   // native | expandable (Note [Expandable segments])
   std::string data_order = "random";  // random | sequential
   double val_fraction = 0.05;
 

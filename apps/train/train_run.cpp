@@ -19,9 +19,13 @@ TrainRun::TrainRun(const TrainArgs& args, std::ostream& out_stream, std::ostream
       alloc(allocator_for(device)),
       progress(err_stream, args.progress, &err_stream == &std::cerr),
       capacity_before(alloc.capacity()),
+      mode_before(alloc.mode()),
       tf32(args.tf32) {}
 
-TrainRun::~TrainRun() { alloc.set_capacity(capacity_before); }
+TrainRun::~TrainRun() {
+  alloc.set_capacity(capacity_before);
+  alloc.set_mode(mode_before);
+}
 
 train::MicroBatch TrainRun::next_batch() {
   if (!dry_run) {

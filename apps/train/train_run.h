@@ -49,7 +49,7 @@ using TrainClock = std::chrono::steady_clock;
 
 struct TrainRun {
   TrainRun(const TrainArgs& args, std::ostream& out, std::ostream& err);
-  // An in-process caller (the tests) gets the allocator's capacity back, and the math mode
+  // An in-process caller (the tests) gets the allocator's capacity and mode back, and the math mode
   // through tf32's scope.
   ~TrainRun();
   TrainRun(const TrainRun&) = delete;
@@ -74,6 +74,7 @@ struct TrainRun {
   CachingAllocator& alloc;
   Progress progress;
   size_t capacity_before;
+  AllocatorMode mode_before;
   backend::MatmulTf32Scope tf32;  // the run's mode, the previous one restored after
   std::filesystem::path dir;
   std::optional<OutputDirLock> lock;  // Note [Output directory lock]

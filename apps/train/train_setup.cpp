@@ -242,6 +242,7 @@ void setup_run(TrainRun& r) {
   // restarts, and the mark starts the run's part of the trace.
   r.alloc.empty_cache();
   if (!a.memory_budget.empty()) r.alloc.set_capacity(parse_bytes(a.memory_budget));
+  r.alloc.set_mode(parse_allocator_mode(a.allocator));
   r.alloc.reset_peak_stats();
   r.alloc.mark("train: start");
   default_generator().manual_seed(a.seed);

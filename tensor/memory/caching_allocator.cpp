@@ -7,38 +7,10 @@
 #include <new>
 #include <type_traits>
 
+#include "tensor/memory/block.h"
 #include "tensor/memory/scope.h"
 
 namespace fitgrad {
-
-struct Segment {
-  uint64_t id;
-  uintptr_t base;
-  size_t size;
-  int stream;
-  bool small;
-};
-
-// A block is a piece of a segment, allocated or free, linked to its neighbours in
-// address order. The head block (lowest address) of a segment lives as long as the
-// segment: merges always absorb the later block into the earlier one.
-struct Block {
-  Segment* segment;
-  uintptr_t addr;
-  size_t size;
-  size_t requested = 0;
-  int stream;
-  bool allocated = false;
-  bool pending = false;      // freed, waiting for other streams' events
-  uint64_t stream_uses = 0;  // bit s: stream s also uses the live block
-  Category category = Category::other;
-  uint32_t label = 0;
-  Block* prev = nullptr;
-  Block* next = nullptr;
-
-  size_t offset() const { return addr - segment->base; }
-  bool is_split() const { return prev != nullptr || next != nullptr; }
-};
 
 size_t round_request(size_t bytes) {
   if (bytes < kMinBlockSize) return kMinBlockSize;
@@ -75,15 +47,6 @@ bool should_split(const Block* b, size_t size) {
   return b->segment->small ? remaining >= kMinBlockSize : remaining > kSmallSize;
 }
 
-void increase(StatArray& s, bool small, int64_t n) {
-  s[kAllPools].increase(n);
-  s[small ? kSmallPool : kLargePool].increase(n);
-}
-void decrease(StatArray& s, bool small, int64_t n) {
-  s[kAllPools].decrease(n);
-  s[small ? kSmallPool : kLargePool].decrease(n);
-}
-
 // Largest size that rounding and segment sizing can handle without overflow.
 constexpr size_t kMaxRequest = size_t(1) << 60;
 
@@ -110,6 +73,7 @@ CachingAllocator::~CachingAllocator() {
   // Live allocations at this point are leaks of the caller; their memory goes back anyway.
   for (Block* head : segments_) {
     Segment* seg = head->segment;
+    if (seg->expandable) continue;  // released below
     for (Block* b = head; b;) {
       Block* next = b->next;
       delete_block(b);
@@ -118,6 +82,7 @@ CachingAllocator::~CachingAllocator() {
     source_->release(reinterpret_cast<void*>(seg->base), seg->size);
     delete seg;
   }
+  release_expandable_segments();
 }
 
 void CachingAllocator::update_split_stats(Block* b, int sign) {
@@ -189,11 +154,13 @@ void CachingAllocator::release_segment(Block* head) {
 void CachingAllocator::release_cached_segments() {
   std::vector<Block*> whole_free;
   for (Block* head : segments_)
-    if (!head->allocated && !head->pending && !head->is_split()) whole_free.push_back(head);
+    if (!head->segment->expandable && !head->allocated && !head->pending && !head->is_split())
+      whole_free.push_back(head);
   // In segment order, so every device releases in the same order.
   std::sort(whole_free.begin(), whole_free.end(),
             [](const Block* a, const Block* b) { return a->segment->id < b->segment->id; });
   for (Block* head : whole_free) release_segment(head);
+  unmap_free_tails();
 }
 
 Block* CachingAllocator::new_block(const Block& init) {
@@ -226,8 +193,19 @@ Allocation CachingAllocator::allocate(size_t bytes, int stream) {
   if (!pending_.empty()) process_pending(false);
   Block* b = find_free_block(pool, stream, size);
   if (!b) {
+    // Native: a new segment. Expandable: more memory mapped at the end of the stream's
+    // segment, after which the free tail fits (Note [Expandable segments]).
+    const bool expand = !small && mode_ == AllocatorMode::expandable;
     const size_t seg_size = segment_size_for(size);
-    b = reserve_segment(seg_size, stream, small);
+    auto obtain = [&]() -> Block* {
+      if (!expand) return reserve_segment(seg_size, stream, small);
+      if (!grow_expandable(stream, size)) return nullptr;
+      Block* grown = find_free_block(pool, stream, size);
+      FG_ASSERT(grown != nullptr, "the grown expandable segment has no free tail of {} bytes",
+                size);
+      return grown;
+    };
+    b = obtain();
     if (!b) {
       // Stage one of Note [Out of memory in two stages]: give the cache back, retry (after
       // waiting for the blocks other streams still use: Note [Blocks other streams use]).
@@ -238,10 +216,10 @@ Allocation CachingAllocator::allocate(size_t bytes, int stream) {
       }
       if (!b) {
         release_cached_segments();
-        b = reserve_segment(seg_size, stream, small);
+        b = obtain();
       }
     }
-    if (!b) throw_oom(bytes, size, seg_size, stream);
+    if (!b) throw_oom(bytes, size, expand ? expandable_growth(stream, size) : seg_size, stream);
   }
   update_split_stats(b, -1);
   if (should_split(b, size)) {
@@ -418,7 +396,14 @@ MemorySnapshot CachingAllocator::snapshot() const {
   snap.stats = stats_;
   for (const Block* head : segments_) {
     const Segment* seg = head->segment;
-    SegmentInfo info{seg->id, seg->base, seg->size, seg->stream, seg->small, {}};
+    SegmentInfo info{seg->id,
+                     seg->base,
+                     seg->size,
+                     seg->expandable,
+                     seg->expandable ? seg->reserved : seg->size,
+                     seg->stream,
+                     seg->small,
+                     {}};
     for (const Block* b = head; b; b = b->next)
       info.blocks.push_back(
           BlockInfo{b->offset(), b->size, b->requested, b->allocated, b->category, b->label});

@@ -14,6 +14,26 @@
 //     all cached whole-free segments and retries once, then throws OutOfMemory;
 //   - empty_cache() releases exactly the segments that are wholly free.
 //
+// Note [Expandable segments]
+// In the `expandable` mode (set_mode; `--allocator expandable` on train and memplan) the
+// large pool of each stream is a single segment: a virtual range of kExpandableReserve bytes
+// reserved once (RawSource::reserve) into which memory is mapped at the end, in granules of
+// kExpandableGranule (2 MiB, the granularity of CUDA's virtual memory management; the host
+// and meta sources use the same number, so a plan on meta equals the host run). A large
+// request that no free block fits maps just enough granules to make the segment's free tail
+// (or a new block at its end) large enough; the new memory merges with that free tail. So
+// two freed blocks that sit side by side always merge, where the native mode would keep
+// them apart in two segments from two raw allocations. Its blocks split and merge as in the
+// native large pool, and a request is not rounded to a segment size. Stage one of an out of
+// memory, and empty_cache(), release the wholly free native segments and unmap the free tail
+// of each expandable segment down to the granule that holds its last used byte; a segment
+// with nothing left mapped gives its reservation back. reserved_bytes counts the mapped
+// bytes, and the capacity limit bounds them. The trace records the segment's first mapping
+// as segment_alloc, later growths as segment_map, tail unmappings as segment_unmap, and the
+// last unmapping as segment_free. The small pool is the same in both modes. Switching the
+// mode leaves existing segments in place: their free blocks serve requests as before, and
+// only the way new large-pool memory is obtained changes.
+//
 // Note [Blocks other streams use]
 // A block belongs to the stream it was allocated on, and only that stream's requests reuse
 // it. When another stream also reads or writes it (the copy stream of an offload, say),
@@ -29,10 +49,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_set>
 #include <vector>
 
@@ -51,6 +73,15 @@ inline constexpr size_t kSmallBuffer = size_t(2) << 20;     // small-pool segmen
 inline constexpr size_t kMinLargeAlloc = size_t(10) << 20;  // below: a 20 MiB segment
 inline constexpr size_t kLargeBuffer = size_t(20) << 20;
 inline constexpr size_t kRoundLarge = size_t(2) << 20;  // large segments: 2 MiB multiples
+// Note [Expandable segments]: the mapping granule and the address range of one segment.
+inline constexpr size_t kExpandableGranule = size_t(2) << 20;
+inline constexpr size_t kExpandableReserve = size_t(1) << 40;
+
+// How the large pool obtains memory (Note [Expandable segments]).
+enum class AllocatorMode : uint8_t { native, expandable };
+std::string_view allocator_mode_name(AllocatorMode m);
+// "native" or "expandable"; throws fitgrad::Error naming `text` otherwise.
+AllocatorMode parse_allocator_mode(std::string_view text);
 
 size_t round_request(size_t bytes);
 bool is_small_request(size_t rounded);
@@ -93,7 +124,9 @@ struct BlockInfo {
 struct SegmentInfo {
   uint64_t id = 0;
   uint64_t addr = 0;
-  uint64_t size = 0;
+  uint64_t size = 0;  // for an expandable segment, the mapped bytes
+  bool expandable = false;
+  uint64_t virtual_size = 0;  // the reserved address range (expandable), else size
   int stream = 0;
   bool small_pool = false;
   std::vector<BlockInfo> blocks;  // in address order, covering the segment
@@ -134,6 +167,10 @@ class CachingAllocator {
   // The capacity limit emulates a smaller card: reserved bytes never exceed it.
   void set_capacity(size_t bytes);
   size_t capacity() const;
+  // Note [Expandable segments]. Throws fitgrad::Error when the source cannot reserve address
+  // space (pinned memory) at the first request that would need it.
+  void set_mode(AllocatorMode mode);
+  AllocatorMode mode() const;
 
   // A user mark in the trace, such as "step 3 / backward".
   void mark(std::string_view text);
@@ -160,12 +197,23 @@ class CachingAllocator {
   Block* find_free_block(FreeSet& pool, int stream, size_t size);
   Block* reserve_segment(size_t seg_size, int stream, bool small);
   void release_segment(Block* head);
+  // Note [Expandable segments] (expandable_segment.cpp): the bytes the stream's segment
+  // must map so that a block of `size` fits at its end; mapping them, false at the capacity
+  // or when the source refuses; unmapping every segment's free tail; releasing them all.
+  size_t expandable_growth(int stream, size_t size) const;
+  bool grow_expandable(int stream, size_t size);
+  void unmap_free_tails();
+  void release_expandable_segments();
+  void record_segment_event(EventKind kind, const Segment& seg, uintptr_t addr, size_t size,
+                            size_t offset);
   void release_cached_segments();
   Block* split(Block* b, size_t size);
   Block* new_block(const Block& init);
   void delete_block(Block* b);
   [[noreturn]] void throw_oom(size_t requested, size_t rounded, size_t seg_size, int stream);
-  std::string oom_report(size_t requested, size_t rounded, size_t seg_size) const;
+  // seg_size: the new segment's size, or in the expandable mode the growth of the stream's
+  // segment (Note [Expandable segments]).
+  std::string oom_report(size_t requested, size_t rounded, size_t seg_size, int stream) const;
   void update_split_stats(Block* b, int sign);
   // Returns a freed block to its pool, merged with its free neighbours.
   void insert_free_block(Block* b);
@@ -186,6 +234,8 @@ class CachingAllocator {
   FreeSet large_free_{ArenaAllocator<Block*>(&arena_)};
   std::unordered_set<Block*> segments_;  // head block of each segment
   std::vector<Pending> pending_;         // freed, waiting for other streams (in free order)
+  AllocatorMode mode_ = AllocatorMode::native;
+  std::map<int, Segment*> expandable_;  // the expandable segment of each stream, if any
   uint64_t next_segment_id_ = 0;
   MemoryStats stats_;
   Ledger ledger_;

@@ -166,7 +166,9 @@ json chrome_trace_json(const CachingAllocator& a) {
                                          e)));
         break;
       case EventKind::segment_alloc:
-      case EventKind::segment_free:  // the "reserved" track draws the totals
+      case EventKind::segment_free:
+      case EventKind::segment_map:
+      case EventKind::segment_unmap:  // the "reserved" track draws the totals
         out.push_back(allocator_instant(ts, e));
         break;
     }

@@ -42,7 +42,9 @@ json stats_json(const MemoryStats& s) {
           {"num_alloc_retries", s.num_alloc_retries},
           {"num_ooms", s.num_ooms},
           {"num_segment_allocs", s.num_segment_allocs},
-          {"num_segment_frees", s.num_segment_frees}};
+          {"num_segment_frees", s.num_segment_frees},
+          {"num_segment_maps", s.num_segment_maps},
+          {"num_segment_unmaps", s.num_segment_unmaps}};
 }
 
 // Note [Free blocks carry no owner]
@@ -64,6 +66,8 @@ json segment_json(const SegmentInfo& s) {
   return {{"id", s.id},
           {"address", hex(s.addr)},
           {"size", s.size},
+          {"expandable", s.expandable},
+          {"virtual_size", s.virtual_size},
           {"stream", s.stream},
           {"pool", s.small_pool ? "small" : "large"},
           {"blocks", std::move(blocks)}};
@@ -94,7 +98,9 @@ double percent_of(int64_t part, int64_t whole) {
 json detail::event_json(const MemoryEvent& e) {
   const bool block = e.kind == EventKind::alloc || e.kind == EventKind::free ||
                      e.kind == EventKind::retag_from || e.kind == EventKind::retag_to;
-  const bool segment = e.kind == EventKind::segment_alloc || e.kind == EventKind::segment_free;
+  const bool mapping = e.kind == EventKind::segment_map || e.kind == EventKind::segment_unmap;
+  const bool segment =
+      e.kind == EventKind::segment_alloc || e.kind == EventKind::segment_free || mapping;
   const bool oom = e.kind == EventKind::oom;
   const bool mark = e.kind == EventKind::mark;
   auto only = [](bool applies, json value) { return applies ? std::move(value) : json(); };
@@ -108,7 +114,7 @@ json detail::event_json(const MemoryEvent& e) {
           {"size", only(!mark, e.size)},
           {"requested", only(block || oom, e.requested)},
           {"segment", only(block || segment, e.segment)},
-          {"offset", only(block, e.offset)},
+          {"offset", only(block || mapping, e.offset)},
           {"allocated_after", e.allocated_after},
           {"reserved_after", e.reserved_after},
           {"category_after", only(block, e.category_after)}};

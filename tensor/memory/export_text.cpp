@@ -74,6 +74,16 @@ std::string memory_summary(const CachingAllocator& a) {
   row(out, "Alloc retries", {fmt::format("{}", s.num_alloc_retries)});
   row(out, "Segment allocs", {fmt::format("{}", s.num_segment_allocs)});
   row(out, "Segment frees", {fmt::format("{}", s.num_segment_frees)});
+  // Note [Expandable segments]: the mode, its maps and unmaps, and each segment's mapping.
+  if (a.mode() == AllocatorMode::expandable || s.num_segment_maps > 0 || s.num_segment_unmaps > 0) {
+    row(out, "Allocator mode", {std::string(allocator_mode_name(a.mode()))});
+    row(out, "Segment maps", {fmt::format("{}", s.num_segment_maps)});
+    row(out, "Segment unmaps", {fmt::format("{}", s.num_segment_unmaps)});
+    for (const SegmentInfo& seg : a.snapshot().segments)
+      if (seg.expandable)
+        row(out, fmt::format("Expandable #{} mapped, range", seg.id),
+            {format_bytes(int64_t(seg.size)), format_bytes(int64_t(seg.virtual_size))});
+  }
   rule(out, '-');
   // Each category's own peak; the breakdown at the overall peak is in peak_report.
   row(out, "Live bytes by category", {"Current", "Peak"});

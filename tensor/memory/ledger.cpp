@@ -56,6 +56,8 @@ std::string_view event_kind_name(EventKind k) {
     case EventKind::mark: return "mark";
     case EventKind::retag_from: return "retag_from";
     case EventKind::retag_to: return "retag_to";
+    case EventKind::segment_map: return "segment_map";
+    case EventKind::segment_unmap: return "segment_unmap";
   }
   return "?";
 }

@@ -1,6 +1,6 @@
 // The memory ledger of one allocator: per-category and per-label byte counts, a bounded
-// ring of events (alloc, free, segment alloc/free, OOM and user marks), and the state
-// at the peak of allocated bytes. The CachingAllocator calls it under its own lock;
+// ring of events (alloc, free, segment alloc/free/map/unmap, OOM and user marks), and the
+// state at the peak of allocated bytes. The CachingAllocator calls it under its own lock;
 // readers take copies through the allocator. Exports live in memory/export.h.
 #pragma once
 
@@ -16,6 +16,9 @@ namespace fitgrad {
 // retag_from / retag_to: a live block changes category and label (CachingAllocator::retag),
 // recorded as two events at the same totals: the block leaving its old category and label,
 // then entering the new ones (Note [Retagging a live block] in caching_allocator.h).
+// segment_map / segment_unmap: an expandable segment maps more memory at its end, or unmaps
+// its free tail (Note [Expandable segments] in caching_allocator.h); `size` is the bytes
+// mapped or unmapped, `offset` where in the segment they start.
 enum class EventKind : uint8_t {
   alloc,
   free,
@@ -24,7 +27,9 @@ enum class EventKind : uint8_t {
   oom,
   mark,
   retag_from,
-  retag_to
+  retag_to,
+  segment_map,
+  segment_unmap
 };
 std::string_view event_kind_name(EventKind k);
 
@@ -36,10 +41,10 @@ struct MemoryEvent {
   int32_t stream = 0;
   uint32_t label = 0;      // interned label; for a mark, the mark text
   uint64_t addr = 0;       // block or segment address
-  uint64_t size = 0;       // rounded block size, segment size, or bytes asked for (oom)
+  uint64_t size = 0;       // block or segment size, bytes (un)mapped, or asked for (oom)
   uint64_t requested = 0;  // bytes as requested (alloc, free, oom)
   uint64_t segment = 0;    // segment id
-  uint64_t offset = 0;     // offset of the block in its segment
+  uint64_t offset = 0;     // offset of the block (or (un)mapped range) in its segment
   // Totals after the event, so a window of the ring draws exact counter tracks.
   int64_t allocated_after = 0;
   int64_t reserved_after = 0;

@@ -14,21 +14,29 @@ namespace fitgrad {
 // oom event and throw OutOfMemory with this report, so the user sees at once whether the
 // memory was truly in use or only fragmented in the cache.
 
-std::string CachingAllocator::oom_report(size_t requested, size_t rounded, size_t seg_size) const {
+std::string CachingAllocator::oom_report(size_t requested, size_t rounded, size_t seg_size,
+                                         int stream) const {
   const int64_t allocated = stats_.allocated_bytes[kAllPools].current;
   const int64_t reserved = stats_.reserved_bytes[kAllPools].current;
+  // seg_size is the growth of the stream's expandable segment for a large request in the
+  // expandable mode (Note [Expandable segments]), there reserved bytes are mapped bytes.
+  const bool expand = mode_ == AllocatorMode::expandable && !is_small_request(rounded);
+  const std::string need =
+      expand ? fmt::format("{} more mapped in the expandable segment of stream {}",
+                           format_bytes(int64_t(seg_size)), stream)
+             : fmt::format("a new {} segment", format_bytes(int64_t(seg_size)));
   std::string r = fmt::format(
-      "[memory] {}: out of memory: tried to allocate {} ({} bytes, rounded to {}, needing a "
-      "new {} segment)\n",
+      "[memory] {}: out of memory: tried to allocate {} ({} bytes, rounded to {}, needing {})\n",
       device_.str(), format_bytes(int64_t(requested)), requested, format_bytes(int64_t(rounded)),
-      format_bytes(int64_t(seg_size)));
+      need);
   const bool unlimited = capacity_ == std::numeric_limits<size_t>::max();
   r += fmt::format("  capacity:                {}\n",
                    unlimited ? std::string("unlimited (the device itself refused)")
                              : format_bytes(int64_t(capacity_)));
   r += fmt::format("  allocated:               {}\n", format_bytes(allocated));
-  r += fmt::format("  reserved:                {}\n", format_bytes(reserved));
-  r += fmt::format("  reserved but unallocated: {}\n", format_bytes(reserved - allocated));
+  const char* held = mode_ == AllocatorMode::expandable ? "mapped" : "reserved";
+  r += fmt::format("  {:<25}{}\n", fmt::format("{}:", held), format_bytes(reserved));
+  r += fmt::format("  {} but unallocated: {}\n", held, format_bytes(reserved - allocated));
   if (ledger_.last_mark() != 0)
     r += fmt::format("  last mark:               {}\n", label_text(ledger_.last_mark()));
   r += "  live allocations by category:\n";
@@ -62,7 +70,7 @@ void CachingAllocator::throw_oom(size_t requested, size_t rounded, size_t seg_si
   e.requested = requested;
   ledger_.record_oom(e, stats_.allocated_bytes[kAllPools].current,
                      stats_.reserved_bytes[kAllPools].current);
-  throw OutOfMemory(oom_report(requested, rounded, seg_size), requested, capacity_);
+  throw OutOfMemory(oom_report(requested, rounded, seg_size, stream), requested, capacity_);
 }
 
 }  // namespace fitgrad

@@ -1,7 +1,9 @@
 // Raw memory sources under the CachingAllocator: where segments come from. The policy
 // (rounding, pools, splitting, caching) is the allocator's alone, so every source sees
 // the same calls given the same requests. Sources here: host (aligned) and virtual (for
-// `meta`); cuda/ adds cudaMalloc and pinned host memory through register_raw_source.
+// `meta`); cuda/ adds cudaMalloc and pinned host memory through register_raw_source. Host,
+// virtual and cudaMalloc sources also reserve address ranges and map memory into them, for
+// expandable segments (Note [Expandable segments] in caching_allocator.h).
 #pragma once
 
 #include <cstddef>
@@ -21,6 +23,16 @@ class RawSource {
   // itself is out of memory (the allocator then frees its cache and retries).
   virtual void* allocate(size_t bytes) = 0;
   virtual void release(void* ptr, size_t bytes) = 0;
+  // Expandable segments: reserve() sets aside `bytes` of address space with no memory
+  // behind it and returns its start, or nullptr when the source cannot (pinned memory, or
+  // no address space left). map() backs [ptr, ptr + bytes) of a reservation with memory and
+  // returns false when the device is out of memory; unmap() gives such a range back. The
+  // allocator calls them only with granule-aligned ranges (kExpandableGranule) inside a
+  // range reserve() returned, and release_reservation() once per reservation, all unmapped.
+  virtual void* reserve(size_t /*bytes*/) { return nullptr; }
+  virtual bool map(void* /*ptr*/, size_t /*bytes*/) { return false; }
+  virtual void unmap(void* /*ptr*/, size_t /*bytes*/) {}
+  virtual void release_reservation(void* /*ptr*/, size_t /*bytes*/) {}
   // False for the virtual source: its addresses have no memory behind them.
   virtual bool has_bytes() const { return true; }
 

@@ -1,5 +1,7 @@
 // The host and virtual raw sources, the registry of backend sources, and the
 // per-device allocator singletons.
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -14,6 +16,25 @@ class HostSource final : public RawSource {
  public:
   void* allocate(size_t bytes) override { return std::aligned_alloc(kPageAlign, bytes); }
   void release(void* ptr, size_t) override { std::free(ptr); }
+
+  // Note [Expandable host memory]
+  // A reservation is an inaccessible anonymous mapping that takes no memory (PROT_NONE,
+  // MAP_NORESERVE); map() replaces a range of it by fresh read-write pages and unmap() by
+  // inaccessible ones again, which gives the pages back to the system at once.
+  void* reserve(size_t bytes) override {
+    void* p = ::mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? nullptr : p;
+  }
+  bool map(void* ptr, size_t bytes) override {
+    return ::mmap(ptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+                  0) == ptr;
+  }
+  void unmap(void* ptr, size_t bytes) override {
+    void* p = ::mmap(ptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
+                     -1, 0);
+    FG_CHECK(p == ptr, "[memory] cpu: unmapping {} bytes of an expandable segment failed", bytes);
+  }
+  void release_reservation(void* ptr, size_t bytes) override { ::munmap(ptr, bytes); }
 
  private:
   // Segments are multiples of 2 MiB, so page alignment costs nothing.
@@ -33,6 +54,9 @@ class VirtualSource final : public RawSource {
     return reinterpret_cast<void*>(addr);
   }
   void release(void*, size_t) override {}
+  // A reservation is a range of addresses like a segment's; mapping has nothing to back.
+  void* reserve(size_t bytes) override { return allocate(bytes); }
+  bool map(void*, size_t) override { return true; }
   bool has_bytes() const override { return false; }
 
  private:

@@ -38,7 +38,7 @@ struct MemoryStats {
   StatArray inactive_split;  // free blocks inside segments that are also partly used
   // Bytes.
   StatArray allocated_bytes;  // rounded sizes of live allocations
-  StatArray reserved_bytes;   // sizes of reserved segments
+  StatArray reserved_bytes;   // sizes of reserved segments (mapped bytes if expandable)
   StatArray active_bytes;
   StatArray inactive_split_bytes;
   StatArray requested_bytes;  // sizes as requested, before rounding
@@ -47,6 +47,10 @@ struct MemoryStats {
   int64_t num_ooms = 0;           // allocations that threw OutOfMemory
   int64_t num_segment_allocs = 0;
   int64_t num_segment_frees = 0;
+  // Expandable segments (Note [Expandable segments] in caching_allocator.h): growths of a
+  // segment's mapping, and unmappings of its free tail.
+  int64_t num_segment_maps = 0;
+  int64_t num_segment_unmaps = 0;
 
   bool operator==(const MemoryStats&) const = default;
 };

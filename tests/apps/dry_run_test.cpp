@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -106,6 +107,11 @@ TEST_P(DryRunTest, MetaWritesTheTraceOfTheRealRun) {
     a.checkpoint_segments = 1;
   }
   if (variant == "accumulation") a.gradient_accumulation_steps = 2;
+  if (variant == "expandable") {  // Note [Expandable segments], with large-pool blocks:
+    a.allocator = "expandable";   // logits of 32 x 64 tokens are 2 MiB
+    a.seq_len = 64;
+    a.per_device_train_batch_size = a.per_device_eval_batch_size = 32;
+  }
   if (variant == "row_chunks") {  // Note [Row-chunked head and MLP], inside checkpoints
     a.fused_head_loss = a.tiled_mlp = a.gradient_checkpointing = true;
     a.head_chunk_size = 20;
@@ -155,6 +161,11 @@ TEST_P(DryRunTest, MetaWritesTheTraceOfTheRealRun) {
   EXPECT_GT(real.peak_above_start, 0);
   for (const fs::path& dir : {fs::path(meta.output_dir), fs::path(plan_dir)})
     expect_trace_of(real, dir);
+  if (variant == "expandable") {
+    const auto maps = std::count_if(real.events.begin(), real.events.end(),
+                                    [](const auto& e) { return e.starts_with("\"segment_map\""); });
+    EXPECT_GT(maps, 0) << "the expandable run never grew its segment";
+  }
   // A plan starts from an empty meta allocator, so its figures are the peaks above the start.
   EXPECT_EQ(plan.peak_allocated, real.peak_above_start);
   EXPECT_EQ(plan.peak_reserved, real.reserved_peak_above_start);
@@ -275,7 +286,7 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values("fp32", "bf16", "checkpointing", "accumulation", "dropout",
                                          "fp16", "adamw_8bit", "adafactor", "adafactor_hf",
                                          "pure_bf16_sr", "optim_in_backward", "qlora",
-                                         "one_segment", "row_chunks")),
+                                         "one_segment", "row_chunks", "expandable")),
     [](const auto& info) {
       std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param);
       for (char& c : name)

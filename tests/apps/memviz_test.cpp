@@ -215,6 +215,36 @@ TEST_F(MemvizTest, EmbeddedEventsReplayToTheSnapshot) {
   EXPECT_EQ(snap_blocks.at({0, 0})["label"], "layers.0.weight");  // a named block, at least
 }
 
+// In the expandable mode (Note [Expandable segments] in tensor/memory/caching_allocator.h)
+// a segment grows by segment_map and shrinks by segment_unmap; the page's columns, replayed
+// as its script does, give the mapped sizes of the allocator's snapshot.
+TEST(MemvizExpandable, MappedSizesReplayToTheSnapshot) {
+  CachingAllocator a(Device::meta(), make_virtual_source());
+  a.set_mode(AllocatorMode::expandable);
+  run_steps(a);
+  a.empty_cache();
+  const json data = page_data(memviz_page(memviz_trace_from_json(chrome_trace_json(a), "t")));
+  const json& ev = data["events"];
+  std::map<uint64_t, uint64_t> segments;  // id -> size
+  std::map<std::string, int> counts;
+  for (size_t i = 0; i < ev["kind"].size(); ++i) {
+    const auto seg = ev["segment"][i].get<uint64_t>();
+    const auto size = ev["size"][i].get<uint64_t>();
+    const std::string k = data["kinds"][ev["kind"][i].get<size_t>()].get<std::string>();
+    ++counts[k];
+    if (k == "segment_alloc") segments[seg] = size;
+    if (k == "segment_map") segments[seg] += size;
+    if (k == "segment_unmap") segments[seg] -= size;
+    if (k == "segment_free") segments.erase(seg);
+  }
+  EXPECT_GT(counts["segment_map"], 0);
+  EXPECT_GT(counts["segment_unmap"], 0);
+  std::map<uint64_t, uint64_t> snap_segments;
+  const json snap = memory_snapshot_json(a);
+  for (const json& s : snap["segments"]) snap_segments[s["id"]] = s["size"];
+  EXPECT_EQ(segments, snap_segments);
+}
+
 // The SVG's polygons, turned back into bytes with the plot box and scale on its root.
 TEST_F(MemvizTest, SvgStacksAtThePeakEqualTheLedger) {
   const MemvizTrace t = memviz_trace_from_json(chrome_trace_json(a_), "t");
