@@ -23,6 +23,7 @@ struct Dims {
   bool in_backward = false;
   bool row_chunks = false;  // the fused head and the tiled MLP
   bool offload = false;     // checkpointed activations in host memory
+  bool expandable = false;  // --allocator expandable
 };
 
 // Whether `c` needs at least the memory of `d` in every dimension.
@@ -31,7 +32,8 @@ bool needs_more(const Dims& c, const Dims& d) {
   const bool precision = c.precision == d.precision || d.precision == Precision::pure_bf16;
   return c.micro >= d.micro && ckpt && c.optimizer >= d.optimizer && precision &&
          (!c.four_bit || d.four_bit) && (!c.in_backward || d.in_backward) &&
-         (!c.row_chunks || d.row_chunks) && (!c.offload || d.offload);
+         (!c.row_chunks || d.row_chunks) && (!c.offload || d.offload) &&
+         c.expandable == d.expandable;  // the allocators' reserved bytes are not ordered
 }
 
 constexpr const char* kOptimizers[] = {"adafactor", "adamw_8bit", "adamw_torch"};
@@ -48,7 +50,8 @@ int changes(const TrainArgs& base, const TrainArgs& a) {
          int(a.bf16 != base.bf16 || a.fp16 != base.fp16 || a.pure_bf16 != base.pure_bf16) +
          int(a.quantize != base.quantize) + int(a.optim_in_backward != base.optim_in_backward) +
          int(a.fused_head_loss != base.fused_head_loss || a.tiled_mlp != base.tiled_mlp) +
-         int(a.offload_activations != base.offload_activations);
+         int(a.offload_activations != base.offload_activations) +
+         int(a.allocator != base.allocator);
 }
 
 std::string setting_of(const TrainArgs& a) {
@@ -63,6 +66,7 @@ std::string setting_of(const TrainArgs& a) {
   if (a.optim_in_backward) s += ", in-backward";
   if (a.fused_head_loss || a.tiled_mlp) s += ", fused head + tiled MLP";
   if (a.offload_activations) s += ", offloaded activations";
+  if (a.allocator == "expandable") s += ", expandable segments";
   return s;
 }
 
@@ -95,6 +99,7 @@ std::string setting_flags(const TrainArgs& a) {
   if (a.optim_in_backward) s += " --optim_in_backward";
   if (a.offload_optimizer) s += " --offload_optimizer";
   if (a.offload_activations) s += " --offload_activations";
+  if (a.allocator != "native") s += " --allocator " + a.allocator;
   if (a.max_grad_norm == 0) s += " --max_grad_norm 0";
   return s;
 }
@@ -186,6 +191,7 @@ FitResult fit_search(const TrainArgs& base, const nn::ModelConfig& cfg, const Pl
     d.in_backward = a.optim_in_backward;
     d.row_chunks = a.fused_head_loss && a.tiled_mlp;
     d.offload = a.offload_activations;
+    d.expandable = a.allocator == "expandable";
     return d;
   };
   FitResult r;

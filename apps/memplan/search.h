@@ -3,25 +3,26 @@
 // (--max_batch_size) that fits.
 //
 // Note [The fit search]
-// The candidates hold the effective batch (micro-batch x accumulation) of the user's
-// flags and vary: the micro-batch over the divisors of that batch; checkpointing off, per
-// block, or in round(sqrt(L)) segments; the optimizer (adamw_torch, adamw_8bit, adafactor);
-// the precision (fp32, bf16 autocast, pure bf16; fp16 autocast on a card without bf16);
-// with --allow_qlora, an NF4 base with LoRA adapters (it changes what is trained, so only
-// when asked); optimizer-in-backward, only when --max_grad_norm is 0 (it cannot clip
-// by the global norm); the fused head with the tiled MLP (Note [Row-chunked head and MLP]
-// in nn/decoder.h); and, on a card with checkpointing, the checkpointed activations
-// offloaded to host memory (Note [Activation offload]). Flags the user gave stay on. Each candidate's step time comes from the cost model (Note [The
-// step's cost model]), which needs no plan; the candidates are then planned exactly in
-// order of that time, fastest first, and the first that fits is the answer. Times within
-// 1% of each other count as equal, and among them the setting that changes fewer of the
-// user's flags comes first (the cost model cannot tell AdamW from Adafactor to 1%, and
-// the user chose one). A candidate
-// that needs at least the memory of one that ran out of memory in every dimension (a
-// larger micro-batch, no more checkpointing, a larger optimizer state, a larger precision,
-// no 4-bit base, no optimizer-in-backward, no row chunking, no offload) is not planned: it would run out too. Memory is
-// ordered so along each dimension except fp32 against bf16 autocast, which is not ordered
-// (autocast adds bf16 weight copies and halves the activations) and so never implies.
+// The candidates hold the effective batch (micro-batch x accumulation) of the user's flags and
+// vary: the micro-batch over the divisors of that batch; checkpointing off, per block, or in
+// round(sqrt(L)) segments; the optimizer (adamw_torch, adamw_8bit, adafactor); the precision
+// (fp32, bf16 autocast, pure bf16; fp16 autocast on a card without bf16); with --allow_qlora,
+// an NF4 base with LoRA adapters (it changes what is trained, so only when asked); optimizer-
+// in-backward, only when --max_grad_norm is 0 (it cannot clip by the global norm); the fused
+// head with the tiled MLP (Note [Row-chunked head and MLP] in nn/decoder.h); and, on a card
+// with checkpointing, the checkpointed activations offloaded to host memory (Note [Activation
+// offload]); and the expandable allocator (Note [Expandable segments]). Flags the user gave
+// stay on. Each candidate's step time comes from the cost model (Note [The step's cost
+// model]), which needs no plan; the candidates are then planned exactly in order of that time,
+// fastest first, and the first that fits is the answer. Times within 1% of each other count as
+// equal, and among them the setting that changes fewer of the user's flags comes first (the
+// cost model cannot tell AdamW from Adafactor to 1%, and the user chose one). A candidate that
+// needs at least the memory of one that ran out of memory in every dimension (a larger micro-
+// batch, no more checkpointing, a larger optimizer state, a larger precision, no 4-bit base,
+// no optimizer-in-backward, no row chunking, no offload) is not planned: it would run out too.
+// Memory is ordered so along each dimension except fp32 against bf16 autocast, which is not
+// ordered (autocast adds bf16 weight copies and halves the activations) and so never implies,
+// nor do the two allocators (expandable segments merge free blocks but map whole granules).
 #pragma once
 
 #include <optional>
