@@ -22,12 +22,7 @@ namespace {
 using fitgrad::testing::all_close;
 using fitgrad::testing::expect_error;
 
-Tensor random_ids(int64_t b, int64_t t, int64_t vocab, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<int64_t> v(size_t(b * t));
-  for (auto& x : v) x = int64_t(rng() % uint64_t(vocab));
-  return Tensor::from_vector(v, {b, t}, DType::i64);
-}
+using fitgrad::testing::random_ids;
 
 std::vector<double> as_doubles(const Tensor& t) { return t.contiguous().to_vector<double>(); }
 

@@ -24,13 +24,7 @@ namespace {
 
 namespace ag = fitgrad::autograd;
 
-// ids (B, T) i64 uniform in [0, vocab) from mt19937_64(seed).
-Tensor random_ids(int64_t b, int64_t t, int64_t vocab, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<int64_t> v(size_t(b * t));
-  for (auto& x : v) x = int64_t(rng() % uint64_t(vocab));
-  return Tensor::from_vector(v, {b, t}, DType::i64);
-}
+using fitgrad::testing::random_ids;
 
 using fitgrad::testing::error_of;
 

@@ -18,18 +18,14 @@
 #include "nn/nf4_linear.h"
 #include "nn/target_modules.h"
 #include "tensor/memory/caching_allocator.h"
+#include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad::nn {
 namespace {
 
 namespace ag = fitgrad::autograd;
 
-Tensor random_ids(int64_t b, int64_t t, int64_t vocab, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<int64_t> v(size_t(b * t));
-  for (auto& x : v) x = int64_t(rng() % uint64_t(vocab));
-  return Tensor::from_vector(v, {b, t}, DType::i64);
-}
+using fitgrad::testing::random_ids;
 
 struct Step {
   double loss = 0;

@@ -29,6 +29,14 @@ inline Tensor random_tensor(const Shape& shape, uint64_t seed, DType dtype = DTy
   return Tensor::from_vector(v, shape, dtype);
 }
 
+// Token ids (B, T) i64, uniform in [0, vocab) from mt19937_64(seed).
+inline Tensor random_ids(int64_t b, int64_t t, int64_t vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<int64_t> v(size_t(b * t));
+  for (auto& x : v) x = int64_t(rng() % uint64_t(vocab));
+  return Tensor::from_vector(v, {b, t}, DType::i64);
+}
+
 // Row-major values of any tensor, as doubles.
 inline std::vector<double> to_f64(const Tensor& t) { return t.to_vector<double>(); }
 
