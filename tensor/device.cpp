@@ -24,7 +24,7 @@ Device Device::parse(std::string_view text) {
 
 std::string Device::str() const {
   switch (type) {
-    case DeviceType::cpu: return "cpu";
+    case DeviceType::cpu: return index == 0 ? "cpu" : fmt::format("cpu:{}", index);
     case DeviceType::meta: return "meta";
     case DeviceType::cuda: return fmt::format("cuda:{}", index);
   }

@@ -12,7 +12,7 @@ enum class DeviceType : uint8_t { cpu, cuda, meta };
 
 struct Device {
   DeviceType type = DeviceType::cpu;
-  int index = 0;  // only cuda uses it
+  int index = 0;  // cuda's card; cpu:1 and meta:1 are far memory (train/activation_offload.h)
 
   static Device cpu() { return {DeviceType::cpu, 0}; }
   static Device meta() { return {DeviceType::meta, 0}; }

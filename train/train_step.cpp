@@ -119,11 +119,14 @@ StepResult TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>
       alloc = &allocator_for(batch.ids.device());
       alloc->mark(fmt::format("step {} / forward", step + 1));
       Tensor loss;
+      // Note [Offload overlaps with one block in flight]: it lives until the backward is done.
+      std::optional<ActivationOffload> offload;
+      if (options_.offload_activations) offload.emplace(batch.ids.device());
       {
-        std::optional<autograd::SavedTensorHooksScope> offload;
-        if (options_.offload_activations)
-          offload.emplace(activation_offload_hooks(batch.ids.device()));
+        std::optional<autograd::SavedTensorHooksScope> hooks;
+        if (offload) hooks.emplace(offload->hooks());
         loss = model_.loss(batch.ids, batch.targets);
+        if (offload) offload->end_forward();
       }
       {
         autograd::NoGradGuard no_grad;

@@ -20,8 +20,8 @@
 //     (AdamW 28 B in fp32: the weight, its gradient and two moments read and written;
 //     Adam8bit 16 B; Adafactor and SGD 12 B; pure bf16 weights and gradients are half) and
 //     autocast's one cast of each weight (6 B).
-// Offloaded activations add each block's checkpointed input sent to the host and back at
-// 25 GB/s (PCIe 4.0 x16), since the copies do not yet overlap compute.
+// Offloaded activations send each block's checkpointed input to the host and back at 25 GB/s
+// (PCIe 4.0 x16) while the blocks compute: the step takes the longer of the two.
 // Optimizer-in-backward moves the optimizer's work, not its amount, so it costs the same.
 #pragma once
 

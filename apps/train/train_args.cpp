@@ -121,7 +121,8 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
            "and update them on the CPU (ZeRO-Offload; needs --device cuda, or meta to plan)");
   add_bool(cmd, "offload_activations", a.offload_activations,
            "With --gradient_checkpointing: keep the activations saved for backward in host "
-           "memory (needs --device cuda, or meta to plan)");
+           "memory, copied out and prefetched back while the card computes (on cpu: in a "
+           "separate host arena, cpu:1, that the device budget does not count)");
   cmd.add_option("--quantize", a.quantize,
                  "nf4: keep the frozen base in 4 bits (QLoRA; needs --lora_r)")
       ->check(CLI::IsMember({"", "nf4"}));
@@ -325,10 +326,6 @@ void validate(const TrainArgs& a) {
     if (!a.gradient_checkpointing)
       fail("offload_activations",
            "needs --gradient_checkpointing: it offloads the checkpointed activations");
-    if (target.type == DeviceType::cpu)
-      fail("offload_activations",
-           "needs --device cuda (or meta to plan it): on cpu the activations are host memory "
-           "already");
   }
   if (a.offload_optimizer) {
     if (a.optim_in_backward)

@@ -117,6 +117,20 @@ TEST_P(DryRunTest, MetaWritesTheTraceOfTheRealRun) {
     a.head_chunk_size = 20;
     a.mlp_tiles = 3;
   }
+  if (variant == "offload") {  // Note [Offload overlaps with one block in flight]
+    a.gradient_checkpointing = a.offload_activations = true;
+  }
+  if (variant == "long_context") {  // issue 27: all of its remedies together
+    a.gradient_checkpointing = a.offload_activations = a.fused_head_loss = a.tiled_mlp = true;
+    a.allocator = "expandable";
+    a.mlp_tiles = 2;  // tiles of 512 tokens: 2 MiB intermediates, in large-pool blocks
+    a.seq_len = 64;
+    a.per_device_train_batch_size = a.per_device_eval_batch_size = 16;
+    nn::ModelConfig cfg = nn::preset(model);
+    cfg.intermediate_size = 1024;
+    a.model = (root_ / "config.json").string();
+    std::ofstream(a.model) << nn::config_to_json(cfg).dump();
+  }
   if (variant == "adamw_8bit" || variant == "adafactor" || variant == "adafactor_hf")
     a.optim = variant;
   if (variant == "pure_bf16_sr") a.pure_bf16 = a.stochastic_rounding = true;
@@ -161,7 +175,7 @@ TEST_P(DryRunTest, MetaWritesTheTraceOfTheRealRun) {
   EXPECT_GT(real.peak_above_start, 0);
   for (const fs::path& dir : {fs::path(meta.output_dir), fs::path(plan_dir)})
     expect_trace_of(real, dir);
-  if (variant == "expandable") {
+  if (variant == "expandable" || variant == "long_context") {
     const auto maps = std::count_if(real.events.begin(), real.events.end(),
                                     [](const auto& e) { return e.starts_with("\"segment_map\""); });
     EXPECT_GT(maps, 0) << "the expandable run never grew its segment";
@@ -286,7 +300,8 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values("fp32", "bf16", "checkpointing", "accumulation", "dropout",
                                          "fp16", "adamw_8bit", "adafactor", "adafactor_hf",
                                          "pure_bf16_sr", "optim_in_backward", "qlora",
-                                         "one_segment", "row_chunks", "expandable")),
+                                         "one_segment", "row_chunks", "expandable", "offload",
+                                         "long_context")),
     [](const auto& info) {
       std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param);
       for (char& c : name)
