@@ -25,7 +25,7 @@ Device Device::parse(std::string_view text) {
 std::string Device::str() const {
   switch (type) {
     case DeviceType::cpu: return index == 0 ? "cpu" : fmt::format("cpu:{}", index);
-    case DeviceType::meta: return "meta";
+    case DeviceType::meta: return index == 0 ? "meta" : fmt::format("meta:{}", index);
     case DeviceType::cuda: return fmt::format("cuda:{}", index);
   }
   return "?";

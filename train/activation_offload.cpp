@@ -20,6 +20,11 @@ Device activation_far_memory(Device device) {
   return Device{DeviceType::cpu, 1};
 }
 
+CachingAllocator& far_memory_allocator(Device device) {
+  return device.type == DeviceType::cuda ? pinned_allocator()
+                                         : allocator_for(activation_far_memory(device));
+}
+
 struct ActivationOffload::State {
   // One saved tensor in far memory.
   struct Entry {

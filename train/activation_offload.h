@@ -31,11 +31,14 @@
 
 #include "autograd/node.h"
 #include "tensor/device.h"
+#include "tensor/memory/caching_allocator.h"
 
 namespace fitgrad::train {
 
 // Where `device` offloads activations: cpu (pinned) for cuda:N, meta:1 for meta, cpu:1 for cpu.
 Device activation_far_memory(Device device);
+// The allocator of that far memory (the pinned pool for a card), whose ledger shows it.
+CachingAllocator& far_memory_allocator(Device device);
 
 class ActivationOffload {
  public:

@@ -17,6 +17,7 @@
 #include "tensor/error.h"
 #include "tensor/memory/bytes.h"
 #include "tensor/random/generator.h"
+#include "train/activation_offload.h"
 
 namespace fitgrad::apps {
 namespace fs = std::filesystem;
@@ -244,6 +245,7 @@ void setup_run(TrainRun& r) {
   if (!a.memory_budget.empty()) r.alloc.set_capacity(parse_bytes(a.memory_budget));
   r.alloc.set_mode(parse_allocator_mode(a.allocator));
   r.alloc.reset_peak_stats();
+  if (a.offload_activations) train::far_memory_allocator(r.device).reset_peak_stats();
   r.alloc.mark("train: start");
   default_generator().manual_seed(a.seed);
 

@@ -11,6 +11,7 @@
 #include "tensor/error.h"
 #include "tensor/interrupt.h"
 #include "tensor/memory/bytes.h"
+#include "train/activation_offload.h"
 
 namespace fitgrad::apps {
 using nlohmann::json;
@@ -176,6 +177,13 @@ int run(TrainRun& r) {
                        r.step, seconds_since(r.run_start),
                        format_bytes(st.allocated_bytes[kAllPools].peak),
                        format_bytes(st.reserved_bytes[kAllPools].peak));
+  if (a.offload_activations) {
+    const Device far = train::activation_far_memory(r.device);
+    r.out << fmt::format(
+        "offloaded activations: {} in {} at the peak\n",
+        format_bytes(train::far_memory_allocator(r.device).stats().allocated_bytes[kAllPools].peak),
+        r.device.type == DeviceType::cuda ? "pinned host memory" : far.str());
+  }
   if (r.dry_run)
     r.out << fmt::format(
         "dry run: no losses and no checkpoints; wrote {} (memory.json, memory_trace.json, "
