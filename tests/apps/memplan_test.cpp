@@ -304,14 +304,13 @@ TEST(MemplanPlan, AMillionStepsPlanLikeEveryStepOfAShortRun) {
 // Note [One validation]: a plan is refused exactly when the run would be, with the run's
 // own words (issue 31: memplan planned --offload_optimizer on a CPU that train refuses).
 TEST(MemplanValidation, RefusedExactlyAsTrainRefuses) {
-  const std::vector<std::function<void(TrainArgs&)>> settings = {
-      [](TrainArgs& a) { a.offload_optimizer = true; },
-      [](TrainArgs& a) {
-        a.gradient_checkpointing = true;
-        a.offload_activations = true;
-      },
+  // --offload_activations plans and runs on cpu too (cpu:1 is its far memory), and only
+  // without checkpointing is it refused.
+  const std::vector<std::pair<std::function<void(TrainArgs&)>, std::string>> settings = {
+      {[](TrainArgs& a) { a.offload_optimizer = true; }, "needs --device cuda"},
+      {[](TrainArgs& a) { a.offload_activations = true; }, "needs --gradient_checkpointing"},
   };
-  for (const auto& set : settings) {
+  for (const auto& [set, refusal] : settings) {
     TrainArgs run;
     run.model = "gpt2-tiny";
     run.device = "cpu";
@@ -336,11 +335,20 @@ TEST(MemplanValidation, RefusedExactlyAsTrainRefuses) {
     } catch (const Error& e) {
       memplan_error = e.what();
     }
-    EXPECT_THAT(train_error, ::testing::HasSubstr("needs --device cuda"));
+    EXPECT_THAT(train_error, ::testing::HasSubstr(refusal));
     EXPECT_EQ(memplan_error, train_error);
-    m.train.device = "cuda";  // the same plan for a card is made
-    EXPECT_EQ(run_memplan(m, out, err), 0) << err.str();
   }
+  MemplanArgs m;
+  m.train.model = "gpt2-tiny";
+  m.train.device = "cuda";  // the plan of --offload_optimizer for a card is made
+  m.train.seq_len = 32;
+  m.train.offload_optimizer = true;
+  std::ostringstream out, err;
+  EXPECT_EQ(run_memplan(m, out, err), 0) << err.str();
+  m.train.device = "cpu";
+  m.train.offload_optimizer = false;
+  m.train.gradient_checkpointing = m.train.offload_activations = true;
+  EXPECT_EQ(run_memplan(m, out, err), 0) << err.str();
 }
 
 TEST(MemplanPlan, ModulesOfLabels) {
