@@ -5,7 +5,8 @@
 // [Row-chunked head and MLP] in nn/decoder.h) the same step fits, with the same loss, and
 // the plain step's out-of-memory report names the MLP that the tiles remove; offloading the
 // block inputs as well (Note [Offload overlaps with one block in flight]) lets eight such
-// blocks fit a budget that the row chunks alone exceed. (About 20 s: attention at 16k tokens.)
+// blocks fit a budget that the row chunks alone exceed, and a few steps with every remedy
+// together log the plain run's losses. (About 20 s: attention at 16k tokens.)
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -21,57 +22,88 @@ namespace fitgrad::apps {
 namespace {
 namespace fs = std::filesystem;
 
-TEST(LongContext, SixteenThousandTokensFitABudgetThatThePlainStepExceeds) {
-  const fs::path root =
-      fs::temp_directory_path() / ("fitgrad_long_context_" + std::to_string(::getpid()));
-  fs::remove_all(root);
-  fs::create_directories(root);
-  nn::ModelConfig cfg = nn::preset("llama-tiny");
-  cfg.intermediate_size = 1024;
-  cfg.max_position_embeddings = 16384;
-  std::ofstream(root / "config.json") << nn::config_to_json(cfg).dump();
-  {
-    std::ifstream in(std::string(FITGRAD_SOURCE_DIR) + "/data/assets/austen.txt", std::ios::binary);
-    std::string text(800000, '\0');
-    in.read(text.data(), std::streamsize(text.size()));
-    ASSERT_EQ(in.gcount(), std::streamsize(text.size()));
-    std::ofstream(root / "text.txt", std::ios::binary) << text;
+class LongContext : public ::testing::Test {
+ protected:
+  LongContext()
+      : root_(fs::temp_directory_path() / ("fitgrad_long_context_" + std::to_string(::getpid()))) {
+    fs::remove_all(root_);
+    fs::create_directories(root_);
   }
-  TrainArgs a;
-  a.model = (root / "config.json").string();
-  a.data = (root / "text.txt").string();
-  a.seq_len = 16384;
-  a.per_device_train_batch_size = 1;
-  a.max_steps = 1;
-  a.eval_strategy = "no";
-  a.save_strategy = "no";
-  a.progress = "plain";
-  a.gradient_checkpointing = true;
+  ~LongContext() override {
+    if (!std::getenv("FITGRAD_KEEP")) fs::remove_all(root_);
+  }
+
+  // The first `bytes` of Austen as a data file.
+  std::string austen(size_t bytes) const {
+    std::ifstream in(std::string(FITGRAD_SOURCE_DIR) + "/data/assets/austen.txt", std::ios::binary);
+    std::string text(bytes, '\0');
+    in.read(text.data(), std::streamsize(text.size()));
+    EXPECT_EQ(in.gcount(), std::streamsize(text.size()));
+    std::ofstream(root_ / "text.txt", std::ios::binary) << text;
+    return (root_ / "text.txt").string();
+  }
+
+  // One checkpointed step at 16,384 tokens of llama-tiny with `layers` blocks of MLP 1024.
+  TrainArgs long_step(int64_t layers) const {
+    nn::ModelConfig cfg = nn::preset("llama-tiny");
+    cfg.num_layers = layers;
+    cfg.intermediate_size = 1024;
+    cfg.max_position_embeddings = 16384;
+    std::ofstream(root_ / "config.json") << nn::config_to_json(cfg).dump();
+    TrainArgs a = short_run();
+    a.model = (root_ / "config.json").string();
+    a.seq_len = 16384;
+    a.per_device_train_batch_size = 1;
+    a.max_steps = 1;
+    return a;
+  }
+
+  static TrainArgs short_run() {
+    TrainArgs a;
+    a.eval_strategy = "no";
+    a.save_strategy = "no";
+    a.progress = "plain";
+    a.gradient_checkpointing = true;
+    return a;
+  }
+
+  // Runs `a` into root/`dir`: its exit code, with what it printed to stdout and stderr.
+  int run(TrainArgs a, const std::string& dir, std::string* out_text, std::string* err_text) {
+    a.output_dir = (root_ / dir).string();
+    std::ostringstream out, err;
+    const int code = run_train(a, out, err);
+    *out_text = out.str();
+    *err_text = err.str();
+    return code;
+  }
+
+  fs::path root_;
+};
+
+TEST_F(LongContext, SixteenThousandTokensFitABudgetThatThePlainStepExceeds) {
+  TrainArgs a = long_step(2);
+  a.data = austen(800000);
   a.memory_budget = "96MiB";
 
   // The plain step's out-of-memory, from its dry run (which allocates as the CPU run does,
   // event for event: tests/apps/dry_run_test.cpp) to save the CPU run's forward.
   TrainArgs plain = a;
   plain.device = "meta";
-  plain.output_dir = (root / "plain").string();
-  std::ostringstream out1, err1;
-  EXPECT_EQ(run_train(plain, out1, err1), kExitOutOfMemory) << err1.str();
-  EXPECT_NE(err1.str().find("out of memory"), std::string::npos) << err1.str();
-  EXPECT_NE(err1.str().find(".mlp"), std::string::npos) << err1.str();
+  std::string out, err;
+  EXPECT_EQ(run(plain, "plain", &out, &err), kExitOutOfMemory) << err;
+  EXPECT_NE(err.find("out of memory"), std::string::npos) << err;
+  EXPECT_NE(err.find(".mlp"), std::string::npos) << err;
 
   // Every remedy of issue 27 together: the offloaded block inputs and expandable segments
   // change no value (tests/train/activation_offload_test.cpp), so the loss is the same.
   TrainArgs chunked = a;
   chunked.fused_head_loss = chunked.tiled_mlp = chunked.offload_activations = true;
   chunked.allocator = "expandable";
-  chunked.output_dir = (root / "chunked").string();
-  std::ostringstream out2, err2;
-  ASSERT_EQ(run_train(chunked, out2, err2), 0) << err2.str();
+  ASSERT_EQ(run(chunked, "chunked", &out, &err), 0) << err;
   // The untiled step's loss at this seed and data, from the same run without the budget:
   // 5.5610 (bench/RESULTS.md, issue 27).
-  EXPECT_NE(err2.str().find("loss 5.5610"), std::string::npos) << err2.str();
-  EXPECT_NE(out2.str().find("offloaded activations: "), std::string::npos) << out2.str();
-  if (!std::getenv("FITGRAD_KEEP")) fs::remove_all(root);
+  EXPECT_NE(err.find("loss 5.5610"), std::string::npos) << err;
+  EXPECT_NE(out.find("offloaded activations: "), std::string::npos) << out;
 }
 
 // The losses and gradient norms a run wrote to metrics.jsonl, step by step.
@@ -90,41 +122,24 @@ std::vector<std::pair<double, double>> logged(const fs::path& dir) {
 // losses and gradient norms to 2e-5 relative. The row chunks sum the head's and the MLP's
 // products chunk by chunk, a different order of float additions (2e-5 is the bound of
 // tests/nn/row_chunking_test.cpp); the offload and the allocator change no value.
-TEST(LongContext, AllRemediesTogetherTrainLikeThePlainRun) {
-  const fs::path root =
-      fs::temp_directory_path() / ("fitgrad_long_together_" + std::to_string(::getpid()));
-  fs::remove_all(root);
-  fs::create_directories(root);
-  TrainArgs a;
-  a.model = "llama-tiny";
-  {
-    std::ifstream in(std::string(FITGRAD_SOURCE_DIR) + "/data/assets/austen.txt", std::ios::binary);
-    std::string text(20000, '\0');
-    in.read(text.data(), std::streamsize(text.size()));
-    std::ofstream(root / "text.txt", std::ios::binary) << text;
-  }
-  a.data = (root / "text.txt").string();
-  a.seq_len = 64;
-  a.per_device_train_batch_size = 4;
-  a.max_steps = 4;
-  a.logging_steps = 1;
-  a.learning_rate = 1e-3;
-  a.eval_strategy = "no";
-  a.save_strategy = "no";
-  a.progress = "plain";
-  a.gradient_checkpointing = true;
-  TrainArgs plain = a, together = a;
-  plain.output_dir = (root / "plain").string();
-  together.output_dir = (root / "together").string();
+TEST_F(LongContext, AllRemediesTogetherTrainLikeThePlainRun) {
+  TrainArgs plain = short_run();
+  plain.model = "llama-tiny";
+  plain.data = austen(20000);
+  plain.seq_len = 64;
+  plain.per_device_train_batch_size = 4;
+  plain.max_steps = 4;
+  plain.logging_steps = 1;
+  plain.learning_rate = 1e-3;
+  TrainArgs together = plain;
   together.fused_head_loss = together.tiled_mlp = together.offload_activations = true;
   together.head_chunk_size = 48;
   together.mlp_tiles = 3;
   together.allocator = "expandable";
-  for (const TrainArgs* r : {&plain, &together}) {
-    std::ostringstream out, err;
-    ASSERT_EQ(run_train(*r, out, err), 0) << err.str();
-  }
-  const auto want = logged(plain.output_dir), got = logged(together.output_dir);
+  std::string out, err;
+  ASSERT_EQ(run(plain, "plain", &out, &err), 0) << err;
+  ASSERT_EQ(run(together, "together", &out, &err), 0) << err;
+  const auto want = logged(root_ / "plain"), got = logged(root_ / "together");
   ASSERT_EQ(want.size(), 4u);
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) {
@@ -132,7 +147,6 @@ TEST(LongContext, AllRemediesTogetherTrainLikeThePlainRun) {
     EXPECT_NEAR(got[i].second, want[i].second, 2e-5 * want[i].second)
         << "gradient norm of step " << i + 1;
   }
-  fs::remove_all(root);
 }
 
 // Eight such blocks at 16,384 tokens keep eight 4 MiB block inputs through the step. With the
@@ -140,44 +154,21 @@ TEST(LongContext, AllRemediesTogetherTrainLikeThePlainRun) {
 // tests/apps/dry_run_test.cpp) peaks at 86.23 MiB and runs out of a 76 MiB budget, whose
 // report names the block inputs; offloaded, they wait in meta:1 and the step peaks at 67.02
 // MiB (bench/RESULTS.md, issue 27).
-TEST(LongContext, OffloadedBlockInputsFitWhereRowChunksAloneDoNot) {
-  const fs::path root =
-      fs::temp_directory_path() / ("fitgrad_long_offload_" + std::to_string(::getpid()));
-  fs::remove_all(root);
-  fs::create_directories(root);
-  nn::ModelConfig cfg = nn::preset("llama-tiny");
-  cfg.num_layers = 8;
-  cfg.intermediate_size = 1024;
-  cfg.max_position_embeddings = 16384;
-  std::ofstream(root / "config.json") << nn::config_to_json(cfg).dump();
-  TrainArgs a;
-  a.model = (root / "config.json").string();
+TEST_F(LongContext, OffloadedBlockInputsFitWhereRowChunksAloneDoNot) {
+  TrainArgs a = long_step(8);
   a.device = "meta";
-  a.seq_len = 16384;
-  a.per_device_train_batch_size = 1;
-  a.max_steps = 1;
-  a.eval_strategy = "no";
-  a.save_strategy = "no";
-  a.progress = "plain";
-  a.gradient_checkpointing = a.fused_head_loss = a.tiled_mlp = true;
+  a.fused_head_loss = a.tiled_mlp = true;
   a.mlp_tiles = 32;
   a.memory_budget = "76MiB";
+  std::string out, err;
+  EXPECT_EQ(run(a, "chunked", &out, &err), kExitOutOfMemory) << err;
+  EXPECT_NE(err.find("model.layers.0"), std::string::npos) << err;
 
-  TrainArgs chunked = a;
-  chunked.output_dir = (root / "chunked").string();
-  std::ostringstream out1, err1;
-  EXPECT_EQ(run_train(chunked, out1, err1), kExitOutOfMemory) << err1.str();
-  EXPECT_NE(err1.str().find("model.layers.0"), std::string::npos) << err1.str();
-
-  TrainArgs offloaded = a;
-  offloaded.offload_activations = true;
-  offloaded.allocator = "expandable";
-  offloaded.output_dir = (root / "offloaded").string();
-  std::ostringstream out2, err2;
-  ASSERT_EQ(run_train(offloaded, out2, err2), 0) << err2.str();
-  EXPECT_NE(out2.str().find("peak memory 67.02 MiB allocated"), std::string::npos) << out2.str();
-  EXPECT_NE(out2.str().find("MiB in meta:1 at the peak"), std::string::npos) << out2.str();
-  fs::remove_all(root);
+  a.offload_activations = true;
+  a.allocator = "expandable";
+  ASSERT_EQ(run(a, "offloaded", &out, &err), 0) << err;
+  EXPECT_NE(out.find("peak memory 67.02 MiB allocated"), std::string::npos) << out;
+  EXPECT_NE(out.find("MiB in meta:1 at the peak"), std::string::npos) << out;
 }
 
 }  // namespace
