@@ -74,9 +74,11 @@ T parse_number(const std::string& key, const std::string& text, const char* what
   return v;
 }
 
-// The options of an APOLLO name with Hugging Face's --optim_args keys applied (transformers'
-// names for apollo_torch's group options).
+}  // namespace
+
+// Hugging Face's --optim_args keys are transformers' names for apollo_torch's group options.
 ApolloOptions apollo_options(const std::string& name, const OptimizerExtras& extras) {
+  FG_CHECK(is_apollo(name), "[optim] '{}' is not apollo or apollo_mini", name);
   ApolloOptions a = name == "apollo_mini" ? apollo_mini_options() : ApolloOptions{};
   a.seed = extras.seed;
   if (!extras.target_modules.empty()) {
@@ -117,8 +119,6 @@ ApolloOptions apollo_options(const std::string& name, const OptimizerExtras& ext
   check_apollo_options(a, name == "apollo_mini" ? kApollo[1] : kApollo[0]);
   return a;
 }
-
-}  // namespace
 
 void check_optimizer_extras(const std::string& hf_name, const OptimizerExtras& extras) {
   if (is_apollo(hf_name)) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "optim/adamw.h"
+#include "optim/apollo.h"
 #include "optim/optimizer.h"
 
 namespace fitgrad::optim {
@@ -41,6 +42,9 @@ std::unique_ptr<Optimizer> make_optimizer(const std::string& hf_name,
 // Throws what make_optimizer would for `extras` under `hf_name` (before any parameter
 // exists: train's flag checks).
 void check_optimizer_extras(const std::string& hf_name, const OptimizerExtras& extras);
+// The options make_optimizer gives "apollo" or "apollo_mini" under `extras`, before o's lr,
+// betas and eps (memplan's cost model reads the rank); throws as make_optimizer does.
+ApolloOptions apollo_options(const std::string& hf_name, const OptimizerExtras& extras);
 // The names make_optimizer accepts.
 std::vector<std::string> optimizer_names();
 
