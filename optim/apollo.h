@@ -46,7 +46,7 @@
 // 8 r max(m, n) + 4 bytes instead of AdamW's 8 m n. Any other parameter has "exp_avg" and
 // "exp_avg_sq" shaped like itself. Each step of a projected weight also takes, for the step
 // only, P and R in the gradient's dtype and the kernel's workspace (Note [APOLLO's
-// workspace] in tensor/backend/kernel_args.h).
+// workspace] in tensor/backend/apollo_workspace.h).
 #pragma once
 
 #include <cstdint>

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "tensor/backend/apollo_workspace.h"
 #include "tensor/backend/strided.h"
 #include "tensor/random/generator.h"
 #include "tensor/tensor.h"
@@ -426,25 +427,8 @@ struct ApolloArgs {
   Tensor low;                  // (rows, rank) or (rank, cols), contiguous, grad's dtype
   Tensor exp_avg, exp_avg_sq;  // f32, low's shape
   Tensor norm;                 // f32 (1)
-  Tensor workspace;            // apollo_workspace(...).doubles doubles, temporary
+  Tensor workspace;            // apollo_workspace(rows, cols, right).doubles, temporary
   StochasticRounding sr;
 };
-// Note [APOLLO's workspace]
-// In doubles: the channels' sums of N^2 (each then replaced by its f32 scale s_c), their
-// sums of R^2, one sum of (g s)^2 per row of the parameter, the tensor-wise scale, and the
-// coefficient step / l. channels = rows when right, else cols.
-struct ApolloWorkspace {
-  int64_t update_sums = 0, low_sums = 0, row_sums = 0, scale = 0, coef = 0, doubles = 0;
-};
-inline ApolloWorkspace apollo_workspace(int64_t rows, int64_t cols, bool right) {
-  const int64_t channels = right ? rows : cols;
-  ApolloWorkspace w;
-  w.low_sums = channels;
-  w.row_sums = 2 * channels;
-  w.scale = 2 * channels + rows;
-  w.coef = w.scale + 1;
-  w.doubles = w.coef + 1;
-  return w;
-}
 
 }  // namespace fitgrad::backend
