@@ -109,11 +109,15 @@ Tensor Apollo::projection(size_t index, int64_t refresh, DType dtype) const {
 
 void Apollo::update(size_t i, const ParamGroup& group, const std::string& name, const Tensor& p,
                     const Tensor& g) {
+  // A backend without a kernel throws here, before any change.
   const bool projected = projected_[i];
-  for (backend::OpId op : projected ? std::vector{backend::OpId::apollo_update,
-                                                  backend::OpId::normal_, backend::OpId::matmul}
-                                    : std::vector{backend::OpId::adamw_update})
-    backend::require_kernel(op, p.device());  // before any change
+  if (projected) {
+    for (backend::OpId op :
+         {backend::OpId::normal_, backend::OpId::matmul, backend::OpId::apollo_update})
+      backend::require_kernel(op, p.device());
+  } else {
+    backend::require_kernel(backend::OpId::adamw_update, p.device());
+  }
   ParamStates::State& s = states_.begin_update(i);
   const double t = double(s.step);
   const double step =
