@@ -1,10 +1,10 @@
-// The launchers of the optimizer kernels (cuda/kernels/optim.cu, apollo.cu): AdamW, SGD,
-// Adam8bit (its 8-bit and 32-bit kernels), Adafactor, APOLLO, the sum of squares and the
-// in-place scale. As in launch.h, parameters are plain values, pointers (device memory unless
-// said otherwise) and the stream; each returns the first failing launch's cudaError_t, and
-// launches nothing for no elements. The constants are the fields of tensor/backend/kernel_args.h's scalar
-// structs, which a .cu file cannot include (Note [No fmt in .cu files]); the adapters in
-// cuda/ops/optim.cpp copy them over.
+// The launchers of the optimizer kernels (cuda/kernels/optim.cu, apollo.cu): AdamW, SGD, Adam8bit
+// (its 8-bit and 32-bit kernels), Adafactor, APOLLO, the sum of squares and the in-place scale. As
+// in launch.h, parameters are plain values, pointers (device memory unless said otherwise) and the
+// stream; each returns the first failing launch's cudaError_t, and launches nothing for no
+// elements. The constants are the fields of tensor/backend/kernel_args.h's scalar structs, which a
+// .cu file cannot include (Note [No fmt in .cu files]); the adapters in cuda/ops/optim.cpp copy
+// them over.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -1,7 +1,7 @@
-// Front-ends of the fused optimizer kernels (DESIGN.md, Ops: optim/ reaches kernels only
-// through ops): one pass over a parameter for AdamW and SGD, a few for Adam8bit, Adafactor
-// and APOLLO, and the squared norm and the in-place scale of gradient clipping. Each checks its tensors and dispatches once; the
-// scalars are those of tensor/backend/kernel_args.h, computed by optim/.
+// Front-ends of the fused optimizer kernels (DESIGN.md, Ops: optim/ reaches kernels only through
+// ops): one pass over a parameter for AdamW and SGD, a few for Adam8bit, Adafactor and APOLLO, and
+// the squared norm and the in-place scale of gradient clipping. Each checks its tensors and
+// dispatches once; the scalars are those of tensor/backend/kernel_args.h, computed by optim/.
 #pragma once
 
 #include "tensor/backend/kernel_args.h"

@@ -1,7 +1,7 @@
 // `fitgrad train --device cuda:0` against the CPU (issue 15), where a GPU is usable: for
 // gpt2-tiny and llama-tiny in fp32, bf16, checkpointing, adamw_8bit, adafactor, apollo (rank
-// 8) and apollo_mini, pure bf16 with stochastic rounding, QLoRA, --offload_optimizer and --offload_activations (the CPU
-// run without them), the cuda run
+// 8) and apollo_mini, pure bf16 with stochastic rounding, QLoRA, --offload_optimizer and
+// --offload_activations (the CPU run without them), the cuda run
 //   - logs the CPU run's losses within the dtype's tolerance, step by step;
 //   - makes exactly the allocations that memplan's plan for this card makes (the plan's
 //     profile is the card's: profile_for(cuda:0)), event for event, with the same peaks

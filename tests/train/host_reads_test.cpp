@@ -1,10 +1,10 @@
 // A training step makes no host read outside logging (issue 26, Note [Host reads] in
-// tensor/host_reads.h): the CPU counts the reads that the same code makes on a card, where
-// each would drain the kernel queue. Steps with gradient accumulation, global-norm clipping,
-// bf16 autocast and attention dropout (the composed path with its causal mask), and APOLLO's
-// steps, read nothing; the logging read is exactly one; fp16's loss scaler reads once per
-// step (Note [The loss scaler's one read]). The counter itself is checked first, so that a zero is not a counter
-// that never moves.
+// tensor/host_reads.h): the CPU counts the reads that the same code makes on a card, where each
+// would drain the kernel queue. Steps with gradient accumulation, global-norm clipping, bf16
+// autocast and attention dropout (the composed path with its causal mask), and APOLLO's steps, read
+// nothing; the logging read is exactly one; fp16's loss scaler reads once per step (Note [The loss
+// scaler's one read]). The counter itself is checked first, so that a zero is not a counter that
+// never moves.
 #include "tensor/host_reads.h"
 
 #include <gtest/gtest.h>

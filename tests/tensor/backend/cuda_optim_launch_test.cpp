@@ -1,9 +1,10 @@
-// The CUDA optimizer kernels' plain C++ halves (tensor/backend/cuda_optim_launch.h, Note
-// [CUDA optimizer launch shapes]), checked on the CPU: Adam8bit's grid and its one thread
-// per absmax-block element, sum of squares' partials within the workspace the CUDA rules
-// size, Adafactor's column chunks and workspace layout within adafactor_workspace_doubles,
-// APOLLO's workspace layout, and the 8-bit code search of the Adam8bit kernel against tensor/quant's CodeSearch, which
-// the CPU kernel uses: the same code for every value, so the codes are byte-identical.
+// The CUDA optimizer kernels' plain C++ halves (tensor/backend/cuda_optim_launch.h, Note [CUDA
+// optimizer launch shapes]), checked on the CPU: Adam8bit's grid and its one thread per
+// absmax-block element, sum of squares' partials within the workspace the CUDA rules size,
+// Adafactor's column chunks and workspace layout within adafactor_workspace_doubles, APOLLO's
+// workspace layout, and the 8-bit code search of the Adam8bit kernel against tensor/quant's
+// CodeSearch, which the CPU kernel uses: the same code for every value, so the codes are
+// byte-identical.
 #include "tensor/backend/cuda_optim_launch.h"
 
 #include <gtest/gtest.h>
