@@ -1,4 +1,4 @@
-// What each memory-saving choice of issue 12 costs on GPT-2 (124M): one table row per
+// What each memory-saving choice of issues 12 and 28 costs on GPT-2 (124M): one table row per
 // optimizer x precision with the optimizer's state elements and MiB as its specs declare
 // them (what it requests from the ledger), the MiB the ledger holds for optimizer_state
 // after the first step (with the allocator's rounding), the requested bytes per
@@ -8,6 +8,7 @@
 // seconds, and the table is its output.
 //
 // Usage: build/bench/optimizer_memory [--seq N] [--batch N] [--steps N] [--layers N]
+//        [--optim NAME] (only that optimizer's rows)
 // The step is train::TrainStep on random token ids, no dropout, max_grad_norm 0 (so the
 // optimizer-in-backward row is comparable), on the CPU.
 #include <algorithm>
@@ -35,6 +36,7 @@ struct Row {
 
 struct Args {
   int64_t seq = 128, batch = 1, steps = 3, layers = 12;
+  std::string optim;  // "": every row
 };
 
 double mib(int64_t b) { return double(b) / double(1 << 20); }
@@ -94,7 +96,9 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const int64_t v = std::atoll(argv[i + 1]);
-    if (flag == "--seq")
+    if (flag == "--optim")
+      args.optim = argv[i + 1];
+    else if (flag == "--seq")
       args.seq = v;
     else if (flag == "--batch")
       args.batch = v;
@@ -128,7 +132,13 @@ int main(int argc, char** argv) {
       {"adafactor_hf", "fp32"},
       {"adafactor_hf", "pure_bf16"},
       {"sgd", "fp32"},
+      {"apollo", "fp32"},
+      {"apollo", "pure_bf16"},
+      {"apollo_mini", "fp32"},
+      {"apollo_mini", "pure_bf16"},
+      {"apollo_mini", "fp32 + in-backward"},
   };
-  for (const Row& row : rows) run_row(row, args);
+  for (const Row& row : rows)
+    if (args.optim.empty() || args.optim == row.optim) run_row(row, args);
   return 0;
 }

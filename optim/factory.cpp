@@ -4,8 +4,13 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <charconv>
+#include <set>
+
 #include "optim/adafactor.h"
 #include "optim/adam8bit.h"
+#include "optim/apollo.h"
 #include "optim/sgd.h"
 #include "tensor/error.h"
 
@@ -44,7 +49,88 @@ constexpr const char* kNotYet[] = {
     "schedule_free_sgd",
 };
 
+constexpr const char* kApollo[] = {"apollo", "apollo_mini"};
+
+bool is_apollo(const std::string& name) { return name == kApollo[0] || name == kApollo[1]; }
+
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = std::min(text.find(',', start), text.size());
+    out.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+// A number of `what` kind from the whole of `text`, or throws naming the key.
+template <class T>
+T parse_number(const std::string& key, const std::string& text, const char* what) {
+  T v{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  FG_CHECK(ec == std::errc() && end == text.data() + text.size(),
+           "[optim] --optim_args: {} must be {}, got '{}'", key, what, text);
+  return v;
+}
+
 }  // namespace
+
+// Hugging Face's --optim_args keys are transformers' names for apollo_torch's group options.
+ApolloOptions apollo_options(const std::string& name, const OptimizerExtras& extras) {
+  FG_CHECK(is_apollo(name), "[optim] '{}' is not apollo or apollo_mini", name);
+  ApolloOptions a = name == "apollo_mini" ? apollo_mini_options() : ApolloOptions{};
+  a.seed = extras.seed;
+  if (!extras.target_modules.empty()) {
+    a.target_modules = split_commas(extras.target_modules);
+    for (const std::string& t : a.target_modules)
+      FG_CHECK(!t.empty(), "[optim] --optim_target_modules '{}' has an empty name",
+               extras.target_modules);
+  }
+  if (extras.optim_args.empty()) return a;
+  std::set<std::string> seen;
+  for (const std::string& item : split_commas(extras.optim_args)) {
+    const size_t eq = item.find('=');
+    FG_CHECK(eq != std::string::npos, "[optim] --optim_args: '{}' is not key=value", item);
+    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    FG_CHECK(seen.insert(key).second, "[optim] --optim_args: {} is given twice", key);
+    if (key == "rank") {
+      a.rank = parse_number<int64_t>(key, value, "an integer");
+    } else if (key == "scale") {
+      a.scale = parse_number<double>(key, value, "a number");
+    } else if (key == "update_proj_gap") {
+      a.update_proj_gap = parse_number<int64_t>(key, value, "an integer");
+    } else if (key == "scale_type") {
+      FG_CHECK(value == "channel" || value == "tensor",
+               "[optim] --optim_args: scale_type must be channel or tensor, got '{}'", value);
+      a.scaling = value == "channel" ? ApolloScaling::channel : ApolloScaling::tensor;
+    } else if (key == "proj" || key == "proj_type") {
+      const char* only = key == "proj" ? "random" : "std";
+      FG_CHECK(value == only,
+               "[optim] --optim_args: {} must be {} (fitgrad has no other), got '{}'", key, only,
+               value);
+    } else {
+      throw Error(fmt::format(
+          "[optim] --optim_args: unknown key '{}' for {} (known: rank, scale, scale_type, "
+          "update_proj_gap, proj, proj_type)",
+          key, name));
+    }
+  }
+  check_apollo_options(a, name == "apollo_mini" ? kApollo[1] : kApollo[0]);
+  return a;
+}
+
+void check_optimizer_extras(const std::string& hf_name, const OptimizerExtras& extras) {
+  if (is_apollo(hf_name)) {
+    apollo_options(hf_name, extras);
+    return;
+  }
+  FG_CHECK(extras.optim_args.empty(),
+           "[optim] --optim_args is read only by apollo and apollo_mini, not by {}", hf_name);
+  FG_CHECK(extras.target_modules.empty(),
+           "[optim] --optim_target_modules is read only by apollo and apollo_mini, not by {}",
+           hf_name);
+}
 
 std::vector<std::string> optimizer_names() {
   std::vector<std::string> names(std::begin(kAdamW), std::end(kAdamW));
@@ -52,12 +138,23 @@ std::vector<std::string> optimizer_names() {
   names.insert(names.end(), std::begin(kAdam8bit), std::end(kAdam8bit));
   names.emplace_back("adafactor");
   names.emplace_back("adafactor_hf");
+  names.insert(names.end(), std::begin(kApollo), std::end(kApollo));
   return names;
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const std::string& hf_name,
                                           std::vector<ParamGroup> groups, const AdamWOptions& o,
-                                          bool lr_given) {
+                                          bool lr_given, const OptimizerExtras& extras) {
+  check_optimizer_extras(hf_name, extras);
+  if (is_apollo(hf_name)) {
+    ApolloOptions a = apollo_options(hf_name, extras);
+    a.lr = o.lr;
+    a.beta1 = o.beta1;
+    a.beta2 = o.beta2;
+    a.eps = o.eps;
+    return std::make_unique<Apollo>(std::move(groups), a,
+                                    hf_name == "apollo" ? kApollo[0] : kApollo[1]);
+  }
   for (const char* name : kAdamW)
     if (hf_name == name) return std::make_unique<AdamW>(std::move(groups), o);
   for (const char* name : kAdam8bit)

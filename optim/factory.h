@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "optim/adamw.h"
+#include "optim/apollo.h"
 #include "optim/optimizer.h"
 
 namespace fitgrad::optim {
@@ -21,9 +22,29 @@ namespace fitgrad::optim {
 // AdamW, as later transformers releases do. A name transformers knows and fitgrad does not
 // have throws "[optim] 'x' is not implemented yet (available: ...)", any other name
 // "[optim] unknown optimizer 'x' (known: ...)".
+//
+// "apollo" and "apollo_mini" make APOLLO (optim/apollo.h) with its published defaults and
+// APOLLO-Mini's (rank 1, scale 128, tensor-wise), with o's lr, betas and eps (as transformers'
+// Trainer passes its own to apollo_torch); `extras` overrides them as Hugging Face does:
+// optim_args "rank=128,scale=2,scale_type=channel,update_proj_gap=100" (also proj=random and
+// proj_type=std, the only values fitgrad has), target_modules "attn,mlp" (the substrings
+// that select the projected weights), and seed the projections'. optim_args or
+// target_modules with any other optimizer, or a key or value it does not know, throws
+// "[optim] --optim_args ..." / "[optim] --optim_target_modules ...".
+struct OptimizerExtras {
+  std::string optim_args;      // "key=value,...", Hugging Face's --optim_args; "" for none
+  std::string target_modules;  // comma-separated; "" for the optimizer's default
+  uint64_t seed = 0;
+};
 std::unique_ptr<Optimizer> make_optimizer(const std::string& hf_name,
                                           std::vector<ParamGroup> groups, const AdamWOptions& o,
-                                          bool lr_given = true);
+                                          bool lr_given = true, const OptimizerExtras& extras = {});
+// Throws what make_optimizer would for `extras` under `hf_name` (before any parameter
+// exists: train's flag checks).
+void check_optimizer_extras(const std::string& hf_name, const OptimizerExtras& extras);
+// The options make_optimizer gives "apollo" or "apollo_mini" under `extras`, before o's lr,
+// betas and eps (memplan's cost model reads the rank); throws as make_optimizer does.
+ApolloOptions apollo_options(const std::string& hf_name, const OptimizerExtras& extras);
 // The names make_optimizer accepts.
 std::vector<std::string> optimizer_names();
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "optim/factory.h"
 #include "tensor/error.h"
 
 namespace fitgrad::apps {
@@ -76,8 +77,19 @@ StepCost step_cost(const nn::ModelConfig& c, const TrainArgs& a, const Rates& ra
   if (a.optim.starts_with("adamw") && a.optim.find("8bit") == std::string::npos) per_param = 28;
   if (a.optim.find("8bit") != std::string::npos) per_param = 16;
   if (pure) per_param -= 6;  // bf16 weights read and written, a bf16 gradient read
+  double optimizer = trained * per_param;
+  if (a.optim == "apollo" || a.optim == "apollo_mini") {
+    // The blocks' weights are projected (their gradient read three times: the projection,
+    // the norm, the update), the head takes plain Adam; the projection's product costs
+    // 2 r flops per projected weight.
+    const double projected = trained > 0 ? blocks : 0.0;
+    const double rank =
+        double(optim::apollo_options(a.optim, {a.optim_args, a.optim_target_modules, a.seed}).rank);
+    optimizer = projected * (pure ? 10.0 : 20.0) + (trained - projected) * (pure ? 22.0 : 28.0);
+    s.flops += 2.0 * rank * projected;
+  }
   const double cast = a.bf16 || a.fp16 ? 6.0 * all_linear : 0.0;
-  s.bytes = micro * (weights + activations + logits) + accumulate + trained * per_param + cast;
+  s.bytes = micro * (weights + activations + logits) + accumulate + optimizer + cast;
   // Each block's checkpointed input goes to the host and back.
   const double offloaded = a.offload_activations ? micro * 2.0 * L * tau * h * elem : 0.0;
   s.seconds = std::max(s.flops / (rate * 1e12) + s.bytes / (rates.bandwidth_gbs * 1e9),

@@ -18,7 +18,9 @@
 //     logits, chunked in the loss (3 passes); and the gradients read and written by every
 //     micro-batch after the first. Per step: the optimizer's traffic per trained parameter
 //     (AdamW 28 B in fp32: the weight, its gradient and two moments read and written;
-//     Adam8bit 16 B; Adafactor and SGD 12 B; pure bf16 weights and gradients are half) and
+//     Adam8bit 16 B; Adafactor and SGD 12 B; APOLLO 20 B for the blocks' projected weights,
+//     whose gradient it reads three times, and AdamW's 28 B for the head, plus 2 r flops per
+//     projected weight for the projection; pure bf16 weights and gradients are half) and
 //     autocast's one cast of each weight (6 B).
 // Offloaded activations send each block's checkpointed input to the host and back at 25 GB/s
 // (PCIe 4.0 x16) while the blocks compute: the step takes the longer of the two.

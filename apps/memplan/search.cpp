@@ -17,7 +17,7 @@ enum class Precision { pure_bf16, fp32, autocast };  // autocast: bf16, or fp16 
 struct Dims {
   int64_t micro = 1;
   Ckpt ckpt = Ckpt::none;
-  int optimizer = 0;  // 0 adafactor < 1 adamw_8bit < 2 adamw_torch
+  std::string optimizer;  // ordered by optimizer_needs_more
   Precision precision = Precision::fp32;
   bool four_bit = false;
   bool in_backward = false;
@@ -26,17 +26,36 @@ struct Dims {
   bool expandable = false;  // --allocator expandable
 };
 
+// Whether optimizer c's state (and step temporaries) is at least d's on every model: two
+// chains from Adafactor's factored moments, adafactor < adamw_8bit < adamw_torch and
+// adafactor < apollo_mini < apollo (rank 1 below rank 256), and nothing across them: APOLLO
+// keeps AdamW's moments for the embeddings and the head, and its rank can exceed a small
+// model's width.
+bool optimizer_needs_more(const std::string& c, const std::string& d) {
+  auto place = [](const std::string& o) -> std::pair<int, int> {  // (chain, rank in it)
+    if (o == "adafactor") return {0, 0};
+    if (o == "adamw_8bit") return {1, 1};
+    if (o == "adamw_torch") return {1, 2};
+    if (o == "apollo_mini") return {2, 1};
+    return {2, 2};  // apollo
+  };
+  const auto [c_chain, c_rank] = place(c);
+  const auto [d_chain, d_rank] = place(d);
+  return d_rank == 0 || (c_chain == d_chain && c_rank >= d_rank);
+}
+
 // Whether `c` needs at least the memory of `d` in every dimension.
 bool needs_more(const Dims& c, const Dims& d) {
   const bool ckpt = c.ckpt == d.ckpt || c.ckpt == Ckpt::none;
   const bool precision = c.precision == d.precision || d.precision == Precision::pure_bf16;
-  return c.micro >= d.micro && ckpt && c.optimizer >= d.optimizer && precision &&
-         (!c.four_bit || d.four_bit) && (!c.in_backward || d.in_backward) &&
+  return c.micro >= d.micro && ckpt && optimizer_needs_more(c.optimizer, d.optimizer) &&
+         precision && (!c.four_bit || d.four_bit) && (!c.in_backward || d.in_backward) &&
          (!c.row_chunks || d.row_chunks) && (!c.offload || d.offload) &&
          c.expandable == d.expandable;  // the allocators' reserved bytes are not ordered
 }
 
-constexpr const char* kOptimizers[] = {"adafactor", "adamw_8bit", "adamw_torch"};
+constexpr const char* kOptimizers[] = {"adafactor", "adamw_8bit", "adamw_torch", "apollo_mini",
+                                       "apollo"};
 
 // Predicted times closer than this are ranked as equal (Note [The fit search]).
 constexpr double kTimeTolerance = 0.01;
@@ -85,6 +104,8 @@ std::string setting_flags(const TrainArgs& a) {
   if (a.tiled_mlp) s += " --tiled_mlp";
   if (a.mlp_tiles > 0) s += fmt::format(" --mlp_tiles {}", a.mlp_tiles);
   s += " --optim " + a.optim;
+  if (!a.optim_args.empty()) s += " --optim_args " + a.optim_args;
+  if (!a.optim_target_modules.empty()) s += " --optim_target_modules " + a.optim_target_modules;
   if (a.bf16) s += " --bf16";
   if (a.fp16) s += " --fp16";
   if (a.pure_bf16) s += " --pure_bf16";
@@ -119,7 +140,7 @@ std::vector<Candidate> fit_candidates(const TrainArgs& base, const nn::ModelConf
     if (effective % micro != 0) continue;
     for (Ckpt ckpt : {Ckpt::none, Ckpt::sqrt_segments, Ckpt::per_block}) {
       if (ckpt == Ckpt::sqrt_segments && sqrt_segments >= L) continue;
-      for (int optimizer = 0; optimizer < 3; ++optimizer)
+      for (const char* optimizer : kOptimizers)
         for (Precision precision : {Precision::pure_bf16, Precision::fp32, Precision::autocast}) {
           if (precision == Precision::pure_bf16 && !has_bf16) continue;
           for (bool four_bit : {false, true}) {
@@ -134,7 +155,9 @@ std::vector<Candidate> fit_candidates(const TrainArgs& base, const nn::ModelConf
                   a.gradient_accumulation_steps = effective / micro;
                   a.gradient_checkpointing = ckpt != Ckpt::none;
                   a.checkpoint_segments = ckpt == Ckpt::sqrt_segments ? sqrt_segments : 0;
-                  a.optim = kOptimizers[optimizer];
+                  a.optim = optimizer;
+                  // --optim_args and --optim_target_modules belong to the user's optimizer.
+                  if (a.optim != base.optim) a.optim_args = a.optim_target_modules = "";
                   a.bf16 = precision == Precision::autocast && has_bf16;
                   a.fp16 = precision == Precision::autocast && !has_bf16;
                   a.pure_bf16 = precision == Precision::pure_bf16;
@@ -183,7 +206,7 @@ FitResult fit_search(const TrainArgs& base, const nn::ModelConfig& cfg, const Pl
     d.ckpt = !a.gradient_checkpointing   ? Ckpt::none
              : a.checkpoint_segments > 0 ? Ckpt::sqrt_segments
                                          : Ckpt::per_block;
-    d.optimizer = a.optim == "adafactor" ? 0 : a.optim == "adamw_8bit" ? 1 : 2;
+    d.optimizer = a.optim;
     d.precision = a.pure_bf16        ? Precision::pure_bf16
                   : a.bf16 || a.fp16 ? Precision::autocast
                                      : Precision::fp32;

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "apps/cli_checks.h"
+#include "optim/factory.h"
 #include "tensor/device.h"
 #include "tensor/error.h"
 #include "tensor/memory/bytes.h"
@@ -143,8 +144,15 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
            "Quantize the 4-bit absmaxes too (4.127 instead of 4.5 bits per weight)");
   cmd.add_option("--optim", a.optim,
                  "Optimizer: adamw_torch (= adamw_hf, adamw_torch_fused), sgd, adamw_8bit (= "
-                 "adamw_bnb_8bit, adam8bit), adafactor (torch's), adafactor_hf (transformers')")
+                 "adamw_bnb_8bit, adam8bit), adafactor (torch's), adafactor_hf (transformers'), "
+                 "apollo, apollo_mini")
       ->capture_default_str();
+  cmd.add_option("--optim_args", a.optim_args,
+                 "apollo and apollo_mini: key=value,... of rank, scale, scale_type (channel or "
+                 "tensor), update_proj_gap");
+  cmd.add_option("--optim_target_modules", a.optim_target_modules,
+                 "apollo and apollo_mini: the weights projected, by substrings of their module "
+                 "names, comma-separated (default attn,mlp)");
   cmd.add_option("--learning_rate", a.learning_rate,
                  "Peak learning rate (adafactor_hf without it: its relative step)")
       ->each([&a](const std::string&) { a.learning_rate_given = true; })
@@ -291,6 +299,7 @@ void validate(const TrainArgs& a) {
   if (!a.memory_budget.empty()) parse_bytes(a.memory_budget);
   if (a.allocator != "native" && a.allocator != "expandable")
     fail("allocator", fmt::format("must be native or expandable, got '{}'", a.allocator));
+  optim::check_optimizer_extras(a.optim, {a.optim_args, a.optim_target_modules, a.seed});
   // Note [Flags fitgrad accepts but cannot honour yet].
   if (a.bf16 && a.fp16) throw Error("[train] --bf16 and --fp16 conflict: choose one precision");
   if (a.pure_bf16 && (a.bf16 || a.fp16))

@@ -339,7 +339,7 @@ void setup_run(TrainRun& r) {
     r.offload = std::make_unique<optim::OptimizerOffload>(trained, optim::offload_host(r.device));
   r.optimizer = optim::make_optimizer(
       a.optim, optim::decay_groups(r.offload ? r.offload->host_params() : trained, a.weight_decay),
-      oopt, a.learning_rate_given);
+      oopt, a.learning_rate_given, {a.optim_args, a.optim_target_modules, a.seed});
   if (a.stochastic_rounding) r.optimizer->set_stochastic_rounding(a.seed);
   r.schedule.emplace(
       optim::make_lr_schedule(a.lr_scheduler_type, a.learning_rate, warmup, r.total));

@@ -1,10 +1,10 @@
-// The launchers of the optimizer kernels (cuda/kernels/optim.cu): AdamW, SGD, Adam8bit (its
-// 8-bit and 32-bit kernels), Adafactor, the sum of squares and the in-place scale. As in
-// launch.h, parameters are plain values, pointers (device memory unless said otherwise) and
-// the stream; each returns the first failing launch's cudaError_t, and launches nothing for
-// no elements. The constants are the fields of tensor/backend/kernel_args.h's scalar
-// structs, which a .cu file cannot include (Note [No fmt in .cu files]); the adapters in
-// cuda/ops/optim.cpp copy them over.
+// The launchers of the optimizer kernels (cuda/kernels/optim.cu, apollo.cu): AdamW, SGD, Adam8bit
+// (its 8-bit and 32-bit kernels), Adafactor, APOLLO, the sum of squares and the in-place scale. As
+// in launch.h, parameters are plain values, pointers (device memory unless said otherwise) and the
+// stream; each returns the first failing launch's cudaError_t, and launches nothing for no
+// elements. The constants are the fields of tensor/backend/kernel_args.h's scalar structs, which a
+// .cu file cannot include (Note [No fmt in .cu files]); the adapters in cuda/ops/optim.cpp copy
+// them over.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -79,6 +79,21 @@ struct AdafactorConstants {
 cudaError_t launch_adafactor(const AdafactorConstants& k, const UpdateOperands& u, float* row,
                              float* col, float* full, float* exp_avg, int64_t batch, int64_t rows,
                              int64_t cols, double* workspace, cudaStream_t stream);
+
+// backend::ApolloScalars.
+struct ApolloConstants {
+  float beta1, one_minus_beta1, beta2, one_minus_beta2, eps;
+  double step, growth;
+  float decay;
+  bool weight_decay, right, tensor_wise, first;
+};
+// The (rows, cols) parameter's update from its projected gradient low, (rows, rank) when
+// k.right else (rank, cols), in the gradient's dtype (u.grad_dtype); exp_avg, exp_avg_sq f32
+// like low; norm one f32; workspace backend::apollo_workspace(rows, cols, k.right).doubles
+// doubles (Note [APOLLO's workspace]). u.n = rows * cols >= 1, rank >= 1.
+cudaError_t launch_apollo(const ApolloConstants& k, const UpdateOperands& u, const void* low,
+                          int64_t rows, int64_t cols, int64_t rank, float* exp_avg,
+                          float* exp_avg_sq, float* norm, double* workspace, cudaStream_t stream);
 
 // *acc (device memory) += the sum of double(x[i])^2 over x (n), `dtype` f32, bf16 or f16:
 // `blocks` partials (backend::cuda_sum_squares_blocks, >= 1) in workspace[0, blocks), then

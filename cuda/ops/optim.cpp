@@ -1,8 +1,9 @@
 // The cuda table's optimizer ops: adamw_update, sgd_update, adam8bit_update,
-// adafactor_update, sum_squares and scale_ (kernels in cuda/kernels/optim.cu), registered at
-// static initialisation (Note [Kernel tables]). Each adapter checks its argument struct,
-// copies the scalars into the launcher's constants and launches on the compute stream;
-// sum_squares then reads its one double back to the host, so it waits for the stream.
+// adafactor_update, apollo_update, sum_squares and scale_ (kernels in cuda/kernels/optim.cu
+// and apollo.cu), registered at static initialisation (Note [Kernel tables]). Each adapter
+// checks its argument struct, copies the scalars into the launcher's constants and launches on
+// the compute stream; sum_squares then reads its one double back to the host, so it waits for
+// the stream.
 #include <cuda_runtime_api.h>
 
 #include "cuda/kernels/optim_launch.h"
@@ -143,6 +144,32 @@ void adafactor_update(const backend::AdafactorArgs& a) {
                                  launch.stream()));
 }
 
+void apollo_update(const backend::ApolloArgs& a) {
+  const char* op = "apollo_update";
+  const UpdateOperands u = operands(op, a.param, a.grad, a.sr);
+  const backend::ApolloScalars& s = a.k;
+  FG_CHECK(a.rows * a.cols == u.n && a.rank >= 0, "[{}] a ({}, {}) view of {} elements", op, a.rows,
+           a.cols, u.n);
+  FG_CHECK(a.low.defined() && a.low.dtype() == a.grad.dtype(), "[{}] low must be in grad's dtype",
+           op);
+  const int64_t low_numel = a.rank * (s.right ? a.rows : a.cols);
+  FG_CHECK(a.low.numel() == low_numel, "[{}] low has {} elements, expected {}", op, a.low.numel(),
+           low_numel);
+  check_state(op, "exp_avg", a.exp_avg, DType::f32, low_numel);
+  check_state(op, "exp_avg_sq", a.exp_avg_sq, DType::f32, low_numel);
+  check_state(op, "norm", a.norm, DType::f32, 1);
+  if (u.n == 0 || a.rank == 0) return;
+  double* workspace =
+      doubles_of(op, a.workspace, backend::apollo_workspace(a.rows, a.cols, s.right).doubles);
+  const ApolloConstants k{
+      s.beta1,  s.one_minus_beta1, s.beta2,        s.one_minus_beta2, s.eps,         s.step,
+      s.growth, s.decay,           s.weight_decay, s.right,           s.tensor_wise, s.first};
+  OpLaunch launch(a.param);
+  FG_CUDA_CHECK(launch_apollo(k, u, a.low.data_ptr(), a.rows, a.cols, a.rank,
+                              a.exp_avg.data<float>(), a.exp_avg_sq.data<float>(),
+                              a.norm.data<float>(), workspace, launch.stream()));
+}
+
 void sum_squares(const backend::SumSquaresArgs& a) {
   const char* op = "sum_squares";
   FG_CHECK(a.x.defined() && is_floating(a.x.dtype()) && a.acc != nullptr,
@@ -178,6 +205,7 @@ struct Registrar {
     register_kernel(cuda, OpId::sgd_update, sgd_update);
     register_kernel(cuda, OpId::adam8bit_update, adam8bit_update);
     register_kernel(cuda, OpId::adafactor_update, adafactor_update);
+    register_kernel(cuda, OpId::apollo_update, apollo_update);
     register_kernel(cuda, OpId::sum_squares, sum_squares);
     register_kernel(cuda, OpId::scale_, scale_inplace);
   }

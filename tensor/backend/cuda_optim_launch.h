@@ -19,6 +19,10 @@
 //     for its row sums, sums of squares and update; column sums in tiles of
 //     kCudaAdafactorColTile columns by kCudaAdafactorColWarps warps, each warp walking every
 //     kCudaAdafactorColWarps-th row of a chunk of rows (cuda_adafactor_layout).
+//   - APOLLO: row kernels over the low-rank gradient's rows (when they are the channels) and
+//     over the parameter's rows, one thread per channel otherwise, single blocks for the
+//     tensor-wise scale and the limiter, the elementwise shape for the update (the phases of
+//     cuda/kernels/apollo.cu; its workspace is Note [APOLLO's workspace]).
 #pragma once
 
 #include <algorithm>

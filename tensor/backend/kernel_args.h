@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "tensor/backend/apollo_workspace.h"
 #include "tensor/backend/strided.h"
 #include "tensor/random/generator.h"
 #include "tensor/tensor.h"
@@ -400,5 +401,34 @@ struct AdafactorArgs {
 inline int64_t adafactor_workspace_doubles(int64_t batch, int64_t rows, int64_t cols) {
   return batch * rows + batch * cols + batch;
 }
+
+// APOLLO's update of one projected (rows, cols) parameter (optim/apollo.h). `low` is its
+// gradient R projected on the smaller side: (rows, rank) when `right` (R = G P^T; its channels
+// are the rows of G) or (rank, cols) (R = P G; the channels are the columns), in grad's dtype.
+// With sums of squares in double and ||x_c|| the norm of channel c's rank values:
+//   m = m beta1 + R (1 - beta1),  v = v beta2 + R^2 (1 - beta2),  N = m / (sqrt(v) + eps)
+//   s_c = ||N_c|| / (||R_c|| + 1e-8), rounded to f32, per channel; tensor_wise: one
+//         s = ||N|| / (||R|| + 1e-8) for every element
+//   n = ||G s||;  l = first ? 1 : max(n / (norm + 1e-8), growth) / growth;  norm = n / l
+//   p = p - coef (s_c g), coef = step / l rounded to f32;  then p = p * decay when
+//   weight_decay
+// norm (one f32) is the limiter's state: the scaled gradient's norm of the previous step.
+struct ApolloScalars {
+  float beta1, one_minus_beta1, beta2, one_minus_beta2, eps;
+  double step;    // lr sqrt(1 - beta2^t) / (1 - beta1^t) sqrt(scale)
+  double growth;  // the norm-growth limit (Fira's gamma)
+  float decay;    // 1 - lr weight_decay
+  bool weight_decay, right, tensor_wise, first;
+};
+struct ApolloArgs {
+  ApolloScalars k;
+  int64_t rows = 0, cols = 0, rank = 0;
+  Tensor param, grad;          // (rows, cols), contiguous, any floating dtypes
+  Tensor low;                  // (rows, rank) or (rank, cols), contiguous, grad's dtype
+  Tensor exp_avg, exp_avg_sq;  // f32, low's shape
+  Tensor norm;                 // f32 (1)
+  Tensor workspace;            // apollo_workspace(rows, cols, right).doubles, temporary
+  StochasticRounding sr;
+};
 
 }  // namespace fitgrad::backend

@@ -11,6 +11,7 @@
 #include "tensor/convert.h"
 #include "tensor/cpu/adafactor.h"
 #include "tensor/cpu/adam8bit.h"
+#include "tensor/cpu/apollo.h"
 #include "tensor/cpu/attention.h"
 #include "tensor/cpu/copy.h"
 #include "tensor/cpu/cross_entropy.h"
@@ -512,6 +513,7 @@ void register_cpu_kernels() {
   register_kernel(cpu, OpId::scale_, scale_in_place);
   register_kernel(cpu, OpId::adam8bit_update, cpu::adam8bit_update);
   register_kernel(cpu, OpId::adafactor_update, cpu::adafactor_update);
+  register_kernel(cpu, OpId::apollo_update, cpu::apollo_update);
   register_kernel(cpu, OpId::quantize_4bit, quantize_4bit);
   register_kernel(cpu, OpId::dequantize_4bit, dequantize_4bit);
   register_kernel(cpu, OpId::embedding_4bit, embedding_4bit);

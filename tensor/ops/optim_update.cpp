@@ -118,6 +118,41 @@ void adafactor_update_(const Tensor& param, const Tensor& grad, const Tensor& ro
                                            rows, cols, workspace, sr});
 }
 
+void apollo_update_(const Tensor& param, const Tensor& grad, const Tensor& low,
+                    const Tensor& exp_avg, const Tensor& exp_avg_sq, const Tensor& norm,
+                    const backend::ApolloScalars& scalars, const backend::StochasticRounding& sr) {
+  const backend::OpId id = backend::OpId::apollo_update;
+  const char* op = backend::op_name(id);
+  check_update(op, param, grad, {});
+  FG_CHECK(param.dim() == 2, "[{}] param must be a matrix, got shape {}", op,
+           shape_str(param.shape()));
+  const int64_t rows = param.shape()[0], cols = param.shape()[1];
+  FG_CHECK(low.defined() && low.dim() == 2 && low.dtype() == grad.dtype(),
+           "[{}] low must be a matrix in grad's dtype {}", op, dtype_name(grad.dtype()));
+  const int64_t rank = scalars.right ? low.shape()[1] : low.shape()[0];
+  const Shape low_shape = scalars.right ? Shape{rows, rank} : Shape{rank, cols};
+  check_shape(op, "low", low, low_shape);
+  check_contiguous(op, "low", low);
+  check_same_device(op, {&param, &low});
+  for (const auto& [name, t] : {std::pair{"exp_avg", &exp_avg}, {"exp_avg_sq", &exp_avg_sq}}) {
+    FG_CHECK(t->defined() && t->dtype() == DType::f32, "[{}] {} must be a defined f32 tensor", op,
+             name);
+    check_shape(op, name, *t, low_shape);
+    check_contiguous(op, name, *t);
+    check_same_device(op, {&param, t});
+  }
+  FG_CHECK(norm.defined() && norm.dtype() == DType::f32 && norm.numel() == 1,
+           "[{}] norm must be one f32", op);
+  check_same_device(op, {&param, &norm});
+  if (param.numel() == 0 || rank == 0) return;
+  param.storage()->bump_version();
+  const Tensor workspace =
+      f64_workspace(backend::apollo_workspace(rows, cols, scalars.right).doubles, param.device());
+  backend::dispatch(id, param.device(),
+                    backend::ApolloArgs{scalars, rows, cols, rank, param, grad, low, exp_avg,
+                                        exp_avg_sq, norm, workspace, sr});
+}
+
 void sgd_update_(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
                  const backend::SgdScalars& scalars, const backend::StochasticRounding& sr) {
   const backend::OpId id = backend::OpId::sgd_update;

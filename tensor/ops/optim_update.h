@@ -1,7 +1,7 @@
-// Front-ends of the fused optimizer kernels (DESIGN.md, Ops: optim/ reaches kernels only
-// through ops): one pass over a parameter for AdamW and SGD, and the squared norm and the
-// in-place scale of gradient clipping. Each checks its tensors and dispatches once; the
-// scalars are those of tensor/backend/kernel_args.h, computed by optim/.
+// Front-ends of the fused optimizer kernels (DESIGN.md, Ops: optim/ reaches kernels only through
+// ops): one pass over a parameter for AdamW and SGD, a few for Adam8bit, Adafactor and APOLLO, and
+// the squared norm and the in-place scale of gradient clipping. Each checks its tensors and
+// dispatches once; the scalars are those of tensor/backend/kernel_args.h, computed by optim/.
 #pragma once
 
 #include "tensor/backend/kernel_args.h"
@@ -28,6 +28,14 @@ void adafactor_update_(const Tensor& param, const Tensor& grad, const Tensor& ro
                        const Tensor& col, const Tensor& full, const Tensor& exp_avg,
                        const backend::AdafactorScalars& scalars,
                        const backend::StochasticRounding& sr = {});
+// APOLLO (backend::ApolloArgs): param and grad (rows, cols); low, the gradient projected on
+// the rank side given by scalars.right, (rows, rank) or (rank, cols) in grad's dtype;
+// exp_avg and exp_avg_sq f32 shaped as low; norm one f32, the limiter's state. Updates
+// param, the moments and norm in place.
+void apollo_update_(const Tensor& param, const Tensor& grad, const Tensor& low,
+                    const Tensor& exp_avg, const Tensor& exp_avg_sq, const Tensor& norm,
+                    const backend::ApolloScalars& scalars,
+                    const backend::StochasticRounding& sr = {});
 // momentum_buffer: f32 like param, or undefined when momentum is 0.
 void sgd_update_(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
                  const backend::SgdScalars& scalars, const backend::StochasticRounding& sr = {});

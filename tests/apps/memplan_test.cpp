@@ -117,6 +117,25 @@ TEST(MemplanCost, FlopsAreSixTimesTheMatmulWeightsPerTokenPlusAttention) {
                    one.flops + 2 * 32 * (3 * 4096.0 * 11008) * 4 * 2048);
 }
 
+// APOLLO's projection costs 2 r flops per projected weight (the blocks' linears, not the
+// head), and its optimizer traffic is 20 B per projected weight against AdamW's 28.
+TEST(MemplanCost, ApolloPaysForItsProjection) {
+  const nn::ModelConfig cfg = nn::preset("llama2-7b");
+  const double blocks = 32 * (4 * 4096.0 * 4096 + 3 * 4096.0 * 11008);
+  TrainArgs a = tiny_args();
+  a.model = "llama2-7b";
+  const Rates rates = plan_target("cuda", "h100", "").rates;
+  const StepCost adamw = step_cost(cfg, a, rates);
+  a.optim = "apollo";
+  EXPECT_DOUBLE_EQ(step_cost(cfg, a, rates).flops, adamw.flops + 2 * 256 * blocks);
+  EXPECT_DOUBLE_EQ(step_cost(cfg, a, rates).bytes, adamw.bytes - 8 * blocks);
+  a.optim_args = "rank=16";
+  EXPECT_DOUBLE_EQ(step_cost(cfg, a, rates).flops, adamw.flops + 2 * 16 * blocks);
+  a.optim = "apollo_mini";
+  a.optim_args = "";
+  EXPECT_DOUBLE_EQ(step_cost(cfg, a, rates).flops, adamw.flops + 2 * blocks);
+}
+
 // A context where checkpointing alone runs out of a card: the search turns on the fused
 // head with the tiled MLP, and offload, and what it proposes fits.
 TEST(MemplanFit, ALongContextTurnsOnRowChunksAndOffload) {

@@ -1,7 +1,8 @@
 // Optimizers by Hugging Face --optim name: the AdamW spellings, sgd, the 8-bit Adams and
 // both Adafactors build the right optimizer with the given learning rate (adafactor_hf: the
-// relative step when none is given, as transformers does); names transformers has and
-// fitgrad lacks, and names nobody has, get the errors that list what is available.
+// relative step when none is given, as transformers does; APOLLO's names and flags are in
+// tests/optim/apollo_test.cpp); names transformers has and fitgrad lacks, and names nobody
+// has, get the errors that list what is available.
 #include "optim/factory.h"
 
 #include <gtest/gtest.h>
@@ -33,10 +34,10 @@ TEST(MakeOptimizer, KnownNames) {
     EXPECT_EQ(opt->lr(), 3e-4);
   }
   EXPECT_EQ(make_optimizer("adafactor", one_group(), o)->name(), "adafactor");
-  EXPECT_EQ(
-      optimizer_names(),
-      (std::vector<std::string>{"adamw_torch", "adamw_torch_fused", "adamw_hf", "sgd", "adamw_8bit",
-                                "adamw_bnb_8bit", "adam8bit", "adafactor", "adafactor_hf"}));
+  EXPECT_EQ(optimizer_names(),
+            (std::vector<std::string>{"adamw_torch", "adamw_torch_fused", "adamw_hf", "sgd",
+                                      "adamw_8bit", "adamw_bnb_8bit", "adam8bit", "adafactor",
+                                      "adafactor_hf", "apollo", "apollo_mini"}));
 }
 
 TEST(MakeOptimizer, AdafactorHfUsesTheRelativeStepWithoutALearningRate) {

@@ -1,6 +1,6 @@
-// Optimizer offload (Note [Optimizer offload] in optim/offload.h): an AdamW step through host
-// masters (gradients pulled, the masters stepped, the parameters pushed back) leaves
-// gpt2-tiny's parameters and state bitwise equal to the ordinary step; on meta the masters
+// Optimizer offload (Note [Optimizer offload] in optim/offload.h): an AdamW or APOLLO step
+// through host masters (gradients pulled, the masters stepped, the parameters pushed back)
+// leaves gpt2-tiny's parameters and state bitwise equal to the ordinary step; on meta the masters
 // and the state are planned as host memory (meta:1), so the device ledger holds no
 // optimizer state; the CPU has nothing to offload, and the flag says so.
 #include "optim/offload.h"
@@ -16,6 +16,7 @@
 #include "nn/config.h"
 #include "nn/decoder.h"
 #include "optim/adamw.h"
+#include "optim/apollo.h"
 #include "tensor/memory/caching_allocator.h"
 #include "tests/tensor/ops/op_harness.h"
 
@@ -25,14 +26,20 @@ namespace {
 namespace ag = fitgrad::autograd;
 using testing::to_f64;
 
-std::map<std::string, std::vector<double>> trained(bool offloaded) {
+std::map<std::string, std::vector<double>> trained(bool offloaded, bool apollo) {
   const nn::ModelConfig cfg = nn::preset("gpt2-tiny");
   const auto model = nn::build_model(cfg, {.seed = 9});
   std::unique_ptr<OptimizerOffload> offload;
   if (offloaded)
     offload = std::make_unique<OptimizerOffload>(model->named_parameters(), Device::cpu());
-  AdamW opt(decay_groups(offloaded ? offload->host_params() : model->named_parameters(), 0.1),
-            AdamWOptions{});
+  const auto groups =
+      decay_groups(offloaded ? offload->host_params() : model->named_parameters(), 0.1);
+  ApolloOptions small;
+  small.rank = 8;
+  small.update_proj_gap = 2;
+  std::unique_ptr<Optimizer> owned = apollo ? std::unique_ptr<Optimizer>(new Apollo(groups, small))
+                                            : std::unique_ptr<Optimizer>(new AdamW(groups, {}));
+  Optimizer& opt = *owned;
   std::mt19937_64 rng(4);
   for (int step = 0; step < 3; ++step) {
     std::vector<int64_t> ids(2 * 17);
@@ -52,11 +59,14 @@ std::map<std::string, std::vector<double>> trained(bool offloaded) {
 }
 
 TEST(OptimizerOffload, AStepThroughTheMastersIsTheOrdinaryStepBitForBit) {
-  const auto plain = trained(false), offloaded = trained(true);
-  ASSERT_EQ(plain.size(), offloaded.size());
-  for (const auto& [name, values] : plain) {
-    ASSERT_TRUE(offloaded.count(name)) << name;
-    EXPECT_EQ(offloaded.at(name), values) << name;
+  for (bool apollo : {false, true}) {
+    SCOPED_TRACE(apollo ? "apollo" : "adamw");
+    const auto plain = trained(false, apollo), offloaded = trained(true, apollo);
+    ASSERT_EQ(plain.size(), offloaded.size());
+    for (const auto& [name, values] : plain) {
+      ASSERT_TRUE(offloaded.count(name)) << name;
+      EXPECT_EQ(offloaded.at(name), values) << name;
+    }
   }
 }
 
@@ -88,6 +98,38 @@ TEST(OptimizerOffload, OnMetaTheMastersAndTheStateArePlannedAsHostMemory) {
     for (const auto& [name, p] : model->named_parameters())
       EXPECT_FALSE(ag::grad(p).defined()) << name << ": the device gradient was dropped";
   }
+}
+
+TEST(OptimizerOffload, OnMetaApolloPlansItsLowRankStateAndProjectionsOnTheHost) {
+  const Device meta = Device::meta(), host = offload_host(meta);
+  const auto model = nn::build_model(nn::preset("gpt2-tiny"), {.device = meta, .seed = 9});
+  CachingAllocator& device_alloc = allocator_for(meta);
+  CachingAllocator& host_alloc = allocator_for(host);
+  auto category = [](CachingAllocator& a, Category c) {
+    return a.by_category()[size_t(c)].current;
+  };
+  const int64_t device_before = category(device_alloc, Category::optimizer_state);
+  const int64_t host_before = category(host_alloc, Category::optimizer_state);
+  OptimizerOffload offload(model->named_parameters(), host);
+  Apollo opt(decay_groups(offload.host_params(), 0.0), apollo_mini_options());
+  const Tensor ids = Tensor::empty({2, 16}, DType::i64, meta);
+  ag::backward(model->loss(ids, ids));
+  offload.pull_grads();
+  const uint64_t first = host_alloc.total_events();
+  opt.step();
+  offload.push_params();
+  int64_t want = 0;  // the masters and the declared state, each tensor its own block
+  for (size_t i = 0; i < opt.num_params(); ++i)
+    for (const StateSpec& spec : opt.state_specs(i))
+      want += int64_t(round_request(size_t(state_bytes({spec}))));
+  for (const auto& [name, p] : model->named_parameters())
+    want += int64_t(round_request(size_t(p.numel()) * 4));
+  EXPECT_EQ(category(host_alloc, Category::optimizer_state) - host_before, want);
+  EXPECT_EQ(category(device_alloc, Category::optimizer_state) - device_before, 0);
+  bool projected_on_host = false;
+  for (const MemoryEvent& e : host_alloc.events())
+    projected_on_host |= e.seq >= first && label_text(e.label).ends_with(".apollo_projection");
+  EXPECT_TRUE(projected_on_host);
 }
 
 TEST(OptimizerOffload, TheCpuHasNothingToOffload) {

@@ -1,6 +1,6 @@
-// Per-parameter steps (Note [Per-parameter steps] in optim/optimizer.h): AdamW stepped one
-// parameter at a time from gradient hooks during backward (optimizer-in-backward, each
-// gradient freed once applied) leaves gpt2-tiny's parameters and state bitwise equal to a
+// Per-parameter steps (Note [Per-parameter steps] in optim/optimizer.h): AdamW and APOLLO
+// stepped one parameter at a time from gradient hooks during backward (optimizer-in-backward,
+// each gradient freed once applied) leave gpt2-tiny's parameters and state bitwise equal to a
 // plain step(), while the gradient category's peak falls below the sum of all gradients.
 // Misuse (a parameter stepped twice, step_param outside a step, an unknown name) is an error.
 #include <gmock/gmock.h>
@@ -13,6 +13,7 @@
 #include "nn/config.h"
 #include "nn/decoder.h"
 #include "optim/adamw.h"
+#include "optim/apollo.h"
 #include "tensor/memory/caching_allocator.h"
 #include "tests/tensor/ops/op_harness.h"
 
@@ -27,10 +28,16 @@ struct Trained {
   int64_t gradient_peak = 0;
 };
 
-Trained two_steps(bool in_backward) {
+Trained two_steps(bool in_backward, bool apollo) {
   const nn::ModelConfig cfg = nn::preset("gpt2-tiny");
   const auto model = nn::build_model(cfg, {.seed = 9});
-  AdamW opt(decay_groups(model->named_parameters(), 0.1), AdamWOptions{});
+  ApolloOptions small;
+  small.rank = 8;
+  small.update_proj_gap = 1;  // a new projection at each step
+  const auto groups = decay_groups(model->named_parameters(), 0.1);
+  std::unique_ptr<Optimizer> owned = apollo ? std::unique_ptr<Optimizer>(new Apollo(groups, small))
+                                            : std::unique_ptr<Optimizer>(new AdamW(groups, {}));
+  Optimizer& opt = *owned;
   if (in_backward)
     for (const auto& [name, p] : model->named_parameters())
       // The hook holds the name, not the tensor: a tensor's own hook holding it would be a
@@ -70,11 +77,14 @@ Trained two_steps(bool in_backward) {
 }
 
 TEST(PerParamStep, OptimizerInBackwardEqualsAPlainStep) {
-  const Trained plain = two_steps(false), hooked = two_steps(true);
-  EXPECT_EQ(hooked.params, plain.params);
-  EXPECT_EQ(hooked.state, plain.state);
-  EXPECT_LT(hooked.gradient_peak, plain.gradient_peak / 2)
-      << "hooked " << hooked.gradient_peak << " B, plain " << plain.gradient_peak << " B";
+  for (bool apollo : {false, true}) {
+    SCOPED_TRACE(apollo ? "apollo" : "adamw");
+    const Trained plain = two_steps(false, apollo), hooked = two_steps(true, apollo);
+    EXPECT_EQ(hooked.params, plain.params);
+    EXPECT_EQ(hooked.state, plain.state);
+    EXPECT_LT(hooked.gradient_peak, plain.gradient_peak / 2)
+        << "hooked " << hooked.gradient_peak << " B, plain " << plain.gradient_peak << " B";
+  }
 }
 
 TEST(PerParamStep, MisuseIsAnError) {

@@ -17,6 +17,7 @@
 #include "optim/adafactor.h"
 #include "optim/adam8bit.h"
 #include "optim/adamw.h"
+#include "optim/apollo.h"
 #include "tensor/memory/caching_allocator.h"
 #include "tensor/memory/scope.h"
 #include "tests/tensor/memory/events_since.h"
@@ -28,6 +29,7 @@ struct Measured {
   int64_t params = 0, matrix_params = 0;
   int64_t requested = 0, matrix_requested = 0;  // optimizer_state bytes asked for
   int64_t held = 0;                             // the category's growth in the ledger
+  std::map<std::string, int64_t> requested_by_param;
 };
 
 using Make = std::function<std::unique_ptr<Optimizer>(std::vector<ParamGroup>)>;
@@ -57,6 +59,7 @@ Measured measure(const Make& make) {
     const std::string& label = label_text(e.label);
     const std::string param = label.substr(0, label.rfind('.'));
     if (matrices.count(param)) m.matrix_requested += int64_t(e.requested);
+    m.requested_by_param[param] += int64_t(e.requested);
   }
   m.held = meta.by_category()[size_t(Category::optimizer_state)].current - before;
   return m;
@@ -98,6 +101,42 @@ TEST(StateBytes, AdafactorHoldsUnderATenthOfABytePerMatrixParameter) {
     const Measured m = measure(make);
     EXPECT_LT(double(m.matrix_requested) / double(m.matrix_params), 0.1) << what;
     EXPECT_GT(m.matrix_requested, 0) << what;
+  }
+}
+
+// APOLLO requests exactly its declared state: for each projected weight (m, n) of the blocks,
+// two f32 (max(m, n), r) moments and the limiter's f32 norm, 8 r max(m, n) + 4 bytes; AdamW's
+// 8 bytes per element for everything else (the embeddings, the norms). On GPT-2's 768-wide
+// blocks that is 2048 / 768 = 2.67 bytes per projected weight at rank 256, and 0.01 at
+// APOLLO-Mini's rank 1.
+TEST(StateBytes, ApolloHoldsItsLowRankMomentsAndMiniAlmostNothing) {
+  for (const auto& [rank, options] :
+       {std::pair{256, ApolloOptions{}}, std::pair{1, apollo_mini_options()}}) {
+    std::map<std::string, int64_t> want;
+    int64_t projected_params = 0, projected_want = 0;
+    const Measured m = measure([&, &options = options](std::vector<ParamGroup> g) {
+      auto opt = std::make_unique<Apollo>(std::move(g), options);
+      size_t i = 0;
+      for (const ParamGroup& group : opt->groups())
+        for (const auto& [name, p] : group.params) {
+          want[name] = state_bytes(opt->state_specs(i));
+          if (opt->projected(i)) {
+            const int64_t wide = std::max(p.shape()[0], p.shape()[1]);
+            EXPECT_EQ(want[name], 8 * rank * wide + 4) << name;
+            projected_params += p.numel();
+            projected_want += want[name];
+          } else {
+            EXPECT_EQ(want[name], 8 * p.numel()) << name;
+          }
+          ++i;
+        }
+      return opt;
+    });
+    EXPECT_EQ(m.requested_by_param, want);
+    const double per_projected = double(projected_want) / double(projected_params);
+    EXPECT_NEAR(per_projected, rank == 256 ? 2048.0 / 768 : 8.0 / 768, 0.01) << rank;
+    std::printf("apollo rank %d: %.4f bytes per projected weight, %.4f per parameter\n", rank,
+                per_projected, double(m.requested) / double(m.params));
   }
 }
 

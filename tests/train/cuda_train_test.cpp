@@ -1,7 +1,7 @@
 // `fitgrad train --device cuda:0` against the CPU (issue 15), where a GPU is usable: for
-// gpt2-tiny and llama-tiny in fp32, bf16, checkpointing, adamw_8bit, adafactor, pure bf16
-// with stochastic rounding, QLoRA, --offload_optimizer and --offload_activations (the CPU
-// run without them), the cuda run
+// gpt2-tiny and llama-tiny in fp32, bf16, checkpointing, adamw_8bit, adafactor, apollo (rank
+// 8) and apollo_mini, pure bf16 with stochastic rounding, QLoRA, --offload_optimizer and
+// --offload_activations (the CPU run without them), the cuda run
 //   - logs the CPU run's losses within the dtype's tolerance, step by step;
 //   - makes exactly the allocations that memplan's plan for this card makes (the plan's
 //     profile is the card's: profile_for(cuda:0)), event for event, with the same peaks
@@ -69,7 +69,12 @@ class CudaTrain : public ::testing::TestWithParam<std::tuple<std::string, std::s
     a.progress = "plain";
     if (variant == "bf16") a.bf16 = true;
     if (variant == "checkpointing") a.gradient_checkpointing = true;
-    if (variant == "adamw_8bit" || variant == "adafactor") a.optim = variant;
+    if (variant == "adamw_8bit" || variant == "adafactor" || variant == "apollo_mini")
+      a.optim = variant;
+    if (variant == "apollo") {  // projections redrawn at steps 1 and 3
+      a.optim = "apollo";
+      a.optim_args = "rank=8,update_proj_gap=2";
+    }
     if (variant == "pure_bf16_sr") a.pure_bf16 = a.stochastic_rounding = true;
     if (variant == "qlora") {
       a.quantize = "nf4";
@@ -85,8 +90,8 @@ class CudaTrain : public ::testing::TestWithParam<std::tuple<std::string, std::s
   double tolerance() const {
     const std::string& variant = std::get<1>(GetParam());
     return variant == "fp32" || variant == "checkpointing" || variant == "adafactor" ||
-                   variant == "adamw_8bit" || variant == "offload" ||
-                   variant == "offload_activations"
+                   variant == "adamw_8bit" || variant == "apollo" || variant == "apollo_mini" ||
+                   variant == "offload" || variant == "offload_activations"
                ? 2e-3
                : 3e-2;
   }
@@ -145,19 +150,18 @@ TEST_P(CudaTrain, ResumesBitwise) {
   EXPECT_EQ(a[3], b[b.size() - 1]);
 }
 
-INSTANTIATE_TEST_SUITE_P(ModelsAndVariants, CudaTrain,
-                         ::testing::Combine(::testing::Values("gpt2-tiny", "llama-tiny"),
-                                            ::testing::Values("fp32", "bf16", "checkpointing",
-                                                              "adamw_8bit", "adafactor",
-                                                              "pure_bf16_sr", "qlora", "offload",
-                                                              "offload_activations")),
-                         [](const auto& info) {
-                           std::string name =
-                               std::get<0>(info.param) + "_" + std::get<1>(info.param);
-                           for (char& c : name)
-                             if (c == '-') c = '_';
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    ModelsAndVariants, CudaTrain,
+    ::testing::Combine(::testing::Values("gpt2-tiny", "llama-tiny"),
+                       ::testing::Values("fp32", "bf16", "checkpointing", "adamw_8bit", "adafactor",
+                                         "apollo", "apollo_mini", "pure_bf16_sr", "qlora",
+                                         "offload", "offload_activations")),
+    [](const auto& info) {
+      std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param);
+      for (char& c : name)
+        if (c == '-') c = '_';
+      return name;
+    });
 
 }  // namespace
 }  // namespace fitgrad::apps

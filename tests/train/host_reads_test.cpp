@@ -1,10 +1,10 @@
 // A training step makes no host read outside logging (issue 26, Note [Host reads] in
-// tensor/host_reads.h): the CPU counts the reads that the same code makes on a card, where
-// each would drain the kernel queue. Steps with gradient accumulation, global-norm clipping,
-// bf16 autocast and attention dropout (the composed path with its causal mask) read nothing;
-// the logging read is exactly one; fp16's loss scaler reads once per step (Note [The loss
-// scaler's one read]). The counter itself is checked first, so that a zero is not a counter
-// that never moves.
+// tensor/host_reads.h): the CPU counts the reads that the same code makes on a card, where each
+// would drain the kernel queue. Steps with gradient accumulation, global-norm clipping, bf16
+// autocast and attention dropout (the composed path with its causal mask), and APOLLO's steps, read
+// nothing; the logging read is exactly one; fp16's loss scaler reads once per step (Note [The loss
+// scaler's one read]). The counter itself is checked first, so that a zero is not a counter that
+// never moves.
 #include "tensor/host_reads.h"
 
 #include <gtest/gtest.h>
@@ -15,6 +15,7 @@
 #include "nn/config.h"
 #include "optim/adafactor.h"
 #include "optim/adamw.h"
+#include "optim/apollo.h"
 #include "optim/loss_scaler.h"
 #include "tensor/ops/optim_update.h"
 #include "train/train_step.h"
@@ -88,6 +89,17 @@ TEST(HostReads, Bf16AutocastWithAttentionDropoutReadsNothing) {
       *model, opt, schedule,
       {.gradient_accumulation_steps = 2, .max_grad_norm = 1.0, .compute_dtype = DType::bf16});
   EXPECT_EQ(reads_of_steps(step, 2, cfg.vocab_size), 0u);
+}
+
+// APOLLO decides its scaling factors and its norm-growth limiter on the device.
+TEST(HostReads, ApolloAndApolloMiniReadNothing) {
+  const auto model = nn::build_model(nn::preset("llama-tiny"), {.seed = 6});
+  for (const optim::ApolloOptions& o : {optim::ApolloOptions{}, optim::apollo_mini_options()}) {
+    optim::Apollo opt(optim::decay_groups(model->named_parameters(), 0.1), o);
+    const optim::LrSchedule schedule = optim::make_lr_schedule("constant", 1e-3, 0, 10);
+    TrainStep step(*model, opt, schedule, {.max_grad_norm = 1.0});
+    EXPECT_EQ(reads_of_steps(step, 2, 256), 0u);
+  }
 }
 
 TEST(HostReads, Fp16LossScalingReadsOncePerStep) {

@@ -334,6 +334,21 @@ std::vector<OpRow> rows() {
                  ops::adafactor_update_(in[0], in[1], in[2], in[3], Tensor(), Tensor(), k);
                  return Tensors{in[0], in[2], in[3]};
                }});
+  // A (9, 5) matrix projected on the left, rank 3: the channels are its 5 columns.
+  auto param_grad_low = [](Device d, DType t) {
+    return Tensors{input({9, 5}, 62, d, t),
+                   input({9, 5}, 63, d, t),
+                   input({3, 5}, 64, d, t),
+                   input({3, 5}, 65, d, DType::f32),
+                   input({3, 5}, 66, d, DType::f32, 0, 1),
+                   input({1}, 67, d, DType::f32, 0.5, 1)};
+  };
+  r.push_back({OpId::apollo_update, param_grad_low, [](Tensors& in) {
+                 backend::ApolloScalars k{0.9f, 0.1f,   0.999f, 0.001f, 1e-6f, 1e-2,
+                                          1.01, 0.999f, true,   false,  false, false};
+                 ops::apollo_update_(in[0], in[1], in[2], in[3], in[4], in[5], k);
+                 return Tensors{in[0], in[3], in[4], in[5]};
+               }});
   // 333 values: six 64-blocks, the last partial, and an odd count.
   auto four_bit_input = [](Device d, DType t) { return Tensors{input({333}, 59, d, t, -2, 2)}; };
   r.push_back({OpId::quantize_4bit, four_bit_input, [](Tensors& in) {

@@ -1,9 +1,10 @@
-// The CUDA optimizer kernels' plain C++ halves (tensor/backend/cuda_optim_launch.h, Note
-// [CUDA optimizer launch shapes]), checked on the CPU: Adam8bit's grid and its one thread
-// per absmax-block element, sum of squares' partials within the workspace the CUDA rules
-// size, Adafactor's column chunks and workspace layout within adafactor_workspace_doubles,
-// and the 8-bit code search of the Adam8bit kernel against tensor/quant's CodeSearch, which
-// the CPU kernel uses: the same code for every value, so the codes are byte-identical.
+// The CUDA optimizer kernels' plain C++ halves (tensor/backend/cuda_optim_launch.h, Note [CUDA
+// optimizer launch shapes]), checked on the CPU: Adam8bit's grid and its one thread per
+// absmax-block element, sum of squares' partials within the workspace the CUDA rules size,
+// Adafactor's column chunks and workspace layout within adafactor_workspace_doubles, APOLLO's
+// workspace layout, and the 8-bit code search of the Adam8bit kernel against tensor/quant's
+// CodeSearch, which the CPU kernel uses: the same code for every value, so the codes are
+// byte-identical.
 #include "tensor/backend/cuda_optim_launch.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include <cmath>
 #include <vector>
 
+#include "tensor/backend/apollo_workspace.h"
 #include "tensor/backend/kernel_args.h"
 #include "tensor/backend/profile.h"
 #include "tensor/quant/dynamic_map.h"
@@ -147,6 +149,28 @@ TEST(CudaOptimLaunch, TheDeviceCodeSearchIsTheCpuCodeSearch) {
                       << int(cuda_dynamic_code(m.data(), x)) << ", cpu " << int(search.code(x));
     EXPECT_EQ(mismatches, 0);
   }
+}
+
+// Note [APOLLO's workspace]: the regions (one sum of N^2 and of R^2 per channel, one sum per
+// row, the tensor-wise scale, the coefficient) tile [0, doubles) with no slot twice, for
+// either projection side; the CPU kernel and the cuda kernels both read this layout.
+TEST(CudaOptimLaunch, ApolloWorkspaceRegionsTileIt) {
+  for (const auto& [rows, cols] :
+       {std::pair<int64_t, int64_t>{1, 1}, {12, 6}, {5, 9}, {4096, 11008}})
+    for (bool right : {true, false}) {
+      const ApolloWorkspace w = apollo_workspace(rows, cols, right);
+      const int64_t channels = right ? rows : cols;
+      std::vector<int> used(size_t(w.doubles), 0);
+      auto mark = [&](int64_t at, int64_t count) {
+        for (int64_t i = at; i < at + count; ++i) ++used[size_t(i)];
+      };
+      mark(w.update_sums, channels);
+      mark(w.low_sums, channels);
+      mark(w.row_sums, rows);
+      mark(w.scale, 1);
+      mark(w.coef, 1);
+      EXPECT_EQ(std::count(used.begin(), used.end(), 1), w.doubles) << rows << " x " << cols;
+    }
 }
 
 }  // namespace
