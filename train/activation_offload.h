@@ -53,9 +53,8 @@ class ActivationOffload {
   // device. Call when the forward is done, before backward.
   void end_forward();
 
-  struct State;
-
  private:
+  struct State;
   std::shared_ptr<State> state_;
 };
 

@@ -25,17 +25,8 @@ namespace fitgrad::optim {
 namespace {
 
 using testing::GoldenFile;
+using testing::normwise_err;
 using MakeOptimizer = std::function<std::unique_ptr<Optimizer>(std::vector<ParamGroup>)>;
-
-double normwise_err(const Tensor& got, const Tensor& want) {
-  const auto g = testing::to_f64(got), w = testing::to_f64(want);
-  double scale = 0, err = 0;
-  for (size_t i = 0; i < w.size(); ++i) {
-    scale = std::max(scale, std::fabs(w[i]));
-    err = std::max(err, std::fabs(g[i] - w[i]));
-  }
-  return scale > 0 ? err / scale : err;
-}
 
 void replay(const std::string& file_name, const MakeOptimizer& make) {
   const GoldenFile file(testing::golden_path(file_name));
@@ -62,18 +53,7 @@ void replay(const std::string& file_name, const MakeOptimizer& make) {
       EXPECT_LE(err, tol) << file_name << " " << key;
     }
   }
-  const auto state = opt->state_dict();
-  for (const auto& [key, t] : state) {
-    if (key == "step") continue;
-    ASSERT_TRUE(file.has(key)) << file_name << " has no " << key;
-    if (key.ends_with(".step")) {
-      EXPECT_EQ(t.item(), file.tensor(key).item()) << key;
-      continue;
-    }
-    ASSERT_EQ(t.shape(), file.tensor(key).shape()) << key;
-    EXPECT_LE(normwise_err(t, file.tensor(key)), tol) << file_name << " " << key;
-  }
-  EXPECT_EQ(state.at("step").item(), steps);
+  testing::expect_golden_state(opt->state_dict(), file, tol, file_name, steps);
   if (std::getenv("GOLDEN_VERBOSE"))
     std::printf("%s: worst parameter error %.2e (tolerance %.1e)\n", file_name.c_str(), worst, tol);
 }

@@ -27,16 +27,7 @@ namespace fitgrad::optim {
 namespace {
 
 using testing::GoldenFile;
-
-double normwise_err(const Tensor& got, const Tensor& want) {
-  const auto g = testing::to_f64(got), w = testing::to_f64(want);
-  double scale = 0, err = 0;
-  for (size_t i = 0; i < w.size(); ++i) {
-    scale = std::max(scale, std::fabs(w[i]));
-    err = std::max(err, std::fabs(g[i] - w[i]));
-  }
-  return scale > 0 ? err / scale : err;
-}
+using testing::normwise_err;
 
 ApolloOptions options_of(const nlohmann::json& meta) {
   ApolloOptions o;
@@ -79,21 +70,8 @@ void replay(const std::string& file_name) {
     }
   }
   const auto state = opt.state_dict();
-  for (const auto& [key, t] : state) {
-    if (key == "step") continue;
-    if (key == "projection_seed") {
-      EXPECT_EQ(t.item(), meta.at("seed").get<double>());
-      continue;
-    }
-    ASSERT_TRUE(file.has(key)) << file_name << " has no " << key;
-    if (key.ends_with(".step")) {
-      EXPECT_EQ(t.item(), file.tensor(key).item()) << key;
-      continue;
-    }
-    ASSERT_EQ(t.shape(), file.tensor(key).shape()) << key;
-    EXPECT_LE(normwise_err(t, file.tensor(key)), tol) << file_name << " " << key;
-  }
-  EXPECT_EQ(state.at("step").item(), steps);
+  EXPECT_EQ(state.at("projection_seed").item(), meta.at("seed").get<double>());
+  testing::expect_golden_state(state, file, tol, file_name, steps, {"projection_seed"});
   if (std::getenv("GOLDEN_VERBOSE"))
     std::printf("%s: worst parameter error %.2e (tolerance %.1e)\n", file_name.c_str(), worst, tol);
 }

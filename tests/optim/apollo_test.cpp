@@ -16,6 +16,7 @@
 #include "autograd/variable.h"
 #include "optim/factory.h"
 #include "tensor/memory/caching_allocator.h"
+#include "tests/optim/random_steps.h"
 #include "tests/tensor/memory/events_since.h"
 #include "tests/tensor/ops/op_harness.h"
 
@@ -49,23 +50,12 @@ ApolloOptions small(uint64_t seed = 5) {
   return o;
 }
 
+// Step `step` of the comparisons: gradients of a scale that varies from step to step.
 void step_with_grads(Optimizer& opt, int step) {
-  for (const ParamGroup& g : opt.groups())
-    for (const auto& [name, p] : g.params)
-      autograd::ensure_meta(p).grad =
-          testing::random_tensor(p.shape(), uint64_t(300 + step * 11 + name.size()), DType::f32,
-                                 -0.1 * (1 + step % 3), 0.1 * (1 + step % 3))
-              .to(p.dtype());
-  opt.step();
+  testing::step_with_grads(opt, uint64_t(300 + step * 11), 0.1 * (1 + step % 3));
 }
 
-std::vector<std::vector<double>> snapshot(const Optimizer& opt) {
-  std::vector<std::vector<double>> out;
-  for (const ParamGroup& g : opt.groups())
-    for (const auto& [name, p] : g.params) out.push_back(testing::to_f64(p));
-  for (const auto& [key, t] : opt.state_dict()) out.push_back(testing::to_f64(t.to(DType::f32)));
-  return out;
-}
+using testing::snapshot;
 
 TEST(Apollo, ProjectsTheTargetMatricesOnTheirSmallerSide) {
   const Apollo opt(params(DType::f32), ApolloOptions{});

@@ -14,6 +14,7 @@
 #include "optim/adam8bit.h"
 #include "optim/adamw.h"
 #include "optim/sgd.h"
+#include "tests/optim/random_steps.h"
 #include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad::optim {
@@ -33,22 +34,10 @@ std::vector<ParamGroup> fresh_params(DType dtype) {
 }
 
 void step_with_grads(Optimizer& opt, int step) {
-  for (const ParamGroup& g : opt.groups())
-    for (const auto& [name, p] : g.params)
-      autograd::ensure_meta(p).grad =
-          testing::random_tensor(p.shape(), uint64_t(100 + step * 7 + name.size()), DType::f32,
-                                 -0.1, 0.1)
-              .to(p.dtype());
-  opt.step();
+  testing::step_with_grads(opt, uint64_t(100 + step * 7), 0.1);
 }
 
-std::vector<std::vector<double>> snapshot(const Optimizer& opt) {
-  std::vector<std::vector<double>> out;
-  for (const ParamGroup& g : opt.groups())
-    for (const auto& [name, p] : g.params) out.push_back(testing::to_f64(p));
-  for (const auto& [key, t] : opt.state_dict()) out.push_back(testing::to_f64(t.to(DType::f32)));
-  return out;
-}
+using testing::snapshot;
 
 void expect_bitwise_resume(const Make& make, DType dtype, bool stochastic) {
   auto a = make(fresh_params(dtype));
