@@ -26,8 +26,6 @@ constexpr const char* kNotYet[] = {
     "ademamix",
     "ademamix_8bit",
     "galore_adafactor",
-    "galore_adamw",
-    "galore_adamw_8bit",
     "lion_32bit",
     "lion_8bit",
     "lomo",
@@ -52,12 +50,14 @@ std::vector<std::string> optimizer_names() {
   names.insert(names.end(), std::begin(kAdam8bit), std::end(kAdam8bit));
   names.emplace_back("adafactor");
   names.emplace_back("adafactor_hf");
+  names.emplace_back("galore_adamw");
+  names.emplace_back("galore_adamw_8bit");
   return names;
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const std::string& hf_name,
                                           std::vector<ParamGroup> groups, const AdamWOptions& o,
-                                          bool lr_given) {
+                                          bool lr_given, const GaLoreOptions& galore) {
   for (const char* name : kAdamW)
     if (hf_name == name) return std::make_unique<AdamW>(std::move(groups), o);
   for (const char* name : kAdam8bit)
@@ -83,6 +83,8 @@ std::unique_ptr<Optimizer> make_optimizer(const std::string& hf_name,
     }
     return std::make_unique<AdafactorHF>(std::move(groups), a);
   }
+  if (hf_name == "galore_adamw" || hf_name == "galore_adamw_8bit")
+    return std::make_unique<GaLore>(std::move(groups), o, galore, hf_name == "galore_adamw_8bit");
   if (hf_name == "sgd") {
     SgdOptions s;
     s.lr = o.lr;

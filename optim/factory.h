@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "optim/adamw.h"
+#include "optim/galore.h"
 #include "optim/optimizer.h"
 
 namespace fitgrad::optim {
@@ -20,10 +21,11 @@ namespace fitgrad::optim {
 // eps before the bias correction and decays after the update; fitgrad gives it torch's
 // AdamW, as later transformers releases do. A name transformers knows and fitgrad does not
 // have throws "[optim] 'x' is not implemented yet (available: ...)", any other name
-// "[optim] unknown optimizer 'x' (known: ...)".
+// "[optim] unknown optimizer 'x' (known: ...)". "galore_adamw" and "galore_adamw_8bit" make
+// GaLore(groups, o, galore) (optim/galore.h).
 std::unique_ptr<Optimizer> make_optimizer(const std::string& hf_name,
                                           std::vector<ParamGroup> groups, const AdamWOptions& o,
-                                          bool lr_given = true);
+                                          bool lr_given = true, const GaLoreOptions& galore = {});
 // The names make_optimizer accepts.
 std::vector<std::string> optimizer_names();
 

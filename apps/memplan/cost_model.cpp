@@ -3,6 +3,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <utility>
+#include <vector>
+
 #include "tensor/error.h"
 
 namespace fitgrad::apps {
@@ -27,6 +31,38 @@ Sizes linear_weights(const nn::ModelConfig& c) {
   const double attn = h * d * double(2 * c.num_heads + 2 * c.num_kv_heads);
   const double mlp = double(c.family == nn::Family::gpt2 ? 2 : 3) * h * double(c.intermediate_size);
   return {attn + mlp, h * double(c.vocab_size), mlp};
+}
+
+// GaLore's host SVD (Note [GaLore's SVD on a card] in cuda/ops/svd.cpp): Eigen's BDCSVD in
+// double on one core of the build machine, 1.5-2.4 GFLOP/s counted as 4 m n min(m, n) for a
+// (512, 1376) to (1024, 2752) matrix (bench/RESULTS.md, GaLore).
+constexpr double kHostSvdGflops = 2.0;
+
+struct GaLoreCost {
+  double flops = 0;        // per step: R = P^T G and the back-projection, 4 r m n per weight
+  double svd_seconds = 0;  // per step: each target's SVD every update_proj_gap steps
+  double weights = 0;      // elements of the target weights
+};
+
+// The blocks' linears as GaLore's targets (its default attn,mlp names them all).
+GaLoreCost galore_cost(const nn::ModelConfig& c, const TrainArgs& a) {
+  const int64_t h = c.hidden_size, q = c.num_heads * c.resolved_head_dim(),
+                kv = c.num_kv_heads * c.resolved_head_dim(), I = c.intermediate_size;
+  std::vector<std::pair<int64_t, int64_t>> shapes = {{q, h}, {kv, h}, {kv, h},
+                                                     {h, q}, {I, h},  {h, I}};
+  if (c.family != nn::Family::gpt2) shapes.emplace_back(I, h);
+  GaLoreCost g;
+  for (const auto& [m, n] : shapes) {
+    const double r = double(std::min({a.galore_rank, m, n})), mn = double(m) * double(n);
+    g.flops += 4.0 * r * mn;
+    g.svd_seconds += 4.0 * mn * double(std::min(m, n)) / (kHostSvdGflops * 1e9);
+    g.weights += mn;
+  }
+  const double L = double(c.num_layers);
+  g.flops *= L;
+  g.svd_seconds *= L / double(a.galore_update_proj_gap);
+  g.weights *= L;
+  return g;
 }
 
 }  // namespace
@@ -75,10 +111,19 @@ StepCost step_cost(const nn::ModelConfig& c, const TrainArgs& a, const Rates& ra
   if (pure) per_param -= 6;  // bf16 weights read and written, a bf16 gradient read
   const double cast = a.bf16 || a.fp16 ? 6.0 * all_linear : 0.0;
   s.bytes = micro * (weights + activations + logits) + accumulate + trained * per_param + cast;
+  double svd_seconds = 0;
+  if (a.optim.starts_with("galore_") && trained > 0) {
+    // A target's update reads its weight and gradient and writes and reads the (m, n)
+    // back-projection instead of touching full-size moments: 20 B in fp32, 12 B pure bf16.
+    const GaLoreCost g = galore_cost(c, a);
+    s.flops += g.flops;
+    s.bytes -= g.weights * (per_param - (pure ? 12.0 : 20.0));
+    svd_seconds = g.svd_seconds;
+  }
   // Each block's checkpointed input goes to the host and back.
   const double offloaded = a.offload_activations ? micro * 2.0 * L * tau * h * elem : 0.0;
   s.seconds = s.flops / (rate * 1e12) + s.bytes / (rates.bandwidth_gbs * 1e9) +
-              offloaded / (kHostLinkGBs * 1e9);
+              offloaded / (kHostLinkGBs * 1e9) + svd_seconds;
   return s;
 }
 

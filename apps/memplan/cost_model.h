@@ -22,6 +22,10 @@
 //     autocast's one cast of each weight (6 B).
 // Offloaded activations add each block's checkpointed input sent to the host and back at
 // 25 GB/s (PCIe 4.0 x16), since the copies do not yet overlap compute.
+// GaLore (Note [GaLore targets]: the blocks' linears by default) adds its projections, 4 r
+// FLOPs per target weight per step, reads and writes the (m, n) back-projection instead of
+// full-size moments, and adds each target's SVD every update_proj_gap steps on the host at
+// 2 GFLOP/s (Eigen, measured; Note [GaLore's SVD on a card] in cuda/ops/svd.cpp).
 // Optimizer-in-backward moves the optimizer's work, not its amount, so it costs the same.
 #pragma once
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <tuple>
 
 namespace fitgrad::apps {
@@ -17,7 +18,7 @@ enum class Precision { pure_bf16, fp32, autocast };  // autocast: bf16, or fp16 
 struct Dims {
   int64_t micro = 1;
   Ckpt ckpt = Ckpt::none;
-  int optimizer = 0;  // 0 adafactor < 1 adamw_8bit < 2 adamw_torch
+  int optimizer = 0;  // an index into kOptimizers
   Precision precision = Precision::fp32;
   bool four_bit = false;
   bool in_backward = false;
@@ -26,17 +27,24 @@ struct Dims {
   bool expandable = false;  // --allocator expandable
 };
 
+// The optimizers searched: the first kOrderedOptimizers by the memory their state takes.
+constexpr const char* kOptimizers[] = {"adafactor", "adamw_8bit", "adamw_torch",
+                                       "galore_adamw_8bit", "galore_adamw"};
+constexpr int kOrderedOptimizers = 3;
+
 // Whether `c` needs at least the memory of `d` in every dimension.
 bool needs_more(const Dims& c, const Dims& d) {
   const bool ckpt = c.ckpt == d.ckpt || c.ckpt == Ckpt::none;
   const bool precision = c.precision == d.precision || d.precision == Precision::pure_bf16;
-  return c.micro >= d.micro && ckpt && c.optimizer >= d.optimizer && precision &&
-         (!c.four_bit || d.four_bit) && (!c.in_backward || d.in_backward) &&
-         (!c.row_chunks || d.row_chunks) && (!c.offload || d.offload) &&
+  // adafactor < adamw_8bit < adamw_torch; GaLore's state and temporaries depend on the
+  // rank and the weights' shapes, so it is ordered against nothing but itself.
+  const bool ordered = c.optimizer < kOrderedOptimizers && d.optimizer < kOrderedOptimizers;
+  const bool optimizer = ordered ? c.optimizer >= d.optimizer : c.optimizer == d.optimizer;
+  return c.micro >= d.micro && ckpt && optimizer && precision && (!c.four_bit || d.four_bit) &&
+         (!c.in_backward || d.in_backward) && (!c.row_chunks || d.row_chunks) &&
+         (!c.offload || d.offload) &&
          c.expandable == d.expandable;  // the allocators' reserved bytes are not ordered
 }
-
-constexpr const char* kOptimizers[] = {"adafactor", "adamw_8bit", "adamw_torch"};
 
 // Predicted times closer than this are ranked as equal (Note [The fit search]).
 constexpr double kTimeTolerance = 0.01;
@@ -85,6 +93,16 @@ std::string setting_flags(const TrainArgs& a) {
   if (a.tiled_mlp) s += " --tiled_mlp";
   if (a.mlp_tiles > 0) s += fmt::format(" --mlp_tiles {}", a.mlp_tiles);
   s += " --optim " + a.optim;
+  if (a.optim.starts_with("galore_")) {
+    const TrainArgs defaults;
+    if (a.galore_target_modules != defaults.galore_target_modules)
+      s += " --galore_target_modules " + a.galore_target_modules;
+    if (a.galore_rank != defaults.galore_rank) s += fmt::format(" --galore_rank {}", a.galore_rank);
+    if (a.galore_update_proj_gap != defaults.galore_update_proj_gap)
+      s += fmt::format(" --galore_update_proj_gap {}", a.galore_update_proj_gap);
+    if (a.galore_scale != defaults.galore_scale)
+      s += fmt::format(" --galore_scale {}", a.galore_scale);
+  }
   if (a.bf16) s += " --bf16";
   if (a.fp16) s += " --fp16";
   if (a.pure_bf16) s += " --pure_bf16";
@@ -119,7 +137,7 @@ std::vector<Candidate> fit_candidates(const TrainArgs& base, const nn::ModelConf
     if (effective % micro != 0) continue;
     for (Ckpt ckpt : {Ckpt::none, Ckpt::sqrt_segments, Ckpt::per_block}) {
       if (ckpt == Ckpt::sqrt_segments && sqrt_segments >= L) continue;
-      for (int optimizer = 0; optimizer < 3; ++optimizer)
+      for (int optimizer = 0; optimizer < int(std::size(kOptimizers)); ++optimizer)
         for (Precision precision : {Precision::pure_bf16, Precision::fp32, Precision::autocast}) {
           if (precision == Precision::pure_bf16 && !has_bf16) continue;
           for (bool four_bit : {false, true}) {
@@ -144,6 +162,8 @@ std::vector<Candidate> fit_candidates(const TrainArgs& base, const nn::ModelConf
                     a.quantize = "nf4";
                     if (a.lora_r == 0) a.lora_r = 16;
                   }
+                  // GaLore trains full weights; LoRA's are frozen.
+                  if (a.optim.starts_with("galore_") && a.lora_r > 0) continue;
                   a.optim_in_backward = in_backward;
                   // Optimizer-in-backward can neither clip by the global norm nor skip a step.
                   if (in_backward && (base.max_grad_norm != 0 || a.fp16)) continue;
@@ -183,7 +203,8 @@ FitResult fit_search(const TrainArgs& base, const nn::ModelConfig& cfg, const Pl
     d.ckpt = !a.gradient_checkpointing   ? Ckpt::none
              : a.checkpoint_segments > 0 ? Ckpt::sqrt_segments
                                          : Ckpt::per_block;
-    d.optimizer = a.optim == "adafactor" ? 0 : a.optim == "adamw_8bit" ? 1 : 2;
+    d.optimizer = int(std::find(std::begin(kOptimizers), std::end(kOptimizers), a.optim) -
+                      std::begin(kOptimizers));
     d.precision = a.pure_bf16        ? Precision::pure_bf16
                   : a.bf16 || a.fp16 ? Precision::autocast
                                      : Precision::fp32;

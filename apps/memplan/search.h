@@ -5,7 +5,8 @@
 // Note [The fit search]
 // The candidates hold the effective batch (micro-batch x accumulation) of the user's flags and
 // vary: the micro-batch over the divisors of that batch; checkpointing off, per block, or in
-// round(sqrt(L)) segments; the optimizer (adamw_torch, adamw_8bit, adafactor); the precision
+// round(sqrt(L)) segments; the optimizer (adamw_torch, adamw_8bit, adafactor, and GaLore's
+// galore_adamw and galore_adamw_8bit at the user's --galore_* settings); the precision
 // (fp32, bf16 autocast, pure bf16; fp16 autocast on a card without bf16); with --allow_qlora,
 // an NF4 base with LoRA adapters (it changes what is trained, so only when asked); optimizer-
 // in-backward, only when --max_grad_norm is 0 (it cannot clip by the global norm); the fused
@@ -18,7 +19,8 @@
 // equal, and among them the setting that changes fewer of the user's flags comes first (the
 // cost model cannot tell AdamW from Adafactor to 1%, and the user chose one). A candidate that
 // needs at least the memory of one that ran out of memory in every dimension (a larger micro-
-// batch, no more checkpointing, a larger optimizer state, a larger precision, no 4-bit base,
+// batch, no more checkpointing, a larger optimizer state (GaLore's is ordered against no
+// other optimizer: it depends on the rank and the shapes), a larger precision, no 4-bit base,
 // no optimizer-in-backward, no row chunking, no offload) is not planned: it would run out too.
 // Memory is ordered so along each dimension except fp32 against bf16 autocast, which is not
 // ordered (autocast adds bf16 weight copies and halves the activations) and so never implies,

@@ -142,7 +142,20 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
            "Quantize the 4-bit absmaxes too (4.127 instead of 4.5 bits per weight)");
   cmd.add_option("--optim", a.optim,
                  "Optimizer: adamw_torch (= adamw_hf, adamw_torch_fused), sgd, adamw_8bit (= "
-                 "adamw_bnb_8bit, adam8bit), adafactor (torch's), adafactor_hf (transformers')")
+                 "adamw_bnb_8bit, adam8bit), adafactor (torch's), adafactor_hf (transformers'), "
+                 "galore_adamw, galore_adamw_8bit")
+      ->capture_default_str();
+  cmd.add_option("--galore_target_modules", a.galore_target_modules,
+                 "GaLore: the 2-D weights projected, by module path: comma-separated entries, "
+                 "each a substring of the path or a glob (* and ?) over all of it")
+      ->capture_default_str();
+  cmd.add_option("--galore_rank", a.galore_rank, "GaLore: the projection's rank")
+      ->capture_default_str();
+  cmd.add_option("--galore_update_proj_gap", a.galore_update_proj_gap,
+                 "GaLore: steps between two SVDs of a weight's gradient")
+      ->capture_default_str();
+  cmd.add_option("--galore_scale", a.galore_scale,
+                 "GaLore: the factor on the projected-back update")
       ->capture_default_str();
   cmd.add_option("--learning_rate", a.learning_rate,
                  "Peak learning rate (adafactor_hf without it: its relative step)")
@@ -316,6 +329,20 @@ void validate(const TrainArgs& a) {
            fmt::format("must be a finite number in (0, 1000000], got {}", a.lora_alpha));
     if (!(a.lora_dropout >= 0 && a.lora_dropout < 1))
       fail("lora_dropout", fmt::format("must be in [0, 1), got {}", a.lora_dropout));
+  }
+  if (a.optim.starts_with("galore_")) {
+    require_positive("galore_rank", a.galore_rank, 65536);
+    require_positive("galore_update_proj_gap", a.galore_update_proj_gap);
+    if (!(a.galore_scale > 0 && a.galore_scale <= 1e6))
+      fail("galore_scale",
+           fmt::format("must be a finite number in (0, 1000000], got {}", a.galore_scale));
+    if (a.galore_target_modules.find_first_not_of(',') == std::string::npos)
+      fail("galore_target_modules", "names no module (give entries such as attn,mlp)");
+    if (a.lora_r > 0)
+      throw Error(fmt::format(
+          "[train] --optim {} and --lora_r conflict: GaLore projects the gradients of full "
+          "weights, LoRA trains adapters beside frozen ones",
+          a.optim));
   }
   if (a.optim_in_backward && a.fp16)
     throw Error(

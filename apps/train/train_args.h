@@ -77,6 +77,13 @@ struct TrainArgs {
   std::string bnb_4bit_quant_type = "nf4";
   bool bnb_4bit_use_double_quant = false;
   std::string optim = "adamw_torch";
+  // GaLore (optim/galore.h), with --optim galore_adamw or galore_adamw_8bit: transformers'
+  // optim_target_modules (Note [GaLore targets]) and its optim_args rank, update_proj_gap
+  // and scale, with their defaults.
+  std::string galore_target_modules = "attn,mlp";
+  int64_t galore_rank = 128;
+  int64_t galore_update_proj_gap = 200;
+  double galore_scale = 0.25;
   double learning_rate = 5e-5;
   bool learning_rate_given = false;  // --learning_rate was on the command line
   double adam_beta1 = 0.9;

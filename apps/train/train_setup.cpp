@@ -222,12 +222,39 @@ void print_summary(TrainRun& r, int64_t warmup) {
       state_elements += numel(spec.shape);
       state += optim::state_bytes({spec});
     }
+  if (const auto* g = dynamic_cast<const optim::GaLore*>(r.optimizer.get())) {
+    int64_t projected = 0, weights = 0;
+    for (size_t i = 0; i < g->num_params(); ++i) projected += g->projected(i);
+    for (const optim::ParamGroup& group : g->groups()) weights += int64_t(group.params.size());
+    r.out << fmt::format(
+        "GaLore: {} of {} parameters projected ({}), rank {}, SVD every {} steps, scale {}\n",
+        projected, weights, a.galore_target_modules, a.galore_rank, a.galore_update_proj_gap,
+        a.galore_scale);
+  }
   r.out << fmt::format(
       "optimizer state ({} declared): {} elements, {} = {:.3f} bytes per trained parameter; the "
       "ledger's figure follows the first step\n",
       r.optimizer->name(), state_elements, format_bytes(state),
       double(state) / double(r.optimized_parameters()));
   r.out << std::flush;
+}
+
+// Throws naming --galore_target_modules when it selects none of the trained weights (Note
+// [GaLore targets]).
+void check_galore_targets(const std::vector<std::pair<std::string, Tensor>>& trained,
+                          const std::string& target_modules) {
+  for (const auto& [name, t] : trained)
+    if (optim::galore_target(target_modules, name, t)) return;
+  std::string example = "<none>";
+  for (const auto& [name, t] : trained)
+    if (t.dim() == 2) {
+      example = name;
+      break;
+    }
+  throw Error(fmt::format(
+      "[train] --galore_target_modules '{}' names no 2-D weight of the model (weights look like "
+      "'{}')",
+      target_modules, example));
 }
 
 }  // namespace
@@ -335,9 +362,12 @@ void setup_run(TrainRun& r) {
   const auto trained = r.lora ? model.trainable_parameters() : model.named_parameters();
   if (a.offload_optimizer)
     r.offload = std::make_unique<optim::OptimizerOffload>(trained, optim::offload_host(r.device));
+  const optim::GaLoreOptions galore{a.galore_rank, a.galore_update_proj_gap, a.galore_scale,
+                                    a.galore_target_modules};
+  if (a.optim.starts_with("galore_")) check_galore_targets(trained, a.galore_target_modules);
   r.optimizer = optim::make_optimizer(
       a.optim, optim::decay_groups(r.offload ? r.offload->host_params() : trained, a.weight_decay),
-      oopt, a.learning_rate_given);
+      oopt, a.learning_rate_given, galore);
   if (a.stochastic_rounding) r.optimizer->set_stochastic_rounding(a.seed);
   r.schedule.emplace(
       optim::make_lr_schedule(a.lr_scheduler_type, a.learning_rate, warmup, r.total));

@@ -1,7 +1,8 @@
 // `fitgrad train --device meta` is the real run without its values (Note [Dry run on meta]
 // in apps/train/train_run.h): for gpt2-tiny and llama-tiny, each in fp32, --bf16, --fp16,
 // --gradient_checkpointing, --gradient_accumulation_steps 2, configured dropout, --optim
-// adamw_8bit, adafactor and adafactor_hf, --pure_bf16 --stochastic_rounding and
+// adamw_8bit, adafactor, adafactor_hf, galore_adamw and galore_adamw_8bit (an SVD at every
+// step), --pure_bf16 --stochastic_rounding and
 // --optim_in_backward, QLoRA (--quantize nf4 --lora_r 4), checkpointing in one segment, and
 // the fused head with the tiled MLP inside checkpointed blocks,
 // a cpu run, a meta run with the same flags, and memplan's plan of them for this machine's
@@ -119,6 +120,11 @@ TEST_P(DryRunTest, MetaWritesTheTraceOfTheRealRun) {
   }
   if (variant == "adamw_8bit" || variant == "adafactor" || variant == "adafactor_hf")
     a.optim = variant;
+  if (variant == "galore_adamw" || variant == "galore_adamw_8bit") {
+    a.optim = variant;  // both steps refresh the projection
+    a.galore_rank = 4;
+    a.galore_update_proj_gap = 1;
+  }
   if (variant == "pure_bf16_sr") a.pure_bf16 = a.stochastic_rounding = true;
   if (variant == "qlora") {
     a.quantize = "nf4";
@@ -286,7 +292,8 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values("fp32", "bf16", "checkpointing", "accumulation", "dropout",
                                          "fp16", "adamw_8bit", "adafactor", "adafactor_hf",
                                          "pure_bf16_sr", "optim_in_backward", "qlora",
-                                         "one_segment", "row_chunks", "expandable")),
+                                         "one_segment", "row_chunks", "expandable", "galore_adamw",
+                                         "galore_adamw_8bit")),
     [](const auto& info) {
       std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param);
       for (char& c : name)

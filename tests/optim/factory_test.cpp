@@ -1,5 +1,5 @@
-// Optimizers by Hugging Face --optim name: the AdamW spellings, sgd, the 8-bit Adams and
-// both Adafactors build the right optimizer with the given learning rate (adafactor_hf: the
+// Optimizers by Hugging Face --optim name: the AdamW spellings, sgd, the 8-bit Adams, both
+// Adafactors and both GaLores (with their options) build the right optimizer with the given learning rate (adafactor_hf: the
 // relative step when none is given, as transformers does); names transformers has and
 // fitgrad lacks, and names nobody has, get the errors that list what is available.
 #include "optim/factory.h"
@@ -33,10 +33,27 @@ TEST(MakeOptimizer, KnownNames) {
     EXPECT_EQ(opt->lr(), 3e-4);
   }
   EXPECT_EQ(make_optimizer("adafactor", one_group(), o)->name(), "adafactor");
-  EXPECT_EQ(
-      optimizer_names(),
-      (std::vector<std::string>{"adamw_torch", "adamw_torch_fused", "adamw_hf", "sgd", "adamw_8bit",
-                                "adamw_bnb_8bit", "adam8bit", "adafactor", "adafactor_hf"}));
+  EXPECT_EQ(optimizer_names(),
+            (std::vector<std::string>{"adamw_torch", "adamw_torch_fused", "adamw_hf", "sgd",
+                                      "adamw_8bit", "adamw_bnb_8bit", "adam8bit", "adafactor",
+                                      "adafactor_hf", "galore_adamw", "galore_adamw_8bit"}));
+}
+
+TEST(MakeOptimizer, GaloreTakesItsOptions) {
+  AdamWOptions o;
+  o.lr = 3e-4;
+  GaLoreOptions g;
+  g.rank = 2;
+  g.target_modules = "w*";
+  const std::vector<ParamGroup> groups = {
+      ParamGroup{{{"w.weight", testing::random_tensor({3, 4}, 1)}}, 0.0}};
+  for (const char* name : {"galore_adamw", "galore_adamw_8bit"}) {
+    const auto opt = make_optimizer(name, groups, o, true, g);
+    EXPECT_EQ(opt->name(), name);
+    EXPECT_EQ(opt->lr(), 3e-4);
+    EXPECT_EQ(dynamic_cast<const GaLore&>(*opt).galore_options().rank, 2);
+    EXPECT_TRUE(dynamic_cast<const GaLore&>(*opt).projected(0));
+  }
 }
 
 TEST(MakeOptimizer, AdafactorHfUsesTheRelativeStepWithoutALearningRate) {
@@ -55,7 +72,7 @@ TEST(MakeOptimizer, AdafactorHfUsesTheRelativeStepWithoutALearningRate) {
 }
 
 TEST(MakeOptimizer, UnavailableAndUnknownNames) {
-  for (const char* name : {"paged_adamw_8bit", "lion_32bit", "galore_adamw"})
+  for (const char* name : {"paged_adamw_8bit", "lion_32bit", "galore_adafactor"})
     testing::expect_error([&] { make_optimizer(name, one_group(), {}); }, "[optim]",
                           std::string("'") + name +
                               "' is not implemented yet (available: adamw_torch, "
