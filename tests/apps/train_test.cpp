@@ -408,9 +408,9 @@ TEST_F(TrainTest, BadInputGetsAClearError) {
       {"galore targets the model lacks",
        [](TrainArgs& a) {
          a.optim = "galore_adamw";
-         a.galore_target_modules = "q_proj";
+         a.galore_target_modules = "xyz_proj";
        },
-       "--galore_target_modules 'q_proj' names no 2-D weight of the model"},
+       "--galore_target_modules 'xyz_proj' names no 2-D weight of the model"},
       {"galore with lora",
        [](TrainArgs& a) {
          a.optim = "galore_adamw";
