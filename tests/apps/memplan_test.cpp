@@ -11,6 +11,7 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "apps/memplan/cost_model.h"
@@ -206,6 +207,35 @@ TEST(MemplanFit, TheFastestFittingSettingAndEverySkippedCandidateRunsOut) {
               ::testing::HasSubstr(fmt::format("--per_device_train_batch_size {}",
                                                w.args.per_device_train_batch_size)));
   EXPECT_THAT(setting_flags(w.args), ::testing::HasSubstr("--optim " + w.args.optim));
+}
+
+// GaLore in the search and the cost model: both variants are candidates (never with LoRA),
+// their command line carries the user's --galore_* settings, and a step adds its projections
+// (4 r m n per block matrix) and a share of each matrix's host SVD.
+TEST(MemplanFit, KnowsGalore) {
+  TrainArgs base = tiny_args();
+  base.galore_rank = 8;
+  std::set<std::string> optimizers;
+  for (const Candidate& c :
+       fit_candidates(base, nn::preset("llama-tiny"), plan_target("cpu", "", ""), true)) {
+    optimizers.insert(c.args.optim);
+    if (c.args.optim.starts_with("galore_")) {
+      EXPECT_EQ(c.args.lora_r, 0) << c.setting;
+      EXPECT_THAT(setting_flags(c.args), ::testing::HasSubstr("--galore_rank 8"));
+    }
+  }
+  EXPECT_TRUE(optimizers.count("galore_adamw") && optimizers.count("galore_adamw_8bit"));
+  const nn::ModelConfig cfg = nn::preset("llama2-7b");
+  const Rates rates = plan_target("cuda", "h100", "").rates;
+  TrainArgs a = tiny_args();
+  a.model = "llama2-7b";
+  a.galore_rank = 128;
+  const StepCost adamw = step_cost(cfg, a, rates);
+  a.optim = "galore_adamw";
+  const StepCost galore = step_cost(cfg, a, rates);
+  const double h = 4096, I = 11008;
+  EXPECT_DOUBLE_EQ(galore.flops - adamw.flops, 32 * 4 * 128.0 * (4 * h * h + 3 * h * I));
+  EXPECT_GT(galore.seconds, adamw.seconds);  // the SVDs, even at one per 200 steps
 }
 
 TEST(MemplanFit, OptimizerInBackwardOnlyWithoutClipping) {
