@@ -33,10 +33,10 @@ Sizes linear_weights(const nn::ModelConfig& c) {
   return {attn + mlp, h * double(c.vocab_size), mlp};
 }
 
-// GaLore's host SVD (Note [GaLore's SVD on a card] in cuda/ops/svd.cpp): Eigen's BDCSVD in
-// double on one core of the build machine, 1.5-2.4 GFLOP/s counted as 4 m n min(m, n) for a
-// (512, 1376) to (1024, 2752) matrix (bench/RESULTS.md, GaLore).
-constexpr double kHostSvdGflops = 2.0;
+// GaLore's host SVD (Note [GaLore's SVD on a card] in cuda/ops/svd_basis.cpp): Eigen's BDCSVD in
+// double on one core of the build machine, 6.6-7.6 GFLOP/s counted as 4 m n min(m, n) for
+// (2304, 768) to (1024, 2752) matrices (bench/RESULTS.md, GaLore).
+constexpr double kHostSvdGflops = 7.0;
 
 struct GaLoreCost {
   double flops = 0;        // per step: R = P^T G and the back-projection, 4 r m n per weight

@@ -25,7 +25,7 @@
 // GaLore (Note [GaLore targets]: the blocks' linears by default) adds its projections, 4 r
 // FLOPs per target weight per step, reads and writes the (m, n) back-projection instead of
 // full-size moments, and adds each target's SVD every update_proj_gap steps on the host at
-// 2 GFLOP/s (Eigen, measured; Note [GaLore's SVD on a card] in cuda/ops/svd.cpp).
+// 7 GFLOP/s (Eigen, measured; Note [GaLore's SVD on a card] in cuda/ops/svd_basis.cpp).
 // Optimizer-in-backward moves the optimizer's work, not its amount, so it costs the same.
 #pragma once
 

@@ -2,7 +2,7 @@
 // singular vectors of a matrix, written into a given tensor. It allocates nothing, so a dry
 // run on meta plans it exactly (its kernel there does nothing); the cpu kernel is Eigen's
 // SVD (tensor/cpu/svd.h), the cuda kernel the same on a host copy (Note [GaLore's SVD on a
-// card] in cuda/ops/svd.cpp).
+// card] in cuda/ops/svd_basis.cpp).
 #pragma once
 
 #include "tensor/tensor.h"

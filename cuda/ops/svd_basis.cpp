@@ -10,19 +10,23 @@
 // about 0.5 GB at the moment of the refresh, and memplan could not size it on meta for a
 // card it does not have. The round trip through the host instead needs no device memory at
 // all, so the ledger and memplan's plans stay exact, and the basis is bit for bit the cpu
-// backend's, whose signs Note [Singular vector signs] fixes. The cost is time: the copy (m n
-// elements of the gradient's dtype each way for the matrix, m r or r n back) and the host's
-// SVD, once per parameter every update_proj_gap steps; bench/RESULTS.md records the host
-// SVD's time at GaLore's sizes. The copies run in stream order (Note [Copies in stream
-// order] in cuda/copy.cpp): the device-to-host one waits for the gradient, and the
+// backend's, whose signs Note [Singular vector signs] fixes. The cost is time: the copies
+// (the gradient's m n elements out, the basis's m r or r n back) and the host's SVD, once
+// per parameter every update_proj_gap steps. Eigen runs at about 7 GFLOP/s of
+// 4 m n min(m, n) on one core (bench/RESULTS.md, GaLore): 0.7-1.6 s for GPT-2's and
+// quarter-Llama matrices, but about 40 s for a (4096, 4096) and 110 s for a (11008, 4096)
+// matrix, so a Llama-7B refresh of its 224 matrices takes hours of host time, about a minute
+// per step at the default gap of 200. That is the price of exact planning with this
+// backend; cuSOLVER (gesvdj, with its workspace allocated and planned as a temporary) is the
+// way to make large models' refreshes fast. The copies run in stream order (Note [Copies in
+// stream order] in cuda/copy.cpp): the device-to-host one waits for the gradient, and the
 // host-to-device one is ordered before every later kernel on the compute stream.
-#include "tensor/cpu/svd.h"
-
 #include <vector>
 
 #include "cuda/copy.h"
 #include "tensor/backend/kernel_args.h"
 #include "tensor/backend/kernel_table.h"
+#include "tensor/cpu/svd.h"
 #include "tensor/error.h"
 
 namespace fitgrad::cuda {
