@@ -40,6 +40,7 @@ constexpr AutocastRule kRules[] = {
     {OpId::sum_squares, P::fp32_internal}, {OpId::scale_, P::as_is},
     {OpId::adam8bit_update, P::as_is}, {OpId::adafactor_update, P::as_is},
     {OpId::apollo_update, P::as_is},
+    {OpId::svd_basis, P::as_is},
     {OpId::quantize_4bit, P::as_is}, {OpId::dequantize_4bit, P::as_is},
     {OpId::embedding_4bit, P::as_is}, {OpId::linear_4bit, P::as_is},
 };

@@ -5,7 +5,7 @@
 // gradients. A step reads p, g, m, v and writes p, m, v, 28 bytes per element, so the
 // "GB/s" counter is the memory traffic it sustains (Note [Optimizer kernels] in
 // tensor/cpu/optim_update.cpp). Clipping is timed below max_norm, so it only reads the gradients
-// (4 bytes per element).
+// (4 bytes per element). BM_SvdBasis times GaLore's SVD at GPT-2's and Llama's shapes.
 #include <benchmark/benchmark.h>
 
 #include <type_traits>
@@ -16,6 +16,7 @@
 #include "optim/adam8bit.h"
 #include "optim/adamw.h"
 #include "optim/clip.h"
+#include "tensor/ops/svd.h"
 #include "tensor/random/generator.h"
 
 namespace fitgrad::optim {
@@ -55,6 +56,18 @@ void BM_AdamWStep30M(benchmark::State& state) {
   state.counters["params"] = double(numel_of(params));
   state.counters["GB/s"] =
       benchmark::Counter(bytes * 1e-9 * double(state.iterations()), benchmark::Counter::kIsRate);
+}
+
+// GaLore's projection refresh (ops::svd_basis_, Note [GaLore's SVD on a card]): the rank-128
+// basis of one (m, n) gradient, the side of min(m, n); "GFLOP/s" counts 4 m n min(m, n).
+void BM_SvdBasis(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), r = 128;
+  const Tensor g = default_generator().uniform({m, n}, -1e-3, 1e-3);
+  const Tensor out = Tensor::empty(m < n ? Shape{m, r} : Shape{r, n});
+  for (auto _ : state) ops::svd_basis_(g, out, m < n);
+  const double flops = 4.0 * double(m) * double(n) * double(std::min(m, n));
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9 * double(state.iterations()), benchmark::Counter::kIsRate);
 }
 
 void BM_ClipGradNorm30M(benchmark::State& state) {
@@ -129,6 +142,15 @@ BENCHMARK(BM_Step30M<AdafactorHF, AdafactorHFOptions>)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK(BM_ClipGradNorm30M)->Unit(benchmark::kMillisecond)->UseRealTime();
+// GPT-2's attention and MLP matrices (as fitgrad stores them), and a Llama-7B MLP matrix at a
+// quarter of each side.
+BENCHMARK(BM_SvdBasis)
+    ->Args({2304, 768})
+    ->Args({768, 3072})
+    ->Args({1024, 2752})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(1);
 
 }  // namespace
 }  // namespace fitgrad::optim

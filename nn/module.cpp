@@ -6,6 +6,7 @@
 
 #include "autograd/variable.h"
 #include "tensor/error.h"
+#include "tensor/glob.h"
 #include "tensor/interrupt.h"
 #include "tensor/ops/random.h"
 
@@ -43,27 +44,6 @@ Module::Module(std::string path, std::string name)
     : path_(std::move(path)), name_(std::move(name)) {}
 
 namespace {
-
-// `name` matches the glob `pattern` (`*` any run, `?` one character), by backtracking.
-bool glob_match(const std::string& pattern, const std::string& name) {
-  size_t p = 0, n = 0, star = std::string::npos, resume = 0;
-  while (n < name.size()) {
-    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == name[n])) {
-      ++p;
-      ++n;
-    } else if (p < pattern.size() && pattern[p] == '*') {
-      star = p++;
-      resume = n;
-    } else if (star != std::string::npos) {
-      p = star + 1;
-      n = ++resume;
-    } else {
-      return false;
-    }
-  }
-  while (p < pattern.size() && pattern[p] == '*') ++p;
-  return p == pattern.size();
-}
 
 int64_t set_trainable(const Module& m, const std::string& pattern, bool trainable, const char* op) {
   FG_CHECK(!pattern.empty(), "[{}] the pattern is empty", op);

@@ -35,6 +35,13 @@ struct Adam8bitOptions {
   int64_t min_8bit_size = 4096;
 };
 
+// The state of a parameter of `shape` (the names above), 8-bit from min_8bit_size elements.
+std::vector<StateSpec> adam8bit_specs(const Shape& shape, int64_t min_8bit_size);
+// The kernel's scalars of one step: learning rate lr, the group's weight decay, the
+// parameter's step count t (1 at its first step).
+backend::Adam8bitScalars adam8bit_scalars(const Adam8bitOptions& o, double lr, double weight_decay,
+                                          int64_t t);
+
 class Adam8bit : public Optimizer {
  public:
   // `name` is what name() reports ("adamw_8bit", "adam8bit", ...).

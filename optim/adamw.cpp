@@ -31,19 +31,24 @@ void AdamW::update(size_t i, const ParamGroup& group, const std::string&, const 
   // Throws before any change on a backend without the kernel.
   backend::require_kernel(backend::OpId::adamw_update, p.device());
   ParamStates::State& s = states_.begin_update(i);
+  ops::adamw_update_(p, g.contiguous(), s.buffers[0], s.buffers[1],
+                     adamw_scalars(options_, lr_, group.weight_decay, s.step), rounding(p));
+}
+
+backend::AdamWScalars adamw_scalars(const AdamWOptions& o, double lr, double weight_decay,
+                                    int64_t step) {
   // The scalars as torch computes them in Python (double), then rounds them to f32.
-  const double t = double(s.step);
-  const double bias_correction1 = 1 - std::pow(options_.beta1, t);
-  const double bias_correction2 = 1 - std::pow(options_.beta2, t);
-  const backend::AdamWScalars k{float(1 - lr_ * group.weight_decay),
-                                float(options_.beta1),
-                                float(1 - options_.beta1),
-                                float(options_.beta2),
-                                float(1 - options_.beta2),
-                                float(std::sqrt(bias_correction2)),
-                                float(options_.eps),
-                                float(-(lr_ / bias_correction1))};
-  ops::adamw_update_(p, g.contiguous(), s.buffers[0], s.buffers[1], k, rounding(p));
+  const double t = double(step);
+  const double bias_correction1 = 1 - std::pow(o.beta1, t);
+  const double bias_correction2 = 1 - std::pow(o.beta2, t);
+  return {float(1 - lr * weight_decay),
+          float(o.beta1),
+          float(1 - o.beta1),
+          float(o.beta2),
+          float(1 - o.beta2),
+          float(std::sqrt(bias_correction2)),
+          float(o.eps),
+          float(-(lr / bias_correction1))};
 }
 
 }  // namespace fitgrad::optim

@@ -19,6 +19,11 @@ struct AdamWOptions {
   double weight_decay = 0.0;
 };
 
+// The kernel's scalars of one AdamW step: learning rate lr, the group's weight decay, and
+// the parameter's step count t (1 at its first step).
+backend::AdamWScalars adamw_scalars(const AdamWOptions& o, double lr, double weight_decay,
+                                    int64_t t);
+
 class AdamW : public Optimizer {
  public:
   AdamW(std::vector<ParamGroup> groups, const AdamWOptions& options);

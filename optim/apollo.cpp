@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "optim/target_modules.h"
 #include "tensor/backend/kernel_table.h"
 #include "tensor/error.h"
 #include "tensor/memory/scope.h"
@@ -22,15 +23,6 @@ namespace {
 constexpr uint32_t kProjectionTag = 0x41504F4C;  // "APOL" (Note [APOLLO projections])
 constexpr const char* kSeedKey = "projection_seed";
 
-// A 2-D parameter whose name without its last component contains a target module.
-bool is_target(const std::string& name, const Tensor& p, const std::vector<std::string>& targets) {
-  if (p.dim() != 2) return false;
-  const size_t dot = name.rfind('.');
-  const std::string module = dot == std::string::npos ? std::string() : name.substr(0, dot);
-  return std::any_of(targets.begin(), targets.end(),
-                     [&](const std::string& t) { return module.find(t) != std::string::npos; });
-}
-
 // m >= n: R = G P^T (m, r), the channels are the rows; else R = P G (r, n).
 bool right_side(const Tensor& p) { return p.shape()[0] >= p.shape()[1]; }
 
@@ -38,7 +30,7 @@ bool right_side(const Tensor& p) { return p.shape()[0] >= p.shape()[1]; }
 StateSpecFn apollo_specs(const ApolloOptions& o, const char* op) {
   check_apollo_options(o, op);
   return [o](const std::string& name, const Tensor& p) {
-    if (!is_target(name, p, o.target_modules))
+    if (!is_target_module(o.target_modules, name, p))
       return std::vector<StateSpec>{{.name = "exp_avg", .shape = p.shape()},
                                     {.name = "exp_avg_sq", .shape = p.shape()}};
     const Shape low = right_side(p) ? Shape{p.shape()[0], o.rank} : Shape{o.rank, p.shape()[1]};
@@ -90,7 +82,7 @@ Apollo::Apollo(std::vector<ParamGroup> groups, const ApolloOptions& options, con
       name_(name) {
   for (size_t i = 0; i < num_params(); ++i)
     projected_.push_back(
-        char(is_target(states_.param_name(i), states_.param(i), options.target_modules)));
+        char(is_target_module(options.target_modules, states_.param_name(i), states_.param(i))));
   FG_CHECK(std::count(projected_.begin(), projected_.end(), 1) > 0,
            "[{}] no parameter is a 2-D weight of the target modules ({}): nothing to project", name,
            fmt::join(options.target_modules, ", "));

@@ -21,11 +21,11 @@
 // The other parameters (not 2-D, or not named by a target module) take the same class's
 // plain step: W = W - step m / (sqrt(v) + eps), then the same decay; that is transformers'
 // old AdamW (eps before the bias correction, decay after the update), not torch's, as in
-// the reference. A projected weight is one whose name without its last component contains a
-// target module (the reference's and Hugging Face's substring match; default "attn" and
-// "mlp", as the reference's pre-training script), so embeddings, the head and norms stay
-// plain. The rank is not capped by the matrix: r above min(m, n) is the reference's
-// behaviour too (and costs more than AdamW). tests/golden/gen_apollo_golden.py writes this
+// the reference. A projected weight is a 2-D weight of a target module (Hugging Face's match,
+// Note [Optimizer target modules] in optim/target_modules.h; default "attn" and "mlp", as the
+// reference's pre-training script), so embeddings, the head and norms stay plain. The rank
+// is not capped by the matrix: r above min(m, n) is the reference's behaviour too (and costs
+// more than AdamW). tests/golden/gen_apollo_golden.py writes this
 // out in NumPy and checks it against apollo_torch itself (2e-16 in float64).
 //
 // Note [APOLLO projections]

@@ -7,11 +7,13 @@
 #include <algorithm>
 #include <charconv>
 #include <set>
+#include <utility>
 
 #include "optim/adafactor.h"
 #include "optim/adam8bit.h"
 #include "optim/apollo.h"
 #include "optim/sgd.h"
+#include "optim/target_modules.h"
 #include "tensor/error.h"
 
 namespace fitgrad::optim {
@@ -31,8 +33,6 @@ constexpr const char* kNotYet[] = {
     "ademamix",
     "ademamix_8bit",
     "galore_adafactor",
-    "galore_adamw",
-    "galore_adamw_8bit",
     "lion_32bit",
     "lion_8bit",
     "lomo",
@@ -50,16 +50,28 @@ constexpr const char* kNotYet[] = {
 };
 
 constexpr const char* kApollo[] = {"apollo", "apollo_mini"};
+constexpr const char* kGaLore[] = {"galore_adamw", "galore_adamw_8bit"};
 
 bool is_apollo(const std::string& name) { return name == kApollo[0] || name == kApollo[1]; }
+bool is_galore(const std::string& name) { return name == kGaLore[0] || name == kGaLore[1]; }
 
-std::vector<std::string> split_commas(const std::string& text) {
-  std::vector<std::string> out;
+// Hugging Face's --optim_args as (key, value) pairs, in order, spaces dropped as transformers
+// drops them; throws on an item that is not key=value and on a repeated key.
+std::vector<std::pair<std::string, std::string>> parse_optim_args(std::string text) {
+  std::erase(text, ' ');
+  std::vector<std::pair<std::string, std::string>> out;
+  if (text.empty()) return out;
+  std::set<std::string> seen;
   size_t start = 0;
   while (start <= text.size()) {
     const size_t end = std::min(text.find(',', start), text.size());
-    out.push_back(text.substr(start, end - start));
+    const std::string item = text.substr(start, end - start);
     start = end + 1;
+    const size_t eq = item.find('=');
+    FG_CHECK(eq != std::string::npos, "[optim] --optim_args: '{}' is not key=value", item);
+    std::string key = item.substr(0, eq);
+    FG_CHECK(seen.insert(key).second, "[optim] --optim_args: {} is given twice", key);
+    out.emplace_back(std::move(key), item.substr(eq + 1));
   }
   return out;
 }
@@ -74,6 +86,17 @@ T parse_number(const std::string& key, const std::string& text, const char* what
   return v;
 }
 
+// Throws unless `value` of `key` is `only`, the one value fitgrad has.
+void require_only(const std::string& key, const std::string& value, const char* only) {
+  FG_CHECK(value == only, "[optim] --optim_args: {} must be {} (fitgrad has no other), got '{}'",
+           key, only, value);
+}
+
+[[noreturn]] void unknown_key(const std::string& key, const std::string& name, const char* known) {
+  throw Error(
+      fmt::format("[optim] --optim_args: unknown key '{}' for {} (known: {})", key, name, known));
+}
+
 }  // namespace
 
 // Hugging Face's --optim_args keys are transformers' names for apollo_torch's group options.
@@ -81,19 +104,9 @@ ApolloOptions apollo_options(const std::string& name, const OptimizerExtras& ext
   FG_CHECK(is_apollo(name), "[optim] '{}' is not apollo or apollo_mini", name);
   ApolloOptions a = name == "apollo_mini" ? apollo_mini_options() : ApolloOptions{};
   a.seed = extras.seed;
-  if (!extras.target_modules.empty()) {
-    a.target_modules = split_commas(extras.target_modules);
-    for (const std::string& t : a.target_modules)
-      FG_CHECK(!t.empty(), "[optim] --optim_target_modules '{}' has an empty name",
-               extras.target_modules);
-  }
-  if (extras.optim_args.empty()) return a;
-  std::set<std::string> seen;
-  for (const std::string& item : split_commas(extras.optim_args)) {
-    const size_t eq = item.find('=');
-    FG_CHECK(eq != std::string::npos, "[optim] --optim_args: '{}' is not key=value", item);
-    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
-    FG_CHECK(seen.insert(key).second, "[optim] --optim_args: {} is given twice", key);
+  if (!extras.target_modules.empty())
+    a.target_modules = parse_target_modules(extras.target_modules);
+  for (const auto& [key, value] : parse_optim_args(extras.optim_args)) {
     if (key == "rank") {
       a.rank = parse_number<int64_t>(key, value, "an integer");
     } else if (key == "scale") {
@@ -105,19 +118,39 @@ ApolloOptions apollo_options(const std::string& name, const OptimizerExtras& ext
                "[optim] --optim_args: scale_type must be channel or tensor, got '{}'", value);
       a.scaling = value == "channel" ? ApolloScaling::channel : ApolloScaling::tensor;
     } else if (key == "proj" || key == "proj_type") {
-      const char* only = key == "proj" ? "random" : "std";
-      FG_CHECK(value == only,
-               "[optim] --optim_args: {} must be {} (fitgrad has no other), got '{}'", key, only,
-               value);
+      require_only(key, value, key == "proj" ? "random" : "std");
     } else {
-      throw Error(fmt::format(
-          "[optim] --optim_args: unknown key '{}' for {} (known: rank, scale, scale_type, "
-          "update_proj_gap, proj, proj_type)",
-          key, name));
+      unknown_key(key, name, "rank, scale, scale_type, update_proj_gap, proj, proj_type");
     }
   }
   check_apollo_options(a, name == "apollo_mini" ? kApollo[1] : kApollo[0]);
   return a;
+}
+
+// The keys and defaults of transformers' Trainer for galore_torch (its GaLore param group).
+GaLoreOptions galore_options(const std::string& name, const OptimizerExtras& extras) {
+  FG_CHECK(is_galore(name), "[optim] '{}' is not galore_adamw or galore_adamw_8bit", name);
+  FG_CHECK(!extras.target_modules.empty(),
+           "[optim] {} needs --optim_target_modules, the modules whose weights it projects "
+           "(for example attn,mlp), as transformers' Trainer does",
+           name);
+  GaLoreOptions g;
+  g.target_modules = parse_target_modules(extras.target_modules);
+  for (const auto& [key, value] : parse_optim_args(extras.optim_args)) {
+    if (key == "rank") {
+      g.rank = parse_number<int64_t>(key, value, "an integer");
+    } else if (key == "update_proj_gap") {
+      g.update_proj_gap = parse_number<int64_t>(key, value, "an integer");
+    } else if (key == "scale") {
+      g.scale = parse_number<double>(key, value, "a number");
+    } else if (key == "proj_type") {
+      require_only(key, value, "std");
+    } else {
+      unknown_key(key, name, "rank, update_proj_gap, scale, proj_type");
+    }
+  }
+  check_galore_options(g, name);
+  return g;
 }
 
 void check_optimizer_extras(const std::string& hf_name, const OptimizerExtras& extras) {
@@ -125,10 +158,17 @@ void check_optimizer_extras(const std::string& hf_name, const OptimizerExtras& e
     apollo_options(hf_name, extras);
     return;
   }
+  if (is_galore(hf_name)) {
+    galore_options(hf_name, extras);
+    return;
+  }
   FG_CHECK(extras.optim_args.empty(),
-           "[optim] --optim_args is read only by apollo and apollo_mini, not by {}", hf_name);
+           "[optim] --optim_args is read only by apollo, apollo_mini, galore_adamw and "
+           "galore_adamw_8bit, not by {}",
+           hf_name);
   FG_CHECK(extras.target_modules.empty(),
-           "[optim] --optim_target_modules is read only by apollo and apollo_mini, not by {}",
+           "[optim] --optim_target_modules is read only by apollo, apollo_mini, galore_adamw and "
+           "galore_adamw_8bit, not by {}",
            hf_name);
 }
 
@@ -139,6 +179,7 @@ std::vector<std::string> optimizer_names() {
   names.emplace_back("adafactor");
   names.emplace_back("adafactor_hf");
   names.insert(names.end(), std::begin(kApollo), std::end(kApollo));
+  names.insert(names.end(), std::begin(kGaLore), std::end(kGaLore));
   return names;
 }
 
@@ -180,6 +221,9 @@ std::unique_ptr<Optimizer> make_optimizer(const std::string& hf_name,
     }
     return std::make_unique<AdafactorHF>(std::move(groups), a);
   }
+  if (is_galore(hf_name))
+    return std::make_unique<GaLore>(std::move(groups), o, galore_options(hf_name, extras),
+                                    hf_name == kGaLore[1]);
   if (hf_name == "sgd") {
     SgdOptions s;
     s.lr = o.lr;

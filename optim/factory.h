@@ -7,6 +7,7 @@
 
 #include "optim/adamw.h"
 #include "optim/apollo.h"
+#include "optim/galore.h"
 #include "optim/optimizer.h"
 
 namespace fitgrad::optim {
@@ -23,17 +24,25 @@ namespace fitgrad::optim {
 // have throws "[optim] 'x' is not implemented yet (available: ...)", any other name
 // "[optim] unknown optimizer 'x' (known: ...)".
 //
-// "apollo" and "apollo_mini" make APOLLO (optim/apollo.h) with its published defaults and
-// APOLLO-Mini's (rank 1, scale 128, tensor-wise), with o's lr, betas and eps (as transformers'
-// Trainer passes its own to apollo_torch); `extras` overrides them as Hugging Face does:
-// optim_args "rank=128,scale=2,scale_type=channel,update_proj_gap=100" (also proj=random and
-// proj_type=std, the only values fitgrad has), target_modules "attn,mlp" (the substrings
-// that select the projected weights), and seed the projections'. optim_args or
-// target_modules with any other optimizer, or a key or value it does not know, throws
-// "[optim] --optim_args ..." / "[optim] --optim_target_modules ...".
+// The low-rank optimizers are configured as transformers' Trainer configures them: `extras`
+// holds Hugging Face's --optim_args "key=value,..." and --optim_target_modules (the weights
+// projected, Note [Optimizer target modules] in optim/target_modules.h), parsed once here
+// for both, and seed the projections'.
+// - "apollo" and "apollo_mini" make APOLLO (optim/apollo.h) with its published defaults and
+//   APOLLO-Mini's (rank 1, scale 128, tensor-wise), with o's lr, betas and eps (as Trainer
+//   passes its own to apollo_torch); optim_args keys rank, scale, scale_type (channel,
+//   tensor), update_proj_gap, proj (random) and proj_type (std); target_modules defaults to
+//   "attn,mlp".
+// - "galore_adamw" and "galore_adamw_8bit" make GaLore (optim/galore.h) with Trainer's
+//   defaults, rank 128, update_proj_gap 200, scale 0.25, proj_type std (fitgrad has only
+//   that projector), and o's lr, betas and eps; target_modules is required, as Trainer
+//   raises without optim_target_modules.
+// A key another optimizer reads, an unknown key or value, a repeated key, optim_args or
+// target_modules with an optimizer that reads neither, throws "[optim] --optim_args ..." or
+// "[optim] --optim_target_modules ..." naming it.
 struct OptimizerExtras {
   std::string optim_args;      // "key=value,...", Hugging Face's --optim_args; "" for none
-  std::string target_modules;  // comma-separated; "" for the optimizer's default
+  std::string target_modules;  // comma-separated; "" for none (apollo: its default)
   uint64_t seed = 0;
 };
 std::unique_ptr<Optimizer> make_optimizer(const std::string& hf_name,
@@ -45,6 +54,9 @@ void check_optimizer_extras(const std::string& hf_name, const OptimizerExtras& e
 // The options make_optimizer gives "apollo" or "apollo_mini" under `extras`, before o's lr,
 // betas and eps (memplan's cost model reads the rank); throws as make_optimizer does.
 ApolloOptions apollo_options(const std::string& hf_name, const OptimizerExtras& extras);
+// The options make_optimizer gives "galore_adamw" or "galore_adamw_8bit" under `extras`
+// (memplan's cost model reads the rank and the gap); throws as make_optimizer does.
+GaLoreOptions galore_options(const std::string& hf_name, const OptimizerExtras& extras);
 // The names make_optimizer accepts.
 std::vector<std::string> optimizer_names();
 

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "optim/factory.h"
 #include "tensor/error.h"
@@ -31,6 +33,41 @@ Sizes linear_weights(const nn::ModelConfig& c) {
   const double attn = h * d * double(2 * c.num_heads + 2 * c.num_kv_heads);
   const double mlp = double(c.family == nn::Family::gpt2 ? 2 : 3) * h * double(c.intermediate_size);
   return {attn + mlp, h * double(c.vocab_size), mlp};
+}
+
+// GaLore's host SVD (Note [GaLore's SVD on a card] in cuda/ops/svd_basis.cpp): Eigen's BDCSVD in
+// double on one core of the build machine, 6.6-7.6 GFLOP/s counted as 4 m n min(m, n) for
+// (2304, 768) to (1024, 2752) matrices (bench/RESULTS.md, GaLore).
+constexpr double kHostSvdGflops = 7.0;
+
+struct GaLoreCost {
+  double flops = 0;        // per step: R = P^T G and the back-projection, 4 r m n per weight
+  double svd_seconds = 0;  // per step: each target's SVD every update_proj_gap steps
+  double weights = 0;      // elements of the target weights
+};
+
+// The blocks' linears as GaLore's targets (attn,mlp names them all), at the rank and gap of
+// --optim_args.
+GaLoreCost galore_cost(const nn::ModelConfig& c, const TrainArgs& a) {
+  const optim::GaLoreOptions o =
+      optim::galore_options(a.optim, {a.optim_args, a.optim_target_modules, a.seed});
+  const int64_t h = c.hidden_size, q = c.num_heads * c.resolved_head_dim(),
+                kv = c.num_kv_heads * c.resolved_head_dim(), I = c.intermediate_size;
+  std::vector<std::pair<int64_t, int64_t>> shapes = {{q, h}, {kv, h}, {kv, h},
+                                                     {h, q}, {I, h},  {h, I}};
+  if (c.family != nn::Family::gpt2) shapes.emplace_back(I, h);
+  GaLoreCost g;
+  for (const auto& [m, n] : shapes) {
+    const double r = double(std::min({o.rank, m, n})), mn = double(m) * double(n);
+    g.flops += 4.0 * r * mn;
+    g.svd_seconds += 4.0 * mn * double(std::min(m, n)) / (kHostSvdGflops * 1e9);
+    g.weights += mn;
+  }
+  const double L = double(c.num_layers);
+  g.flops *= L;
+  g.svd_seconds *= L / double(o.update_proj_gap);
+  g.weights *= L;
+  return g;
 }
 
 }  // namespace
@@ -74,7 +111,10 @@ StepCost step_cost(const nn::ModelConfig& c, const TrainArgs& a, const Rates& ra
   const double grad_elem = pure ? 2.0 : 4.0;
   const double accumulate = (micro - 1.0) * 2.0 * trained * grad_elem;
   double per_param = 12;
-  if (a.optim.starts_with("adamw") && a.optim.find("8bit") == std::string::npos) per_param = 28;
+  // galore_adamw steps its other parameters (the head) with AdamW.
+  if ((a.optim.starts_with("adamw") || a.optim == "galore_adamw") &&
+      a.optim.find("8bit") == std::string::npos)
+    per_param = 28;
   if (a.optim.find("8bit") != std::string::npos) per_param = 16;
   if (pure) per_param -= 6;  // bf16 weights read and written, a bf16 gradient read
   double optimizer = trained * per_param;
@@ -90,10 +130,20 @@ StepCost step_cost(const nn::ModelConfig& c, const TrainArgs& a, const Rates& ra
   }
   const double cast = a.bf16 || a.fp16 ? 6.0 * all_linear : 0.0;
   s.bytes = micro * (weights + activations + logits) + accumulate + optimizer + cast;
-  // Each block's checkpointed input goes to the host and back.
+  double svd_seconds = 0;
+  if (a.optim.starts_with("galore_") && trained > 0) {
+    // A target's update reads its weight and gradient and writes and reads the (m, n)
+    // back-projection instead of touching full-size moments: 20 B in fp32, 12 B pure bf16.
+    const GaLoreCost g = galore_cost(c, a);
+    s.flops += g.flops;
+    s.bytes -= g.weights * (per_param - (pure ? 12.0 : 20.0));
+    svd_seconds = g.svd_seconds;
+  }
+  // Each block's checkpointed input goes to the host and back, while the blocks compute.
   const double offloaded = a.offload_activations ? micro * 2.0 * L * tau * h * elem : 0.0;
   s.seconds = std::max(s.flops / (rate * 1e12) + s.bytes / (rates.bandwidth_gbs * 1e9),
-                       offloaded / (kHostLinkGBs * 1e9));
+                       offloaded / (kHostLinkGBs * 1e9)) +
+              svd_seconds;
   return s;
 }
 

@@ -30,8 +30,10 @@ struct Dims {
 // chains from Adafactor's factored moments, adafactor < adamw_8bit < adamw_torch and
 // adafactor < apollo_mini < apollo (rank 1 below rank 256), and nothing across them: APOLLO
 // keeps AdamW's moments for the embeddings and the head, and its rank can exceed a small
-// model's width.
+// model's width. GaLore's state and temporaries depend on the rank and the weights' shapes,
+// so a GaLore is ordered against nothing but itself.
 bool optimizer_needs_more(const std::string& c, const std::string& d) {
+  if (c.starts_with("galore_") || d.starts_with("galore_")) return c == d;
   auto place = [](const std::string& o) -> std::pair<int, int> {  // (chain, rank in it)
     if (o == "adafactor") return {0, 0};
     if (o == "adamw_8bit") return {1, 1};
@@ -54,8 +56,9 @@ bool needs_more(const Dims& c, const Dims& d) {
          c.expandable == d.expandable;  // the allocators' reserved bytes are not ordered
 }
 
-constexpr const char* kOptimizers[] = {"adafactor", "adamw_8bit", "adamw_torch", "apollo_mini",
-                                       "apollo"};
+constexpr const char* kOptimizers[] = {"adafactor",   "adamw_8bit", "adamw_torch",
+                                       "apollo_mini", "apollo",     "galore_adamw_8bit",
+                                       "galore_adamw"};
 
 // Predicted times closer than this are ranked as equal (Note [The fit search]).
 constexpr double kTimeTolerance = 0.01;
@@ -156,8 +159,14 @@ std::vector<Candidate> fit_candidates(const TrainArgs& base, const nn::ModelConf
                   a.gradient_checkpointing = ckpt != Ckpt::none;
                   a.checkpoint_segments = ckpt == Ckpt::sqrt_segments ? sqrt_segments : 0;
                   a.optim = optimizer;
-                  // --optim_args and --optim_target_modules belong to the user's optimizer.
-                  if (a.optim != base.optim) a.optim_args = a.optim_target_modules = "";
+                  // --optim_args belong to the user's optimizer (the two GaLores read the
+                  // same keys), --optim_target_modules to the low-rank ones; a GaLore needs
+                  // targets and takes the reference's when the user gave none.
+                  const bool galore = a.optim.starts_with("galore_");
+                  if (a.optim != base.optim && !(galore && base.optim.starts_with("galore_")))
+                    a.optim_args = "";
+                  if (!galore && !a.optim.starts_with("apollo")) a.optim_target_modules = "";
+                  if (galore && a.optim_target_modules.empty()) a.optim_target_modules = "attn,mlp";
                   a.bf16 = precision == Precision::autocast && has_bf16;
                   a.fp16 = precision == Precision::autocast && !has_bf16;
                   a.pure_bf16 = precision == Precision::pure_bf16;
@@ -167,6 +176,8 @@ std::vector<Candidate> fit_candidates(const TrainArgs& base, const nn::ModelConf
                     a.quantize = "nf4";
                     if (a.lora_r == 0) a.lora_r = 16;
                   }
+                  // GaLore trains full weights; LoRA's are frozen.
+                  if (a.optim.starts_with("galore_") && a.lora_r > 0) continue;
                   a.optim_in_backward = in_backward;
                   // Optimizer-in-backward can neither clip by the global norm nor skip a step.
                   if (in_backward && (base.max_grad_norm != 0 || a.fp16)) continue;

@@ -6,7 +6,9 @@
 // The candidates hold the effective batch (micro-batch x accumulation) of the user's flags and
 // vary: the micro-batch over the divisors of that batch; checkpointing off, per block, or in
 // round(sqrt(L)) segments; the optimizer (adamw_torch, adamw_8bit, adafactor, apollo,
-// apollo_mini; --optim_args and --optim_target_modules stay with the user's own); the precision
+// apollo_mini, galore_adamw, galore_adamw_8bit; --optim_args stay with the user's optimizer
+// (and pass between the two GaLores), --optim_target_modules with the low-rank ones, and a
+// GaLore candidate the user gave no targets takes "attn,mlp", the reference's); the precision
 // (fp32, bf16 autocast, pure bf16; fp16 autocast on a card without bf16); with --allow_qlora,
 // an NF4 base with LoRA adapters (it changes what is trained, so only when asked); optimizer-
 // in-backward, only when --max_grad_norm is 0 (it cannot clip by the global norm); the fused
@@ -20,7 +22,8 @@
 // cost model cannot tell AdamW from Adafactor to 1%, and the user chose one). A candidate that
 // needs at least the memory of one that ran out of memory in every dimension (a larger micro-
 // batch, no more checkpointing, a larger optimizer state (two chains: adafactor < adamw_8bit <
-// adamw_torch and adafactor < apollo_mini < apollo), a larger precision, no 4-bit base,
+// adamw_torch and adafactor < apollo_mini < apollo; GaLore's is ordered against no other
+// optimizer: it depends on the rank and the shapes), a larger precision, no 4-bit base,
 // no optimizer-in-backward, no row chunking, no offload) is not planned: it would run out too.
 // Memory is ordered so along each dimension except fp32 against bf16 autocast, which is not
 // ordered (autocast adds bf16 weight copies and halves the activations) and so never implies,

@@ -145,14 +145,18 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--optim", a.optim,
                  "Optimizer: adamw_torch (= adamw_hf, adamw_torch_fused), sgd, adamw_8bit (= "
                  "adamw_bnb_8bit, adam8bit), adafactor (torch's), adafactor_hf (transformers'), "
-                 "apollo, apollo_mini")
+                 "apollo, apollo_mini, galore_adamw, galore_adamw_8bit")
       ->capture_default_str();
   cmd.add_option("--optim_args", a.optim_args,
-                 "apollo and apollo_mini: key=value,... of rank, scale, scale_type (channel or "
-                 "tensor), update_proj_gap");
+                 "Hugging Face's optim_args, key=value,... apollo and apollo_mini: rank, scale, "
+                 "scale_type (channel or tensor), update_proj_gap, proj (random), proj_type (std); "
+                 "galore_adamw and galore_adamw_8bit: rank (default 128), update_proj_gap (200), "
+                 "scale (0.25), proj_type (std)");
   cmd.add_option("--optim_target_modules", a.optim_target_modules,
-                 "apollo and apollo_mini: the weights projected, by substrings of their module "
-                 "names, comma-separated (default attn,mlp)");
+                 "Hugging Face's optim_target_modules: the modules whose 2-D weights apollo, "
+                 "apollo_mini, galore_adamw and galore_adamw_8bit project, comma-separated, each "
+                 "a substring of the module name or a regular expression over all of it "
+                 "(apollo's default attn,mlp; required by galore)");
   cmd.add_option("--learning_rate", a.learning_rate,
                  "Peak learning rate (adafactor_hf without it: its relative step)")
       ->each([&a](const std::string&) { a.learning_rate_given = true; })
@@ -327,6 +331,11 @@ void validate(const TrainArgs& a) {
     if (!(a.lora_dropout >= 0 && a.lora_dropout < 1))
       fail("lora_dropout", fmt::format("must be in [0, 1), got {}", a.lora_dropout));
   }
+  if (a.optim.starts_with("galore_") && a.lora_r > 0)
+    throw Error(fmt::format(
+        "[train] --optim {} and --lora_r conflict: GaLore projects the gradients of full "
+        "weights, LoRA trains adapters beside frozen ones",
+        a.optim));
   if (a.optim_in_backward && a.fp16)
     throw Error(
         "[train] --optim_in_backward and --fp16 conflict: the loss scaler decides to skip a "

@@ -77,8 +77,9 @@ struct TrainArgs {
   std::string bnb_4bit_quant_type = "nf4";
   bool bnb_4bit_use_double_quant = false;
   std::string optim = "adamw_torch";
-  std::string optim_args;            // Hugging Face's: "rank=1,scale=128" (apollo, apollo_mini)
-  std::string optim_target_modules;  // Hugging Face's, comma-separated (apollo, apollo_mini)
+  // Hugging Face's, for apollo, apollo_mini, galore_adamw and galore_adamw_8bit (optim/factory.h)
+  std::string optim_args;            // "rank=1,scale=128"
+  std::string optim_target_modules;  // comma-separated: "attn,mlp"
   double learning_rate = 5e-5;
   bool learning_rate_given = false;  // --learning_rate was on the command line
   double adam_beta1 = 0.9;

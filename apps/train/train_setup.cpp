@@ -2,6 +2,7 @@
 // the data and its batch plan (the loader only in a real run), the optimizer, the schedule
 // and the step, a resume when asked, and the summary lines.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -223,6 +224,15 @@ void print_summary(TrainRun& r, int64_t warmup) {
       state_elements += numel(spec.shape);
       state += optim::state_bytes({spec});
     }
+  if (const auto* g = dynamic_cast<const optim::GaLore*>(r.optimizer.get())) {
+    int64_t projected = 0, weights = 0;
+    for (size_t i = 0; i < g->num_params(); ++i) projected += g->projected(i);
+    for (const optim::ParamGroup& group : g->groups()) weights += int64_t(group.params.size());
+    const optim::GaLoreOptions& o = g->galore_options();
+    r.out << fmt::format(
+        "GaLore: {} of {} parameters projected ({}), rank {}, SVD every {} steps, scale {}\n",
+        projected, weights, fmt::join(o.target_modules, ","), o.rank, o.update_proj_gap, o.scale);
+  }
   r.out << fmt::format(
       "optimizer state ({} declared): {} elements, {} = {:.3f} bytes per trained parameter; the "
       "ledger's figure follows the first step\n",

@@ -320,6 +320,16 @@ struct ScaleInPlaceArgs {
   double max_norm = 0;
 };
 
+// svd_basis: the first r singular vectors of a (m, n), contiguous in a floating dtype: with
+// `left`, out (m, r) = U[:, :r], else out (r, n) = Vh[:r, :] (the right vectors as rows);
+// out contiguous, floating; each vector's sign as Note [Singular vector signs] in
+// tensor/cpu/svd.h fixes it. GaLore's projection (optim/galore.h).
+struct SvdBasisArgs {
+  int64_t m = 0, n = 0, r = 0;
+  bool left = true;
+  Tensor a, out;
+};
+
 // bitsandbytes' 4-bit blockwise quantization (tensor/quant/four_bit.h). quantize: a (n)
 // floating -> packed u8 ((n + 1) / 2), absmax f32 (blocks); with double quantization also
 // nested u8 (blocks), absmax2 f32 (ceil(blocks / 256)) and offset f32 (1), and absmax is

@@ -28,6 +28,7 @@ namespace fitgrad::backend {
   X(cross_entropy) X(cross_entropy_backward) \
   X(adamw_update) X(sgd_update) X(sum_squares) X(scale_) X(adam8bit_update) X(adafactor_update) \
   X(apollo_update) \
+  X(svd_basis) \
   X(quantize_4bit) X(dequantize_4bit) X(embedding_4bit) X(linear_4bit)
 // clang-format on
 

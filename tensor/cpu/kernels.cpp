@@ -27,6 +27,7 @@
 #include "tensor/cpu/reduce.h"
 #include "tensor/cpu/rope.h"
 #include "tensor/cpu/softmax.h"
+#include "tensor/cpu/svd.h"
 #include "tensor/cpu_isa.h"
 #include "tensor/quant/dynamic_map.h"
 #include "tensor/quant/four_bit.h"
@@ -334,6 +335,10 @@ void sgd_update(const SgdArgs& a) {
   cpu::sgd_update(a.k, a.param.data_ptr(), a.param.dtype(), a.grad.data_ptr(), a.grad.dtype(),
                   f32_or_null(a.momentum_buffer), a.param.numel(), a.sr);
 }
+void svd_basis(const SvdBasisArgs& a) {
+  cpu::svd_basis(a.a.data_ptr(), a.a.dtype(), a.m, a.n, a.r, a.left, a.out.data_ptr(),
+                 a.out.dtype());
+}
 quant::FourBitType four_bit_type(const FourBitArgs& a) {
   return a.fp4 ? quant::FourBitType::fp4 : quant::FourBitType::nf4;
 }
@@ -514,6 +519,7 @@ void register_cpu_kernels() {
   register_kernel(cpu, OpId::adam8bit_update, cpu::adam8bit_update);
   register_kernel(cpu, OpId::adafactor_update, cpu::adafactor_update);
   register_kernel(cpu, OpId::apollo_update, cpu::apollo_update);
+  register_kernel(cpu, OpId::svd_basis, svd_basis);
   register_kernel(cpu, OpId::quantize_4bit, quantize_4bit);
   register_kernel(cpu, OpId::dequantize_4bit, dequantize_4bit);
   register_kernel(cpu, OpId::embedding_4bit, embedding_4bit);

@@ -1,15 +1,16 @@
 // `fitgrad train --device meta` is the real run without its values (Note [Dry run on meta] in
 // apps/train/train_run.h): for gpt2-tiny and llama-tiny, each in fp32, --bf16, --fp16,
 // --gradient_checkpointing, --gradient_accumulation_steps 2, configured dropout, --optim
-// adamw_8bit, adafactor, adafactor_hf and apollo, --pure_bf16 --stochastic_rounding,
-// --optim_in_backward, both with --optim apollo_mini, QLoRA (--quantize nf4 --lora_r 4),
-// checkpointing in one segment, and the fused head with the tiled MLP inside checkpointed blocks, a
-// cpu run, a meta run with the same flags, and memplan's plan of them for this machine's CPU
-// (apps/memplan/plan.h) write memory.json traces whose events from the run's start (kind, size,
-// requested bytes, category, label, in order) and whose peaks allocated and reserved are identical;
-// the plan reports those peaks. The dry run reads no data, writes no checkpoint and no metrics, and
-// says so. Given --data, a dry run sizes its evaluations and epochs from the data's splits as the
-// real run does (Note [A dry run sizes its splits from the data] in apps/train/train_setup.cpp):
+// adamw_8bit, adafactor, adafactor_hf, apollo, galore_adamw and galore_adamw_8bit (an SVD at
+// every step), --pure_bf16 --stochastic_rounding, --optim_in_backward, both with --optim
+// apollo_mini, QLoRA (--quantize nf4 --lora_r 4), checkpointing in one segment, and the fused
+// head with the tiled MLP inside checkpointed blocks, a cpu run, a meta run with the same
+// flags, and memplan's plan of them for this machine's CPU (apps/memplan/plan.h) write
+// memory.json traces whose events from the run's start (kind, size, requested bytes, category,
+// label, in order) and whose peaks allocated and reserved are identical; the plan reports
+// those peaks. The dry run reads no data, writes no checkpoint and no metrics, and says so.
+// Given --data, a dry run sizes its evaluations and epochs from the data's splits as the real
+// run does (Note [A dry run sizes its splits from the data] in apps/train/train_setup.cpp):
 // with a validation split of fewer batches than --eval_max_batches, with epochs instead of
 // --max_steps, and with a split too short for the flags, which both runs refuse alike.
 #include <gmock/gmock.h>
@@ -132,6 +133,11 @@ TEST_P(DryRunTest, MetaWritesTheTraceOfTheRealRun) {
   }
   if (variant == "adamw_8bit" || variant == "adafactor" || variant == "adafactor_hf")
     a.optim = variant;
+  if (variant == "galore_adamw" || variant == "galore_adamw_8bit") {
+    a.optim = variant;  // both steps refresh the projection
+    a.optim_args = "rank=4,update_proj_gap=1";
+    a.optim_target_modules = "attn,mlp";
+  }
   if (variant == "pure_bf16_sr") a.pure_bf16 = a.stochastic_rounding = true;
   if (variant == "apollo") a.optim = "apollo";
   if (variant == "apollo_mini_in_backward") {  // pure bf16 too: bf16 projections
@@ -306,7 +312,8 @@ INSTANTIATE_TEST_SUITE_P(
                                          "fp16", "adamw_8bit", "adafactor", "adafactor_hf",
                                          "pure_bf16_sr", "optim_in_backward", "qlora",
                                          "one_segment", "row_chunks", "expandable", "offload",
-                                         "long_context", "apollo", "apollo_mini_in_backward")),
+                                         "long_context", "apollo", "apollo_mini_in_backward",
+                                         "galore_adamw", "galore_adamw_8bit")),
     [](const auto& info) {
       std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param);
       for (char& c : name)

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "apps/memplan/cost_model.h"
@@ -225,6 +226,57 @@ TEST(MemplanFit, TheFastestFittingSettingAndEverySkippedCandidateRunsOut) {
               ::testing::HasSubstr(fmt::format("--per_device_train_batch_size {}",
                                                w.args.per_device_train_batch_size)));
   EXPECT_THAT(setting_flags(w.args), ::testing::HasSubstr("--optim " + w.args.optim));
+}
+
+// GaLore in the search and the cost model: both variants are candidates (never with LoRA);
+// the user's GaLore --optim_args pass between the two GaLores and to no other optimizer, the
+// user's --optim_target_modules go to the low-rank optimizers only, and a GaLore the user
+// gave no targets takes attn,mlp; a step adds its projections (4 r m n per block matrix) and
+// a share of each matrix's host SVD.
+TEST(MemplanFit, KnowsGalore) {
+  TrainArgs base = tiny_args();
+  base.optim = "galore_adamw";
+  base.optim_args = "rank=8";
+  base.optim_target_modules = "attn";
+  std::set<std::string> optimizers;
+  for (const Candidate& c :
+       fit_candidates(base, nn::preset("llama-tiny"), plan_target("cpu", "", ""), true)) {
+    optimizers.insert(c.args.optim);
+    const bool galore = c.args.optim.starts_with("galore_");
+    if (galore) {
+      EXPECT_EQ(c.args.lora_r, 0) << c.setting;
+    }
+    EXPECT_EQ(c.args.optim_args, galore ? "rank=8" : "") << c.setting;
+    EXPECT_EQ(c.args.optim_target_modules,
+              galore || c.args.optim.starts_with("apollo") ? "attn" : "")
+        << c.setting;
+    if (galore) {
+      EXPECT_THAT(setting_flags(c.args),
+                  ::testing::HasSubstr("--optim_args rank=8 --optim_target_modules attn"));
+    }
+  }
+  EXPECT_TRUE(optimizers.count("galore_adamw") && optimizers.count("galore_adamw_8bit"));
+  for (const Candidate& c :
+       fit_candidates(tiny_args(), nn::preset("llama-tiny"), plan_target("cpu", "", ""), false))
+    if (c.args.optim.starts_with("galore_")) {
+      EXPECT_EQ(c.args.optim_args, "") << c.setting;
+      EXPECT_EQ(c.args.optim_target_modules, "attn,mlp") << c.setting;
+    }
+  const nn::ModelConfig cfg = nn::preset("llama2-7b");
+  const Rates rates = plan_target("cuda", "h100", "").rates;
+  TrainArgs a = tiny_args();
+  a.model = "llama2-7b";
+  const StepCost adamw = step_cost(cfg, a, rates);
+  a.optim = "galore_adamw";
+  a.optim_target_modules = "attn,mlp";  // Trainer's default rank 128
+  const StepCost galore = step_cost(cfg, a, rates);
+  const double h = 4096, I = 11008;
+  EXPECT_DOUBLE_EQ(galore.flops - adamw.flops, 32 * 4 * 128.0 * (4 * h * h + 3 * h * I));
+  EXPECT_GT(galore.seconds, adamw.seconds);  // the SVDs, even at one per 200 steps
+  a.optim_args = "rank=64,update_proj_gap=400";
+  const StepCost smaller = step_cost(cfg, a, rates);
+  EXPECT_DOUBLE_EQ(smaller.flops - adamw.flops, 32 * 4 * 64.0 * (4 * h * h + 3 * h * I));
+  EXPECT_LT(smaller.seconds, galore.seconds);
 }
 
 TEST(MemplanFit, OptimizerInBackwardOnlyWithoutClipping) {

@@ -75,6 +75,30 @@ TEST_F(TrainTest, ApolloAndApolloMiniLowerTheLoss) {
   }
 }
 
+// GaLore (optim/galore.h) on every attention and MLP matrix of gpt2-tiny (--optim_target_modules
+// attn,mlp) at rank 8, its projection refreshed every 10 steps (--optim_args): the memorizing
+// run's loss falls as AdamW's does.
+TEST_F(TrainTest, GaloreTrainsATinyModel) {
+  for (const char* optim : {"galore_adamw", "galore_adamw_8bit"}) {
+    TrainArgs a = args(write_text("cycle.txt", 32, 40), std::string("galore-") + optim);
+    a.optim = optim;
+    a.optim_args = "rank=8,update_proj_gap=10,scale=1";
+    a.optim_target_modules = "attn,mlp";
+    a.learning_rate = 1e-2;
+    a.max_steps = 60;
+    a.logging_steps = 10;
+    a.eval_strategy = "no";
+    a.lr_scheduler_type = "constant";
+    a.save_strategy = "no";
+    ASSERT_EQ(train(a), 0) << optim;
+    double first = -1, last = -1;
+    for (const auto& r : metrics(a.output_dir))
+      if (r.contains("loss")) (first < 0 ? first : last) = r["loss"].get<double>();
+    EXPECT_GT(first, 2.0) << optim;
+    EXPECT_LT(last, 0.5 * first) << optim;
+  }
+}
+
 TEST_F(TrainTest, ResumeRepeatsTheUninterruptedRunBitForBit) {
   std::string data = write_text("text.txt", 997, 3);
   TrainArgs full = args(data, "full");
@@ -111,7 +135,8 @@ TEST_F(TrainTest, ResumeRepeatsTheUninterruptedRunBitForBit) {
 
 // Issue 12's optimizers and precisions resume bit for bit too: the 8-bit codes and absmaxes,
 // the factored moments and the stochastic-rounding stream all come back from the checkpoint,
-// and so do APOLLO's low-rank moments, its limiter's norm and its projections' seed.
+// and so do APOLLO's low-rank moments, its limiter's norm and its projections' seed, and
+// GaLore's low-rank moments and projections.
 TEST_F(TrainTest, EveryOptimizerAndPrecisionResumesBitForBit) {
   const std::string data = write_text("text.txt", 997, 3);
   const std::vector<std::pair<const char*, std::function<void(TrainArgs&)>>> variants = {
@@ -133,6 +158,21 @@ TEST_F(TrainTest, EveryOptimizerAndPrecisionResumesBitForBit) {
       {"pure_bf16_sr", [](TrainArgs& a) { a.pure_bf16 = a.stochastic_rounding = true; }},
       {"optim_in_backward",
        [](TrainArgs& a) {
+         a.optim_in_backward = true;
+         a.max_grad_norm = 0;
+       }},
+      // Refreshes at steps 0, 2 and 4: the resumed run from checkpoint-3 makes the third.
+      {"galore_adamw",
+       [](TrainArgs& a) {
+         a.optim = "galore_adamw";
+         a.optim_args = "rank=4,update_proj_gap=2";
+         a.optim_target_modules = "attn,mlp";
+       }},
+      {"galore_adamw_8bit_in_backward",
+       [](TrainArgs& a) {
+         a.optim = "galore_adamw_8bit";
+         a.optim_args = "rank=4,update_proj_gap=2";
+         a.optim_target_modules = "attn,mlp";
          a.optim_in_backward = true;
          a.max_grad_norm = 0;
        }},
@@ -384,6 +424,40 @@ TEST_F(TrainTest, BadInputGetsAClearError) {
        "--optim_in_backward cannot clip by the global norm (--max_grad_norm 1)"},
       {"quantize without lora", [](TrainArgs& a) { a.quantize = "nf4"; },
        "--quantize nf4 needs --lora_r"},
+      {"galore without target modules",
+       [](TrainArgs& a) {
+         a.optim = "galore_adamw";
+         a.optim_args = "rank=4";
+       },
+       "galore_adamw needs --optim_target_modules"},
+      {"galore rank 0",
+       [](TrainArgs& a) {
+         a.optim = "galore_adamw";
+         a.optim_args = "rank=0";
+         a.optim_target_modules = "attn,mlp";
+       },
+       "[galore_adamw] rank must be in [1, 1048576], got 0"},
+      {"galore with an apollo key",
+       [](TrainArgs& a) {
+         a.optim = "galore_adamw_8bit";
+         a.optim_args = "scale_type=tensor";
+         a.optim_target_modules = "attn,mlp";
+       },
+       "unknown key 'scale_type' for galore_adamw_8bit (known: rank, update_proj_gap, scale, "
+       "proj_type)"},
+      {"galore targets the model lacks",
+       [](TrainArgs& a) {
+         a.optim = "galore_adamw";
+         a.optim_target_modules = "xyz_proj";
+       },
+       "[galore_adamw] target_modules 'xyz_proj' names no 2-D weight (2-D weights look like"},
+      {"galore with lora",
+       [](TrainArgs& a) {
+         a.optim = "galore_adamw";
+         a.optim_target_modules = "attn,mlp";
+         a.lora_r = 4;
+       },
+       "--optim galore_adamw and --lora_r conflict"},
       {"lora target the model lacks",
        [](TrainArgs& a) {
          a.lora_r = 4;
@@ -397,7 +471,8 @@ TEST_F(TrainTest, BadInputGetsAClearError) {
        },
        "--optim_in_backward and --fp16 conflict"},
       {"optim_args without apollo", [](TrainArgs& a) { a.optim_args = "rank=2"; },
-       "--optim_args is read only by apollo and apollo_mini, not by adamw_torch"},
+       "--optim_args is read only by apollo, apollo_mini, galore_adamw and galore_adamw_8bit, "
+       "not by adamw_torch"},
       {"apollo rank 0",
        [](TrainArgs& a) {
          a.optim = "apollo";

@@ -211,11 +211,12 @@ INSTANTIATE_TEST_SUITE_P(Golden, GoldenOps, ::testing::ValuesIn(cases()),
 TEST(GoldenOpsFiles, EveryGoldenFileIsUsed) {
   std::set<std::string> used = {"block.gtb", "llama_block.gtb", "smollm2_logits.gtb"};
   // Read by tests/optim/ (optim_golden_test.cpp, schedule_test.cpp,
-  // adafactor_golden_test.cpp, adam8bit_golden_test.cpp, apollo_golden_test.cpp).
+  // adafactor_golden_test.cpp, adam8bit_golden_test.cpp, apollo_golden_test.cpp,
+  // galore_golden_test.cpp).
   used.insert({"optim_adamw.gtb", "optim_adamw_clip.gtb", "optim_sgd.gtb", "optim_sgd_nesterov.gtb",
                "optim_schedules.gtb", "optim_adafactor_torch.gtb", "optim_adafactor_hf.gtb",
                "optim_adafactor_hf_manual.gtb", "optim_adam8bit.gtb", "optim_apollo.gtb",
-               "optim_apollo_mini.gtb"});
+               "optim_apollo_mini.gtb", "optim_galore.gtb"});
   // Read by tests/tensor/quant/four_bit_golden_test.cpp.
   used.insert("nf4_quant.gtb");
   // Read by smollm2_slice_*_test.cpp and tests/io/gguf_smollm2_test.cpp.

@@ -1,8 +1,9 @@
-// Optimizers by Hugging Face --optim name: the AdamW spellings, sgd, the 8-bit Adams and
-// both Adafactors build the right optimizer with the given learning rate (adafactor_hf: the
-// relative step when none is given, as transformers does; APOLLO's names and flags are in
-// tests/optim/apollo_test.cpp); names transformers has and fitgrad lacks, and names nobody
-// has, get the errors that list what is available.
+// Optimizers by Hugging Face --optim name: the AdamW spellings, sgd, the 8-bit Adams, both
+// Adafactors and both GaLores build the right optimizer with the given learning rate
+// (adafactor_hf: the relative step when none is given, as transformers does; APOLLO's names
+// and flags are in tests/optim/apollo_test.cpp); GaLore reads transformers' --optim_args keys
+// and defaults and needs --optim_target_modules; names transformers has and fitgrad lacks,
+// and names nobody has, get the errors that list what is available.
 #include "optim/factory.h"
 
 #include <gtest/gtest.h>
@@ -34,10 +35,64 @@ TEST(MakeOptimizer, KnownNames) {
     EXPECT_EQ(opt->lr(), 3e-4);
   }
   EXPECT_EQ(make_optimizer("adafactor", one_group(), o)->name(), "adafactor");
-  EXPECT_EQ(optimizer_names(),
-            (std::vector<std::string>{"adamw_torch", "adamw_torch_fused", "adamw_hf", "sgd",
-                                      "adamw_8bit", "adamw_bnb_8bit", "adam8bit", "adafactor",
-                                      "adafactor_hf", "apollo", "apollo_mini"}));
+  EXPECT_EQ(
+      optimizer_names(),
+      (std::vector<std::string>{"adamw_torch", "adamw_torch_fused", "adamw_hf", "sgd", "adamw_8bit",
+                                "adamw_bnb_8bit", "adam8bit", "adafactor", "adafactor_hf", "apollo",
+                                "apollo_mini", "galore_adamw", "galore_adamw_8bit"}));
+}
+
+TEST(MakeOptimizer, GaloreTakesTrainersOptimArgs) {
+  AdamWOptions o;
+  o.lr = 3e-4;
+  const std::vector<ParamGroup> groups = {
+      ParamGroup{{{"w.weight", testing::random_tensor({3, 4}, 1)},
+                  {"v.weight", testing::random_tensor({4, 4}, 2)}},
+                 0.0}};
+  for (const char* name : {"galore_adamw", "galore_adamw_8bit"}) {
+    const auto opt = make_optimizer(name, groups, o, true,
+                                    {"rank=2, update_proj_gap=7, scale=0.5, proj_type=std", "w"});
+    EXPECT_EQ(opt->name(), name);
+    EXPECT_EQ(opt->lr(), 3e-4);
+    const auto& g = dynamic_cast<const GaLore&>(*opt);
+    EXPECT_EQ(g.galore_options().rank, 2);
+    EXPECT_EQ(g.galore_options().update_proj_gap, 7);
+    EXPECT_EQ(g.galore_options().scale, 0.5);
+    EXPECT_TRUE(g.projected(0));
+    EXPECT_FALSE(g.projected(1));
+  }
+  // transformers' defaults, and a regular expression over the whole module name.
+  const GaLoreOptions d = galore_options("galore_adamw", {"", "v|w"});
+  EXPECT_EQ(d.rank, 128);
+  EXPECT_EQ(d.update_proj_gap, 200);
+  EXPECT_EQ(d.scale, 0.25);
+  const auto both = make_optimizer("galore_adamw", groups, o, true, {"", "[vw]"});
+  EXPECT_TRUE(dynamic_cast<const GaLore&>(*both).projected(1));
+}
+
+TEST(MakeOptimizer, GaloreRefusesWhatTrainerWouldNotRead) {
+  const std::vector<ParamGroup> groups = {
+      ParamGroup{{{"w.weight", testing::random_tensor({3, 4}, 1)}}, 0.0}};
+  const struct {
+    OptimizerExtras extras;
+    const char* prefix;
+    const char* error;
+  } cases[] = {
+      {{"rank=4", ""}, "[optim]", "galore_adamw needs --optim_target_modules"},
+      {{"scale_type=tensor", "w"}, "[optim]", "unknown key 'scale_type' for galore_adamw"},
+      {{"rnak=4", "w"}, "[optim]", "unknown key 'rnak' for galore_adamw (known: rank, update"},
+      {{"proj_type=left", "w"}, "[optim]", "proj_type must be std (fitgrad has no other)"},
+      {{"rank=0", "w"}, "[galore_adamw]", "rank must be in [1, 1048576], got 0"},
+      {{"update_proj_gap=x", "w"}, "[optim]", "update_proj_gap must be an integer, got 'x'"},
+      {{"rank=4,rank=8", "w"}, "[optim]", "rank is given twice"},
+      {{"", "w,"}, "[optim]", "--optim_target_modules 'w,' has an empty name"},
+      {{"", "*w"}, "[optim]", "'*w' is neither a name nor a regular expression"},
+      {{"", "q_proj"}, "[galore_adamw]", "target_modules 'q_proj' names no 2-D weight"},
+  };
+  for (const auto& c : cases)
+    testing::expect_error(
+        [&] { make_optimizer("galore_adamw", groups, AdamWOptions{}, true, c.extras); }, c.prefix,
+        c.error);
 }
 
 TEST(MakeOptimizer, AdafactorHfUsesTheRelativeStepWithoutALearningRate) {
@@ -56,7 +111,7 @@ TEST(MakeOptimizer, AdafactorHfUsesTheRelativeStepWithoutALearningRate) {
 }
 
 TEST(MakeOptimizer, UnavailableAndUnknownNames) {
-  for (const char* name : {"paged_adamw_8bit", "lion_32bit", "galore_adamw"})
+  for (const char* name : {"paged_adamw_8bit", "lion_32bit", "galore_adafactor"})
     testing::expect_error([&] { make_optimizer(name, one_group(), {}); }, "[optim]",
                           std::string("'") + name +
                               "' is not implemented yet (available: adamw_torch, "

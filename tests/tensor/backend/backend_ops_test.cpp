@@ -31,6 +31,7 @@
 #include "tensor/ops/reduce.h"
 #include "tensor/ops/rope.h"
 #include "tensor/ops/softmax.h"
+#include "tensor/ops/svd.h"
 #include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad::testing {
@@ -348,6 +349,15 @@ std::vector<OpRow> rows() {
                                           1.01, 0.999f, true,   false,  false, false};
                  ops::apollo_update_(in[0], in[1], in[2], in[3], in[4], in[5], k);
                  return Tensors{in[0], in[3], in[4], in[5]};
+               }});
+  // A (6, 4) matrix's first two right singular vectors (written in place; no allocation).
+  r.push_back({OpId::svd_basis,
+               [](Device d, DType t) {
+                 return Tensors{input({6, 4}, 62, d, t), Tensor::zeros({2, 4}, t, d)};
+               },
+               [](Tensors& in) {
+                 ops::svd_basis_(in[0], in[1], false);
+                 return Tensors{in[1]};
                }});
   // 333 values: six 64-blocks, the last partial, and an odd count.
   auto four_bit_input = [](Device d, DType t) { return Tensors{input({333}, 59, d, t, -2, 2)}; };
