@@ -12,8 +12,10 @@
 // (".*attn.*", "layers\.[0-3]\..*") as Python's re does. transformers then keeps only the
 // nn.Linear weights; fitgrad keeps the 2-D parameters, which are the linear weights and the
 // embeddings, so an embedding is a target only if an entry names it (attn,mlp do not).
-// An entry is split at commas, so an expression cannot hold one. transformers' "all-linear"
-// is not read (it would be a substring matching nothing).
+// An entry is split at commas, so an expression cannot hold one. This is the list form of
+// TrainingArguments.optim_target_modules; transformers' own command line passes one string,
+// which it reads as a single expression (or "all-linear"), so "attn,mlp" there matches
+// nothing. fitgrad does not read "all-linear" (it would be a substring matching nothing).
 #pragma once
 
 #include <string>
