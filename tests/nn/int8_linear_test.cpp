@@ -13,7 +13,6 @@
 #include "autograd/tape.h"
 #include "autograd/variable.h"
 #include "tensor/memory/caching_allocator.h"
-#include "tensor/ops/reduce.h"
 #include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad::nn {
@@ -39,14 +38,15 @@ TEST_P(Int8LinearLayouts, ForwardAndBackwardAreTheDenseLinearsOfTheDequantizedWe
   const auto layer = make_layer(64, 48, layout);
   const auto params = layer->named_parameters();
   ASSERT_EQ(params.size(), 4u);  // weight, weight_scales, weight_zeros, bias
-  const Tensor codes = layer->quantized().codes, bias = layer->named_parameters()[3].second;
+  const Tensor codes = layer->quantized().codes;
+  Tensor bias = layer->named_parameters()[3].second;
   EXPECT_TRUE(autograd::requires_grad(codes));
   EXPECT_FALSE(autograd::requires_grad(layer->quantized().scales));
   bias.copy_(testing::random_tensor({48}, 9));
 
   Tensor x = testing::random_tensor({2, 3, 64}, 6);
   autograd::set_requires_grad(x);
-  autograd::backward(ops::sum(layer->forward(x), {0, 1, 2}));
+  autograd::backward(autograd::sum(layer->forward(x), {0, 1, 2}));
   const Tensor dx = autograd::grad(x), dw = autograd::grad(codes), db = autograd::grad(bias);
 
   Tensor w = layer->dequantized(DType::f32);  // the model's layout
@@ -56,7 +56,7 @@ TEST_P(Int8LinearLayouts, ForwardAndBackwardAreTheDenseLinearsOfTheDequantizedWe
   autograd::set_requires_grad(b2);
   const Tensor y2 = layout == LinearLayout::torch ? autograd::linear(x2, w, b2)
                                                   : autograd::add(autograd::matmul(x2, w), b2);
-  autograd::backward(ops::sum(y2, {0, 1, 2}));
+  autograd::backward(autograd::sum(y2, {0, 1, 2}));
   ASSERT_TRUE(dw.defined());
   EXPECT_EQ(dw.dtype(), DType::f32);
   EXPECT_EQ(dw.shape(), codes.shape());
@@ -74,7 +74,7 @@ TEST(Int8Linear, UnderAutocastTheWeightGradientIsBf16) {
   const Tensor x = testing::random_tensor({5, 64}, 7);
   const Tensor y = layer->forward(x);
   EXPECT_EQ(y.dtype(), DType::bf16);
-  autograd::backward(ops::sum(y.to(DType::f32), {0, 1}));
+  autograd::backward(autograd::sum(autograd::cast(y, DType::f32), {0, 1}));
   EXPECT_EQ(autograd::grad(layer->quantized().codes).dtype(), DType::bf16);
 }
 
@@ -89,7 +89,7 @@ TEST(Int8Linear, TheStateIsQuantizedWeightAndNoDequantizedCopySurvives) {
   const int64_t temporary = alloc.by_category()[size_t(Category::temporary)].current;
   Tensor x = testing::random_tensor({4, 256}, 8);
   autograd::set_requires_grad(x);
-  autograd::backward(ops::sum(layer->forward(x), {0, 1}));
+  autograd::backward(autograd::sum(layer->forward(x), {0, 1}));
   EXPECT_EQ(alloc.by_category()[size_t(Category::temporary)].current, temporary);
 }
 

@@ -93,8 +93,10 @@ TEST_P(Int8EveryOptimizer, FollowsTheDenseF32Steps) {
   AdamWOptions o;
   o.lr = 1e-2;
   o.weight_decay = 0.01;
-  auto opt_q = make_optimizer(GetParam(), group_of(q.codes, 0.01), o);
-  auto opt_d = make_optimizer(GetParam(), group_of(dense, 0.01), o);
+  // APOLLO at rank 8: its default 256 exceeds this weight's sides.
+  const OptimizerExtras extras{std::string(GetParam()) == "apollo" ? "rank=8" : "", "", 0};
+  auto opt_q = make_optimizer(GetParam(), group_of(q.codes, 0.01), o, true, extras);
+  auto opt_d = make_optimizer(GetParam(), group_of(dense, 0.01), o, true, extras);
   opt_q->set_int8_weights({{kName, q}}, 3);
   const Tensor before = ops::dequantize_int8(q, DType::f32);
   for (int step = 0; step < 4; ++step) {
@@ -105,10 +107,11 @@ TEST_P(Int8EveryOptimizer, FollowsTheDenseF32Steps) {
     opt_d->step();
   }
   const Tensor after = ops::dequantize_int8(q, DType::f32);
-  // The int8 weight moved as the dense one did, up to its quantization error (about 1/255
-  // of a group's range, against steps of lr per element).
+  // The int8 weight moved as the dense one did, up to its rounding noise: each stochastic
+  // re-quantization adds about 0.4 s rms per value (s = a group's range / 255, 2 / 255
+  // here, against values of rms 0.58), so four of them about 1.1% relative.
   EXPECT_GT(rel(after, before), 1e-3);
-  EXPECT_LT(rel(after, dense), 0.5 * rel(dense, before) + 4e-3) << rel(dense, before);
+  EXPECT_LT(rel(after, dense), 0.5 * rel(dense, before) + 0.015) << rel(dense, before);
 }
 
 INSTANTIATE_TEST_SUITE_P(All, Int8EveryOptimizer,
@@ -117,6 +120,8 @@ INSTANTIATE_TEST_SUITE_P(All, Int8EveryOptimizer,
 
 TEST(Int8Update, ResumeFromTheStateDictIsBitwise) {
   const Tensor start = testing::random_tensor({32, 64}, 21).to(DType::f32);
+  // `steps` steps from `start`, or from `from` and the optimizer state `state` when given;
+  // the state after them is left in `state`.
   auto run = [&](int steps, ops::Int8* from, std::map<std::string, Tensor>* state) {
     ops::Int8 q = int8_leaf(start, 128);
     if (from) {
@@ -128,7 +133,7 @@ TEST(Int8Update, ResumeFromTheStateDictIsBitwise) {
     o.lr = 1e-2;
     auto opt = make_optimizer("adamw_torch", group_of(q.codes), o);
     opt->set_int8_weights({{kName, q}}, 8);
-    if (state) opt->load_state_dict(*state);
+    if (from) opt->load_state_dict(*state);
     for (int s = 0; s < steps; ++s) {
       autograd::set_grad(q.codes, testing::random_tensor({32, 64}, 300 + uint64_t(opt->steps())));
       opt->step();
