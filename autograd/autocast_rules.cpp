@@ -42,6 +42,7 @@ constexpr AutocastRule kRules[] = {
     {OpId::apollo_update, P::as_is},
     {OpId::quantize_4bit, P::as_is}, {OpId::dequantize_4bit, P::as_is},
     {OpId::embedding_4bit, P::as_is}, {OpId::linear_4bit, P::as_is},
+    {OpId::quantize_int8, P::as_is}, {OpId::dequantize_int8, P::as_is},
 };
 // clang-format on
 

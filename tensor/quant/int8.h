@@ -16,7 +16,10 @@
 // stochastically: r = w / scale takes ceil(r) when a uniform u in [0, 1) is below
 // r - floor(r), else floor(r), then zero is added and the code clamped (torch.where(rand <
 // p, ceil, floor)), so E[code] = r + zero away from the clamp. The initial quantization of a
-// weight rounds to nearest, as the reference's _quantize_tensor_int8 does.
+// weight rounds to nearest, as the reference's _quantize_tensor_int8 does. Also kept: the
+// zero's clamp to [0, 255], so a group that does not straddle 0 (its minimum half a step or
+// more above 0, or its maximum below) clamps the codes of its far end (the golden data's
+// edge cases); a trained weight's groups straddle 0.
 // Where fitgrad differs, on purpose: the reference computes in the weight's dtype (bf16 in
 // its runs) and keeps scale and zero as bf16 tensors; here every step is one f32 operation,
 // the scale is kept in f32 and the zero (an integer in [0, 255]) in u8, 5 bytes per group

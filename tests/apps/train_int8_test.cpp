@@ -2,14 +2,19 @@
 // a tiny Llama whose block weights are int8 memorizes a sequence as its bf16 twin does and
 // starts from nearly the same losses; its checkpoints hold the u8 codes, f32 scales and u8
 // zeros, and a resume from one repeats the uninterrupted run bit for bit (under --bf16, and
-// under --pure_bf16 with adafactor and --optim_in_backward); bad combinations are errors
-// that name the flag.
+// under --pure_bf16 with adafactor and --optim_in_backward); a dense model (generate, export)
+// loads such a checkpoint dequantized and an int8 one quantizes it back; bad combinations
+// are errors that name the flag.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
+#include "apps/model_source.h"
 #include "io/safetensors.h"
+#include "nn/int8_linear.h"
 #include "tensor/error.h"
+#include "tensor/ops/quantize_int8.h"
 #include "tests/apps/train_fixture.h"
 
 namespace fitgrad::apps {
@@ -85,6 +90,28 @@ TEST_F(TrainInt8, CheckpointsHoldTheCodesAndResumeBitForBit) {
     EXPECT_EQ(tensors.at(w + "_scales").numel(), tensors.at(w).numel() / 256);
     EXPECT_NE(tensors.at("lm_head.weight").dtype(), DType::u8);  // the head stays dense
   }
+  // A dense build (generate, export, --init) reads an int8 checkpoint dequantized, and an
+  // int8 build quantizes that back to nearest: within half its own scale, at most the saved's.
+  const std::string dir = (root_ / "bf16-full" / "checkpoint-6").string();
+  const LoadedModel dense = load_model(dir, "", {});
+  const auto file = io::SafetensorsFile::open(dir + "/model.safetensors");
+  const std::string w = "model.layers.1.self_attn.o_proj.weight";
+  const ops::Int8 saved{256, file.tensor(w), file.tensor(w + "_scales"), file.tensor(w + "_zeros")};
+  const Tensor want = ops::dequantize_int8(saved, DType::f32);
+  const Tensor got = dense.model->parameter(w);
+  ASSERT_EQ(got.dtype(), DType::f32);
+  EXPECT_EQ(std::memcmp(got.data_ptr(), want.data_ptr(), size_t(want.nbytes())), 0);
+  nn::BuildOptions int8_build;
+  int8_build.linear_factory = nn::int8_factory(256);
+  const LoadedModel requantized = load_model(dir, "", int8_build);
+  const nn::Module& m = *requantized.model;
+  const ops::Int8 back{256, m.parameter(w), m.parameter(w + "_scales"), m.parameter(w + "_zeros")};
+  ASSERT_EQ(back.codes.dtype(), DType::u8);
+  const Tensor again = ops::dequantize_int8(back, DType::f32);
+  for (int64_t i = 0; i < want.numel(); ++i)
+    ASSERT_LE(std::abs(again.data<float>()[i] - want.data<float>()[i]),
+              0.5f * saved.scales.data<float>()[i / 256] * 1.0001f)
+        << i;
 }
 
 TEST_F(TrainInt8, BadCombinationsNameTheFlag) {
