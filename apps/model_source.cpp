@@ -17,6 +17,7 @@
 #include "io/gguf.h"
 #include "io/safetensors.h"
 #include "nn/gguf_model.h"
+#include "nn/int8_linear.h"
 #include "nn/llama_names.h"
 #include "nn/nf4_linear.h"
 #include "nn/peft_load.h"
@@ -46,13 +47,40 @@ void take_gguf_tokenizer(LoadedModel& out, const io::GgufFile& file, const std::
   out.tokenizer_id = gguf_tokenizer_id(path);
 }
 
+// Whether `name` is an int8 weight of a --weights_int8 checkpoint (Note [Int8 weights as
+// parameters] in nn/int8_linear.h): u8 codes beside "<name>_scales" (f32) and "<name>_zeros"
+// (u8) of as many groups, which divide its count.
+bool is_int8_weight(const io::SafetensorsFile& file, const io::SafetensorsEntry& e,
+                    int64_t* group_size) {
+  if (e.dtype != DType::u8) return false;
+  const io::SafetensorsEntry *scales = nullptr, *zeros = nullptr;
+  for (const io::SafetensorsEntry& c : file.entries()) {
+    if (c.name == e.name + "_scales") scales = &c;
+    if (c.name == e.name + "_zeros") zeros = &c;
+  }
+  if (!scales || !zeros || scales->dtype != DType::f32 || zeros->dtype != DType::u8) return false;
+  const int64_t groups = numel(scales->shape), n = numel(e.shape);
+  if (groups == 0 || numel(zeros->shape) != groups || n % groups != 0) return false;
+  *group_size = n / groups;
+  return true;
+}
+
 // A safetensors file's tensors as a source; a bitsandbytes 4-bit weight (a `*-bnb-4bit`
 // model, or `fitgrad quantize`'s output) reads as its dequantization in its original dtype
-// in place of its packed bytes and companions, so a dense model loads it, one weight
-// dequantized at a time (Note [Streaming loads]).
+// in place of its packed bytes and companions, and an int8 weight of a --weights_int8
+// checkpoint as its f32 dequantization in place of its codes, scales and zeros, so a dense
+// model loads either, one weight dequantized at a time (Note [Streaming loads]).
 nn::TensorSource safetensors_source(const std::string& path) {
   const auto file = std::make_shared<io::SafetensorsFile>(io::SafetensorsFile::open(path));
   std::set<std::string> companions, quantized;
+  std::map<std::string, int64_t> int8;  // name -> group size
+  for (const io::SafetensorsEntry& e : file->entries()) {
+    int64_t group_size = 0;
+    if (is_int8_weight(*file, e, &group_size)) {
+      int8[e.name] = group_size;
+      companions.insert({e.name + "_scales", e.name + "_zeros"});
+    }
+  }
   for (const io::SafetensorsEntry& e : file->entries())
     if (io::is_bnb_4bit(*file, e.name)) {
       quantized.insert(e.name);
@@ -63,6 +91,10 @@ nn::TensorSource safetensors_source(const std::string& path) {
   nn::TensorSource source;
   for (const io::SafetensorsEntry& e : file->entries()) {
     if (companions.count(e.name)) continue;
+    if (int8.count(e.name)) {
+      source.entries.push_back({e.name, e.shape, DType::f32});
+      continue;
+    }
     if (!quantized.count(e.name)) {
       source.entries.push_back({e.name, e.shape, e.dtype});
       continue;
@@ -71,7 +103,12 @@ nn::TensorSource safetensors_source(const std::string& path) {
     const ops::FourBit q = io::read_bnb_4bit(*file, e.name, &dtype);
     source.entries.push_back({e.name, q.shape, dtype});
   }
-  source.read = [file, quantized](const std::string& name) {
+  source.read = [file, quantized, int8](const std::string& name) {
+    if (const auto it = int8.find(name); it != int8.end()) {
+      ops::Int8 q{it->second, file->tensor(name), file->tensor(name + "_scales"),
+                  file->tensor(name + "_zeros")};
+      return ops::dequantize_int8(q, DType::f32);
+    }
     if (!quantized.count(name)) return file->tensor(name);
     DType dtype = DType::f32;
     const ops::FourBit q = io::read_bnb_4bit(*file, name, &dtype);

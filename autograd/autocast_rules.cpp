@@ -43,6 +43,7 @@ constexpr AutocastRule kRules[] = {
     {OpId::svd_basis, P::as_is},
     {OpId::quantize_4bit, P::as_is}, {OpId::dequantize_4bit, P::as_is},
     {OpId::embedding_4bit, P::as_is}, {OpId::linear_4bit, P::as_is},
+    {OpId::quantize_int8, P::as_is}, {OpId::dequantize_int8, P::as_is},
 };
 // clang-format on
 

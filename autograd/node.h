@@ -50,6 +50,10 @@ struct AutogradMeta {
   // category its gradient is allocated as (checkpoint's recompute inputs: temporary).
   std::string name;
   Category grad_category = Category::gradient;
+  // Leaves: an integer tensor whose gradient is floating (an int8 weight's codes, Note
+  // [Int8 weights as parameters] in nn/int8_linear.h); its gradient takes the dtype the
+  // backward delivers.
+  bool integer_leaf = false;
 };
 
 // Where an input's gradient goes: to the node that produced it, or to a leaf.

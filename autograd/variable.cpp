@@ -25,9 +25,17 @@ void set_requires_grad(const Tensor& t, bool requires_grad) {
   FG_CHECK(!m.grad_fn,
            "[autograd] requires_grad can only be set on a leaf; this tensor comes from {}",
            m.grad_fn ? m.grad_fn->name() : "");
-  FG_CHECK(!requires_grad || is_floating(t.dtype()),
+  FG_CHECK(!requires_grad || is_floating(t.dtype()) || m.integer_leaf,
            "[autograd] only floating tensors can require grad, got {}", dtype_name(t.dtype()));
   m.requires_grad = requires_grad;
+}
+
+void set_requires_float_grad(const Tensor& t) {
+  FG_CHECK(!is_floating(t.dtype()),
+           "[autograd] set_requires_float_grad is for integer leaves, got {}",
+           dtype_name(t.dtype()));
+  ensure_meta(t).integer_leaf = true;
+  set_requires_grad(t, true);
 }
 
 bool requires_grad(const Tensor& t) {

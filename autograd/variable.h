@@ -15,6 +15,9 @@ AutogradMeta& ensure_meta(const Tensor& t);
 // Marks a leaf as requiring a gradient; throws on a non-leaf (it already gets one).
 void set_requires_grad(const Tensor& t, bool requires_grad = true);
 bool requires_grad(const Tensor& t);
+// Marks an integer leaf (an int8 weight's u8 codes) as requiring a floating gradient, in the
+// dtype its backward rule delivers; set_requires_grad then also accepts it.
+void set_requires_float_grad(const Tensor& t);
 bool is_leaf(const Tensor& t);
 // The accumulated gradient of a leaf (undefined before the first backward reaches it).
 Tensor grad(const Tensor& t);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # 200-step `fitgrad train` runs on the Austen corpus, one per optimizer and precision of
-# issue 12, on the demo's 3M-parameter byte-level Llama (apps/demo/model.json): prints
+# issue 12 (and issue 28's --weights_int8), on the demo's 3M-parameter byte-level Llama (apps/demo/model.json): prints
 # each run's validation loss at steps 50 and 200 and its optimizer state from the ledger.
 # Usage: bench/optimizer_runs.sh [BUILD_DIR] [STEPS]   (about 2 minutes per run on 2 cores)
 set -euo pipefail
@@ -20,6 +20,8 @@ runs=(
   "adamw_torch fp16|--optim adamw_torch --fp16 ${adam[*]}"
   "adamw_torch pure_bf16+sr|--optim adamw_torch --pure_bf16 --stochastic_rounding ${adam[*]}"
   "adamw_torch pure_bf16|--optim adamw_torch --pure_bf16 ${adam[*]}"
+  "adamw_torch int8 bf16|--optim adamw_torch --weights_int8 --bf16 ${adam[*]}"
+  "adamw_torch int8 pure_bf16+sr|--optim adamw_torch --weights_int8 --pure_bf16 --stochastic_rounding ${adam[*]}"
 )
 printf '| %-26s | %-14s | %-15s | %s |\n' "run" "eval loss @50" "eval loss @$steps" "optimizer state (ledger)"
 for run in "${runs[@]}"; do

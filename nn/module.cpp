@@ -96,6 +96,19 @@ Tensor Module::register_parameter(const std::string& name, const Shape& shape, c
   return t;
 }
 
+Tensor Module::adopt_parameter(const std::string& name, const Tensor& t, bool requires_grad) {
+  for (const auto& [n, p] : params_)
+    FG_ASSERT(n != name, "parameter {} registered twice in {}", name, path_);
+  const std::string full = child_path(name);
+  if (requires_grad && !is_floating(t.dtype()))
+    autograd::set_requires_float_grad(t);
+  else
+    autograd::set_requires_grad(t, requires_grad);
+  autograd::set_name(t, full);
+  params_.emplace_back(name, t);
+  return t;
+}
+
 Tensor Module::register_buffer(const std::string& name, const Shape& shape, DType dtype,
                                const Init& init, BuildContext& ctx) {
   for (const auto& [n, t] : buffers_)
@@ -180,7 +193,8 @@ void Module::zero_grad() const {
 //   missing     a parameter with no entry (strict only),
 //   unexpected  an entry that is no parameter and not ignorable_key() (strict only),
 //   mismatched  an entry whose shape differs from the parameter's, or whose dtype is not
-//               floating (packed/quantized data needs its own loader) -- also when not strict.
+//               floating (packed/quantized data needs its own loader) -- also when not strict;
+//               an integer parameter (an int8 weight's codes) takes only its own dtype.
 // Floating dtypes convert exactly as Tensor::copy_ does (a bf16 checkpoint loads into f32
 // parameters), and devices too; on meta the copy is a no-op. The parameters keep their
 // identity (copy_ into the existing leaves), so optimizers and hooks stay attached.
@@ -208,7 +222,10 @@ void Module::load(const TensorSource& source, bool strict) {
     } else if (src.shape != p.shape()) {
       mismatched.push_back(fmt::format("{}: expected shape {}, got {}", name, shape_str(p.shape()),
                                        shape_str(src.shape)));
-    } else if (!is_floating(src.dtype)) {
+    } else if (!is_floating(p.dtype()) && src.dtype != p.dtype()) {
+      mismatched.push_back(fmt::format("{}: expected {} (quantized), got {}", name,
+                                       dtype_name(p.dtype()), dtype_name(src.dtype)));
+    } else if (is_floating(p.dtype()) && !is_floating(src.dtype)) {
       mismatched.push_back(fmt::format("{}: expected a floating dtype ({}), got {}", name,
                                        dtype_name(p.dtype()), dtype_name(src.dtype)));
     }

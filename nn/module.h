@@ -168,6 +168,11 @@ class Module {
   // directly in its dtype on the build's device: nothing is made in f32 and cast after.
   Tensor register_parameter(const std::string& name, const Shape& shape, const Init& init,
                             BuildContext& ctx, const ParamOptions& options = {});
+  // Registers `t`, allocated by the caller in any dtype under its own category and label, as
+  // the parameter "<path>.<name>" (an int8 weight's codes, scales and zeros, Note [Int8
+  // weights as parameters] in nn/int8_linear.h). An integer `t` requiring grad gets a
+  // floating gradient (autograd::set_requires_float_grad).
+  Tensor adopt_parameter(const std::string& name, const Tensor& t, bool requires_grad);
   // Note [Buffers]
   // A buffer is module state that is not trained: a mask, a table of constants, later the
   // quantization state beside an NF4 weight. It is allocated like a parameter, on the build's

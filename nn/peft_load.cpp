@@ -1,4 +1,4 @@
-// Hugging Face weights into LoRA and NF4 layers (see peft_load.h).
+// Hugging Face weights into LoRA, NF4 and int8 layers (see peft_load.h).
 #include "nn/peft_load.h"
 
 #include <fmt/format.h>
@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "nn/int8_linear.h"
 #include "nn/lora.h"
 #include "nn/nf4_linear.h"
 #include "tensor/error.h"
@@ -28,7 +29,8 @@ void load_into_adapted(Module& model, const TensorSource& source) {
   std::vector<std::string> problems;
   // 4-bit weights and the file entry each is quantized from, after every check passed.
   std::vector<std::pair<FourBitWeight*, std::string>> quantize;
-  TensorSource renamed;  // model name -> the file's entry
+  std::vector<std::pair<Int8Linear*, std::string>> quantize_int8;  // the same for int8 layers
+  TensorSource renamed;                                            // model name -> the file's entry
   std::map<std::string, std::string> file_name;
   auto rename = [&](const std::string& to, const TensorSource::Entry& e) {
     TensorSource::Entry r = e;
@@ -62,6 +64,26 @@ void load_into_adapted(Module& model, const TensorSource& source) {
           rest.erase(b);
         }
       }
+    } else if (const auto* q8 = dynamic_cast<const Int8Linear*>(m)) {
+      // A dense weight into an int8 layer (Note [Int8 weights as parameters]): quantized to
+      // nearest as it loads, its codes, scales and zeros kept out of the dense load.
+      const std::string key = path + ".weight";
+      const auto it = rest.find(key);
+      if (it == rest.end()) {
+        problems.push_back(fmt::format("'{}' is missing (the int8 layer {})", key, path));
+        continue;
+      }
+      const TensorSource::Entry& e = *it->second;
+      if (!e.defined || e.shape != q8->dense_shape() || !is_floating(e.dtype))
+        problems.push_back(
+            fmt::format("'{}' for the int8 layer {}: expected a floating {}, got {}", key, path,
+                        shape_str(q8->dense_shape()),
+                        e.defined ? fmt::format("{} {}", dtype_name(e.dtype), shape_str(e.shape))
+                                  : std::string("an undefined tensor")));
+      quantize_int8.emplace_back(const_cast<Int8Linear*>(q8), key);
+      rest.erase(it);
+      for (const char* p : {".weight", ".weight_scales", ".weight_zeros"})
+        renamed.entries.push_back({path + p, {}, DType::u8, true, true});
     } else if (path.ends_with(".base_layer")) {  // a dense base under a LoRA layer
       for (const char* p : {".weight", ".bias"}) {
         const auto it = rest.find(hf_path(path) + p);
@@ -80,6 +102,7 @@ void load_into_adapted(Module& model, const TensorSource& source) {
   renamed.read = [&](const std::string& name) { return source.read(file_name.at(name)); };
   model.load(renamed);
   for (auto& [layer, key] : quantize) layer->quantize_from(source.read(key));
+  for (auto& [layer, key] : quantize_int8) layer->quantize_from(source.read(key));
 }
 
 void load_into_adapted(Module& model, const std::map<std::string, Tensor>& state) {

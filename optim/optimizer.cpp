@@ -6,6 +6,7 @@
 
 #include "autograd/variable.h"
 #include "tensor/error.h"
+#include "tensor/memory/scope.h"
 #include "tensor/ops/op_util.h"
 
 namespace fitgrad::optim {
@@ -38,8 +39,10 @@ std::vector<ParamGroup> checked_groups(std::vector<ParamGroup> groups, const cha
       FG_CHECK(!name.empty(), "[{}] a parameter has an empty name", op);
       FG_CHECK(seen.insert(name).second, "[{}] parameter '{}' appears twice", op, name);
       FG_CHECK(t.defined(), "[{}] parameter '{}' is undefined", op, name);
-      FG_CHECK(is_floating(t.dtype()), "[{}] parameter '{}' must be f32, f16 or bf16, got {}", op,
-               name, dtype_name(t.dtype()));
+      FG_CHECK(is_floating(t.dtype()) || t.dtype() == DType::u8,
+               "[{}] parameter '{}' must be f32, f16 or bf16 (or an int8 weight's u8 codes), "
+               "got {}",
+               op, name, dtype_name(t.dtype()));
       FG_CHECK(t.is_contiguous(), "[{}] parameter '{}' must be contiguous", op, name);
     }
   }
@@ -77,7 +80,7 @@ uint64_t read_u64(const char* op, const std::string& key, const Tensor& t) {
 
 std::map<std::string, Tensor> Optimizer::state_dict() const {
   std::map<std::string, Tensor> out = states_.state_dict(steps_);
-  if (rounding_on_) {
+  if (stream_on_) {
     out[kRoundingSeed] = i64_scalar(rounding_seed_);
     out[kRoundingOffset] = i64_scalar(rounding_offset_);
   }
@@ -103,13 +106,27 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
 }
 
 void Optimizer::set_stochastic_rounding(uint64_t seed) {
-  rounding_on_ = true;
+  bf16_rounding_ = stream_on_ = true;
   rounding_seed_ = seed;
   rounding_offset_ = 0;
 }
 
+void Optimizer::set_int8_weights(std::map<std::string, ops::Int8> weights, uint64_t seed) {
+  for (const auto& [name, q] : weights) {
+    const auto [g, k] = where_[index_of(name)];
+    FG_CHECK(groups_[g].params[k].second.same(q.codes),
+             "[{}] the int8 state of '{}' is not its parameter's codes", op_, name);
+  }
+  int8_ = std::move(weights);
+  if (!stream_on_) {
+    stream_on_ = true;
+    rounding_seed_ = seed;
+    rounding_offset_ = 0;
+  }
+}
+
 backend::StochasticRounding Optimizer::rounding(const Tensor& param) {
-  if (!rounding_on_ || param.dtype() != DType::bf16) return {};
+  if (!bf16_rounding_ || param.dtype() != DType::bf16) return {};
   const backend::StochasticRounding sr{true, rounding_seed_, rounding_offset_};
   rounding_offset_ += uint64_t(param.numel());
   return sr;
@@ -156,7 +173,23 @@ void Optimizer::step_param(size_t index) {
   FG_CHECK(g.shape() == p.shape() && g.device() == p.device(),
            "[{}] gradient of '{}' is {} on {}, the parameter {} on {}", op_, name,
            shape_str(g.shape()), g.device().str(), shape_str(p.shape()), p.device().str());
-  update(index, group, name, p, g);
+  if (p.dtype() != DType::u8) {
+    update(index, group, name, p, g);
+    return;
+  }
+  const auto q = int8_.find(name);
+  FG_CHECK(q != int8_.end(),
+           "[{}] parameter '{}' is u8 but has no int8 state (Optimizer::set_int8_weights)", op_,
+           name);
+  Tensor w;  // (p's shape) f32: the weight dequantized for its update (Note [Int8 updates])
+  {
+    const MemoryContextScope scope({Category::temporary, intern_label(name)});
+    w = ops::dequantize_int8(q->second, DType::f32);
+  }
+  update(index, group, name, w, g);
+  const backend::StochasticRounding sr{true, rounding_seed_, rounding_offset_};
+  rounding_offset_ += uint64_t(p.numel());
+  ops::requantize_int8_(q->second, w, sr);
 }
 
 void Optimizer::end_step() {

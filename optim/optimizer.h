@@ -16,6 +16,7 @@
 #include "optim/param_state.h"
 #include "optim/state_spec.h"
 #include "tensor/backend/kernel_args.h"
+#include "tensor/ops/quantize_int8.h"
 #include "tensor/tensor.h"
 
 namespace fitgrad::optim {
@@ -82,7 +83,20 @@ class Optimizer {
   // stream's seed and offset are in state_dict ("stochastic_rounding.seed" / ".offset", i64
   // scalars), so a resumed run draws what the uninterrupted one would have.
   void set_stochastic_rounding(uint64_t seed);
-  bool stochastic_rounding() const { return rounding_on_; }
+  bool stochastic_rounding() const { return bf16_rounding_; }
+
+  // Note [Int8 updates]
+  // A parameter given here by name is an int8 weight (nn/int8_linear.h): its tensor in the
+  // groups is the u8 codes, its gradient floating. Its update (Q-GaLore's weight update,
+  // Note [Int8 weights] in tensor/quant/int8.h) dequantizes the weight into an f32
+  // temporary, applies this optimizer's own update to it in f32 (any optimizer: the same
+  // kernel and state as a dense f32 parameter of that shape), and re-quantizes it into the
+  // codes, scales and zeros in place, scales and zeros recomputed and the codes rounded
+  // stochastically with the next numel draws of the optimizer's Philox stream (the stream
+  // of Note [Stochastic rounding of updates], turned on here with `seed` if it was off, and
+  // saved in state_dict). On meta the temporary is allocated and freed as on a device, so a
+  // dry run plans it. A u8 parameter with no int8 state is an error at its step.
+  void set_int8_weights(std::map<std::string, ops::Int8> weights, uint64_t seed);
 
   virtual std::map<std::string, Tensor> state_dict() const;
   virtual void load_state_dict(const std::map<std::string, Tensor>& state);
@@ -114,7 +128,9 @@ class Optimizer {
   std::vector<std::pair<size_t, size_t>> where_;  // index -> (group, position in group)
   std::vector<char> stepped_;                     // this step: parameter i already applied
   bool in_step_ = false;
-  bool rounding_on_ = false;
+  bool bf16_rounding_ = false;             // bf16 parameters round stochastically
+  bool stream_on_ = false;                 // the rounding stream is in use (bf16 or int8 updates)
+  std::map<std::string, ops::Int8> int8_;  // by parameter name (Note [Int8 updates])
   uint64_t rounding_seed_ = 0, rounding_offset_ = 0;
 };
 

@@ -85,6 +85,7 @@ std::string setting_of(const TrainArgs& a) {
   s += ", " + a.optim;
   s += a.pure_bf16 ? ", pure bf16" : a.bf16 ? ", bf16" : a.fp16 ? ", fp16" : ", fp32";
   if (!a.quantize.empty()) s += fmt::format(", {} + LoRA r {}", a.quantize, a.lora_r);
+  if (a.weights_int8) s += ", int8 weights";
   if (a.optim_in_backward) s += ", in-backward";
   if (a.fused_head_loss || a.tiled_mlp) s += ", fused head + tiled MLP";
   if (a.offload_activations) s += ", offloaded activations";
@@ -120,6 +121,11 @@ std::string setting_flags(const TrainArgs& a) {
   } else if (a.lora_r > 0) {
     s += fmt::format(" --lora_r {}", a.lora_r);
   }
+  if (a.weights_int8) {
+    s += " --weights_int8";
+    if (a.weight_group_size != 256)
+      s += fmt::format(" --weight_group_size {}", a.weight_group_size);
+  }
   if (a.optim_in_backward) s += " --optim_in_backward";
   if (a.offload_optimizer) s += " --offload_optimizer";
   if (a.offload_activations) s += " --offload_activations";
@@ -148,6 +154,8 @@ std::vector<Candidate> fit_candidates(const TrainArgs& base, const nn::ModelConf
           if (precision == Precision::pure_bf16 && !has_bf16) continue;
           for (bool four_bit : {false, true}) {
             if (four_bit && !allow_qlora && !fixed_four_bit) continue;
+            // The user's --weights_int8 stays in every candidate (a = base) and excludes LoRA.
+            if (four_bit && base.weights_int8) continue;
             if (!four_bit && fixed_four_bit) continue;
             for (bool in_backward : {false, true})
               for (bool row_chunks : {false, true})

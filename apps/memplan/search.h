@@ -15,7 +15,8 @@
 // head with the tiled MLP (Note [Row-chunked head and MLP] in nn/decoder.h); and, on a card
 // with checkpointing, the checkpointed activations offloaded to host memory (Note [Activation
 // offload]); and the expandable allocator (Note [Expandable segments]). Flags the user gave
-// stay on. Each candidate's step time comes from the cost model (Note [The step's cost
+// stay on; --weights_int8 (Note [Int8 weight training]) is one of them and is never added
+// (it changes the weights' numerics), and it leaves out the NF4 + LoRA candidates. Each candidate's step time comes from the cost model (Note [The step's cost
 // model]), which needs no plan; the candidates are then planned exactly in order of that time,
 // fastest first, and the first that fits is the answer. Times within 1% of each other count as
 // equal, and among them the setting that changes fewer of the user's flags comes first (the

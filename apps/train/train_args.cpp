@@ -124,6 +124,12 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
            "With --gradient_checkpointing: keep the activations saved for backward in host "
            "memory, copied out and prefetched back while the card computes (on cpu: in a "
            "separate host arena, cpu:1, that the device budget does not count)");
+  add_bool(cmd, "weights_int8", a.weights_int8,
+           "Train every Linear of the decoder blocks in 8 bits (Q-GaLore's int8 weights: u8 "
+           "codes, a scale and a zero per group, updates re-quantized stochastically)");
+  cmd.add_option("--weight_group_size", a.weight_group_size,
+                 "With --weights_int8: values per quantization group (Q-GaLore's default)")
+      ->capture_default_str();
   cmd.add_option("--quantize", a.quantize,
                  "nf4: keep the frozen base in 4 bits (QLoRA; needs --lora_r)")
       ->check(CLI::IsMember({"", "nf4"}));
@@ -324,6 +330,18 @@ void validate(const TrainArgs& a) {
         "[train] --quantize nf4 needs --lora_r: a 4-bit base is frozen, so only LoRA adapters "
         "can train");
   require_in("lora_r", a.lora_r, 0, 4096);
+  require_in("weight_group_size", a.weight_group_size, 1, int64_t(1) << 30);
+  if (a.weights_int8) {
+    if (!a.quantize.empty() || a.lora_r > 0)
+      throw Error(fmt::format(
+          "[train] --weights_int8 and --{} conflict: int8 weights train the whole model, a "
+          "LoRA run trains adapters over a frozen base",
+          a.lora_r > 0 ? "lora_r" : "quantize"));
+    if (a.offload_optimizer)
+      throw Error(
+          "[train] --weights_int8 and --offload_optimizer conflict: the int8 update runs "
+          "where the weights are");
+  }
   if (a.lora_r > 0) {
     if (!(a.lora_alpha > 0 && a.lora_alpha <= 1e6))
       fail("lora_alpha",

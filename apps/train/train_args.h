@@ -21,6 +21,17 @@
 // updated weight up or down at random instead (Note [Stochastic rounding of updates] in
 // optim/optimizer.h), reproducibly from --seed and resumably from the checkpoint. Hugging
 // Face's --bf16_full_eval only evaluates in bf16; here training does too.
+//
+// Note [Int8 weight training]
+// --weights_int8 stores every trainable Linear weight of the decoder blocks (PEFT's
+// all-linear: not the head, not the embeddings or norms) in 8 bits with an f32 scale and a
+// u8 zero per --weight_group_size values (nn/int8_linear.h), as Q-GaLore's int8 weight
+// training does; each update is applied in f32 and re-quantized stochastically (Note [Int8
+// updates] in optim/optimizer.h), with any optimizer, under --bf16 autocast or --pure_bf16.
+// The name says what is stored, as --pure_bf16 does (Q-GaLore spells it --weight_quant
+// --weight_bits 8 --stochastic_round, and only 8 bits exist here); --weight_group_size is
+// Q-GaLore's own flag, with its default 256. It trains the whole model, so it excludes
+// LoRA, --quantize and --offload_optimizer.
 #pragma once
 #include <CLI/CLI.hpp>
 #include <cstdint>
@@ -66,6 +77,11 @@ struct TrainArgs {
   bool optim_in_backward = false;    // fitgrad: Note [Optimizer in backward]
   bool offload_optimizer = false;    // fitgrad: Note [Optimizer offload] (ZeRO-Offload)
   bool offload_activations = false;  // fitgrad: Note [Activation offload]
+  // Note [Int8 weight training]: every Linear of the decoder blocks trained in 8 bits
+  // (Q-GaLore's --weight_quant with --weight_bits 8 and --stochastic_round; the group size
+  // keeps Q-GaLore's name and default).
+  bool weights_int8 = false;
+  int64_t weight_group_size = 256;
   // LoRA and QLoRA (PEFT's LoraConfig and transformers' BitsAndBytesConfig names; Note
   // [LoRA runs] in apps/train/train_setup.cpp).
   std::string quantize;  // "" or nf4: the frozen base in 4 bits (fitgrad's flag)

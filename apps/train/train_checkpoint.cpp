@@ -66,7 +66,8 @@ void resume_run(TrainRun& r, const std::string& dir) {
     // Flags a checkpoint from before them does not record: absent means off.
     for (const auto& [flag, now] : {std::pair{"fp16", a.fp16},
                                     {"pure_bf16", a.pure_bf16},
-                                    {"stochastic_rounding", a.stochastic_rounding}})
+                                    {"stochastic_rounding", a.stochastic_rounding},
+                                    {"weights_int8", a.weights_int8}})
       if (args.value(flag, int64_t(0)) != int64_t(now))
         throw Error(fmt::format(
             "[train] --resume_from_checkpoint {}: --{} was {} there and is {} now; a resume "
@@ -169,6 +170,8 @@ json trainer_state_json(const TrainRun& r) {
         {"optim_in_backward", int64_t(a.optim_in_backward)},
         {"quantize", a.quantize},
         {"lora_r", a.lora_r},
+        {"weights_int8", int64_t(a.weights_int8)},
+        {"weight_group_size", a.weight_group_size},
         {"learning_rate", a.learning_rate},
         {"lr_scheduler_type", a.lr_scheduler_type}}},
       {"log_history", r.metrics->history()},

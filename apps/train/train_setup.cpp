@@ -11,6 +11,7 @@
 #include "apps/train/checkpoint_dir.h"
 #include "apps/train/train_run.h"
 #include "autograd/checkpoint.h"
+#include "nn/int8_linear.h"
 #include "nn/lora.h"
 #include "nn/nf4_linear.h"
 #include "nn/target_modules.h"
@@ -193,8 +194,23 @@ void setup_data(TrainRun& r) {
 void print_summary(TrainRun& r, int64_t warmup) {
   const TrainArgs& a = r.a;
   const nn::CausalLM& model = *r.lm.model;
-  r.out << fmt::format("model: {}\nparameters: {} ({} of f32 weights)\n", r.lm.description,
-                       model.num_parameters(), format_bytes(model.num_parameters() * 4));
+  // An int8 layer's scales and zeros are parameters that are no weights (Note [Int8 weights
+  // as parameters]).
+  int64_t int8 = 0, int8_bytes = 0, companions = 0;
+  for (const auto& [path, m] : model.named_modules())
+    if (const auto* q = dynamic_cast<const nn::Int8Linear*>(m)) {
+      int8 += q->quantized().numel();
+      int8_bytes += q->quantized().nbytes();
+      companions += q->quantized().scales.numel() + q->quantized().zeros.numel();
+    }
+  const int64_t weights = model.num_parameters() - companions;
+  r.out << fmt::format("model: {}\nparameters: {} ({} of f32 weights)\n", r.lm.description, weights,
+                       format_bytes(weights * 4));
+  if (int8 > 0)
+    r.out << fmt::format(
+        "int8 weights: {} of them in {} ({:.3f} bytes each with scales and "
+        "zeros, groups of {})\n",
+        int8, format_bytes(int8_bytes), double(int8_bytes) / double(int8), a.weight_group_size);
   if (r.dataset)
     r.out << fmt::format("data: {} -> {} tokens ({}; {} train, {} validation), tokenizer {}\n",
                          a.data, r.dataset->num_tokens(),
@@ -285,6 +301,12 @@ void setup_run(TrainRun& r) {
     // quantized whole before the adapters are added.
     build.linear_factory = nn::targeted_factory(targets, nn::lora_factory(*r.lora, base), base);
   }
+  std::shared_ptr<nn::TargetModules> int8_targets;  // Note [Int8 weight training]
+  if (a.weights_int8) {
+    int8_targets = std::make_shared<nn::TargetModules>(nn::TargetModules::parse("all-linear"));
+    build.linear_factory =
+        nn::targeted_factory(int8_targets, nn::int8_factory(a.weight_group_size));
+  }
   build.seed = a.seed;
   // A resume overwrites the weights, so --init is not read then.
   // A resume overwrites the weights, so --init is not read then -- except under LoRA, whose
@@ -309,6 +331,16 @@ void setup_run(TrainRun& r) {
       r.out << fmt::format("base: {} weights in {} at {:.3f} bits per weight\n", quantized,
                            a.bnb_4bit_quant_type,
                            8.0 * double(quantized_bytes) / double(quantized));
+  }
+  if (int8_targets) {
+    try {
+      nn::check_targets_found(*int8_targets);
+    } catch (const Error&) {
+      throw Error(fmt::format(
+          "[train] --weights_int8: the model {} has no Linear layer in its blocks to store in "
+          "int8",
+          a.model));
+    }
   }
   if (a.checkpoint_segments > model.num_layers())
     throw Error(fmt::format("[train] --checkpoint_segments {} exceeds the model's {} blocks",
@@ -344,13 +376,23 @@ void setup_run(TrainRun& r) {
   oopt.weight_decay = a.weight_decay;
   // Under LoRA the optimizer sees only the adapters (Note [LoRA runs]); offloaded, it sees
   // their host masters (Note [Optimizer offload]).
-  const auto trained = r.lora ? model.trainable_parameters() : model.named_parameters();
+  // With --weights_int8 the scales and zeros are parameters that never train (Note [Int8
+  // weights as parameters]).
+  const auto trained =
+      r.lora || a.weights_int8 ? model.trainable_parameters() : model.named_parameters();
   if (a.offload_optimizer)
     r.offload = std::make_unique<optim::OptimizerOffload>(trained, optim::offload_host(r.device));
   r.optimizer = optim::make_optimizer(
       a.optim, optim::decay_groups(r.offload ? r.offload->host_params() : trained, a.weight_decay),
       oopt, a.learning_rate_given, {a.optim_args, a.optim_target_modules, a.seed});
   if (a.stochastic_rounding) r.optimizer->set_stochastic_rounding(a.seed);
+  if (a.weights_int8) {
+    std::map<std::string, ops::Int8> int8;
+    for (const auto& [path, m] : model.named_modules())
+      if (const auto* q = dynamic_cast<const nn::Int8Linear*>(m))
+        int8.emplace(path + ".weight", q->quantized());
+    r.optimizer->set_int8_weights(std::move(int8), a.seed);
+  }
   r.schedule.emplace(
       optim::make_lr_schedule(a.lr_scheduler_type, a.learning_rate, warmup, r.total));
   if (a.fp16) r.scaler.emplace();

@@ -343,6 +343,19 @@ struct FourBitArgs {
   Tensor nested, absmax2, offset;  // double quantization, or undefined
 };
 
+// Q-GaLore's int8 group quantization (tensor/quant/int8.h, Note [Int8 weights]) of n values
+// in groups of group_size (which divides n). quantize: codes, scales and zeros from a_or_out,
+// rounded stochastically from sr's Philox stream when sr.enabled, else to nearest.
+// dequantize: a_or_out from codes, scales and zeros.
+struct Int8Args {
+  int64_t n = 0, group_size = 256;
+  Tensor a_or_out;  // (n) floating: the values quantized, or the dequantized output
+  Tensor codes;     // (n) u8
+  Tensor scales;    // (n / group_size) f32
+  Tensor zeros;     // (n / group_size) u8
+  StochasticRounding sr;
+};
+
 // Reads of a 4-bit (rows, cols) weight without dequantizing all of it. embedding_4bit: out
 // (n, cols) floating = the rows named by ids (n, i32 or i64; the kernel checks each is in
 // [0, rows)). linear_4bit: out (m, rows) f32 = x (m, cols) f32 times the weight transposed,

@@ -29,7 +29,8 @@ namespace fitgrad::backend {
   X(adamw_update) X(sgd_update) X(sum_squares) X(scale_) X(adam8bit_update) X(adafactor_update) \
   X(apollo_update) \
   X(svd_basis) \
-  X(quantize_4bit) X(dequantize_4bit) X(embedding_4bit) X(linear_4bit)
+  X(quantize_4bit) X(dequantize_4bit) X(embedding_4bit) X(linear_4bit) \
+  X(quantize_int8) X(dequantize_int8)
 // clang-format on
 
 enum class OpId : uint16_t {

@@ -31,6 +31,7 @@
 #include "tensor/cpu_isa.h"
 #include "tensor/quant/dynamic_map.h"
 #include "tensor/quant/four_bit.h"
+#include "tensor/quant/int8.h"
 #include "tensor/random/philox.h"
 
 namespace fitgrad::backend {
@@ -360,6 +361,19 @@ void dequantize_4bit(const FourBitArgs& a) {
                                four_bit_type(a), a.a_or_out.data<decltype(e)>());
   });
 }
+void quantize_int8(const Int8Args& a) {
+  dispatch_floating(a.a_or_out.dtype(), "quantize_int8", [&](auto e) {
+    quant::quantize_int8(a.a_or_out.data<decltype(e)>(), a.n, a.group_size, a.codes.data<uint8_t>(),
+                         f32(a.scales), a.zeros.data<uint8_t>(), a.sr.enabled, a.sr.seed,
+                         a.sr.offset);
+  });
+}
+void dequantize_int8(const Int8Args& a) {
+  dispatch_floating(a.a_or_out.dtype(), "dequantize_int8", [&](auto e) {
+    quant::dequantize_int8(a.codes.data<uint8_t>(), f32(a.scales), a.zeros.data<uint8_t>(), a.n,
+                           a.group_size, a.a_or_out.data<decltype(e)>());
+  });
+}
 // The absmaxes of a FourBitReadArgs, dequantized into its temporary when double-quantized.
 const float* read_absmax(const FourBitReadArgs& a) {
   if (a.nested.defined())
@@ -522,6 +536,8 @@ void register_cpu_kernels() {
   register_kernel(cpu, OpId::svd_basis, svd_basis);
   register_kernel(cpu, OpId::quantize_4bit, quantize_4bit);
   register_kernel(cpu, OpId::dequantize_4bit, dequantize_4bit);
+  register_kernel(cpu, OpId::quantize_int8, quantize_int8);
+  register_kernel(cpu, OpId::dequantize_int8, dequantize_int8);
   register_kernel(cpu, OpId::embedding_4bit, embedding_4bit);
   register_kernel(cpu, OpId::linear_4bit, linear_4bit);
 }

@@ -3,9 +3,10 @@
 // --gradient_checkpointing, --gradient_accumulation_steps 2, configured dropout, --optim
 // adamw_8bit, adafactor, adafactor_hf, apollo, galore_adamw and galore_adamw_8bit (an SVD at
 // every step), --pure_bf16 --stochastic_rounding, --optim_in_backward, both with --optim
-// apollo_mini, QLoRA (--quantize nf4 --lora_r 4), checkpointing in one segment, and the fused
-// head with the tiled MLP inside checkpointed blocks, a cpu run, a meta run with the same
-// flags, and memplan's plan of them for this machine's CPU (apps/memplan/plan.h) write
+// apollo_mini, --weights_int8 (under --bf16, and with --pure_bf16, adamw_8bit and
+// --optim_in_backward), QLoRA (--quantize nf4 --lora_r 4), checkpointing in one segment, and
+// the fused head with the tiled MLP inside checkpointed blocks, a cpu run, a meta run with the
+// same flags, and memplan's plan of them for this machine's CPU (apps/memplan/plan.h) write
 // memory.json traces whose events from the run's start (kind, size, requested bytes, category,
 // label, in order) and whose peaks allocated and reserved are identical; the plan reports
 // those peaks. The dry run reads no data, writes no checkpoint and no metrics, and says so.
@@ -140,6 +141,12 @@ TEST_P(DryRunTest, MetaWritesTheTraceOfTheRealRun) {
   }
   if (variant == "pure_bf16_sr") a.pure_bf16 = a.stochastic_rounding = true;
   if (variant == "apollo") a.optim = "apollo";
+  if (variant == "int8") a.weights_int8 = a.bf16 = true;  // Note [Int8 weight training]
+  if (variant == "int8_pure_bf16_in_backward") {
+    a.weights_int8 = a.pure_bf16 = a.stochastic_rounding = a.optim_in_backward = true;
+    a.optim = "adamw_8bit";
+    a.max_grad_norm = 0;
+  }
   if (variant == "apollo_mini_in_backward") {  // pure bf16 too: bf16 projections
     a.optim = "apollo_mini";
     a.pure_bf16 = a.stochastic_rounding = a.optim_in_backward = true;
@@ -313,7 +320,8 @@ INSTANTIATE_TEST_SUITE_P(
                                          "pure_bf16_sr", "optim_in_backward", "qlora",
                                          "one_segment", "row_chunks", "expandable", "offload",
                                          "long_context", "apollo", "apollo_mini_in_backward",
-                                         "galore_adamw", "galore_adamw_8bit")),
+                                         "galore_adamw", "galore_adamw_8bit", "int8",
+                                         "int8_pure_bf16_in_backward")),
     [](const auto& info) {
       std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param);
       for (char& c : name)

@@ -217,8 +217,9 @@ TEST(GoldenOpsFiles, EveryGoldenFileIsUsed) {
                "optim_schedules.gtb", "optim_adafactor_torch.gtb", "optim_adafactor_hf.gtb",
                "optim_adafactor_hf_manual.gtb", "optim_adam8bit.gtb", "optim_apollo.gtb",
                "optim_apollo_mini.gtb", "optim_galore.gtb"});
-  // Read by tests/tensor/quant/four_bit_golden_test.cpp.
-  used.insert("nf4_quant.gtb");
+  // Read by tests/tensor/quant/four_bit_golden_test.cpp and int8_golden_test.cpp (and
+  // tests/optim/int8_update_test.cpp).
+  used.insert({"nf4_quant.gtb", "int8_quant.gtb"});
   // Read by smollm2_slice_*_test.cpp and tests/io/gguf_smollm2_test.cpp.
   used.insert({"smollm2_slice.gtb", "smollm2_tensors.gtb"});
   for (const auto& c : cases()) used.insert(c.file);

@@ -27,6 +27,7 @@
 #include "tensor/ops/norm.h"
 #include "tensor/ops/optim_update.h"
 #include "tensor/ops/quantize.h"
+#include "tensor/ops/quantize_int8.h"
 #include "tensor/ops/random.h"
 #include "tensor/ops/reduce.h"
 #include "tensor/ops/rope.h"
@@ -370,6 +371,18 @@ std::vector<OpRow> rows() {
          const ops::FourBit q = ops::quantize_4bit(in[0], {quant::FourBitType::fp4, 64, false});
          return Tensors{ops::dequantize_4bit(q, in[0].dtype())};
        }});
+  // A (9, 96) weight in groups of 32 (three per row), rounded stochastically from draw 5.
+  auto int8_input = [](Device d, DType t) { return Tensors{input({9, 96}, 68, d, t, -2, 2)}; };
+  r.push_back({OpId::quantize_int8, int8_input, [](Tensors& in) {
+                 ops::Int8 q = ops::quantize_int8(in[0], 32);
+                 const Tensor nearest = q.codes.clone();
+                 ops::requantize_int8_(q, in[0], {true, 17, 5});
+                 return Tensors{nearest, q.codes, q.scales, q.zeros};
+               }});
+  r.push_back({OpId::dequantize_int8, int8_input, [](Tensors& in) {
+                 const ops::Int8 q = ops::quantize_int8(in[0], 32);
+                 return Tensors{ops::dequantize_int8(q, in[0].dtype())};
+               }});
   // A (9, 96) weight: 96 is no multiple of the blocksize 64, so blocks straddle rows.
   auto four_bit_rows = [](Device d, DType t) {
     return Tensors{input({9, 96}, 60, d, t, -2, 2), ids({3, 0, 8, 3}, d), input({2, 96}, 61, d, t)};
