@@ -8,7 +8,10 @@
 #      optimizer-in-backward) and its longest sequence;
 #   5. issue 27's long contexts: with the fused head, the tiled MLP and offloaded
 #      checkpoints, the longest sequence of Llama-3.1-8B QLoRA r 32 on 24 GiB and 80 GB, of
-#      Llama-2-7B QLoRA on 24 GiB, and of full-parameter Llama-2-7B on 80 GB.
+#      Llama-2-7B QLoRA on 24 GiB, and of full-parameter Llama-2-7B on 80 GB;
+#   6. issue 28's full-parameter plans with an Adam-quality optimizer: Llama-3.1-8B at seq 2048
+#      under 16 GiB and Llama-2-7B under 12 GiB (int8 weights, APOLLO or APOLLO-Mini, pure
+#      bf16 with stochastic rounding, optimizer-in-backward, checkpointing).
 # Longer contexts than a preset's are planned from config.json files written here with the
 # same shapes and a larger max_position_embeddings (a rope model's memory does not depend on
 # it; Llama-3.1's rope_scaling changes values, not shapes).
@@ -88,15 +91,39 @@ done
 "$FG" memplan --model "$LLAMA2_7B" $full --seq_len 2048 --per_device_train_batch_size 1 \
   --device_memory 24GiB --max_seq_len 2>/dev/null | grep -E "that fits is"
 
+# plan_each "COMMON FLAGS" "GREP PATTERN" "MODEL|FLAGS|CARD"...: one memplan per spec; a
+# plan that does not fit (memplan's exit code 3) is an answer, any other failure stops.
+plan_each() {
+  local common=$1 pattern=$2 spec model flags card
+  shift 2
+  for spec in "$@"; do
+    IFS='|' read -r model flags card <<<"$spec"
+    echo "$(basename "$model" .json) $flags on $card:"
+    local rc=0
+    "$FG" memplan --model "$model" $flags $common --device_memory "$card" >"$WORK/plan.txt" \
+      2>/dev/null || rc=$?
+    ((rc == 0 || rc == 3)) || { echo "memplan failed ($rc)"; exit 1; }
+    grep -E "$pattern" "$WORK/plan.txt"
+  done
+}
+
 echo "== 5. long context: fused head, tiled MLP, offloaded checkpoints (issue 27)"
 long="--gradient_checkpointing --fused_head_loss --tiled_mlp --offload_activations"
 long="$long --per_device_train_batch_size 1 --seq_len 4096 --max_seq_len"
 q32="--quantize nf4 --lora_r 32 --lora_target all-linear"
-for spec in "$LLAMA31_8B_LONG|$q32 --pure_bf16|rtx4090" "$LLAMA31_8B_LONG|$q32 --bf16|rtx4090" \
-    "$LLAMA31_8B_LONG|$q32 --pure_bf16|h100" "$LLAMA2_7B_LONGER|$q32 --pure_bf16|rtx4090" \
-    "$LLAMA2_7B_LONGER|${full/--gradient_checkpointing/}|h100"; do
-  IFS='|' read -r model flags card <<<"$spec"
-  echo "$(basename "$model" .json) $flags on $card:"
-  "$FG" memplan --model "$model" $flags $long --device_memory "$card" 2>/dev/null |
-    grep -E "that fits is|peak allocated|peak reserved|host"
-done
+plan_each "$long" "that fits is|peak allocated|peak reserved|host" \
+  "$LLAMA31_8B_LONG|$q32 --pure_bf16|rtx4090" "$LLAMA31_8B_LONG|$q32 --bf16|rtx4090" \
+  "$LLAMA31_8B_LONG|$q32 --pure_bf16|h100" "$LLAMA2_7B_LONGER|$q32 --pure_bf16|rtx4090" \
+  "$LLAMA2_7B_LONGER|${full/--gradient_checkpointing/}|h100"
+
+echo "== 6. full fine-tuning with an Adam-quality optimizer (issue 28): int8 weights + APOLLO"
+adam_q="--pure_bf16 --stochastic_rounding --optim_in_backward --max_grad_norm 0"
+adam_q="$adam_q --gradient_checkpointing --per_device_train_batch_size 1 --seq_len 2048"
+every_2d="--optim_target_modules attn,mlp,embed_tokens,lm_head"
+plan_each "$adam_q" "peak allocated|peak reserved|verdict|^ +[0-9.]+ [KMG]iB +[0-9.]+% +[a-z_]+$" \
+  "$LLAMA31_8B|--optim apollo|16GiB" "$LLAMA31_8B|--optim apollo --weights_int8|16GiB" \
+  "$LLAMA31_8B|--optim apollo_mini --weights_int8 $every_2d|16GiB" \
+  "$LLAMA31_8B|--optim apollo --weights_int8 $every_2d|16GiB" \
+  "$LLAMA2_7B|--optim apollo --weights_int8|12GiB" \
+  "$LLAMA2_7B|--optim apollo --weights_int8 --optim_args rank=128|12GiB" \
+  "$LLAMA2_7B|--optim apollo_mini --weights_int8|12GiB"

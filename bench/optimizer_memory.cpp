@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "nn/config.h"
@@ -55,9 +56,9 @@ void run_row(const Row& row, const Args& args) {
       cfg, {.dtype = precision == "pure_bf16" ? DType::bf16 : DType::f32, .seed = 1});
   optim::AdamWOptions o;
   o.lr = 1e-4;
-  auto opt =
-      optim::make_optimizer(row.optim, optim::decay_groups(model->named_parameters(), 0.0), o, true,
-                            {"", row.optim.starts_with("galore_") ? "attn,mlp" : ""});
+  auto opt = optim::make_optimizer(
+      row.optim, optim::decay_groups(model->named_parameters(), 0.0), o, true,
+      {"", std::string_view(row.optim).starts_with("galore_") ? "attn,mlp" : ""});
   const optim::LrSchedule schedule = optim::make_lr_schedule("constant", 1e-4, 0, 100);
   train::TrainStep step(*model, *opt, schedule,
                         {.compute_dtype = precision == "bf16" ? DType::bf16 : DType::f32,

@@ -153,7 +153,42 @@ GaLoreOptions galore_options(const std::string& name, const OptimizerExtras& ext
   return g;
 }
 
+// transformers' Trainer makes torch.optim.SGD with the learning rate alone; fitgrad also reads
+// torch.optim.SGD's own keyword names from --optim_args, so momentum is reachable.
+SgdOptions sgd_options(double lr, const OptimizerExtras& extras) {
+  SgdOptions s;
+  s.lr = lr;
+  for (const auto& [key, value] : parse_optim_args(extras.optim_args)) {
+    if (key == "momentum") {
+      s.momentum = parse_number<double>(key, value, "a number");
+      FG_CHECK(s.momentum >= 0 && s.momentum < 1,
+               "[optim] --optim_args: momentum must be in [0, 1), got '{}'", value);
+    } else if (key == "dampening") {
+      s.dampening = parse_number<double>(key, value, "a number");
+      FG_CHECK(s.dampening >= 0 && s.dampening <= 1,
+               "[optim] --optim_args: dampening must be in [0, 1], got '{}'", value);
+    } else if (key == "nesterov") {
+      FG_CHECK(value == "true" || value == "false" || value == "True" || value == "False",
+               "[optim] --optim_args: nesterov must be true or false, got '{}'", value);
+      s.nesterov = value == "true" || value == "True";
+    } else {
+      unknown_key(key, "sgd", "momentum, dampening, nesterov");
+    }
+  }
+  FG_CHECK(
+      !s.nesterov || (s.momentum > 0 && s.dampening == 0),
+      "[optim] --optim_args: nesterov needs momentum > 0 and dampening 0 (as torch.optim.SGD)");
+  FG_CHECK(extras.target_modules.empty(),
+           "[optim] --optim_target_modules is read only by apollo, apollo_mini, galore_adamw and "
+           "galore_adamw_8bit, not by sgd");
+  return s;
+}
+
 void check_optimizer_extras(const std::string& hf_name, const OptimizerExtras& extras) {
+  if (hf_name == "sgd") {
+    sgd_options(0.0, extras);
+    return;
+  }
   if (is_apollo(hf_name)) {
     apollo_options(hf_name, extras);
     return;
@@ -163,8 +198,8 @@ void check_optimizer_extras(const std::string& hf_name, const OptimizerExtras& e
     return;
   }
   FG_CHECK(extras.optim_args.empty(),
-           "[optim] --optim_args is read only by apollo, apollo_mini, galore_adamw and "
-           "galore_adamw_8bit, not by {}",
+           "[optim] --optim_args is read only by apollo, apollo_mini, galore_adamw, "
+           "galore_adamw_8bit and sgd, not by {}",
            hf_name);
   FG_CHECK(extras.target_modules.empty(),
            "[optim] --optim_target_modules is read only by apollo, apollo_mini, galore_adamw and "
@@ -224,11 +259,7 @@ std::unique_ptr<Optimizer> make_optimizer(const std::string& hf_name,
   if (is_galore(hf_name))
     return std::make_unique<GaLore>(std::move(groups), o, galore_options(hf_name, extras),
                                     hf_name == kGaLore[1]);
-  if (hf_name == "sgd") {
-    SgdOptions s;
-    s.lr = o.lr;
-    return std::make_unique<SGD>(std::move(groups), s);
-  }
+  if (hf_name == "sgd") return std::make_unique<SGD>(std::move(groups), sgd_options(o.lr, extras));
   for (const char* name : kNotYet)
     FG_CHECK(hf_name != name, "[optim] '{}' is not implemented yet (available: {})", hf_name,
              fmt::join(optimizer_names(), ", "));

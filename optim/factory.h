@@ -9,6 +9,7 @@
 #include "optim/apollo.h"
 #include "optim/galore.h"
 #include "optim/optimizer.h"
+#include "optim/sgd.h"
 
 namespace fitgrad::optim {
 
@@ -37,6 +38,8 @@ namespace fitgrad::optim {
 //   defaults, rank 128, update_proj_gap 200, scale 0.25, proj_type std (fitgrad has only
 //   that projector), and o's lr, betas and eps; target_modules is required, as Trainer
 //   raises without optim_target_modules.
+// - "sgd" reads torch.optim.SGD's keyword names momentum, dampening and nesterov (true,
+//   false) from optim_args, a fitgrad extension: Trainer passes SGD the learning rate alone.
 // A key another optimizer reads, an unknown key or value, a repeated key, optim_args or
 // target_modules with an optimizer that reads neither, throws "[optim] --optim_args ..." or
 // "[optim] --optim_target_modules ..." naming it.
@@ -57,6 +60,8 @@ ApolloOptions apollo_options(const std::string& hf_name, const OptimizerExtras& 
 // The options make_optimizer gives "galore_adamw" or "galore_adamw_8bit" under `extras`
 // (memplan's cost model reads the rank and the gap); throws as make_optimizer does.
 GaLoreOptions galore_options(const std::string& hf_name, const OptimizerExtras& extras);
+// The options make_optimizer gives "sgd" under `extras`, with learning rate `lr`.
+SgdOptions sgd_options(double lr, const OptimizerExtras& extras);
 // The names make_optimizer accepts.
 std::vector<std::string> optimizer_names();
 

@@ -157,7 +157,8 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
                  "Hugging Face's optim_args, key=value,... apollo and apollo_mini: rank, scale, "
                  "scale_type (channel or tensor), update_proj_gap, proj (random), proj_type (std); "
                  "galore_adamw and galore_adamw_8bit: rank (default 128), update_proj_gap (200), "
-                 "scale (0.25), proj_type (std)");
+                 "scale (0.25), proj_type (std); sgd (fitgrad's addition): momentum, dampening, "
+                 "nesterov (true or false)");
   cmd.add_option("--optim_target_modules", a.optim_target_modules,
                  "Hugging Face's optim_target_modules: the modules whose 2-D weights apollo, "
                  "apollo_mini, galore_adamw and galore_adamw_8bit project, comma-separated, each "

@@ -471,8 +471,8 @@ TEST_F(TrainTest, BadInputGetsAClearError) {
        },
        "--optim_in_backward and --fp16 conflict"},
       {"optim_args without apollo", [](TrainArgs& a) { a.optim_args = "rank=2"; },
-       "--optim_args is read only by apollo, apollo_mini, galore_adamw and galore_adamw_8bit, "
-       "not by adamw_torch"},
+       "--optim_args is read only by apollo, apollo_mini, galore_adamw, galore_adamw_8bit and "
+       "sgd, not by adamw_torch"},
       {"apollo rank 0",
        [](TrainArgs& a) {
          a.optim = "apollo";

@@ -278,8 +278,8 @@ TEST(Apollo, FactoryNamesOptimArgsAndTargetModules) {
   EXPECT_THAT(error("apollo", extras("", "attn,,mlp")),
               HasSubstr("--optim_target_modules 'attn,,mlp' has an empty name"));
   EXPECT_THAT(error("adamw_torch", extras("rank=2")),
-              HasSubstr("[optim] --optim_args is read only by apollo, apollo_mini, galore_adamw "
-                        "and galore_adamw_8bit, not by adamw_torch"));
+              HasSubstr("[optim] --optim_args is read only by apollo, apollo_mini, galore_adamw, "
+                        "galore_adamw_8bit and sgd, not by adamw_torch"));
   EXPECT_THAT(error("adafactor", extras("", "attn")),
               HasSubstr("--optim_target_modules is read only by apollo, apollo_mini, "
                         "galore_adamw and galore_adamw_8bit, not by adafactor"));

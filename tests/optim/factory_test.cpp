@@ -1,5 +1,6 @@
 // Optimizers by Hugging Face --optim name: the AdamW spellings, sgd, the 8-bit Adams, both
-// Adafactors and both GaLores build the right optimizer with the given learning rate
+// Adafactors and both GaLores build the right optimizer with the given learning rate; sgd
+// reads torch.optim.SGD's momentum, dampening and nesterov from --optim_args
 // (adafactor_hf: the relative step when none is given, as transformers does; APOLLO's names
 // and flags are in tests/optim/apollo_test.cpp); GaLore reads transformers' --optim_args keys
 // and defaults and needs --optim_target_modules; names transformers has and fitgrad lacks,
@@ -8,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "autograd/variable.h"
 #include "optim/adafactor.h"
 #include "tests/tensor/ops/op_harness.h"
 
@@ -93,6 +95,50 @@ TEST(MakeOptimizer, GaloreRefusesWhatTrainerWouldNotRead) {
     testing::expect_error(
         [&] { make_optimizer("galore_adamw", groups, AdamWOptions{}, true, c.extras); }, c.prefix,
         c.error);
+}
+
+// Two steps on the constant gradient g = 1: the buffer is g, then m g + (1 - d) g, and
+// Nesterov steps by g + m b (torch.optim.SGD's rule, by hand).
+TEST(MakeOptimizer, SgdReadsTorchsKeywordsFromOptimArgs) {
+  AdamWOptions o;
+  o.lr = 0.5;
+  const struct {
+    const char* args;
+    double moved;  // p0 - p2 in units of lr g
+  } cases[] = {{"", 2.0},
+               {"momentum=0.9", 1.0 + 1.9},
+               {"momentum=0.9, dampening=0.5", 1.0 + 1.4},
+               {"momentum=0.9,nesterov=true", 1.9 + (1.0 + 0.9 * 1.9)}};
+  for (const auto& c : cases) {
+    std::vector<ParamGroup> groups = {
+        ParamGroup{{{"w", Tensor::full({2}, 3.0f, DType::f32, Device::cpu())}}, 0.0}};
+    const auto opt = make_optimizer("sgd", groups, o, true, {c.args, ""});
+    for (int step = 0; step < 2; ++step) {
+      autograd::ensure_meta(groups[0].params[0].second).grad =
+          Tensor::full({2}, 1.0f, DType::f32, Device::cpu());
+      opt->step();
+    }
+    EXPECT_NEAR(testing::to_f64(groups[0].params[0].second)[1], 3.0 - 0.5 * c.moved, 1e-6)
+        << c.args;
+  }
+  const struct {
+    const char* args;
+    const char* error;
+  } bad[] = {{"momentum=1", "momentum must be in [0, 1), got '1'"},
+             {"nesterov=yes", "nesterov must be true or false, got 'yes'"},
+             {"nesterov=true", "nesterov needs momentum > 0 and dampening 0"},
+             {"beta=0.9", "unknown key 'beta' for sgd (known: momentum, dampening, nesterov)"}};
+  for (const auto& c : bad)
+    testing::expect_error(
+        [&] {
+          make_optimizer("sgd", one_group(), o, true, {c.args, ""});
+        },
+        "[optim]", c.error);
+  testing::expect_error(
+      [&] {
+        check_optimizer_extras("sgd", {"", "attn"});
+      },
+      "[optim]", "--optim_target_modules is read only by apollo");
 }
 
 TEST(MakeOptimizer, AdafactorHfUsesTheRelativeStepWithoutALearningRate) {
