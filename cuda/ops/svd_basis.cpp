@@ -1,5 +1,5 @@
 // The cuda table's svd_basis (GaLore's projection, optim/galore.h): the matrix goes to the
-// host, Eigen decomposes it there (tensor/cpu/svd.h), and the basis comes back.
+// host, the cpu table's svd_basis (Eigen) decomposes it there, and the basis comes back.
 //
 // Note [GaLore's SVD on a card]
 // GaLore refreshes each projection by an SVD of the gradient every update_proj_gap (200)
@@ -21,13 +21,11 @@
 // way to make large models' refreshes fast. The copies run in stream order (Note [Copies in
 // stream order] in cuda/copy.cpp): the device-to-host one waits for the gradient, and the
 // host-to-device one is ordered before every later kernel on the compute stream.
-#include <vector>
-
 #include "cuda/copy.h"
 #include "tensor/backend/kernel_args.h"
 #include "tensor/backend/kernel_table.h"
-#include "tensor/cpu/svd.h"
 #include "tensor/error.h"
+#include "tensor/tensor.h"
 
 namespace fitgrad::cuda {
 namespace {
@@ -37,10 +35,12 @@ void svd_basis(const backend::SvdBasisArgs& a) {
                a.out.numel() == a.r * (a.left ? a.m : a.n),
            "[svd_basis] the cuda kernel takes a ({}, {}) matrix and its rank-{} basis", a.m, a.n,
            a.r);
-  std::vector<std::byte> matrix(size_t(a.a.nbytes())), basis(size_t(a.out.nbytes()));
-  copy_bytes(matrix.data(), Device::cpu(), a.a.data_ptr(), a.a.device(), matrix.size());
-  cpu::svd_basis(matrix.data(), a.a.dtype(), a.m, a.n, a.r, a.left, basis.data(), a.out.dtype());
-  copy_bytes(a.out.data_ptr(), a.out.device(), basis.data(), Device::cpu(), basis.size());
+  backend::SvdBasisArgs host = a;
+  host.a = a.a.to(Device::cpu());
+  host.out = Tensor::empty(a.out.shape(), a.out.dtype(), Device::cpu());
+  backend::dispatch(backend::OpId::svd_basis, Device::cpu(), host);
+  copy_bytes(a.out.data_ptr(), a.out.device(), host.out.data_ptr(), Device::cpu(),
+             size_t(a.out.nbytes()));
 }
 
 // See Note [Registration at static initialisation] in cuda/raw_sources.cpp.
