@@ -298,13 +298,18 @@ class GlooGroup final : public ProcessGroup {
   // names its address (Note [Naming the failed peer]).
   std::string explain(const std::string& op, const std::string& what,
                       const std::string& message) const {
+    // A killed process closes its sockets a moment before it is seen gone: look for up to
+    // a second.
     std::string gone;
-    for (int r = 0; r < size(); ++r) {
-      const Peer& p = peers_[size_t(r)];
-      if (r == rank() || p.host != host_ || p.pid <= 0) continue;
-      if (running(p.pid)) continue;
-      if (marked_failed(r)) continue;  // it quit over the failure, as this rank does
-      gone += (gone.empty() ? "rank " : ", rank ") + std::to_string(r);
+    for (int attempt = 0; attempt < 50 && gone.empty(); ++attempt) {
+      if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      for (int r = 0; r < size(); ++r) {
+        const Peer& p = peers_[size_t(r)];
+        if (r == rank() || p.host != host_ || p.pid <= 0) continue;
+        if (running(p.pid)) continue;
+        if (marked_failed(r)) continue;  // it quit over the failure, as this rank does
+        gone += (gone.empty() ? "rank " : ", rank ") + std::to_string(r);
+      }
     }
     std::string named;
     const std::string endpoint = endpoint_in(message);

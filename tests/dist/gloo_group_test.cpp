@@ -1,8 +1,9 @@
 // The Gloo process group (dist/gloo_group.h) with 2 and 3 ranks, one thread each, over
 // loopback and a FileStore in a fresh directory: every collective against a sequential
 // reference computed here, for several dtypes and sizes (odd ones that the world size does
-// not divide). The inputs are small multiples of 1/4, so every sum is exact in f32, bf16 and
-// f16 whatever order the ring adds in, and the results are compared exactly.
+// not divide). The inputs are small multiples of 1/4 (whole numbers for the integer dtypes),
+// so every sum is exact in f32, bf16 and f16 whatever order the ring adds in, and the results
+// are compared exactly.
 #include "dist/gloo_group.h"
 
 #include <gtest/gtest.h>
@@ -36,7 +37,7 @@ std::string fresh_store() {
 void run_ranks(int world, const std::function<void(ProcessGroup&)>& fn,
                std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
   const std::string store = fresh_store();
-  std::vector<std::exception_ptr> errors(size_t(world));
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r)
     threads.emplace_back([&, r] {
@@ -54,6 +55,11 @@ void run_ranks(int world, const std::function<void(ProcessGroup&)>& fn,
 
 // Rank r's value at i: a multiple of 1/4 in [-2, 2], exact in every float dtype.
 double value(int rank, int64_t i) { return double((int64_t(rank + 1) * (i + 3)) % 17 - 8) / 4; }
+
+// The same in whole numbers for the integer dtypes.
+double val(DType dtype, int rank, int64_t i) {
+  return is_floating(dtype) ? value(rank, i) : 4 * value(rank, i);
+}
 
 Tensor make(const std::vector<double>& v, DType dtype) {
   Tensor t = Tensor::empty({int64_t(v.size())}, dtype);
@@ -88,12 +94,12 @@ TEST_P(GlooGroupTest, AllReduceSumAndAvgEqualTheSequentialSum) {
       for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg}) {
         if (op == ReduceOp::avg && !is_floating(c.dtype)) continue;
         std::vector<double> mine(size_t(c.n));
-        for (int64_t i = 0; i < c.n; ++i) mine[size_t(i)] = value(g.rank(), i);
+        for (int64_t i = 0; i < c.n; ++i) mine[size_t(i)] = val(c.dtype, g.rank(), i);
         Tensor t = make(mine, c.dtype);
         g.all_reduce(t, op);
         for (int64_t i = 0; i < c.n; ++i) {
           double sum = 0;
-          for (int r = 0; r < world; ++r) sum += value(r, i);
+          for (int r = 0; r < world; ++r) sum += val(c.dtype, r, i);
           const double want =
               op == ReduceOp::sum ? sum : rounded(float(sum) / float(world), c.dtype);
           ASSERT_EQ(t.at({i}), want) << dtype_name(c.dtype) << " n=" << c.n << " i=" << i;
@@ -124,13 +130,13 @@ TEST_P(GlooGroupTest, ReduceScatterGivesEachRankItsShardOfTheSum) {
   run_ranks(world, [&](ProcessGroup& g) {
     for (const Case& c : kCases) {
       std::vector<double> mine(size_t(c.n));
-      for (int64_t i = 0; i < c.n; ++i) mine[size_t(i)] = value(g.rank(), i);
+      for (int64_t i = 0; i < c.n; ++i) mine[size_t(i)] = val(c.dtype, g.rank(), i);
       const Shard s = shard_of(c.n, g.rank(), world);
       Tensor out = Tensor::empty({s.size}, c.dtype);
       g.reduce_scatter(make(mine, c.dtype), out, ReduceOp::sum);
       for (int64_t j = 0; j < s.size; ++j) {
         double sum = 0;
-        for (int r = 0; r < world; ++r) sum += value(r, s.begin + j);
+        for (int r = 0; r < world; ++r) sum += val(c.dtype, r, s.begin + j);
         ASSERT_EQ(out.at({j}), sum) << dtype_name(c.dtype) << " n=" << c.n;
       }
     }
@@ -143,13 +149,13 @@ TEST_P(GlooGroupTest, AllGatherConcatenatesTheShardsInRankOrder) {
     for (const Case& c : kCases) {
       const Shard s = shard_of(c.n, g.rank(), world);
       std::vector<double> shard(size_t(s.size));
-      for (int64_t j = 0; j < s.size; ++j) shard[size_t(j)] = value(g.rank(), s.begin + j);
+      for (int64_t j = 0; j < s.size; ++j) shard[size_t(j)] = val(c.dtype, g.rank(), s.begin + j);
       Tensor out = Tensor::zeros({c.n}, c.dtype);
       g.all_gather(make(shard, c.dtype), out);
       for (int r = 0; r < world; ++r) {
         const Shard sr = shard_of(c.n, r, world);
         for (int64_t j = 0; j < sr.size; ++j)
-          ASSERT_EQ(out.at({sr.begin + j}), value(r, sr.begin + j)) << dtype_name(c.dtype);
+          ASSERT_EQ(out.at({sr.begin + j}), val(c.dtype, r, sr.begin + j)) << dtype_name(c.dtype);
       }
     }
   });
@@ -161,10 +167,10 @@ TEST_P(GlooGroupTest, BroadcastCopiesTheRootsTensorAndBarrierReturns) {
     const int root = world - 1;
     for (const Case& c : kCases) {
       std::vector<double> mine(size_t(c.n));
-      for (int64_t i = 0; i < c.n; ++i) mine[size_t(i)] = value(g.rank(), i);
+      for (int64_t i = 0; i < c.n; ++i) mine[size_t(i)] = val(c.dtype, g.rank(), i);
       Tensor t = make(mine, c.dtype);
       g.broadcast(t, root);
-      for (int64_t i = 0; i < c.n; ++i) ASSERT_EQ(t.at({i}), value(root, i));
+      for (int64_t i = 0; i < c.n; ++i) ASSERT_EQ(t.at({i}), val(c.dtype, root, i));
     }
     g.barrier();
   });
