@@ -170,8 +170,8 @@ int run_launch(const LaunchArgs& a, std::ostream& err) {
   std::error_code ec;
   fs::remove_all(store, ec);
   if (result != 0)
-    err << fmt::format("fitgrad launch: the job failed: rank {} exited with code {}\n", failed_rank,
-                       result);
+    err << fmt::format("fitgrad launch: {}: rank {} exited with code {}\n",
+                       interrupted ? "stopped by a signal" : "the job failed", failed_rank, result);
   return result;
 }
 
