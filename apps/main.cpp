@@ -1,7 +1,7 @@
 // The `fitgrad` command line (DESIGN.md, apps/). Subcommands: `train` (apps/train/),
 // `generate` (apps/generate.h), `inspect` (apps/inspect.h), `quantize` (apps/quantize.h),
-// `export` (apps/export.h), `memplan` (apps/memplan/memplan_command.h) and `memviz`
-// (apps/memviz/command.h).
+// `export` (apps/export.h), `memplan` (apps/memplan/memplan_command.h), `memviz`
+// (apps/memviz/command.h) and `launch` (apps/launch.h).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -13,6 +13,7 @@
 #include "apps/generate.h"
 #include "apps/guard.h"
 #include "apps/inspect.h"
+#include "apps/launch.h"
 #include "apps/memplan/memplan_command.h"
 #include "apps/memviz/command.h"
 #include "apps/quantize.h"
@@ -64,6 +65,8 @@ int main(int argc, char** argv) {
   fitgrad::apps::add_train_command(app);
   fitgrad::apps::add_memplan_command(app);
   fitgrad::apps::add_memviz_command(app);
+  fitgrad::apps::LaunchArgs launch_args;
+  CLI::App* launch = fitgrad::apps::add_launch_command(app, launch_args);
   app.footer(
       "Exit codes: 0 done; 1 bad input (a flag, a file, a combination: one line names it); 3 "
       "out of memory in `train` (the allocator's report is printed, the newest checkpoint is "
@@ -79,6 +82,11 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);
     return code == 0 ? 0 : fitgrad::apps::kExitBadInput;
   }
+  if (*launch)
+    return fitgrad::apps::run_guarded("launch", std::cout, std::cerr, [&] {
+      launch_args.command = launch->remaining();
+      return fitgrad::apps::run_launch(launch_args, std::cerr);
+    });
   if (*inspect)
     return fitgrad::apps::run_guarded("inspect", std::cout, std::cerr, [&] {
       fitgrad::apps::inspect_file(path, std::cout);

@@ -2,6 +2,8 @@
 // resume state.
 #include "data/loader.h"
 
+#include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
 #include "tensor/error.h"
@@ -44,11 +46,15 @@ int64_t Loader::batches_in(int64_t num_tokens, const LoaderOptions& options,
   FG_CHECK(options.num_workers == 0 || options.prefetch >= 1,
            "[data {}] prefetch {} is less than 1 with {} workers", what, options.prefetch,
            options.num_workers);
+  FG_CHECK(options.world_size >= 1 && options.rank >= 0 && options.rank < options.world_size,
+           "[data {}] rank {} of world size {}", what, options.rank, options.world_size);
   const int64_t windows = windows_in(num_tokens, T);
-  FG_CHECK(windows >= B,
-           "[data {}] {} tokens give {} windows of seq_len {} + 1, fewer than batch_size {}", what,
-           num_tokens, windows, T, B);
-  return windows / B;
+  const int64_t global = B * options.world_size;  // Note [Data-parallel shards]
+  FG_CHECK(windows >= global,
+           "[data {}] {} tokens give {} windows of seq_len {} + 1, fewer than batch_size {}{}",
+           what, num_tokens, windows, T, B,
+           options.world_size > 1 ? fmt::format(" x {} ranks", options.world_size) : "");
+  return windows / global;
 }
 
 Loader::Loader(std::span<const int32_t> tokens, const LoaderOptions& options, std::string what)
@@ -80,7 +86,8 @@ Batch Loader::build(int64_t position, OrderCache& cache) const {
   int64_t* ids = batch.ids.data<int64_t>();          // (B, T)
   int64_t* targets = batch.targets.data<int64_t>();  // (B, T)
   for (int64_t b = 0; b < B; ++b) {
-    const int64_t window = cache.order[size_t(batch.index * B + b)];
+    const int64_t first = (batch.index * options_.world_size + options_.rank) * B;
+    const int64_t window = cache.order[size_t(first + b)];
     const int32_t* src = tokens_.data() + window * T;  // T + 1 tokens
     for (int64_t t = 0; t < T; ++t) {
       ids[b * T + t] = src[t];

@@ -13,7 +13,15 @@
 // an epoch is the windows at positions [i*B, (i+1)*B) of that order; the windows left
 // over after the last whole batch are dropped for that epoch (a random order drops
 // different ones each epoch). Epochs roll over by themselves. The batches depend only on
-// (tokens, batch_size, seq_len, seed, order): never on num_workers or on timing.
+// (tokens, batch_size, seq_len, seed, order, rank, world_size): never on num_workers or on
+// timing.
+//
+// Note [Data-parallel shards]
+// With world_size N > 1 (data parallelism, dist/ddp.h) the loader of rank r gives rank r's
+// part of a global batch of N·B windows: batch i of an epoch is the windows at positions
+// [i*N*B + r*B, i*N*B + (r+1)*B) of the epoch's order, which is the same on every rank (the
+// same seed). The ranks' batches are therefore disjoint, their union is batch i of one
+// process with batch N·B, and an epoch has floor(windows / (N·B)) batches on every rank.
 //
 // Workers (Note [Loader workers] in loader.cpp). With num_workers = 0, next() builds the
 // batch on the calling thread. With W > 0 workers, worker k builds batches k, k + W,
@@ -52,6 +60,8 @@ struct LoaderOptions {
   int prefetch = 2;     // batches each worker may hold ready; >= 1
   bool pin_memory = false;
   Device device = Device::cpu();
+  int rank = 0;        // Note [Data-parallel shards]
+  int world_size = 1;  // >= 1
 };
 
 struct Batch {

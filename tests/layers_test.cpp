@@ -26,7 +26,8 @@ const std::map<std::string, std::set<std::string>>& allowed() {
       {"nn", {"nn", "autograd", "io", "tensor"}},
       {"optim", {"optim", "autograd", "io", "tensor"}},
       {"data", {"data", "io", "tensor"}},
-      {"train", {"train", "nn", "optim", "autograd", "io", "tensor"}},
+      {"dist", {"dist", "optim", "cuda", "autograd", "io", "tensor"}},
+      {"train", {"train", "nn", "optim", "dist", "autograd", "io", "tensor"}},
   };
   return dag;
 }

@@ -10,6 +10,8 @@ set -euo pipefail
 packages=(
   make cmake ninja-build g++ libeigen3-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libopenblas-dev libdnnl-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format python3
+  # dist/'s cpu collectives (it pulls libhiredis-dev and libibverbs-dev).
+  libgloo-dev
   # `make fuzz`: clang with libFuzzer (in libclang-rt-dev, only recommended by clang) and
   # OpenMP for clang.
   clang libclang-rt-dev libomp-dev

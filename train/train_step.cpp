@@ -36,6 +36,9 @@ TrainStep::TrainStep(nn::CausalLM& model, optim::Optimizer& optimizer,
   FG_CHECK(!(options.offload && options.optimizer_in_backward),
            "[train step] optimizer offload and optimizer-in-backward conflict: the offloaded "
            "update runs on the host after the backward");
+  FG_CHECK(!(options.ddp && options.optimizer_in_backward),
+           "[train step] optimizer-in-backward cannot run under data parallelism: a gradient is "
+           "final only once its bucket is averaged across the ranks");
   if (!options.optimizer_in_backward) return;
   FG_CHECK(options.max_grad_norm == 0,
            "[train step] optimizer-in-backward cannot clip by the global norm (max_grad_norm {}): "
@@ -76,10 +79,12 @@ namespace {
 // failed plan's 19 GiB still allocated.
 class ClearOnThrow {
  public:
-  ClearOnThrow(nn::CausalLM& model, std::shared_ptr<optim::Optimizer*> in_backward)
-      : model_(model), in_backward_(std::move(in_backward)) {}
+  ClearOnThrow(nn::CausalLM& model, std::shared_ptr<optim::Optimizer*> in_backward,
+               dist::GradBuckets* ddp)
+      : model_(model), in_backward_(std::move(in_backward)), ddp_(ddp) {}
   ~ClearOnThrow() {
     if (std::uncaught_exceptions() <= exceptions_) return;
+    if (ddp_) ddp_->disarm();
     autograd::current_tape().clear();
     *in_backward_ = nullptr;
     model_.zero_grad();
@@ -90,6 +95,7 @@ class ClearOnThrow {
  private:
   nn::CausalLM& model_;
   std::shared_ptr<optim::Optimizer*> in_backward_;
+  dist::GradBuckets* ddp_;
   int exceptions_ = std::uncaught_exceptions();
 };
 
@@ -97,7 +103,7 @@ class ClearOnThrow {
 
 StepResult TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>& next) {
   const int64_t accum = options_.gradient_accumulation_steps;
-  const ClearOnThrow clear_on_throw(model_, in_backward_);
+  const ClearOnThrow clear_on_throw(model_, in_backward_, options_.ddp);
   StepResult result;
   clipped_ = false;
   result.learning_rate = schedule_.lr_at(optimizer_.steps());
@@ -146,9 +152,11 @@ StepResult TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>
         optimizer_.begin_step();
         *in_backward_ = &optimizer_;
       }
+      if (options_.ddp && m == accum - 1) options_.ddp->arm();
       autograd::backward(scaled);
     }
   }
+  if (options_.ddp) options_.ddp->finish();  // Note [DDP buckets]: the averaged gradients
   if (*in_backward_) {
     *in_backward_ = nullptr;
     optimizer_.end_step();

@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 
+#include "dist/ddp.h"
 #include "nn/decoder.h"
 #include "optim/loss_scaler.h"
 #include "optim/offload.h"
@@ -59,6 +60,10 @@ struct TrainStepOptions {
   // Note [Activation offload] (train/activation_offload.h): the forward's saved activations
   // wait for the backward in host memory.
   bool offload_activations = false;
+  // Data parallelism (Note [DDP buckets] in dist/ddp.h): the last micro-batch's backward
+  // averages the gradients across the ranks, so clipping, the loss scaler and the optimizer
+  // see the reduced gradients; earlier micro-batches accumulate locally. Null: one process.
+  dist::GradBuckets* ddp = nullptr;
 };
 
 // What one optimizer step did.

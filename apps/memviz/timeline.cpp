@@ -37,6 +37,7 @@ std::string_view category_colour(int category) {
       "#b07aa1",  // buffer
       "#ff9da7",  // data
       "#9c755f",  // other
+      "#bab0ac",  // collective
   };
   return category >= 0 && category < kNumCategories ? kColours[size_t(category)]
                                                     : kUnattributedColour;

@@ -227,6 +227,14 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
                  "A checkpoint directory, or `last` for the newest one in --output_dir");
   add_bool(cmd, "overwrite_output_dir", a.overwrite_output_dir,
            "Allow a fresh run into an --output_dir that already holds checkpoints");
+  cmd.add_option("--ddp_timeout", a.ddp_timeout,
+                 "Under a launcher: seconds a collective may wait for the other ranks before the "
+                 "run fails with an error naming the rank")
+      ->capture_default_str();
+  cmd.add_option(
+         "--ddp_bucket_cap_mb", a.ddp_bucket_cap_mb,
+         "Under a launcher: MiB of gradients per all-reduce bucket (the first bucket 1 MiB)")
+      ->capture_default_str();
   cmd.add_option("--progress", a.progress,
                  "auto (a live bar on a terminal, log lines otherwise), bar or plain")
       ->check(CLI::IsMember({"auto", "bar", "plain"}))
@@ -245,6 +253,8 @@ void validate(const TrainArgs& a) {
   require_positive("gradient_accumulation_steps", a.gradient_accumulation_steps, 1000000);
   require_positive("logging_steps", a.logging_steps);
   require_positive("dataloader_prefetch_factor", a.dataloader_prefetch_factor, 1024);
+  require_positive("ddp_timeout", a.ddp_timeout, int64_t(1) << 30);
+  require_positive("ddp_bucket_cap_mb", a.ddp_bucket_cap_mb, int64_t(1) << 20);
   if (a.max_steps == 0 || a.max_steps < -1 || a.max_steps > kMaxCount)
     fail("max_steps", fmt::format("must be in [1, {}] (or -1 for --num_train_epochs), got {}",
                                   kMaxCount, a.max_steps));

@@ -122,7 +122,11 @@ struct TrainArgs {
   int64_t save_total_limit = 0;         // 0: keep every checkpoint
   std::string resume_from_checkpoint;   // a checkpoint dir, or "last" (newest in output_dir)
   bool overwrite_output_dir = false;
-  std::string progress = "auto";  // auto | bar | plain
+  // Data parallelism under a launcher (Note [Data-parallel runs] in apps/train/train_dist.h),
+  // Hugging Face's names and defaults.
+  int64_t ddp_timeout = 1800;      // seconds a collective waits for the other ranks
+  int64_t ddp_bucket_cap_mb = 25;  // Note [DDP buckets] in dist/ddp.h
+  std::string progress = "auto";   // auto | bar | plain
   // Not a flag: memplan's search plans many candidates and writes no memory record for them.
   bool write_memory_record = true;
   // Not a flag: the device a dry run on meta plans for (memplan's --device: cpu or cuda), so

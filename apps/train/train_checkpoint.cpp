@@ -185,6 +185,10 @@ json trainer_state_json(const TrainRun& r) {
 
 void save_checkpoint(TrainRun& r) {
   if (r.dry_run || r.a.save_strategy == "no" || r.last_saved == r.step) return;
+  if (!r.writes_outputs()) {  // Note [Data-parallel runs]: rank 0 writes the checkpoint
+    r.last_saved = r.step;
+    return;
+  }
   const nn::CausalLM& model = *r.lm.model;
   std::string path = commit_checkpoint(r.a.output_dir, r.step, [&](const std::string& dir) {
     fs::path d(dir);

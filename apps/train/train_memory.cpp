@@ -13,6 +13,11 @@ namespace fitgrad::apps {
 
 void write_memory_record(const TrainRun& r) {
   if (!r.a.write_memory_record) return;
+  // Note [Data-parallel runs]: every rank its own ledger; rank 0 also the usual record.
+  if (r.group)
+    write_memory_json(r.alloc,
+                      (r.dir / fmt::format("memory.rank{}.json", r.group->rank())).string());
+  if (!r.writes_outputs()) return;
   write_memory_json(r.alloc, (r.dir / "memory.json").string());
   // The page is drawn from the very trace written beside it (`fitgrad memviz` on that file
   // makes the same page).

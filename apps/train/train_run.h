@@ -34,6 +34,8 @@
 #include "apps/train/train_args.h"
 #include "data/loader.h"
 #include "data/token_dataset.h"
+#include "dist/ddp.h"
+#include "dist/process_group.h"
 #include "nn/lora.h"
 #include "optim/loss_scaler.h"
 #include "optim/offload.h"
@@ -65,6 +67,8 @@ struct TrainRun {
   // The elements of the parameters the optimizer updates (all of them, or the adapters).
   int64_t optimized_parameters() const;
   std::string loss_curve_title() const;
+  // Whether this process writes the run's files: one process, or rank 0 of a job.
+  bool writes_outputs() const { return !group || group->rank() == 0; }
 
   const TrainArgs& a;
   std::ostream& out;
@@ -91,6 +95,10 @@ struct TrainRun {
   std::unique_ptr<optim::Optimizer> optimizer;
   std::optional<optim::LrSchedule> schedule;
   std::optional<optim::LossScaler> scaler;  // --fp16 (Note [Dynamic loss scaling])
+  // Under a launcher (Note [Data-parallel runs] in train_dist.h): the group and the
+  // gradient buckets; null in one process. Declared before step_fn, which points at ddp.
+  std::unique_ptr<dist::ProcessGroup> group;
+  std::unique_ptr<dist::GradBuckets> ddp;
   std::unique_ptr<train::TrainStep> step_fn;
   std::optional<MetricsLog> metrics;  // not in a dry run
 

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "apps/train/checkpoint_dir.h"
+#include "apps/train/train_dist.h"
 #include "apps/train/train_run.h"
 #include "autograd/checkpoint.h"
 #include "nn/int8_linear.h"
@@ -69,6 +70,12 @@ void move_aside(TrainRun& r, const std::vector<std::pair<int64_t, std::string>>&
 void prepare_output_dir(TrainRun& r) {
   const TrainArgs& a = r.a;
   r.dir = a.output_dir;
+  if (!r.writes_outputs()) {  // Note [Data-parallel runs]: rank 0 has prepared the directory
+    fs::create_directories(r.dir);
+    if (!a.resume_from_checkpoint.empty())
+      r.resume_dir = resolve_resume_dir(a.resume_from_checkpoint, a.output_dir);
+    return;
+  }
   if (!a.data.empty() && fs::is_directory(a.data) && within(r.dir, a.data))
     throw Error(fmt::format(
         "[train] --output_dir {} is inside --data {}: the run would read its own checkpoints, "
@@ -177,6 +184,10 @@ void setup_data(TrainRun& r) {
   lopt.prefetch = int(a.dataloader_prefetch_factor);
   lopt.pin_memory = a.dataloader_pin_memory && r.device.type == DeviceType::cuda;
   lopt.device = r.device;
+  if (r.group) {  // Note [Data-parallel shards] in data/loader.h
+    lopt.rank = r.group->rank();
+    lopt.world_size = r.group->size();
+  }
   r.batches_per_epoch = data::Loader::batches_in(int64_t(r.dataset->train().size()), lopt, "train");
   if (!r.dry_run) r.loader = std::make_unique<data::Loader>(r.dataset->train(), lopt, "train");
 
@@ -262,7 +273,12 @@ void print_summary(TrainRun& r, int64_t warmup) {
 void setup_run(TrainRun& r) {
   const TrainArgs& a = r.a;
   validate(a);
+  setup_dist(r);
+  // Rank 0 prepares the directory (moves old runs aside, resolves `last`) before the others
+  // look at it.
+  if (!r.writes_outputs()) r.group->barrier();
   prepare_output_dir(r);
+  if (r.group && r.writes_outputs()) r.group->barrier();
   // The run's memory is its own, also when the process did other work before (the tests):
   // segments cached by earlier work are released (so the budget counts what this run
   // reserves, and the run's segment events do not depend on what ran before), the peak
@@ -396,6 +412,7 @@ void setup_run(TrainRun& r) {
   r.schedule.emplace(
       optim::make_lr_schedule(a.lr_scheduler_type, a.learning_rate, warmup, r.total));
   if (a.fp16) r.scaler.emplace();
+  start_data_parallel(r);
   r.step_fn = std::make_unique<train::TrainStep>(
       model, *r.optimizer, *r.schedule,
       train::TrainStepOptions{.gradient_accumulation_steps = a.gradient_accumulation_steps,
@@ -404,7 +421,8 @@ void setup_run(TrainRun& r) {
                               .scaler = r.scaler ? &*r.scaler : nullptr,
                               .optimizer_in_backward = a.optim_in_backward,
                               .offload = r.offload.get(),
-                              .offload_activations = a.offload_activations});
+                              .offload_activations = a.offload_activations,
+                              .ddp = r.ddp.get()});
 
   std::vector<nlohmann::json> history;
   if (!r.resume_dir.empty()) {
@@ -412,7 +430,8 @@ void setup_run(TrainRun& r) {
     history = r.resumed_history;
     if (r.offload) r.offload->sync_from_device();  // the masters take the loaded weights
   }
-  if (!r.dry_run) r.metrics.emplace((r.dir / "metrics.jsonl").string(), std::move(history));
+  if (!r.dry_run && r.writes_outputs())
+    r.metrics.emplace((r.dir / "metrics.jsonl").string(), std::move(history));
   print_summary(r, warmup);
 }
 

@@ -5,7 +5,10 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <string_view>
 
+#include "apps/train/train_dist.h"
 #include "apps/train/train_run.h"
 #include "tensor/device_copy.h"
 #include "tensor/error.h"
@@ -40,8 +43,9 @@ double log_interval(TrainRun& r, Interval& interval) {
   const train::StepLog log = r.step_fn->take_log();
   interval.seconds = seconds_since(interval.start);
   check_device_errors(r.device);
-  const double loss = log.mean_loss, grad_norm = log.grad_norm;
-  if (r.dry_run) return loss;
+  // Note [Data-parallel runs]: the global batch's loss, the mean of the ranks'.
+  const double loss = mean_over_ranks(r, log.mean_loss), grad_norm = log.grad_norm;
+  if (r.dry_run || !r.metrics) return loss;
   if (!std::isfinite(loss))
     r.progress.message(fmt::format("warning: the mean loss of the {} steps up to step {} is {}",
                                    interval.steps, r.step, loss));
@@ -73,6 +77,7 @@ void run_evaluation(TrainRun& r) {
         fmt::format("step {}: evaluated {} tokens (dry run: no loss)", r.step, tokens));
     return;
   }
+  if (!r.metrics) return;  // Note [Data-parallel runs]: rank 0 writes
   r.metrics->append(
       json{{"step", r.step}, {"eval_loss", eval_loss}, {"eval_perplexity", std::exp(eval_loss)}});
   r.progress.message(fmt::format("step {}: validation loss {:.4f}, perplexity {:.2f} ({} tokens)",
@@ -100,7 +105,7 @@ int run(TrainRun& r) {
   try {
     while (r.step < r.total) {
       interruption_point();
-      if (int sig = interrupt_received()) {
+      if (int sig = agreed_signal(r, interrupt_received())) {
         r.progress.message(
             fmt::format("signal {} received: saving a checkpoint at step {}", sig, r.step));
         save_checkpoint(r);
@@ -200,7 +205,12 @@ int run(TrainRun& r) {
 }  // namespace
 
 int run_train(const TrainArgs& args, std::ostream& out, std::ostream& err) {
-  TrainRun r(args, out, err);
+  // Note [Data-parallel runs]: ranks other than 0 print nothing; their errors still reach
+  // the caller as exceptions.
+  static std::ostream silent(nullptr);
+  const char* rank = std::getenv("RANK");
+  const bool quiet = std::getenv("WORLD_SIZE") && rank && std::string_view(rank) != "0";
+  TrainRun r(args, quiet ? silent : out, quiet ? silent : err);
   return run(r);
 }
 

@@ -16,8 +16,9 @@ enum class Category : uint8_t {
   buffer,  // module state that is not trained (nn::Module::register_buffer)
   data,
   other,
+  collective,  // buffers of a collective (dist/: DDP's gradient buckets, staging)
 };
-inline constexpr int kNumCategories = 9;
+inline constexpr int kNumCategories = 10;
 
 std::string_view category_name(Category c);
 // Parses the names that category_name prints; throws fitgrad::Error otherwise.

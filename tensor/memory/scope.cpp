@@ -21,6 +21,7 @@ std::string_view category_name(Category c) {
     case Category::buffer: return "buffer";
     case Category::data: return "data";
     case Category::other: return "other";
+    case Category::collective: return "collective";
   }
   return "?";
 }

@@ -346,6 +346,8 @@ TEST(RunSafetySweep, EveryNumericFlagHasARange) {
       {"warmup_ratio", {"0"}},
       {"adam_beta1", {"0"}},
       {"adam_beta2", {"0"}},
+      {"ddp_timeout", {}},
+      {"ddp_bucket_cap_mb", {}},
   };
   for (const auto& [flag, ok] : accepts)
     for (const std::string& v : values) {

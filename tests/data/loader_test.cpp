@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <future>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
@@ -362,6 +363,38 @@ TEST(Loader, PinnedBatchesReachTheDevice) {
     EXPECT_EQ(batch.ids.device(), Device::cuda(0));
     EXPECT_EQ(plain(batch), plain(on_cpu.next()));
   }
+}
+
+// Note [Data-parallel shards]: rank r of N with batch B gives rows [r*B, (r+1)*B) of the
+// single-process batch of N·B, batch after batch and across an epoch boundary, so the ranks'
+// batches are disjoint and together are that batch.
+TEST(Loader, DataParallelShardsTileTheGlobalBatch) {
+  const std::vector<int32_t> tokens = iota_tokens(16 * 40 + 1);  // 40 windows of T=16
+  for (int world : {2, 3}) {
+    const int64_t B = 2, T = 16;
+    Loader one(tokens, options_of(B * world, T, 11));
+    std::vector<std::unique_ptr<Loader>> ranks;
+    for (int r = 0; r < world; ++r) {
+      LoaderOptions o = options_of(B, T, 11, DataOrder::random, r % 2);  // workers or not
+      o.rank = r;
+      o.world_size = world;
+      ranks.push_back(std::make_unique<Loader>(tokens, o));
+      EXPECT_EQ(ranks.back()->batches_per_epoch(), one.batches_per_epoch());
+    }
+    for (int64_t i = 0; i < one.batches_per_epoch() + 2; ++i) {
+      const std::vector<int64_t> global = one.next().ids.to_vector<int64_t>();  // (N·B, T)
+      for (int r = 0; r < world; ++r) {
+        const std::vector<int64_t> mine = ranks[size_t(r)]->next().ids.to_vector<int64_t>();
+        const std::vector<int64_t> want(global.begin() + r * B * T,
+                                        global.begin() + (r + 1) * B * T);
+        ASSERT_EQ(mine, want) << "world " << world << " rank " << r << " batch " << i;
+      }
+    }
+  }
+  LoaderOptions bad = options_of(2, 16);
+  bad.world_size = 2;
+  bad.rank = 2;
+  EXPECT_THROW(Loader(tokens, bad), Error);
 }
 
 }  // namespace

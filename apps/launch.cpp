@@ -1,0 +1,178 @@
+// The launcher of data-parallel jobs (launch.h, Note [The launcher]).
+#include "apps/launch.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <thread>
+
+#include "tensor/error.h"
+
+namespace fitgrad::apps {
+namespace {
+
+namespace fs = std::filesystem;
+
+volatile sig_atomic_t g_signal = 0;
+extern "C" void record_signal(int sig) { g_signal = sig; }
+
+bool is_fitgrad_subcommand(const std::string& word) {
+  static constexpr std::array<const char*, 7> kSubcommands = {
+      "train", "generate", "inspect", "export", "quantize", "memplan", "memviz"};
+  for (const char* s : kSubcommands)
+    if (word == s) return true;
+  return false;
+}
+
+std::string self_path() {
+  std::error_code ec;
+  const fs::path p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("fitgrad") : p.string();
+}
+
+// The child's side of fork(): the rank's environment, then the command.
+[[noreturn]] void exec_rank(const LaunchArgs& a, int rank, const std::string& store,
+                            const std::vector<std::string>& argv) {
+  const std::string r = std::to_string(rank), n = std::to_string(a.nproc_per_node);
+  ::setenv("RANK", r.c_str(), 1);
+  ::setenv("LOCAL_RANK", r.c_str(), 1);
+  ::setenv("WORLD_SIZE", n.c_str(), 1);
+  ::setenv("LOCAL_WORLD_SIZE", n.c_str(), 1);
+  ::setenv("MASTER_ADDR", a.master_addr.c_str(), 1);
+  ::setenv("MASTER_PORT", std::to_string(a.master_port).c_str(), 1);
+  ::setenv("FITGRAD_STORE", ("file:" + store).c_str(), 1);
+  std::vector<char*> args;
+  for (const std::string& s : argv) args.push_back(const_cast<char*>(s.c_str()));
+  args.push_back(nullptr);
+  ::execvp(args[0], args.data());
+  const std::string msg = fmt::format("fitgrad launch: rank {}: cannot run {}\n", rank, argv[0]);
+  (void)!::write(2, msg.data(), msg.size());
+  ::_exit(127);
+}
+
+int exit_code(int status) {
+  return WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+}
+
+}  // namespace
+
+CLI::App* add_launch_command(CLI::App& app, LaunchArgs& a) {
+  CLI::App* cmd = app.add_subcommand(
+      "launch", "Run a command as N ranks of a data-parallel job on this host (as torchrun)");
+  cmd->add_option("--nproc_per_node", a.nproc_per_node, "Ranks (processes) to start")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  cmd->add_option("--master_addr", a.master_addr, "MASTER_ADDR of the ranks")
+      ->capture_default_str();
+  cmd->add_option("--master_port", a.master_port, "MASTER_PORT of the ranks")
+      ->check(CLI::Range(1, 65535))
+      ->capture_default_str();
+  cmd->prefix_command();
+  cmd->footer(
+      "The command follows the options: `fitgrad launch --nproc_per_node 2 train --model "
+      "gpt2-tiny ...` (a fitgrad subcommand runs this fitgrad). Each rank gets RANK, "
+      "LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and FITGRAD_STORE. "
+      "When a rank fails the others are stopped and the launcher exits with its code.");
+  return cmd;
+}
+
+int run_launch(const LaunchArgs& a, std::ostream& err) {
+  if (a.command.empty())
+    throw Error("[launch] no command: `fitgrad launch --nproc_per_node N train ...`");
+  std::vector<std::string> argv = a.command;
+  if (is_fitgrad_subcommand(argv.front())) argv.insert(argv.begin(), self_path());
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern = fmt::format("{}/fitgrad-launch-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (!::mkdtemp(pattern.data()))
+    throw Error(fmt::format("[launch] cannot make a store directory {}", pattern));
+  const std::string store = pattern;
+
+  struct sigaction action = {};
+  action.sa_handler = record_signal;
+  sigemptyset(&action.sa_mask);
+  std::array<struct sigaction, 3> previous{};
+  const std::array<int, 3> forwarded = {SIGINT, SIGTERM, SIGHUP};
+  for (size_t i = 0; i < forwarded.size(); ++i) ::sigaction(forwarded[i], &action, &previous[i]);
+
+  std::vector<pid_t> pids(size_t(a.nproc_per_node), -1);
+  std::vector<bool> running(pids.size(), false);
+  for (int rank = 0; rank < a.nproc_per_node; ++rank) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      for (size_t i = 0; i < forwarded.size(); ++i)
+        ::sigaction(forwarded[i], &previous[i], nullptr);
+      exec_rank(a, rank, store, argv);
+    }
+    if (pid < 0) break;  // the ranks started so far are stopped below
+    pids[size_t(rank)] = pid;
+    running[size_t(rank)] = true;
+  }
+
+  using Clock = std::chrono::steady_clock;
+  int failed_rank = -1, result = 0, alive = 0;
+  for (bool r : running) alive += r;
+  if (alive < a.nproc_per_node) {
+    err << fmt::format("fitgrad launch: could only start {} of {} ranks\n", alive,
+                       a.nproc_per_node);
+    result = 1;
+    failed_rank = alive;
+  }
+  std::optional<Clock::time_point> kill_at;
+  auto signal_all = [&](int sig) {
+    for (size_t k = 0; k < pids.size(); ++k)
+      if (running[k]) ::kill(pids[k], sig);
+  };
+  if (failed_rank >= 0) {
+    signal_all(SIGTERM);
+    kill_at = Clock::now() + std::chrono::seconds(10);
+  }
+  bool interrupted = false;
+  while (alive > 0) {
+    if (const int sig = g_signal) {
+      g_signal = 0;
+      interrupted = true;
+      signal_all(sig);
+    }
+    if (kill_at && Clock::now() >= *kill_at) {
+      signal_all(SIGKILL);
+      kill_at.reset();
+    }
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
+    size_t rank = 0;
+    while (rank < pids.size() && pids[rank] != pid) ++rank;
+    if (rank == pids.size()) continue;
+    running[rank] = false;
+    --alive;
+    const int code = exit_code(status);
+    if (code == 0 || result != 0) continue;
+    result = code;
+    failed_rank = int(rank);
+    if (interrupted) continue;  // every rank got the signal and stops by itself
+    err << fmt::format("fitgrad launch: rank {} (pid {}) {} {}; stopping the other ranks\n", rank,
+                       pid, WIFSIGNALED(status) ? "was killed by signal" : "exited with code",
+                       WIFSIGNALED(status) ? WTERMSIG(status) : code);
+    signal_all(SIGTERM);
+    kill_at = Clock::now() + std::chrono::seconds(10);
+  }
+  for (size_t i = 0; i < forwarded.size(); ++i) ::sigaction(forwarded[i], &previous[i], nullptr);
+  std::error_code ec;
+  fs::remove_all(store, ec);
+  if (result != 0)
+    err << fmt::format("fitgrad launch: {}: rank {} exited with code {}\n",
+                       interrupted ? "stopped by a signal" : "the job failed", failed_rank, result);
+  return result;
+}
+
+}  // namespace fitgrad::apps

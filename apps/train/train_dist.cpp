@@ -1,0 +1,110 @@
+// The data-parallel parts of a `fitgrad train` run (train_dist.h).
+#include "apps/train/train_dist.h"
+
+#include <fmt/format.h>
+
+#include <csignal>
+
+#include "autograd/grad_mode.h"
+#include "autograd/variable.h"
+#include "dist/rendezvous.h"
+#include "tensor/error.h"
+
+namespace fitgrad::apps {
+
+void setup_dist(TrainRun& r) {
+  const auto env = dist::dist_env_from_environment();
+  if (!env) return;
+  const TrainArgs& a = r.a;
+  if (r.dry_run)
+    throw Error(
+        "[train] --device meta plans one process; run the dry run without a launcher "
+        "(RANK/WORLD_SIZE unset)");
+  if (a.optim_in_backward)
+    throw Error(
+        "[train] --optim_in_backward cannot run under a launcher: a gradient is final only "
+        "once its bucket is averaged across the ranks");
+  r.group = dist::make_process_group(*env, r.device, std::chrono::seconds(a.ddp_timeout));
+}
+
+std::string config_fingerprint(const TrainRun& r) {
+  const TrainArgs& a = r.a;
+  std::string s = fmt::format(
+      "world_size={} model={} init={} data={} output_dir={} seq_len={} device={} batch={} "
+      "eval_batch={} accum={} seed={} data_order={} val_fraction={} optim={} optim_args={} "
+      "lr={} betas={},{} eps={} wd={} max_grad_norm={} schedule={} warmup={},{} max_steps={} "
+      "epochs={} bf16={} fp16={} tf32={} pure_bf16={} sr={} ckpt={},{} fused={},{},{},{} "
+      "offload={},{} lora={},{},{},{},{} quantize={} save={},{} logging={} eval={},{},{} "
+      "ddp={},{} resume={}",
+      r.group ? r.group->size() : 1, a.model, a.init, a.data, a.output_dir, a.seq_len,
+      r.device.type == DeviceType::cuda ? std::string("cuda") : a.device,
+      a.per_device_train_batch_size, a.per_device_eval_batch_size, a.gradient_accumulation_steps,
+      a.seed, a.data_order, a.val_fraction, a.optim, a.optim_args, a.learning_rate, a.adam_beta1,
+      a.adam_beta2, a.adam_epsilon, a.weight_decay, a.max_grad_norm, a.lr_scheduler_type,
+      a.warmup_steps, a.warmup_ratio, a.max_steps, a.num_train_epochs, a.bf16, a.fp16, a.tf32,
+      a.pure_bf16, a.stochastic_rounding, a.gradient_checkpointing, a.checkpoint_segments,
+      a.fused_head_loss, a.head_chunk_size, a.tiled_mlp, a.mlp_tiles, a.offload_optimizer,
+      a.offload_activations, a.lora_r, a.lora_alpha, a.lora_dropout, a.lora_target, a.use_rslora,
+      a.quantize, a.save_steps, a.save_strategy, a.logging_steps, a.eval_steps, a.eval_strategy,
+      a.eval_max_batches, a.ddp_timeout, a.ddp_bucket_cap_mb, a.resume_from_checkpoint);
+  for (const auto& [name, p] : r.lm.model->named_parameters())
+    s += fmt::format(" {}:{}:{}", name, fmt::join(p.shape(), "x"), dtype_name(p.dtype()));
+  return s;
+}
+
+namespace {
+
+// FNV-1a, 64 bits.
+int64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return int64_t(h);
+}
+
+}  // namespace
+
+void start_data_parallel(TrainRun& r) {
+  if (!r.group) return;
+  dist::ProcessGroup& g = *r.group;
+  const int world = g.size();
+  Tensor hashes = Tensor::zeros({world}, DType::i64);  // (world): each rank's hash
+  Tensor mine = Tensor::full({1}, 0.0, DType::i64);
+  mine.data<int64_t>()[0] = fnv1a(config_fingerprint(r));
+  g.all_gather(mine, hashes);
+  const int64_t* h = hashes.data<int64_t>();
+  std::string differ;
+  for (int k = 1; k < world; ++k)
+    if (h[k] != h[0]) differ += (differ.empty() ? "" : ", ") + std::to_string(k);
+  if (!differ.empty())
+    throw Error(fmt::format(
+        "[train] the ranks of this job run different configurations: rank(s) {} differ from "
+        "rank 0 in the model, the world size, the seed or a flag (configuration hash {:016x} "
+        "on rank 0, {:016x} on rank {}); start every rank with the same command",
+        differ, uint64_t(h[0]), uint64_t(h[g.rank() == 0 ? std::stoi(differ) : g.rank()]),
+        g.rank() == 0 ? std::stoi(differ) : g.rank()));
+  // The same starting weights everywhere, as DDP's constructor broadcasts them.
+  const auto trained = r.lora ? r.lm.model->trainable_parameters() : r.lm.model->named_parameters();
+  {
+    autograd::NoGradGuard no_grad;
+    for (const auto& [name, p] : trained) g.broadcast(p, 0);
+  }
+  dist::DdpOptions options;
+  options.bucket_cap_bytes = r.a.ddp_bucket_cap_mb << 20;
+  r.ddp = std::make_unique<dist::GradBuckets>(g, trained, options);
+}
+
+double mean_over_ranks(TrainRun& r, double value) {
+  if (!r.group) return value;
+  Tensor t = Tensor::full({1}, value, DType::f32);
+  r.group->all_reduce(t, dist::ReduceOp::avg);
+  return t.item();
+}
+
+int agreed_signal(TrainRun& r, int signal) {
+  if (!r.group) return signal;
+  Tensor t = Tensor::full({1}, signal != 0 ? 1.0 : 0.0, DType::i32);
+  r.group->all_reduce(t, dist::ReduceOp::sum);
+  return signal != 0 ? signal : t.item() > 0 ? SIGTERM : 0;
+}
+
+}  // namespace fitgrad::apps

@@ -1,0 +1,41 @@
+// `fitgrad train` under a launcher: the process group, the check that every rank runs the
+// same configuration, and the few values the ranks agree on.
+//
+// Note [Data-parallel runs]
+// When the launcher's variables are set (dist/rendezvous.h; `fitgrad launch`, torchrun, an
+// mpirun or Slurm wrapper) a run is one rank of a data-parallel job: its process group is made
+// over the device's backend (Gloo on cpu, NCCL on cuda) with --ddp_timeout, the ranks compare
+// a hash of their configuration (model shape, world size, seed, every flag), rank 0's trained
+// weights are broadcast to all, and each rank's loader gives it its shard of every global
+// batch (Note [Data-parallel shards] in data/loader.h). The step averages the gradients in
+// buckets during the backward (Note [DDP buckets] in dist/ddp.h), so every rank holds the
+// same weights after every step. Rank 0 alone holds the output directory's lock and writes
+// checkpoints, metrics.jsonl, loss_curve.svg and the usual memory record, and prints; the
+// others are silent but for errors. Every rank writes its own ledger as
+// memory.rank<k>.json. A logged training loss is the mean of the ranks' losses (one scalar
+// all-reduce at a logging step), the loss of the global batch. Every rank evaluates the same
+// validation batches, so the validation loss needs no collective. Whether to stop on a signal
+// is agreed at the top of every step (one scalar all-reduce): a rank that stopped alone
+// would leave the others waiting in a collective. A dry run (--device meta) plans one
+// process and is refused under a launcher.
+#pragma once
+#include <string>
+
+#include "apps/train/train_run.h"
+
+namespace fitgrad::apps {
+
+// Makes r.group from the environment, when a launcher set it; checks the flags that data
+// parallelism refuses.
+void setup_dist(TrainRun& r);
+// After the model and the optimizer exist: compares the ranks' configuration hashes (throws
+// naming the ranks that differ), broadcasts rank 0's trained weights, makes r.ddp.
+void start_data_parallel(TrainRun& r);
+// What the configuration hash covers (Note [Data-parallel runs]).
+std::string config_fingerprint(const TrainRun& r);
+// The mean of `value` over the ranks (value itself in one process).
+double mean_over_ranks(TrainRun& r, double value);
+// The signal to stop on: this rank's, or SIGTERM when another rank received one.
+int agreed_signal(TrainRun& r, int signal);
+
+}  // namespace fitgrad::apps

@@ -1,0 +1,415 @@
+// The Gloo process group (gloo_group.h): the rendezvous, the worker thread and the
+// collectives.
+#include "dist/gloo_group.h"
+
+#include <fmt/format.h>
+#include <gloo/allgatherv.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/config.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/transport/tcp/device.h>
+#if GLOO_USE_REDIS
+#include <gloo/rendezvous/redis_store.h>
+#endif
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <condition_variable>
+#include <deque>
+#include <fstream>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "tensor/error.h"
+#include "tensor/half.h"
+#include "tensor/memory/scope.h"
+
+namespace fitgrad::dist {
+namespace {
+
+using ReduceFn = void (*)(void*, const void*, const void*, size_t);
+
+template <float (*Widen)(uint16_t), uint16_t (*Narrow)(float)>
+void sum_halves(void* c, const void* a, const void* b, size_t n) {
+  auto* out = static_cast<uint16_t*>(c);
+  const auto* x = static_cast<const uint16_t*>(a);
+  const auto* y = static_cast<const uint16_t*>(b);
+  for (size_t i = 0; i < n; ++i) out[i] = Narrow(Widen(x[i]) + Widen(y[i]));
+}
+
+ReduceFn sum_function(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return &gloo::sum<float>;
+    case DType::i32: return &gloo::sum<int32_t>;
+    case DType::i64: return &gloo::sum<int64_t>;
+    case DType::bf16: return &sum_halves<bf16_bits_to_f32, f32_to_bf16_bits>;
+    case DType::f16: return &sum_halves<f16_bits_to_f32, f32_to_f16_bits>;
+    default: return nullptr;
+  }
+}
+
+// x /= n in place, for avg (Note [Collective semantics]).
+void divide(const Tensor& t, int n) {
+  const int64_t count = t.numel();
+  switch (t.dtype()) {
+    case DType::f32: {
+      float* p = t.data<float>();
+      for (int64_t i = 0; i < count; ++i) p[i] /= float(n);
+      return;
+    }
+    case DType::bf16:
+    case DType::f16: {
+      const bool bf = t.dtype() == DType::bf16;
+      auto* p = static_cast<uint16_t*>(t.data_ptr());
+      for (int64_t i = 0; i < count; ++i) {
+        const float v = (bf ? bf16_bits_to_f32(p[i]) : f16_bits_to_f32(p[i])) / float(n);
+        p[i] = bf ? f32_to_bf16_bits(v) : f32_to_f16_bits(v);
+      }
+      return;
+    }
+    default: FG_ASSERT(false);
+  }
+}
+
+std::shared_ptr<gloo::rendezvous::Store> make_store(const std::string& spec) {
+  if (spec.starts_with("file:"))
+    return std::make_shared<gloo::rendezvous::FileStore>(spec.substr(5));
+  if (spec.starts_with("redis:")) {
+#if GLOO_USE_REDIS
+    const std::string rest = spec.substr(6);
+    const size_t colon = rest.rfind(':');
+    FG_CHECK(colon != std::string::npos, "[dist] store {}: expected redis:<host>:<port>", spec);
+    return std::make_shared<gloo::rendezvous::RedisStore>(rest.substr(0, colon),
+                                                          std::stoi(rest.substr(colon + 1)));
+#else
+    throw Error(fmt::format("[dist] store {}: this Gloo was built without Redis", spec));
+#endif
+  }
+  throw Error(fmt::format("[dist] store '{}': expected file:<dir> or redis:<host>:<port>", spec));
+}
+
+// "[127.0.0.1]:40123" out of a transport address or a Gloo error message, or "".
+std::string endpoint_in(const std::string& text) {
+  static const std::regex endpoint(R"(\[[^\]]*\]:[0-9]+)");
+  std::smatch m;
+  return std::regex_search(text, m, endpoint) ? m[0].str() : "";
+}
+
+class Task final : public Work {
+ public:
+  explicit Task(std::future<void> done) : done_(std::move(done)) {}
+  void wait() override {
+    if (done_.valid()) done_.get();
+  }
+
+ private:
+  std::future<void> done_;
+};
+
+class GlooGroup final : public ProcessGroup {
+ public:
+  explicit GlooGroup(const GlooOptions& o) : ProcessGroup(o.rank, o.size, o.timeout) {
+    FG_CHECK(o.size >= 1 && o.rank >= 0 && o.rank < o.size, "[dist] rank {} of world size {}",
+             o.rank, o.size);
+    const auto store = make_store(o.store);
+    try {
+      gloo::transport::tcp::attr attr;
+      attr.hostname = o.hostname;
+      auto device = gloo::transport::tcp::CreateDevice(attr);
+      auto context = std::make_shared<gloo::rendezvous::Context>(o.rank, o.size);
+      context->setTimeout(o.timeout);
+      context->connectFullMesh(*store, device);
+      context_ = context;
+      // Note [Naming the failed peer]
+      // Gloo's transport errors name the peer's address ("Connection closed by peer
+      // [127.0.0.1]:40123"), not its rank, and the connection that fails first is not always
+      // the one to the rank that died: in a ring, a survivor may first lose a neighbour that
+      // is itself quitting over the failure. So every rank publishes in the store the
+      // addresses it listens on (one per pair), its host and its process id, and a rank whose collective
+      // fails marks that in the store before it throws. A failure then names the ranks on
+      // this host whose process is gone without such a mark (they died first); failing
+      // that (peers on other hosts), the rank behind the address in Gloo's message.
+      peers_.assign(size_t(o.size), Peer{});
+      char host[256] = {};
+      ::gethostname(host, sizeof(host) - 1);
+      host_ = host;
+      if (o.size > 1) {
+        // "<pid> <host> <endpoint to rank 0> <endpoint to rank 1> ...": this Gloo listens
+        // on one address per pair.
+        std::string mine = fmt::format("{} {}", ::getpid(), host_);
+        for (int r = 0; r < o.size; ++r)
+          mine += " " + (r == o.rank ? std::string("-")
+                                     : endpoint_in(context_->getPair(r)->address().str()));
+        store->set(fmt::format("fitgrad.peer.{}", o.rank), {mine.begin(), mine.end()});
+        for (int r = 0; r < o.size; ++r) {
+          if (r == o.rank) continue;
+          const std::string key = fmt::format("fitgrad.peer.{}", r);
+          store->wait({key}, o.timeout);
+          const std::vector<char> bytes = store->get(key);
+          std::istringstream in(std::string(bytes.begin(), bytes.end()));
+          Peer& p = peers_[size_t(r)];
+          in >> p.pid >> p.host;
+          for (int k = 0; k <= o.rank; ++k) in >> p.endpoint;  // its pair to this rank
+        }
+      }
+      store_ = store;
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw Error(fmt::format("[dist] rendezvous of rank {} of {} through {} failed: {}", o.rank,
+                              o.size, o.store, e.what()));
+    }
+    worker_ = std::thread([this] { work(); });
+  }
+
+  ~GlooGroup() override {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    ready_.notify_all();
+    worker_.join();
+  }
+
+  std::string backend() const override { return "gloo"; }
+
+  std::shared_ptr<Work> all_reduce_async(const Tensor& t, ReduceOp op) override {
+    check_tensor("all_reduce", t);
+    const ReduceFn fn = sum_function(t.dtype());
+    FG_CHECK(fn, "[dist] all_reduce: dtype {} is not reducible over Gloo", dtype_name(t.dtype()));
+    FG_CHECK(op == ReduceOp::sum || is_floating(t.dtype()),
+             "[dist] all_reduce: avg of {} (an integer dtype); use sum", dtype_name(t.dtype()));
+    const uint32_t tag = tag_++;
+    return enqueue("all_reduce", describe_tensor(t), [this, t, op, fn, tag] {
+      if (t.numel() == 0) return;
+      gloo::AllreduceOptions o(context_);
+      o.setTag(tag);
+      o.setTimeout(timeout());
+      const size_t esize = element_size(t.dtype());
+      auto buffer = context_->createUnboundBuffer(t.data_ptr(), size_t(t.numel()) * esize);
+      set_output(o, std::move(buffer), t.dtype());
+      o.setReduceFunction(fn);
+      gloo::allreduce(o);
+      if (op == ReduceOp::avg && size() > 1) divide(t, size());
+    });
+  }
+
+  void reduce_scatter(const Tensor& input, const Tensor& output, ReduceOp op) override {
+    check_tensor("reduce_scatter", input);
+    check_tensor("reduce_scatter", output);
+    const Shard shard = shard_of(input.numel(), rank(), size());
+    FG_CHECK(output.numel() == shard.size && output.dtype() == input.dtype(),
+             "[dist] reduce_scatter: rank {}'s shard of {} elements has {} elements ({}), the "
+             "output has {} ({})",
+             rank(), input.numel(), shard.size, dtype_name(input.dtype()), output.numel(),
+             dtype_name(output.dtype()));
+    // Note [Reduce-scatter as an all-reduce]
+    Tensor staging;
+    {
+      const MemoryContextScope scope({Category::collective, intern_label("dist.reduce_scatter")});
+      staging = Tensor::empty({input.numel()}, input.dtype(), input.device());
+    }
+    staging.copy_(input.reshape({input.numel()}));
+    all_reduce(staging, op);
+    output.reshape({shard.size}).copy_(staging.narrow(0, shard.begin, shard.size));
+  }
+
+  void all_gather(const Tensor& shard, const Tensor& output) override {
+    check_tensor("all_gather", shard);
+    check_tensor("all_gather", output);
+    const int64_t n = output.numel();
+    FG_CHECK(shard.numel() == shard_of(n, rank(), size()).size && shard.dtype() == output.dtype(),
+             "[dist] all_gather: rank {}'s shard of {} elements has {} elements, got {}", rank(), n,
+             shard_of(n, rank(), size()).size, shard.numel());
+    const size_t esize = element_size(output.dtype());
+    std::vector<size_t> counts;
+    for (int r = 0; r < size(); ++r) counts.push_back(size_t(shard_of(n, r, size()).size) * esize);
+    const uint32_t tag = tag_++;
+    enqueue("all_gather", describe_tensor(output), [this, shard, output, counts, tag] {
+      if (output.numel() == 0) return;
+      gloo::AllgathervOptions o(context_);
+      o.setTag(tag);
+      o.setTimeout(timeout());
+      o.setInput(static_cast<uint8_t*>(shard.data_ptr()), counts[size_t(rank())]);
+      o.setOutput(static_cast<uint8_t*>(output.data_ptr()), counts);
+      gloo::allgatherv(o);
+    })->wait();
+  }
+
+  void broadcast(const Tensor& t, int root) override {
+    check_tensor("broadcast", t);
+    FG_CHECK(root >= 0 && root < size(), "[dist] broadcast: root {} of world size {}", root,
+             size());
+    const uint32_t tag = tag_++;
+    enqueue("broadcast", describe_tensor(t), [this, t, root, tag] {
+      if (t.numel() == 0) return;
+      gloo::BroadcastOptions o(context_);
+      o.setTag(tag);
+      o.setTimeout(timeout());
+      o.setRoot(root);
+      o.setOutput(static_cast<uint8_t*>(t.data_ptr()), t.nbytes());
+      gloo::broadcast(o);
+    })->wait();
+  }
+
+  void barrier() override {
+    const uint32_t tag = tag_++;
+    enqueue("barrier", "", [this, tag] {
+      gloo::BarrierOptions o(context_);
+      o.setTag(tag);
+      o.setTimeout(timeout());
+      gloo::barrier(o);
+    })->wait();
+  }
+
+ private:
+  static void set_output(gloo::AllreduceOptions& o,
+                         std::unique_ptr<gloo::transport::UnboundBuffer> buffer, DType dtype) {
+    switch (element_size(dtype)) {
+      case 2: o.setOutput<uint16_t>(std::move(buffer)); return;
+      case 4: o.setOutput<uint32_t>(std::move(buffer)); return;
+      case 8: o.setOutput<uint64_t>(std::move(buffer)); return;
+      default: FG_ASSERT(false);
+    }
+  }
+
+  static std::string describe_tensor(const Tensor& t) {
+    return fmt::format(" of {} {} elements", t.numel(), dtype_name(t.dtype()));
+  }
+
+  void check_tensor(const char* op, const Tensor& t) const {
+    FG_CHECK(t.defined() && t.device().type == DeviceType::cpu,
+             "[dist] {}: the Gloo group takes cpu tensors, got {}", op,
+             t.defined() ? t.device().str() : std::string("an undefined tensor"));
+    FG_CHECK(t.is_contiguous(), "[dist] {}: the tensor must be contiguous", op);
+  }
+
+  // The error of a collective, with the rank behind the failed connection when Gloo's message
+  // names its address (Note [Naming the failed peer]).
+  std::string explain(const std::string& op, const std::string& what,
+                      const std::string& message) const {
+    // A killed process closes its sockets a moment before it is seen gone: look for up to
+    // a second.
+    std::string gone;
+    for (int attempt = 0; attempt < 50 && gone.empty(); ++attempt) {
+      if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      for (int r = 0; r < size(); ++r) {
+        const Peer& p = peers_[size_t(r)];
+        if (r == rank() || p.host != host_ || p.pid <= 0) continue;
+        if (running(p.pid)) continue;
+        if (marked_failed(r)) continue;  // it quit over the failure, as this rank does
+        gone += (gone.empty() ? "rank " : ", rank ") + std::to_string(r);
+      }
+    }
+    std::string named;
+    const std::string endpoint = endpoint_in(message);
+    for (int r = 0; r < size() && !endpoint.empty(); ++r)
+      if (r != rank() && peers_[size_t(r)].endpoint == endpoint) named = fmt::format("rank {}", r);
+    const std::string peer =
+        !gone.empty()    ? fmt::format("the peer that failed is {} (its process is gone)", gone)
+        : !named.empty() ? fmt::format("the peer that failed is {} (its connection failed)", named)
+                         : std::string("the transport does not say which peer failed");
+    return fmt::format("[dist] {}{} failed on rank {} of {} ({}): {}; --ddp_timeout is {} s", op,
+                       what, rank(), size(), peer, message,
+                       std::chrono::duration_cast<std::chrono::seconds>(timeout()).count());
+  }
+
+  // Whether process `pid` of this host runs (a zombie that its parent has not reaped yet
+  // does not).
+  static bool running(int64_t pid) {
+    std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+    std::string text;
+    if (!std::getline(stat, text)) return ::kill(pid_t(pid), 0) == 0 || errno != ESRCH;
+    const size_t paren = text.rfind(')');
+    return paren == std::string::npos || paren + 2 >= text.size() ||
+           (text[paren + 2] != 'Z' && text[paren + 2] != 'X');
+  }
+
+  // Note [Naming the failed peer]: the store's mark that rank r's collective failed.
+  bool marked_failed(int r) const {
+    try {
+      store_->wait({fmt::format("fitgrad.failed.{}", r)}, std::chrono::milliseconds(1));
+      return true;
+    } catch (const std::exception&) {
+      return false;
+    }
+  }
+
+  void mark_failed() {
+    try {
+      store_->set(fmt::format("fitgrad.failed.{}", rank()), {'1'});
+    } catch (const std::exception&) {
+      // The store is unreachable too: the error says what it can without the mark.
+    }
+  }
+
+  std::shared_ptr<Work> enqueue(const char* op, std::string what, std::function<void()> fn) {
+    std::packaged_task<void()> task([this, op, what = std::move(what), fn = std::move(fn)] {
+      try {
+        fn();
+      } catch (const Error&) {
+        throw;
+      } catch (const std::exception& e) {
+        mark_failed();
+        throw Error(explain(op, what, e.what()));
+      }
+    });
+    auto work = std::make_shared<Task>(task.get_future());
+    {
+      std::lock_guard lock(mutex_);
+      queue_.push_back(std::move(task));
+    }
+    ready_.notify_one();
+    return work;
+  }
+
+  void work() {
+    for (;;) {
+      std::packaged_task<void()> task;
+      {
+        std::unique_lock lock(mutex_);
+        ready_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        task = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      task();
+    }
+  }
+
+  // Each rank's transport address ("[ip]:port"), process id and host (Note [Naming the
+  // failed peer]).
+  struct Peer {
+    std::string endpoint;
+    int64_t pid = 0;
+    std::string host;
+  };
+  std::shared_ptr<gloo::Context> context_;
+  std::shared_ptr<gloo::rendezvous::Store> store_;
+  std::vector<Peer> peers_;
+  std::string host_;
+  uint32_t tag_ = 0;  // advanced by the calling thread only
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<std::packaged_task<void()>> queue_;
+  bool stop_ = false;
+  std::thread worker_;
+};
+
+}  // namespace
+
+std::unique_ptr<ProcessGroup> make_gloo_group(const GlooOptions& options) {
+  return std::make_unique<GlooGroup>(options);
+}
+
+}  // namespace fitgrad::dist

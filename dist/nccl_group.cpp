@@ -1,0 +1,249 @@
+// The NCCL process group (nccl_group.h, Note [NCCL group]): built with the CUDA backend
+// where the toolkit's NCCL is found.
+#include "dist/nccl_group.h"
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/rendezvous/store.h>
+#include <nccl.h>
+
+#include <cstring>
+#include <thread>
+
+#include "cuda/streams.h"
+#include "tensor/error.h"
+#include "tensor/memory/scope.h"
+
+#if GLOO_USE_REDIS
+#include <gloo/rendezvous/redis_store.h>
+#endif
+
+namespace fitgrad::dist {
+namespace {
+
+void check_cuda(cudaError_t e, const char* what) {
+  FG_CHECK(e == cudaSuccess, "[dist] {}: {}", what, cudaGetErrorString(e));
+}
+
+void check_nccl(ncclResult_t r, const char* what) {
+  FG_CHECK(r == ncclSuccess, "[dist] {}: {}", what, ncclGetErrorString(r));
+}
+
+ncclDataType_t nccl_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return ncclFloat32;
+    case DType::f16: return ncclFloat16;
+    case DType::bf16: return ncclBfloat16;
+    case DType::i32: return ncclInt32;
+    case DType::i64: return ncclInt64;
+    case DType::u8: return ncclUint8;
+    case DType::i8: return ncclInt8;
+  }
+  return ncclFloat32;
+}
+
+std::shared_ptr<gloo::rendezvous::Store> open_store(const std::string& spec) {
+  if (spec.starts_with("file:"))
+    return std::make_shared<gloo::rendezvous::FileStore>(spec.substr(5));
+#if GLOO_USE_REDIS
+  if (spec.starts_with("redis:")) {
+    const std::string rest = spec.substr(6);
+    const size_t colon = rest.rfind(':');
+    return std::make_shared<gloo::rendezvous::RedisStore>(rest.substr(0, colon),
+                                                          std::stoi(rest.substr(colon + 1)));
+  }
+#endif
+  throw Error(fmt::format("[dist] store '{}': expected file:<dir> or redis:<host>:<port>", spec));
+}
+
+class NcclGroup;
+
+// A collective queued on the group's stream: wait() polls its event and the communicator's
+// asynchronous error until the timeout, then aborts the communicator.
+class NcclWork final : public Work {
+ public:
+  NcclWork(ncclComm_t comm, cudaEvent_t done, std::chrono::milliseconds timeout, std::string what,
+           Tensor keep)
+      : comm_(comm),
+        done_(done),
+        timeout_(timeout),
+        what_(std::move(what)),
+        keep_(std::move(keep)) {}
+  ~NcclWork() override { cudaEventDestroy(done_); }
+  void wait() override {
+    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    for (;;) {
+      const cudaError_t e = cudaEventQuery(done_);
+      if (e == cudaSuccess) return;
+      FG_CHECK(e == cudaErrorNotReady, "[dist] {}: {}", what_, cudaGetErrorString(e));
+      ncclResult_t async = ncclSuccess;
+      ncclCommGetAsyncError(comm_, &async);
+      if (async != ncclSuccess) {
+        ncclCommAbort(comm_);
+        throw Error(fmt::format("[dist] {} failed: {} (NCCL does not say which peer)", what_,
+                                ncclGetErrorString(async)));
+      }
+      if (std::chrono::steady_clock::now() >= deadline) {
+        ncclCommAbort(comm_);
+        throw Error(
+            fmt::format("[dist] {} timed out after {} s (--ddp_timeout): a peer died or "
+                        "hangs; NCCL does not say which",
+                        what_, std::chrono::duration_cast<std::chrono::seconds>(timeout_).count()));
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+
+ private:
+  ncclComm_t comm_;
+  cudaEvent_t done_;
+  std::chrono::milliseconds timeout_;
+  std::string what_;
+  Tensor keep_;  // the buffer stays alive while the collective runs
+};
+
+class NcclGroup final : public ProcessGroup {
+ public:
+  NcclGroup(const DistEnv& env, Device device, std::chrono::milliseconds timeout)
+      : ProcessGroup(env.rank, env.world_size, timeout), device_(device) {
+    check_cuda(cudaSetDevice(device.index), "cudaSetDevice");
+    const auto store = open_store(env.store);
+    ncclUniqueId id;
+    if (env.rank == 0) {
+      check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+      const char* bytes = reinterpret_cast<const char*>(&id);
+      store->set("fitgrad.nccl_id", std::vector<char>(bytes, bytes + sizeof(id)));
+    } else {
+      store->wait({"fitgrad.nccl_id"}, timeout);
+      const std::vector<char> bytes = store->get("fitgrad.nccl_id");
+      FG_CHECK(bytes.size() == sizeof(id), "[dist] the store's NCCL id has {} bytes", bytes.size());
+      std::memcpy(&id, bytes.data(), sizeof(id));
+    }
+    check_nccl(ncclCommInitRank(&comm_, env.world_size, id, env.rank), "ncclCommInitRank");
+    check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+  }
+  ~NcclGroup() override {
+    ncclCommDestroy(comm_);
+    cudaStreamDestroy(stream_);
+  }
+
+  std::string backend() const override { return "nccl"; }
+
+  std::shared_ptr<Work> all_reduce_async(const Tensor& t, ReduceOp op) override {
+    check_tensor("all_reduce", t);
+    FG_CHECK(op == ReduceOp::sum || is_floating(t.dtype()),
+             "[dist] all_reduce: avg of {} (an integer dtype); use sum", dtype_name(t.dtype()));
+    begin();
+    check_nccl(ncclAllReduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()), nccl_type(t.dtype()),
+                             op == ReduceOp::avg ? ncclAvg : ncclSum, comm_, stream_),
+               "ncclAllReduce");
+    return end("all_reduce", t);
+  }
+
+  void reduce_scatter(const Tensor& input, const Tensor& output, ReduceOp op) override {
+    check_tensor("reduce_scatter", input);
+    check_tensor("reduce_scatter", output);
+    const int64_t n = input.numel(), chunk = (n + size() - 1) / size();
+    const Shard shard = shard_of(n, rank(), size());
+    FG_CHECK(output.numel() == shard.size,
+             "[dist] reduce_scatter: the output has {} elements, "
+             "rank {}'s shard {}",
+             output.numel(), rank(), shard.size);
+    // NCCL takes equal shards: the input padded to size * chunk, the output one chunk.
+    Tensor padded = staging(size() * chunk, input.dtype()), mine = staging(chunk, input.dtype());
+    padded.fill_(0.0);
+    padded.narrow(0, 0, n).copy_(input.reshape({n}));
+    begin();
+    check_nccl(ncclReduceScatter(padded.data_ptr(), mine.data_ptr(), size_t(chunk),
+                                 nccl_type(input.dtype()), op == ReduceOp::avg ? ncclAvg : ncclSum,
+                                 comm_, stream_),
+               "ncclReduceScatter");
+    end("reduce_scatter", padded)->wait();
+    output.reshape({shard.size}).copy_(mine.narrow(0, 0, shard.size));
+  }
+
+  void all_gather(const Tensor& shard, const Tensor& output) override {
+    check_tensor("all_gather", shard);
+    check_tensor("all_gather", output);
+    const int64_t n = output.numel(), chunk = (n + size() - 1) / size();
+    FG_CHECK(shard.numel() == shard_of(n, rank(), size()).size,
+             "[dist] all_gather: rank {}'s shard of {} elements has {} elements, got {}", rank(), n,
+             shard_of(n, rank(), size()).size, shard.numel());
+    Tensor mine = staging(chunk, output.dtype()),
+           gathered = staging(size() * chunk, output.dtype());
+    mine.narrow(0, 0, shard.numel()).copy_(shard.reshape({shard.numel()}));
+    begin();
+    check_nccl(ncclAllGather(mine.data_ptr(), gathered.data_ptr(), size_t(chunk),
+                             nccl_type(output.dtype()), comm_, stream_),
+               "ncclAllGather");
+    end("all_gather", gathered)->wait();
+    for (int r = 0; r < size(); ++r) {
+      const Shard s = shard_of(n, r, size());
+      output.reshape({n}).narrow(0, s.begin, s.size).copy_(gathered.narrow(0, r * chunk, s.size));
+    }
+  }
+
+  void broadcast(const Tensor& t, int root) override {
+    check_tensor("broadcast", t);
+    begin();
+    check_nccl(ncclBroadcast(t.data_ptr(), t.data_ptr(), size_t(t.numel()), nccl_type(t.dtype()),
+                             root, comm_, stream_),
+               "ncclBroadcast");
+    end("broadcast", t)->wait();
+  }
+
+  void barrier() override {
+    Tensor one = staging(1, DType::f32);
+    one.fill_(0.0);
+    all_reduce(one, ReduceOp::sum);
+  }
+
+ private:
+  Tensor staging(int64_t n, DType dtype) const {
+    const MemoryContextScope scope({Category::collective, intern_label("dist.nccl_staging")});
+    return Tensor::empty({n}, dtype, device_);
+  }
+
+  void check_tensor(const char* op, const Tensor& t) const {
+    FG_CHECK(t.defined() && t.device() == device_,
+             "[dist] {}: the NCCL group takes tensors on {}, got {}", op, device_.str(),
+             t.defined() ? t.device().str() : std::string("an undefined tensor"));
+    FG_CHECK(t.is_contiguous(), "[dist] {}: the tensor must be contiguous", op);
+  }
+
+  // The collective runs after the work queued so far on the device's compute stream
+  // (cuda/streams.h); a Work's wait() returns once it is done.
+  void begin() {
+    cudaEvent_t before;
+    check_cuda(cudaEventCreateWithFlags(&before, cudaEventDisableTiming), "cudaEventCreate");
+    check_cuda(cudaEventRecord(before, cuda::stream_of(device_.index, cuda::kComputeStream)),
+               "cudaEventRecord");
+    check_cuda(cudaStreamWaitEvent(stream_, before, 0), "cudaStreamWaitEvent");
+    cudaEventDestroy(before);
+  }
+
+  std::shared_ptr<Work> end(const char* op, const Tensor& keep) {
+    cudaEvent_t done;
+    check_cuda(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate");
+    check_cuda(cudaEventRecord(done, stream_), "cudaEventRecord");
+    return std::make_shared<NcclWork>(
+        comm_, done, timeout(),
+        fmt::format("{} of {} {} elements on rank {} of {}", op, keep.numel(),
+                    dtype_name(keep.dtype()), rank(), size()),
+        keep);
+  }
+
+  Device device_;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<ProcessGroup> make_nccl_group(const DistEnv& env, Device device,
+                                              std::chrono::milliseconds timeout) {
+  return std::make_unique<NcclGroup>(env, device, timeout);
+}
+
+}  // namespace fitgrad::dist

@@ -1,0 +1,281 @@
+// Data-parallel training end to end, with the built `fitgrad` binary (FITGRAD_CLI): `fitgrad
+// launch` starts 2 and 3 cpu ranks over Gloo on loopback, and their runs are compared with one
+// process training the same global batch (Note [DDP buckets] in dist/ddp.h); the launcher's
+// exit codes and environment; a killed rank; ranks started with different flags; and which
+// files rank 0 alone writes. Every test works in its own fresh directory under /tmp.
+//
+// Note [DDP tolerance]
+// N ranks with micro-batches of B rows and one process with N·B rows compute the same
+// gradient in a different order: each rank's GEMMs reduce over B·T rows and its loss is a
+// mean over B·T tokens, then N such f32 averages are averaged, where one process reduces
+// over N·B·T rows at once. Each sum of k f32 terms carries a relative error up to about
+// k·2^-24 (in practice sqrt(k)·2^-24), here k <= 192 rows and tokens, so the gradients
+// agree to about 1e-6 relative, and the first step's loss (before any update) to about
+// 1e-6. AdamW's update m/(sqrt(v) + eps) divides by the gradient's own size, so the
+// difference carries into the weights at the same relative size and grows slowly over the
+// steps. The losses of 4 steps are required to agree to 1e-4 relative (and the logged
+// gradient norms, computed from the reduced gradients, to 1e-3): a hundred times the
+// expected error, and far below what a wrong average (a sum instead of a mean: a factor N in
+// the update of plain SGD, a 2x different loss drop here), a wrong shard (another batch:
+// losses differing in the second decimal) or a missing reduction would give. Observed on
+// llama-tiny: 2 ranks, 4 steps: the losses equal to the last printed digit, the gradient
+// norms within 2e-8 relative; 3 ranks with 2 accumulation steps: losses within 1e-7 relative.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const std::string kCli = FITGRAD_CLI;
+
+// A fresh directory for one test.
+fs::path fresh_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("dp_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+// A text corpus of `words` pseudo-random words.
+fs::path write_corpus(const fs::path& dir, int words = 6000) {
+  const fs::path p = dir / "data.txt";
+  std::ofstream out(p);
+  uint32_t x = 12345;
+  for (int i = 0; i < words; ++i) {
+    x = x * 1664525u + 1013904223u;
+    const int len = 1 + int((x >> 8) % 4);
+    for (int c = 0; c < len; ++c) out << char('a' + (x >> (12 + 3 * c)) % 10);
+    out << (i % 12 == 11 ? '\n' : ' ');
+  }
+  return p;
+}
+
+// Runs a shell command; its exit code (128 + signal when killed).
+int shell(const std::string& command) {
+  const int status = std::system(command.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The training records of metrics.jsonl: (loss, grad_norm) per logged step.
+std::vector<std::pair<double, double>> losses(const fs::path& dir) {
+  std::vector<std::pair<double, double>> out;
+  std::ifstream in(dir / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const json j = json::parse(line);
+    if (j.contains("loss")) out.emplace_back(j["loss"], j.value("grad_norm", 0.0));
+  }
+  return out;
+}
+
+std::string train_flags(const fs::path& data, int64_t batch, int64_t accum, int steps) {
+  return "--model llama-tiny --data " + data.string() +
+         " --seq_len 16 --per_device_train_batch_size " + std::to_string(batch) +
+         " --gradient_accumulation_steps " + std::to_string(accum) + " --max_steps " +
+         std::to_string(steps) +
+         " --learning_rate 1e-3 --logging_steps 1 --eval_strategy no --progress plain "
+         "--ddp_bucket_cap_mb 1";
+}
+
+void expect_same_trajectory(const fs::path& single, const fs::path& ddp, size_t steps) {
+  const auto a = losses(single), b = losses(ddp);
+  ASSERT_EQ(a.size(), steps);
+  ASSERT_EQ(b.size(), steps);
+  for (size_t s = 0; s < steps; ++s) {
+    // Note [DDP tolerance]
+    EXPECT_NEAR(b[s].first, a[s].first, 1e-4 * std::abs(a[s].first)) << "step " << s + 1;
+    EXPECT_NEAR(b[s].second, a[s].second, 1e-3 * std::abs(a[s].second)) << "step " << s + 1;
+  }
+  // Not vacuous: training moved the loss.
+  EXPECT_NE(a.front().first, a.back().first);
+}
+
+class DdpTrain : public ::testing::TestWithParam<int> {};
+
+TEST_P(DdpTrain, RanksEqualOneProcessWithTheGlobalBatch) {
+  const int world = GetParam();
+  const fs::path dir = fresh_dir("ddp_equal_" + std::to_string(world));
+  const fs::path data = write_corpus(dir);
+  const int64_t per_rank = 2;
+  ASSERT_EQ(shell(kCli + " train " + train_flags(data, per_rank * world, 1, 4) + " --output_dir " +
+                  (dir / "single").string() + " > " + (dir / "single.log").string() + " 2>&1"),
+            0)
+      << read_text(dir / "single.log");
+  ASSERT_EQ(shell(kCli + " launch --nproc_per_node " + std::to_string(world) + " train " +
+                  train_flags(data, per_rank, 1, 4) + " --output_dir " + (dir / "ddp").string() +
+                  " > " + (dir / "ddp.log").string() + " 2>&1"),
+            0)
+      << read_text(dir / "ddp.log");
+  expect_same_trajectory(dir / "single", dir / "ddp", 4);
+  // Rank 0 alone writes the run's files; every rank its own ledger.
+  EXPECT_TRUE(fs::exists(dir / "ddp" / "checkpoint-4" / "model.safetensors"));
+  EXPECT_TRUE(fs::exists(dir / "ddp" / "loss_curve.svg"));
+  EXPECT_TRUE(fs::exists(dir / "ddp" / "memory.json"));
+  for (int k = 0; k < world; ++k) {
+    const fs::path ledger = dir / "ddp" / ("memory.rank" + std::to_string(k) + ".json");
+    ASSERT_TRUE(fs::exists(ledger)) << ledger;
+    const json j = json::parse(read_text(ledger));
+    EXPECT_GT(j["by_category"]["collective"]["peak"].get<int64_t>(), 0) << ledger;
+  }
+  EXPECT_FALSE(fs::exists(dir / "ddp" / ("memory.rank" + std::to_string(world) + ".json")));
+  fs::remove_all(dir);
+}
+
+TEST_P(DdpTrain, AccumulationReducesOnTheLastMicroBatchAndEqualsOneProcess) {
+  const int world = GetParam();
+  const fs::path dir = fresh_dir("ddp_accum_" + std::to_string(world));
+  const fs::path data = write_corpus(dir);
+  ASSERT_EQ(shell(kCli + " train " + train_flags(data, 2 * world, 2, 3) + " --output_dir " +
+                  (dir / "single").string() + " > " + (dir / "single.log").string() + " 2>&1"),
+            0)
+      << read_text(dir / "single.log");
+  ASSERT_EQ(shell(kCli + " launch --nproc_per_node " + std::to_string(world) + " train " +
+                  train_flags(data, 2, 2, 3) + " --output_dir " + (dir / "ddp").string() + " > " +
+                  (dir / "ddp.log").string() + " 2>&1"),
+            0)
+      << read_text(dir / "ddp.log");
+  expect_same_trajectory(dir / "single", dir / "ddp", 3);
+  fs::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, DdpTrain, ::testing::Values(2, 3));
+
+// Starts `fitgrad train` as rank `rank` of `world` with the launcher's variables set by hand
+// (another launcher's way), its output into `log`.
+pid_t start_rank(int rank, int world, const fs::path& store, const std::string& flags,
+                 const fs::path& log) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setenv("RANK", std::to_string(rank).c_str(), 1);
+    ::setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+    ::setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
+    ::setenv("LOCAL_WORLD_SIZE", std::to_string(world).c_str(), 1);
+    ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+    ::setenv("MASTER_PORT", "29500", 1);
+    ::setenv("FITGRAD_STORE", ("file:" + store.string()).c_str(), 1);
+    const std::string command = "exec " + kCli + " train " + flags + " > " + log.string() + " 2>&1";
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// Waits for `pid` at most `limit`; its exit code, or -1 when it is still running.
+int wait_for(pid_t pid, std::chrono::seconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid)
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return -1;
+}
+
+TEST(DdpFaults, AKilledRankEndsTheOthersWithAnErrorNamingItWithinTheTimeout) {
+  const fs::path dir = fresh_dir("ddp_kill");
+  const fs::path data = write_corpus(dir);
+  fs::create_directories(dir / "store");
+  const std::string flags = train_flags(data, 2, 1, 100000) +
+                            " --save_strategy no --ddp_timeout 30 --output_dir " +
+                            (dir / "out").string();
+  const int world = 3;
+  std::vector<pid_t> pids;
+  for (int k = 0; k < world; ++k)
+    pids.push_back(
+        start_rank(k, world, dir / "store", flags, dir / ("rank" + std::to_string(k) + ".log")));
+  // Training is under way once rank 0 logged a step.
+  const auto start = std::chrono::steady_clock::now();
+  while (!fs::exists(dir / "out" / "metrics.jsonl") || losses(dir / "out").empty()) {
+    ASSERT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(120))
+        << read_text(dir / "rank0.log");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ::kill(pids[1], SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  ASSERT_EQ(wait_for(pids[1], std::chrono::seconds(10)), 128 + SIGKILL);
+  for (int k : {0, 2}) {
+    const int code = wait_for(pids[size_t(k)], std::chrono::seconds(60));
+    if (code == -1) ::kill(pids[size_t(k)], SIGKILL);
+    ASSERT_EQ(code, 1) << "rank " << k;
+    const std::string log = read_text(dir / ("rank" + std::to_string(k) + ".log"));
+    EXPECT_NE(log.find("[dist]"), std::string::npos) << log;
+    EXPECT_NE(log.find("the peer that failed is rank 1"), std::string::npos) << log;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - killed, std::chrono::seconds(30));
+  fs::remove_all(dir);
+}
+
+TEST(DdpFaults, RanksWithDifferentFlagsAreRefusedAtStart) {
+  const fs::path dir = fresh_dir("ddp_mismatch");
+  const fs::path data = write_corpus(dir);
+  fs::create_directories(dir / "store");
+  const std::string flags =
+      train_flags(data, 2, 1, 2) + " --ddp_timeout 60 --output_dir " + (dir / "out").string();
+  const pid_t r0 = start_rank(0, 2, dir / "store", flags, dir / "rank0.log");
+  const pid_t r1 = start_rank(1, 2, dir / "store", flags + " --seed 7", dir / "rank1.log");
+  EXPECT_EQ(wait_for(r0, std::chrono::seconds(120)), 1);
+  EXPECT_EQ(wait_for(r1, std::chrono::seconds(120)), 1);
+  for (const char* log : {"rank0.log", "rank1.log"})
+    EXPECT_NE(read_text(dir / log).find("different configurations: rank(s) 1 differ"),
+              std::string::npos)
+        << read_text(dir / log);
+  EXPECT_FALSE(fs::exists(dir / "out" / "checkpoint-2"));
+  fs::remove_all(dir);
+}
+
+TEST(Launch, SetsTorchrunsVariablesForEveryRank) {
+  const fs::path dir = fresh_dir("launch_env");
+  ASSERT_EQ(shell(kCli +
+                  " launch --nproc_per_node 3 --master_port 29517 sh -c 'echo "
+                  "$RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $MASTER_ADDR $MASTER_PORT "
+                  "${FITGRAD_STORE%%:*} > " +
+                  dir.string() + "/$RANK'"),
+            0);
+  for (int k = 0; k < 3; ++k)
+    EXPECT_EQ(read_text(dir / std::to_string(k)),
+              std::to_string(k) + " " + std::to_string(k) + " 3 3 127.0.0.1 29517 file\n");
+  fs::remove_all(dir);
+}
+
+TEST(Launch, AFailingRankStopsTheOthersAndGivesItsExitCode) {
+  const fs::path dir = fresh_dir("launch_fail");
+  const auto start = std::chrono::steady_clock::now();
+  const int code = shell(kCli +
+                         " launch --nproc_per_node 3 sh -c 'if [ $RANK = 1 ]; then sleep 0.5; "
+                         "exit 7; fi; exec sleep 60' 2> " +
+                         (dir / "err").string());
+  EXPECT_EQ(code, 7);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  const std::string err = read_text(dir / "err");
+  EXPECT_NE(err.find("rank 1 (pid"), std::string::npos) << err;
+  EXPECT_NE(err.find("exited with code 7"), std::string::npos) << err;
+  fs::remove_all(dir);
+}
+
+TEST(Launch, ExitsZeroWhenEveryRankDoes) {
+  EXPECT_EQ(shell(kCli + " launch --nproc_per_node 2 true"), 0);
+  EXPECT_EQ(shell(kCli + " launch --nproc_per_node 2 > /dev/null 2>&1"), 1);  // no command
+}
+
+}  // namespace
