@@ -35,10 +35,13 @@ Sizes linear_weights(const nn::ModelConfig& c) {
   return {attn + mlp, h * double(c.vocab_size), mlp};
 }
 
-// GaLore's host SVD (Note [GaLore's SVD on a card] in cuda/ops/svd_basis.cpp): Eigen's BDCSVD in
-// double on one core of the build machine, 6.6-7.6 GFLOP/s counted as 4 m n min(m, n) for
-// (2304, 768) to (1024, 2752) matrices (bench/RESULTS.md, GaLore).
-constexpr double kHostSvdGflops = 7.0;
+// GaLore's SVD on a card (Note [GaLore's SVD on a card] in cuda/ops/svd_basis.cpp): the Gram
+// matrix of the basis side, 2 d^2 D FLOPs for d = min(m, n) and D = max(m, n) at the card's
+// f32 rate, then cuSOLVER's syevd on it, counted as 9 d^3 FLOPs (LAPACK's 4/3 d^3 for the
+// tridiagonal reduction, about as much for the divide and conquer, 2 d^3 for the
+// back-transformation, and margin) at an assumed 1 TFLOP/s: syevd's reduction is bound by
+// memory traffic, far below the card's GEMM rate. Not measured: no card was at hand.
+constexpr double kSyevdGflops = 1000;
 
 struct GaLoreCost {
   double flops = 0;        // per step: R = P^T G and the back-projection, 4 r m n per weight
@@ -48,7 +51,7 @@ struct GaLoreCost {
 
 // The blocks' linears as GaLore's targets (attn,mlp names them all), at the rank and gap of
 // --optim_args.
-GaLoreCost galore_cost(const nn::ModelConfig& c, const TrainArgs& a) {
+GaLoreCost galore_cost(const nn::ModelConfig& c, const TrainArgs& a, const Rates& rates) {
   const optim::GaLoreOptions o =
       optim::galore_options(a.optim, {a.optim_args, a.optim_target_modules, a.seed});
   const int64_t h = c.hidden_size, q = c.num_heads * c.resolved_head_dim(),
@@ -60,7 +63,9 @@ GaLoreCost galore_cost(const nn::ModelConfig& c, const TrainArgs& a) {
   for (const auto& [m, n] : shapes) {
     const double r = double(std::min({o.rank, m, n})), mn = double(m) * double(n);
     g.flops += 4.0 * r * mn;
-    g.svd_seconds += 4.0 * mn * double(std::min(m, n)) / (kHostSvdGflops * 1e9);
+    const double d = double(std::min(m, n));
+    g.svd_seconds +=
+        2.0 * d * mn / (rates.fp32_tflops * 1e12) + 9.0 * d * d * d / (kSyevdGflops * 1e9);
     g.weights += mn;
   }
   const double L = double(c.num_layers);
@@ -134,7 +139,7 @@ StepCost step_cost(const nn::ModelConfig& c, const TrainArgs& a, const Rates& ra
   if (a.optim.starts_with("galore_") && trained > 0) {
     // A target's update reads its weight and gradient and writes and reads the (m, n)
     // back-projection instead of touching full-size moments: 20 B in fp32, 12 B pure bf16.
-    const GaLoreCost g = galore_cost(c, a);
+    const GaLoreCost g = galore_cost(c, a, rates);
     s.flops += g.flops;
     s.bytes -= g.weights * (per_param - (pure ? 12.0 : 20.0));
     svd_seconds = g.svd_seconds;

@@ -26,8 +26,9 @@
 // (PCIe 4.0 x16) while the blocks compute: the step takes the longer of the two.
 // GaLore (the blocks' linears, as its usual targets attn,mlp name them) adds its projections,
 // 4 r FLOPs per target weight per step, reads and writes the (m, n) back-projection instead of
-// full-size moments, and adds each target's SVD every update_proj_gap steps on the host at
-// 7 GFLOP/s (Eigen, measured; Note [GaLore's SVD on a card] in cuda/ops/svd_basis.cpp).
+// full-size moments, and adds each target's SVD every update_proj_gap steps: the Gram matrix
+// at the f32 rate and cuSOLVER's eigensolver at an assumed 1 TFLOP/s (Note [GaLore's SVD on a
+// card] in cuda/ops/svd_basis.cpp).
 // Optimizer-in-backward moves the optimizer's work, not its amount, so it costs the same.
 #pragma once
 

@@ -1,46 +1,125 @@
-// The cuda table's svd_basis (GaLore's projection, optim/galore.h): the matrix goes to the
-// host, the cpu table's svd_basis (Eigen) decomposes it there, and the basis comes back.
+// The cuda table's svd_basis (GaLore's projection, optim/galore.h): the Gram matrix of the
+// basis side on the card (cuda/kernels/svd.cu), cuSOLVER's symmetric eigensolver on it, and
+// the top r eigenvectors signed and written into the output.
 //
 // Note [GaLore's SVD on a card]
 // GaLore refreshes each projection by an SVD of the gradient every update_proj_gap (200)
-// steps. cuSOLVER's gesvdj would do it on the card, but it needs device memory beyond the
-// op's operands: a copy of the (m, n) matrix it overwrites, U (m, k) and V (n, k) for
-// k = min(m, n) even in its economy mode, and a workspace whose size only the library can
-// tell (gesvdj_bufferSize needs a handle). For Llama's (14336, 4096) MLP weights that is
-// about 0.5 GB at the moment of the refresh, and memplan could not size it on meta for a
-// card it does not have. The round trip through the host instead needs no device memory at
-// all, so the ledger and memplan's plans stay exact, and the basis is bit for bit the cpu
-// backend's, whose signs Note [Singular vector signs] fixes. The cost is time: the copies
-// (the gradient's m n elements out, the basis's m r or r n back) and the host's SVD, once
-// per parameter every update_proj_gap steps. Eigen runs at about 7 GFLOP/s of
-// 4 m n min(m, n) on one core (bench/RESULTS.md, GaLore): 0.7-1.6 s for GPT-2's and
-// quarter-Llama matrices, but about 40 s for a (4096, 4096) and 110 s for a (11008, 4096)
-// matrix, so a Llama-7B refresh of its 224 matrices takes hours of host time, about a minute
-// per step at the default gap of 200. That is the price of exact planning with this
-// backend; cuSOLVER (gesvdj, with its workspace allocated and planned as a temporary) is the
-// way to make large models' refreshes fast. The copies run in stream order (Note [Copies in
-// stream order] in cuda/copy.cpp): the device-to-host one waits for the gradient, and the
-// host-to-device one is ordered before every later kernel on the compute stream.
+// steps and keeps only one side's top r singular vectors: U's for a (m, n) weight with
+// m < n, else V's. Those are the top r eigenvectors of the Gram matrix of that side, A A^T
+// (m, m) or A^T A (n, n), whose eigenvalues are the squared singular values. So the card
+// computes the Gram matrix in f32 and calls cuSOLVER's syevd on it instead of an SVD
+// (gesvdj) of the matrix itself:
+//   - memory: gesvdj overwrites a copy of the (m, n) matrix and returns U (m, k) and V
+//     (n, k), k = min(m, n), beside its workspace; the Gram route holds one (d, d) matrix
+//     for GaLore's d = min(m, n), which syevd overwrites with its eigenvectors, the d
+//     eigenvalues and syevd's work array: 3 d^2 floats in all, 192 MiB for Llama's
+//     d = 4096, once per refresh, one matrix at a time;
+//   - time: the Gram matrix is one product (2 d^2 max(m, n) FLOPs) and syevd's cost depends
+//     on d alone;
+//   - accuracy: squaring the matrix squares its condition number, which loses the smallest
+//     singular vectors, not the top r GaLore keeps, whose eigenvalues are the largest.
+// Every buffer is one workspace from the caching allocator, sized by the CUDA rule
+// (cuda_svd_layout in tensor/backend/cuda_launch.h, a temporary in the ledger), so memplan
+// plans it on meta. The rule plans syevd's work array at LAPACK's documented minimum for
+// ssyevd with eigenvectors; cuSOLVER says its own size only through a handle, so where it
+// asks for more, the kernel takes a second temporary of that size, which the ledger shows
+// and the plan lacks. Each vector's sign follows Note [Singular vector signs], as on the
+// cpu, so both backends give one basis up to float rounding. A non-finite gradient, or an
+// eigensolver that fails, is an Error, as on the cpu: the kernel reads back syevd's info
+// and a flag the Gram kernel raises, which waits for the stream once per refresh.
+//
+// Written without a card at hand: it compiles in `make cuda-check`, and the backend ops test
+// (tests/tensor/backend/backend_ops_test.cpp) compares it with the cpu kernel where a GPU is.
+#include <cusolverDn.h>
+
+#include <map>
+#include <mutex>
+
 #include "cuda/copy.h"
+#include "cuda/kernels/svd_launch.h"
+#include "cuda/ops/op_launch.h"
+#include "tensor/backend/cuda_launch.h"
 #include "tensor/backend/kernel_args.h"
 #include "tensor/backend/kernel_table.h"
-#include "tensor/error.h"
-#include "tensor/tensor.h"
+#include "tensor/ops/op_util.h"
 
 namespace fitgrad::cuda {
 namespace {
 
+#define FG_CUSOLVER_CHECK(call)                                                  \
+  do {                                                                           \
+    const cusolverStatus_t fg_status_ = (call);                                  \
+    if (fg_status_ != CUSOLVER_STATUS_SUCCESS)                                   \
+      throw Error(fmt::format("[svd_basis] {} failed: cuSOLVER status {}",       \
+                              #call " at " __FILE__ ":" FG_CUDA_LINE_(__LINE__), \
+                              int(fg_status_)));                                 \
+  } while (0)
+
+cusolverDnHandle_t handle_of(int device) {
+  static std::mutex mutex;
+  static std::map<int, cusolverDnHandle_t> handles;
+  std::lock_guard lock(mutex);
+  auto [it, fresh] = handles.try_emplace(device, nullptr);
+  if (fresh) {
+    const cusolverStatus_t status = cusolverDnCreate(&it->second);
+    if (status != CUSOLVER_STATUS_SUCCESS) {
+      handles.erase(it);
+      throw Error(
+          fmt::format("[svd_basis] cusolverDnCreate failed: cuSOLVER status {}", int(status)));
+    }
+  }
+  return it->second;
+}
+
 void svd_basis(const backend::SvdBasisArgs& a) {
+  const backend::CudaSvdLayout l = backend::cuda_svd_layout(a.m, a.n, a.left);
   FG_CHECK(a.a.defined() && a.out.defined() && a.a.numel() == a.m * a.n &&
-               a.out.numel() == a.r * (a.left ? a.m : a.n),
-           "[svd_basis] the cuda kernel takes a ({}, {}) matrix and its rank-{} basis", a.m, a.n,
-           a.r);
-  backend::SvdBasisArgs host = a;
-  host.a = a.a.to(Device::cpu());
-  host.out = Tensor::empty(a.out.shape(), a.out.dtype(), Device::cpu());
-  backend::dispatch(backend::OpId::svd_basis, Device::cpu(), host);
-  copy_bytes(a.out.data_ptr(), a.out.device(), host.out.data_ptr(), Device::cpu(),
-             size_t(a.out.nbytes()));
+               a.out.numel() == a.r * l.d && a.workspace.defined() &&
+               a.workspace.dtype() == DType::f32 && a.workspace.numel() >= l.total,
+           "[svd_basis] the cuda kernel takes a ({}, {}) matrix, its rank-{} basis and a "
+           "workspace of {} floats",
+           a.m, a.n, a.r, l.total);
+  FG_CHECK(l.d <= 32767,
+           "[svd_basis] the basis side of the ({}, {}) matrix has {} rows; cuSOLVER's syevd takes "
+           "at most 32767 (its work array's length is a 32-bit int)",
+           a.m, a.n, l.d);
+  OpLaunch launch(a.a);
+  const int device = a.a.device().index;
+  float* ws = a.workspace.data<float>();
+  float* gram = ws;
+  float* eigenvalues = ws + l.eigenvalues;
+  int* flags = reinterpret_cast<int*>(ws + l.flags);  // syevd's info, then the non-finite flag
+  FG_CUDA_CHECK(cudaMemsetAsync(flags, 0, 2 * sizeof(int), launch.stream()));
+  FG_CUDA_CHECK(launch_svd_gram(a.a.data_ptr(), a.a.dtype(), a.m, a.n, a.left, gram, flags + 1,
+                                launch.stream()));
+
+  cusolverDnHandle_t handle = handle_of(device);
+  FG_CUSOLVER_CHECK(cusolverDnSetStream(handle, launch.stream()));
+  const cusolverEigMode_t jobz = CUSOLVER_EIG_MODE_VECTOR;
+  const cublasFillMode_t uplo = CUBLAS_FILL_MODE_LOWER;
+  const int d = int(l.d);
+  int lwork = 0;
+  FG_CUSOLVER_CHECK(
+      cusolverDnSsyevd_bufferSize(handle, jobz, uplo, d, gram, d, eigenvalues, &lwork));
+  // See Note [GaLore's SVD on a card]: a larger request than the planned array is its own
+  // temporary.
+  float* work = ws + l.work;
+  Tensor extra;
+  if (int64_t(lwork) > l.work_floats) {
+    extra = ops::f32_workspace(lwork, a.a.device());
+    work = extra.data<float>();
+  }
+  FG_CUSOLVER_CHECK(
+      cusolverDnSsyevd(handle, jobz, uplo, d, gram, d, eigenvalues, work, lwork, flags));
+  int host_flags[2] = {0, 0};
+  copy_bytes(host_flags, Device::cpu(), flags, a.a.device(), sizeof(host_flags));
+  FG_CHECK(host_flags[1] == 0, "[svd_basis] the ({}, {}) matrix has a non-finite value", a.m, a.n);
+  FG_CHECK(host_flags[0] == 0,
+           "[svd_basis] cuSOLVER's syevd failed on the ({0}, {0}) Gram matrix of a ({1}, {2}) "
+           "matrix: info {3}",
+           l.d, a.m, a.n, host_flags[0]);
+  FG_CUDA_CHECK(launch_svd_pick_basis(gram, l.d, a.r, a.left, a.out.data_ptr(), a.out.dtype(),
+                                      launch.stream()));
 }
 
 // See Note [Registration at static initialisation] in cuda/raw_sources.cpp.

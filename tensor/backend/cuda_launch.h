@@ -64,6 +64,30 @@ constexpr int64_t cuda_bitonic_keys(int64_t n) {
   return padded;
 }
 
+// The f32 workspace of one svd_basis on a card (Note [GaLore's SVD on a card] in
+// cuda/ops/svd_basis.cpp), for the basis side's d = m (left) or n (right), in floats from
+// its start: the Gram matrix (d, d) that cuSOLVER's syevd overwrites with its eigenvectors,
+// the d eigenvalues, syevd's info word and the non-finite flag (two ints), then syevd's work
+// array, planned at LAPACK's documented minimum for ssyevd with eigenvectors, 1 + 6 d + 2 d^2.
+struct CudaSvdLayout {
+  int64_t d = 0;
+  int64_t eigenvalues = 0;  // offset of the d eigenvalues
+  int64_t flags = 0;        // offset of syevd's info and the non-finite flag (int32 each)
+  int64_t work = 0;         // offset of syevd's work array
+  int64_t work_floats = 0;  // its planned length
+  int64_t total = 0;        // floats of the whole workspace
+};
+constexpr CudaSvdLayout cuda_svd_layout(int64_t m, int64_t n, bool left) {
+  CudaSvdLayout l;
+  l.d = left ? m : n;
+  l.eigenvalues = l.d * l.d;
+  l.flags = l.eigenvalues + l.d;
+  l.work = l.flags + 2;
+  l.work_floats = 1 + 6 * l.d + 2 * l.d * l.d;
+  l.total = l.work + l.work_floats;
+  return l;
+}
+
 // Note [cuBLASLt alignment hints]
 // cuBLASLt's heuristic is told the alignment of each matrix (MIN_ALIGNMENT_*_BYTES) and then
 // picks only kernels whose vector loads that alignment allows. Every matrix of a strided

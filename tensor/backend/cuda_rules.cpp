@@ -50,6 +50,11 @@ int64_t norm_partitions(const TargetProfile& p, int64_t rows) {
   return cuda_norm_partitions(rows, p.threads);
 }
 
+// The Gram matrix, eigenvalues, flags and syevd's planned work array (cuda_svd_layout).
+int64_t svd_workspace_floats(const TargetProfile&, int64_t m, int64_t n, bool left) {
+  return cuda_svd_layout(m, n, left).total;
+}
+
 }  // namespace rules
 }  // namespace
 
@@ -62,6 +67,7 @@ void register_cuda_rules() {
                           .sum_workspace_doubles = rules::sum_workspace_doubles,
                           .sum_squares_workspace_doubles = rules::sum_squares_workspace_doubles,
                           .norm_partitions = rules::norm_partitions,
+                          .svd_workspace_floats = rules::svd_workspace_floats,
                           .embedding_sorts_f32 = true});
 }
 

@@ -323,11 +323,12 @@ struct ScaleInPlaceArgs {
 // svd_basis: the first r singular vectors of a (m, n), contiguous in a floating dtype: with
 // `left`, out (m, r) = U[:, :r], else out (r, n) = Vh[:r, :] (the right vectors as rows);
 // out contiguous, floating; each vector's sign as Note [Singular vector signs] in
-// tensor/cpu/svd.h fixes it. GaLore's projection (optim/galore.h).
+// tensor/cpu/svd.h fixes it. GaLore's projection (optim/galore.h). The f32 workspace is
+// backend::svd_workspace_floats long (undefined when that is 0, as on a cpu).
 struct SvdBasisArgs {
   int64_t m = 0, n = 0, r = 0;
   bool left = true;
-  Tensor a, out;
+  Tensor a, out, workspace;
 };
 
 // bitsandbytes' 4-bit blockwise quantization (tensor/quant/four_bit.h). quantize: a (n)

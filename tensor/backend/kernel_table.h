@@ -80,6 +80,10 @@ struct BackendRules {
   int64_t (*sum_squares_workspace_doubles)(const TargetProfile& profile, int64_t n) = nullptr;
   // the partial-sum rows of a norm backward over `rows` rows.
   int64_t (*norm_partitions)(const TargetProfile& profile, int64_t rows) = nullptr;
+  // f32 elements of the workspace of one svd_basis of an (m, n) matrix, basis on the left
+  // (m) side or the right (n) one.
+  int64_t (*svd_workspace_floats)(const TargetProfile& profile, int64_t m, int64_t n,
+                                  bool left) = nullptr;
   // The embedding backward sorts its (id, position) pairs for an f32 gradient too (it
   // always does for bf16 / f16), so it takes the pairs workspace.
   bool embedding_sorts_f32 = false;

@@ -160,6 +160,12 @@ int64_t norm_partitions(const TargetProfile& profile, int64_t rows) {
   return rule(profile, rows);
 }
 
+int64_t svd_workspace_floats(const TargetProfile& profile, int64_t m, int64_t n, bool left) {
+  const auto rule =
+      rule_for(backend_rules(profile.backend).svd_workspace_floats, "svd_basis", profile);
+  return rule(profile, m, n, left);
+}
+
 bool embedding_backward_pairs(const TargetProfile& profile, DType dtype) {
   return dtype != DType::f32 || backend_rules(profile.backend).embedding_sorts_f32;
 }

@@ -112,6 +112,10 @@ int64_t sum_workspace_doubles(const TargetProfile& profile, const Shape& kept_sh
 int64_t sum_squares_workspace_doubles(const TargetProfile& profile, int64_t n);
 // The partial-sum rows of a norm backward over `rows` rows (its dw / db workspace).
 int64_t norm_partitions(const TargetProfile& profile, int64_t rows);
+// f32 elements of the workspace of one svd_basis of an (m, n) matrix (GaLore's projection):
+// 0 on a cpu, whose SVD works in Eigen's heap (Note [Singular vector signs] in
+// tensor/cpu/svd.h); on cuda the Gram matrix and cuSOLVER's arrays (cuda_svd_layout).
+int64_t svd_workspace_floats(const TargetProfile& profile, int64_t m, int64_t n, bool left);
 // Whether an embedding backward with a `dtype` gradient takes the (n, 2) i64 pairs
 // workspace: always for bf16 / f16, and for f32 where the backend sorts f32 too (cuda).
 bool embedding_backward_pairs(const TargetProfile& profile, DType dtype);

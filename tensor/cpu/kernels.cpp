@@ -461,6 +461,9 @@ int64_t norm_partitions(const TargetProfile& p, int64_t rows) {
   return std::max<int64_t>(1, std::min<int64_t>(p.threads, rows));
 }
 
+// Nothing from the allocator: Eigen's SVD works in its own heap (tensor/cpu/svd.h).
+int64_t svd_workspace_floats(const TargetProfile&, int64_t, int64_t, bool) { return 0; }
+
 }  // namespace rules
 
 }  // namespace
@@ -477,7 +480,8 @@ void register_cpu_kernels() {
                           .gemm_workspace_floats = rules::gemm_workspace_floats,
                           .sum_workspace_doubles = rules::sum_workspace_doubles,
                           .sum_squares_workspace_doubles = rules::sum_squares_workspace_doubles,
-                          .norm_partitions = rules::norm_partitions});
+                          .norm_partitions = rules::norm_partitions,
+                          .svd_workspace_floats = rules::svd_workspace_floats});
   register_kernel(cpu, OpId::copy, copy);
   register_kernel(cpu, OpId::fill, fill);
   register_kernel(cpu, OpId::add, binary<BinaryOp::add>);

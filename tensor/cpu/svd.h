@@ -1,7 +1,8 @@
 // The truncated SVD basis of a matrix, on the host: the first r left or right singular
 // vectors, which GaLore projects its gradients on (optim/galore.h). The cpu kernel of
-// svd_basis calls it on the tensor's bytes; the cuda kernel on a host copy of them (Note
-// [GaLore's SVD on a card] in cuda/ops/svd_basis.cpp), so both backends give the same basis.
+// svd_basis calls it on the tensor's bytes; the cuda kernel decomposes on the card (Note
+// [GaLore's SVD on a card] in cuda/ops/svd_basis.cpp) with the same sign rule, so both
+// backends give the same basis to float accuracy.
 //
 // Note [Singular vector signs]
 // A singular vector is defined up to its sign, and LAPACK, Eigen and cuSOLVER choose

@@ -3,6 +3,7 @@
 
 #include "tensor/backend/kernel_args.h"
 #include "tensor/backend/kernel_table.h"
+#include "tensor/backend/profile.h"
 #include "tensor/ops/op_util.h"
 
 namespace fitgrad::ops {
@@ -21,8 +22,10 @@ void svd_basis_(const Tensor& a, const Tensor& out, bool left) {
   check_shape(op, "out", out, left ? Shape{m, r} : Shape{r, n});
   FG_CHECK(r >= 1 && r <= std::min(m, n), "[{}] rank {} of a {} matrix (at most {})", op, r,
            shape_str(a.shape()), std::min(m, n));
+  const Tensor workspace = f32_workspace(
+      backend::svd_workspace_floats(backend::profile_for(a.device()), m, n, left), a.device());
   out.storage()->bump_version();
-  backend::dispatch(id, a.device(), backend::SvdBasisArgs{m, n, r, left, a, out});
+  backend::dispatch(id, a.device(), backend::SvdBasisArgs{m, n, r, left, a, out, workspace});
 }
 
 }  // namespace fitgrad::ops

@@ -1,8 +1,9 @@
 // Front-end of the truncated SVD basis (GaLore's projection, optim/galore.h): the first r
-// singular vectors of a matrix, written into a given tensor. It allocates nothing, so a dry
-// run on meta plans it exactly (its kernel there does nothing); the cpu kernel is Eigen's
-// SVD (tensor/cpu/svd.h), the cuda kernel the same on a host copy (Note [GaLore's SVD on a
-// card] in cuda/ops/svd_basis.cpp).
+// singular vectors of a matrix, written into a given tensor. It allocates only the
+// backend's workspace (backend::svd_workspace_floats: none on a cpu, the Gram matrix and
+// cuSOLVER's arrays on a card), so a dry run on meta plans it exactly (its kernel there does
+// nothing); the cpu kernel is Eigen's SVD (tensor/cpu/svd.h), the cuda kernel cuSOLVER's
+// eigensolver on the Gram matrix (Note [GaLore's SVD on a card] in cuda/ops/svd_basis.cpp).
 #pragma once
 
 #include "tensor/tensor.h"

@@ -13,6 +13,7 @@
 #include "tensor/ops/attention.h"
 #include "tensor/ops/matmul.h"
 #include "tensor/ops/norm.h"
+#include "tensor/ops/svd.h"
 #include "tests/tensor/memory/events_since.h"
 #include "tests/tensor/ops/op_harness.h"
 
@@ -88,7 +89,9 @@ TEST(TargetProfile, BadProfilesAreRefused) {
 // own arithmetic: every GEMM one cuBLASLt workspace and no staging (bf16 and f16 alike),
 // flash attention's forward nothing beyond o and lse, its backward dq in f32 plus dk and
 // dv in f32 for grouped heads, a norm backward min(rows, 2 SMs) partial rows, a long sum
-// of squares one double per 4096-element block.
+// of squares one double per 4096-element block, and an svd_basis on the side of d rows its
+// Gram matrix, d eigenvalues, two flags and LAPACK's 1 + 6 d + 2 d^2 floats of syevd work
+// (Note [GaLore's SVD on a card]).
 TEST(TargetProfile, ACudaTargetFollowsItsWorkspaceRules) {
   const int64_t workspace = int64_t(32) << 20;
   const backend::TargetProfile h100 = backend::cuda_profile(132, workspace);
@@ -117,6 +120,15 @@ TEST(TargetProfile, ACudaTargetFollowsItsWorkspaceRules) {
   EXPECT_EQ(requested([&] { ops::flash_attention_backward(q, q, kv, kv, fwd.o, fwd.lse, true); }),
             (std::vector<uint64_t>{B * Hq * T * D * 2, B * Hkv * T * D * 2, B * Hkv * T * D * 2,
                                    B * Hq * T * 4}));  // no f32 workspace: deterministic
+  for (const auto& [m, n, left] :
+       {std::tuple{6, 10, true}, std::tuple{10, 6, false}, std::tuple{10, 6, true}}) {
+    const int64_t d = left ? m : n;
+    const Tensor g = Tensor::empty({m, n}, DType::bf16, meta);
+    const Tensor basis = Tensor::empty(left ? Shape{m, 2} : Shape{2, n}, DType::bf16, meta);
+    EXPECT_EQ(requested([&] { ops::svd_basis_(g, basis, left); }),
+              (std::vector<uint64_t>{uint64_t(4 * (d * d + d + 2 + 1 + 6 * d + 2 * d * d))}))
+        << m << "x" << n << (left ? " left" : " right");
+  }
   EXPECT_EQ(backend::norm_partitions(h100, 1000), 264);
   EXPECT_EQ(backend::norm_partitions(h100, 7), 7);
   EXPECT_EQ(backend::sum_squares_workspace_doubles(h100, 1'000'000), 245);  // ceil(1e6 / 4096)
