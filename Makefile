@@ -47,6 +47,15 @@ NVCC := $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin
 
 CMAKE_BUILD = cmake --build $(1) $(if $(JOBS),--parallel $(JOBS))
 
+# Note [ccache]
+# CI builds the cpu sources twice on one machine: `make test` in BUILD_DIR, then
+# `make cuda-check` in CUDA_BUILD_DIR, whose libraries are the same sources compiled with
+# the same command (only cuda/ and dist/'s NCCL file are its own). With ccache (installed by
+# tools/install-deps.sh) as the compiler launcher the second build takes the first one's
+# objects. Deferred (`=`): the lookup runs when a configure recipe runs, after `deps`.
+CCACHE = $(shell command -v ccache 2>/dev/null)
+LAUNCHER = $(if $(CCACHE),-DCMAKE_CXX_COMPILER_LAUNCHER=$(CCACHE))
+
 .PHONY: all deps configure build demo memory-demo test cuda-check device-rehearsal fresh-check \
   bench fuzz format format-check clean
 
@@ -58,7 +67,7 @@ deps:
 configure: deps
 	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
 	  -DFITGRAD_WERROR=ON -DFITGRAD_CUDA=$(CUDA) -DFITGRAD_TESTS=ON -DFITGRAD_BENCH=ON \
-	  $(CMAKE_ARGS)
+	  $(LAUNCHER) $(CMAKE_ARGS)
 
 build: configure
 	$(call CMAKE_BUILD,$(BUILD_DIR))
@@ -120,7 +129,7 @@ ifeq ($(NVCC),)
 else
 	cmake -S . -B $(CUDA_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
 	  -DFITGRAD_WERROR=ON -DFITGRAD_CUDA=ON -DFITGRAD_TESTS=OFF -DFITGRAD_BENCH=OFF \
-	  -DCMAKE_CUDA_ARCHITECTURES="$(CUDA_CHECK_ARCHS)" $(CMAKE_ARGS)
+	  -DCMAKE_CUDA_ARCHITECTURES="$(CUDA_CHECK_ARCHS)" $(LAUNCHER) $(CMAKE_ARGS)
 	$(call CMAKE_BUILD,$(CUDA_BUILD_DIR)) --target fitgrad_cuda fitgrad_cuda_link_check
 endif
 

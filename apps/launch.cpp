@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdlib>
@@ -48,6 +49,10 @@ std::string self_path() {
   ::setenv("MASTER_ADDR", a.master_addr.c_str(), 1);
   ::setenv("MASTER_PORT", std::to_string(a.master_port).c_str(), 1);
   ::setenv("FITGRAD_STORE", ("file:" + store).c_str(), 1);
+  // Note [The launcher]: the cores shared out, unless the user chose.
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned share = std::max(1u, cores / unsigned(a.nproc_per_node));
+  ::setenv("OMP_NUM_THREADS", std::to_string(share).c_str(), /*overwrite=*/0);
   std::vector<char*> args;
   for (const std::string& s : argv) args.push_back(const_cast<char*>(s.c_str()));
   args.push_back(nullptr);

@@ -27,6 +27,7 @@ GradBuckets::GradBuckets(ProcessGroup& group,
            options.first_bucket_bytes);
   for (const auto& entry : params) params_.push_back(entry.second);
   bucket_of_.assign(params_.size(), 0);
+  dropped_.assign(params_.size(), false);
   int64_t bytes = 0;
   for (size_t k = params_.size(); k-- > 0;) {
     const Tensor& p = params_[k];
@@ -72,6 +73,12 @@ void GradBuckets::disarm() {
   }
 }
 
+void GradBuckets::drop_after_packing(std::vector<bool> dropped) {
+  FG_CHECK(dropped.size() == params_.size(), "[ddp] {} drop marks for {} parameters",
+           dropped.size(), params_.size());
+  dropped_ = std::move(dropped);
+}
+
 void GradBuckets::ready(size_t param) {
   if (shared_->ready[param]) return;
   shared_->ready[param] = true;
@@ -100,6 +107,7 @@ void GradBuckets::launch(size_t index) {
       slot.copy_(g.reshape({p.numel()}));
     else
       slot.fill_(0.0);  // not reached by this rank's backward (Note [DDP buckets])
+    if (dropped_[b.params[j]]) autograd::clear_grad(p);
   }
   b.work = group_.all_reduce_async(b.flat, ReduceOp::avg);
 }
@@ -111,6 +119,7 @@ void GradBuckets::finish() {
   for (Bucket& b : buckets_) {
     b.work->wait();
     for (size_t j = 0; j < b.params.size(); ++j) {
+      if (dropped_[b.params[j]]) continue;
       const Tensor& p = params_[b.params[j]];
       const Tensor reduced = b.flat.narrow(0, b.offsets[j], p.numel()).reshape(p.shape());
       Tensor g = autograd::grad(p);

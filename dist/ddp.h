@@ -53,6 +53,10 @@ class GradBuckets {
   void finish();
   // After an exception in the step: the hooks stop reducing, nothing is waited for.
   void disarm();
+  // ZeRO stage 2 (Note [ZeRO by whole parameters] in dist/zero.h): the gradient of each
+  // parameter marked here (by the constructor's index) is dropped once its bucket is packed,
+  // and finish() gives it no reduced gradient.
+  void drop_after_packing(std::vector<bool> dropped);
 
   size_t num_buckets() const { return buckets_.size(); }
   // The parameters (indices into the constructor's list) of bucket b, in bucket order.
@@ -77,6 +81,7 @@ class GradBuckets {
   ProcessGroup& group_;
   std::vector<Tensor> params_;
   std::vector<size_t> bucket_of_;
+  std::vector<bool> dropped_;  // by parameter: ZeRO stage 2 drops its gradient
   std::vector<Bucket> buckets_;
   size_t next_ = 0;  // the next bucket to launch
   std::shared_ptr<Shared> shared_;

@@ -10,7 +10,8 @@
 
 namespace fitgrad::optim {
 
-void clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, const Tensor& sum_sq) {
+void clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, const Tensor& sum_sq,
+                     const std::function<void(const Tensor&)>& reduce) {
   FG_CHECK(max_norm > 0, "[clip_grad_norm] max_norm must be > 0, got {}", max_norm);
   std::vector<std::pair<Tensor, Tensor>> grads;  // (gradient, it or a contiguous copy)
   for (const Tensor& p : params) {
@@ -25,6 +26,7 @@ void clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, const T
     grads.emplace_back(g, g.contiguous());
   }
   for (const auto& [g, c] : grads) ops::sum_squares_add_(c, sum_sq);
+  if (reduce) reduce(sum_sq);
   for (auto& [g, c] : grads) {
     ops::clip_scale_(c, sum_sq, max_norm);
     if (!c.same(g)) g.copy_(c);

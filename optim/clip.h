@@ -1,6 +1,7 @@
 // Gradient clipping by global L2 norm, torch.nn.utils.clip_grad_norm_'s semantics.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "tensor/tensor.h"
@@ -20,7 +21,10 @@ namespace fitgrad::optim {
 //
 // sum_sq: one double of ops::zero_doubles on the gradients' device, zero on entry; on return
 // it holds the squared norm before clipping. Every gradient must be on its device.
-void clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, const Tensor& sum_sq);
+// `reduce`, when given, is called on sum_sq between the sum and the scaling: ZeRO stage 2
+// (dist/zero.h), whose ranks each hold a share of the gradients, adds the ranks' sums there.
+void clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, const Tensor& sum_sq,
+                     const std::function<void(const Tensor&)>& reduce = {});
 
 // The same into a fresh double, then the norm before clipping read on the host (one host
 // read); 0 on meta and when no parameter has a gradient.

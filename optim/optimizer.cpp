@@ -192,10 +192,36 @@ void Optimizer::step_param(size_t index) {
   ops::requantize_int8_(q->second, w, sr);
 }
 
+void Optimizer::skip_param(size_t index) {
+  FG_CHECK(in_step_, "[{}] skip_param({}) outside begin_step/end_step", op_, index);
+  FG_CHECK(index < num_params_, "[{}] skip_param: index {} is out of range for {} parameters", op_,
+           index, num_params_);
+  const auto [g_index, k] = where_[index];
+  const auto& [name, p] = groups_[g_index].params[k];
+  FG_CHECK(!stepped_[index], "[{}] skip_param: '{}' was already stepped in this step", op_, name);
+  stepped_[index] = 1;
+  // Note [Sharded steps]: the draws of rounding(p), or of an int8 weight's requantization.
+  const bool rounded = bf16_rounding_ && p.dtype() == DType::bf16;
+  if (rounded || (p.dtype() == DType::u8 && int8_.count(name)))
+    rounding_offset_ += uint64_t(p.numel());
+}
+
 void Optimizer::end_step() {
   FG_CHECK(in_step_, "[{}] end_step without begin_step", op_);
   in_step_ = false;
   ++steps_;
+}
+
+const Tensor& Optimizer::param(size_t index) const {
+  FG_CHECK(index < num_params_, "[{}] param: index {} is out of range for {} parameters", op_,
+           index, num_params_);
+  return groups_[where_[index].first].params[where_[index].second].second;
+}
+
+const std::string& Optimizer::param_name(size_t index) const {
+  FG_CHECK(index < num_params_, "[{}] param_name: index {} is out of range for {} parameters", op_,
+           index, num_params_);
+  return groups_[where_[index].first].params[where_[index].second].first;
 }
 
 size_t Optimizer::index_of(const std::string& name) const {

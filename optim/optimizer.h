@@ -55,9 +55,21 @@ class Optimizer {
   void begin_step();
   void step_param(size_t index);
   void end_step();
+  // Note [Sharded steps]
+  // Under ZeRO (dist/zero.h) a rank updates only the parameters it owns and marks each
+  // other one skipped within the open step: skip_param(i) takes no update and allocates no
+  // state, but advances the rounding stream (Note [Stochastic rounding of updates]) by the
+  // draws parameter i's update would take, assuming its gradient is defined (a data-parallel
+  // step defines every trained gradient). So every rank's stream stays where one process's
+  // would be, and the owner of parameter j rounds j's update with the draws one process
+  // would use.
+  void skip_param(size_t index);
   size_t num_params() const { return num_params_; }
   // The index of the parameter named `name`; throws naming it when there is none.
   size_t index_of(const std::string& name) const;
+  // Parameter `index` (as num_params() counts) and its full name.
+  const Tensor& param(size_t index) const;
+  const std::string& param_name(size_t index) const;
   // Drops every parameter's gradient (zero_grad with set_to_none).
   void zero_grad() const;
 

@@ -12,6 +12,9 @@ packages=(
   libopenblas-dev libdnnl-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format python3
   # dist/'s cpu collectives (it pulls libhiredis-dev and libibverbs-dev).
   libgloo-dev
+  # The Makefile's compiler cache: `make cuda-check` recompiles every cpu source of
+  # `make test` with the same command, which ccache then answers (Note [ccache] in Makefile).
+  ccache
   # `make fuzz`: clang with libFuzzer (in libclang-rt-dev, only recommended by clang) and
   # OpenMP for clang.
   clang libclang-rt-dev libomp-dev

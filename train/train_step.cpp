@@ -39,6 +39,11 @@ TrainStep::TrainStep(nn::CausalLM& model, optim::Optimizer& optimizer,
   FG_CHECK(!(options.ddp && options.optimizer_in_backward),
            "[train step] optimizer-in-backward cannot run under data parallelism: a gradient is "
            "final only once its bucket is averaged across the ranks");
+  FG_CHECK(!options.zero || (options.ddp && !options.offload),
+           "[train step] ZeRO needs data parallelism and cannot offload the optimizer");
+  FG_CHECK(!options.zero || options.zero->stage() < 2 || !options.scaler,
+           "[train step] ZeRO stage 2 cannot run fp16's loss scaler: its overflow check would see "
+           "only this rank's share of the gradients");
   if (!options.optimizer_in_backward) return;
   FG_CHECK(options.max_grad_norm == 0,
            "[train step] optimizer-in-backward cannot clip by the global norm (max_grad_norm {}): "
@@ -169,12 +174,19 @@ StepResult TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>
   if (clipped_) {
     Tensor norm_sq = log_.narrow(0, 2, 2);  // one double
     norm_sq.fill_(0.0);
-    optim::clip_grad_norm_(params_, options_.max_grad_norm, norm_sq);
+    dist::ZeroSharding* zero = options_.zero;
+    optim::clip_grad_norm_(
+        params_, options_.max_grad_norm, norm_sq,
+        zero ? std::function<void(const Tensor&)>([zero](const Tensor& s) { zero->reduce_norm(s); })
+             : nullptr);
   }
   if (!result.skipped) {
     // Note [Optimizer offload]: the gradients go to the host masters, which step there.
     if (options_.offload) options_.offload->pull_grads();
-    optimizer_.step();
+    if (options_.zero)
+      options_.zero->step();  // Note [ZeRO by whole parameters]
+    else
+      optimizer_.step();
     if (options_.offload) options_.offload->push_params();
   }
   if (options_.scaler) options_.scaler->update(result.skipped);

@@ -21,6 +21,7 @@
 #include <memory>
 
 #include "dist/ddp.h"
+#include "dist/zero.h"
 #include "nn/decoder.h"
 #include "optim/loss_scaler.h"
 #include "optim/offload.h"
@@ -64,6 +65,10 @@ struct TrainStepOptions {
   // averages the gradients across the ranks, so clipping, the loss scaler and the optimizer
   // see the reduced gradients; earlier micro-batches accumulate locally. Null: one process.
   dist::GradBuckets* ddp = nullptr;
+  // ZeRO (Note [ZeRO by whole parameters] in dist/zero.h): the update of this rank's
+  // parameters and their broadcast instead of optimizer.step(); with stage 2 the clipping
+  // norm adds the ranks' shares. Needs ddp. Null: every rank steps every parameter.
+  dist::ZeroSharding* zero = nullptr;
 };
 
 // What one optimizer step did.

@@ -235,6 +235,11 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
          "--ddp_bucket_cap_mb", a.ddp_bucket_cap_mb,
          "Under a launcher: MiB of gradients per all-reduce bucket (the first bucket 1 MiB)")
       ->capture_default_str();
+  cmd.add_option("--zero_stage", a.zero_stage,
+                 "Under a launcher: 1 shards the optimizer state across the ranks, 2 the "
+                 "gradients too (ZeRO; each parameter owned by one rank)")
+      ->check(CLI::Range(0, 2))
+      ->capture_default_str();
   cmd.add_option("--progress", a.progress,
                  "auto (a live bar on a terminal, log lines otherwise), bar or plain")
       ->check(CLI::IsMember({"auto", "bar", "plain"}))

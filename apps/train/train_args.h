@@ -126,6 +126,7 @@ struct TrainArgs {
   // Hugging Face's names and defaults.
   int64_t ddp_timeout = 1800;      // seconds a collective waits for the other ranks
   int64_t ddp_bucket_cap_mb = 25;  // Note [DDP buckets] in dist/ddp.h
+  int64_t zero_stage = 0;          // 0 (DDP), 1 or 2: Note [ZeRO by whole parameters]
   std::string progress = "auto";   // auto | bar | plain
   // Not a flag: memplan's search plans many candidates and writes no memory record for them.
   bool write_memory_record = true;

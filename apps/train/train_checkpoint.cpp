@@ -58,7 +58,18 @@ void resume_run(TrainRun& r, const std::string& dir) {
             dir, flag, then, now));
     };
     same("seq_len", a.seq_len);
-    same("per_device_train_batch_size", a.per_device_train_batch_size);
+    // A data-parallel run keeps the global batch, whatever the world size (Note [ZeRO by
+    // whole parameters] in dist/zero.h): the loader's position counts global batches.
+    const int64_t world = r.group ? r.group->size() : 1;
+    const int64_t then_world = args.value("world_size", int64_t(1));
+    const int64_t then_batch = args.at("per_device_train_batch_size").get<int64_t>();
+    if (then_batch * then_world != a.per_device_train_batch_size * world)
+      throw Error(fmt::format(
+          "[train] --resume_from_checkpoint {}: the global batch was {} there ({} rank(s) x "
+          "--per_device_train_batch_size {}) and is {} now ({} x {}); a resume keeps it (Note "
+          "[Bitwise resume])",
+          dir, then_batch * then_world, then_world, then_batch,
+          a.per_device_train_batch_size * world, world, a.per_device_train_batch_size));
     same("gradient_accumulation_steps", a.gradient_accumulation_steps);
     same("seed", int64_t(a.seed));
     same("bf16", int64_t(a.bf16));
@@ -125,7 +136,8 @@ void resume_run(TrainRun& r, const std::string& dir) {
   }
   {
     auto opt = io::SafetensorsFile::open((d / "optimizer.safetensors").string());
-    r.optimizer->load_state_dict(opt.tensors());
+    // Note [ZeRO by whole parameters]: a rank keeps its own parameters' state.
+    r.optimizer->load_state_dict(r.zero ? r.zero->local(opt.tensors()) : opt.tensors());
   }
   if (r.optimizer->steps() + r.skipped_steps != r.step)
     throw Error(fmt::format(
@@ -160,6 +172,7 @@ json trainer_state_json(const TrainRun& r) {
         {"data", a.data},
         {"seq_len", a.seq_len},
         {"per_device_train_batch_size", a.per_device_train_batch_size},
+        {"world_size", r.group ? r.group->size() : 1},
         {"gradient_accumulation_steps", a.gradient_accumulation_steps},
         {"seed", int64_t(a.seed)},
         {"bf16", int64_t(a.bf16)},
@@ -185,6 +198,10 @@ json trainer_state_json(const TrainRun& r) {
 
 void save_checkpoint(TrainRun& r) {
   if (r.dry_run || r.a.save_strategy == "no" || r.last_saved == r.step) return;
+  // Note [ZeRO by whole parameters]: every rank sends its share to rank 0, which writes one
+  // process's file.
+  std::map<std::string, Tensor> state =
+      r.zero ? r.zero->consolidated_state_dict() : std::map<std::string, Tensor>{};
   if (!r.writes_outputs()) {  // Note [Data-parallel runs]: rank 0 writes the checkpoint
     r.last_saved = r.step;
     return;
@@ -200,7 +217,7 @@ void save_checkpoint(TrainRun& r) {
     write_file_atomic((d / "config.json").string(),
                       nn::config_to_json(model.config()).dump(2) + "\n");
     save_tokenizer_spec(dir, r.lm.tokenizer_id, r.lm.tokenizer_vocabulary);
-    auto state = r.optimizer->state_dict();
+    if (!r.zero) state = r.optimizer->state_dict();
     io::save_safetensors((d / "optimizer.safetensors").string(),
                          std::vector<std::pair<std::string, Tensor>>(state.begin(), state.end()));
     write_file_atomic((d / "trainer_state.json").string(), trainer_state_json(r).dump(1) + "\n");

@@ -14,8 +14,20 @@ namespace fitgrad::apps {
 
 void setup_dist(TrainRun& r) {
   const auto env = dist::dist_env_from_environment();
-  if (!env) return;
   const TrainArgs& a = r.a;
+  if (!env) {
+    if (a.zero_stage > 0)
+      throw Error(fmt::format(
+          "[train] --zero_stage {} shards across the ranks of a launcher, and this is one process "
+          "(RANK/WORLD_SIZE unset): run it under `fitgrad launch --nproc_per_node N`",
+          a.zero_stage));
+    return;
+  }
+  if (a.zero_stage > 0 && (a.weights_int8 || a.offload_optimizer))
+    throw Error(fmt::format(
+        "[train] --zero_stage {} cannot run with {}: Note [ZeRO by whole parameters]", a.zero_stage,
+        a.weights_int8 ? "--weights_int8 (its scales and zeros would need their own broadcast)"
+                       : "--offload_optimizer (the update runs on the host masters)"));
   if (r.dry_run)
     throw Error(
         "[train] --device meta plans one process; run the dry run without a launcher "
@@ -35,7 +47,7 @@ std::string config_fingerprint(const TrainRun& r) {
       "lr={} betas={},{} eps={} wd={} max_grad_norm={} schedule={} warmup={},{} max_steps={} "
       "epochs={} bf16={} fp16={} tf32={} pure_bf16={} sr={} ckpt={},{} fused={},{},{},{} "
       "offload={},{} lora={},{},{},{},{} quantize={} save={},{} logging={} eval={},{},{} "
-      "ddp={},{} resume={}",
+      "ddp={},{},{} resume={}",
       r.group ? r.group->size() : 1, a.model, a.init, a.data, a.output_dir, a.seq_len,
       r.device.type == DeviceType::cuda ? std::string("cuda") : a.device,
       a.per_device_train_batch_size, a.per_device_eval_batch_size, a.gradient_accumulation_steps,
@@ -46,7 +58,8 @@ std::string config_fingerprint(const TrainRun& r) {
       a.fused_head_loss, a.head_chunk_size, a.tiled_mlp, a.mlp_tiles, a.offload_optimizer,
       a.offload_activations, a.lora_r, a.lora_alpha, a.lora_dropout, a.lora_target, a.use_rslora,
       a.quantize, a.save_steps, a.save_strategy, a.logging_steps, a.eval_steps, a.eval_strategy,
-      a.eval_max_batches, a.ddp_timeout, a.ddp_bucket_cap_mb, a.resume_from_checkpoint);
+      a.eval_max_batches, a.ddp_timeout, a.ddp_bucket_cap_mb, a.zero_stage,
+      a.resume_from_checkpoint);
   for (const auto& [name, p] : r.lm.model->named_parameters())
     s += fmt::format(" {}:{}:{}", name, fmt::join(p.shape(), "x"), dtype_name(p.dtype()));
   return s;
@@ -91,6 +104,14 @@ void start_data_parallel(TrainRun& r) {
   dist::DdpOptions options;
   options.bucket_cap_bytes = r.a.ddp_bucket_cap_mb << 20;
   r.ddp = std::make_unique<dist::GradBuckets>(g, trained, options);
+  if (r.a.zero_stage == 0) return;
+  // Note [ZeRO by whole parameters]
+  r.zero = std::make_unique<dist::ZeroSharding>(g, *r.optimizer, int(r.a.zero_stage));
+  if (r.a.zero_stage == 2) {
+    std::vector<bool> dropped;
+    for (const auto& [name, p] : trained) dropped.push_back(!r.zero->owns(name));
+    r.ddp->drop_after_packing(std::move(dropped));
+  }
 }
 
 double mean_over_ranks(TrainRun& r, double value) {

@@ -36,6 +36,7 @@
 #include "data/token_dataset.h"
 #include "dist/ddp.h"
 #include "dist/process_group.h"
+#include "dist/zero.h"
 #include "nn/lora.h"
 #include "optim/loss_scaler.h"
 #include "optim/offload.h"
@@ -99,6 +100,7 @@ struct TrainRun {
   // gradient buckets; null in one process. Declared before step_fn, which points at ddp.
   std::unique_ptr<dist::ProcessGroup> group;
   std::unique_ptr<dist::GradBuckets> ddp;
+  std::unique_ptr<dist::ZeroSharding> zero;  // --zero_stage 1|2 (dist/zero.h)
   std::unique_ptr<train::TrainStep> step_fn;
   std::optional<MetricsLog> metrics;  // not in a dry run
 

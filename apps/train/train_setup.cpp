@@ -422,7 +422,8 @@ void setup_run(TrainRun& r) {
                               .optimizer_in_backward = a.optim_in_backward,
                               .offload = r.offload.get(),
                               .offload_activations = a.offload_activations,
-                              .ddp = r.ddp.get()});
+                              .ddp = r.ddp.get(),
+                              .zero = r.zero.get()});
 
   std::vector<nlohmann::json> history;
   if (!r.resume_dir.empty()) {

@@ -22,8 +22,9 @@
 // and seed, and the global generator's (seed, offset). The learning rate is a function of
 // the step. The CPU kernels reduce in a fixed order for a fixed thread count, so a resumed
 // run repeats the uninterrupted run's losses bit for bit. A resume must keep --seq_len,
-// --per_device_train_batch_size, --gradient_accumulation_steps, --seed, --bf16 and --tf32
-// (checked).
+// the global batch (--per_device_train_batch_size times the world size of a data-parallel
+// run, which may change: the loader's position counts global batches),
+// --gradient_accumulation_steps, --seed, --bf16 and --tf32 (checked).
 //
 // The output directory also receives metrics.jsonl, loss_curve.svg and, at the end, on an
 // interrupt and on an out-of-memory, the memory record of the run: memory.json (snapshot +

@@ -25,6 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -160,6 +161,120 @@ TEST_P(DdpTrain, AccumulationReducesOnTheLastMicroBatchAndEqualsOneProcess) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, DdpTrain, ::testing::Values(2, 3));
 
+// A ledger category's peak bytes in a memory record.
+int64_t category_peak(const fs::path& record, const std::string& category) {
+  return json::parse(read_text(record))["by_category"][category]["peak"].get<int64_t>();
+}
+
+struct ZeroCase {
+  int stage, world;
+  int64_t accum;
+  std::string optim;
+};
+
+class ZeroTrain : public ::testing::TestWithParam<ZeroCase> {};
+
+// Note [ZeRO by whole parameters]: ZeRO's ranks follow one process with the global batch
+// (the tolerance of Note [DDP tolerance]: the update is the same arithmetic on the same
+// reduced gradient, only run by the parameter's owner; stage 2's norm adds the ranks' sums
+// of squares in another order, a relative 1e-16 change), and their optimizer state adds up
+// to the one process's, each rank within one parameter's state (llama-tiny's largest, the
+// (256, 64) embedding) of 1/N of it.
+TEST_P(ZeroTrain, RanksEqualOneProcessAndShareTheOptimizerState) {
+  const ZeroCase c = GetParam();
+  const fs::path dir = fresh_dir("zero" + std::to_string(c.stage) + "_" + std::to_string(c.world));
+  const fs::path data = write_corpus(dir);
+  const std::string optim = " --optim " + c.optim;
+  ASSERT_EQ(shell(kCli + " train " + train_flags(data, 2 * c.world, c.accum, 4) + optim +
+                  " --output_dir " + (dir / "single").string() + " > " +
+                  (dir / "single.log").string() + " 2>&1"),
+            0)
+      << read_text(dir / "single.log");
+  ASSERT_EQ(shell(kCli + " launch --nproc_per_node " + std::to_string(c.world) + " train " +
+                  train_flags(data, 2, c.accum, 4) + optim + " --zero_stage " +
+                  std::to_string(c.stage) + " --output_dir " + (dir / "zero").string() + " > " +
+                  (dir / "zero.log").string() + " 2>&1"),
+            0)
+      << read_text(dir / "zero.log");
+  expect_same_trajectory(dir / "single", dir / "zero", 4);
+  const int64_t whole = category_peak(dir / "single" / "memory.json", "optimizer_state");
+  // One parameter's state at most: the (256, 64) embedding's two moments, or its factors.
+  const int64_t largest = c.optim == "adafactor" ? 4 * (256 + 64) : 2 * 4 * 256 * 64;
+  int64_t sum = 0;
+  for (int k = 0; k < c.world; ++k) {
+    const int64_t mine = category_peak(dir / "zero" / ("memory.rank" + std::to_string(k) + ".json"),
+                                       "optimizer_state");
+    EXPECT_LE(mine, whole / c.world + largest) << "rank " << k;
+    EXPECT_GE(mine, whole / c.world - largest) << "rank " << k;
+    sum += mine;
+  }
+  EXPECT_EQ(sum, whole);
+  // The checkpoint is one process's: the same tensor names and sizes as the single run's.
+  EXPECT_EQ(fs::file_size(dir / "zero" / "checkpoint-4" / "optimizer.safetensors"),
+            fs::file_size(dir / "single" / "checkpoint-4" / "optimizer.safetensors"));
+  fs::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, ZeroTrain,
+                         ::testing::Values(ZeroCase{1, 2, 1, "adamw_torch"},
+                                           ZeroCase{2, 3, 2, "adamw_torch"},
+                                           ZeroCase{2, 2, 1, "adafactor"}),
+                         [](const auto& info) {
+                           return "stage" + std::to_string(info.param.stage) + "_ranks" +
+                                  std::to_string(info.param.world) + "_" + info.param.optim;
+                         });
+
+// Checkpoints are rank-independent: a ZeRO-1 run of 2 ranks x 3 rows saves at step 2; a job
+// of 3 ranks x 2 rows (the same global batch) resumed from that checkpoint trains steps 3 and
+// 4 as the uninterrupted 2-rank run did (Note [DDP tolerance]).
+TEST(ZeroResume, ACheckpointOfTwoRanksResumesOnThree) {
+  const fs::path dir = fresh_dir("zero_resume");
+  const fs::path data = write_corpus(dir);
+  const std::string common = " --zero_stage 1 --save_steps 2";
+  ASSERT_EQ(shell(kCli + " launch --nproc_per_node 2 train " + train_flags(data, 3, 1, 4) + common +
+                  " --output_dir " + (dir / "whole").string() + " > " +
+                  (dir / "whole.log").string() + " 2>&1"),
+            0)
+      << read_text(dir / "whole.log");
+  ASSERT_EQ(shell(kCli + " launch --nproc_per_node 3 train " + train_flags(data, 2, 1, 4) + common +
+                  " --output_dir " + (dir / "resumed").string() + " --resume_from_checkpoint " +
+                  (dir / "whole" / "checkpoint-2").string() + " > " +
+                  (dir / "resumed.log").string() + " 2>&1"),
+            0)
+      << read_text(dir / "resumed.log");
+  expect_same_trajectory(dir / "whole", dir / "resumed", 4);
+  // Another global batch is refused, naming both.
+  EXPECT_NE(shell(kCli + " launch --nproc_per_node 3 train " + train_flags(data, 3, 1, 4) + common +
+                  " --output_dir " + (dir / "other").string() + " --resume_from_checkpoint " +
+                  (dir / "whole" / "checkpoint-2").string() + " > " + (dir / "other.log").string() +
+                  " 2>&1"),
+            0);
+  EXPECT_NE(read_text(dir / "other.log")
+                .find("the global batch was 6 there (2 rank(s) x --per_device_train_batch_size 3) "
+                      "and is 9 now (3 x 3)"),
+            std::string::npos)
+      << read_text(dir / "other.log");
+  fs::remove_all(dir);
+}
+
+TEST(ZeroFaults, OneProcessAndInt8WeightsAreRefused) {
+  const fs::path dir = fresh_dir("zero_refused");
+  const fs::path data = write_corpus(dir);
+  EXPECT_EQ(shell(kCli + " train " + train_flags(data, 2, 1, 2) + " --zero_stage 1 --output_dir " +
+                  (dir / "one").string() + " > " + (dir / "one.log").string() + " 2>&1"),
+            1);
+  EXPECT_NE(read_text(dir / "one.log").find("--zero_stage 1 shards across the ranks of a launcher"),
+            std::string::npos)
+      << read_text(dir / "one.log");
+  EXPECT_NE(shell(kCli + " launch --nproc_per_node 2 train " + train_flags(data, 2, 1, 2) +
+                  " --zero_stage 2 --weights_int8 --output_dir " + (dir / "int8").string() + " > " +
+                  (dir / "int8.log").string() + " 2>&1"),
+            0);
+  EXPECT_NE(read_text(dir / "int8.log").find("cannot run with --weights_int8"), std::string::npos)
+      << read_text(dir / "int8.log");
+  fs::remove_all(dir);
+}
+
 // Starts `fitgrad train` as rank `rank` of `world` with the launcher's variables set by hand
 // (another launcher's way), its output into `log`.
 pid_t start_rank(int rank, int world, const fs::path& store, const std::string& flags,
@@ -246,15 +361,24 @@ TEST(DdpFaults, RanksWithDifferentFlagsAreRefusedAtStart) {
 
 TEST(Launch, SetsTorchrunsVariablesForEveryRank) {
   const fs::path dir = fresh_dir("launch_env");
-  ASSERT_EQ(shell(kCli +
+  ASSERT_EQ(shell("env -u OMP_NUM_THREADS " + kCli +
                   " launch --nproc_per_node 3 --master_port 29517 sh -c 'echo "
                   "$RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $MASTER_ADDR $MASTER_PORT "
-                  "${FITGRAD_STORE%%:*} > " +
+                  "${FITGRAD_STORE%%:*} $OMP_NUM_THREADS > " +
                   dir.string() + "/$RANK'"),
             0);
+  // Note [The launcher]: each rank's share of the cores.
+  const unsigned share = std::max(1u, std::max(1u, std::thread::hardware_concurrency()) / 3);
   for (int k = 0; k < 3; ++k)
-    EXPECT_EQ(read_text(dir / std::to_string(k)),
-              std::to_string(k) + " " + std::to_string(k) + " 3 3 127.0.0.1 29517 file\n");
+    EXPECT_EQ(read_text(dir / std::to_string(k)), std::to_string(k) + " " + std::to_string(k) +
+                                                      " 3 3 127.0.0.1 29517 file " +
+                                                      std::to_string(share) + "\n");
+  // A budget the user set is kept.
+  ASSERT_EQ(shell("OMP_NUM_THREADS=5 " + kCli +
+                  " launch --nproc_per_node 2 sh -c 'echo $OMP_NUM_THREADS > " + dir.string() +
+                  "/omp$RANK'"),
+            0);
+  EXPECT_EQ(read_text(dir / "omp1"), "5\n");
   fs::remove_all(dir);
 }
 

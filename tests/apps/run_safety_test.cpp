@@ -348,6 +348,7 @@ TEST(RunSafetySweep, EveryNumericFlagHasARange) {
       {"adam_beta2", {"0"}},
       {"ddp_timeout", {}},
       {"ddp_bucket_cap_mb", {}},
+      {"zero_stage", {"0"}},
   };
   for (const auto& [flag, ok] : accepts)
     for (const std::string& v : values) {

@@ -102,6 +102,56 @@ TEST(PerParamStep, MisuseIsAnError) {
   opt.end_step();
   EXPECT_EQ(opt.steps(), 1);
   EXPECT_THAT(testing::error_of([&] { opt.end_step(); }), HasSubstr("end_step without begin_step"));
+  EXPECT_THAT(testing::error_of([&] { opt.skip_param(0); }), HasSubstr("outside begin_step"));
+}
+
+// Note [Sharded steps]: two "ranks" that each update one of two bf16 parameters with
+// stochastic rounding and skip the other end with exactly one process's parameters, state
+// and rounding stream, for two steps; the skipping rank allocates no state for the other.
+TEST(PerParamStep, SkippedParametersKeepTheRoundingStream) {
+  auto make = [] {
+    std::vector<std::pair<std::string, Tensor>> ps = {
+        {"a", testing::random_tensor({5, 7}, 1).to(DType::bf16)},
+        {"b", testing::random_tensor({300}, 2).to(DType::bf16)}};
+    for (auto& [name, t] : ps) ag::set_requires_grad(t);
+    return ps;
+  };
+  auto grads = [](const std::vector<std::pair<std::string, Tensor>>& ps, int step) {
+    uint64_t seed = 100 + 10 * uint64_t(step);
+    for (const auto& [name, p] : ps)
+      ag::ensure_meta(p).grad = testing::random_tensor(p.shape(), seed++).to(DType::bf16);
+  };
+  const auto one = make(), first = make(), second = make();
+  AdamW whole({{one, 0.1}}, AdamWOptions{}), rank0({{first, 0.1}}, AdamWOptions{}),
+      rank1({{second, 0.1}}, AdamWOptions{});
+  for (AdamW* o : {&whole, &rank0, &rank1}) o->set_stochastic_rounding(7);
+  for (int step = 0; step < 2; ++step) {
+    grads(one, step);
+    grads(first, step);
+    grads(second, step);
+    whole.step();
+    rank0.begin_step();
+    rank0.step_param(0);
+    rank0.skip_param(1);
+    rank0.end_step();
+    rank1.begin_step();
+    rank1.skip_param(0);
+    rank1.step_param(1);
+    rank1.end_step();
+  }
+  EXPECT_EQ(to_f64(first[0].second), to_f64(one[0].second));
+  EXPECT_EQ(to_f64(second[1].second), to_f64(one[1].second));
+  EXPECT_NE(to_f64(first[1].second), to_f64(one[1].second));  // not vacuous: b moved
+  const auto w = whole.state_dict(), s0 = rank0.state_dict(), s1 = rank1.state_dict();
+  for (const auto* s : {&s0, &s1}) {
+    EXPECT_EQ(s->at("stochastic_rounding.offset").item(),
+              w.at("stochastic_rounding.offset").item());
+    EXPECT_EQ(s->at("step").item(), 2);
+  }
+  EXPECT_EQ(to_f64(s0.at("a.exp_avg")), to_f64(w.at("a.exp_avg")));
+  EXPECT_EQ(to_f64(s1.at("b.exp_avg_sq")), to_f64(w.at("b.exp_avg_sq")));
+  EXPECT_FALSE(s0.count("b.exp_avg"));
+  EXPECT_FALSE(s1.count("a.exp_avg"));
 }
 
 }  // namespace
