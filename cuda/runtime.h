@@ -6,6 +6,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "tensor/error.h"
@@ -37,6 +39,27 @@ class DeviceGuard {
  private:
   int previous_ = -1;
 };
+
+// One library handle per device for the process's lifetime (cuBLASLt's, cuSOLVER's): the
+// first call for `device` makes it with create(&handle), which throws on failure (and the
+// next call tries again); later calls return it. Each call site's `create` is its own
+// lambda type, so each kind of handle has its own table.
+template <class Handle, class Create>
+Handle per_device_handle(int device, Create create) {
+  static std::mutex mutex;
+  static std::map<int, Handle> handles;
+  std::lock_guard lock(mutex);
+  auto [it, fresh] = handles.try_emplace(device, Handle{});
+  if (fresh) {
+    try {
+      create(&it->second);
+    } catch (...) {
+      handles.erase(it);
+      throw;
+    }
+  }
+  return it->second;
+}
 
 }  // namespace fitgrad::cuda
 

@@ -13,9 +13,6 @@
 // length n is then per row of that result, which is what CUBLASLT_EPILOGUE_BIAS adds.
 #include <cublasLt.h>
 
-#include <map>
-#include <mutex>
-
 #include "cuda/ops/op_launch.h"
 #include "tensor/backend/cuda_launch.h"
 #include "tensor/backend/kernel_args.h"
@@ -36,18 +33,8 @@ namespace {
 
 // One cuBLASLt handle per device, for the process's lifetime.
 cublasLtHandle_t handle_of(int device) {
-  static std::mutex mutex;
-  static std::map<int, cublasLtHandle_t> handles;
-  std::lock_guard lock(mutex);
-  auto [it, fresh] = handles.try_emplace(device, nullptr);
-  if (fresh) {
-    const cublasStatus_t status = cublasLtCreate(&it->second);
-    if (status != CUBLAS_STATUS_SUCCESS) {
-      handles.erase(it);
-      throw_cublas(status, "cublasLtCreate");
-    }
-  }
-  return it->second;
+  return per_device_handle<cublasLtHandle_t>(
+      device, [](cublasLtHandle_t* h) { FG_CUBLAS_CHECK(cublasLtCreate(h)); });
 }
 
 cudaDataType_t data_type(DType dtype) {

@@ -32,9 +32,6 @@
 // (tests/tensor/backend/backend_ops_test.cpp) compares it with the cpu kernel where a GPU is.
 #include <cusolverDn.h>
 
-#include <map>
-#include <mutex>
-
 #include "cuda/copy.h"
 #include "cuda/kernels/svd_launch.h"
 #include "cuda/ops/op_launch.h"
@@ -55,20 +52,10 @@ namespace {
                               int(fg_status_)));                                 \
   } while (0)
 
+// One cuSOLVER handle per device, for the process's lifetime.
 cusolverDnHandle_t handle_of(int device) {
-  static std::mutex mutex;
-  static std::map<int, cusolverDnHandle_t> handles;
-  std::lock_guard lock(mutex);
-  auto [it, fresh] = handles.try_emplace(device, nullptr);
-  if (fresh) {
-    const cusolverStatus_t status = cusolverDnCreate(&it->second);
-    if (status != CUSOLVER_STATUS_SUCCESS) {
-      handles.erase(it);
-      throw Error(
-          fmt::format("[svd_basis] cusolverDnCreate failed: cuSOLVER status {}", int(status)));
-    }
-  }
-  return it->second;
+  return per_device_handle<cusolverDnHandle_t>(
+      device, [](cusolverDnHandle_t* h) { FG_CUSOLVER_CHECK(cusolverDnCreate(h)); });
 }
 
 void svd_basis(const backend::SvdBasisArgs& a) {
