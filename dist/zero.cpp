@@ -7,6 +7,7 @@
 #include <cstring>
 #include <numeric>
 #include <set>
+#include <vector>
 
 #include "autograd/grad_mode.h"
 #include "optim/state_spec.h"
@@ -45,24 +46,40 @@ ZeroSharding::ZeroSharding(ProcessGroup& group, optim::Optimizer& optimizer, int
 bool ZeroSharding::owns(const std::string& name) const { return owns(optimizer_.index_of(name)); }
 
 void ZeroSharding::reduce_norm(const Tensor& sum_sq) const {
-  if (stage_ < 2 || !sum_sq.device().has_bytes()) return;
-  // The double's bits travel as an i64, and the sums are added here in rank order, so every
-  // rank gets the same total.
-  const double mine = ops::read_double(sum_sq);
-  Tensor bits = Tensor::empty({1}, DType::i64, Device::cpu());
-  std::memcpy(bits.data<int64_t>(), &mine, sizeof(mine));
-  Tensor all;  // (world) i64
+  if (stage_ < 2) return;
+  // The double's bits travel as one i64 per rank, and the sums are added here in rank order,
+  // so every rank gets the same total. Both buffers are on sum_sq's device, meta included, so
+  // a plan makes the run's allocations (Note [Planning one rank] in dist/meta_group.h); on
+  // the cpu the values are read and written in place, with no host copies in the ledger.
+  const Device device = sum_sq.device();
+  Tensor mine, all;  // (1), (world) i64
   {
     const MemoryContextScope scope({Category::collective, intern_label("zero.norm")});
-    all = Tensor::empty({group_.size()}, DType::i64, sum_sq.device());
-    group_.all_gather(bits.to(sum_sq.device()), all);
+    mine = Tensor::empty({1}, DType::i64, device);
+    all = Tensor::empty({group_.size()}, DType::i64, device);
   }
+  const bool cpu = device == Device::cpu();
+  if (device.has_bytes()) {
+    const double local = cpu ? ops::doubles_in(sum_sq)[0] : ops::read_double(sum_sq);
+    int64_t bits = 0;
+    std::memcpy(&bits, &local, sizeof(bits));
+    if (cpu)
+      mine.data<int64_t>()[0] = bits;
+    else
+      mine.copy_(Tensor::from_vector(std::vector<int64_t>{bits}, {1}, DType::i64));
+  }
+  group_.all_gather(mine, all);
+  if (!device.has_bytes()) return;
   const Tensor host = all.to(Device::cpu());
   double total = 0;
   for (int k = 0; k < group_.size(); ++k) {
     double v = 0;
     std::memcpy(&v, host.data<int64_t>() + k, sizeof(v));
     total += v;
+  }
+  if (cpu) {
+    ops::doubles_in(sum_sq)[0] = total;
+    return;
   }
   Tensor out = ops::zero_doubles(1, Device::cpu());
   ops::doubles_in(out)[0] = total;

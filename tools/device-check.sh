@@ -4,7 +4,8 @@
 # that tools/device-prepare.sh built here and, each step capped in time:
 #   tests     the CUDA tests with CUDA_LAUNCH_BLOCKING=1: the cross-backend op harness, the
 #             multi-tile attention cases, the device error records, stream-ordered reuse,
-#             pinned loader batches, the training tests on cuda:0 and the host-read count;
+#             pinned loader batches, the training tests on cuda:0, the host-read count and a
+#             one-rank NCCL group;
 #   bench     bench/cuda_bench (GEMMs, flash attention) and tools/device/torch_reference.py,
 #             PyTorch's same rows on the same card;
 #   train     GPT-2 124M (T 1024, bf16, AdamW) with `fitgrad train`, and `fitgrad memplan` of
@@ -137,7 +138,7 @@ fi
 
 if step binaries 20 "${fg[@]}" "$pack/bin/fitgrad" --help; then
   # 1. The CUDA tests, each launch synchronous so that a fault names its kernel.
-  tests='*BackendOps.*:CudaMultiTile/*:*CudaErrorFlags.*:*StreamReuse.*:*Loader.PinnedBatchesReachTheDevice:*CudaTrain.*:*HostReads.*'
+  tests='*BackendOps.*:CudaMultiTile/*:*CudaErrorFlags.*:*StreamReuse.*:*Loader.PinnedBatchesReachTheDevice:*CudaTrain.*:*HostReads.*:NcclGroup.*'
   if CUDA_LAUNCH_BLOCKING=1 step tests 150 "${fg[@]}" "$pack/bin/fitgrad_tests" \
     --gtest_filter="$tests" && ! grep -qE '^\[==========\] [1-9][0-9]* tests? from' "$out/tests.txt"; then
     echo "step tests: the filter matched no test" >>"$status"

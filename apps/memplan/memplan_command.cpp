@@ -196,6 +196,9 @@ int run_memplan(const MemplanArgs& m, std::ostream& out, std::ostream& err) {
   if (m.batch_limit < 1 || m.batch_limit > (int64_t(1) << 20))
     throw Error(
         fmt::format("[memplan] --batch_limit must be in [1, 1048576], got {}", m.batch_limit));
+  if (m.train.plan_rank >= m.train.plan_world_size)
+    throw Error(fmt::format("[memplan] --rank {} of --world_size {}: the rank must be below it",
+                            m.train.plan_rank, m.train.plan_world_size));
   if (!m.train.output_dir.empty() && (m.fit || m.max_seq_len || m.max_batch_size))
     throw Error(
         "[memplan] --output_dir keeps the memory record of one plan; --fit, --max_seq_len and "
@@ -207,6 +210,10 @@ int run_memplan(const MemplanArgs& m, std::ostream& out, std::ostream& err) {
   planned.data.clear();  // a plan reads no data (plan_training), so --max_steps is its count
   validate(planned);     // Note [One validation]
   out << fmt::format("target: {}\n", target.name);
+  if (m.train.plan_world_size > 1)  // Note [Planning one rank] in dist/meta_group.h
+    out << fmt::format("planned: rank {} of {} ({})\n", m.train.plan_rank, m.train.plan_world_size,
+                       m.train.zero_stage > 0 ? fmt::format("ZeRO stage {}", m.train.zero_stage)
+                                              : std::string("DDP"));
   if (m.fit) return run_fit(m, target, out, err);
   if (m.max_seq_len) return run_largest(m, Knob::seq_len, target, out, err);
   if (m.max_batch_size) return run_largest(m, Knob::batch_size, target, out, err);
@@ -238,6 +245,14 @@ void add_memplan_command(CLI::App& app) {
   cmd->add_flag("--max_batch_size", m->max_batch_size,
                 "Find the largest --per_device_train_batch_size that fits (bisection)");
   cmd->add_option("--batch_limit", m->batch_limit, "With --max_batch_size: search up to this batch")
+      ->capture_default_str();
+  cmd->add_option("--world_size", m->train.plan_world_size,
+                  "Plan one rank of a data-parallel job of this many ranks: DDP's buckets, and "
+                  "with --zero_stage the rank's share of the state and gradients")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20))
+      ->capture_default_str();
+  cmd->add_option("--rank", m->train.plan_rank, "With --world_size: the rank planned")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 20))
       ->capture_default_str();
   cmd->add_flag("--verbose", m->verbose, "Also print the planned run's own summary lines");
   cmd->add_flag("--overwrite", m->overwrite,

@@ -133,6 +133,11 @@ struct TrainArgs {
   // Not a flag: the device a dry run on meta plans for (memplan's --device: cpu or cuda), so
   // that validate() refuses a plan exactly when it refuses the run (Note [One validation]).
   std::string planned_device;
+  // memplan's --world_size and --rank (not train flags): a dry run plans rank plan_rank of a
+  // data-parallel job of plan_world_size ranks (Note [Planning one rank] in
+  // dist/meta_group.h).
+  int64_t plan_world_size = 1;
+  int64_t plan_rank = 0;
 };
 
 // Registers every option on `cmd` (the `train` subcommand), bound to `args`.

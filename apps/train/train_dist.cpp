@@ -7,36 +7,49 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/variable.h"
+#include "dist/meta_group.h"
 #include "dist/rendezvous.h"
 #include "tensor/error.h"
 
 namespace fitgrad::apps {
 
-void setup_dist(TrainRun& r) {
-  const auto env = dist::dist_env_from_environment();
-  const TrainArgs& a = r.a;
-  if (!env) {
-    if (a.zero_stage > 0)
-      throw Error(fmt::format(
-          "[train] --zero_stage {} shards across the ranks of a launcher, and this is one process "
-          "(RANK/WORLD_SIZE unset): run it under `fitgrad launch --nproc_per_node N`",
-          a.zero_stage));
-    return;
-  }
+namespace {
+
+// What data parallelism refuses, in a job and in the plan of one of its ranks alike.
+void check_data_parallel_flags(const TrainArgs& a) {
+  if (a.optim_in_backward)
+    throw Error(
+        "[train] --optim_in_backward cannot run data-parallel: a gradient is final only once "
+        "its bucket is averaged across the ranks");
   if (a.zero_stage > 0 && (a.weights_int8 || a.offload_optimizer))
     throw Error(fmt::format(
         "[train] --zero_stage {} cannot run with {}: Note [ZeRO by whole parameters]", a.zero_stage,
         a.weights_int8 ? "--weights_int8 (its scales and zeros would need their own broadcast)"
                        : "--offload_optimizer (the update runs on the host masters)"));
-  if (r.dry_run)
+}
+
+}  // namespace
+
+void setup_dist(TrainRun& r) {
+  const auto env = dist::dist_env_from_environment();
+  const TrainArgs& a = r.a;
+  if (env && r.dry_run)
     throw Error(
         "[train] --device meta plans one process; run the dry run without a launcher "
-        "(RANK/WORLD_SIZE unset)");
-  if (a.optim_in_backward)
-    throw Error(
-        "[train] --optim_in_backward cannot run under a launcher: a gradient is final only "
-        "once its bucket is averaged across the ranks");
-  r.group = dist::make_process_group(*env, r.device, std::chrono::seconds(a.ddp_timeout));
+        "(RANK/WORLD_SIZE unset), and plan a rank with `fitgrad memplan --world_size N --rank K`");
+  if (!env && !(r.dry_run && a.plan_world_size > 1)) {
+    if (a.zero_stage > 0)
+      throw Error(fmt::format(
+          "[train] --zero_stage {} shards across the ranks of a launcher, and this is one process "
+          "(RANK/WORLD_SIZE unset): run it under `fitgrad launch --nproc_per_node N` (or plan "
+          "a rank with `fitgrad memplan --world_size N`)",
+          a.zero_stage));
+    return;
+  }
+  check_data_parallel_flags(a);
+  r.group = env ? dist::make_process_group(*env, r.device, std::chrono::seconds(a.ddp_timeout))
+                // Note [Planning one rank]
+                : dist::make_meta_group(int(a.plan_rank), int(a.plan_world_size));
 }
 
 std::string config_fingerprint(const TrainRun& r) {

@@ -68,8 +68,9 @@ struct TrainRun {
   // The elements of the parameters the optimizer updates (all of them, or the adapters).
   int64_t optimized_parameters() const;
   std::string loss_curve_title() const;
-  // Whether this process writes the run's files: one process, or rank 0 of a job.
-  bool writes_outputs() const { return !group || group->rank() == 0; }
+  // Whether this process writes the run's files: one process, rank 0 of a job, or the plan
+  // of any one rank (Note [Planning one rank] in dist/meta_group.h).
+  bool writes_outputs() const { return !group || group->rank() == 0 || dry_run; }
 
   const TrainArgs& a;
   std::ostream& out;

@@ -30,6 +30,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -254,6 +255,58 @@ TEST(ZeroResume, ACheckpointOfTwoRanksResumesOnThree) {
                       "and is 9 now (3 x 3)"),
             std::string::npos)
       << read_text(dir / "other.log");
+  fs::remove_all(dir);
+}
+
+// Note [Planning one rank]: `memplan --world_size 2 --rank k` plans what rank k of the real
+// 2-rank job holds: the same peak, and the same peak per category (its share of the optimizer
+// state, its gradients, DDP's buckets), for DDP and both ZeRO stages. The ranks' planned
+// optimizer state adds up to one process's plan. Both run one thread per rank, as the
+// launcher gives 2 ranks on 2 cores (flash attention's workspace rows follow the threads).
+TEST(ZeroPlan, EachRanksPlanEqualsItsLedger) {
+  const fs::path dir = fresh_dir("zero_plan");
+  const fs::path data = write_corpus(dir);
+  auto peaks = [](const fs::path& record) {
+    const json j = json::parse(read_text(record));
+    std::map<std::string, int64_t> out{{"all", j["peak"]["allocated"].get<int64_t>()}};
+    for (const char* c : {"parameter", "gradient", "optimizer_state", "collective", "activation"})
+      out[c] = j["by_category"][c]["peak"].get<int64_t>();
+    return out;
+  };
+  for (int stage : {0, 1, 2}) {
+    const std::string flags =
+        train_flags(data, 2, 1, 3) + " --save_strategy no --zero_stage " + std::to_string(stage);
+    const fs::path job = dir / ("job" + std::to_string(stage));
+    ASSERT_EQ(shell("OMP_NUM_THREADS=1 " + kCli + " launch --nproc_per_node 2 train " + flags +
+                    " --output_dir " + job.string() + " > " + job.string() + ".log 2>&1"),
+              0)
+        << read_text(job.string() + ".log");
+    int64_t state = 0;
+    for (int k = 0; k < 2; ++k) {
+      const fs::path plan = dir / ("plan" + std::to_string(stage) + "_" + std::to_string(k));
+      ASSERT_EQ(shell("OMP_NUM_THREADS=1 " + kCli + " memplan --device cpu " + flags +
+                      " --world_size 2 --rank " + std::to_string(k) + " --output_dir " +
+                      plan.string() + " > " + plan.string() + ".log 2>&1"),
+                0)
+          << read_text(plan.string() + ".log");
+      EXPECT_NE(
+          read_text(plan.string() + ".log").find("planned: rank " + std::to_string(k) + " of 2"),
+          std::string::npos);
+      const auto planned = peaks(plan / "memory.json");
+      EXPECT_EQ(planned, peaks(job / ("memory.rank" + std::to_string(k) + ".json")))
+          << "stage " << stage << " rank " << k;
+      EXPECT_GT(planned.at("collective"), 0);  // DDP's buckets
+      state += planned.at("optimizer_state");
+    }
+    const fs::path one = dir / ("one" + std::to_string(stage));
+    ASSERT_EQ(
+        shell("OMP_NUM_THREADS=1 " + kCli + " memplan --device cpu " + train_flags(data, 2, 1, 3) +
+              " --output_dir " + one.string() + " > " + one.string() + ".log 2>&1"),
+        0)
+        << read_text(one.string() + ".log");
+    const int64_t whole = peaks(one / "memory.json").at("optimizer_state");
+    EXPECT_EQ(state, stage == 0 ? 2 * whole : whole) << "stage " << stage;
+  }
   fs::remove_all(dir);
 }
 
