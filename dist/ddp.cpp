@@ -61,7 +61,7 @@ void GradBuckets::arm() {
   shared_->armed = true;
   shared_->ready.assign(params_.size(), false);
   for (Bucket& b : buckets_) b.pending = b.params.size();
-  next_ = 0;
+  next_ = retired_ = 0;
 }
 
 void GradBuckets::disarm() {
@@ -87,7 +87,11 @@ void GradBuckets::ready(size_t param) {
 }
 
 void GradBuckets::launch_ready() {
-  while (next_ < buckets_.size() && buckets_[next_].pending == 0) launch(next_++);
+  while (next_ < buckets_.size() && buckets_[next_].pending == 0) {
+    launch(next_++);
+    // Note [DDP buckets]: at most kBucketsInFlight buffers live at once.
+    while (next_ - retired_ > kBucketsInFlight) retire(retired_++);
+  }
 }
 
 void GradBuckets::launch(size_t index) {
@@ -112,27 +116,30 @@ void GradBuckets::launch(size_t index) {
   b.work = group_.all_reduce_async(b.flat, ReduceOp::avg);
 }
 
+void GradBuckets::retire(size_t index) {
+  autograd::NoGradGuard no_grad;
+  Bucket& b = buckets_[index];
+  b.work->wait();
+  for (size_t j = 0; j < b.params.size(); ++j) {
+    if (dropped_[b.params[j]]) continue;
+    const Tensor& p = params_[b.params[j]];
+    const Tensor reduced = b.flat.narrow(0, b.offsets[j], p.numel()).reshape(p.shape());
+    Tensor g = autograd::grad(p);
+    if (g.defined()) {
+      g.copy_(reduced);
+    } else {
+      const MemoryContextScope scope({Category::gradient, intern_label("ddp.grad")});
+      autograd::set_grad(p, reduced.clone());
+    }
+  }
+  b.flat = Tensor();
+  b.work.reset();
+}
+
 void GradBuckets::finish() {
   FG_CHECK(shared_->armed, "[ddp] finish() without arm()");
   for (; next_ < buckets_.size(); ++next_) launch(next_);
-  autograd::NoGradGuard no_grad;
-  for (Bucket& b : buckets_) {
-    b.work->wait();
-    for (size_t j = 0; j < b.params.size(); ++j) {
-      if (dropped_[b.params[j]]) continue;
-      const Tensor& p = params_[b.params[j]];
-      const Tensor reduced = b.flat.narrow(0, b.offsets[j], p.numel()).reshape(p.shape());
-      Tensor g = autograd::grad(p);
-      if (g.defined()) {
-        g.copy_(reduced);
-      } else {
-        const MemoryContextScope scope({Category::gradient, intern_label("ddp.grad")});
-        autograd::set_grad(p, reduced.clone());
-      }
-    }
-    b.flat = Tensor();
-    b.work.reset();
-  }
+  for (; retired_ < buckets_.size(); ++retired_) retire(retired_);
   shared_->armed = false;
 }
 

@@ -11,10 +11,13 @@
 // a flat buffer (Category::collective, "ddp.bucket.<i>") and its all-reduce (avg) starts on
 // the group's worker, overlapping the rest of the backward. Buckets start strictly in index
 // order, the same order on every rank (a ready bucket waits for the ones before it), so the
-// ranks' collectives pair up. finish() starts what is left (a parameter this backward did
-// not reach contributes zeros), waits for every bucket, and copies the averages back into
-// the gradients: the optimizer, the clipping and the loss scaler then see the reduced
-// gradients, equal on every rank.
+// ranks' collectives pair up. At most kBucketsInFlight (2) buffers live at once: starting a
+// third waits for the oldest and copies its averages back into the gradients, whose values
+// are final, and frees it; so the collective buffers hold two buckets, not a second copy of
+// every gradient (PyTorch avoids the copy altogether by making the gradients views of the
+// bucket buffers). finish() starts what is left (a parameter this backward did not reach
+// contributes zeros) and retires every bucket in order: the optimizer, the clipping and the
+// loss scaler then see the reduced gradients, equal on every rank.
 //
 // Averaging makes N ranks with micro-batches of B rows the same step as one process with N·B
 // rows: each rank's loss is the mean over its B·T tokens, and the mean of N such means is the
@@ -32,6 +35,9 @@
 #include "tensor/tensor.h"
 
 namespace fitgrad::dist {
+
+// Buckets whose all-reduce may be in flight at once (Note [DDP buckets]).
+inline constexpr size_t kBucketsInFlight = 2;
 
 struct DdpOptions {
   int64_t bucket_cap_bytes = int64_t(25) << 20;
@@ -77,13 +83,17 @@ class GradBuckets {
   void ready(size_t param);
   void launch_ready();
   void launch(size_t b);
+  // Waits for bucket b's all-reduce, copies its averages into the gradients (not the
+  // dropped ones) and frees its buffer.
+  void retire(size_t b);
 
   ProcessGroup& group_;
   std::vector<Tensor> params_;
   std::vector<size_t> bucket_of_;
   std::vector<bool> dropped_;  // by parameter: ZeRO stage 2 drops its gradient
   std::vector<Bucket> buckets_;
-  size_t next_ = 0;  // the next bucket to launch
+  size_t next_ = 0;     // the next bucket to launch
+  size_t retired_ = 0;  // the next bucket to wait for and copy back
   std::shared_ptr<Shared> shared_;
 };
 

@@ -354,16 +354,22 @@ class GlooGroup final : public ProcessGroup {
   }
 
   std::shared_ptr<Work> enqueue(const char* op, std::string what, std::function<void()> fn) {
-    std::packaged_task<void()> task([this, op, what = std::move(what), fn = std::move(fn)] {
-      try {
-        fn();
-      } catch (const Error&) {
-        throw;
-      } catch (const std::exception& e) {
-        mark_failed();
-        throw Error(explain(op, what, e.what()));
-      }
-    });
+    // The collective's closure, and the tensors it holds, die on the worker before the Work
+    // is done: when wait() returns, a buffer the caller dropped is back in the allocator, so
+    // the ledger's events do not depend on the worker's timing (a plan makes them on meta
+    // in program order, Note [Planning one rank] in dist/meta_group.h).
+    std::packaged_task<void()> task(
+        [this, op, what = std::move(what), fn = std::move(fn)]() mutable {
+          const std::function<void()> run = std::move(fn);
+          try {
+            run();
+          } catch (const Error&) {
+            throw;
+          } catch (const std::exception& e) {
+            mark_failed();
+            throw Error(explain(op, what, e.what()));
+          }
+        });
     auto work = std::make_shared<Task>(task.get_future());
     {
       std::lock_guard lock(mutex_);
