@@ -7,9 +7,10 @@
 # threads; what a rank adds is its share of the gradient all-reduce (the whole gradient in
 # buckets over loopback, Note [DDP buckets] in dist/ddp.h), overlapped with the backward
 # where the buckets allow, and ZeRO's parameter broadcasts. The ratio DDP / single is the
-# price of data parallelism here: 1.00 would be full overlap at no cost. On one host with N
-# ranks sharing the memory bandwidth the ratio also holds the ranks' contention, which a
-# multi-host job would not have.
+# price of data parallelism here: 1.00 would be full overlap at no cost. On one host the N
+# ranks also share the caches and the memory bandwidth, which a multi-host job would not: the
+# row of N independent processes run at once measures that share alone. Gloo adds the
+# gradients on its worker thread, on the same cores as the backward.
 #
 # Usage: bench/ddp_overlap.sh [BUILD_DIR]
 #   NPROC=2 STEPS=12 MODEL=bench/quality_model.json BATCH=4 SEQ=128 WORK=/tmp/fitgrad-ddp-bench
@@ -58,6 +59,19 @@ echo "| arm | s/step | vs one process |"
 echo "|---|---|---|"
 single=
 run "one process, $threads thread(s)" env OMP_NUM_THREADS="$threads" "$build/fitgrad" train "${common[@]}"
+# N independent processes at once, no communication: what the ranks' sharing of the cores'
+# caches and memory bandwidth costs alone, the floor of the DDP rows on one host.
+contended=()
+for ((k = 0; k < nproc; ++k)); do
+  env OMP_NUM_THREADS="$threads" "$build/fitgrad" train "${common[@]}" --seed $((k + 1)) \
+    --output_dir "$work/alone$k" >"$work/alone$k.log" 2>&1 &
+  contended+=($!)
+done
+for pid in "${contended[@]}"; do wait "$pid"; done
+s=$(for ((k = 0; k < nproc; ++k)); do seconds_per_step "$work/alone$k/metrics.jsonl"; done |
+  awk '{ t += $1 } END { print t / NR }')
+printf '| %s | %.3f | %.2f |\n' "$nproc processes at once, no communication" "$s" \
+  "$(awk -v a="$s" -v b="$single" 'BEGIN { print a / b }')"
 for arm in "ddp|" "ddp, 1 MiB buckets|--ddp_bucket_cap_mb 1" "zero-1|--zero_stage 1" "zero-2|--zero_stage 2"; do
   read -r -a extra <<<"${arm#*|}"
   run "$nproc ranks, ${arm%%|*}" "$build/fitgrad" launch --nproc_per_node "$nproc" train \
