@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <csignal>
+#include <vector>
 
 #include "autograd/grad_mode.h"
 #include "autograd/variable.h"
@@ -93,21 +94,26 @@ void start_data_parallel(TrainRun& r) {
   if (!r.group) return;
   dist::ProcessGroup& g = *r.group;
   const int world = g.size();
-  Tensor hashes = Tensor::zeros({world}, DType::i64);  // (world): each rank's hash
-  Tensor mine = Tensor::full({1}, 0.0, DType::i64);
-  mine.data<int64_t>()[0] = fnv1a(config_fingerprint(r));
+  // Note [Control values on the run's device]
+  Tensor hashes = Tensor::zeros({world}, DType::i64, r.device);  // (world): each rank's hash
+  const Tensor mine =
+      Tensor::from_vector(std::vector<int64_t>{fnv1a(config_fingerprint(r))}, {1}, DType::i64)
+          .to(r.device);
   g.all_gather(mine, hashes);
-  const int64_t* h = hashes.data<int64_t>();
-  std::string differ;
-  for (int k = 1; k < world; ++k)
-    if (h[k] != h[0]) differ += (differ.empty() ? "" : ", ") + std::to_string(k);
-  if (!differ.empty())
-    throw Error(fmt::format(
-        "[train] the ranks of this job run different configurations: rank(s) {} differ from "
-        "rank 0 in the model, the world size, the seed or a flag (configuration hash {:016x} "
-        "on rank 0, {:016x} on rank {}); start every rank with the same command",
-        differ, uint64_t(h[0]), uint64_t(h[g.rank() == 0 ? std::stoi(differ) : g.rank()]),
-        g.rank() == 0 ? std::stoi(differ) : g.rank()));
+  if (r.device.has_bytes()) {
+    const Tensor host = hashes.to(Device::cpu());
+    const int64_t* h = host.data<int64_t>();
+    std::string differ;
+    for (int k = 1; k < world; ++k)
+      if (h[k] != h[0]) differ += (differ.empty() ? "" : ", ") + std::to_string(k);
+    if (!differ.empty())
+      throw Error(fmt::format(
+          "[train] the ranks of this job run different configurations: rank(s) {} differ from "
+          "rank 0 in the model, the world size, the seed or a flag (configuration hash {:016x} "
+          "on rank 0, {:016x} on rank {}); start every rank with the same command",
+          differ, uint64_t(h[0]), uint64_t(h[g.rank() == 0 ? std::stoi(differ) : g.rank()]),
+          g.rank() == 0 ? std::stoi(differ) : g.rank()));
+  }
   // The same starting weights everywhere, as DDP's constructor broadcasts them.
   const auto trained = r.lora ? r.lm.model->trainable_parameters() : r.lm.model->named_parameters();
   {
@@ -129,16 +135,17 @@ void start_data_parallel(TrainRun& r) {
 
 double mean_over_ranks(TrainRun& r, double value) {
   if (!r.group) return value;
-  Tensor t = Tensor::full({1}, value, DType::f32);
+  Tensor t = Tensor::full({1}, value, DType::f32, r.device);  // Note [Control values ...]
   r.group->all_reduce(t, dist::ReduceOp::avg);
-  return t.item();
+  return r.device.has_bytes() ? t.item() : value;
 }
 
 int agreed_signal(TrainRun& r, int signal) {
   if (!r.group) return signal;
-  Tensor t = Tensor::full({1}, signal != 0 ? 1.0 : 0.0, DType::i32);
+  Tensor t = Tensor::full({1}, signal != 0 ? 1.0 : 0.0, DType::i32, r.device);
   r.group->all_reduce(t, dist::ReduceOp::sum);
-  return signal != 0 ? signal : t.item() > 0 ? SIGTERM : 0;
+  if (signal != 0 || !r.device.has_bytes()) return signal;
+  return t.item() > 0 ? SIGTERM : 0;
 }
 
 }  // namespace fitgrad::apps

@@ -17,7 +17,14 @@
 // validation batches, so the validation loss needs no collective. Whether to stop on a signal
 // is agreed at the top of every step (one scalar all-reduce): a rank that stopped alone
 // would leave the others waiting in a collective. A dry run (--device meta) plans one
-// process and is refused under a launcher.
+// process and is refused under a launcher; memplan --world_size plans one rank (Note
+// [Planning one rank] in dist/meta_group.h).
+//
+// Note [Control values on the run's device]
+// The configuration hashes, the logged loss's mean and the stop flag travel in tensors on
+// the run's device: NCCL takes only device memory, and on meta a plan makes the same
+// allocations as the rank (the values are then not read: a plan's ranks agree by
+// construction). Each is a few bytes, allocated and freed around its collective.
 #pragma once
 #include <string>
 

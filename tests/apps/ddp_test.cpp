@@ -259,8 +259,9 @@ TEST(ZeroResume, ACheckpointOfTwoRanksResumesOnThree) {
 }
 
 // Note [Planning one rank]: `memplan --world_size 2 --rank k` plans what rank k of the real
-// 2-rank job holds: the same peak, and the same peak per category (its share of the optimizer
-// state, its gradients, DDP's buckets), for DDP and both ZeRO stages. The ranks' planned
+// 2-rank job does: the same allocator events in the same order, so the same peak in total and
+// per category (its share of the optimizer state, its gradients, DDP's buckets), for DDP and
+// both ZeRO stages. The ranks' planned
 // optimizer state adds up to one process's plan. Both run one thread per rank, as the
 // launcher gives 2 ranks on 2 cores (flash attention's workspace rows follow the threads).
 TEST(ZeroPlan, EachRanksPlanEqualsItsLedger) {
@@ -271,6 +272,19 @@ TEST(ZeroPlan, EachRanksPlanEqualsItsLedger) {
     std::map<std::string, int64_t> out{{"all", j["peak"]["allocated"].get<int64_t>()}};
     for (const char* c : {"parameter", "gradient", "optimizer_state", "collective", "activation"})
       out[c] = j["by_category"][c]["peak"].get<int64_t>();
+    return out;
+  };
+  // Every allocator event in order: its kind, bytes requested, category and label.
+  auto events = [](const fs::path& record) {
+    const json j = json::parse(read_text(record));
+    EXPECT_EQ(j["trace"]["dropped"].get<int64_t>(), 0) << record;
+    std::vector<std::string> out;
+    auto field = [](const json& e, const char* key) {
+      return e.contains(key) && !e[key].is_null() ? e[key].dump() : std::string("-");
+    };
+    for (const json& e : j["trace"]["events"])
+      out.push_back(field(e, "kind") + " " + field(e, "requested") + " " + field(e, "category") +
+                    " " + field(e, "label"));
     return out;
   };
   for (int stage : {0, 1, 2}) {
@@ -293,8 +307,9 @@ TEST(ZeroPlan, EachRanksPlanEqualsItsLedger) {
           read_text(plan.string() + ".log").find("planned: rank " + std::to_string(k) + " of 2"),
           std::string::npos);
       const auto planned = peaks(plan / "memory.json");
-      EXPECT_EQ(planned, peaks(job / ("memory.rank" + std::to_string(k) + ".json")))
-          << "stage " << stage << " rank " << k;
+      const fs::path ledger = job / ("memory.rank" + std::to_string(k) + ".json");
+      EXPECT_EQ(planned, peaks(ledger)) << "stage " << stage << " rank " << k;
+      EXPECT_EQ(events(plan / "memory.json"), events(ledger)) << "stage " << stage << " rank " << k;
       EXPECT_GT(planned.at("collective"), 0);  // DDP's buckets
       state += planned.at("optimizer_state");
     }
@@ -307,6 +322,31 @@ TEST(ZeroPlan, EachRanksPlanEqualsItsLedger) {
     const int64_t whole = peaks(one / "memory.json").at("optimizer_state");
     EXPECT_EQ(state, stage == 0 ? 2 * whole : whole) << "stage " << stage;
   }
+  fs::remove_all(dir);
+}
+
+// The acceptance: two ranks train gpt2-tiny and write one checkpoint, which `fitgrad
+// generate` reads.
+TEST(DdpTrainGpt2, TwoRanksWriteOneCheckpointThatGenerateReads) {
+  const fs::path dir = fresh_dir("ddp_gpt2");
+  const fs::path data = write_corpus(dir);
+  ASSERT_EQ(
+      shell(kCli + " launch --nproc_per_node 2 train --model gpt2-tiny --data " + data.string() +
+            " --seq_len 32 --per_device_train_batch_size 2 --max_steps 2 --eval_strategy no "
+            "--progress plain --output_dir " +
+            (dir / "out").string() + " > " + (dir / "train.log").string() + " 2>&1"),
+      0)
+      << read_text(dir / "train.log");
+  int checkpoints = 0;
+  for (const auto& e : fs::directory_iterator(dir / "out"))
+    checkpoints += e.path().filename().string().starts_with("checkpoint-");
+  EXPECT_EQ(checkpoints, 1);
+  ASSERT_EQ(shell(kCli + " generate --model " + (dir / "out" / "checkpoint-2").string() +
+                  " --prompt 'ab cd' --max_new_tokens 4 > " + (dir / "gen.log").string() + " 2>&1"),
+            0)
+      << read_text(dir / "gen.log");
+  EXPECT_NE(read_text(dir / "gen.log").find("new tokens: 4"), std::string::npos)
+      << read_text(dir / "gen.log");
   fs::remove_all(dir);
 }
 
