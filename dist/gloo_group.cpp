@@ -138,7 +138,11 @@ class GlooGroup final : public ProcessGroup {
       // addresses it listens on (one per pair), its host and its process id, and a rank whose collective
       // fails marks that in the store before it throws. A failure then names the ranks on
       // this host whose process is gone without such a mark (they died first); failing
-      // that (peers on other hosts), the rank behind the address in Gloo's message.
+      // that (peers on other hosts), the rank behind the address in Gloo's message. A peer
+      // that hangs (stopped, or stuck short of the collective) closes nothing: the others
+      // time out in the same collective, each marks in the store that it reached it (by the
+      // collective's tag, the same on every rank), waits up to 2 s for the others' marks,
+      // and names the ranks that never reached it.
       peers_.assign(size_t(o.size), Peer{});
       char host[256] = {};
       ::gethostname(host, sizeof(host) - 1);
@@ -190,7 +194,7 @@ class GlooGroup final : public ProcessGroup {
     FG_CHECK(op == ReduceOp::sum || is_floating(t.dtype()),
              "[dist] all_reduce: avg of {} (an integer dtype); use sum", dtype_name(t.dtype()));
     const uint32_t tag = tag_++;
-    return enqueue("all_reduce", describe_tensor(t), [this, t, op, fn, tag] {
+    return enqueue("all_reduce", describe_tensor(t), tag, [this, t, op, fn, tag] {
       if (t.numel() == 0) return;
       gloo::AllreduceOptions o(context_);
       o.setTag(tag);
@@ -235,7 +239,7 @@ class GlooGroup final : public ProcessGroup {
     std::vector<size_t> counts;
     for (int r = 0; r < size(); ++r) counts.push_back(size_t(shard_of(n, r, size()).size) * esize);
     const uint32_t tag = tag_++;
-    enqueue("all_gather", describe_tensor(output), [this, shard, output, counts, tag] {
+    enqueue("all_gather", describe_tensor(output), tag, [this, shard, output, counts, tag] {
       if (output.numel() == 0) return;
       gloo::AllgathervOptions o(context_);
       o.setTag(tag);
@@ -251,7 +255,7 @@ class GlooGroup final : public ProcessGroup {
     FG_CHECK(root >= 0 && root < size(), "[dist] broadcast: root {} of world size {}", root,
              size());
     const uint32_t tag = tag_++;
-    enqueue("broadcast", describe_tensor(t), [this, t, root, tag] {
+    enqueue("broadcast", describe_tensor(t), tag, [this, t, root, tag] {
       if (t.numel() == 0) return;
       gloo::BroadcastOptions o(context_);
       o.setTag(tag);
@@ -264,7 +268,7 @@ class GlooGroup final : public ProcessGroup {
 
   void barrier() override {
     const uint32_t tag = tag_++;
-    enqueue("barrier", "", [this, tag] {
+    enqueue("barrier", "", tag, [this, tag] {
       gloo::BarrierOptions o(context_);
       o.setTag(tag);
       o.setTimeout(timeout());
@@ -296,7 +300,7 @@ class GlooGroup final : public ProcessGroup {
 
   // The error of a collective, with the rank behind the failed connection when Gloo's message
   // names its address (Note [Naming the failed peer]).
-  std::string explain(const std::string& op, const std::string& what,
+  std::string explain(const std::string& op, const std::string& what, uint32_t tag,
                       const std::string& message) const {
     // A killed process closes its sockets a moment before it is seen gone: look for up to
     // a second.
@@ -315,13 +319,51 @@ class GlooGroup final : public ProcessGroup {
     const std::string endpoint = endpoint_in(message);
     for (int r = 0; r < size() && !endpoint.empty(); ++r)
       if (r != rank() && peers_[size_t(r)].endpoint == endpoint) named = fmt::format("rank {}", r);
+    const std::string behind = gone.empty() && named.empty() ? not_reached(tag) : std::string();
     const std::string peer =
         !gone.empty()    ? fmt::format("the peer that failed is {} (its process is gone)", gone)
         : !named.empty() ? fmt::format("the peer that failed is {} (its connection failed)", named)
-                         : std::string("the transport does not say which peer failed");
+        : !behind.empty()
+            ? fmt::format(
+                  "the peer that failed is {} (it never reached this collective: stopped "
+                  "or hung)",
+                  behind)
+            : std::string("the transport does not say which peer failed");
     return fmt::format("[dist] {}{} failed on rank {} of {} ({}): {}; --ddp_timeout is {} s", op,
                        what, rank(), size(), peer, message,
                        std::chrono::duration_cast<std::chrono::seconds>(timeout()).count());
+  }
+
+  // Note [Naming the failed peer]: the ranks that did not mark collective `tag` as reached
+  // within 2 s of this rank's mark ("rank 1, rank 3"), or "" when every rank did or the
+  // store cannot say.
+  std::string not_reached(uint32_t tag) const {
+    auto key = [tag](int r) { return fmt::format("fitgrad.reached.{}.{}", tag, r); };
+    std::vector<bool> seen(size_t(size()), false);
+    seen[size_t(rank())] = true;
+    try {
+      store_->set(key(rank()), {'1'});
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      for (bool all = false; !all && std::chrono::steady_clock::now() < until;) {
+        all = true;
+        for (int r = 0; r < size(); ++r) {
+          if (seen[size_t(r)]) continue;
+          try {
+            store_->wait({key(r)}, std::chrono::milliseconds(1));
+            seen[size_t(r)] = true;
+          } catch (const std::exception&) {
+            all = false;
+          }
+        }
+        if (!all) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    } catch (const std::exception&) {
+      return "";  // the store is unreachable too
+    }
+    std::string out;
+    for (int r = 0; r < size(); ++r)
+      if (!seen[size_t(r)]) out += (out.empty() ? "rank " : ", rank ") + std::to_string(r);
+    return out;
   }
 
   // Whether process `pid` of this host runs (a zombie that its parent has not reaped yet
@@ -353,13 +395,14 @@ class GlooGroup final : public ProcessGroup {
     }
   }
 
-  std::shared_ptr<Work> enqueue(const char* op, std::string what, std::function<void()> fn) {
+  std::shared_ptr<Work> enqueue(const char* op, std::string what, uint32_t tag,
+                                std::function<void()> fn) {
     // The collective's closure, and the tensors it holds, die on the worker before the Work
     // is done: when wait() returns, a buffer the caller dropped is back in the allocator, so
     // the ledger's events do not depend on the worker's timing (a plan makes them on meta
     // in program order, Note [Planning one rank] in dist/meta_group.h).
     std::packaged_task<void()> task(
-        [this, op, what = std::move(what), fn = std::move(fn)]() mutable {
+        [this, op, tag, what = std::move(what), fn = std::move(fn)]() mutable {
           const std::function<void()> run = std::move(fn);
           try {
             run();
@@ -367,7 +410,7 @@ class GlooGroup final : public ProcessGroup {
             throw;
           } catch (const std::exception& e) {
             mark_failed();
-            throw Error(explain(op, what, e.what()));
+            throw Error(explain(op, what, tag, e.what()));
           }
         });
     auto work = std::make_shared<Task>(task.get_future());

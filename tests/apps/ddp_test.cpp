@@ -434,6 +434,40 @@ TEST(DdpFaults, AKilledRankEndsTheOthersWithAnErrorNamingItWithinTheTimeout) {
   fs::remove_all(dir);
 }
 
+// A rank that hangs (stopped here) closes no connection: the other times out after
+// --ddp_timeout and names it as the rank that never reached the collective (Note [Naming the
+// failed peer] in dist/gloo_group.cpp).
+TEST(DdpFaults, AHungRankIsNamedWithinTheTimeout) {
+  const fs::path dir = fresh_dir("ddp_hang");
+  const fs::path data = write_corpus(dir);
+  fs::create_directories(dir / "store");
+  const std::string flags = train_flags(data, 2, 1, 100000) +
+                            " --save_strategy no --ddp_timeout 5 --output_dir " +
+                            (dir / "out").string();
+  const pid_t r0 = start_rank(0, 2, dir / "store", flags, dir / "rank0.log");
+  const pid_t r1 = start_rank(1, 2, dir / "store", flags, dir / "rank1.log");
+  const auto start = std::chrono::steady_clock::now();
+  while (!fs::exists(dir / "out" / "metrics.jsonl") || losses(dir / "out").empty()) {
+    ASSERT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(120))
+        << read_text(dir / "rank0.log");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ::kill(r1, SIGSTOP);
+  const auto stopped = std::chrono::steady_clock::now();
+  const int code = wait_for(r0, std::chrono::seconds(60));
+  const auto waited = std::chrono::steady_clock::now() - stopped;
+  ::kill(r1, SIGKILL);
+  wait_for(r1, std::chrono::seconds(10));
+  if (code == -1) ::kill(r0, SIGKILL);
+  ASSERT_EQ(code, 1);
+  EXPECT_LT(waited, std::chrono::seconds(20));  // the 5 s timeout, 2 s for the marks, slack
+  const std::string log = read_text(dir / "rank0.log");
+  EXPECT_NE(log.find("the peer that failed is rank 1 (it never reached this collective"),
+            std::string::npos)
+      << log;
+  fs::remove_all(dir);
+}
+
 TEST(DdpFaults, RanksWithDifferentFlagsAreRefusedAtStart) {
   const fs::path dir = fresh_dir("ddp_mismatch");
   const fs::path data = write_corpus(dir);
