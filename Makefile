@@ -53,8 +53,11 @@ CMAKE_BUILD = cmake --build $(1) $(if $(JOBS),--parallel $(JOBS))
 # the same command (only cuda/ and dist/'s NCCL file are its own). With ccache (installed by
 # tools/install-deps.sh) as the compiler launcher the second build takes the first one's
 # objects. Deferred (`=`): the lookup runs when a configure recipe runs, after `deps`.
+# Its cache lives in the checkout (.ccache, ignored by git), where every user can write, also
+# as root without HOME (CI).
 CCACHE = $(shell command -v ccache 2>/dev/null)
 LAUNCHER = $(if $(CCACHE),-DCMAKE_CXX_COMPILER_LAUNCHER=$(CCACHE))
+export CCACHE_DIR ?= $(CURDIR)/.ccache
 
 .PHONY: all deps configure build demo memory-demo test cuda-check device-rehearsal fresh-check \
   bench fuzz format format-check clean
