@@ -94,7 +94,9 @@ int run_launch(const LaunchArgs& a, std::ostream& err) {
   std::vector<std::string> argv = a.command;
   if (is_fitgrad_subcommand(argv.front())) argv.insert(argv.begin(), self_path());
   const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = fmt::format("{}/fitgrad-launch-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  // mkdtemp's template: six 'X' that it replaces.
+  std::string pattern =
+      fmt::format("{}/fitgrad-launch-{}", tmp && *tmp ? tmp : "/tmp", std::string(6, 'X'));
   if (!::mkdtemp(pattern.data()))
     throw Error(fmt::format("[launch] cannot make a store directory {}", pattern));
   const std::string store = pattern;

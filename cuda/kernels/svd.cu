@@ -26,7 +26,7 @@ __global__ void gram_kernel(const E* a, int64_t m, int64_t n, bool left, float* 
   const int64_t i0 = int64_t(blockIdx.y) * kTile, j0 = int64_t(blockIdx.x) * kTile;
   const int tx = int(threadIdx.x), ty = int(threadIdx.y);
   // X(row, k): with `left` a[row][k] (tx along k, coalesced), else a[k][row] (tx along row).
-  auto load = [&](int64_t row0, float (*panel)[kTile + 1], int64_t k0) {
+  auto load = [&](int64_t row0, float(*panel)[kTile + 1], int64_t k0) {
     const int r = left ? ty : tx, k = left ? tx : ty;
     const int64_t row = row0 + r, col = k0 + k;
     float v = 0;

@@ -406,6 +406,17 @@ int wait_for(pid_t pid, std::chrono::seconds limit) {
   return -1;
 }
 
+// Returns once rank 0 of the job writing into dir / "out" logged a step (training is under
+// way); fails after 2 minutes with rank 0's log.
+void wait_until_training(const fs::path& dir) {
+  const auto start = std::chrono::steady_clock::now();
+  while (!fs::exists(dir / "out" / "metrics.jsonl") || losses(dir / "out").empty()) {
+    ASSERT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(120))
+        << read_text(dir / "rank0.log");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
 TEST(DdpFaults, AKilledRankEndsTheOthersWithAnErrorNamingItWithinTheTimeout) {
   const fs::path dir = fresh_dir("ddp_kill");
   const fs::path data = write_corpus(dir);
@@ -418,13 +429,7 @@ TEST(DdpFaults, AKilledRankEndsTheOthersWithAnErrorNamingItWithinTheTimeout) {
   for (int k = 0; k < world; ++k)
     pids.push_back(
         start_rank(k, world, dir / "store", flags, dir / ("rank" + std::to_string(k) + ".log")));
-  // Training is under way once rank 0 logged a step.
-  const auto start = std::chrono::steady_clock::now();
-  while (!fs::exists(dir / "out" / "metrics.jsonl") || losses(dir / "out").empty()) {
-    ASSERT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(120))
-        << read_text(dir / "rank0.log");
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  ASSERT_NO_FATAL_FAILURE(wait_until_training(dir));
   ::kill(pids[1], SIGKILL);
   const auto killed = std::chrono::steady_clock::now();
   ASSERT_EQ(wait_for(pids[1], std::chrono::seconds(10)), 128 + SIGKILL);
@@ -452,12 +457,7 @@ TEST(DdpFaults, AHungRankIsNamedWithinTheTimeout) {
                             (dir / "out").string();
   const pid_t r0 = start_rank(0, 2, dir / "store", flags, dir / "rank0.log");
   const pid_t r1 = start_rank(1, 2, dir / "store", flags, dir / "rank1.log");
-  const auto start = std::chrono::steady_clock::now();
-  while (!fs::exists(dir / "out" / "metrics.jsonl") || losses(dir / "out").empty()) {
-    ASSERT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(120))
-        << read_text(dir / "rank0.log");
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  ASSERT_NO_FATAL_FAILURE(wait_until_training(dir));
   ::kill(r1, SIGSTOP);
   const auto stopped = std::chrono::steady_clock::now();
   const int code = wait_for(r0, std::chrono::seconds(60));
