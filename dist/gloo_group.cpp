@@ -122,6 +122,13 @@ class GlooGroup final : public ProcessGroup {
     FG_CHECK(o.size >= 1 && o.rank >= 0 && o.rank < o.size, "[dist] rank {} of world size {}",
              o.rank, o.size);
     const auto store = make_store(o.store);
+    // Note [SIGPIPE and a dead peer]
+    // Gloo's TCP pairs write with plain write()/writev(): a write to the socket of a peer that
+    // died raises SIGPIPE, whose default action ends this process at once (exit status 141),
+    // before the collective can fail with an error naming the peer. Python ignores SIGPIPE
+    // at start-up, which is why torch's Gloo never meets it; a process with a Gloo group
+    // ignores it too, and such a write fails with EPIPE, which Gloo turns into an exception.
+    if (o.size > 1) ::signal(SIGPIPE, SIG_IGN);
     try {
       gloo::transport::tcp::attr attr;
       attr.hostname = o.hostname;
