@@ -470,7 +470,8 @@ TEST(DdpFaults, AHungRankIsNamedWithinTheTimeout) {
   const std::string log = read_text(dir / "rank0.log");
   EXPECT_NE(log.find("the peer that failed is rank 1 (it never reached this collective"),
             std::string::npos)
-      << log;
+      << log << "\nrank 1:\n"
+      << read_text(dir / "rank1.log");
   fs::remove_all(dir);
 }
 
