@@ -1,27 +1,44 @@
-// Attention forward + backward on the CPU (issue 3): flash attention (tiled, online softmax,
-// O(T) memory) against naive attention (materialised (B, H, T, T) probabilities) at
-// T = 256 ... 4096, B = 1, H = 4, D = 64, causal, fp32. One iteration is the forward and
-// the backward of one op, as a training step runs them. Counters:
+// Attention forward + backward on the CPU (issues 3 and 30): flash attention (tiled, online
+// softmax, O(T) memory) against naive attention (materialised (B, H, T, T) probabilities) at
+// T = 256 ... 4096, B = 1, H = 4, head sizes D = 64 and 128, causal, fp32, and the rate of the
+// flash tile kernels against a GEMM of the same shape. One iteration is the forward and the
+// backward of one op, as a training step runs them. Counters:
 //   peak_MiB    the CPU allocator's allocated bytes at the iteration's peak, above what the
 //               inputs already held (reset_peak_stats before each iteration)
 //   saved_MiB   what the forward hands to the backward: o + lse for flash; o + the
 //               probabilities for naive (what a composed autograd graph keeps)
 //   GFLOP/s     4 T^2 D H (forward: two products) + 8 T^2 D H (backward: four), halved for
 //               the causal mask, over wall time; flash recomputes more than this count
-// A Markdown table of both arms closes the run.
+//   tile_GFLOP/s  flash only: the products its tile kernels execute, over wall time
+//               (Note [Tile rate])
+// The "gemm" arm times H products (T, D) @ (D, T), the shape of QK^T, on gemm_f32 with the
+// same threads. A Markdown table of every arm closes the run.
+//
+// Note [Tile rate]
+// Flash attention runs every visible (64-query, 64-key) tile pair through nine 64 x 64 x D
+// products: two in the forward (scores, p v), three in the backward's dq pass (scores, dp,
+// ds k) and four in its dk/dv pass (scores, dp, p^T dout, ds^T q) (Note [Deterministic
+// attention backward] in tensor/cpu/attention_flash.cpp). With n = T / 64 query tiles, a
+// causal mask leaves n (n + 1) / 2 visible pairs per head, so the kernels execute
+// 9 * 2 * 64 * 64 * D * n (n + 1) / 2 * H flops, the masked halves of the diagonal tiles
+// included (they are computed). That count over the op's wall time -- softmax, masks,
+// transposes and thread waits included -- is the tile rate that issue 30 asks to be at least
+// 60% of the GEMM's rate on the same shape and machine.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
 #include <map>
-#include <utility>
+#include <tuple>
 
+#include "tensor/cpu/gemm.h"
 #include "tensor/memory/caching_allocator.h"
 #include "tensor/ops/attention.h"
 
 namespace fitgrad {
 namespace {
 
-constexpr int64_t kBatch = 1, kHeads = 4, kDim = 64;
+constexpr int64_t kBatch = 1, kHeads = 4;
+enum class Arm { flash, naive, gemm };
 
 Tensor pattern(const Shape& shape, int salt) {
   std::vector<float> v(size_t(numel(shape)));
@@ -32,14 +49,36 @@ Tensor pattern(const Shape& shape, int salt) {
 struct Row {
   double ms = 0, peak_mib = 0, saved_mib = 0;
 };
-std::map<std::pair<int64_t, bool>, Row>& results() {
-  static std::map<std::pair<int64_t, bool>, Row> rows;
+// Keyed by (head size, T, arm).
+std::map<std::tuple<int64_t, int64_t, Arm>, Row>& results() {
+  static std::map<std::tuple<int64_t, int64_t, Arm>, Row> rows;
   return rows;
 }
 
+// Note [Tile rate]: the flops flash attention's tile kernels execute for one forward and
+// backward.
+double tile_flops(int64_t t, int64_t d) {
+  const double n = double((t + 63) / 64);
+  return 9.0 * 2 * 64 * 64 * double(d) * n * (n + 1) / 2 * kHeads * kBatch;
+}
+
+// kHeads products (t, d) @ (d, t) on gemm_f32: the GEMM of QK^T's shape.
+void bm_gemm(benchmark::State& state) {
+  const int64_t t = state.range(0), d = state.range(1);
+  const Tensor q = pattern({kHeads, t, d}, 1), k = pattern({kHeads, t, d}, 2);
+  std::vector<float> s(size_t(kHeads * t * t));
+  for (auto _ : state) {
+    cpu::gemm_f32_batched(false, true, kHeads, t, t, d, 1.0f, q.data<float>(), d, t * d,
+                          k.data<float>(), d, t * d, 0.0f, s.data(), t, t * t);
+    benchmark::DoNotOptimize(s.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * double(kHeads * t * t * d) * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void bm_attention(benchmark::State& state, bool flash) {
-  const int64_t t = state.range(0);
-  const Shape shape{kBatch, kHeads, t, kDim};
+  const int64_t t = state.range(0), d = state.range(1);
+  const Shape shape{kBatch, kHeads, t, d};
   const Tensor q = pattern(shape, 1), k = pattern(shape, 2), v = pattern(shape, 3),
                dout = pattern(shape, 4);
   CachingAllocator& alloc = allocator_for(Device::cpu());
@@ -63,12 +102,15 @@ void bm_attention(benchmark::State& state, bool flash) {
     }
     peak = alloc.stats().allocated_bytes[kAllPools].peak - base;
   }
-  const double flops = 12.0 * double(t) * double(t) * kDim * kHeads * kBatch / 2;
+  const double flops = 12.0 * double(t) * double(t) * double(d) * kHeads * kBatch / 2;
   state.counters["peak_MiB"] = double(peak) / mib;
   state.counters["saved_MiB"] = saved / mib;
   state.counters["GFLOP/s"] =
       benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  Row& row = results()[{t, flash}];
+  if (flash)
+    state.counters["tile_GFLOP/s"] = benchmark::Counter(
+        tile_flops(t, d) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  Row& row = results()[{d, t, flash ? Arm::flash : Arm::naive}];
   row.peak_mib = double(peak) / mib;
   row.saved_mib = saved / mib;  // row.ms comes from TableReporter
 }
@@ -79,9 +121,14 @@ class TableReporter : public benchmark::ConsoleReporter {
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& run : runs) {
       if (run.run_type != Run::RT_Iteration || run.iterations == 0) continue;
-      const bool flash = run.benchmark_name().rfind("flash", 0) == 0;
-      const int64_t t = std::stoll(run.benchmark_name().substr(run.benchmark_name().find('/') + 1));
-      results()[{t, flash}].ms = run.GetAdjustedRealTime();
+      // "<arm>/<T>/<D>/real_time"
+      const std::string name = run.benchmark_name();
+      const size_t a = name.find('/'), b = name.find('/', a + 1);
+      const Arm arm = name.starts_with("flash")   ? Arm::flash
+                      : name.starts_with("naive") ? Arm::naive
+                                                  : Arm::gemm;
+      const int64_t t = std::stoll(name.substr(a + 1)), d = std::stoll(name.substr(b + 1));
+      results()[{d, t, arm}].ms = run.GetAdjustedRealTime();
     }
     ConsoleReporter::ReportRuns(runs);
   }
@@ -89,20 +136,29 @@ class TableReporter : public benchmark::ConsoleReporter {
 
 void print_table() {
   std::printf(
-      "\n| T | flash ms | naive ms | naive/flash time | flash peak MiB | naive peak MiB "
-      "| flash saved MiB | naive saved MiB |\n|---|---|---|---|---|---|---|---|\n");
+      "\n| D | T | flash ms | naive ms | naive/flash time | flash peak MiB | naive peak MiB "
+      "| flash saved MiB | naive saved MiB | tile GFLOP/s | GEMM GFLOP/s | tile / GEMM |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  auto find = [](int64_t d, int64_t t, Arm arm) {
+    const auto it = results().find({d, t, arm});
+    return it == results().end() ? Row{} : it->second;
+  };
   for (const auto& [key, flash] : results()) {
-    if (!key.second) continue;
-    const auto it = results().find({key.first, false});
-    const bool has_naive = it != results().end();
-    const Row naive = has_naive ? it->second : Row{};
-    if (has_naive)
-      std::printf("| %lld | %.1f | %.1f | %.2fx | %.2f | %.2f | %.2f | %.2f |\n",
-                  (long long)key.first, flash.ms, naive.ms, naive.ms / flash.ms, flash.peak_mib,
-                  naive.peak_mib, flash.saved_mib, naive.saved_mib);
+    const auto [d, t, arm] = key;
+    if (arm != Arm::flash) continue;
+    const Row naive = find(d, t, Arm::naive), gemm = find(d, t, Arm::gemm);
+    const double tile = tile_flops(t, d) / (flash.ms * 1e6);
+    const double gemm_rate = gemm.ms > 0 ? 2.0 * double(kHeads * t * t * d) / (gemm.ms * 1e6) : 0;
+    std::printf("| %lld | %lld | %.1f | ", (long long)d, (long long)t, flash.ms);
+    if (naive.ms > 0)
+      std::printf("%.1f | %.2fx | %.2f | %.2f | %.2f | %.2f | ", naive.ms, naive.ms / flash.ms,
+                  flash.peak_mib, naive.peak_mib, flash.saved_mib, naive.saved_mib);
     else
-      std::printf("| %lld | %.1f | - | - | %.2f | - | %.2f | - |\n", (long long)key.first, flash.ms,
-                  flash.peak_mib, flash.saved_mib);
+      std::printf("- | - | %.2f | - | %.2f | - | ", flash.peak_mib, flash.saved_mib);
+    if (gemm_rate > 0)
+      std::printf("%.0f | %.0f | %.2f |\n", tile, gemm_rate, tile / gemm_rate);
+    else
+      std::printf("%.0f | - | - |\n", tile);
   }
 }
 
@@ -111,16 +167,18 @@ void print_table() {
 
 int main(int argc, char** argv) {
   using fitgrad::bm_attention;
-  for (int64_t t : {256, 512, 1024, 2048, 4096}) {
-    benchmark::RegisterBenchmark("flash", bm_attention, true)
-        ->Arg(t)
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime();
-    benchmark::RegisterBenchmark("naive", bm_attention, false)
-        ->Arg(t)
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime();
-  }
+  for (int64_t d : {64, 128})
+    for (int64_t t : {256, 512, 1024, 2048, 4096}) {
+      for (const bool flash : {true, false})
+        benchmark::RegisterBenchmark(flash ? "flash" : "naive", bm_attention, flash)
+            ->Args({t, d})
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+      benchmark::RegisterBenchmark("gemm", fitgrad::bm_gemm)
+          ->Args({t, d})
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
+    }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   fitgrad::TableReporter reporter;

@@ -9,6 +9,14 @@
 # BUILD_DIR defaults to build/. Extra flags (--steps=5, --warmup=2, --ctx=1024, ...) go to
 # both arms. The two OpenBLAS variables are unset for this command alone, as
 # the developers' guide says for benchmarks. PyTorch is Debian's /usr/bin/python3.
+#
+# Note [OpenBLAS's kernel for the torch arm]
+# PyTorch's fp32 matmul is OpenBLAS's sgemm, whose kernel OpenBLAS picks from the CPU's
+# model. On a virtual Xeon whose model it does not know (`model name: Intel(R) Xeon(R)
+# Processor`, AVX-512 + BF16) it falls back to its Prescott kernel, 30-45 GFLOP/s at 2048^3
+# on 2 cores against 200-240 for its Cooperlake kernel on the same machine. A torch arm on
+# the fallback is a strawman, so --torch_coretype=NAME sets OPENBLAS_CORETYPE for the torch
+# arm alone (COOPERLAKE there); the kernel OpenBLAS uses is printed either way.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -18,10 +26,12 @@ if [[ $# -gt 0 && $1 != --* ]]; then
   shift
 fi
 rounds=2
+coretype=()
 args=()
 for a in "$@"; do
   case "$a" in
     --rounds=*) rounds="${a#--rounds=}" ;;
+    --torch_coretype=*) coretype=("OPENBLAS_CORETYPE=${a#--torch_coretype=}") ;;
     *) args+=("$a") ;;
   esac
 done
@@ -31,9 +41,12 @@ bench="$build/bench/train_step_bench"
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "torch arm's OpenBLAS kernel: $(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "${coretype[@]}" \
+  OPENBLAS_VERBOSE=2 /usr/bin/python3 -c 'import torch; torch.ones(2, 2) @ torch.ones(2, 2)' 2>&1 |
+  sed -n 's/^Core: //p' | head -n 1)"
 for ((r = 1; r <= rounds; r++)); do
   env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$bench" "${args[@]}" | tee -a "$log"
-  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 "$here/train_step_torch.py" \
+  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "${coretype[@]}" /usr/bin/python3 "$here/train_step_torch.py" \
     "${args[@]}" | tee -a "$log"
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

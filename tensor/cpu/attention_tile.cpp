@@ -76,11 +76,24 @@ template <class V, int R, int C>
     for (int u = 0; u < C; ++u) store(c + (r + i) * ldc + x0 + u * kLanes<V>, acc[i][u]);
 }
 
+// Blocks of W keys x W head dims go through registers (Note [In-register transpose] in vec.h);
+// head dims past the last whole block are copied one by one.
 template <CpuIsa kIsa>
 [[gnu::always_inline]] inline void transpose_tile_body(int64_t nk, int64_t d,
                                                        const float* __restrict k, int64_t ldk,
                                                        float* __restrict kt) {
-  for (int64_t x = 0; x < d; ++x) {
+  using V = typename Native<kIsa>::F;
+  constexpr int W = kLanes<V>;
+  int64_t x0 = 0;
+  for (; x0 + W <= d; x0 += W)
+    for (int64_t j0 = 0; j0 < kTileK; j0 += W) {
+      V r[W];
+      for (int i = 0; i < W; ++i)
+        r[i] = j0 + i < nk ? load<V>(k + (j0 + i) * ldk + x0) : splat<V>(0.0f);
+      transpose_block(r);
+      for (int i = 0; i < W; ++i) store(kt + (x0 + i) * kTileK + j0, r[i]);
+    }
+  for (int64_t x = x0; x < d; ++x) {
     float* row = kt + x * kTileK;
     for (int64_t j = 0; j < nk; ++j) row[j] = k[j * ldk + x];
     for (int64_t j = nk; j < kTileK; ++j) row[j] = 0.0f;

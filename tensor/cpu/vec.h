@@ -22,6 +22,7 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "tensor/cpu_isa.h"
 
@@ -169,6 +170,35 @@ template <class V>
   p = p * r + 1.0f;
   const V two_n = std::bit_cast<V>((ni + 127) << 23);
   return x < splat<V>(-87.0f) ? splat<V>(0.0f) : p * two_n;
+}
+
+// Note [In-register transpose]
+// r[0 .. W) (W = kLanes<V>) as the rows of a W x W block becomes its transpose, by the
+// recursive block swap: at block size h = W/2, W/4, ..., 1 the top-right h x h block of every
+// 2h x 2h block trades places with the bottom-left one. Each swap is one two-source shuffle per
+// row (__builtin_shuffle with a constant mask: vpermt2ps on AVX-512), W log2 W shuffles in all
+// against W^2 scalar loads and stores for an element-by-element transpose.
+template <class I, int W, int H, bool kLower, int... J>
+constexpr I block_swap_mask(std::integer_sequence<int, J...>) {
+  // Row i (upper, i & H == 0) keeps its lanes j & H == 0 and takes row i + H's lanes j - H;
+  // row i + H (lower) takes row i's lanes j + H and keeps its lanes j & H != 0.
+  return I{(kLower ? ((J & H) == 0 ? J + H : W + J) : ((J & H) == 0 ? J : W + J - H))...};
+}
+
+template <class V, int H = kLanes<V> / 2>
+[[gnu::always_inline]] inline void transpose_block(V (&r)[kLanes<V>]) {
+  using I = typename IntVecOf<V>::type;
+  constexpr int W = kLanes<V>;
+  constexpr I upper = block_swap_mask<I, W, H, false>(std::make_integer_sequence<int, W>{});
+  constexpr I lower = block_swap_mask<I, W, H, true>(std::make_integer_sequence<int, W>{});
+#pragma GCC unroll 16
+  for (int i = 0; i < W; ++i) {
+    if (i & H) continue;
+    const V a = r[i], b = r[i + H];
+    r[i] = __builtin_shuffle(a, b, upper);
+    r[i + H] = __builtin_shuffle(a, b, lower);
+  }
+  if constexpr (H > 1) transpose_block<V, H / 2>(r);
 }
 
 }  // namespace fitgrad::cpu

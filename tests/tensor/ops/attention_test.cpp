@@ -101,6 +101,7 @@ std::vector<FlashCase> flash_cases() {
       {1, 4, 1, 1, 257, 32},     // decoding one token, MQA
       {1, 2, 2, 100, 70, 8},     // T > S: causal queries 0..29 see no key
       {1, 4, 4, 65, 130, 64},    // D = 64, tiles straddling the diagonal
+      {1, 2, 1, 70, 70, 40},     // D = 40: whole register blocks of the key transpose and a rest
   };
   std::vector<FlashCase> out;
   for (const Dims& d : dims)
