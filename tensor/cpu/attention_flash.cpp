@@ -1,10 +1,17 @@
 // Flash attention on the CPU: forward with an online softmax over key tiles, backward by
 // recomputing each probability tile from the saved log-sum-exp. Neither direction holds
 // more than one kTileQ x kTileK tile of scores per thread, so memory beyond the inputs and
-// outputs is O(1) in the sequence length (see attention.h, attention_tile.h). Work items
-// are dealt to threads round-robin (schedule(static, 1)) because under a causal mask a later
-// query tile costs more than an early one; each item is computed by one thread and writes
-// its own rows, so no result depends on the schedule or the thread count.
+// outputs is O(1) in the sequence length (see attention.h, attention_tile.h). Each work item
+// is computed by one thread and writes its own rows, so no result depends on the schedule or
+// the thread count.
+//
+// Note [Costliest tiles first]
+// Under a causal mask a query tile costs as many key tiles as it sees: 1, 2, ..., n. Dealt
+// round-robin in that order (schedule(static, 1)), at T = 256 (n = 4) one of two threads got
+// the tiles costing 2 and 4 of every head, the other 1 and 3: 6 against 4, and it waited.
+// So items are dealt on demand (schedule(dynamic, 1)) with the costliest first: the forward
+// and the dq pass walk query tiles from the last, the dk/dv pass key tiles from the first
+// (the one every query sees), and the cheapest items fill the gaps at the end.
 //
 // Note [Causal alignment]
 // With t queries and s keys, query i sees key j iff j <= i + (s - t): the last query sees
@@ -97,9 +104,11 @@ void flash_attention_forward(const AttentionDims& dims, bool causal, float scale
   const int64_t d = dims.d, group = dims.hq / dims.hkv, q_tiles = ceil_div(dims.t, kTileQ);
   const int64_t items = dims.batch * dims.hq * q_tiles;
   const int64_t per_thread = flash_workspace_floats(d, false, kStaged<E>);
-#pragma omp parallel for schedule(static, 1) num_threads(threads) if (items > 1)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (items > 1)
   for (int64_t item = 0; item < items; ++item) {
-    const int64_t bh = item / q_tiles, q0 = item % q_tiles * kTileQ;
+    // Note [Costliest tiles first]: the last query tiles of every head, then the ones before.
+    const int64_t bh = item % (dims.batch * dims.hq);
+    const int64_t q0 = (q_tiles - 1 - item / (dims.batch * dims.hq)) * kTileQ;
     const int64_t nq = std::min(kTileQ, dims.t - q0);
     const int64_t kv = (bh / dims.hq) * dims.hkv + bh % dims.hq / group;
     const E* k_head = k + kv * dims.s * d;             // (s, d)
@@ -175,9 +184,11 @@ void flash_attention_backward(const AttentionDims& dims, bool causal, float scal
 
   // Pass 1: dq for one (batch, query head, query tile) (Note [Deterministic attention backward]).
   const int64_t q_items = dims.batch * dims.hq * q_tiles;
-#pragma omp parallel for schedule(static, 1) num_threads(threads) if (q_items > 1)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (q_items > 1)
   for (int64_t item = 0; item < q_items; ++item) {
-    const int64_t bh = item / q_tiles, q0 = item % q_tiles * kTileQ;
+    // Note [Costliest tiles first]
+    const int64_t bh = item % (dims.batch * dims.hq);
+    const int64_t q0 = (q_tiles - 1 - item / (dims.batch * dims.hq)) * kTileQ;
     const int64_t nq = std::min(kTileQ, dims.t - q0);
     const int64_t kv = (bh / dims.hq) * dims.hkv + bh % dims.hq / group;
     const int64_t row0 = bh * dims.t + q0;
@@ -214,9 +225,10 @@ void flash_attention_backward(const AttentionDims& dims, bool causal, float scal
 
   // Pass 2: dk and dv for one (batch, kv head, key tile), summing the group's query heads.
   const int64_t k_items = dims.batch * dims.hkv * k_tiles;
-#pragma omp parallel for schedule(static, 1) num_threads(threads) if (k_items > 1)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (k_items > 1)
   for (int64_t item = 0; item < k_items; ++item) {
-    const int64_t kv = item / k_tiles, j0 = item % k_tiles * kTileK;
+    // Note [Costliest tiles first]: the first key tile of every kv head, then the next.
+    const int64_t kv = item % (dims.batch * dims.hkv), j0 = item / (dims.batch * dims.hkv) * kTileK;
     const int64_t nk = std::min(kTileK, dims.s - j0);
     const int64_t b = kv / dims.hkv, h_first = kv % dims.hkv * group;
     const int64_t key0 = kv * dims.s + j0;
