@@ -147,6 +147,25 @@ template <CpuIsa kIsa>
   }
 }
 
+// max(a, b), b when either is NaN: one vmaxps. A select on a comparison mask (to keep NaN)
+// came out of GCC 12 as lane-by-lane scalar code here, so NaN is tracked as the note below says.
+template <class V>
+[[gnu::always_inline]] inline V max_of(const V& a, const V& b) {
+  return a > b ? a : b;
+}
+
+// Note [Row reductions in blocks of rows]
+// The softmax needs each row's max and sum over its 64 scores. Reduced one row at a time, a
+// row's vector of lane-wise partials is read out lane by lane, W scalar steps per row, which
+// took as long as one of the tile's two products. Instead W rows' partial vectors are
+// transposed in registers (Note [In-register transpose] in vec.h), after which W - 1
+// lane-wise steps give the W rows' results in one vector. Lane i still sums row i's partials
+// in lane order 0, 1, ..., W - 1, as the scalar loop did, so the sums are unchanged.
+//
+// A NaN score must reach o and lse. The max passes NaN over (max_of), and the NaN reaches l
+// and o through its exp instead (exp(NaN - m) is NaN); m then stays finite and l is NaN. A
+// row whose visible scores are all NaN has no max at all (-inf, like a row that sees no key
+// yet): only such rows are scanned, and a NaN found makes the row's max NaN.
 template <CpuIsa kIsa>
 [[gnu::always_inline]] inline void online_softmax_tile_body(int64_t nq, int64_t d,
                                                             float* __restrict s,
@@ -155,35 +174,62 @@ template <CpuIsa kIsa>
                                                             float* __restrict o, int64_t ldo) {
   using V = typename Native<kIsa>::F;
   constexpr int W = kLanes<V>, kN = int(kTileK) / W;
-  for (int64_t r = 0; r < nq; ++r) {
-    float* sr = s + r * kTileK;
-    V x[kN];
-    for (int u = 0; u < kN; ++u) x[u] = load<V>(sr + u * W);
-    // The row max, NaN if any score is NaN: a NaN must reach o and lse, not vanish in a max.
-    V vmax = x[0];
-    for (int u = 1; u < kN; ++u) vmax = ((x[u] > vmax) | (x[u] != x[u])) ? x[u] : vmax;
-    float m_new = m[r];
-    for (int i = 0; i < W; ++i)
-      if (vmax[i] > m_new || std::isnan(vmax[i])) m_new = vmax[i];
-    if (m_new == kNegInf) {  // no key of this row is visible yet
-      std::fill(sr, sr + kTileK, 0.0f);
-      continue;
+  for (int64_t r0 = 0; r0 < nq; r0 += W) {
+    const int rows = int(std::min<int64_t>(W, nq - r0));
+    // Each row's max (Note [Row reductions in blocks of rows]).
+    V part[W];
+    for (int i = 0; i < W; ++i) {
+      part[i] = splat<V>(kNegInf);
+      if (i >= rows) continue;
+      const float* sr = s + (r0 + i) * kTileK;
+      for (int u = 0; u < kN; ++u) part[i] = max_of(load<V>(sr + u * W), part[i]);
     }
-    // The sum in a fixed order: lane-wise over the row's vectors, then over the lanes.
-    V vsum = splat<V>(0.0f);
-    for (int u = 0; u < kN; ++u) {
-      x[u] = fast_exp(x[u] - m_new);
-      store(sr + u * W, x[u]);
-      vsum += x[u];
+    transpose_block(part);
+    V row_max = part[0];
+    for (int i = 1; i < W; ++i) row_max = max_of(part[i], row_max);
+    const V m_old = load_partial<V>(m + r0, rows, kNegInf);
+    float m_new[W];
+    store(m_new, max_of(row_max, m_old));
+    for (int i = 0; i < rows; ++i) {
+      if (m_new[i] != kNegInf) continue;
+      const float* sr = s + (r0 + i) * kTileK;
+      if (std::any_of(sr, sr + kTileK, [](float x) { return std::isnan(x); }))
+        m_new[i] = std::numeric_limits<float>::quiet_NaN();
     }
-    float sum = 0.0f;
-    for (int i = 0; i < W; ++i) sum += vsum[i];
-    const float alpha = std::exp(m[r] - m_new);  // 0 on the first visible tile (m = -inf)
-    l[r] = l[r] * alpha + sum;
-    m[r] = m_new;
-    if (alpha != 1.0f) {
-      float* orow = o + r * ldo;
-      for (int64_t i = 0; i < d; ++i) orow[i] *= alpha;
+    // exp(m_old - m_new): 0 on a row's first visible tile (m_old = -inf), 1 when its max
+    // holds; NaN on rows that see no key yet, which take neither.
+    float alpha[W];
+    store(alpha, fast_exp(m_old - load<V>(m_new)));
+    // p = exp(s - m_new) and each row's sum.
+    for (int i = 0; i < W; ++i) {
+      part[i] = splat<V>(0.0f);
+      if (i >= rows) continue;
+      float* sr = s + (r0 + i) * kTileK;
+      const float mi = m_new[i];
+      if (mi == kNegInf) {  // no key of this row is visible yet
+        std::fill(sr, sr + kTileK, 0.0f);
+        continue;
+      }
+      for (int u = 0; u < kN; ++u) {
+        const V x = fast_exp(load<V>(sr + u * W) - mi);
+        store(sr + u * W, x);
+        part[i] += x;
+      }
+    }
+    transpose_block(part);
+    V row_sum = part[0];
+    for (int i = 1; i < W; ++i) row_sum += part[i];
+    float sum[W];
+    store(sum, row_sum);
+    for (int i = 0; i < rows; ++i) {
+      const int64_t r = r0 + i;
+      if (m_new[i] == kNegInf) continue;
+      l[r] = l[r] * alpha[i] + sum[i];
+      m[r] = m_new[i];
+      if (alpha[i] != 1.0f) {
+        float* orow = o + r * ldo;
+        for (int64_t x = 0; x < d; ++x) orow[x] *= alpha[i];
+      }
     }
   }
 }
