@@ -44,9 +44,9 @@ void check_cases(DType dtype) {
       {true, false, 17, 23, 31, 3, true},
       {false, true, 9, 40, 64, 5, true},
       {true, true, 33, 8, 12, 1, false},
-      // Two blocks in m (256), n (1024) and k (512), each with a ragged remainder.
-      {false, true, 300, 1100, 600, 2, true},
-      {true, false, 260, 1030, 520, 0, false},
+      // Two blocks in m (1024), n (1024) and k (512), each with a ragged remainder.
+      {false, true, 1100, 1100, 600, 2, true},
+      {true, false, 1030, 1030, 520, 0, false},
   };
   for (const StagedCase& c : cases) {
     SCOPED_TRACE(::testing::Message()
@@ -95,7 +95,7 @@ TEST(GemmStaged, Bf16MatchesAnFp64ProductOfTheSameValues) { check_cases<BFloat16
 
 TEST(GemmStaged, WorkspaceIsBoundedWhateverTheSizes) {
   EXPECT_EQ(cpu::gemm_staged_workspace_floats(3, 5, 7), 3 * 7 + 7 * 5 + 3 * 5);
-  const int64_t bound = 256 * 512 + 512 * 1024 + 256 * 1024;  // Note [Staged GEMM blocks]
+  const int64_t bound = 1024 * 512 + 512 * 1024 + 1024 * 1024;  // Note [Staged GEMM blocks]
   EXPECT_EQ(cpu::gemm_staged_workspace_floats(1 << 20, 1 << 20, 1 << 20), bound);
 }
 
