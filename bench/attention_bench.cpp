@@ -110,8 +110,8 @@ void bm_attention(benchmark::State& state, bool flash) {
   state.counters["GFLOP/s"] =
       benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   if (flash)
-    state.counters["tile_GFLOP/s"] = benchmark::Counter(
-        tile_flops(t, d) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["tile_GFLOP/s"] =
+        benchmark::Counter(tile_flops(t, d) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   Row& row = results()[{d, t, flash ? Arm::flash : Arm::naive}];
   row.peak_mib = double(peak) / mib;
   row.saved_mib = saved / mib;  // row.ms comes from TableReporter

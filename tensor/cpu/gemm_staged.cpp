@@ -41,8 +41,8 @@ constexpr int64_t kParallelMin = int64_t(1) << 14;  // elements worth waking the
 // tf32, rounded to TF32 (Note [Staging on the GEMM's threads]).
 template <class E>
 void widen(const E* src, int64_t ld, int64_t rows, int64_t cols, bool tf32, float* dst) {
-#pragma omp parallel for schedule(static) num_threads(gemm_threads()) \
-    if (rows * cols >= kParallelMin)
+#pragma omp parallel for schedule(static) \
+    num_threads(gemm_threads()) if (rows * cols >= kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
     const E* in = src + r * ld;
     float* out = dst + r * cols;
