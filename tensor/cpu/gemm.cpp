@@ -27,7 +27,8 @@
 // the output over threads, and gives bitwise-equal results for a fixed shape and thread
 // count (TwoRunsAreBitwiseEqual runs on it too).
 //
-// Threads: the libraries get every hardware thread, or set_gemm_threads(n). Determinism:
+// Threads: the libraries get the process's one thread budget (Note [One thread budget]), or
+// set_gemm_threads(n). Determinism:
 // both split the output over threads (OpenBLAS by rows and columns of C, Eigen by blocks of
 // C); neither splits k, so each C element is one thread's sum in a fixed order, and a fixed
 // shape and thread count give bitwise-equal results run to run (gemm_test's
@@ -58,6 +59,9 @@
 #ifdef FITGRAD_HAVE_OPENBLAS
 #include <cblas.h>
 #endif
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 namespace fitgrad::cpu {
 namespace {
@@ -82,12 +86,28 @@ void apply_threads(int threads) {
   g_threads.store(threads);
 }
 
-// Both backends start with every hardware thread, whatever OMP_NUM_THREADS or
-// OPENBLAS_NUM_THREADS say, so the two agree and the count is ours to set.
+// Note [One thread budget]
+// The CPU backend's own kernels (elementwise, norms, attention, loss, optimizers) run on
+// OpenMP's thread count, omp_get_max_threads(): OMP_NUM_THREADS when it is set, else every
+// core. The GEMM libraries start from the same number, whatever OPENBLAS_NUM_THREADS says,
+// and oneDNN is handed it per call (dnnl_matmul.cpp), so one variable sets the budget of all
+// of them, as OMP_NUM_THREADS does for PyTorch. The GEMMs used to take every hardware thread
+// instead: under `fitgrad launch --nproc_per_node 2` on 2 cores, where each rank gets
+// OMP_NUM_THREADS=1 (Note [The launcher] in apps/launch.h), each rank's GEMMs still ran 2
+// threads, 4 on 2 cores. Past 2 cores the budget is the same knob: N ranks get cores / N each,
+// one process every core; loader workers (--dataloader_num_workers) are extra threads that
+// mostly wait for the step, outside the budget.
+int default_threads() {
+#ifdef _OPENMP
+  return std::max(1, omp_get_max_threads());
+#else
+  return int(std::max(1u, std::thread::hardware_concurrency()));
+#endif
+}
+
 void ensure_threads() {
   std::call_once(g_threads_once, [] {
-    if (g_threads.load() == 0)
-      apply_threads(int(std::max(1u, std::thread::hardware_concurrency())));
+    if (g_threads.load() == 0) apply_threads(default_threads());
   });
 }
 

@@ -54,8 +54,10 @@ void set_gemm_backend(GemmBackend backend);
 bool gemm_backend_available(GemmBackend backend);
 const char* gemm_backend_name(GemmBackend backend);
 
-// Threads a single GEMM uses (both backends). The default is every hardware thread.
-// Results are reproducible for a fixed count; they may differ between counts.
+// Threads a single GEMM uses (every backend). The default is the process's one thread
+// budget, OpenMP's omp_get_max_threads() (OMP_NUM_THREADS, else every core; Note [One thread
+// budget] in gemm.cpp). Results are reproducible for a fixed count; they may differ between
+// counts.
 int gemm_threads();
 void set_gemm_threads(int threads);
 

@@ -7,7 +7,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <omp.h>
+
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -193,6 +197,17 @@ TEST_P(GemmTest, BatchedMatchesOneGemmPerMatrix) {
           << "matrix " << i << " differs from gemm_f32";
       expect_matches_reference(ps[i], 1.25f, 0.5f, ps[i].c, out);
     }
+  }
+}
+
+// Note [One thread budget]: the GEMM starts from OpenMP's thread count, so OMP_NUM_THREADS
+// (which `fitgrad launch` sets to each rank's share of the cores) bounds it too. CTest also
+// runs this under OMP_NUM_THREADS=1 (GemmThreads.OneBudget in tests/CMakeLists.txt), where
+// taking every hardware thread would give 2 or more on any machine with 2 cores.
+TEST(GemmThreads, StartFromOpenMpsBudget) {
+  EXPECT_EQ(gemm_threads(), std::max(1, omp_get_max_threads()));
+  if (const char* budget = std::getenv("OMP_NUM_THREADS")) {
+    EXPECT_EQ(gemm_threads(), std::atoi(budget));
   }
 }
 
