@@ -27,8 +27,10 @@
 #include "tensor/cpu/gemm_staged.h"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "tensor/convert.h"
+#include "tensor/cpu/bf16_rows.h"
 #include "tensor/cpu/gemm.h"
 
 namespace fitgrad::cpu {
@@ -46,6 +48,12 @@ void widen(const E* src, int64_t ld, int64_t rows, int64_t cols, bool tf32, floa
   for (int64_t r = 0; r < rows; ++r) {
     const E* in = src + r * ld;
     float* out = dst + r * cols;
+    if constexpr (std::is_same_v<E, BFloat16>) {
+      if (!tf32) {
+        widen_bf16(in, cols, out);
+        continue;
+      }
+    }
     if (tf32)
       for (int64_t j = 0; j < cols; ++j) out[j] = round_to_tf32(convert<float>(in[j]));
     else
@@ -90,9 +98,13 @@ void gemm_staged(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, co
                  trans_b ? pk : nj, 1.0f, c_block, nj);
       }
 #pragma omp parallel for schedule(static) num_threads(gemm_threads()) if (mi * nj >= kParallelMin)
-      for (int64_t r = 0; r < mi; ++r)
-        for (int64_t j = 0; j < nj; ++j)
-          c[(i0 + r) * ldc + j0 + j] = convert<E>(c_block[r * nj + j]);
+      for (int64_t r = 0; r < mi; ++r) {
+        E* out = c + (i0 + r) * ldc + j0;
+        if constexpr (std::is_same_v<E, BFloat16>)
+          round_to_bf16(c_block + r * nj, nj, out);
+        else
+          for (int64_t j = 0; j < nj; ++j) out[j] = convert<E>(c_block[r * nj + j]);
+      }
     }
   }
 }
