@@ -46,8 +46,8 @@ echo "torch arm's OpenBLAS kernel: $(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZ
   sed -n 's/^Core: //p' | head -n 1)"
 for ((r = 1; r <= rounds; r++)); do
   env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$bench" "${args[@]}" | tee -a "$log"
-  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "${coretype[@]}" /usr/bin/python3 "$here/train_step_torch.py" \
-    "${args[@]}" | tee -a "$log"
+  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "${coretype[@]}" \
+    /usr/bin/python3 "$here/train_step_torch.py" "${args[@]}" | tee -a "$log"
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 

@@ -48,14 +48,10 @@ void widen(const E* src, int64_t ld, int64_t rows, int64_t cols, bool tf32, floa
   for (int64_t r = 0; r < rows; ++r) {
     const E* in = src + r * ld;
     float* out = dst + r * cols;
-    if constexpr (std::is_same_v<E, BFloat16>) {
-      if (!tf32) {
-        widen_bf16(in, cols, out);
-        continue;
-      }
-    }
     if (tf32)
       for (int64_t j = 0; j < cols; ++j) out[j] = round_to_tf32(convert<float>(in[j]));
+    else if constexpr (std::is_same_v<E, BFloat16>)
+      widen_bf16(in, cols, out);
     else
       for (int64_t j = 0; j < cols; ++j) out[j] = convert<float>(in[j]);
   }

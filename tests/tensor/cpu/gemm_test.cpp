@@ -6,7 +6,9 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#ifdef _OPENMP
 #include <omp.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -203,12 +205,14 @@ TEST_P(GemmTest, BatchedMatchesOneGemmPerMatrix) {
 // (which `fitgrad launch` sets to each rank's share of the cores) bounds it too. CTest also
 // runs this under OMP_NUM_THREADS=1 (GemmThreads.OneBudget in tests/CMakeLists.txt), where
 // taking every hardware thread would give 2 or more on any machine with 2 cores.
+#ifdef _OPENMP
 TEST(GemmThreads, StartFromOpenMpsBudget) {
   EXPECT_EQ(gemm_threads(), std::max(1, omp_get_max_threads()));
   if (const char* budget = std::getenv("OMP_NUM_THREADS")) {
     EXPECT_EQ(gemm_threads(), std::atoi(budget));
   }
 }
+#endif
 
 // DESIGN.md, Numerics: bitwise reproducible run to run for a fixed thread count.
 TEST_P(GemmTest, TwoRunsAreBitwiseEqual) {
