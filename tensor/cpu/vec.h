@@ -176,27 +176,33 @@ template <class V>
 // r[0 .. W) (W = kLanes<V>) as the rows of a W x W block becomes its transpose, by the
 // recursive block swap: at block size h = W/2, W/4, ..., 1 the top-right h x h block of every
 // 2h x 2h block trades places with the bottom-left one. Each swap is one two-source shuffle per
-// row (__builtin_shuffle with a constant mask: vpermt2ps on AVX-512), W log2 W shuffles in all
-// against W^2 scalar loads and stores for an element-by-element transpose.
-template <class I, int W, int H, bool kLower, int... J>
-constexpr I block_swap_mask(std::integer_sequence<int, J...>) {
+// row (__builtin_shufflevector with constant lanes: vpermt2ps on AVX-512), W log2 W shuffles in
+// all against W^2 scalar loads and stores for an element-by-element transpose.
+// __builtin_shufflevector is the one spelling GCC (12 on) and clang share; GCC's
+// __builtin_shuffle does not exist in clang, whose fuzz build compiles these kernels too.
+template <int W, int H, bool kLower>
+constexpr int block_swap_lane(int j) {
   // Row i (upper, i & H == 0) keeps its lanes j & H == 0 and takes row i + H's lanes j - H;
   // row i + H (lower) takes row i's lanes j + H and keeps its lanes j & H != 0.
-  return I{(kLower ? ((J & H) == 0 ? J + H : W + J) : ((J & H) == 0 ? J : W + J - H))...};
+  return kLower ? ((j & H) == 0 ? j + H : W + j) : ((j & H) == 0 ? j : W + j - H);
+}
+
+template <int H, bool kLower, class V, int... J>
+[[gnu::always_inline]] inline V block_swap(const V& a, const V& b,
+                                           std::integer_sequence<int, J...>) {
+  return __builtin_shufflevector(a, b, block_swap_lane<sizeof...(J), H, kLower>(J)...);
 }
 
 template <class V, int H = kLanes<V> / 2>
 [[gnu::always_inline]] inline void transpose_block(V (&r)[kLanes<V>]) {
-  using I = typename IntVecOf<V>::type;
   constexpr int W = kLanes<V>;
-  constexpr I upper = block_swap_mask<I, W, H, false>(std::make_integer_sequence<int, W>{});
-  constexpr I lower = block_swap_mask<I, W, H, true>(std::make_integer_sequence<int, W>{});
+  constexpr auto lanes = std::make_integer_sequence<int, W>{};
 #pragma GCC unroll 16
   for (int i = 0; i < W; ++i) {
     if (i & H) continue;
     const V a = r[i], b = r[i + H];
-    r[i] = __builtin_shuffle(a, b, upper);
-    r[i + H] = __builtin_shuffle(a, b, lower);
+    r[i] = block_swap<H, false>(a, b, lanes);
+    r[i + H] = block_swap<H, true>(a, b, lanes);
   }
   if constexpr (H > 1) transpose_block<V, H / 2>(r);
 }
