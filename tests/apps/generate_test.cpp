@@ -120,7 +120,8 @@ TEST(Generate, AnAdapterDecodesAsItsMergedModelAndNf4TakesLessMemory) {
   std::ostringstream adapted, merged, quantized, dense;
   generate(o, adapted);
 
-  const std::string merged_file = ::testing::TempDir() + "fitgrad_generate_merged.safetensors";
+  const std::string merged_file = ::testing::TempDir() + "fitgrad_generate_merged_" +
+                                  std::to_string(::getpid()) + ".safetensors";
   std::ostringstream log;
   export_merged({o.adapter, base + "/model.safetensors", merged_file, "f32"}, log);
   GenerateOptions m = tiny(base.c_str());

@@ -77,7 +77,8 @@ TEST(ModelSource, OnMetaAModelNeedsNoTokenizer) {
   EXPECT_NE(m.description.find("tokenizer: none"), std::string::npos) << m.description;
   nn::ModelConfig cfg = nn::preset("llama-tiny");
   cfg.vocab_size = 300;
-  const std::string path = ::testing::TempDir() + "fitgrad_vocab300.json";
+  const std::string path =
+      ::testing::TempDir() + "fitgrad_vocab300_" + std::to_string(::getpid()) + ".json";
   std::ofstream(path) << nn::config_to_json(cfg).dump();
   expect_error([&] { load_model(path, "", {}); }, "[model", "vocabulary of 300 tokens");
   std::filesystem::remove(path);

@@ -76,7 +76,8 @@ void expect_bad(const std::string& path, const std::string& what, bool load_tens
 TEST(GoldenFile, MalformedFilesThrowNamingTheFile) {
   expect_bad("/nonexistent/x.gtb", "cannot open");
   {
-    const auto path = std::filesystem::temp_directory_path() / "fitgrad_golden_short.gtb";
+    const auto path = std::filesystem::temp_directory_path() /
+                      ("fitgrad_golden_short_" + std::to_string(::getpid()) + ".gtb");
     std::ofstream(path, std::ios::binary) << "abc";
     expect_bad(path.string(), "too short");
   }

@@ -8,6 +8,7 @@
 // FITGRAD_PEFT_CHECK_OUT set, the saved adapter and fitgrad's logits are left there for
 // gen_peft_golden.py --check, which loads them into PEFT (the other direction).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -83,7 +84,9 @@ TEST(GoldenPeft, TheSavedAdapterIsPeftsFile) {
   const std::string src = dir("adapter");
   const auto model = load(src);
   const char* keep = std::getenv("FITGRAD_PEFT_CHECK_OUT");
-  const fs::path out = keep ? fs::path(keep) : fs::temp_directory_path() / "fitgrad_peft_saved";
+  const fs::path out =
+      keep ? fs::path(keep)
+           : fs::temp_directory_path() / ("fitgrad_peft_saved_" + std::to_string(::getpid()));
   nn::save_lora_adapter(*model, out.string(), nn::read_adapter_config(src));
   const auto theirs = io::SafetensorsFile::open(src + "/adapter_model.safetensors").tensors();
   const auto ours =

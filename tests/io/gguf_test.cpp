@@ -9,6 +9,7 @@
 #include "io/gguf.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <bit>
 #include <cmath>
@@ -117,8 +118,11 @@ struct Builder {
   }
 };
 
+// The process id in the name: IsaPaths.* runs these tests in parallel processes, and one
+// rewriting a file another has mapped ends that one with SIGBUS.
 std::string write_file(const std::string& name, const std::vector<uint8_t>& bytes) {
-  const std::string path = ::testing::TempDir() + "fitgrad_gguf_" + name + ".gguf";
+  const std::string path =
+      ::testing::TempDir() + "fitgrad_gguf_" + std::to_string(::getpid()) + "_" + name + ".gguf";
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   f.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
   return path;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <fstream>
@@ -85,7 +86,8 @@ inline std::string write_gguf(const std::string& name, const GgufSpec& spec) {
     const std::vector<float> v = t.to_vector<float>();
     std::memcpy(b.data() + data_start + offsets[i++], v.data(), v.size() * 4);
   }
-  const std::string path = ::testing::TempDir() + "fitgrad_gguf_model_" + name + ".gguf";
+  const std::string path = ::testing::TempDir() + "fitgrad_gguf_model_" +
+                           std::to_string(::getpid()) + "_" + name + ".gguf";
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   f.write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
   return path;

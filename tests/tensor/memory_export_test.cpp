@@ -4,6 +4,7 @@
 // small pool (<= 1 MiB) cuts 2 MiB segments, a large request below 10 MiB gets a
 // 20 MiB segment, and a larger one a segment of its size rounded up to 2 MiB.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -82,12 +83,14 @@ json stat(int64_t current, int64_t peak, int64_t allocated, int64_t freed) {
   return {{"current", current}, {"peak", peak}, {"allocated", allocated}, {"freed", freed}};
 }
 
-// Unique per test and parameter, so parallel ctest processes never share a file.
+// Unique per process, test and parameter, so parallel ctest processes never share a file
+// (IsaPaths.* runs the same tests in other processes at the same time).
 std::filesystem::path temp_path(const std::string& name) {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   std::string test = fmt::format("{}_{}", info->test_suite_name(), info->name());
   std::replace(test.begin(), test.end(), '/', '_');
-  return std::filesystem::temp_directory_path() / fmt::format("fitgrad_{}_{}", test, name);
+  return std::filesystem::temp_directory_path() /
+         fmt::format("fitgrad_{}_{}_{}", ::getpid(), test, name);
 }
 
 json read_json(const std::filesystem::path& p) {
