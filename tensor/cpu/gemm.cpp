@@ -181,12 +181,45 @@ bool fits_blasint(int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int
 #endif
 
 // The product itself, arguments already checked and m, n, k, alpha all nonzero.
+// Note [Panels of a long output]
+// oneDNN's fp32 matmul ran a product with a vocabulary-long side slower than the same product
+// cut into panels along that side: GPT-2's head at 2048 rows, C = 384, V = 50257 on a 2-core
+// AVX-512 Xeon, 15 rounds interleaved call by call (bench/RESULTS.md, "The head's three
+// products, alone"): X W^T in column panels took 0.85-0.88x the whole product's time, and
+// dW = dY^T X in row panels 0.66-0.73x. So an output side longer than kPanel is cut into
+// equal panels of at most kPanel, each its own oneDNN call. Each output element is still one
+// k-sum of one call (k is never cut), so a fixed shape and thread count stay bitwise
+// reproducible.
+constexpr int64_t kPanel = 16384;
+
+void dnnl_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+               const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+               int64_t ldc) {
+  const int threads = g_threads.load(std::memory_order_relaxed);
+  if (m > kPanel) {  // row panels: op(a)'s rows, c's rows
+    const int64_t panels = (m + kPanel - 1) / kPanel, rows = (m + panels - 1) / panels;
+    for (int64_t r = 0; r < m; r += rows)
+      dnnl_gemm(trans_a, trans_b, std::min(rows, m - r), n, k, alpha, trans_a ? a + r : a + r * lda,
+                lda, b, ldb, beta, c + r * ldc, ldc);
+    return;
+  }
+  if (n > kPanel) {  // column panels: op(b)'s columns, c's columns
+    const int64_t panels = (n + kPanel - 1) / kPanel, cols = (n + panels - 1) / panels;
+    for (int64_t j = 0; j < n; j += cols)
+      dnnl_matmul(trans_a, trans_b, m, std::min(cols, n - j), k, DType::f32, a, lda,
+                  trans_b ? b + j * ldb : b + j, ldb, nullptr, alpha, beta, DType::f32, c + j, ldc,
+                  threads);
+    return;
+  }
+  dnnl_matmul(trans_a, trans_b, m, n, k, DType::f32, a, lda, b, ldb, nullptr, alpha, beta,
+              DType::f32, c, ldc, threads);
+}
+
 void gemm_unchecked(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                     const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                     int64_t ldc) {
   if (g_backend.load(std::memory_order_relaxed) == GemmBackend::dnnl) {
-    dnnl_matmul(trans_a, trans_b, m, n, k, DType::f32, a, lda, b, ldb, nullptr, alpha, beta,
-                DType::f32, c, ldc, g_threads.load(std::memory_order_relaxed));
+    dnnl_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
 #ifdef FITGRAD_HAVE_OPENBLAS
