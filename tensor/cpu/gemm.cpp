@@ -33,7 +33,8 @@
 // C); neither splits k, so each C element is one thread's sum in a fixed order, and a fixed
 // shape and thread count give bitwise-equal results run to run (gemm_test's
 // TwoRunsAreBitwiseEqual checks 1, 2 and 3 threads on both backends). Results may differ
-// between thread counts, CPUs (the kernel is chosen per CPU) and backends.
+// between thread counts, CPUs (the kernel is chosen per CPU) and backends. On oneDNN a very
+// long k is cut into panels summed in a fixed order (Note [Panels of a long output]).
 #include "tensor/cpu/gemm.h"
 
 #include "tensor/cpu/dnnl_matmul.h"
@@ -184,12 +185,14 @@ bool fits_blasint(int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int
 // Note [Panels of a long output]
 // oneDNN's fp32 matmul ran a product with a vocabulary-long side slower than the same product
 // cut into panels along that side: GPT-2's head at 2048 rows, C = 384, V = 50257 on a 2-core
-// AVX-512 Xeon, 15 rounds interleaved call by call (bench/RESULTS.md, "The head's three
-// products, alone"): X W^T in column panels took 0.85-0.88x the whole product's time, and
-// dW = dY^T X in row panels 0.66-0.73x. So an output side longer than kPanel is cut into
-// equal panels of at most kPanel, each its own oneDNN call. Each output element is still one
-// k-sum of one call (k is never cut), so a fixed shape and thread count stay bitwise
-// reproducible.
+// AVX-512 Xeon, 11-15 rounds interleaved call by call (bench/RESULTS.md, "The head's three
+// products, alone" and "Panels of a long k"): X W^T in column panels took 0.85-0.88x the whole
+// product's time, dW = dY^T X in row panels 0.66-0.73x, and dX = dY W (k = V) in k panels
+// 0.82-0.86x. So a side longer than kPanel is cut into equal panels of at most kPanel, each
+// its own oneDNN call. An output side's panels leave every output element one k-sum of one
+// call. k panels run in order, the first with the caller's beta and the rest adding to C
+// (beta = 1), so an element is the sum of its panels' partial sums in panel order: a different
+// rounding than one call's, and still bitwise the same for a fixed shape and thread count.
 constexpr int64_t kPanel = 16384;
 
 void dnnl_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
@@ -201,6 +204,14 @@ void dnnl_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
     for (int64_t r = 0; r < m; r += rows)
       dnnl_gemm(trans_a, trans_b, std::min(rows, m - r), n, k, alpha, trans_a ? a + r : a + r * lda,
                 lda, b, ldb, beta, c + r * ldc, ldc);
+    return;
+  }
+  if (k > kPanel) {  // k panels: op(a)'s columns, op(b)'s rows, summed into c in order
+    const int64_t panels = (k + kPanel - 1) / kPanel, depth = (k + panels - 1) / panels;
+    for (int64_t p = 0; p < k; p += depth)
+      dnnl_gemm(trans_a, trans_b, m, n, std::min(depth, k - p), alpha,
+                trans_a ? a + p * lda : a + p, lda, trans_b ? b + p : b + p * ldb, ldb,
+                p == 0 ? beta : 1.0f, c, ldc);
     return;
   }
   if (n > kPanel) {  // column panels: op(b)'s columns, c's columns

@@ -146,13 +146,15 @@ TEST_P(GemmTest, LargeOddShapeMatchesReference) {
 }
 
 // A side longer than oneDNN's panel (16384, Note [Panels of a long output] in gemm.cpp), with
-// an uneven last panel, in rows and in columns, every transpose, padded, beta kept.
+// an uneven last panel, in rows, in columns and in k (panels summed into C, beta applied
+// once), every transpose, padded, beta kept.
 TEST_P(GemmTest, AVocabularyLongSideMatchesReference) {
-  const Shape3 shapes[] = {{40001, 3, 7}, {3, 40001, 7}};
+  const Shape3 shapes[] = {{40001, 3, 7}, {3, 40001, 7}, {5, 3, 40001}};
   uint32_t seed = 500;
   for (const Shape3& s : shapes) {
     for (int t = 0; t < 4; ++t) {
-      SCOPED_TRACE(::testing::Message() << "m=" << s.m << " n=" << s.n << " t=" << t);
+      SCOPED_TRACE(::testing::Message()
+                   << "m=" << s.m << " n=" << s.n << " k=" << s.k << " t=" << t);
       const Problem p(t & 1, t & 2, s.m, s.n, s.k, 2, seed++);
       std::vector<float> out = p.c;
       p.run(1.25f, 0.5f, out);
