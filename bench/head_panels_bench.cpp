@@ -12,11 +12,10 @@
 //   forward  logits = X W^T    m = rows,  n = vocab,  k = hidden   (column panels)
 //   dX       dY W              m = rows,  n = hidden, k = vocab    (k panels, summed in order)
 //   dW       dY^T X            m = vocab, n = hidden, k = rows     (row panels)
-// The FMA rate is independent multiply-adds on gemm_threads() threads at the widest vector
-// width the CPU level in force has (cpu_isa(), so FITGRAD_CPU_ISA=avx2 measures AVX2 too):
-// the ceiling a GEMM's GFLOP/s is read against.
-#include <immintrin.h>
-
+// The multiply-add rate is independent FMAs on gemm_threads() threads in the native vector of
+// the CPU level in force (cpu_isa(), so FITGRAD_CPU_ISA=avx2 measures AVX2 too; the portable
+// level has no FMA and counts a multiply and an add): the ceiling a GEMM's GFLOP/s is read
+// against.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -31,8 +30,10 @@
 #include <omp.h>
 #endif
 
+#include "bench/flag_value.h"
 #include "tensor/cpu/dnnl_matmul.h"
 #include "tensor/cpu/gemm.h"
+#include "tensor/cpu/vec.h"
 #include "tensor/cpu_isa.h"
 
 namespace fitgrad {
@@ -47,11 +48,7 @@ Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     const std::string s = argv[i];
-    auto value = [&](const char* flag) -> const char* {
-      const size_t n = std::strlen(flag);
-      return s.compare(0, n, flag) == 0 && s.size() > n && s[n] == '=' ? s.c_str() + n + 1
-                                                                       : nullptr;
-    };
+    auto value = [&](const char* flag) { return bench::flag_value(s, flag); };
     if (const char* v = value("--rows"))
       a.rows = std::atoll(v);
     else if (const char* v = value("--hidden"))
@@ -82,53 +79,44 @@ double seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Twelve independent FMA chains per thread: more than the FMA latency times the ports, so
-// the loop runs at the FMA units' throughput. Each returns GFLOP/s over every thread.
+// Twelve independent multiply-add chains in the native vector of the ISA level in force
+// (FITGRAD_ISA_KERNEL, Note [Kernel ISA variants] in tensor/cpu/vec.h; a * b + c contracts to
+// one FMA on the AVX2 and AVX-512 variants): more chains than the FMA latency times its ports,
+// so the loop runs at the units' throughput. Returns one lane of each chain summed, and the
+// vector's lane count in `lanes`.
 constexpr int kChains = 12;
 constexpr int64_t kIters = 20'000'000;
 
-double rate(double t0, int lanes, int threads) {
-  return 2.0 * lanes * kChains * double(kIters) * threads / (seconds() - t0) / 1e9;
+template <CpuIsa kIsa>
+[[gnu::always_inline]] inline float fma_chains_body(int& lanes) {
+  using V = typename cpu::Native<kIsa>::F;
+  V acc[kChains];
+  for (int i = 0; i < kChains; ++i) acc[i] = cpu::splat<V>(0.001f * float(i));
+  const V mul = cpu::splat<V>(0.9999f), add = cpu::splat<V>(1e-6f);
+  for (int64_t it = 0; it < kIters; ++it)
+    for (int i = 0; i < kChains; ++i) acc[i] = acc[i] * mul + add;
+  float sink = 0.0f;
+  for (int i = 0; i < kChains; ++i) sink += acc[i][0];
+  lanes = cpu::kLanes<V>;
+  return sink;
 }
+FITGRAD_ISA_KERNEL(float, fma_chains, (int& lanes), (lanes))
 
-[[gnu::target("avx512f")]] double fma_rate_avx512(int threads) {
+// GFLOP/s of every thread's chains together.
+double fma_rate(int threads) {
   const double t0 = seconds();
   float sink = 0.0f;
+  int lanes = 0;  // every thread runs the same variant
 #pragma omp parallel num_threads(threads) reduction(+ : sink)
   {
-    __m512 acc[kChains];
-    for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_ps(0.001f * float(i));
-    const __m512 mul = _mm512_set1_ps(0.9999f), add = _mm512_set1_ps(1e-6f);
-    for (int64_t it = 0; it < kIters; ++it)
-      for (int i = 0; i < kChains; ++i) acc[i] = _mm512_fmadd_ps(acc[i], mul, add);
-    float lanes[16];
-    for (int i = 0; i < kChains; ++i) {
-      _mm512_storeu_ps(lanes, acc[i]);
-      for (float e : lanes) sink += e;
-    }
+    int mine = 0;
+    sink += fma_chains(mine);
+#pragma omp master
+    lanes = mine;
   }
+  const double s = seconds() - t0;
   if (sink == 12345.0f) std::puts("");  // keeps the chains live
-  return rate(t0, 16, threads);
-}
-
-[[gnu::target("avx2,fma")]] double fma_rate_avx2(int threads) {
-  const double t0 = seconds();
-  float sink = 0.0f;
-#pragma omp parallel num_threads(threads) reduction(+ : sink)
-  {
-    __m256 acc[kChains];
-    for (int i = 0; i < kChains; ++i) acc[i] = _mm256_set1_ps(0.001f * float(i));
-    const __m256 mul = _mm256_set1_ps(0.9999f), add = _mm256_set1_ps(1e-6f);
-    for (int64_t it = 0; it < kIters; ++it)
-      for (int i = 0; i < kChains; ++i) acc[i] = _mm256_fmadd_ps(acc[i], mul, add);
-    float lanes[8];
-    for (int i = 0; i < kChains; ++i) {
-      _mm256_storeu_ps(lanes, acc[i]);
-      for (float e : lanes) sink += e;
-    }
-  }
-  if (sink == 12345.0f) std::puts("");  // keeps the chains live
-  return rate(t0, 8, threads);
+  return 2.0 * lanes * kChains * double(kIters) * threads / s / 1e9;
 }
 
 struct Form {
@@ -190,14 +178,11 @@ int run(const Args& a) {
       f.ms.push_back((seconds() - t0) * 1e3);
     }
   const CpuIsa isa = cpu_isa();
-  const double peak = isa >= CpuIsa::avx512 ? fma_rate_avx512(threads)
-                      : isa >= CpuIsa::avx2 ? fma_rate_avx2(threads)
-                                            : 0.0;
+  const double peak = fma_rate(threads);
   const double flops = 2.0 * double(n) * double(c) * double(v);
   std::printf("rows %lld, hidden %lld, vocab %lld; %d threads; CPU level %s; %d rounds\n",
               (long long)n, (long long)c, (long long)v, threads, cpu_isa_name(isa), a.rounds);
-  if (peak > 0.0)
-    std::printf("FMA rate at this level: %.0f GFLOP/s on %d threads\n", peak, threads);
+  std::printf("multiply-add rate at this level: %.0f GFLOP/s on %d threads\n", peak, threads);
   std::puts("\n| form | min ms | median ms | max ms | GFLOP/s (median) | gemm_f32 / one call |");
   std::puts("|---|---|---|---|---|---|");
   for (size_t i = 0; i < forms.size(); ++i) {

@@ -52,6 +52,7 @@
 #include "autograd/autocast.h"
 #include "autograd/autocast_cache.h"
 #include "autograd/tape.h"
+#include "bench/flag_value.h"
 #include "nn/decoder.h"
 #include "optim/adamw.h"
 #include "optim/schedule.h"
@@ -76,11 +77,7 @@ Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     const std::string s = argv[i];
-    auto value = [&](const char* flag) -> const char* {
-      const size_t n = std::strlen(flag);
-      return s.compare(0, n, flag) == 0 && s.size() > n && s[n] == '=' ? s.c_str() + n + 1
-                                                                       : nullptr;
-    };
+    auto value = [&](const char* flag) { return bench::flag_value(s, flag); };
     if (const char* v = value("--layers"))
       a.layers = std::atoll(v);
     else if (const char* v = value("--d"))
