@@ -21,6 +21,7 @@
 #include "tensor/cpu/dnnl_matmul.h"
 
 #include <mutex>
+#include <string>
 #include <unordered_map>
 
 #include "tensor/cpu_isa.h"
@@ -103,16 +104,25 @@ class OmpThreads {
   int saved_ = 1;
 };
 
-// Creates (and drops) a small bf16 matmul primitive: true when oneDNN has one here.
-bool bf16_matmul_probe() {
+// Creates (and drops) a small bf16 matmul primitive: the name of the implementation oneDNN
+// chose for it ("brg:avx512_core_bf16", "brg:avx512_core_amx", ...), empty when oneDNN has
+// none here.
+std::string bf16_matmul_probe() {
   const memory::desc ad({16, 16}, memory::data_type::bf16, memory::dims{16, 1});
   const memory::desc cd({16, 16}, memory::data_type::f32, memory::dims{16, 1});
   try {
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, ad, cd), engine());
-    return true;
+    return pd.impl_info_str();
   } catch (const dnnl::error&) {
-    return false;
+    return {};
   }
+}
+
+// The probe's answer, asked once (Note [oneDNN's bf16 matmul needs AVX-512]).
+const std::string& bf16_matmul_impl() {
+  static const std::string impl =
+      cpu_isa_at_least(CpuIsa::avx512) ? bf16_matmul_probe() : std::string();
+  return impl;
 }
 
 void matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, DType in, const void* a,
@@ -148,10 +158,9 @@ void matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, DType i
 
 bool dnnl_available() { return true; }
 
-bool dnnl_bf16_matmul_available() {
-  static const bool available = cpu_isa_at_least(CpuIsa::avx512) && bf16_matmul_probe();
-  return available;
-}
+bool dnnl_bf16_matmul_available() { return !bf16_matmul_impl().empty(); }
+
+bool dnnl_bf16_matmul_on_amx() { return bf16_matmul_impl().find("amx") != std::string::npos; }
 
 void dnnl_matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, DType in,
                  const void* a, int64_t lda, const void* b, int64_t ldb, const void* bias,
@@ -173,6 +182,8 @@ void dnnl_matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, DT
 bool dnnl_available() { return false; }
 
 bool dnnl_bf16_matmul_available() { return false; }
+
+bool dnnl_bf16_matmul_on_amx() { return false; }
 
 void dnnl_matmul(bool, bool, int64_t, int64_t, int64_t, DType, const void*, int64_t, const void*,
                  int64_t, const void*, float, float, DType, void*, int64_t, int) {

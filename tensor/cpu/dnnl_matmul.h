@@ -17,6 +17,9 @@ bool dnnl_available();
 // (Note [oneDNN's bf16 matmul needs AVX-512] in dnnl_matmul.cpp).
 bool dnnl_bf16_matmul_available();
 
+// True when that bf16 matmul runs on AMX tiles (oneDNN's implementation name says "amx").
+bool dnnl_bf16_matmul_on_amx();
+
 // c (m, n) = alpha * op(a) op(b) (+ bias (n) on every row when bias is non-null) + beta * c,
 // with op(a) (m, k) stored as (m, k) or, transposed, (k, m) at row stride lda, op(b) (k, n)
 // as (k, n) or (n, k). a, b and bias have dtype `in` (f32 or bf16), c has `out`. beta == 0

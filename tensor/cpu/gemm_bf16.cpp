@@ -12,7 +12,8 @@
 // oneDNN 2.6 has no bf16 matmul below AVX-512 (Note [oneDNN's bf16 matmul needs AVX-512] in
 // dnnl_matmul.cpp): there, and under FITGRAD_CPU_ISA=avx2 or lower, gemm_bf16_available()
 // is false, decided once, and the front-ends stage bf16 products through the fp32 GEMM
-// (gemm_staged.h), with its bounded workspace planned by the CPU's backend rules.
+// (gemm_staged.h), with its bounded workspace planned by the CPU's backend rules. They stage
+// them too where the bf16 GEMM exists but does not pay (Note [When oneDNN's bf16 matmul pays]).
 #include "tensor/cpu/gemm_bf16.h"
 
 #include "tensor/cpu/dnnl_matmul.h"
@@ -23,6 +24,32 @@
 namespace fitgrad::cpu {
 
 bool gemm_bf16_available() { return dnnl_bf16_matmul_available(); }
+
+// Note [When oneDNN's bf16 matmul pays]
+// oneDNN's bf16 matmul is fast where it runs on AMX tiles: 574 GFLOP/s at 2048^3 on 2 cores of
+// an AMX Xeon against 190-215 for its fp32 matmul (Note [bf16 GEMM]). On an Intel CPU whose
+// bf16 products run on the AVX512-BF16 dot-product instructions instead, it is slower than the
+// fp32 GEMM: on the 2-core virtual Xeon with AVX512-BF16 and no AMX (bench/RESULTS.md, issue
+// 30) oneDNN's bf16 matmul ran at 114-151 GFLOP/s where its fp32 one ran at 173-300, and in
+// nine alternating pairs of runs the bf16 autocast training step with its products staged
+// through the fp32 GEMM (Note [Staged GEMM blocks] in gemm_staged.cpp) took 0.51-1.03x (median
+// 0.77x) the time it took on oneDNN's bf16 matmul, about 1.1x the fp32 step against 1.4x.
+// So on Intel CPUs the bf16 GEMM is used only when oneDNN's implementation is AMX; on
+// others (AMD's AVX512-BF16 cores, where no measurement was made) it stays the bf16 GEMM, as
+// before. The choice is a fact of the CPU (and of the ISA cap, FITGRAD_CPU_ISA), not a timing,
+// so a machine's load never changes which rounding a run gets. The memory stays the bf16
+// figure either way: the staged path's fp32 blocks are a bounded workspace.
+bool gemm_bf16_preferred() {
+  static const bool preferred = [] {
+    if (!gemm_bf16_available()) return false;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    if (__builtin_cpu_is("intel")) return dnnl_bf16_matmul_on_amx();
+#endif
+    return true;
+  }();
+  return preferred;
+}
 
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const BFloat16* a,
                int64_t lda, const BFloat16* b, int64_t ldb, const BFloat16* bias, void* c,

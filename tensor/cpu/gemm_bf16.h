@@ -14,6 +14,11 @@ namespace fitgrad::cpu {
 // level in force); without one the front-ends stage bf16 products through the fp32 GEMM.
 bool gemm_bf16_available();
 
+// True when the front-ends should use that GEMM for bf16 products rather than stage them
+// through the fp32 GEMM: available, and faster here by the rule of Note [When oneDNN's bf16
+// matmul pays] in gemm_bf16.cpp. Decided once; the CPU backend's table (bf16_gemm) follows it.
+bool gemm_bf16_preferred();
+
 // c (m, n) = op(a) op(b) (+ bias (n) on every row when bias is non-null), with op(a) (m, k)
 // stored as (m, k) or, transposed, (k, m), and op(b) (k, n) stored as (k, n) or (n, k).
 // c_dtype is f32 or bf16; bias is bf16. Throws when no bf16 GEMM is available.

@@ -476,7 +476,7 @@ void register_cpu_kernels() {
   register_backend_rules(cpu,
                          {.flash_workspace = rules::flash_workspace,
                           .naive_workspace_floats = rules::naive_workspace_floats,
-                          .bf16_gemm = cpu::gemm_bf16_available(),
+                          .bf16_gemm = cpu::gemm_bf16_preferred(),
                           .gemm_workspace_floats = rules::gemm_workspace_floats,
                           .sum_workspace_doubles = rules::sum_workspace_doubles,
                           .sum_squares_workspace_doubles = rules::sum_squares_workspace_doubles,

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "tensor/backend/profile.h"
+#include "tensor/cpu/dnnl_matmul.h"
 #include "tensor/memory/caching_allocator.h"
 #include "tensor/ops/matmul.h"
 #include "tests/tensor/memory/events_since.h"
@@ -105,6 +106,25 @@ TEST(GemmBf16, EmptyKGivesTheBiasOrZeros) {
   EXPECT_EQ(c, (std::vector<float>{1.5f, -2.0f, 1.5f, -2.0f}));
   cpu::gemm_bf16(false, false, 2, 2, 0, nullptr, 1, nullptr, 2, nullptr, c.data(), DType::f32, 2);
   EXPECT_EQ(c, std::vector<float>(4, 0.0f));
+}
+
+// The CPU backend's table uses the bf16 GEMM where Note [When oneDNN's bf16 matmul pays] says
+// it pays: never without one, always on AMX, and on an Intel CPU only on AMX.
+TEST(GemmBf16, TheBackendUsesItWhereItPays) {
+  EXPECT_EQ(backend::host_cpu_profile().bf16_gemm, cpu::gemm_bf16_preferred());
+  if (!cpu::gemm_bf16_available()) {
+    EXPECT_FALSE(cpu::gemm_bf16_preferred());
+    return;
+  }
+  if (cpu::dnnl_bf16_matmul_on_amx()) {
+    EXPECT_TRUE(cpu::gemm_bf16_preferred());
+  }
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  if (__builtin_cpu_is("intel") && !cpu::dnnl_bf16_matmul_on_amx()) {
+    EXPECT_FALSE(cpu::gemm_bf16_preferred());
+  }
+#endif
 }
 
 // With a bf16 GEMM a bf16 linear allocates its (rows, out) result and nothing else: no f32
