@@ -44,6 +44,15 @@ std::optional<CpuIsa> parse_cpu_isa(std::string_view name) {
   return std::nullopt;
 }
 
+bool cpu_is_intel() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  return __builtin_cpu_is("intel");
+#else
+  return false;
+#endif
+}
+
 CpuIsa detected_cpu_isa() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   __builtin_cpu_init();

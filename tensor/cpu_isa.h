@@ -43,4 +43,9 @@ bool cpu_isa_forced();
 
 inline bool cpu_isa_at_least(CpuIsa level) { return cpu_isa() >= level; }
 
+// True when the CPU's vendor is Intel (CPUID's "GenuineIntel"); false elsewhere, and on
+// compilers or targets that cannot ask. For choices the ISA level does not capture (Note
+// [When oneDNN's bf16 matmul pays] in tensor/cpu/gemm_bf16.cpp).
+bool cpu_is_intel();
+
 }  // namespace fitgrad

@@ -40,14 +40,8 @@ bool gemm_bf16_available() { return dnnl_bf16_matmul_available(); }
 // so a machine's load never changes which rounding a run gets. The memory stays the bf16
 // figure either way: the staged path's fp32 blocks are a bounded workspace.
 bool gemm_bf16_preferred() {
-  static const bool preferred = [] {
-    if (!gemm_bf16_available()) return false;
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    __builtin_cpu_init();
-    if (__builtin_cpu_is("intel")) return dnnl_bf16_matmul_on_amx();
-#endif
-    return true;
-  }();
+  static const bool preferred =
+      gemm_bf16_available() && (!cpu_is_intel() || dnnl_bf16_matmul_on_amx());
   return preferred;
 }
 

@@ -1,5 +1,5 @@
 // The CPU's instruction-set level (tensor/cpu_isa.h) against the kernel's own account of the
-// CPU (/proc/cpuinfo's flags), FITGRAD_CPU_ISA's parsing and clamping, and what the level
+// CPU (/proc/cpuinfo's flags and vendor), FITGRAD_CPU_ISA's parsing and clamping, and what the level
 // decides: no oneDNN bf16 matmul below AVX-512, and a oneDNN failure that names the product's
 // shapes and oneDNN's reason (Note [oneDNN's bf16 matmul needs AVX-512]).
 #include "tensor/cpu_isa.h"
@@ -45,6 +45,21 @@ TEST(CpuIsa, DetectedLevelMatchesTheKernelsCpuFlags) {
     want = CpuIsa::avx512;
   if (want == CpuIsa::avx512 && has("avx512_bf16")) want = CpuIsa::avx512_bf16;
   EXPECT_EQ(cpu_isa_name(detected_cpu_isa()), std::string(cpu_isa_name(want)));
+}
+
+// The vendor against /proc/cpuinfo's vendor_id.
+TEST(CpuIsa, TheVendorMatchesTheKernelsAccount) {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("vendor_id", 0) != 0) continue;
+    std::istringstream words(line.substr(line.find(':') + 1));
+    std::string vendor;
+    words >> vendor;
+    EXPECT_EQ(cpu_is_intel(), vendor == "GenuineIntel") << vendor;
+    return;
+  }
+  GTEST_SKIP() << "no vendor_id in /proc/cpuinfo to compare with";
 }
 
 TEST(CpuIsa, TheVariableLowersClampsAndRefusesUnknownNames) {

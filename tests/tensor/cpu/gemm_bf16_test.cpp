@@ -8,6 +8,7 @@
 
 #include "tensor/backend/profile.h"
 #include "tensor/cpu/dnnl_matmul.h"
+#include "tensor/cpu_isa.h"
 #include "tensor/memory/caching_allocator.h"
 #include "tensor/ops/matmul.h"
 #include "tests/tensor/memory/events_since.h"
@@ -119,12 +120,9 @@ TEST(GemmBf16, TheBackendUsesItWhereItPays) {
   if (cpu::dnnl_bf16_matmul_on_amx()) {
     EXPECT_TRUE(cpu::gemm_bf16_preferred());
   }
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  __builtin_cpu_init();
-  if (__builtin_cpu_is("intel") && !cpu::dnnl_bf16_matmul_on_amx()) {
+  if (cpu_is_intel() && !cpu::dnnl_bf16_matmul_on_amx()) {
     EXPECT_FALSE(cpu::gemm_bf16_preferred());
   }
-#endif
 }
 
 // With a bf16 GEMM a bf16 linear allocates its (rows, out) result and nothing else: no f32
