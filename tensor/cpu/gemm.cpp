@@ -195,19 +195,26 @@ bool fits_blasint(int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int
 // rounding than one call's, and still bitwise the same for a fixed shape and thread count.
 constexpr int64_t kPanel = 16384;
 
+// The length of each of the equal panels a side of `length` > kPanel is cut into (the last
+// one may be shorter).
+int64_t panel_length(int64_t length) {
+  const int64_t panels = (length + kPanel - 1) / kPanel;
+  return (length + panels - 1) / panels;
+}
+
 void dnnl_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                int64_t ldc) {
   const int threads = g_threads.load(std::memory_order_relaxed);
   if (m > kPanel) {  // row panels: op(a)'s rows, c's rows
-    const int64_t panels = (m + kPanel - 1) / kPanel, rows = (m + panels - 1) / panels;
+    const int64_t rows = panel_length(m);
     for (int64_t r = 0; r < m; r += rows)
       dnnl_gemm(trans_a, trans_b, std::min(rows, m - r), n, k, alpha, trans_a ? a + r : a + r * lda,
                 lda, b, ldb, beta, c + r * ldc, ldc);
     return;
   }
   if (k > kPanel) {  // k panels: op(a)'s columns, op(b)'s rows, summed into c in order
-    const int64_t panels = (k + kPanel - 1) / kPanel, depth = (k + panels - 1) / panels;
+    const int64_t depth = panel_length(k);
     for (int64_t p = 0; p < k; p += depth)
       dnnl_gemm(trans_a, trans_b, m, n, std::min(depth, k - p), alpha,
                 trans_a ? a + p * lda : a + p, lda, trans_b ? b + p : b + p * ldb, ldb,
@@ -215,7 +222,7 @@ void dnnl_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
     return;
   }
   if (n > kPanel) {  // column panels: op(b)'s columns, c's columns
-    const int64_t panels = (n + kPanel - 1) / kPanel, cols = (n + panels - 1) / panels;
+    const int64_t cols = panel_length(n);
     for (int64_t j = 0; j < n; j += cols)
       dnnl_matmul(trans_a, trans_b, m, std::min(cols, n - j), k, DType::f32, a, lda,
                   trans_b ? b + j * ldb : b + j, ldb, nullptr, alpha, beta, DType::f32, c + j, ldc,
