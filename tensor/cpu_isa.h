@@ -18,9 +18,10 @@ enum class CpuIsa {
   avx2,         // AVX2 + FMA
   avx512,       // AVX-512 F, BW, VL and DQ (oneDNN's avx512_core)
   avx512_bf16,  // and the AVX512-BF16 dot products
+  amx,          // and AMX's bf16 tiles (AMX-TILE, AMX-BF16, their state enabled by the OS)
 };
 
-// "portable", "avx2", "avx512" or "avx512_bf16".
+// "portable", "avx2", "avx512", "avx512_bf16" or "amx".
 const char* cpu_isa_name(CpuIsa isa);
 
 // The level whose name is `name`; nullopt for an unknown name.

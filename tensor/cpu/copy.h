@@ -12,8 +12,8 @@ namespace fitgrad::cpu {
 
 using StridedOperand = backend::StridedOperand;
 
-// dst[i] = convert(src[i]) for every index i of `shape`. When both operands are
-// contiguous and of one dtype this is a single memcpy. dst must not overlap src.
+// dst[i] = convert(src[i]) for every index i of `shape`, in parallel runs (Note [Copies in
+// parallel runs] in copy.cpp). dst must not overlap src.
 void copy_strided(const Shape& shape, const StridedOperand& dst, const StridedOperand& src);
 
 // dst[i] = convert(value) for every index i of `shape`.

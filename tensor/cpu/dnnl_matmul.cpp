@@ -51,7 +51,8 @@ void cap_isa_once() {
       case CpuIsa::portable: cap = dnnl::cpu_isa::sse41; break;
       case CpuIsa::avx2: cap = dnnl::cpu_isa::avx2; break;
       case CpuIsa::avx512: cap = dnnl::cpu_isa::avx512_core_vnni; break;
-      case CpuIsa::avx512_bf16: cap = dnnl::cpu_isa::all; break;
+      case CpuIsa::avx512_bf16: cap = dnnl::cpu_isa::avx512_core_bf16; break;
+      case CpuIsa::amx: cap = dnnl::cpu_isa::all; break;
     }
     try {
       dnnl::set_max_cpu_isa(cap);
@@ -104,12 +105,20 @@ class OmpThreads {
   int saved_ = 1;
 };
 
-// Creates (and drops) a small bf16 matmul primitive: the name of the implementation oneDNN
-// chose for it ("brg:avx512_core_bf16", "brg:avx512_core_amx", ...), empty when oneDNN has
-// none here.
+// Creates (and drops) a bf16 matmul primitive of a training product's size: the name of the
+// implementation oneDNN chose for it ("brg:avx512_core_bf16", "brg:avx512_core_amx_bf16",
+// ...), empty when oneDNN has none here.
+// Note [The bf16 probe's size]
+// oneDNN 2.6 picks its implementation per shape: on an AMX Xeon a 16 x 16 product gets
+// "brg:avx512_core_bf16" and 64 x 64 and up get "brg:avx512_core_amx_bf16" (2026-12-04,
+// bench/RESULTS.md, issue 45). A 16 x 16 probe therefore called an AMX machine "no AMX", and
+// the bf16 GEMM rule (Note [When oneDNN's bf16 matmul pays]) staged every bf16 product there
+// through the fp32 GEMM. The probe asks at 256 x 256 x 256, a size every product of a
+// training step reaches or passes.
 std::string bf16_matmul_probe() {
-  const memory::desc ad({16, 16}, memory::data_type::bf16, memory::dims{16, 1});
-  const memory::desc cd({16, 16}, memory::data_type::f32, memory::dims{16, 1});
+  constexpr int64_t n = 256;
+  const memory::desc ad({n, n}, memory::data_type::bf16, memory::dims{n, 1});
+  const memory::desc cd({n, n}, memory::data_type::f32, memory::dims{n, 1});
   try {
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, ad, cd), engine());
     return pd.impl_info_str();

@@ -44,6 +44,8 @@ TEST(CpuIsa, DetectedLevelMatchesTheKernelsCpuFlags) {
       has("avx512dq"))
     want = CpuIsa::avx512;
   if (want == CpuIsa::avx512 && has("avx512_bf16")) want = CpuIsa::avx512_bf16;
+  // Linux lists the AMX flags only where it enables their state (arch/x86: XFEATURE_XTILE).
+  if (want == CpuIsa::avx512_bf16 && has("amx_bf16") && has("amx_tile")) want = CpuIsa::amx;
   EXPECT_EQ(cpu_isa_name(detected_cpu_isa()), std::string(cpu_isa_name(want)));
 }
 
@@ -68,14 +70,15 @@ TEST(CpuIsa, TheVariableLowersClampsAndRefusesUnknownNames) {
   EXPECT_EQ(choose_cpu_isa(CpuIsa::avx512_bf16, "avx2"), CpuIsa::avx2);
   EXPECT_EQ(choose_cpu_isa(CpuIsa::avx512, "portable"), CpuIsa::portable);
   EXPECT_EQ(choose_cpu_isa(CpuIsa::avx2, "avx512_bf16"), CpuIsa::avx2);  // clamped
-  for (const char* name : {"portable", "avx2", "avx512", "avx512_bf16"})
+  EXPECT_EQ(choose_cpu_isa(CpuIsa::amx, "avx512_bf16"), CpuIsa::avx512_bf16);
+  for (const char* name : {"portable", "avx2", "avx512", "avx512_bf16", "amx"})
     EXPECT_EQ(cpu_isa_name(*parse_cpu_isa(name)), std::string(name));
   try {
     choose_cpu_isa(CpuIsa::avx2, "AVX512");
     FAIL() << "an unknown level was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("FITGRAD_CPU_ISA=AVX512 is not an instruction-set level "
-                                         "(one of: portable, avx2, avx512, avx512_bf16)"),
+                                         "(one of: portable, avx2, avx512, avx512_bf16, amx)"),
               std::string::npos)
         << e.what();
   }

@@ -117,6 +117,10 @@ TEST(GemmBf16, TheBackendUsesItWhereItPays) {
     EXPECT_FALSE(cpu::gemm_bf16_preferred());
     return;
   }
+  // On an AMX CPU (the level in force; tests/tensor/cpu_isa_test.cpp checks it against
+  // /proc/cpuinfo) oneDNN's bf16 matmul is AMX's (Note [The bf16 probe's size]), and below that
+  // level it is not (oneDNN is capped with it).
+  EXPECT_EQ(cpu::dnnl_bf16_matmul_on_amx(), cpu_isa() >= CpuIsa::amx) << cpu_isa_name(cpu_isa());
   if (cpu::dnnl_bf16_matmul_on_amx()) {
     EXPECT_TRUE(cpu::gemm_bf16_preferred());
   }
