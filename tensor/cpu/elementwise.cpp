@@ -13,8 +13,10 @@
 #include "tensor/cpu/elementwise.h"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "tensor/convert.h"
+#include "tensor/cpu/bf16_rows.h"
 #include "tensor/cpu/elementwise_loop.h"
 #include "tensor/cpu/vec.h"
 #include "tensor/error.h"
@@ -101,17 +103,30 @@ T* typed(const StridedOperand& t) {
 }
 
 // n elements of t from element `off`, stride s, converted into the f32 tile dst, and back.
+// A unit-stride bf16 or f32 tile is one vector conversion or copy (bf16_rows.h: the same
+// values as convert()).
 void load_tile(const StridedOperand& t, int64_t off, int64_t s, int64_t n, float* dst) {
   dispatch_floating(t.dtype, "elementwise operand", [&](auto e) {
-    const auto* p = typed<decltype(e)>(t);
-    for (int64_t i = 0; i < n; ++i) dst[i] = convert<float>(p[off + i * s]);
+    using T = decltype(e);
+    const T* p = typed<T>(t) + off;
+    if constexpr (std::is_same_v<T, BFloat16>) {
+      if (s == 1) return widen_bf16(p, n, dst);
+    } else if constexpr (std::is_same_v<T, float>) {
+      if (s == 1) return void(std::copy_n(p, n, dst));
+    }
+    for (int64_t i = 0; i < n; ++i) dst[i] = convert<float>(p[i * s]);
   });
 }
 void store_tile(const StridedOperand& t, int64_t off, int64_t s, int64_t n, const float* src) {
   dispatch_floating(t.dtype, "elementwise operand", [&](auto e) {
     using T = decltype(e);
-    T* p = typed<T>(t);
-    for (int64_t i = 0; i < n; ++i) p[off + i * s] = convert<T>(src[i]);
+    T* p = typed<T>(t) + off;
+    if constexpr (std::is_same_v<T, BFloat16>) {
+      if (s == 1) return round_to_bf16(src, n, p);
+    } else if constexpr (std::is_same_v<T, float>) {
+      if (s == 1) return void(std::copy_n(src, n, p));
+    }
+    for (int64_t i = 0; i < n; ++i) p[i * s] = convert<T>(src[i]);
   });
 }
 
