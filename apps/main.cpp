@@ -18,19 +18,26 @@
 #include "apps/memviz/command.h"
 #include "apps/quantize.h"
 #include "apps/train/train_command.h"
+#include "tensor/cpu/gemm.h"
 #include "tensor/cpu_isa.h"
 #include "tensor/error.h"
 
 // Note [OpenMP wait policy]
-// libgomp's threads spin after each parallel region by default, waiting for the next one.
-// fitgrad's GEMMs run on OpenBLAS's own threads, so on a machine with as many cores as
-// threads the spinning OpenMP team takes the cores those GEMMs need: the demo model's
-// training step measured 1.6x faster with OMP_WAIT_POLICY=passive on an idle 2-core
-// machine (bench/RESULTS.md), with bitwise the same losses. libgomp reads the variable when
-// it is loaded, before main, so the command line sets it and executes itself again when the
-// user has not chosen a policy. Setting OMP_WAIT_POLICY (active or passive) opts out.
+// libgomp's threads spin a few milliseconds after each parallel region (300000 pauses),
+// waiting for the next one, then sleep. When the GEMMs ran on OpenBLAS's own threads, the
+// spinning OpenMP team took the cores those GEMMs needed: the demo model's training step
+// measured 1.6x faster with OMP_WAIT_POLICY=passive on an idle 2-core machine
+// (bench/RESULTS.md), so the command line set it and executed itself again (libgomp reads the
+// variable when it is loaded, before main). Where the GEMMs run on oneDNN (the default
+// backend of a build with it, tensor/cpu/gemm.cpp), they are OpenMP regions of the same
+// team, and passive waits cost a futex wake per region instead: on a 2-core AMX Xeon
+// (2026-12-04, issue 45) `generate --dtype bf16` on SmolLM2-135M decoded 20 tokens/s passive
+// against 44 with libgomp's default, and the demo's training step was 11% slower. So the
+// command line sets the passive policy only where the GEMMs run on OpenBLAS, and never where
+// the user has chosen a policy (OMP_WAIT_POLICY set, active or passive, opts out).
 static void prefer_passive_openmp_waits(char** argv) {
   if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  if (fitgrad::cpu::gemm_backend() != fitgrad::cpu::GemmBackend::openblas) return;
   ::setenv("OMP_WAIT_POLICY", "passive", 1);
   ::execv("/proc/self/exe", argv);  // returns only on failure: run on with the default
   ::unsetenv("OMP_WAIT_POLICY");
