@@ -23,24 +23,27 @@
 #include "tensor/error.h"
 
 // Note [OpenMP wait policy]
-// libgomp's threads spin a few milliseconds after each parallel region (300000 pauses),
-// waiting for the next one, then sleep. When the GEMMs ran on OpenBLAS's own threads, the
-// spinning OpenMP team took the cores those GEMMs needed: the demo model's training step
-// measured 1.6x faster with OMP_WAIT_POLICY=passive on an idle 2-core machine
-// (bench/RESULTS.md), so the command line set it and executed itself again (libgomp reads the
-// variable when it is loaded, before main). Where the GEMMs run on oneDNN (the default
-// backend of a build with it, tensor/cpu/gemm.cpp), they are OpenMP regions of the same
-// team, and passive waits cost a futex wake per region instead: on a 2-core AMX Xeon
-// (2026-12-04, issue 45) `generate --dtype bf16` on SmolLM2-135M decoded 20 tokens/s passive
-// against 44 with libgomp's default, and the demo's training step was 11% slower. So the
-// command line sets the passive policy only where the GEMMs run on OpenBLAS, and never where
-// the user has chosen a policy (OMP_WAIT_POLICY set, active or passive, opts out).
-static void prefer_passive_openmp_waits(char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
-  if (fitgrad::cpu::gemm_backend() != fitgrad::cpu::GemmBackend::openblas) return;
-  ::setenv("OMP_WAIT_POLICY", "passive", 1);
+// libgomp's threads spin after each parallel region, waiting for the next one, then sleep.
+// When the GEMMs ran on OpenBLAS's own threads, the spinning OpenMP team took the cores those
+// GEMMs needed: the demo model's training step measured 1.6x faster with
+// OMP_WAIT_POLICY=passive on an idle 2-core machine (bench/RESULTS.md). Where the GEMMs run on
+// oneDNN (the default backend of a build with it, tensor/cpu/gemm.cpp), they are OpenMP
+// regions of the same team, and passive waits cost a futex wake per region instead: on a
+// 2-core AMX Xeon (2026-12-04, issue 45) `generate --dtype bf16` on SmolLM2-135M decoded 19-20
+// tokens/s passive against 40-43 spinning, and the demo's training step was 11% slower. A
+// short spin keeps that and bounds what a waiting thread takes from another process (a
+// second test, a loader) between regions: GOMP_SPINCOUNT=10000, about a millisecond of
+// pauses, decoded 40 tokens/s against 41 at libgomp's own 300000. libgomp reads both
+// variables when it is loaded, before main, so the command line sets the one it needs and
+// executes itself again: passive where the GEMMs run on OpenBLAS, the short spin elsewhere.
+// A user who sets OMP_WAIT_POLICY or GOMP_SPINCOUNT opts out.
+static void choose_openmp_waits(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
+  const bool openblas = fitgrad::cpu::gemm_backend() == fitgrad::cpu::GemmBackend::openblas;
+  const char* name = openblas ? "OMP_WAIT_POLICY" : "GOMP_SPINCOUNT";
+  ::setenv(name, openblas ? "passive" : "10000", 1);
   ::execv("/proc/self/exe", argv);  // returns only on failure: run on with the default
-  ::unsetenv("OMP_WAIT_POLICY");
+  ::unsetenv(name);
 }
 
 // Note [Line-buffered progress]
@@ -49,7 +52,7 @@ static void prefer_passive_openmp_waits(char** argv) {
 // command got when it was stopped or killed: standard output is line-buffered even when
 // it is a file or a pipe (std::cout writes through stdio, which it is synchronised with).
 int main(int argc, char** argv) {
-  prefer_passive_openmp_waits(argv);
+  choose_openmp_waits(argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   try {  // a bad FITGRAD_CPU_ISA is one line before anything runs (Note [CPU ISA levels])
     fitgrad::cpu_isa();
