@@ -22,6 +22,7 @@
 #include "tensor/cpu/gemm.h"
 #include "tensor/cpu/gemm_bf16.h"
 #include "tensor/cpu/gemm_staged.h"
+#include "tensor/cpu/gemv_bf16.h"
 #include "tensor/cpu/norm.h"
 #include "tensor/cpu/optim_update.h"
 #include "tensor/cpu/reduce.h"
@@ -92,9 +93,17 @@ void max_backward(const MaxBackwardArgs& a) {
 // c (m, n) = op(a) op(b) (+ bias) on one matrix, in the operands' dtype: the f32 GEMM, the
 // bf16 GEMM, or the staged one when the front-end gave a workspace (f16, bf16 without a
 // bf16 GEMM, f32 in TF32 mode).
+// A bf16 product of one row against a weight stored (n, k), a decode step's, runs on the GEMV
+// where it exists (Note [bf16 GEMV] in gemv_bf16.cpp); a staging workspace the front-end
+// planned for it is then left unused.
 void gemm_one(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
               const void* a, int64_t lda, const void* b, int64_t ldb, const void* bias, void* c,
               bool tf32, const Tensor& workspace) {
+  if (dtype == DType::bf16 && m == 1 && !trans_a && trans_b && cpu::gemv_bf16_available()) {
+    cpu::gemv_bf16(n, k, static_cast<const BFloat16*>(a), static_cast<const BFloat16*>(b), ldb,
+                   static_cast<const BFloat16*>(bias), c, DType::bf16);
+    return;
+  }
   if (workspace.defined()) {
     dispatch_floating(dtype, "staged gemm", [&](auto e) {
       using E = decltype(e);
