@@ -1,5 +1,5 @@
 // The `fitgrad` command line (DESIGN.md, apps/). Subcommands: `train` (apps/train/),
-// `generate` (apps/generate.h), `inspect` (apps/inspect.h), `quantize` (apps/quantize.h),
+// `generate` (apps/generate.h), `eval` (apps/eval.h), `inspect` (apps/inspect.h), `quantize` (apps/quantize.h),
 // `export` (apps/export.h), `memplan` (apps/memplan/memplan_command.h), `memviz`
 // (apps/memviz/command.h) and `launch` (apps/launch.h).
 #include <unistd.h>
@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "apps/eval.h"
 #include "apps/export.h"
 #include "apps/generate.h"
 #include "apps/guard.h"
@@ -72,6 +73,7 @@ int main(int argc, char** argv) {
   fitgrad::apps::QuantizeArgs quantize_args;
   CLI::App* quantize = fitgrad::apps::add_quantize_command(app, quantize_args);
   fitgrad::apps::add_generate_command(app);
+  fitgrad::apps::add_eval_command(app);
   fitgrad::apps::add_train_command(app);
   fitgrad::apps::add_memplan_command(app);
   fitgrad::apps::add_memviz_command(app);

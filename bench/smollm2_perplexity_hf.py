@@ -5,11 +5,13 @@ bench/smollm2_perplexity.cpp): the held-out slice is the last 5% of the corpus's
 the first line start at or after byte floor(0.95 * size). The slice is tokenized on its own,
 with no BOS. Window w feeds tokens [512 w, 512 w + 512) and scores the next-token predictions
 of tokens [512 w + 1, 512 w + 513). The model is the same Q4_1 GGUF, which transformers
-dequantizes to f32 when it loads it. The GGUF has no output.weight: its head is the token
-embedding (tied), and transformers, left alone, would build a random head. Both runs use 1
-thread, and only the windows are timed.
+dequantizes to f32 when it loads it (and casts to DTYPE, f32 or bf16). The GGUF has no
+output.weight: its head is the token embedding (tied), and transformers, left alone, would
+build a random head. THREADS defaults to 1, as the C++ program's comparison ran; only the
+windows are timed. `fitgrad eval --data FILE --seq_len 512` scores the same windows of a file
+holding the slice (issue 45: bf16, 2 threads).
 
-  python bench/smollm2_perplexity_hf.py [WINDOWS [MODEL [CORPUS]]]
+  python bench/smollm2_perplexity_hf.py [WINDOWS [MODEL [CORPUS [DTYPE [THREADS]]]]]
 
 Needs transformers (4.46.3 works on Debian's PyTorch 1.13), gguf and accelerate from PyPI,
 e.g. in a venv made with --system-site-packages. CI does not run it.
@@ -30,11 +32,13 @@ def main():
     model_path = sys.argv[2] if len(sys.argv) > 2 else os.path.join(
         cache, "SmolLM2-135M-Instruct.Q4_1.gguf")
     corpus = sys.argv[3] if len(sys.argv) > 3 else "data/assets/austen.txt"
-    torch.set_num_threads(1)
+    dtype = {"f32": torch.float32, "bf16": torch.bfloat16}[sys.argv[4] if len(sys.argv) > 4
+                                                           else "f32"]
+    torch.set_num_threads(int(sys.argv[5]) if len(sys.argv) > 5 else 1)
     folder, name = os.path.split(os.path.abspath(model_path))
     tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
     model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, torch_dtype=torch.float32,
-                                                 tie_word_embeddings=True)
+                                                 tie_word_embeddings=True).to(dtype)
     model.eval()
     data = open(corpus, "rb").read()
     start = (len(data) * 95) // 100
@@ -49,13 +53,15 @@ def main():
         for w in range(windows):
             x = torch.tensor([ids[512 * w:512 * w + 512]])
             y = torch.tensor(ids[512 * w + 1:512 * w + 513])
-            nll = torch.nn.functional.cross_entropy(model(x).logits[0], y, reduction="sum").item()
+            logits = model(x).logits[0].float()
+            nll = torch.nn.functional.cross_entropy(logits, y, reduction="sum").item()
             print(f"window {w:2d}: mean NLL {nll / 512:.4f}")
             total += nll
             count += 512
     seconds = time.perf_counter() - began
     mean = total / count
-    print(f"transformers {transformers.__version__} on torch {torch.__version__}: {windows} "
+    print(f"transformers {transformers.__version__} on torch {torch.__version__} ({dtype}, "
+          f"{torch.get_num_threads()} threads): {windows} "
           f"windows x 512 tokens = {count} scored tokens, mean NLL {mean:.4f} nats/token, "
           f"perplexity {math.exp(mean):.3f}, {seconds:.1f} s ({count / seconds:.1f} tokens/s)")
 

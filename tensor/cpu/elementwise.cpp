@@ -95,6 +95,49 @@ FITGRAD_ISA_KERNEL(void, gelu_backward_run,
                     int64_t n),
                    (o, so, dy, sd, x, sx, n))
 
+// Note [Vectorised SwiGLU]
+// The Llama-family MLP's silu(gate) * up, its gradients, and silu alone, on the same
+// sigmoid_vec as gelu (Note [Vectorised gelu]): libm's expf, called per element, took 7% of a
+// bf16 SmolLM2 evaluation on the AMX Xeon (bench/RESULTS.md, issue 45). Strided runs gather
+// into the same vectors, so an element's bits do not depend on the layout.
+// o[i so] = silu(g[i sg]) * u[i su] for i < n, or silu(g) alone when u is null.
+template <CpuIsa kIsa>
+[[gnu::always_inline]] inline void swiglu_run_body(float* o, int64_t so, const float* g, int64_t sg,
+                                                   const float* u, int64_t su, int64_t n) {
+  using V = typename Native<kIsa>::F;
+  for_each_vector<V>(n, [&](int64_t i, int64_t w) {
+    const V v = gather<V>(g + i * sg, sg, w);
+    const V silu_v = v * sigmoid_vec(v);
+    scatter(o + i * so, so, w, u ? silu_v * gather<V>(u + i * su, su, w) : silu_v);
+  });
+}
+
+// dg = dy * u * silu'(g), du = dy * silu(g), silu'(g) = s (1 + g (1 - s)), s = sigmoid(g);
+// the five operands' strides in s[] (dg, du, dy, g, u).
+template <CpuIsa kIsa>
+[[gnu::always_inline]] inline void swiglu_backward_run_body(float* dg, float* du, const float* dy,
+                                                            const float* g, const float* u,
+                                                            const int64_t* s, int64_t n) {
+  using V = typename Native<kIsa>::F;
+  for_each_vector<V>(n, [&](int64_t i, int64_t w) {
+    const V d = gather<V>(dy + i * s[2], s[2], w);
+    const V v = gather<V>(g + i * s[3], s[3], w);
+    const V sig = sigmoid_vec(v);
+    scatter(dg + i * s[0], s[0], w,
+            d * gather<V>(u + i * s[4], s[4], w) * sig * (1.0f + v * (1.0f - sig)));
+    scatter(du + i * s[1], s[1], w, d * v * sig);
+  });
+}
+
+FITGRAD_ISA_KERNEL(void, swiglu_run,
+                   (float* o, int64_t so, const float* g, int64_t sg, const float* u, int64_t su,
+                    int64_t n),
+                   (o, so, g, sg, u, su, n))
+FITGRAD_ISA_KERNEL(void, swiglu_backward_run,
+                   (float* dg, float* du, const float* dy, const float* g, const float* u,
+                    const int64_t* s, int64_t n),
+                   (dg, du, dy, g, u, s, n))
+
 constexpr int64_t kTile = 256;
 
 template <class T>
@@ -244,7 +287,19 @@ void unary_f32(UnaryOp op, float param, const Shape& shape, const StridedOperand
                                 gelu_run(o + off[0], so, a + off[1], sa, count);
                               });
     }
-    case UnaryOp::silu: return unary_loop(shape, out, x, [](float v) { return silu(v); });
+    case UnaryOp::silu: {  // Note [Vectorised SwiGLU]
+      if (!all_f32({&out, &x}))
+        return tiled<1, 1>(shape, {&out, &x}, [](const auto& t, int64_t n) {
+          swiglu_run(t[0], 1, t[1], 1, nullptr, 0, n);
+        });
+      float* o = f32_data(out);
+      const float* a = f32_data(x);
+      const int64_t so = inner_stride(out), sa = inner_stride(x);
+      return parallel_runs<2>(shape, {&out.strides, &x.strides}, {0, 0},
+                              [&](const std::array<int64_t, 2>& off, int64_t count) {
+                                swiglu_run(o + off[0], so, a + off[1], sa, nullptr, 0, count);
+                              });
+    }
   }
   FG_ASSERT(false, "unknown unary op {}", int(op));
 }
@@ -277,8 +332,20 @@ void binary_f32(BinaryOp op, const Shape& shape, const StridedOperand& out, cons
     }
     case BinaryOp::silu_backward:
       return binary_loop(shape, out, a, b, [](float dy, float x) { return dy * silu_grad(x); });
-    case BinaryOp::swiglu:
-      return binary_loop(shape, out, a, b, [](float g, float u) { return silu(g) * u; });
+    case BinaryOp::swiglu: {  // Note [Vectorised SwiGLU]
+      if (!all_f32({&out, &a, &b}))
+        return tiled<1, 2>(shape, {&out, &a, &b}, [](const auto& t, int64_t n) {
+          swiglu_run(t[0], 1, t[1], 1, t[2], 1, n);
+        });
+      float* o = f32_data(out);
+      const float* pg = f32_data(a);
+      const float* pu = f32_data(b);
+      const int64_t so = inner_stride(out), sg = inner_stride(a), su = inner_stride(b);
+      return parallel_runs<3>(shape, {&out.strides, &a.strides, &b.strides}, {0, 0, 0},
+                              [&](const std::array<int64_t, 3>& off, int64_t count) {
+                                swiglu_run(o + off[0], so, pg + off[1], sg, pu + off[2], su, count);
+                              });
+    }
   }
   FG_ASSERT(false, "unknown binary op {}", int(op));
 }
@@ -288,11 +355,8 @@ void swiglu_backward_f32(const Shape& shape, const StridedOperand& dgate, const 
                          const StridedOperand& up) {
   if (!all_f32({&dgate, &dup, &dy, &gate, &up}))
     return tiled<2, 3>(shape, {&dgate, &dup, &dy, &gate, &up}, [](const auto& t, int64_t n) {
-      for (int64_t i = 0; i < n; ++i) {
-        const float gi = t[3][i], di = t[2][i], sg = sigmoid(gi);
-        t[0][i] = di * t[4][i] * sg * (1.0f + gi * (1.0f - sg));
-        t[1][i] = di * gi * sg;
-      }
+      const int64_t unit[5] = {1, 1, 1, 1, 1};  // the tiles are contiguous
+      swiglu_backward_run(t[0], t[1], t[2], t[3], t[4], unit, n);
     });
   float* dg = f32_data(dgate);
   float* du = f32_data(dup);
@@ -303,14 +367,8 @@ void swiglu_backward_f32(const Shape& shape, const StridedOperand& dgate, const 
                                     inner_stride(gate), inner_stride(up)};
   parallel_runs<5>(shape, {&dgate.strides, &dup.strides, &dy.strides, &gate.strides, &up.strides},
                    {0, 0, 0, 0, 0}, [&](const std::array<int64_t, 5>& off, int64_t count) {
-                     for (int64_t i = 0; i < count; ++i) {
-                       const float gi = g[off[3] + i * s[3]];
-                       const float di = d[off[2] + i * s[2]];
-                       const float sg = sigmoid(gi);
-                       dg[off[0] + i * s[0]] =
-                           di * u[off[4] + i * s[4]] * sg * (1.0f + gi * (1.0f - sg));
-                       du[off[1] + i * s[1]] = di * gi * sg;
-                     }
+                     swiglu_backward_run(dg + off[0], du + off[1], d + off[2], g + off[3],
+                                         u + off[4], s.data(), count);
                    });
 }
 

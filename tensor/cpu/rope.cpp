@@ -2,6 +2,7 @@
 #include "tensor/cpu/rope.h"
 
 #include <cmath>
+#include <vector>
 
 #include "tensor/convert.h"
 
@@ -9,11 +10,12 @@ namespace fitgrad::cpu {
 
 void rope_table_f32(float* table, int64_t T, int64_t D, int64_t position_offset, double theta) {
   const int64_t half = D / 2;
+  std::vector<double> inv_freq(static_cast<size_t>(half));  // theta^(-2i/D), the same for every position
+  for (int64_t i = 0; i < half; ++i) inv_freq[i] = std::pow(theta, -double(2 * i) / double(D));
 #pragma omp parallel for schedule(static)
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t i = 0; i < half; ++i) {
-      const double inv_freq = std::pow(theta, -double(2 * i) / double(D));
-      const double angle = double(position_offset + t) * inv_freq;
+      const double angle = double(position_offset + t) * inv_freq[i];
       table[t * half + i] = float(std::cos(angle));
       table[(T + t) * half + i] = float(std::sin(angle));
     }

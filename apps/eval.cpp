@@ -1,0 +1,124 @@
+// `fitgrad eval` (see eval.h).
+//
+// Note [Eval windows]
+// The text is tokenized whole, with no BOS (the tokenizer's own special tokens in the text
+// stay text). Window w feeds tokens [L w, L w + L) and scores the predictions of tokens
+// [L w + 1, L w + L + 1), for L = --seq_len: the windows' scored tokens are disjoint and each
+// window starts with a fresh context, as bench/smollm2_perplexity's windows (and the
+// stride = length case of transformers' perplexity guide) do. A last window with fewer than L
+// tokens left is scored over what is left. The mean NLL is over every scored token; the
+// perplexity is its exponential.
+#include "apps/eval.h"
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "apps/guard.h"
+#include "apps/model_source.h"
+#include "autograd/grad_mode.h"
+#include "tensor/error.h"
+#include "tensor/memory/bytes.h"
+#include "tensor/memory/caching_allocator.h"
+
+namespace fitgrad::apps {
+namespace {
+
+std::string read_text(const std::string& path) {
+  FG_CHECK(!path.empty(), "[eval] --data is required: a UTF-8 text file to score");
+  std::ifstream in(path, std::ios::binary);
+  FG_CHECK(in.good() && std::filesystem::is_regular_file(path),
+           "[eval] cannot open the data file '{}'", path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+DType eval_dtype(const std::string& name) {
+  if (name == "f32") return DType::f32;
+  if (name == "bf16") return DType::bf16;
+  throw Error(fmt::format("[eval] --dtype must be f32 or bf16, got '{}'", name));
+}
+
+}  // namespace
+
+EvalStats evaluate(const EvalOptions& o, std::ostream& out) {
+  FG_CHECK(!o.model.empty(), "[eval] --model is required");
+  FG_CHECK(o.max_windows >= 0, "[eval] --max_windows must be 0 (every window) or positive, got {}",
+           o.max_windows);
+  const std::string text = read_text(o.data);
+  nn::BuildOptions build;
+  build.device = Device::parse(o.device);
+  build.dtype = eval_dtype(o.dtype);
+  const LoadedModel loaded = load_model(o.model, o.init, build);
+  FG_CHECK(loaded.tokenizer, "[eval] {} has no tokenizer to read the text with", o.model);
+  const nn::CausalLM& model = *loaded.model;
+  const int64_t context = model.config().max_position_embeddings;
+  FG_CHECK(o.seq_len >= 1 && o.seq_len <= context,
+           "[eval] --seq_len must be in [1, {}] (the model's context), got {}", context, o.seq_len);
+  const std::vector<int32_t> ids = loaded.tokenizer->encode(text, /*allow_special=*/false);
+  FG_CHECK(ids.size() >= 2,
+           "[eval] {} holds {} token(s): at least 2 are needed to score one prediction", o.data,
+           ids.size());
+
+  autograd::NoGradGuard no_grad;
+  CachingAllocator& allocator = allocator_for(build.device);
+  allocator.reset_peak_stats();
+  EvalStats stats;
+  double nll_sum = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t start = 0; start + 1 < int64_t(ids.size()); start += o.seq_len) {
+    if (o.max_windows > 0 && stats.windows == o.max_windows) break;
+    const int64_t n = std::min<int64_t>(o.seq_len, int64_t(ids.size()) - 1 - start);
+    const std::vector<int32_t> x(ids.begin() + start, ids.begin() + start + n);
+    const std::vector<int32_t> y(ids.begin() + start + 1, ids.begin() + start + n + 1);
+    const Tensor xs = Tensor::from_vector(x, {1, n}, DType::i32).to(build.device);
+    const Tensor ys = Tensor::from_vector(y, {1, n}, DType::i32).to(build.device);
+    const double mean = model.loss(xs, ys).item();  // (B T) mean over the window
+    nll_sum += mean * double(n);
+    stats.scored_tokens += n;
+    out << fmt::format("window {}: {} tokens, mean NLL {:.4f}\n", stats.windows, n, mean);
+    ++stats.windows;
+  }
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  stats.mean_nll = nll_sum / double(stats.scored_tokens);
+  stats.peak_bytes = allocator.stats().allocated_bytes[kAllPools].peak;
+  return stats;
+}
+
+void add_eval_command(CLI::App& app) {
+  auto o = std::make_shared<EvalOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "eval", "The perplexity of a model on a text file (windows of --seq_len tokens)");
+  cmd->add_option("--model", o->model,
+                  "a preset name, a config.json, a checkpoint directory or a .gguf file")
+      ->required();
+  cmd->add_option("--init", o->init, "a .safetensors or .gguf file with the weights to load");
+  cmd->add_option("--data", o->data, "the UTF-8 text file to score")->required();
+  cmd->add_option("--seq_len", o->seq_len, "tokens per window (default 512)");
+  cmd->add_option("--max_windows", o->max_windows, "score at most this many windows; 0 = all");
+  cmd->add_option("--device", o->device, "cpu or cuda[:i] (default cpu)");
+  cmd->add_option("--dtype", o->dtype, "f32 or bf16 (default f32)");
+  cmd->callback([o] {
+    const int code = run_guarded("eval", std::cout, std::cerr, [&] {
+      const EvalStats s = evaluate(*o, std::cout);
+      std::cout << fmt::format(
+                       "[eval] {}: {} windows, {} scored tokens, mean NLL {:.4f} nats/token, "
+                       "perplexity {:.3f}, {:.2f} s ({:.1f} tokens/s), peak memory {}",
+                       o->data, s.windows, s.scored_tokens, s.mean_nll, std::exp(s.mean_nll),
+                       s.seconds, double(s.scored_tokens) / s.seconds, format_bytes(s.peak_bytes))
+                << std::endl;
+      return 0;
+    });
+    if (code != 0) throw CLI::RuntimeError(code);
+  });
+}
+
+}  // namespace fitgrad::apps

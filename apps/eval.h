@@ -1,0 +1,41 @@
+// `fitgrad eval`: the perplexity of a model (any spec of apps/model_source.h) on a text file,
+// in f32 or bf16, as the perplexity users compute with transformers: the text is tokenized
+// whole, cut into windows, and each window's next-token predictions are scored (Note [Eval
+// windows] in eval.cpp).
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+namespace CLI {
+class App;
+}
+
+namespace fitgrad::apps {
+
+struct EvalOptions {
+  std::string model;  // a spec (Note [Model specs] in model_source.h)
+  std::string init;   // optional weights file
+  std::string data;   // a UTF-8 text file
+  int64_t seq_len = 512;
+  int64_t max_windows = 0;  // 0: every window
+  std::string device = "cpu";
+  std::string dtype = "f32";  // f32 or bf16
+};
+
+struct EvalStats {
+  int64_t windows = 0;
+  int64_t scored_tokens = 0;
+  double mean_nll = 0;  // nats per scored token
+  double seconds = 0;   // the windows' forwards, not the load
+  int64_t peak_bytes = 0;
+};
+
+// Runs the evaluation, writing one line per window to `out`; throws fitgrad::Error on bad
+// input (naming the flag or the file).
+EvalStats evaluate(const EvalOptions& options, std::ostream& out);
+
+void add_eval_command(CLI::App& app);
+
+}  // namespace fitgrad::apps

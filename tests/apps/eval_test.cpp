@@ -1,0 +1,107 @@
+// `fitgrad eval` (apps/eval.h): the windows of Note [Eval windows] (every token after the
+// first scored once, a short last window), the mean NLL equal to the model's own loss over
+// those windows, an untrained byte model near ln 256 nats per byte, --max_windows, and bad
+// input named.
+#include "apps/eval.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "apps/model_source.h"
+#include "autograd/grad_mode.h"
+#include "tensor/error.h"
+
+namespace fitgrad::apps {
+namespace {
+
+namespace fs = std::filesystem;
+
+class EvalTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = fs::temp_directory_path() / ("fitgrad_eval_" + std::to_string(::getpid()) + ".txt");
+    std::string text;
+    for (int i = 0; i < 150; ++i) text += char('a' + (i * 7) % 26);  // 150 bytes
+    std::ofstream(path_, std::ios::binary) << text;
+    text_ = text;
+  }
+  void TearDown() override { fs::remove(path_); }
+  EvalOptions options() const {
+    EvalOptions o;
+    o.model = "llama-tiny";  // byte tokenizer, context 64
+    o.data = path_.string();
+    o.seq_len = 64;
+    return o;
+  }
+  fs::path path_;
+  std::string text_;
+};
+
+TEST_F(EvalTest, ScoresEveryTokenOnceAsTheModelsOwnLoss) {
+  std::ostringstream out;
+  const EvalStats s = evaluate(options(), out);
+  EXPECT_EQ(s.windows, 3);  // 64 + 64 + 21 predictions of 150 bytes
+  EXPECT_EQ(s.scored_tokens, 149);
+  // The same model (the same spec and seed) scored window by window.
+  const LoadedModel m = load_model("llama-tiny", "", {});
+  autograd::NoGradGuard no_grad;
+  double sum = 0;
+  for (int64_t start : {0, 64, 128}) {
+    const int64_t n = std::min<int64_t>(64, 149 - start);
+    std::vector<int32_t> x, y;
+    for (int64_t i = 0; i < n; ++i) {
+      x.push_back(uint8_t(text_[start + i]));
+      y.push_back(uint8_t(text_[start + i + 1]));
+    }
+    sum += m.model
+               ->loss(Tensor::from_vector(x, {1, n}, DType::i32),
+                      Tensor::from_vector(y, {1, n}, DType::i32))
+               .item() *
+           double(n);
+  }
+  EXPECT_DOUBLE_EQ(s.mean_nll, sum / 149);
+  // An untrained byte model predicts nearly uniformly: about ln 256 nats per byte.
+  EXPECT_NEAR(s.mean_nll, std::log(256.0), 0.5);
+  EXPECT_NE(out.str().find("window 2: 21 tokens"), std::string::npos) << out.str();
+}
+
+TEST_F(EvalTest, MaxWindowsStopsEarly) {
+  EvalOptions o = options();
+  o.max_windows = 1;
+  std::ostringstream out;
+  const EvalStats s = evaluate(o, out);
+  EXPECT_EQ(s.windows, 1);
+  EXPECT_EQ(s.scored_tokens, 64);
+}
+
+TEST_F(EvalTest, BadInputIsNamed) {
+  auto message = [](const EvalOptions& o) {
+    std::ostringstream out;
+    try {
+      evaluate(o, out);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EvalOptions o = options();
+  o.data = (fs::temp_directory_path() / "fitgrad_no_such_file.txt").string();
+  EXPECT_NE(message(o).find("cannot open the data file"), std::string::npos) << message(o);
+  o = options();
+  o.seq_len = 65;
+  EXPECT_NE(message(o).find("--seq_len must be in [1, 64]"), std::string::npos) << message(o);
+  o = options();
+  o.dtype = "f16";
+  EXPECT_NE(message(o).find("--dtype must be f32 or bf16"), std::string::npos) << message(o);
+  std::ofstream(path_, std::ios::binary) << "a";
+  EXPECT_NE(message(options()).find("at least 2 are needed"), std::string::npos)
+      << message(options());
+}
+
+}  // namespace
+}  // namespace fitgrad::apps
