@@ -11,7 +11,8 @@
 namespace fitgrad::cpu {
 
 // table[0][t][i] = cos(a), table[1][t][i] = sin(a), a = (position_offset + t) * inv_freq[i],
-// inv_freq[i] = theta^(-2i/D), all in double and rounded to f32 at the end.
+// inv_freq[i] = theta^(-2i/D), all in double (within a block of positions by rotation, Note
+// [RoPE table by rotation] in rope.cpp) and rounded to f32 at the end.
 void rope_table_f32(float* table,  // (2, T, D/2)
                     int64_t T, int64_t D, int64_t position_offset, double theta);
 
