@@ -28,6 +28,27 @@ float f(E v) {
   return convert<float>(v);
 }
 
+// Note [Row sums in lanes]
+// A row statistic summed in one chain of additions waits an addition's latency per element:
+// the bf16 RMSNorm of SmolLM2 (rows of 576) took 5% of an evaluation on the AMX Xeon
+// (bench/RESULTS.md, issue 45). The row sums here go to kLanes accumulators, element c to
+// lane c % kLanes, and the lanes are then added in order: independent chains the compiler
+// can put in vectors, and a fixed order of additions, so the bits depend on the row alone.
+constexpr int64_t kLanes = 16;
+
+// sum over c < n of term(c), in lanes (Note [Row sums in lanes]).
+template <class Term>
+float lane_sum(int64_t n, Term&& term) {
+  float acc[kLanes] = {};
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) acc[l] += term(c + l);
+  for (int64_t l = 0; c + l < n; ++l) acc[l] += term(c + l);
+  float total = 0;
+  for (float a : acc) total += a;
+  return total;
+}
+
 // Rows [begin, end) of partition p of P.
 int64_t partition_begin(int64_t p, int64_t P, int64_t rows) { return p * rows / P; }
 
@@ -51,11 +72,8 @@ void layer_norm(const E* x, const E* w, const E* b, E* y, float* mean, float* rs
   for (int64_t r = 0; r < rows; ++r) {
     const E* xr = x + r * C;
     E* yr = y + r * C;
-    float sum = 0;
-    for (int64_t c = 0; c < C; ++c) sum += f(xr[c]);
-    const float mu = sum / float(C);
-    float sq = 0;
-    for (int64_t c = 0; c < C; ++c) sq += (f(xr[c]) - mu) * (f(xr[c]) - mu);
+    const float mu = lane_sum(C, [&](int64_t c) { return f(xr[c]); }) / float(C);
+    const float sq = lane_sum(C, [&](int64_t c) { return (f(xr[c]) - mu) * (f(xr[c]) - mu); });
     const float rs = 1.0f / std::sqrt(sq / float(C) + eps);
     mean[r] = mu;
     rstd[r] = rs;
@@ -82,12 +100,9 @@ void layer_norm_backward(const E* dy, const E* x, const E* w, const float* mean,
       E* dxr = dx + r * C;
       const float mu = mean[r], rs = rstd[r];
       // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w.
-      float sum_g = 0, sum_gx = 0;
-      for (int64_t c = 0; c < C; ++c) {
-        const float g = w ? f(dyr[c]) * f(w[c]) : f(dyr[c]);
-        sum_g += g;
-        sum_gx += g * (f(xr[c]) - mu) * rs;
-      }
+      auto g_at = [&](int64_t c) { return w ? f(dyr[c]) * f(w[c]) : f(dyr[c]); };
+      const float sum_g = lane_sum(C, g_at);
+      const float sum_gx = lane_sum(C, [&](int64_t c) { return g_at(c) * (f(xr[c]) - mu) * rs; });
       const float mean_g = sum_g / float(C), mean_gx = sum_gx / float(C);
       for (int64_t c = 0; c < C; ++c) {
         const float xhat = (f(xr[c]) - mu) * rs;
@@ -108,8 +123,7 @@ void rms_norm(const E* x, const E* w, E* y, float* rstd, int64_t rows, int64_t C
   for (int64_t r = 0; r < rows; ++r) {
     const E* xr = x + r * C;
     E* yr = y + r * C;
-    float sq = 0;
-    for (int64_t c = 0; c < C; ++c) sq += f(xr[c]) * f(xr[c]);
+    const float sq = lane_sum(C, [&](int64_t c) { return f(xr[c]) * f(xr[c]); });
     const float rs = 1.0f / std::sqrt(sq / float(C) + eps);
     rstd[r] = rs;
     for (int64_t c = 0; c < C; ++c) yr[c] = convert<E>(w ? f(xr[c]) * rs * f(w[c]) : f(xr[c]) * rs);
@@ -129,9 +143,8 @@ void rms_norm_backward(const E* dy, const E* x, const E* w, const float* rstd, E
       E* dxr = dx + r * C;
       const float rs = rstd[r];
       // dx = rstd * (g - xhat * mean(g * xhat)), g = dy * w, xhat = x * rstd.
-      float sum_gx = 0;
-      for (int64_t c = 0; c < C; ++c)
-        sum_gx += (w ? f(dyr[c]) * f(w[c]) : f(dyr[c])) * f(xr[c]) * rs;
+      const float sum_gx = lane_sum(
+          C, [&](int64_t c) { return (w ? f(dyr[c]) * f(w[c]) : f(dyr[c])) * f(xr[c]) * rs; });
       const float mean_gx = sum_gx / float(C);
       for (int64_t c = 0; c < C; ++c) {
         const float xhat = f(xr[c]) * rs;
