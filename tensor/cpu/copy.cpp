@@ -5,7 +5,6 @@
 #include <array>
 #include <cstring>
 #include <type_traits>
-#include <vector>
 
 #include "tensor/convert.h"
 #include "tensor/cpu/bf16_rows.h"
@@ -13,43 +12,6 @@
 #include "tensor/error.h"
 
 namespace fitgrad::cpu {
-
-namespace {
-
-// Calls body(dst_index, src_index) for every index of `shape` in row-major order, where
-// the two arguments are element offsets of the operands. The last dim is the inner loop.
-template <class Body>
-void for_each_index(const Shape& shape, const Strides& dst_strides, int64_t dst_offset,
-                    const Strides& src_strides, int64_t src_offset, Body&& body) {
-  const size_t ndim = shape.size();
-  if (ndim == 0) {
-    body(dst_offset, src_offset);
-    return;
-  }
-  const int64_t inner = shape[ndim - 1];
-  const int64_t dst_inner = dst_strides[ndim - 1];
-  const int64_t src_inner = src_strides[ndim - 1];
-  int64_t outer = 1;
-  for (size_t d = 0; d + 1 < ndim; ++d) outer *= shape[d];
-  std::vector<int64_t> index(ndim - 1, 0);  // odometer over the outer dims
-  int64_t di = dst_offset;
-  int64_t si = src_offset;
-  for (int64_t o = 0; o < outer; ++o) {
-    for (int64_t i = 0; i < inner; ++i) body(di + i * dst_inner, si + i * src_inner);
-    for (size_t d = ndim - 1; d-- > 0;) {
-      if (++index[d] < shape[d]) {
-        di += dst_strides[d];
-        si += src_strides[d];
-        break;
-      }
-      di -= dst_strides[d] * (shape[d] - 1);
-      si -= src_strides[d] * (shape[d] - 1);
-      index[d] = 0;
-    }
-  }
-}
-
-}  // namespace
 
 // Note [Copies in parallel runs]
 // A copy walks the index space in the elementwise kernels' runs and chunks (Note
@@ -96,18 +58,18 @@ void copy_strided(const Shape& shape, const StridedOperand& dst, const StridedOp
 
 void fill_strided(const Shape& shape, const StridedOperand& dst, double value) {
   FG_ASSERT(dst.strides.size() == shape.size());
-  const int64_t n = numel(shape);
-  if (n == 0) return;
+  if (numel(shape) == 0) return;
   dispatch_dtype(dst.dtype, [&](auto tag) {
     using D = decltype(tag);
     const D v = convert<D>(value);
     D* out = static_cast<D*>(dst.data);
-    if (is_contiguous(shape, dst.strides)) {
-      std::fill_n(out + dst.offset, n, v);
-      return;
-    }
-    for_each_index(shape, dst.strides, dst.offset, dst.strides, dst.offset,
-                   [&](int64_t di, int64_t) { out[di] = v; });
+    const int64_t step = shape.empty() ? 1 : dst.strides.back();
+    // Note [Copies in parallel runs]: a fill is a copy of one value.
+    parallel_runs<1>(shape, {&dst.strides}, {dst.offset},
+                     [&](const std::array<int64_t, 1>& off, int64_t count) {
+                       if (step == 1) return void(std::fill_n(out + off[0], count, v));
+                       for (int64_t e = 0; e < count; ++e) out[off[0] + e * step] = v;
+                     });
   });
 }
 
