@@ -6,8 +6,9 @@
 // [L w + 1, L w + L + 1), for L = --seq_len: the windows' scored tokens are disjoint and each
 // window starts with a fresh context, as bench/smollm2_perplexity's windows (and the
 // stride = length case of transformers' perplexity guide) do. A last window with fewer than L
-// tokens left is scored over what is left. The mean NLL is over every scored token; the
-// perplexity is its exponential.
+// tokens left is scored over what is left. With --batch_size B, up to B windows of one length
+// go through one forward, which changes nothing but the products' rounding. The mean NLL is
+// over every scored token; the perplexity is its exponential.
 #include "apps/eval.h"
 
 #include <fmt/format.h>
@@ -20,6 +21,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <vector>
 
 #include "apps/guard.h"
 #include "apps/model_source.h"
@@ -53,6 +55,7 @@ EvalStats evaluate(const EvalOptions& o, std::ostream& out) {
   FG_CHECK(!o.model.empty(), "[eval] --model is required");
   FG_CHECK(o.max_windows >= 0, "[eval] --max_windows must be 0 (every window) or positive, got {}",
            o.max_windows);
+  FG_CHECK(o.batch_size >= 1, "[eval] --batch_size must be positive, got {}", o.batch_size);
   const std::string text = read_text(o.data);
   nn::BuildOptions build;
   build.device = Device::parse(o.device);
@@ -74,18 +77,36 @@ EvalStats evaluate(const EvalOptions& o, std::ostream& out) {
   EvalStats stats;
   double nll_sum = 0;
   const auto t0 = std::chrono::steady_clock::now();
-  for (int64_t start = 0; start + 1 < int64_t(ids.size()); start += o.seq_len) {
-    if (o.max_windows > 0 && stats.windows == o.max_windows) break;
-    const int64_t n = std::min<int64_t>(o.seq_len, int64_t(ids.size()) - 1 - start);
-    const std::vector<int32_t> x(ids.begin() + start, ids.begin() + start + n);
-    const std::vector<int32_t> y(ids.begin() + start + 1, ids.begin() + start + n + 1);
-    const Tensor xs = Tensor::from_vector(x, {1, n}, DType::i32).to(build.device);
-    const Tensor ys = Tensor::from_vector(y, {1, n}, DType::i32).to(build.device);
-    const double mean = model.loss(xs, ys).item();  // (B T) mean over the window
-    nll_sum += mean * double(n);
-    stats.scored_tokens += n;
-    out << fmt::format("window {}: {} tokens, mean NLL {:.4f}\n", stats.windows, n, mean);
-    ++stats.windows;
+  // The windows' first tokens (Note [Eval windows]), at most --max_windows of them.
+  std::vector<int64_t> starts;
+  for (int64_t start = 0; start + 1 < int64_t(ids.size()); start += o.seq_len)
+    if (o.max_windows == 0 || int64_t(starts.size()) < o.max_windows) starts.push_back(start);
+  auto length = [&](int64_t start) {
+    return std::min<int64_t>(o.seq_len, int64_t(ids.size()) - 1 - start);
+  };
+  // Up to --batch_size windows of one length go through one forward; the mean loss of a
+  // batch of b windows of n tokens is its NLL sum over b n.
+  for (size_t w = 0; w < starts.size();) {
+    const int64_t n = length(starts[w]);
+    size_t end = w + 1;
+    while (end < starts.size() && int64_t(end - w) < o.batch_size && length(starts[end]) == n)
+      ++end;
+    const int64_t b = int64_t(end - w);
+    std::vector<int32_t> x, y;
+    for (size_t i = w; i < end; ++i) {
+      x.insert(x.end(), ids.begin() + starts[i], ids.begin() + starts[i] + n);
+      y.insert(y.end(), ids.begin() + starts[i] + 1, ids.begin() + starts[i] + n + 1);
+    }
+    const Tensor xs = Tensor::from_vector(x, {b, n}, DType::i32).to(build.device);
+    const Tensor ys = Tensor::from_vector(y, {b, n}, DType::i32).to(build.device);
+    const double mean = model.loss(xs, ys).item();  // the mean over the batch's B T tokens
+    nll_sum += mean * double(b * n);
+    stats.scored_tokens += b * n;
+    out << (b == 1 ? fmt::format("window {}: {} tokens, mean NLL {:.4f}\n", w, n, mean)
+                   : fmt::format("windows {}-{}: {} x {} tokens, mean NLL {:.4f}\n", w, end - 1, b,
+                                 n, mean));
+    stats.windows += b;
+    w = end;
   }
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   stats.mean_nll = nll_sum / double(stats.scored_tokens);
@@ -104,6 +125,8 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--data", o->data, "the UTF-8 text file to score")->required();
   cmd->add_option("--seq_len", o->seq_len, "tokens per window (default 512)");
   cmd->add_option("--max_windows", o->max_windows, "score at most this many windows; 0 = all");
+  cmd->add_option("--batch_size", o->batch_size,
+                  "windows of one length per forward (default 1); the result is the same");
   cmd->add_option("--device", o->device, "cpu or cuda[:i] (default cpu)");
   cmd->add_option("--dtype", o->dtype, "f32 or bf16 (default f32)");
   cmd->callback([o] {

@@ -20,6 +20,7 @@ struct EvalOptions {
   std::string data;   // a UTF-8 text file
   int64_t seq_len = 512;
   int64_t max_windows = 0;  // 0: every window
+  int64_t batch_size = 1;   // windows of one length per forward
   std::string device = "cpu";
   std::string dtype = "f32";  // f32 or bf16
 };

@@ -11,7 +11,9 @@ build a random head. THREADS defaults to 1, as the C++ program's comparison ran;
 windows are timed. `fitgrad eval --data FILE --seq_len 512` scores the same windows of a file
 holding the slice (issue 45: bf16, 2 threads).
 
-  python bench/smollm2_perplexity_hf.py [WINDOWS [MODEL [CORPUS [DTYPE [THREADS]]]]]
+  python bench/smollm2_perplexity_hf.py [WINDOWS [MODEL [CORPUS [DTYPE [THREADS [BATCH]]]]]]
+
+BATCH windows go through one forward (default 1), as `fitgrad eval --batch_size`.
 
 Needs transformers (4.46.3 works on Debian's PyTorch 1.13), gguf and accelerate from PyPI,
 e.g. in a venv made with --system-site-packages. CI does not run it.
@@ -35,6 +37,7 @@ def main():
     dtype = {"f32": torch.float32, "bf16": torch.bfloat16}[sys.argv[4] if len(sys.argv) > 4
                                                            else "f32"]
     torch.set_num_threads(int(sys.argv[5]) if len(sys.argv) > 5 else 1)
+    batch = int(sys.argv[6]) if len(sys.argv) > 6 else 1
     folder, name = os.path.split(os.path.abspath(model_path))
     tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
     model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, torch_dtype=torch.float32,
@@ -50,14 +53,16 @@ def main():
     total, count = 0.0, 0
     began = time.perf_counter()
     with torch.no_grad():
-        for w in range(windows):
-            x = torch.tensor([ids[512 * w:512 * w + 512]])
-            y = torch.tensor(ids[512 * w + 1:512 * w + 513])
-            logits = model(x).logits[0].float()
-            nll = torch.nn.functional.cross_entropy(logits, y, reduction="sum").item()
-            print(f"window {w:2d}: mean NLL {nll / 512:.4f}")
+        for w0 in range(0, windows, batch):
+            ws = range(w0, min(windows, w0 + batch))
+            x = torch.tensor([ids[512 * w:512 * w + 512] for w in ws])
+            y = torch.tensor([ids[512 * w + 1:512 * w + 513] for w in ws])
+            logits = model(x).logits.float()
+            nll = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                                    y.reshape(-1), reduction="sum").item()
+            print(f"windows {w0}-{ws[-1]}: mean NLL {nll / (512 * len(ws)):.4f}")
             total += nll
-            count += 512
+            count += 512 * len(ws)
     seconds = time.perf_counter() - began
     mean = total / count
     print(f"transformers {transformers.__version__} on torch {torch.__version__} ({dtype}, "

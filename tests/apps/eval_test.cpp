@@ -1,7 +1,7 @@
 // `fitgrad eval` (apps/eval.h): the windows of Note [Eval windows] (every token after the
 // first scored once, a short last window), the mean NLL equal to the model's own loss over
-// those windows, an untrained byte model near ln 256 nats per byte, --max_windows, and bad
-// input named.
+// those windows, an untrained byte model near ln 256 nats per byte, --batch_size,
+// --max_windows, and bad input named.
 #include "apps/eval.h"
 
 #include <gtest/gtest.h>
@@ -70,6 +70,21 @@ TEST_F(EvalTest, ScoresEveryTokenOnceAsTheModelsOwnLoss) {
   EXPECT_NE(out.str().find("window 2: 21 tokens"), std::string::npos) << out.str();
 }
 
+// Windows of one length share a forward under --batch_size; the result is the same (up to
+// the products' rounding), and the short last window goes alone.
+TEST_F(EvalTest, BatchedWindowsScoreTheSame) {
+  std::ostringstream one_out, two_out;
+  const EvalStats one = evaluate(options(), one_out);
+  EvalOptions o = options();
+  o.batch_size = 2;
+  const EvalStats two = evaluate(o, two_out);
+  EXPECT_EQ(two.windows, 3);
+  EXPECT_EQ(two.scored_tokens, 149);
+  EXPECT_NEAR(two.mean_nll, one.mean_nll, 1e-5 * one.mean_nll);
+  EXPECT_NE(two_out.str().find("windows 0-1: 2 x 64 tokens"), std::string::npos) << two_out.str();
+  EXPECT_NE(two_out.str().find("window 2: 21 tokens"), std::string::npos) << two_out.str();
+}
+
 TEST_F(EvalTest, MaxWindowsStopsEarly) {
   EvalOptions o = options();
   o.max_windows = 1;
@@ -95,6 +110,9 @@ TEST_F(EvalTest, BadInputIsNamed) {
   o = options();
   o.seq_len = 65;
   EXPECT_NE(message(o).find("--seq_len must be in [1, 64]"), std::string::npos) << message(o);
+  o = options();
+  o.batch_size = 0;
+  EXPECT_NE(message(o).find("--batch_size must be positive"), std::string::npos) << message(o);
   o = options();
   o.dtype = "f16";
   EXPECT_NE(message(o).find("--dtype must be f32 or bf16"), std::string::npos) << message(o);
