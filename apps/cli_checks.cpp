@@ -4,7 +4,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
+
+#include "tensor/error.h"
 
 namespace fitgrad::apps {
 namespace {
@@ -22,5 +27,20 @@ std::string check_u64_digits(const std::string& text) {
 }  // namespace
 
 CLI::Validator u64_digits() { return CLI::Validator(check_u64_digits, "UINT64"); }
+
+DType inference_dtype(const char* command, const std::string& name) {
+  if (name == "f32") return DType::f32;
+  if (name == "bf16") return DType::bf16;
+  throw Error(fmt::format("[{}] --dtype must be f32 or bf16, got '{}'", command, name));
+}
+
+std::string read_whole_file(const char* command, const char* what, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  FG_CHECK(in.good() && std::filesystem::is_regular_file(path), "[{}] cannot open the {} '{}'",
+           command, what, path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
 
 }  // namespace fitgrad::apps

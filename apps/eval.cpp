@@ -17,12 +17,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 #include <vector>
 
+#include "apps/cli_checks.h"
 #include "apps/guard.h"
 #include "apps/model_source.h"
 #include "autograd/grad_mode.h"
@@ -31,35 +29,17 @@
 #include "tensor/memory/caching_allocator.h"
 
 namespace fitgrad::apps {
-namespace {
-
-std::string read_text(const std::string& path) {
-  FG_CHECK(!path.empty(), "[eval] --data is required: a UTF-8 text file to score");
-  std::ifstream in(path, std::ios::binary);
-  FG_CHECK(in.good() && std::filesystem::is_regular_file(path),
-           "[eval] cannot open the data file '{}'", path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-DType eval_dtype(const std::string& name) {
-  if (name == "f32") return DType::f32;
-  if (name == "bf16") return DType::bf16;
-  throw Error(fmt::format("[eval] --dtype must be f32 or bf16, got '{}'", name));
-}
-
-}  // namespace
 
 EvalStats evaluate(const EvalOptions& o, std::ostream& out) {
   FG_CHECK(!o.model.empty(), "[eval] --model is required");
   FG_CHECK(o.max_windows >= 0, "[eval] --max_windows must be 0 (every window) or positive, got {}",
            o.max_windows);
   FG_CHECK(o.batch_size >= 1, "[eval] --batch_size must be positive, got {}", o.batch_size);
-  const std::string text = read_text(o.data);
+  FG_CHECK(!o.data.empty(), "[eval] --data is required: a UTF-8 text file to score");
+  const std::string text = read_whole_file("eval", "data file", o.data);
   nn::BuildOptions build;
   build.device = Device::parse(o.device);
-  build.dtype = eval_dtype(o.dtype);
+  build.dtype = inference_dtype("eval", o.dtype);
   const LoadedModel loaded = load_model(o.model, o.init, build);
   FG_CHECK(loaded.tokenizer, "[eval] {} has no tokenizer to read the text with", o.model);
   const nn::CausalLM& model = *loaded.model;

@@ -6,11 +6,8 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
-#include <sstream>
 
 #include "apps/cli_checks.h"
 #include "apps/guard.h"
@@ -41,18 +38,7 @@ std::string read_prompt(const GenerateOptions& o) {
   FG_CHECK(o.prompt.empty() || o.prompt_file.empty(),
            "[generate] give either --prompt or --prompt_file, not both");
   if (!o.prompt.empty()) return o.prompt;
-  std::ifstream in(o.prompt_file, std::ios::binary);
-  FG_CHECK(in.good() && std::filesystem::is_regular_file(o.prompt_file),
-           "[generate] cannot open the prompt file '{}'", o.prompt_file);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-DType parse_dtype(const std::string& name) {
-  if (name == "f32") return DType::f32;
-  if (name == "bf16") return DType::bf16;
-  throw Error(fmt::format("[generate] --dtype must be f32 or bf16, got '{}'", name));
+  return read_whole_file("generate", "prompt file", o.prompt_file);
 }
 
 // The logits of the last position of (1, T, V) as a (V) tensor.
@@ -103,7 +89,7 @@ GenerateStats generate(const GenerateOptions& o, std::ostream& out) {
   FG_CHECK(!o.model.empty(), "[generate] --model is required");
   nn::BuildOptions build;
   build.device = Device::parse(o.device);
-  build.dtype = parse_dtype(o.dtype);
+  build.dtype = inference_dtype("generate", o.dtype);
   build.seed = o.seed;
   // Note [Generating from a 4-bit base]
   FG_CHECK(o.quantize.empty() || o.quantize == "nf4",
