@@ -63,7 +63,11 @@ DeviceErrorRecord* error_record(int device, DeviceErrorOp op, int64_t bound) {
     DeviceGuard guard(device);
     void* p = nullptr;
     FG_CUDA_CHECK(cudaMalloc(&p, sizeof(DeviceErrorRecord) * kOps));
-    FG_CUDA_CHECK(cudaMemset(p, 0, sizeof(DeviceErrorRecord) * kOps));
+    // On the compute stream, where the kernels that record run: the legacy default stream's
+    // plain cudaMemset is not ordered with a non-blocking stream, so a bad id recorded by the
+    // very first kernel could be wiped after it and never reported (issue 46).
+    FG_CUDA_CHECK(
+        cudaMemsetAsync(p, 0, sizeof(DeviceErrorRecord) * kOps, stream_of(device, kComputeStream)));
     rec.device = static_cast<DeviceErrorRecord*>(p);
   }
   rec.bounds[size_t(op)] = bound;

@@ -54,9 +54,19 @@ constexpr PhiloxCounter philox_block(uint64_t seed, uint64_t block) {
 // A 32-bit draw as a uniform float in [0, 1): its top 24 bits times 2^-24.
 constexpr float uniform_from_bits(uint32_t bits) { return float(bits >> 8) * 0x1p-24f; }
 
+// Note [Philox lane by select]
+// Word `lane` (0-3) of a block, chosen by comparisons rather than by indexing the array: on a
+// card, an array indexed by a value known only at run time lives in local memory, and every
+// flash kernel that draws dropout got a stack frame from it (the backward dQ kernel at head dim
+// 128 also spilled: 24 bytes of stack, 16 stored and 44 loaded, under `nvcc -arch=sm_90
+// -Xptxas -v`; bench/RESULTS.md, issue 46). The selects keep the four words in registers.
+constexpr uint32_t philox_lane(const PhiloxCounter& bits, uint64_t lane) {
+  return lane == 0 ? bits[0] : lane == 1 ? bits[1] : lane == 2 ? bits[2] : bits[3];
+}
+
 // The uniform of draw `index` of `seed`.
 constexpr float philox_uniform(uint64_t seed, uint64_t index) {
-  return uniform_from_bits(philox_block(seed, index / 4)[index % 4]);
+  return uniform_from_bits(philox_lane(philox_block(seed, index / 4), index % 4));
 }
 
 // Calls fn(i, u) for the draws of Philox block `block` of `seed` that lie in [offset,
