@@ -63,7 +63,9 @@ namespace {
 enum class IndexHook { synchronize, check_errors };
 
 void register_index_hook(IndexHook kind, DeviceType type, void (*fn)(int), const char* what) {
-  FG_ASSERT(type == DeviceType::cuda, "only device backends register {}", what);
+  FG_ASSERT(
+      type == DeviceType::cuda || (kind == IndexHook::check_errors && type == DeviceType::cpu),
+      "only device backends register {} (and tests an error check for cpu)", what);
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   r.index_hooks[{int(kind), type}] = fn;

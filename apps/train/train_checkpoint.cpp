@@ -9,6 +9,7 @@
 #include "io/safetensors.h"
 #include "nn/config.h"
 #include "nn/lora_adapter.h"
+#include "tensor/device_copy.h"
 #include "tensor/error.h"
 #include "tensor/random/generator.h"
 
@@ -198,6 +199,11 @@ json trainer_state_json(const TrainRun& r) {
 
 void save_checkpoint(TrainRun& r) {
   if (r.dry_run || r.a.save_strategy == "no" || r.last_saved == r.step) return;
+  // Note [Device error flags] in cuda/error_flags.h: a checkpoint never holds updates from
+  // batches whose out-of-range ids a kernel left out. A --save_steps step that is not a
+  // logging step, and the checkpoint of a signal, read the records here (issue 46); a
+  // recorded id ends the run with its error and the last checkpoint stays the newest.
+  check_device_errors(r.device);
   // Note [ZeRO by whole parameters]: every rank sends its share to rank 0, which writes one
   // process's file.
   std::map<std::string, Tensor> state =

@@ -15,6 +15,7 @@
 #include "apps/train/trainer.h"
 #include "io/safetensors.h"
 #include "tensor/backend/math_mode.h"
+#include "tensor/device_copy.h"
 #include "tensor/error.h"
 #include "tensor/memory/caching_allocator.h"
 #include "tests/apps/train_fixture.h"
@@ -377,6 +378,34 @@ TEST_F(TrainTest, OutOfMemoryReportsAndLeavesTheCheckpointIntact) {
   EXPECT_EQ(list_checkpoints(first.output_dir).size(), 1u);  // checkpoint-3, none newer
   EXPECT_TRUE(fs::exists(fs::path(first.output_dir) / "peak_report.txt"));
   io::SafetensorsFile::open((ckpt / "model.safetensors").string());  // still loads
+}
+
+// A recorded out-of-range id stops the run before a checkpoint holds its batch's update, also
+// at a --save_steps step that is not a logging step (issue 46). A cpu error check stands in for
+// a card's records (tensor/device_copy.h): armed, it reports one bad id at its next read.
+bool g_bad_id_recorded = false;
+void fake_error_check(int) {
+  if (!g_bad_id_recorded) return;
+  g_bad_id_recorded = false;
+  throw Error("[embedding] 1 ids out of range [0, 256) on the test device since the last check");
+}
+
+TEST_F(TrainTest, ACheckpointStepReadsTheDeviceErrorRecords) {
+  register_device_error_check(DeviceType::cpu, fake_error_check);
+  TrainArgs a = args(write_text("text.txt", 997, 3), "run");
+  a.logging_steps = 4;  // step 3 saves and does not log
+  a.save_steps = 3;
+  g_bad_id_recorded = true;  // recorded during steps 1-3
+  std::string error;
+  try {
+    train(a);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  register_device_error_check(DeviceType::cpu, nullptr);
+  EXPECT_NE(error.find("ids out of range"), std::string::npos) << error;
+  EXPECT_FALSE(fs::exists(fs::path(a.output_dir) / "checkpoint-3"));
+  EXPECT_TRUE(list_checkpoints(a.output_dir).empty());
 }
 
 // Bad input: each row changes one thing and names the text the error must contain.
