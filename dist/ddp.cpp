@@ -64,10 +64,17 @@ void GradBuckets::arm() {
   next_ = retired_ = 0;
 }
 
+// Note [Orphaned all-reduces]
+// After an exception in the step, nothing is waited for (a peer may never join the collective),
+// but an all-reduce in flight may still write its bucket's buffer. Gloo's group holds the
+// tensor until its collective ends; NCCL's Work is the buffer's only holder (the card writes
+// it from the group's stream). So the Works in flight are kept here, with their buffers, until
+// these buckets end, and the allocator cannot hand those bytes to another tensor meanwhile
+// (issue 46). What they hold is at most kBucketsInFlight buffers per failed step.
 void GradBuckets::disarm() {
   shared_->armed = false;
-  // An all-reduce in flight keeps its buffer alive itself (the group holds the tensor).
   for (Bucket& b : buckets_) {
+    if (b.work) orphans_.push_back(std::move(b.work));
     b.flat = Tensor();
     b.work.reset();
   }

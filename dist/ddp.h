@@ -57,8 +57,11 @@ class GradBuckets {
   void arm();
   // After it: every bucket reduced and copied back into the gradients.
   void finish();
-  // After an exception in the step: the hooks stop reducing, nothing is waited for.
+  // After an exception in the step: the hooks stop reducing, nothing is waited for, and the
+  // all-reduces in flight are kept with their buffers (Note [Orphaned all-reduces] in ddp.cpp).
   void disarm();
+  // Those kept so far.
+  size_t orphaned_works() const { return orphans_.size(); }
   // ZeRO stage 2 (Note [ZeRO by whole parameters] in dist/zero.h): the gradient of each
   // parameter marked here (by the constructor's index) is dropped once its bucket is packed,
   // and finish() gives it no reduced gradient.
@@ -92,8 +95,9 @@ class GradBuckets {
   std::vector<size_t> bucket_of_;
   std::vector<bool> dropped_;  // by parameter: ZeRO stage 2 drops its gradient
   std::vector<Bucket> buckets_;
-  size_t next_ = 0;     // the next bucket to launch
-  size_t retired_ = 0;  // the next bucket to wait for and copy back
+  size_t next_ = 0;                             // the next bucket to launch
+  size_t retired_ = 0;                          // the next bucket to wait for and copy back
+  std::vector<std::shared_ptr<Work>> orphans_;  // Note [Orphaned all-reduces]
   std::shared_ptr<Shared> shared_;
 };
 

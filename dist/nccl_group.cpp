@@ -9,6 +9,9 @@
 #include <nccl.h>
 
 #include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
 #include <thread>
 
 #include "cuda/streams.h"
@@ -57,15 +60,52 @@ std::shared_ptr<gloo::rendezvous::Store> open_store(const std::string& spec) {
   throw Error(fmt::format("[dist] store '{}': expected file:<dir> or redis:<host>:<port>", spec));
 }
 
-class NcclGroup;
+// Note [One owner of the communicator]
+// ncclCommAbort frees the communicator, as ncclCommDestroy does: after an abort (an
+// asynchronous error or a timeout seen by a Work's wait) neither may be called again, nor any
+// collective be queued on it. The group and every Work it returns share one Communicator,
+// which aborts at most once, destroys the communicator at the end only when it was not
+// aborted, and refuses further use with the error that ended it. Before this, a Work's abort
+// left the group's destructor to destroy the freed communicator (issue 46): the surviving rank
+// of a job whose peer died could crash or hang instead of ending with the --ddp_timeout error.
+class Communicator {
+ public:
+  Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+  ~Communicator() {
+    if (comm_ != nullptr && aborted_.empty()) ncclCommDestroy(comm_);
+  }
+  ncclComm_t* slot() { return &comm_; }
+  // The communicator for a new collective or query; throws once it was aborted.
+  ncclComm_t get() const {
+    std::lock_guard lock(mutex_);
+    FG_CHECK(aborted_.empty(),
+             "[dist] the NCCL communicator was aborted after an earlier error: {}", aborted_);
+    return comm_;
+  }
+  // Aborts the communicator (once) for `why`; later calls only keep the first reason.
+  void abort(const std::string& why) {
+    std::lock_guard lock(mutex_);
+    if (!aborted_.empty()) return;
+    aborted_ = why;
+    ncclCommAbort(comm_);
+  }
+
+ private:
+  ncclComm_t comm_ = nullptr;
+  mutable std::mutex mutex_;
+  std::string aborted_;  // empty while usable
+};
 
 // A collective queued on the group's stream: wait() polls its event and the communicator's
-// asynchronous error until the timeout, then aborts the communicator.
+// asynchronous error until the timeout, then aborts the communicator (Note [One owner of the
+// communicator]).
 class NcclWork final : public Work {
  public:
-  NcclWork(ncclComm_t comm, cudaEvent_t done, std::chrono::milliseconds timeout, std::string what,
-           Tensor keep)
-      : comm_(comm),
+  NcclWork(std::shared_ptr<Communicator> comm, cudaEvent_t done, std::chrono::milliseconds timeout,
+           std::string what, Tensor keep)
+      : comm_(std::move(comm)),
         done_(done),
         timeout_(timeout),
         what_(std::move(what)),
@@ -78,25 +118,27 @@ class NcclWork final : public Work {
       if (e == cudaSuccess) return;
       FG_CHECK(e == cudaErrorNotReady, "[dist] {}: {}", what_, cudaGetErrorString(e));
       ncclResult_t async = ncclSuccess;
-      ncclCommGetAsyncError(comm_, &async);
+      ncclCommGetAsyncError(comm_->get(), &async);
       if (async != ncclSuccess) {
-        ncclCommAbort(comm_);
-        throw Error(fmt::format("[dist] {} failed: {} (NCCL does not say which peer)", what_,
-                                ncclGetErrorString(async)));
+        const std::string why = fmt::format("[dist] {} failed: {} (NCCL does not say which peer)",
+                                            what_, ncclGetErrorString(async));
+        comm_->abort(why);
+        throw Error(why);
       }
       if (std::chrono::steady_clock::now() >= deadline) {
-        ncclCommAbort(comm_);
-        throw Error(
-            fmt::format("[dist] {} timed out after {} s (--ddp_timeout): a peer died or "
-                        "hangs; NCCL does not say which",
-                        what_, std::chrono::duration_cast<std::chrono::seconds>(timeout_).count()));
+        const std::string why = fmt::format(
+            "[dist] {} timed out after {} s (--ddp_timeout): a peer died or "
+            "hangs; NCCL does not say which",
+            what_, std::chrono::duration_cast<std::chrono::seconds>(timeout_).count());
+        comm_->abort(why);
+        throw Error(why);
       }
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
   }
 
  private:
-  ncclComm_t comm_;
+  std::shared_ptr<Communicator> comm_;
   cudaEvent_t done_;
   std::chrono::milliseconds timeout_;
   std::string what_;
@@ -120,11 +162,11 @@ class NcclGroup final : public ProcessGroup {
       FG_CHECK(bytes.size() == sizeof(id), "[dist] the store's NCCL id has {} bytes", bytes.size());
       std::memcpy(&id, bytes.data(), sizeof(id));
     }
-    check_nccl(ncclCommInitRank(&comm_, env.world_size, id, env.rank), "ncclCommInitRank");
+    check_nccl(ncclCommInitRank(comm_->slot(), env.world_size, id, env.rank), "ncclCommInitRank");
     check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
   }
   ~NcclGroup() override {
-    ncclCommDestroy(comm_);
+    comm_.reset();  // destroyed here unless a Work still holds it (it then ends with the Work)
     cudaStreamDestroy(stream_);
   }
 
@@ -136,7 +178,7 @@ class NcclGroup final : public ProcessGroup {
              "[dist] all_reduce: avg of {} (an integer dtype); use sum", dtype_name(t.dtype()));
     begin();
     check_nccl(ncclAllReduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()), nccl_type(t.dtype()),
-                             op == ReduceOp::avg ? ncclAvg : ncclSum, comm_, stream_),
+                             op == ReduceOp::avg ? ncclAvg : ncclSum, comm_->get(), stream_),
                "ncclAllReduce");
     return end("all_reduce", t);
   }
@@ -157,7 +199,7 @@ class NcclGroup final : public ProcessGroup {
     begin();
     check_nccl(ncclReduceScatter(padded.data_ptr(), mine.data_ptr(), size_t(chunk),
                                  nccl_type(input.dtype()), op == ReduceOp::avg ? ncclAvg : ncclSum,
-                                 comm_, stream_),
+                                 comm_->get(), stream_),
                "ncclReduceScatter");
     end("reduce_scatter", padded)->wait();
     output.reshape({shard.size}).copy_(mine.narrow(0, 0, shard.size));
@@ -175,7 +217,7 @@ class NcclGroup final : public ProcessGroup {
     mine.narrow(0, 0, shard.numel()).copy_(shard.reshape({shard.numel()}));
     begin();
     check_nccl(ncclAllGather(mine.data_ptr(), gathered.data_ptr(), size_t(chunk),
-                             nccl_type(output.dtype()), comm_, stream_),
+                             nccl_type(output.dtype()), comm_->get(), stream_),
                "ncclAllGather");
     end("all_gather", gathered)->wait();
     for (int r = 0; r < size(); ++r) {
@@ -188,7 +230,7 @@ class NcclGroup final : public ProcessGroup {
     check_tensor("broadcast", t);
     begin();
     check_nccl(ncclBroadcast(t.data_ptr(), t.data_ptr(), size_t(t.numel()), nccl_type(t.dtype()),
-                             root, comm_, stream_),
+                             root, comm_->get(), stream_),
                "ncclBroadcast");
     end("broadcast", t)->wait();
   }
@@ -235,7 +277,7 @@ class NcclGroup final : public ProcessGroup {
   }
 
   Device device_;
-  ncclComm_t comm_ = nullptr;
+  std::shared_ptr<Communicator> comm_ = std::make_shared<Communicator>();
   cudaStream_t stream_ = nullptr;
 };
 
