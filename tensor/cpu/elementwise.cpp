@@ -259,6 +259,39 @@ void binary_loop(const Shape& shape, const StridedOperand& out, const StridedOpe
                    });
 }
 
+// The vectorised activations (Note [Vectorised gelu], Note [Vectorised SwiGLU]) as a run
+// kernel k(o, so, x, sx, n), or k(o, so, x, sx, y, sy, n) for two inputs: over the operands in
+// place when all are f32, else over f32 tiles of them (Note [Native low-precision elementwise]).
+template <class RunKernel>
+void vector_unary(const Shape& shape, const StridedOperand& out, const StridedOperand& x,
+                  RunKernel k) {
+  if (!all_f32({&out, &x}))
+    return tiled<1, 1>(shape, {&out, &x},
+                       [&](const auto& t, int64_t n) { k(t[0], 1, t[1], 1, n); });
+  float* o = f32_data(out);
+  const float* a = f32_data(x);
+  const int64_t so = inner_stride(out), sa = inner_stride(x);
+  parallel_runs<2>(shape, {&out.strides, &x.strides}, {0, 0},
+                   [&](const std::array<int64_t, 2>& off, int64_t count) {
+                     k(o + off[0], so, a + off[1], sa, count);
+                   });
+}
+template <class RunKernel>
+void vector_binary(const Shape& shape, const StridedOperand& out, const StridedOperand& x,
+                   const StridedOperand& y, RunKernel k) {
+  if (!all_f32({&out, &x, &y}))
+    return tiled<1, 2>(shape, {&out, &x, &y},
+                       [&](const auto& t, int64_t n) { k(t[0], 1, t[1], 1, t[2], 1, n); });
+  float* o = f32_data(out);
+  const float* a = f32_data(x);
+  const float* b = f32_data(y);
+  const int64_t so = inner_stride(out), sa = inner_stride(x), sb = inner_stride(y);
+  parallel_runs<3>(shape, {&out.strides, &x.strides, &y.strides}, {0, 0, 0},
+                   [&](const std::array<int64_t, 3>& off, int64_t count) {
+                     k(o + off[0], so, a + off[1], sa, b + off[2], sb, count);
+                   });
+}
+
 }  // namespace
 
 void unary_f32(UnaryOp op, float param, const Shape& shape, const StridedOperand& out,
@@ -275,31 +308,12 @@ void unary_f32(UnaryOp op, float param, const Shape& shape, const StridedOperand
     case UnaryOp::scale: return unary_loop(shape, out, x, [param](float v) { return v * param; });
     case UnaryOp::add_scalar:
       return unary_loop(shape, out, x, [param](float v) { return v + param; });
-    case UnaryOp::gelu: {  // Note [Vectorised gelu]
-      if (!all_f32({&out, &x}))
-        return tiled<1, 1>(shape, {&out, &x},
-                           [](const auto& t, int64_t n) { gelu_run(t[0], 1, t[1], 1, n); });
-      float* o = f32_data(out);
-      const float* a = f32_data(x);
-      const int64_t so = inner_stride(out), sa = inner_stride(x);
-      return parallel_runs<2>(shape, {&out.strides, &x.strides}, {0, 0},
-                              [&](const std::array<int64_t, 2>& off, int64_t count) {
-                                gelu_run(o + off[0], so, a + off[1], sa, count);
-                              });
-    }
-    case UnaryOp::silu: {  // Note [Vectorised SwiGLU]
-      if (!all_f32({&out, &x}))
-        return tiled<1, 1>(shape, {&out, &x}, [](const auto& t, int64_t n) {
-          swiglu_run(t[0], 1, t[1], 1, nullptr, 0, n);
-        });
-      float* o = f32_data(out);
-      const float* a = f32_data(x);
-      const int64_t so = inner_stride(out), sa = inner_stride(x);
-      return parallel_runs<2>(shape, {&out.strides, &x.strides}, {0, 0},
-                              [&](const std::array<int64_t, 2>& off, int64_t count) {
-                                swiglu_run(o + off[0], so, a + off[1], sa, nullptr, 0, count);
-                              });
-    }
+    case UnaryOp::gelu: return vector_unary(shape, out, x, gelu_run);  // Note [Vectorised gelu]
+    case UnaryOp::silu:                                                // Note [Vectorised SwiGLU]
+      return vector_unary(shape, out, x,
+                          [](float* o, int64_t so, const float* v, int64_t sv, int64_t n) {
+                            swiglu_run(o, so, v, sv, nullptr, 0, n);
+                          });
   }
   FG_ASSERT(false, "unknown unary op {}", int(op));
 }
@@ -315,37 +329,11 @@ void binary_f32(BinaryOp op, const Shape& shape, const StridedOperand& out, cons
       return binary_loop(shape, out, a, b, [](float x, float y) { return x * y; });
     case BinaryOp::div:
       return binary_loop(shape, out, a, b, [](float x, float y) { return x / y; });
-    case BinaryOp::gelu_backward: {  // Note [Vectorised gelu]
-      if (!all_f32({&out, &a, &b}))
-        return tiled<1, 2>(shape, {&out, &a, &b}, [](const auto& t, int64_t n) {
-          gelu_backward_run(t[0], 1, t[1], 1, t[2], 1, n);
-        });
-      float* o = f32_data(out);
-      const float* pd = f32_data(a);
-      const float* px = f32_data(b);
-      const int64_t so = inner_stride(out), sd = inner_stride(a), sx = inner_stride(b);
-      return parallel_runs<3>(shape, {&out.strides, &a.strides, &b.strides}, {0, 0, 0},
-                              [&](const std::array<int64_t, 3>& off, int64_t count) {
-                                gelu_backward_run(o + off[0], so, pd + off[1], sd, px + off[2], sx,
-                                                  count);
-                              });
-    }
+    case BinaryOp::gelu_backward:  // Note [Vectorised gelu]
+      return vector_binary(shape, out, a, b, gelu_backward_run);
     case BinaryOp::silu_backward:
       return binary_loop(shape, out, a, b, [](float dy, float x) { return dy * silu_grad(x); });
-    case BinaryOp::swiglu: {  // Note [Vectorised SwiGLU]
-      if (!all_f32({&out, &a, &b}))
-        return tiled<1, 2>(shape, {&out, &a, &b}, [](const auto& t, int64_t n) {
-          swiglu_run(t[0], 1, t[1], 1, t[2], 1, n);
-        });
-      float* o = f32_data(out);
-      const float* pg = f32_data(a);
-      const float* pu = f32_data(b);
-      const int64_t so = inner_stride(out), sg = inner_stride(a), su = inner_stride(b);
-      return parallel_runs<3>(shape, {&out.strides, &a.strides, &b.strides}, {0, 0, 0},
-                              [&](const std::array<int64_t, 3>& off, int64_t count) {
-                                swiglu_run(o + off[0], so, pg + off[1], sg, pu + off[2], su, count);
-                              });
-    }
+    case BinaryOp::swiglu: return vector_binary(shape, out, a, b, swiglu_run);
   }
   FG_ASSERT(false, "unknown binary op {}", int(op));
 }
