@@ -19,7 +19,7 @@
 #include "apps/memviz/command.h"
 #include "apps/quantize.h"
 #include "apps/train/train_command.h"
-#include "tensor/cpu/gemm.h"
+#include "tensor/backend/kernel_table.h"
 #include "tensor/cpu_isa.h"
 #include "tensor/error.h"
 
@@ -36,11 +36,13 @@
 // second test, a loader) between regions: GOMP_SPINCOUNT=10000, about a millisecond of
 // pauses, decoded 40 tokens/s against 41 at libgomp's own 300000. libgomp reads both
 // variables when it is loaded, before main, so the command line sets the one it needs and
-// executes itself again: passive where the GEMMs run on OpenBLAS, the short spin elsewhere.
+// executes itself again: passive where the GEMMs run on OpenBLAS (the CPU backend's rule
+// gemm_threads_apart, tensor/backend/kernel_table.h), the short spin elsewhere.
 // A user who sets OMP_WAIT_POLICY or GOMP_SPINCOUNT opts out.
 static void choose_openmp_waits(char** argv) {
   if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
-  const bool openblas = fitgrad::cpu::gemm_backend() == fitgrad::cpu::GemmBackend::openblas;
+  const bool openblas =
+      fitgrad::backend::backend_rules(fitgrad::DeviceType::cpu).gemm_threads_apart;
   const char* name = openblas ? "OMP_WAIT_POLICY" : "GOMP_SPINCOUNT";
   ::setenv(name, openblas ? "passive" : "10000", 1);
   ::execv("/proc/self/exe", argv);  // returns only on failure: run on with the default
@@ -53,7 +55,6 @@ static void choose_openmp_waits(char** argv) {
 // command got when it was stopped or killed: standard output is line-buffered even when
 // it is a file or a pipe (std::cout writes through stdio, which it is synchronised with).
 int main(int argc, char** argv) {
-  choose_openmp_waits(argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   try {  // a bad FITGRAD_CPU_ISA is one line before anything runs (Note [CPU ISA levels])
     fitgrad::cpu_isa();
@@ -61,6 +62,7 @@ int main(int argc, char** argv) {
     std::cerr << "error: " << e.what() << "\n";
     return fitgrad::apps::kExitBadInput;
   }
+  choose_openmp_waits(argv);  // after the check: it reads the CPU backend's rules
   CLI::App app{"fitgrad: train transformer decoders where memory is the limit"};
   app.require_subcommand(1);
   std::string path;

@@ -69,6 +69,9 @@ struct BackendRules {
   int64_t (*naive_workspace_floats)(const TargetProfile& profile, int64_t group, int64_t t,
                                     int64_t s, int64_t d, bool backward, DType dtype) = nullptr;
   bool bf16_gemm = false;  // the GEMM reads bf16 operands (no f32 staging)
+  // The GEMM runs on a library's own threads beside the OpenMP team (OpenBLAS), so the team
+  // should not spin while it waits (Note [OpenMP wait policy] in apps/main.cpp).
+  bool gemm_threads_apart = false;
   // f32 elements of the workspace of one (m, k) @ (k, n) GEMM on `dtype` operands.
   int64_t (*gemm_workspace_floats)(const TargetProfile& profile, DType dtype, int64_t m, int64_t n,
                                    int64_t k, bool tf32) = nullptr;

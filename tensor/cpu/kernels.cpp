@@ -486,6 +486,7 @@ void register_cpu_kernels() {
                          {.flash_workspace = rules::flash_workspace,
                           .naive_workspace_floats = rules::naive_workspace_floats,
                           .bf16_gemm = cpu::gemm_bf16_preferred(),
+                          .gemm_threads_apart = cpu::gemm_backend() == cpu::GemmBackend::openblas,
                           .gemm_workspace_floats = rules::gemm_workspace_floats,
                           .sum_workspace_doubles = rules::sum_workspace_doubles,
                           .sum_squares_workspace_doubles = rules::sum_squares_workspace_doubles,
