@@ -13,6 +13,11 @@ namespace fitgrad::apps {
 // refused with the range, instead of wrapping or saturating (--seed).
 CLI::Validator u64_digits();
 
+// The options every inference command (generate, eval) shares, described here once: --model
+// (required), --init, --device and --dtype (read with inference_dtype).
+void add_inference_model_options(CLI::App& cmd, std::string& model, std::string& init,
+                                 std::string& device, std::string& dtype);
+
 // The dtype an inference command (generate, eval) computes in: "f32" or "bf16"; anything
 // else throws "[command] --dtype must be f32 or bf16, got '...'".
 DType inference_dtype(const char* command, const std::string& name);

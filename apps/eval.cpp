@@ -98,17 +98,12 @@ void add_eval_command(CLI::App& app) {
   auto o = std::make_shared<EvalOptions>();
   CLI::App* cmd = app.add_subcommand(
       "eval", "The perplexity of a model on a text file (windows of --seq_len tokens)");
-  cmd->add_option("--model", o->model,
-                  "a preset name, a config.json, a checkpoint directory or a .gguf file")
-      ->required();
-  cmd->add_option("--init", o->init, "a .safetensors or .gguf file with the weights to load");
+  add_inference_model_options(*cmd, o->model, o->init, o->device, o->dtype);
   cmd->add_option("--data", o->data, "the UTF-8 text file to score")->required();
   cmd->add_option("--seq_len", o->seq_len, "tokens per window (default 512)");
   cmd->add_option("--max_windows", o->max_windows, "score at most this many windows; 0 = all");
   cmd->add_option("--batch_size", o->batch_size,
                   "windows of one length per forward (default 1); the result is the same");
-  cmd->add_option("--device", o->device, "cpu or cuda[:i] (default cpu)");
-  cmd->add_option("--dtype", o->dtype, "f32 or bf16 (default f32)");
   cmd->callback([o] {
     const int code = run_guarded("eval", std::cout, std::cerr, [&] {
       const EvalStats s = evaluate(*o, std::cout);

@@ -191,10 +191,7 @@ void add_generate_command(CLI::App& app) {
   auto o = std::make_shared<GenerateOptions>();
   CLI::App* cmd = app.add_subcommand(
       "generate", "Generate text from a model (preset, config.json, checkpoint dir or .gguf)");
-  cmd->add_option("--model", o->model,
-                  "a preset name, a config.json, a checkpoint directory or a .gguf file")
-      ->required();
-  cmd->add_option("--init", o->init, "a .safetensors or .gguf file with the weights to load");
+  add_inference_model_options(*cmd, o->model, o->init, o->device, o->dtype);
   cmd->add_option("--prompt", o->prompt, "the prompt text");
   cmd->add_option("--prompt_file", o->prompt_file, "a file holding the prompt");
   cmd->add_option_function<int64_t>(
@@ -209,8 +206,6 @@ void add_generate_command(CLI::App& app) {
                   "(default 1.0)");
   cmd->add_option("--seed", o->seed, "seed of the sampling draws and of a random init (default 0)")
       ->check(u64_digits());
-  cmd->add_option("--device", o->device, "cpu or cuda[:i] (default cpu)");
-  cmd->add_option("--dtype", o->dtype, "f32 or bf16 (default f32)");
   cmd->add_flag("--no_kv_cache", o->no_kv_cache,
                 "re-run the whole sequence for every token (slow; for comparison)");
   cmd->add_option("--quantize", o->quantize,
