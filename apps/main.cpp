@@ -33,8 +33,10 @@
 // 2-core AMX Xeon (2026-12-04, issue 45) `generate --dtype bf16` on SmolLM2-135M decoded 19-20
 // tokens/s passive against 40-43 spinning, and the demo's training step was 11% slower. A
 // short spin keeps that and bounds what a waiting thread takes from another process (a
-// second test, a loader) between regions: GOMP_SPINCOUNT=10000, about a millisecond of
-// pauses, decoded 40 tokens/s against 41 at libgomp's own 300000. libgomp reads both
+// second test, a loader) between regions. GOMP_SPINCOUNT=3000: decode (with the bf16 GEMV) at
+// 72-77 tokens/s against 74-79 at libgomp's own 300000 and 60-63 at 1000; on a loaded machine (a
+// build beside it) a 1500-step llama-tiny run took 45 s at 1000, 69 s at 10000 and 37 s
+// passive. libgomp reads both
 // variables when it is loaded, before main, so the command line sets the one it needs and
 // executes itself again: passive where the GEMMs run on OpenBLAS (the CPU backend's rule
 // gemm_threads_apart, tensor/backend/kernel_table.h), the short spin elsewhere.
@@ -44,7 +46,7 @@ static void choose_openmp_waits(char** argv) {
   const bool openblas =
       fitgrad::backend::backend_rules(fitgrad::DeviceType::cpu).gemm_threads_apart;
   const char* name = openblas ? "OMP_WAIT_POLICY" : "GOMP_SPINCOUNT";
-  ::setenv(name, openblas ? "passive" : "10000", 1);
+  ::setenv(name, openblas ? "passive" : "3000", 1);
   ::execv("/proc/self/exe", argv);  // returns only on failure: run on with the default
   ::unsetenv(name);
 }
