@@ -59,8 +59,10 @@ EvalStats evaluate(const EvalOptions& o, std::ostream& out) {
   const auto t0 = std::chrono::steady_clock::now();
   // The windows' first tokens (Note [Eval windows]), at most --max_windows of them.
   std::vector<int64_t> starts;
-  for (int64_t start = 0; start + 1 < int64_t(ids.size()); start += o.seq_len)
-    if (o.max_windows == 0 || int64_t(starts.size()) < o.max_windows) starts.push_back(start);
+  for (int64_t start = 0; start + 1 < int64_t(ids.size()) &&
+                          (o.max_windows == 0 || int64_t(starts.size()) < o.max_windows);
+       start += o.seq_len)
+    starts.push_back(start);
   auto length = [&](int64_t start) {
     return std::min<int64_t>(o.seq_len, int64_t(ids.size()) - 1 - start);
   };

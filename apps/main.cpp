@@ -36,9 +36,8 @@
 // second test, a loader) between regions. GOMP_SPINCOUNT=3000: decode (with the bf16 GEMV) at
 // 72-77 tokens/s against 74-79 at libgomp's own 300000 and 60-63 at 1000; on a loaded machine (a
 // build beside it) a 1500-step llama-tiny run took 45 s at 1000, 69 s at 10000 and 37 s
-// passive. libgomp reads both
-// variables when it is loaded, before main, so the command line sets the one it needs and
-// executes itself again: passive where the GEMMs run on OpenBLAS (the CPU backend's rule
+// passive. libgomp reads both variables when it is loaded, before main, so the command line
+// sets the one it needs and executes itself again: passive where the GEMMs run on OpenBLAS (the CPU backend's rule
 // gemm_threads_apart, tensor/backend/kernel_table.h), the short spin elsewhere.
 // A user who sets OMP_WAIT_POLICY or GOMP_SPINCOUNT opts out.
 static void choose_openmp_waits(char** argv) {
