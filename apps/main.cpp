@@ -37,8 +37,9 @@
 // 72-77 tokens/s against 74-79 at libgomp's own 300000 and 60-63 at 1000; on a loaded machine (a
 // build beside it) a 1500-step llama-tiny run took 45 s at 1000, 69 s at 10000 and 37 s
 // passive. libgomp reads both variables when it is loaded, before main, so the command line
-// sets the one it needs and executes itself again: passive where the GEMMs run on OpenBLAS (the CPU backend's rule
-// gemm_threads_apart, tensor/backend/kernel_table.h), the short spin elsewhere.
+// sets the one it needs and executes itself again: passive where the GEMMs run on OpenBLAS
+// (the CPU backend's rule gemm_threads_apart, tensor/backend/kernel_table.h), the short spin
+// elsewhere.
 // A user who sets OMP_WAIT_POLICY or GOMP_SPINCOUNT opts out.
 static void choose_openmp_waits(char** argv) {
   if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
