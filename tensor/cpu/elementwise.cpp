@@ -211,60 +211,14 @@ float* f32_data(const StridedOperand& t) {
   return static_cast<float*>(t.data) + t.offset;
 }
 
-template <class F>
-void unary_loop(const Shape& shape, const StridedOperand& out, const StridedOperand& x, F f) {
-  if (!all_f32({&out, &x}))
-    return tiled<1, 1>(shape, {&out, &x}, [&](const auto& t, int64_t n) {
-      for (int64_t i = 0; i < n; ++i) t[0][i] = f(t[1][i]);
-    });
-  float* o = f32_data(out);
-  const float* a = f32_data(x);
-  const int64_t so = inner_stride(out), sa = inner_stride(x);
-  parallel_runs<2>(shape, {&out.strides, &x.strides}, {0, 0},
-                   [&](const std::array<int64_t, 2>& off, int64_t count) {
-                     float* po = o + off[0];
-                     const float* pa = a + off[1];
-                     if (so == 1 && sa == 1) {
-                       for (int64_t i = 0; i < count; ++i) po[i] = f(pa[i]);
-                     } else {
-                       for (int64_t i = 0; i < count; ++i) po[i * so] = f(pa[i * sa]);
-                     }
-                   });
-}
-
-template <class F>
-void binary_loop(const Shape& shape, const StridedOperand& out, const StridedOperand& x,
-                 const StridedOperand& y, F f) {
-  if (!all_f32({&out, &x, &y}))
-    return tiled<1, 2>(shape, {&out, &x, &y}, [&](const auto& t, int64_t n) {
-      for (int64_t i = 0; i < n; ++i) t[0][i] = f(t[1][i], t[2][i]);
-    });
-  float* o = f32_data(out);
-  const float* a = f32_data(x);
-  const float* b = f32_data(y);
-  const int64_t so = inner_stride(out), sa = inner_stride(x), sb = inner_stride(y);
-  parallel_runs<3>(shape, {&out.strides, &x.strides, &y.strides}, {0, 0, 0},
-                   [&](const std::array<int64_t, 3>& off, int64_t count) {
-                     float* po = o + off[0];
-                     const float* pa = a + off[1];
-                     const float* pb = b + off[2];
-                     if (so == 1 && sa == 1 && sb == 1) {
-                       for (int64_t i = 0; i < count; ++i) po[i] = f(pa[i], pb[i]);
-                     } else if (so == 1 && sa == 1 && sb == 0) {  // a broadcast scalar row
-                       const float vb = *pb;
-                       for (int64_t i = 0; i < count; ++i) po[i] = f(pa[i], vb);
-                     } else {
-                       for (int64_t i = 0; i < count; ++i) po[i * so] = f(pa[i * sa], pb[i * sb]);
-                     }
-                   });
-}
-
-// The vectorised activations (Note [Vectorised gelu], Note [Vectorised SwiGLU]) as a run
-// kernel k(o, so, x, sx, n), or k(o, so, x, sx, y, sy, n) for two inputs: over the operands in
-// place when all are f32, else over f32 tiles of them (Note [Native low-precision elementwise]).
+// An elementwise op as a run kernel k(o, so, x, sx, n), or k(o, so, x, sx, y, sy, n) for two
+// inputs, each pointer with its stride: over the operands in place when all are f32, else
+// over f32 tiles of them (Note [Native low-precision elementwise]). The vectorised activations
+// (Note [Vectorised gelu], Note [Vectorised SwiGLU]) are such kernels, and so are the scalar
+// ops' loops below.
 template <class RunKernel>
-void vector_unary(const Shape& shape, const StridedOperand& out, const StridedOperand& x,
-                  RunKernel k) {
+void unary_runs(const Shape& shape, const StridedOperand& out, const StridedOperand& x,
+                RunKernel k) {
   if (!all_f32({&out, &x}))
     return tiled<1, 1>(shape, {&out, &x},
                        [&](const auto& t, int64_t n) { k(t[0], 1, t[1], 1, n); });
@@ -277,8 +231,8 @@ void vector_unary(const Shape& shape, const StridedOperand& out, const StridedOp
                    });
 }
 template <class RunKernel>
-void vector_binary(const Shape& shape, const StridedOperand& out, const StridedOperand& x,
-                   const StridedOperand& y, RunKernel k) {
+void binary_runs(const Shape& shape, const StridedOperand& out, const StridedOperand& x,
+                 const StridedOperand& y, RunKernel k) {
   if (!all_f32({&out, &x, &y}))
     return tiled<1, 2>(shape, {&out, &x, &y},
                        [&](const auto& t, int64_t n) { k(t[0], 1, t[1], 1, t[2], 1, n); });
@@ -290,6 +244,36 @@ void vector_binary(const Shape& shape, const StridedOperand& out, const StridedO
                    [&](const std::array<int64_t, 3>& off, int64_t count) {
                      k(o + off[0], so, a + off[1], sa, b + off[2], sb, count);
                    });
+}
+
+// A scalar op f over every element: unit-stride runs take a plain indexed loop the compiler
+// can vectorise.
+template <class F>
+void unary_loop(const Shape& shape, const StridedOperand& out, const StridedOperand& x, F f) {
+  unary_runs(shape, out, x, [&](float* o, int64_t so, const float* a, int64_t sa, int64_t n) {
+    if (so == 1 && sa == 1) {
+      for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
+    } else {
+      for (int64_t i = 0; i < n; ++i) o[i * so] = f(a[i * sa]);
+    }
+  });
+}
+
+template <class F>
+void binary_loop(const Shape& shape, const StridedOperand& out, const StridedOperand& x,
+                 const StridedOperand& y, F f) {
+  binary_runs(
+      shape, out, x, y,
+      [&](float* o, int64_t so, const float* a, int64_t sa, const float* b, int64_t sb, int64_t n) {
+        if (so == 1 && sa == 1 && sb == 1) {
+          for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
+        } else if (so == 1 && sa == 1 && sb == 0) {  // a broadcast scalar row
+          const float vb = *b;
+          for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], vb);
+        } else {
+          for (int64_t i = 0; i < n; ++i) o[i * so] = f(a[i * sa], b[i * sb]);
+        }
+      });
 }
 
 }  // namespace
@@ -308,12 +292,12 @@ void unary_f32(UnaryOp op, float param, const Shape& shape, const StridedOperand
     case UnaryOp::scale: return unary_loop(shape, out, x, [param](float v) { return v * param; });
     case UnaryOp::add_scalar:
       return unary_loop(shape, out, x, [param](float v) { return v + param; });
-    case UnaryOp::gelu: return vector_unary(shape, out, x, gelu_run);  // Note [Vectorised gelu]
-    case UnaryOp::silu:                                                // Note [Vectorised SwiGLU]
-      return vector_unary(shape, out, x,
-                          [](float* o, int64_t so, const float* v, int64_t sv, int64_t n) {
-                            swiglu_run(o, so, v, sv, nullptr, 0, n);
-                          });
+    case UnaryOp::gelu: return unary_runs(shape, out, x, gelu_run);  // Note [Vectorised gelu]
+    case UnaryOp::silu:                                              // Note [Vectorised SwiGLU]
+      return unary_runs(shape, out, x,
+                        [](float* o, int64_t so, const float* v, int64_t sv, int64_t n) {
+                          swiglu_run(o, so, v, sv, nullptr, 0, n);
+                        });
   }
   FG_ASSERT(false, "unknown unary op {}", int(op));
 }
@@ -330,10 +314,10 @@ void binary_f32(BinaryOp op, const Shape& shape, const StridedOperand& out, cons
     case BinaryOp::div:
       return binary_loop(shape, out, a, b, [](float x, float y) { return x / y; });
     case BinaryOp::gelu_backward:  // Note [Vectorised gelu]
-      return vector_binary(shape, out, a, b, gelu_backward_run);
+      return binary_runs(shape, out, a, b, gelu_backward_run);
     case BinaryOp::silu_backward:
       return binary_loop(shape, out, a, b, [](float dy, float x) { return dy * silu_grad(x); });
-    case BinaryOp::swiglu: return vector_binary(shape, out, a, b, swiglu_run);
+    case BinaryOp::swiglu: return binary_runs(shape, out, a, b, swiglu_run);
   }
   FG_ASSERT(false, "unknown binary op {}", int(op));
 }
