@@ -181,6 +181,12 @@ class DeviceSource final : public RawSource {
   // Note [Expandable device memory].
   void* reserve(size_t bytes) override {
     DeviceGuard guard(index_);
+    // The driver's virtual-memory calls need a current context, which the runtime makes only
+    // at its first real call: in a fresh process whose first allocation is an expandable
+    // segment there is none yet (and the guard sets nothing for a device already named
+    // current, as cuda:0 is before any call). cudaFree(nullptr) makes the primary context
+    // current; afterwards it costs nothing.
+    FG_CUDA_CHECK(cudaFree(nullptr));
     check_granularity(index_);
     CUdeviceptr ptr = 0;
     const CUresult r = cuMemAddressReserve(&ptr, bytes, kExpandableGranule, 0, 0);

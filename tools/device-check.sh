@@ -2,6 +2,12 @@
 # The device check (issues 15 and 26): one command for a lent GPU machine, which gives a
 # verdict on every CUDA op and figure within 8 minutes, whatever hangs. It takes the pack
 # that tools/device-prepare.sh built here and, each step capped in time:
+#   dropout, apollo, error_records, nccl_timeout, expandable
+#             first, one test each, the card-side checks of issue 46 in its order: flash
+#             attention with dropout against the CPU (T 77, S 93, causal, grouped-query heads,
+#             f32, bf16 and f16); APOLLO's steps against the CPU's; a bad id in the first
+#             index-checking call behind a busy legacy stream; an NCCL collective past its
+#             timeout; a fresh process whose first allocation is an expandable segment;
 #   tests     the CUDA tests with CUDA_LAUNCH_BLOCKING=1: the cross-backend op harness, the
 #             multi-tile attention cases, the device error records, stream-ordered reuse,
 #             pinned loader batches, the training tests on cuda:0, the host-read count and a
@@ -90,6 +96,22 @@ step() {
   return $rc
 }
 
+# gtest_step NAME CAP FILTER: fitgrad_tests filtered to FILTER as the step NAME; a filter
+# that matches no test fails the step (a renamed test must not pass unseen), and gtest's
+# summary (passed, skipped and failed counts, then each failed test) joins the status lines.
+gtest_step() {
+  local name=$1 cap=$2 filter=$3
+  local log="$work/$name.txt"
+  [[ $name == tests ]] && log="$out/tests.txt"
+  step "$name" "$cap" "${fg[@]}" "$pack/bin/fitgrad_tests" --gtest_filter="$filter"
+  if [[ -f $log ]] && ! grep -qE '^\[==========\] [1-9][0-9]* tests? from' "$log"; then
+    echo "step $name: the filter matched no test" >>"$status"
+    echo "$name $log" >>"$work/failed"
+  fi
+  [[ -f $log ]] && grep -E '^\[  PASSED  \] [0-9]+ tests?\.|^\[  SKIPPED \] [0-9]+ tests?,|^\[  FAILED  \] [0-9]+ tests?,|^\[  FAILED  \] .*\)$' \
+    "$log" | head -25 | sed 's/^/  /' >>"$status"
+}
+
 # The fitgrad binaries, with the pack's libraries and cuBLAS on their command lines only.
 cublas_dir=""
 if ((!rehearse)); then
@@ -137,18 +159,20 @@ else
 fi
 
 if step binaries 20 "${fg[@]}" "$pack/bin/fitgrad" --help; then
-  # 1. The CUDA tests, each launch synchronous so that a fault names its kernel.
-  tests='*BackendOps.*:CudaMultiTile/*:*CudaErrorFlags.*:*StreamReuse.*:*Loader.PinnedBatchesReachTheDevice:*CudaTrain.*:*HostReads.*:NcclGroup.*'
-  if CUDA_LAUNCH_BLOCKING=1 step tests 150 "${fg[@]}" "$pack/bin/fitgrad_tests" \
-    --gtest_filter="$tests" && ! grep -qE '^\[==========\] [1-9][0-9]* tests? from' "$out/tests.txt"; then
-    echo "step tests: the filter matched no test" >>"$status"
-    echo "tests $out/tests.txt" >>"$work/failed"
-  fi
-  # gtest's summary: passed, skipped and failed counts, then each failed test.
-  grep -E '^\[  PASSED  \] [0-9]+ tests?\.|^\[  SKIPPED \] [0-9]+ tests?,|^\[  FAILED  \] [0-9]+ tests?,|^\[  FAILED  \] .*\)$' \
-    "$out/tests.txt" | head -25 | sed 's/^/  /' >>"$status"
+  # 1. Issue 46's card-side checks, in its order, so that a short window covers them first;
+  # launches synchronous where a fault should name its kernel, but not for the error records,
+  # whose test needs the legacy stream's work to stay queued.
+  CUDA_LAUNCH_BLOCKING=1 gtest_step dropout 40 'CudaDropout/AttentionDropoutTiles.*/T77_S93_*'
+  CUDA_LAUNCH_BLOCKING=1 gtest_step apollo 30 'Apollo.ACardFollowsTheCpuThroughProjectionRefreshes'
+  gtest_step error_records 30 'CudaFirstUse.ABadIdInTheFirstIndexCheckingCallIsReported'
+  gtest_step nccl_timeout 30 'NcclGroup.ACollectivePastTheTimeoutEndsWithItsErrorAndTheGroupStillCloses'
+  gtest_step expandable 30 'CudaFirstUse.TheFirstAllocationCanBeAnExpandableSegment'
 
-  # 2. Kernels, fitgrad then PyTorch (python3 without the pack's libraries).
+  # 2. The CUDA tests, each launch synchronous so that a fault names its kernel.
+  CUDA_LAUNCH_BLOCKING=1 gtest_step tests 150 \
+    '*BackendOps.*:CudaMultiTile/*:*CudaErrorFlags.*:*StreamReuse.*:*Loader.PinnedBatchesReachTheDevice:*CudaTrain.*:*HostReads.*:NcclGroup.OneRank*'
+
+  # 3. Kernels, fitgrad then PyTorch (python3 without the pack's libraries).
   step bench 60 "${fg[@]}" "$pack/bin/cuda_bench" --device "$device" "${bench_size[@]}"
   sed -n 's/^RESULT /fitgrad /p' "$work/bench.txt" >>"$rows"
   step torch 75 python3 tools/device/torch_reference.py --device "${device%:*}" "${torch_size[@]}"
@@ -157,7 +181,7 @@ if step binaries 20 "${fg[@]}" "$pack/bin/fitgrad" --help; then
     echo "step torch: $(grep -m1 '^torch_reference: skipped' "$work/torch.txt")" >>"$status"
   fi
 
-  # 3. GPT-2 training, and the plan of the same run for this card.
+  # 4. GPT-2 training, and the plan of the same run for this card.
   train_args=("${gpt2[@]}" --data data/assets/austen.txt --bf16 --optim adamw_torch
     --learning_rate 6e-4 --logging_steps 1 --eval_strategy no --save_strategy no)
   step train 75 "${fg[@]}" "$pack/bin/fitgrad" train "${train_args[@]}" --device "$device" \
@@ -172,7 +196,7 @@ if step binaries 20 "${fg[@]}" "$pack/bin/fitgrad" --help; then
   grep -m1 'peak allocated:' "$work/memplan.txt" |
     awk '{print "memplan train gpt2.peak", $3, $4}' >>"$rows"
 
-  # 4. A QLoRA step.
+  # 5. A QLoRA step.
   step qlora 60 "${fg[@]}" "$pack/bin/fitgrad" train --model tools/device/smollm2-135m-gpt2-vocab.json \
     "${qlora_shape[@]}" --data data/assets/austen.txt --bf16 --quantize nf4 --lora_r 16 \
     --logging_steps 1 --eval_strategy no --save_strategy no --device "$device" \
@@ -182,7 +206,7 @@ if step binaries 20 "${fg[@]}" "$pack/bin/fitgrad" --help; then
   grep -o 'peak memory [0-9.]* [KMG]iB' "$work/qlora.txt" | tail -1 |
     awk '{print "fitgrad qlora smollm2_v50257.peak", $3, $4}' >>"$rows"
 
-  # 5. The memory checker over the op harness and the multi-tile cases, with what is left.
+  # 6. The memory checker over the op harness and the multi-tile cases, with what is left.
   step sanitizer 120 "${fg[@]}" "${sanitizer[@]}" "$pack/bin/fitgrad_tests" \
     --gtest_filter='*BackendOps.CudaMatchesTheCpu:CudaMultiTile/*CudaMatchesTheCpu*'
 fi

@@ -3,6 +3,15 @@
 // one rank each leaves its values as one process holds them (an average of one value is that
 // value). Runs where a GPU is visible and the CUDA backend with NCCL is built; skipped
 // elsewhere, where `make cuda-check` only compiles dist/nccl_group.cpp.
+//
+// A collective that does not end within the timeout is what a rank sees when its peer was
+// stopped (the device check's fourth step, issue 46). NCCL refuses two ranks on one card
+// ("Duplicate GPU detected"), and the lent machine has one, so the peer's silence is made
+// here by holding the compute stream, after which the group's stream queues its collective,
+// with a host function that outlasts the one-second timeout by four seconds: the wait must
+// end with the --ddp_timeout error, the group refuse further use with that error, and its
+// end neither crash nor hang (the communicator was aborted once and must not be destroyed:
+// Note [One owner of the communicator] in dist/nccl_group.cpp).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -14,6 +23,15 @@
 #include "dist/rendezvous.h"
 #include "tensor/device_registry.h"
 #include "tensor/error.h"
+#include "tests/tensor/ops/op_harness.h"
+
+#if FITGRAD_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include <thread>
+
+#include "cuda/streams.h"
+#endif
 
 namespace fitgrad::dist {
 namespace {
@@ -25,23 +43,32 @@ std::vector<double> values(const Tensor& t) {
   return std::vector<double>(host.data<float>(), host.data<float>() + host.numel());
 }
 
-TEST(NcclGroup, OneRankRunsEveryCollectiveOnTheCard) {
-  if (usable_device_count(DeviceType::cuda) == 0)
-    GTEST_SKIP() << "no usable CUDA device (built without CUDA, or no GPU or driver visible)";
-  const fs::path store = fs::temp_directory_path() / ("dp_nccl_test_" + std::to_string(::getpid()));
+// A one-rank NCCL group on cuda:0 through a fresh file store, or nullptr where the build has
+// no NCCL (the reason in *why).
+std::unique_ptr<ProcessGroup> one_rank_group(const fs::path& store,
+                                             std::chrono::milliseconds timeout, std::string* why) {
   fs::remove_all(store);
   fs::create_directories(store);
   DistEnv env;
   env.store = "file:" + store.string();
   env.hostname = "127.0.0.1";
-  const Device card = Device::cuda(0);
-  std::unique_ptr<ProcessGroup> group;
   try {
-    group = make_process_group(env, card, std::chrono::seconds(60));
+    return make_process_group(env, Device::cuda(0), timeout);
   } catch (const Error& e) {
     if (std::string(e.what()).find("this build has no NCCL") == std::string::npos) throw;
-    GTEST_SKIP() << e.what();
+    *why = e.what();
+    return nullptr;
   }
+}
+
+TEST(NcclGroup, OneRankRunsEveryCollectiveOnTheCard) {
+  if (usable_device_count(DeviceType::cuda) == 0)
+    GTEST_SKIP() << "no usable CUDA device (built without CUDA, or no GPU or driver visible)";
+  const fs::path store = fs::temp_directory_path() / ("dp_nccl_test_" + std::to_string(::getpid()));
+  const Device card = Device::cuda(0);
+  std::string why;
+  std::unique_ptr<ProcessGroup> group = one_rank_group(store, std::chrono::seconds(60), &why);
+  if (!group) GTEST_SKIP() << why;
   EXPECT_EQ(group->backend(), "nccl");
   for (DType dtype : {DType::f32, DType::bf16}) {
     const std::vector<double> v = {1.5, -2.25, 3, 0.5, 8};
@@ -63,6 +90,38 @@ TEST(NcclGroup, OneRankRunsEveryCollectiveOnTheCard) {
   }
   group->barrier();
   fs::remove_all(store);
+}
+
+#if FITGRAD_HAVE_CUDA
+void sleep_five_seconds(void*) { std::this_thread::sleep_for(std::chrono::seconds(5)); }
+#endif
+
+TEST(NcclGroup, ACollectivePastTheTimeoutEndsWithItsErrorAndTheGroupStillCloses) {
+  if (usable_device_count(DeviceType::cuda) == 0)
+    GTEST_SKIP() << "no usable CUDA device (built without CUDA, or no GPU or driver visible)";
+#if FITGRAD_HAVE_CUDA
+  const fs::path store =
+      fs::temp_directory_path() / ("dp_nccl_timeout_test_" + std::to_string(::getpid()));
+  const Device card = Device::cuda(0);
+  std::string why;
+  std::unique_ptr<ProcessGroup> group = one_rank_group(store, std::chrono::seconds(1), &why);
+  if (!group) GTEST_SKIP() << why;
+  const Tensor x = Tensor::full({1000}, 1.0, DType::f32, card);
+  ASSERT_EQ(
+      cudaLaunchHostFunc(cuda::stream_of(0, cuda::kComputeStream), sleep_five_seconds, nullptr),
+      cudaSuccess);
+  const auto t0 = std::chrono::steady_clock::now();
+  testing::expect_error([&] { group->all_reduce_async(x, ReduceOp::sum)->wait(); },
+                        "[dist] all_reduce of 1000 f32 elements on rank 0 of 1 timed out after 1 s",
+                        "(--ddp_timeout)");
+  // Ended by the timeout and the abort, not by the host function's end.
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(4));
+  testing::expect_error([&] { group->barrier(); }, "[dist] the NCCL communicator was aborted",
+                        "timed out after 1 s");
+  group.reset();
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  fs::remove_all(store);
+#endif
 }
 
 }  // namespace

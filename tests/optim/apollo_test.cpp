@@ -4,7 +4,8 @@
 // state; a resume across projection refreshes is bitwise, in f32 and in bf16 with stochastic
 // rounding, even when the resumed optimizer was built with another seed (the saved one wins);
 // bf16 parameters follow the f32 run; a step on meta allocates the state and, for the step
-// only, P and R as temporaries; bad options and flags are errors that name them.
+// only, P and R as temporaries; bad options and flags are errors that name them; on a card
+// (the device check's second step, issue 46) the steps follow the CPU's.
 #include "optim/apollo.h"
 
 #include <gmock/gmock.h>
@@ -15,6 +16,7 @@
 
 #include "autograd/variable.h"
 #include "optim/factory.h"
+#include "tensor/device_registry.h"
 #include "tensor/memory/caching_allocator.h"
 #include "tests/optim/random_steps.h"
 #include "tests/tensor/memory/events_since.h"
@@ -164,6 +166,25 @@ TEST(Apollo, Bf16ParametersWithStochasticRoundingFollowTheF32Run) {
       const auto got = testing::to_f64(bf16.groups()[g].params[k].second);
       EXPECT_TRUE(testing::all_close(got, want, 0.02, 0.02)) << f32.groups()[g].params[k].first;
     }
+}
+
+// Eight f32 steps, through the projection refreshes at steps 3 and 6, on cuda:0 and on the
+// CPU from the same parameters and gradients: the card draws the same projections (a pure
+// function of seed, parameter and refresh) and applies the same scaled update, so every
+// parameter and state entry agrees to f32 rounding carried over eight steps.
+TEST(Apollo, ACardFollowsTheCpuThroughProjectionRefreshes) {
+  if (usable_device_count(DeviceType::cuda) == 0)
+    GTEST_SKIP() << "no usable CUDA device (built without CUDA, or no GPU or driver visible)";
+  Apollo cpu(params(DType::f32), small());
+  Apollo card(params(DType::f32, Device::cuda(0)), small());
+  for (int s = 0; s < 8; ++s) {
+    step_with_grads(cpu, s);
+    step_with_grads(card, s);
+  }
+  const auto want = snapshot(cpu), got = snapshot(card);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_TRUE(testing::all_close(got[i], want[i], 1e-4, 1e-6)) << "entry " << i;
 }
 
 TEST(Apollo, AMetaStepAllocatesTheStateAndTheProjectionForTheStepOnly) {

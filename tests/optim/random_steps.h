@@ -12,12 +12,14 @@
 namespace fitgrad::testing {
 
 // One step of `opt` after giving each parameter a gradient uniform in [-scale, scale],
-// drawn from seed + the length of its name, in the parameter's dtype.
+// drawn from seed + the length of its name, in the parameter's dtype, on its device.
 inline void step_with_grads(optim::Optimizer& opt, uint64_t seed, double scale) {
   for (const optim::ParamGroup& g : opt.groups())
     for (const auto& [name, p] : g.params)
       autograd::ensure_meta(p).grad =
-          random_tensor(p.shape(), seed + name.size(), DType::f32, -scale, scale).to(p.dtype());
+          random_tensor(p.shape(), seed + name.size(), DType::f32, -scale, scale)
+              .to(p.dtype())
+              .to(p.device());
   opt.step();
 }
 

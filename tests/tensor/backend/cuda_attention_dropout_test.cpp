@@ -2,7 +2,8 @@
 // in tensor/ops/attention.h): the cuda kernels' o, lse, dq, dk and dv with dropout against
 // the CPU kernels' from the same RngState, over several tiles ((T, S) of (200, 200) and
 // (130, 257)), head dims 64 (the tensor-core path in bf16) and 36 (the SIMT path), causal
-// and not, GQA with 4 query heads on 2 kv heads and batch 2, bf16 and f32, p 0.1 and 0.5.
+// and not, GQA with 4 query heads on 2 kv heads and batch 2, bf16 and f32, p 0.1 and 0.5;
+// and (77, 93) causal in f32, bf16 and f16, the device check's first step.
 // Both sides must draw each probability's factor from its flat index, so a card that drops
 // other elements than the CPU fails by far more than the tolerance.
 //
@@ -125,6 +126,10 @@ std::vector<Case> cases() {
       for (bool causal : {false, true})
         for (DType dtype : {DType::bf16, DType::f32})
           for (double p : {0.1, 0.5}) all.push_back({t, s, d, causal, dtype, p});
+  // The device check's first step (issue 46): one tile edge apart in T and S, causal with
+  // grouped-query heads, in every dtype the kernels take.
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16})
+    all.push_back({77, 93, 64, true, dtype, 0.1});
   return all;
 }
 
