@@ -40,9 +40,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "tensor/convert.h"
 #include "tensor/cpu/attention.h"
+#include "tensor/cpu/attention_amx.h"
 #include "tensor/cpu/attention_dropout.h"
 #include "tensor/cpu/attention_tile.h"
 #include "tensor/cpu/stage.h"
@@ -73,13 +75,43 @@ int64_t key_end(const AttentionDims& dims, bool causal, int64_t q0, int64_t nq) 
   return std::clamp<int64_t>(q0 + nq + dims.s - dims.t, 0, dims.s);
 }
 
+// Masks the scores s of queries [q0, q0 + nq) against keys [j0, j0 + nk).
+void mask_scores(const AttentionDims& dims, bool causal, int64_t q0, int64_t nq, int64_t j0,
+                 int64_t nk, float* s) {
+  const int64_t offset = dims.s - dims.t;
+  if (nk < kTileK || (causal && j0 + nk - 1 > q0 + offset))
+    mask_tile(nq, nk, causal, q0, j0, offset, s);
+}
+
 // Scaled scores of queries [q0, q0 + nq) against keys [j0, j0 + nk) in s, masked.
 void masked_scores(const AttentionDims& dims, bool causal, float scale, const float* q_rows,
                    const float* kt, int64_t q0, int64_t nq, int64_t j0, int64_t nk, float* s) {
   tile_scores(nq, dims.d, scale, q_rows, dims.d, kt, s);
-  const int64_t offset = dims.s - dims.t;
-  if (nk < kTileK || (causal && j0 + nk - 1 > q0 + offset))
-    mask_tile(nq, nk, causal, q0, j0, offset, s);
+  mask_scores(dims, causal, q0, nq, j0, nk, s);
+}
+
+// o's rows divided by the softmax sums l, and lse = m + log l (Note [Causal alignment] for a
+// query that sees no key).
+void finish_rows(int64_t nq, int64_t d, const float* m, const float* l, float* o_rows,
+                 float* lse_rows) {
+  for (int64_t r = 0; r < nq; ++r) {
+    float* orow = o_rows + r * d;
+    if (l[r] == 0.0f) {
+      std::fill(orow, orow + d, 0.0f);
+      lse_rows[r] = kNegInf;
+      continue;
+    }
+    const float inv = 1.0f / l[r];
+    for (int64_t x = 0; x < d; ++x) orow[x] *= inv;
+    lse_rows[r] = m[r] + std::log(l[r]);
+  }
+}
+
+// Whether the forward of E runs its products on AMX tiles (Note [AMX attention tiles]).
+template <class E>
+bool amx_forward(int64_t d) {
+  if constexpr (std::is_same_v<E, BFloat16>) return amx_attention_usable(d);
+  return false;
 }
 
 // The f32 tiles one thread stages bf16/f16 operands through: forward q rows, k or v rows
@@ -104,6 +136,7 @@ void flash_attention_forward(const AttentionDims& dims, bool causal, float scale
   const int64_t d = dims.d, group = dims.hq / dims.hkv, q_tiles = ceil_div(dims.t, kTileQ);
   const int64_t items = dims.batch * dims.hq * q_tiles;
   const int64_t per_thread = flash_workspace_floats(d, false, kStaged<E>);
+  const bool amx = amx_forward<E>(d);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (items > 1)
   for (int64_t item = 0; item < items; ++item) {
     // Note [Costliest tiles first]: the last query tiles of every head, then the ones before.
@@ -120,14 +153,44 @@ void flash_attention_forward(const AttentionDims& dims, bool causal, float scale
     float* q_buf = l + kTileQ;                         // (kTileQ, d) when staged
     float* o_buf = q_buf + kTileQ * d;                 // (kTileQ, d) when staged
     float* kv_buf = o_buf + kTileQ * d;                // (kTileK, d) when staged
-    const float* q_rows = as_f32(q + (bh * dims.t + q0) * d, nq * d, q_buf);  // (nq, d)
-    E* o_out = o + (bh * dims.t + q0) * d;                                    // (nq, d)
-    float* o_rows = accumulator(o_out, o_buf);                                // (nq, d)
-    float* lse_rows = lse + bh * dims.t + q0;                                 // (nq)
+    const E* q_tile = q + (bh * dims.t + q0) * d;      // (nq, d)
+    E* o_out = o + (bh * dims.t + q0) * d;             // (nq, d)
+    float* o_rows = accumulator(o_out, o_buf);         // (nq, d); (kTileQ, d) when staged
+    float* lse_rows = lse + bh * dims.t + q0;          // (nq)
     std::fill(o_rows, o_rows + nq * d, 0.0f);
     std::fill(m, m + nq, kNegInf);
     std::fill(l, l + nq, 0.0f);
     const int64_t end = key_end(dims, causal, q0, nq);
+    if constexpr (std::is_same_v<E, BFloat16>) {
+      if (amx) {
+        // Note [AMX attention tiles]: the f32 tiles' space holds the packed operands: k's in
+        // kt, v's after it, q's short last tile padded in q_buf, p in bf16 in kv_buf.
+        auto* kpack = reinterpret_cast<uint32_t*>(kt);   // (d / 2, kTileK)
+        uint32_t* vpack = kpack + d / 2 * kTileK;        // (kTileK / 2, d)
+        auto* pb = reinterpret_cast<BFloat16*>(kv_buf);  // (kTileQ, kTileK)
+        const BFloat16* q_amx = q_tile;
+        if (nq % 16 != 0) {
+          auto* padded = reinterpret_cast<BFloat16*>(q_buf);  // (round_up(nq, 16), d)
+          std::copy(q_tile, q_tile + nq * d, padded);
+          std::fill(padded + nq * d, padded + (nq + 15) / 16 * 16 * d, BFloat16());
+          q_amx = padded;
+        }
+        amx_tiles_begin();
+        for (int64_t j0 = 0; j0 < end; j0 += kTileK) {
+          const int64_t nk = std::min(kTileK, end - j0);
+          amx_scores(nq, nk, d, scale, q_amx, k_head + j0 * d, kpack, s);
+          mask_scores(dims, causal, q0, nq, j0, nk, s);
+          online_softmax_tile(nq, d, s, m, l, o_rows, d);
+          if (dropout.p > 0) dropout_tile(nq, nk, tile_dropout(dims, dropout, bh, q0, j0), s);
+          amx_accumulate(nq, nk, d, s, v_head + j0 * d, vpack, pb, o_rows);
+        }
+        amx_tiles_end();
+        finish_rows(nq, d, m, l, o_rows, lse_rows);
+        store_rows(o_rows, nq * d, o_out);
+        continue;
+      }
+    }
+    const float* q_rows = as_f32(q_tile, nq * d, q_buf);  // (nq, d)
     for (int64_t j0 = 0; j0 < end; j0 += kTileK) {
       const int64_t nk = std::min(kTileK, end - j0);
       transpose_tile(nk, d, as_f32(k_head + j0 * d, nk * d, kv_buf), d, kt);
@@ -137,17 +200,7 @@ void flash_attention_forward(const AttentionDims& dims, bool causal, float scale
       tile_accumulate(nq, nk, d, s, kTileK, 1, as_f32(v_head + j0 * d, nk * d, kv_buf), d, o_rows,
                       d);
     }
-    for (int64_t r = 0; r < nq; ++r) {
-      float* orow = o_rows + r * d;
-      if (l[r] == 0.0f) {  // sees no key (Note [Causal alignment])
-        std::fill(orow, orow + d, 0.0f);
-        lse_rows[r] = kNegInf;
-        continue;
-      }
-      const float inv = 1.0f / l[r];
-      for (int64_t x = 0; x < d; ++x) orow[x] *= inv;
-      lse_rows[r] = m[r] + std::log(l[r]);
-    }
+    finish_rows(nq, d, m, l, o_rows, lse_rows);
     store_rows(o_rows, nq * d, o_out);
   }
 }
