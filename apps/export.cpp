@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "apps/model_source.h"
@@ -76,8 +77,11 @@ int64_t export_merged(const ExportArgs& a, std::ostream& out) {
   FG_CHECK(a.out.ends_with(".safetensors"), "[export] -o {}: the output must end in .safetensors",
            a.out);
   const std::string adapter_file = (fs::path(a.merge) / "adapter_model.safetensors").string();
-  const std::string base_file =
-      fs::is_directory(a.base) ? (fs::path(a.base) / "model.safetensors").string() : a.base;
+  // A base folder is model.safetensors or a sharded one (Note [Sharded model folders]).
+  std::string base_file = a.base;
+  const bool base_folder = fs::is_directory(a.base);
+  std::optional<nn::TensorSource> folder;
+  if (base_folder) folder = folder_weights(a.base, &base_file);
   OutputPolicy outputs("export", a.overwrite);  // Note [Output policy]
   outputs.input("--merge", a.merge);
   outputs.input("--merge", (fs::path(a.merge) / "adapter_config.json").string());
@@ -89,7 +93,8 @@ int64_t export_merged(const ExportArgs& a, std::ostream& out) {
   const auto adapter = io::SafetensorsFile::open(adapter_file).tensors();
   // Note [Streaming loads]: the base is read one tensor at a time, so the command holds the
   // output in --dtype plus one f32 tensor, never the base in f32.
-  const nn::TensorSource source = read_weights_file(base_file, DType::f32, "--base");
+  const nn::TensorSource source =
+      base_folder ? *folder : read_weights_file(base_file, DType::f32, "--base");
   std::map<std::string, const nn::TensorSource::Entry*> entries;
   for (const nn::TensorSource::Entry& e : source.entries) entries[e.name] = &e;
   // The adapted weights: every lora_A with its lora_B, over an existing base weight.

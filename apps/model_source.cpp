@@ -117,6 +117,74 @@ nn::TensorSource safetensors_source(const std::string& path) {
   return source;
 }
 
+// Note [Sharded model folders]
+// A Hugging Face folder too large for one file holds model-0000k-of-0000n.safetensors shards
+// and model.safetensors.index.json, whose "weight_map" names each tensor's shard. The
+// shards are mapped, not read: each entry's bytes are read when the load asks for it, so a
+// sharded load holds what a single-file one does (Note [Streaming loads]). Index and shards
+// must agree exactly: a shard the index names that is missing, a tensor the index places in
+// a shard that lacks it, and a shard tensor the index does not place there are errors that
+// name the file and the tensor (transformers itself fails on the first two). A folder with
+// model.safetensors as well reads that file, as transformers does.
+nn::TensorSource sharded_source(const fs::path& index_path) {
+  const std::string where = fmt::format("[model {}] {}", index_path.parent_path().string(),
+                                        index_path.filename().string());
+  std::ifstream in(index_path);
+  FG_CHECK(in.good(), "{}: cannot open the file", where);
+  nlohmann::json index;
+  try {
+    index = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}: invalid JSON: {}", where, e.what()));
+  }
+  FG_CHECK(index.is_object() && index.contains("weight_map") && index.at("weight_map").is_object(),
+           "{} has no object 'weight_map' (a safetensors index maps each tensor name to its "
+           "shard file)",
+           where);
+  std::map<std::string, std::vector<std::string>> by_shard;  // shard -> its tensors
+  for (const auto& [name, shard] : index.at("weight_map").items()) {
+    FG_CHECK(shard.is_string(), "{} weight_map['{}'] is not a file name", where, name);
+    const std::string file = shard.get<std::string>();
+    FG_CHECK(!file.empty() && file.find('/') == std::string::npos && file != "." && file != "..",
+             "{} weight_map['{}'] is '{}', not a file name in the folder", where, name, file);
+    by_shard[file].push_back(name);
+  }
+  FG_CHECK(!by_shard.empty(), "{} weight_map is empty", where);
+  std::map<std::string, nn::TensorSource> shards;
+  std::map<std::string, const nn::TensorSource*> owner;  // tensor -> its shard's source
+  nn::TensorSource merged;
+  for (const auto& [file, names] : by_shard) {
+    const fs::path path = index_path.parent_path() / file;
+    FG_CHECK(fs::is_regular_file(path),
+             "{} names the shard {} (for '{}' and {} more), which is missing", where, path.string(),
+             names.front(), names.size() - 1);
+    nn::TensorSource& source = shards[file] = safetensors_source(path.string());
+    std::set<std::string> listed(names.begin(), names.end());
+    std::set<std::string> present;
+    for (const nn::TensorSource::Entry& e : source.entries) {
+      FG_CHECK(listed.count(e.name),
+               "{} does not place '{}' in {}, which holds it: the index and the shard disagree",
+               where, e.name, path.string());
+      present.insert(e.name);
+    }
+    for (const std::string& name : names)
+      FG_CHECK(present.count(name),
+               "{} places '{}' in {}, which does not hold it: the index and the shard disagree",
+               where, name, path.string());
+    for (const nn::TensorSource::Entry& e : source.entries) {
+      merged.entries.push_back(e);
+      owner[e.name] = &source;
+    }
+  }
+  auto keep = std::make_shared<std::map<std::string, nn::TensorSource>>(std::move(shards));
+  merged.read = [keep, owner](const std::string& name) {
+    const auto it = owner.find(name);
+    FG_CHECK(it != owner.end(), "[model] no shard holds '{}'", name);
+    return it->second->read(name);
+  };
+  return merged;
+}
+
 nn::BuildOptions without_init(nn::BuildOptions options) {
   options.initialize = false;
   return options;
@@ -164,6 +232,21 @@ nn::TensorSource read_weights_file(const std::string& path, DType dtype, const s
     return read(name);  // the file stays mapped while the source lives
   };
   return source;
+}
+
+nn::TensorSource folder_weights(const std::string& dir, std::string* file) {
+  const fs::path single = fs::path(dir) / "model.safetensors";
+  const fs::path index = fs::path(dir) / "model.safetensors.index.json";
+  if (fs::is_regular_file(single)) {
+    if (file) *file = single.string();
+    return safetensors_source(single.string());
+  }
+  FG_CHECK(fs::is_regular_file(index),
+           "[model {}] the directory has neither model.safetensors nor "
+           "model.safetensors.index.json (its shards' index)",
+           dir);
+  if (file) *file = index.string();
+  return sharded_source(index);
 }
 
 std::unique_ptr<data::Tokenizer> default_tokenizer(const nn::ModelConfig& cfg,
@@ -267,10 +350,9 @@ LoadedModel load_model(const std::string& spec, const std::string& init,
     const nn::ModelConfig cfg = nn::load_config_json((dir / "config.json").string());
     out.model = nn::build_model(cfg, without_init(options));
     if (init.empty()) {
-      const fs::path st = dir / "model.safetensors";
-      FG_CHECK(fs::is_regular_file(st), "{} the directory has no model.safetensors", where);
-      load_weights(*out.model, safetensors_source(st.string()), where, st.string());
-      weights = st.string();
+      std::string file;
+      load_weights(*out.model, folder_weights(spec, &file), where, file);
+      weights = file;
     }
     if (fs::is_regular_file(dir / "fitgrad_tokenizer.json")) {
       const TokenizerSpec ts = load_tokenizer_spec(spec);

@@ -7,9 +7,9 @@
 //     options.seed; tokenizer by vocabulary size (default_tokenizer);
 //   - a path ending in .json: a Hugging Face config.json, randomly initialised;
 //     tokenizer by vocabulary size;
-//   - a directory: a fitgrad checkpoint, config.json + model.safetensors (Hugging Face
-//     names) + fitgrad_tokenizer.json (the tokenizer spec below; without it, by vocabulary
-//     size);
+//   - a directory: a fitgrad checkpoint or a Hugging Face model folder, config.json +
+//     model.safetensors or the shards of model.safetensors.index.json (Hugging Face names)
+//     + fitgrad_tokenizer.json (the tokenizer spec below; without it, by vocabulary size);
 //   - a path ending in .gguf: the model (nn/gguf_model.h) with its embedded tokenizer.
 // init, when not empty, is a .safetensors or .gguf file whose tensors replace the spec's
 // weights: names (Hugging Face's; GGUF names are translated) and shapes must match the
@@ -63,6 +63,11 @@ LoadedModel load_model(const std::string& spec, const std::string& init,
 // weights dequantized to their original dtype) or a Llama .gguf (in `dtype`); `flag`
 // names the option in errors ("--init", "--base").
 nn::TensorSource read_weights_file(const std::string& path, DType dtype, const std::string& flag);
+
+// The weights of a model folder under Hugging Face names: model.safetensors, or the shards
+// model.safetensors.index.json names (Note [Sharded model folders] in model_source.cpp);
+// *file, when not null, is set to the file read (the single file or the index).
+nn::TensorSource folder_weights(const std::string& dir, std::string* file = nullptr);
 
 std::unique_ptr<data::Tokenizer> default_tokenizer(const nn::ModelConfig& cfg,
                                                    std::string* tokenizer_id);

@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "autograd/grad_mode.h"
@@ -101,6 +102,86 @@ TEST(ModelSource, CheckpointDirectoryLoadsBackTheSameModel) {
   fs::remove_all(dir);
 }
 
+// A Hugging Face folder in shards (Note [Sharded model folders]): the parameters spread over
+// three shard files in the order Module lists them, and the index that places them.
+void write_sharded(const nn::CausalLM& m, const fs::path& dir) {
+  std::ofstream(dir / "config.json") << nn::config_to_json(m.config()).dump(2);
+  const auto params = m.named_parameters();
+  std::vector<std::vector<std::pair<std::string, Tensor>>> shards(3);
+  nlohmann::json weight_map = nlohmann::json::object();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const size_t k = i * 3 / params.size();
+    shards[k].push_back(params[i]);
+    weight_map[params[i].first] = "model-0000" + std::to_string(k + 1) + "-of-00003.safetensors";
+  }
+  for (size_t k = 0; k < 3; ++k)
+    io::save_safetensors(
+        (dir / ("model-0000" + std::to_string(k + 1) + "-of-00003.safetensors")).string(),
+        shards[k]);
+  std::ofstream(dir / "model.safetensors.index.json")
+      << nlohmann::json{{"metadata", {{"total_size", 0}}}, {"weight_map", weight_map}}.dump(2);
+}
+
+TEST(ModelSource, ShardedFolderLoadsTheSameModelAsOneFile) {
+  const fs::path dir = fresh_dir("sharded");
+  for (const char* name : {"gpt2-tiny", "llama-tiny"}) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const auto original = nn::build_model(nn::preset(name), {.seed = 11});
+    write_sharded(*original, dir);
+    const LoadedModel m = load_model(dir.string(), "", {.seed = 1});
+    EXPECT_EQ(logits(*m.model), logits(*original)) << name;
+    EXPECT_NE(m.description.find("model.safetensors.index.json"), std::string::npos)
+        << m.description;
+  }
+  fs::remove_all(dir);
+}
+
+TEST(ModelSource, ShardsThatDisagreeWithTheirIndexAreNamed) {
+  const fs::path dir = fresh_dir("shard_errors");
+  const auto original = nn::build_model(nn::preset("llama-tiny"), {.seed = 11});
+  const fs::path index = dir / "model.safetensors.index.json";
+  const auto rewrite_index = [&](const std::function<void(nlohmann::json&)>& change) {
+    nlohmann::json j = nlohmann::json::parse(std::ifstream(index));
+    change(j);
+    std::ofstream(index) << j.dump();
+  };
+  const std::string first = original->named_parameters().front().first;
+  const std::string last = original->named_parameters().back().first;
+  // A missing shard.
+  write_sharded(*original, dir);
+  fs::remove(dir / "model-00002-of-00003.safetensors");
+  expect_error([&] { load_model(dir.string(), "", {}); }, "[model " + dir.string() + "]",
+               "names the shard " + (dir / "model-00002-of-00003.safetensors").string());
+  // The index moves a tensor to another shard: its own shard, read first, holds it.
+  write_sharded(*original, dir);
+  rewrite_index(
+      [&](nlohmann::json& j) { j["weight_map"][first] = "model-00003-of-00003.safetensors"; });
+  expect_error([&] { load_model(dir.string(), "", {}); }, "[model " + dir.string() + "]",
+               "model.safetensors.index.json does not place '" + first + "' in " +
+                   (dir / "model-00001-of-00003.safetensors").string() + ", which holds it");
+  // A shard holds a tensor the index does not place anywhere.
+  write_sharded(*original, dir);
+  rewrite_index([&](nlohmann::json& j) { j["weight_map"].erase(last); });
+  expect_error([&] { load_model(dir.string(), "", {}); }, "[model " + dir.string() + "]",
+               "model.safetensors.index.json does not place '" + last + "' in");
+  // An index naming a tensor that no shard holds.
+  write_sharded(*original, dir);
+  rewrite_index([&](nlohmann::json& j) {
+    j["weight_map"]["model.extra.weight"] = "model-00001-of-00003.safetensors";
+  });
+  expect_error([&] { load_model(dir.string(), "", {}); }, "[model " + dir.string() + "]",
+               "places 'model.extra.weight' in");
+  // Not an index at all.
+  std::ofstream(index) << R"({"metadata": {}})";
+  expect_error([&] { load_model(dir.string(), "", {}); }, "[model " + dir.string() + "]",
+               "has no object 'weight_map'");
+  std::ofstream(index) << "{";
+  expect_error([&] { load_model(dir.string(), "", {}); }, "[model " + dir.string() + "]",
+               "invalid JSON");
+  fs::remove_all(dir);
+}
+
 TEST(ModelSource, InitSafetensorsReplacesTheWeightsStrictly) {
   const fs::path dir = fresh_dir("init");
   const auto trained = nn::build_model(nn::preset("llama-tiny"), {.seed = 21});
@@ -152,7 +233,7 @@ TEST(ModelSource, BadSpecsAreNamed) {
                "has no config.json");
   std::ofstream(dir / "config.json") << nn::config_to_json(nn::preset("gpt2-tiny")).dump();
   expect_error([&] { load_model(dir.string(), "", {}); }, "[model " + dir.string() + "]",
-               "has no model.safetensors");
+               "has neither model.safetensors nor model.safetensors.index.json");
   // An existing file is never "no such file" (issue 31): a bare weights file says that its
   // config is missing, and how to give both when one lies beside it.
   const fs::path bare = dir / "sub" / "x.safetensors";
