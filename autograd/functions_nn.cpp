@@ -170,16 +170,16 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   return out;
 }
 
-Tensor rope(const Tensor& x, int64_t position_offset, double theta) {
+Tensor rope(const Tensor& x, int64_t position_offset, const RopeParams& rope) {
   const bool rec = needs_record({&x});
   Tensor out;
   {
     ForwardScope scope(rec);
-    out = ops::rope(x, position_offset, theta);
+    out = ops::rope(x, position_offset, rope);
   }
   if (!rec) return out;
-  auto n = make_node("rope", [position_offset, theta](Node&, Grads& g) {
-    return Grads{ops::rope_backward(g[0], position_offset, theta)};
+  auto n = make_node("rope", [position_offset, rope](Node&, Grads& g) {
+    return Grads{ops::rope_backward(g[0], position_offset, rope)};
   });
   record(n, {&x}, {&out});
   return out;

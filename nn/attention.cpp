@@ -111,7 +111,7 @@ LlamaAttention::LlamaAttention(std::string path, std::string name, const ModelCo
       heads_(cfg.num_heads),
       kv_heads_(cfg.num_kv_heads),
       head_dim_(cfg.resolved_head_dim()),
-      rope_theta_(cfg.rope_theta),
+      rope_(cfg.rope_theta, cfg.rope_scaling),
       attn_pdrop_(cfg.attn_pdrop) {
   const int64_t c = cfg.hidden_size, q = heads_ * head_dim_, kv = kv_heads_ * head_dim_;
   using L = Linear::Layout;
@@ -130,8 +130,8 @@ Tensor LlamaAttention::forward(const Tensor& x, KvCache* cache, int64_t layer) c
   Tensor k = split_heads(k_proj_->forward(x), kv_heads_, head_dim_);  // (B, Hkv, T, D)
   Tensor v = split_heads(v_proj_->forward(x), kv_heads_, head_dim_);
   const int64_t position = cache ? cache->length() : 0;
-  q = ag::rope(q, position, rope_theta_);
-  k = ag::rope(k, position, rope_theta_);
+  q = ag::rope(q, position, rope_);
+  k = ag::rope(k, position, rope_);
   if (cache) std::tie(k, v) = cache->update(layer, k, v);                 // (B, Hkv, S, D)
   const Tensor y = causal_attention(*this, q, k, v, attn_pdrop_, cache);  // (B, H, T, D)
   return o_proj_->forward(merge_heads(y));

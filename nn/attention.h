@@ -13,6 +13,7 @@
 
 #include "nn/config.h"
 #include "nn/layers.h"
+#include "tensor/rope_params.h"
 
 namespace fitgrad::nn {
 
@@ -69,8 +70,8 @@ class LlamaAttention : public Module {
 
  private:
   int64_t heads_, kv_heads_, head_dim_;
-  double rope_theta_;
-  double attn_pdrop_;                                  // Note [Dropout as configured] in config.h
+  RopeParams rope_;    // Note [RoPE frequencies] in tensor/rope_params.h
+  double attn_pdrop_;  // Note [Dropout as configured] in config.h
   LinearLayer *q_proj_, *k_proj_, *v_proj_, *o_proj_;  // torch layout (out, in)
 };
 

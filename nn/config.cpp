@@ -197,8 +197,9 @@ ModelConfig with_gpt2_dropout(ModelConfig m) {
 
 // Note [Preset numbers] in config.h.
 std::vector<std::string> preset_names() {
-  return {"gpt2-tiny", "gpt2",       "gpt2-medium", "llama-tiny", "smollm2-135m", "llama2-7b",
-          "llama3-8b", "mistral-7b", "llama2-13b",  "llama-30b",  "llama2-70b"};
+  return {"gpt2-tiny",  "gpt2",       "gpt2-medium", "llama-tiny",  "smollm2-135m",
+          "llama2-7b",  "llama3-8b",  "llama3.1-8b", "llama3.2-1b", "llama3.2-3b",
+          "mistral-7b", "llama2-13b", "llama-30b",   "llama2-70b"};
 }
 
 ModelConfig preset(std::string_view name) {
@@ -218,6 +219,21 @@ ModelConfig preset(std::string_view name) {
     return llama("llama2-7b", "llama", {32000, 4096, 32, 4096, 11008, 32, 32, 1e-5, 10000, false});
   if (name == "llama3-8b")  // meta-llama/Meta-Llama-3-8B
     return llama("llama3-8b", "llama", {128256, 8192, 32, 4096, 14336, 32, 8, 1e-5, 500000, false});
+  // Llama 3.1 and 3.2: rope_scaling llama3 (low 1, high 4, original context 8192).
+  const auto llama31 = [](std::string n, const LlamaShape& s, double factor) {
+    ModelConfig m = llama(std::move(n), "llama", s);
+    m.rope_scaling = {RopeScaling::Type::llama3, factor, 1.0, 4.0, 8192.0};
+    return m;
+  };
+  if (name == "llama3.1-8b")  // meta-llama/Llama-3.1-8B
+    return llama31("llama3.1-8b", {128256, 131072, 32, 4096, 14336, 32, 8, 1e-5, 500000, false},
+                   8.0);
+  if (name == "llama3.2-1b")  // meta-llama/Llama-3.2-1B
+    return llama31("llama3.2-1b", {128256, 131072, 16, 2048, 8192, 32, 8, 1e-5, 500000, true},
+                   32.0);
+  if (name == "llama3.2-3b")  // meta-llama/Llama-3.2-3B
+    return llama31("llama3.2-3b", {128256, 131072, 28, 3072, 8192, 24, 8, 1e-5, 500000, true},
+                   32.0);
   if (name == "mistral-7b") {  // mistralai/Mistral-7B-v0.1
     ModelConfig m =
         llama("mistral-7b", "mistral", {32000, 32768, 32, 4096, 14336, 32, 8, 1e-5, 10000, false});
@@ -243,8 +259,9 @@ ModelConfig preset(std::string_view name) {
 //   - Optional keys take Hugging Face's defaults: num_key_value_heads = num_attention_heads,
 //     rope_theta 10000, tie_word_embeddings (gpt2 true, others false), n_inner = 4 n_embd,
 //     attention_bias/mlp_bias false (qwen2 always has q/k/v biases), initializer_range 0.02.
+//   - rope_scaling / rope_parameters: Note [Reading RoPE scaling].
 //   - Keys whose non-default values change the model in ways fitgrad does not implement
-//     are errors naming the key: rope_scaling, a hidden_act other than silu, a GPT-2
+//     are errors naming the key: a hidden_act other than silu, a GPT-2
 //     activation other than the tanh GELU, qwen2's use_sliding_window, GPT-2's
 //     scale_attn_weights false / scale_attn_by_inverse_layer_idx / add_cross_attention.
 //   - Any other key must be one of the bookkeeping keys these model types are known to
@@ -283,6 +300,8 @@ class Reader {
              j_.at(key).type_name());
     return j_.at(key).get<bool>();
   }
+  // The value of a key that has() found.
+  const nlohmann::json& at(const std::string& key) const { return j_.at(key); }
   std::string string(const std::string& key, const std::string& fallback) {
     if (!has(key)) return fallback;
     FG_CHECK(j_.at(key).is_string(), "{} key '{}' must be a string, got {}", where_, key,
@@ -359,6 +378,75 @@ ModelConfig read_gpt2(Reader& r) {
   return m;
 }
 
+// Note [Reading RoPE scaling]
+// rope_scaling (transformers 4) or rope_parameters (transformers 5, which moves rope_theta
+// into it) is an object whose "rope_type" (or the older "type") is default, linear or
+// llama3, with that type's keys (Note [RoPE frequencies] in tensor/rope_params.h); null or
+// absent is no scaling. Any other type (dynamic, yarn, longrope, ...), a key the type does
+// not read, a factor below 1 and llama3's low_freq_factor >= high_freq_factor are errors
+// naming the key, as transformers' own validation refuses them or ignores what it should not.
+RopeScaling read_rope_scaling(Reader& r, double* theta) {
+  const bool v4 = r.has("rope_scaling"), v5 = r.has("rope_parameters");
+  FG_CHECK(!(v4 && v5), "{} has both 'rope_scaling' and 'rope_parameters'; a config gives one",
+           r.where());
+  if (!v4 && !v5) return {};
+  const std::string key = v4 ? "rope_scaling" : "rope_parameters";
+  const nlohmann::json& o = r.at(key);
+  FG_CHECK(o.is_object(), "{} key '{}' must be an object, got {}", r.where(), key, o.type_name());
+  std::set<std::string> read;
+  const auto value = [&](const char* k) -> const nlohmann::json* {
+    read.insert(k);
+    return o.contains(k) && !o.at(k).is_null() ? &o.at(k) : nullptr;
+  };
+  const auto number = [&](const char* k) {
+    const nlohmann::json* v = value(k);
+    FG_CHECK(v, "{} key '{}' lacks '{}'", r.where(), key, k);
+    FG_CHECK(v->is_number(), "{} key '{}.{}' must be a number, got {}", r.where(), key, k,
+             v->type_name());
+    return v->get<double>();
+  };
+  std::string type = "default";
+  for (const char* k : {"type", "rope_type"})
+    if (const nlohmann::json* v = value(k)) {
+      FG_CHECK(v->is_string(), "{} key '{}.{}' must be a string", r.where(), key, k);
+      FG_CHECK(type == "default" || type == v->get<std::string>(),
+               "{} key '{}' gives two types, '{}' and '{}'", r.where(), key, type,
+               v->get<std::string>());
+      type = v->get<std::string>();
+    }
+  if (v5 && value("rope_theta")) *theta = number("rope_theta");
+  RopeScaling s;
+  if (type == "linear") {
+    s.type = RopeScaling::Type::linear;
+    s.factor = number("factor");
+  } else if (type == "llama3") {
+    s.type = RopeScaling::Type::llama3;
+    s.factor = number("factor");
+    s.low_freq_factor = number("low_freq_factor");
+    s.high_freq_factor = number("high_freq_factor");
+    s.original_max_position = number("original_max_position_embeddings");
+  } else {
+    FG_CHECK(type == "default",
+             "{} key '{}' has rope_type '{}'; fitgrad implements default, linear and llama3 "
+             "(not dynamic, yarn or longrope)",
+             r.where(), key, type);
+  }
+  for (const auto& [k, v] : o.items())
+    FG_CHECK(read.count(k),
+             "{} key '{}.{}' is not used by rope_type '{}' (fitgrad does not know what it "
+             "changes)",
+             r.where(), key, k, type);
+  FG_CHECK(s.type == RopeScaling::Type::none || s.factor >= 1,
+           "{} key '{}.factor' is {}; it must be at least 1", r.where(), key, s.factor);
+  FG_CHECK(s.type != RopeScaling::Type::llama3 ||
+               (s.low_freq_factor > 0 && s.low_freq_factor < s.high_freq_factor &&
+                s.original_max_position > 0),
+           "{} key '{}' needs 0 < low_freq_factor ({}) < high_freq_factor ({}) and a positive "
+           "original_max_position_embeddings ({})",
+           r.where(), key, s.low_freq_factor, s.high_freq_factor, s.original_max_position);
+  return s;
+}
+
 ModelConfig read_llama(Reader& r, const std::string& type) {
   ModelConfig m;
   m.model_type = m.name = type;
@@ -389,8 +477,7 @@ ModelConfig read_llama(Reader& r, const std::string& type) {
   const std::string act = r.string("hidden_act", "silu");
   FG_CHECK(act == "silu", "{} key 'hidden_act' is '{}'; fitgrad's {} MLP is SwiGLU (silu)",
            r.where(), act, type);
-  FG_CHECK(!r.has("rope_scaling"), "{} key 'rope_scaling' is set; RoPE scaling is not supported",
-           r.where());
+  m.rope_scaling = read_rope_scaling(r, &m.rope_theta);  // Note [Reading RoPE scaling]
   FG_CHECK(!r.boolean("rope_interleaved", false),
            "{} key 'rope_interleaved' true is not supported (fitgrad uses rotate_half)", r.where());
   m.attn_pdrop = r.number("attention_dropout", 0.0);  // Note [Dropout as configured]
@@ -474,6 +561,15 @@ nlohmann::json config_to_json(const ModelConfig& cfg) {
   j["max_position_embeddings"] = cfg.max_position_embeddings;
   j["rms_norm_eps"] = cfg.norm_eps;
   j["rope_theta"] = cfg.rope_theta;
+  const RopeScaling& s = cfg.rope_scaling;
+  if (s.type == RopeScaling::Type::linear)
+    j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", s.factor}};
+  if (s.type == RopeScaling::Type::llama3)
+    j["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", s.factor},
+                         {"low_freq_factor", s.low_freq_factor},
+                         {"high_freq_factor", s.high_freq_factor},
+                         {"original_max_position_embeddings", int64_t(s.original_max_position)}};
   j["hidden_act"] = "silu";
   j["attention_dropout"] = cfg.attn_pdrop;
   if (cfg.head_dim > 0) j["head_dim"] = cfg.head_dim;

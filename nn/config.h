@@ -21,6 +21,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tensor/rope_params.h"
+
 namespace fitgrad::nn {
 
 enum class Family { gpt2, llama };
@@ -40,6 +42,9 @@ struct ModelConfig {
   int64_t max_position_embeddings = 0;
   double norm_eps = 1e-5;  // layer_norm_epsilon (gpt2) or rms_norm_eps (llama)
   double rope_theta = 10000.0;
+  // rope_scaling (or transformers 5's rope_parameters): linear or llama3 (Note [RoPE
+  // frequencies] in tensor/rope_params.h); none by default.
+  RopeScaling rope_scaling;
   bool tie_word_embeddings = false;
   bool attention_qkv_bias = false;  // gpt2: true; qwen2: true; llama: attention_bias
   bool attention_out_bias = false;  // gpt2: true; llama: attention_bias

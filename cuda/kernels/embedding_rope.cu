@@ -97,11 +97,11 @@ __global__ void run_sum_kernel(const E* dy, const int64_t* keys, E* dw, int64_t 
 }
 
 __global__ void rope_table_kernel(float* table, int64_t t, int64_t d, int64_t position_offset,
-                                  double theta) {
+                                  RopeParams rope) {
   const int64_t half = d / 2;
   FG_GRID_STRIDE(i, t * half) {
     const int64_t pos = i / half, k = i % half;
-    const double inv_freq = pow(theta, -double(2 * k) / double(d));
+    const double inv_freq = rope_frequency(k, d, rope);  // Note [RoPE frequencies]
     const double angle = double(position_offset + pos) * inv_freq;
     table[pos * half + k] = float(cos(angle));
     table[(t + pos) * half + k] = float(sin(angle));
@@ -172,11 +172,11 @@ cudaError_t launch_embedding_backward(DType dtype, const void* dy, const void* i
 }
 
 cudaError_t launch_rope(DType dtype, const void* x, float* table, void* y, int64_t bh, int64_t t,
-                        int64_t d, int64_t position_offset, double theta, bool inverse,
+                        int64_t d, int64_t position_offset, const RopeParams& rope, bool inverse,
                         cudaStream_t stream) {
   if (t == 0 || d < 2) return cudaSuccess;
   rope_table_kernel<<<grid_for(t * (d / 2)), kThreads, 0, stream>>>(table, t, d, position_offset,
-                                                                    theta);
+                                                                    rope);
   dispatch_floating(dtype, [&](auto tag) {
     using E = typename decltype(tag)::type;
     rope_kernel<E><<<grid_for(bh * t * (d / 2)), kThreads, 0, stream>>>(

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "tensor/dtype.h"
+#include "tensor/rope_params.h"
 
 namespace fitgrad::cuda {
 
@@ -149,7 +150,7 @@ cudaError_t launch_embedding_backward(DType dtype, const void* dy, const void* i
                                       DeviceErrorRecord* errors, cudaStream_t stream);
 // Fills the (2, T, D/2) cos/sin table, then y = x rotated (inverse: back).
 cudaError_t launch_rope(DType dtype, const void* x, float* table, void* y, int64_t bh, int64_t t,
-                        int64_t d, int64_t position_offset, double theta, bool inverse,
+                        int64_t d, int64_t position_offset, const RopeParams& rope, bool inverse,
                         cudaStream_t stream);
 
 // ---- random (random.cu): draw offset + i of the Philox stream of `seed` for element i ----

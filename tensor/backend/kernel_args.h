@@ -13,6 +13,7 @@
 #include "tensor/backend/apollo_workspace.h"
 #include "tensor/backend/strided.h"
 #include "tensor/random/generator.h"
+#include "tensor/rope_params.h"
 #include "tensor/tensor.h"
 
 namespace fitgrad::backend {
@@ -198,7 +199,7 @@ struct EmbeddingBackwardArgs {
 // dtype, read and written natively.
 struct RopeArgs {
   int64_t bh = 0, t = 0, d = 0, position_offset = 0;
-  double theta = 0;
+  RopeParams rope;  // Note [RoPE frequencies]
   bool inverse = false;
   Tensor x, table, y;
 };

@@ -19,11 +19,12 @@ namespace fitgrad::cpu {
 // values do not depend on the thread count.
 constexpr int64_t kRopeBlock = 32;
 
-void rope_table_f32(float* table, int64_t T, int64_t D, int64_t position_offset, double theta) {
+void rope_table_f32(float* table, int64_t T, int64_t D, int64_t position_offset,
+                    const RopeParams& rope) {
   const int64_t half = D / 2;
   std::vector<double> inv_freq(static_cast<size_t>(half)), cos_w(inv_freq), sin_w(inv_freq);
   for (int64_t i = 0; i < half; ++i) {
-    inv_freq[i] = std::pow(theta, -double(2 * i) / double(D));  // theta^(-2i/D)
+    inv_freq[i] = rope_frequency(i, D, rope);  // Note [RoPE frequencies]
     cos_w[i] = std::cos(inv_freq[i]);
     sin_w[i] = std::sin(inv_freq[i]);
   }

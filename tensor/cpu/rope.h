@@ -7,14 +7,16 @@
 #include <cstdint>
 
 #include "tensor/half.h"
+#include "tensor/rope_params.h"
 
 namespace fitgrad::cpu {
 
-// table[0][t][i] = cos(a), table[1][t][i] = sin(a), a = (position_offset + t) * inv_freq[i],
-// inv_freq[i] = theta^(-2i/D), all in double (within a block of positions by rotation, Note
-// [RoPE table by rotation] in rope.cpp) and rounded to f32 at the end.
+// table[0][t][i] = cos(a), table[1][t][i] = sin(a), a = (position_offset + t) * f_i, f_i the
+// frequency of pair i (Note [RoPE frequencies] in tensor/rope_params.h), all in double
+// (within a block of positions by rotation, Note [RoPE table by rotation] in rope.cpp) and
+// rounded to f32 at the end.
 void rope_table_f32(float* table,  // (2, T, D/2)
-                    int64_t T, int64_t D, int64_t position_offset, double theta);
+                    int64_t T, int64_t D, int64_t position_offset, const RopeParams& rope);
 
 // Rotates each pair (x[i], x[i + D/2]) of every row by +angle, or by -angle when `inverse`
 // (the backward pass: the transpose of a rotation is the rotation by the negative angle).

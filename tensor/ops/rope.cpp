@@ -11,7 +11,7 @@
 namespace fitgrad::ops {
 namespace {
 
-Tensor rotate(backend::OpId id, const Tensor& x, int64_t position_offset, double theta,
+Tensor rotate(backend::OpId id, const Tensor& x, int64_t position_offset, const RopeParams& rope,
               bool inverse) {
   const char* op = backend::op_name(id);
   const char* name = inverse ? "dy" : "x";
@@ -22,7 +22,16 @@ Tensor rotate(backend::OpId id, const Tensor& x, int64_t position_offset, double
            D, shape_str(x.shape()));
   FG_CHECK(position_offset >= 0, "[{}] position_offset = {} must be non-negative", op,
            position_offset);
-  FG_CHECK(theta > 0, "[{}] theta = {} must be positive", op, theta);
+  FG_CHECK(rope.theta > 0, "[{}] theta = {} must be positive", op, rope.theta);
+  const RopeScaling& s = rope.scaling;
+  FG_CHECK(s.type == RopeScaling::Type::none || s.factor >= 1,
+           "[{}] the RoPE scaling factor {} must be at least 1", op, s.factor);
+  FG_CHECK(s.type != RopeScaling::Type::llama3 ||
+               (s.low_freq_factor > 0 && s.low_freq_factor < s.high_freq_factor &&
+                s.original_max_position > 0),
+           "[{}] llama3 RoPE scaling needs 0 < low_freq_factor ({}) < high_freq_factor ({}) and "
+           "a positive original context ({})",
+           op, s.low_freq_factor, s.high_freq_factor, s.original_max_position);
   const Tensor xc = x.contiguous();  // (B, H, T, D), read natively
   Tensor table;                      // (2, T, D/2)
   {
@@ -31,18 +40,18 @@ Tensor rotate(backend::OpId id, const Tensor& x, int64_t position_offset, double
   }
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());  // (B, H, T, D)
   backend::dispatch(id, x.device(),
-                    backend::RopeArgs{B * H, T, D, position_offset, theta, inverse, xc, table, y});
+                    backend::RopeArgs{B * H, T, D, position_offset, rope, inverse, xc, table, y});
   return y;
 }
 
 }  // namespace
 
-Tensor rope(const Tensor& x, int64_t position_offset, double theta) {
-  return rotate(backend::OpId::rope, x, position_offset, theta, false);
+Tensor rope(const Tensor& x, int64_t position_offset, const RopeParams& rope) {
+  return rotate(backend::OpId::rope, x, position_offset, rope, false);
 }
 
-Tensor rope_backward(const Tensor& dy, int64_t position_offset, double theta) {
-  return rotate(backend::OpId::rope_backward, dy, position_offset, theta, true);
+Tensor rope_backward(const Tensor& dy, int64_t position_offset, const RopeParams& rope) {
+  return rotate(backend::OpId::rope_backward, dy, position_offset, rope, true);
 }
 
 }  // namespace fitgrad::ops

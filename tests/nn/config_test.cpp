@@ -161,6 +161,52 @@ TEST(NnConfig, ReadsLlama2ConfigJson) {
   EXPECT_EQ(c.num_parameters(), 6'738'415'616);
 }
 
+// Llama 3.1's rope_scaling as its config.json has it, transformers 5's rope_parameters (which
+// carries rope_theta), a linear scaling in the older "type" spelling, and the round trip of
+// each through config_to_json.
+TEST(NnConfig, ReadsRopeScaling) {
+  nlohmann::json j = nlohmann::json::parse(kLlama2);
+  j["rope_theta"] = 500000.0;
+  j["rope_scaling"] = {{"factor", 8.0},
+                       {"low_freq_factor", 1.0},
+                       {"high_freq_factor", 4.0},
+                       {"original_max_position_embeddings", 8192},
+                       {"rope_type", "llama3"}};
+  const ModelConfig llama31 = config_from_json(j, "llama3.1.json");
+  EXPECT_EQ(llama31.rope_scaling.type, RopeScaling::Type::llama3);
+  EXPECT_DOUBLE_EQ(llama31.rope_scaling.factor, 8.0);
+  EXPECT_DOUBLE_EQ(llama31.rope_scaling.low_freq_factor, 1.0);
+  EXPECT_DOUBLE_EQ(llama31.rope_scaling.high_freq_factor, 4.0);
+  EXPECT_DOUBLE_EQ(llama31.rope_scaling.original_max_position, 8192.0);
+  EXPECT_DOUBLE_EQ(llama31.rope_theta, 500000.0);
+  EXPECT_EQ(config_from_json(config_to_json(llama31), "again"), [&] {
+    ModelConfig c = llama31;
+    c.name = c.model_type;
+    return c;
+  }());
+
+  nlohmann::json v5 = nlohmann::json::parse(kLlama2);
+  v5.erase("rope_theta");
+  v5["rope_parameters"] = j["rope_scaling"];
+  v5["rope_parameters"]["rope_theta"] = 500000.0;
+  const ModelConfig from_v5 = config_from_json(v5, "v5.json");
+  EXPECT_EQ(from_v5.rope_scaling, llama31.rope_scaling);
+  EXPECT_DOUBLE_EQ(from_v5.rope_theta, 500000.0);
+
+  nlohmann::json plain = nlohmann::json::parse(kLlama2);
+  plain["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 250000.0}};
+  const ModelConfig unscaled = config_from_json(plain, "default.json");
+  EXPECT_EQ(unscaled.rope_scaling.type, RopeScaling::Type::none);
+  EXPECT_DOUBLE_EQ(unscaled.rope_theta, 250000.0);
+
+  nlohmann::json linear = nlohmann::json::parse(kLlama2);
+  linear["rope_scaling"] = {{"type", "linear"}, {"factor", 4.0}};
+  const ModelConfig lin = config_from_json(linear, "linear.json");
+  EXPECT_EQ(lin.rope_scaling.type, RopeScaling::Type::linear);
+  EXPECT_DOUBLE_EQ(lin.rope_scaling.factor, 4.0);
+  EXPECT_EQ(config_from_json(config_to_json(lin), "again").rope_scaling, lin.rope_scaling);
+}
+
 TEST(NnConfig, ReadsMistralConfigJson) {
   const ModelConfig c = config_from_json(nlohmann::json::parse(kMistral), "mistral.json");
   EXPECT_EQ(c.model_type, "mistral");
@@ -224,8 +270,21 @@ TEST(NnConfig, MalformedConfigsNameTheFileAndKey) {
       {"unknown key gpt2", kGpt2, "n_experts", "8", "unknown key 'n_experts'"},
       {"wrong type", kLlama2, "num_hidden_layers", "\"32\"",
        "key 'num_hidden_layers' must be an integer"},
-      {"rope scaling", kLlama2, "rope_scaling", "{\"type\": \"linear\", \"factor\": 2.0}",
-       "key 'rope_scaling'"},
+      // Note [Reading RoPE scaling].
+      {"yarn", kLlama2, "rope_scaling", "{\"rope_type\": \"yarn\", \"factor\": 4.0}",
+       "key 'rope_scaling' has rope_type 'yarn'"},
+      {"scaling factor below 1", kLlama2, "rope_scaling", "{\"type\": \"linear\", \"factor\": 0.5}",
+       "key 'rope_scaling.factor' is 0.5; it must be at least 1"},
+      {"llama3 without its keys", kLlama2, "rope_scaling",
+       "{\"rope_type\": \"llama3\", \"factor\": 8.0}",
+       "key 'rope_scaling' lacks 'low_freq_factor'"},
+      {"a key the type does not use", kLlama2, "rope_scaling",
+       "{\"rope_type\": \"linear\", \"factor\": 2.0, \"beta_fast\": 32}",
+       "key 'rope_scaling.beta_fast' is not used by rope_type 'linear'"},
+      {"two types", kLlama2, "rope_scaling",
+       "{\"type\": \"linear\", \"rope_type\": \"llama3\", \"factor\": 2.0}",
+       "gives two types, 'linear' and 'llama3'"},
+      {"not an object", kLlama2, "rope_parameters", "8", "key 'rope_parameters' must be an object"},
       {"gelu act in llama", kMistral, "hidden_act", "\"gelu\"", "key 'hidden_act' is 'gelu'"},
       {"exact gelu gpt2", kGpt2, "activation_function", "\"gelu\"", "key 'activation_function'"},
       {"qwen2 sliding window", kQwen2, "use_sliding_window", "true", "key 'use_sliding_window'"},

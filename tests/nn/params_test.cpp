@@ -19,9 +19,10 @@ struct PublishedCount {
 
 // The published totals (Hugging Face num_parameters() of each checkpoint).
 constexpr PublishedCount kCounts[] = {
-    {"gpt2", 124'439'808},          {"gpt2-medium", 354'823'168},  {"smollm2-135m", 134'515'008},
-    {"llama2-7b", 6'738'415'616},   {"llama3-8b", 8'030'261'248},  {"mistral-7b", 7'241'732'096},
-    {"llama2-13b", 13'015'864'320}, {"llama-30b", 32'528'943'616}, {"llama2-70b", 68'976'648'192},
+    {"gpt2", 124'439'808},          {"gpt2-medium", 354'823'168},   {"smollm2-135m", 134'515'008},
+    {"llama2-7b", 6'738'415'616},   {"llama3-8b", 8'030'261'248},   {"mistral-7b", 7'241'732'096},
+    {"llama2-13b", 13'015'864'320}, {"llama-30b", 32'528'943'616},  {"llama2-70b", 68'976'648'192},
+    {"llama3.1-8b", 8'030'261'248}, {"llama3.2-1b", 1'235'814'400}, {"llama3.2-3b", 3'212'749'824},
 };
 
 BuildOptions on_meta() {
@@ -103,6 +104,9 @@ constexpr LlamaShape kLlamaShapes[] = {
     {"smollm2-135m", 576, 1536, 30, 9, 3, 49152, true},
     {"llama2-7b", 4096, 11008, 32, 32, 32, 32000, false},
     {"llama3-8b", 4096, 14336, 32, 32, 8, 128256, false},
+    {"llama3.1-8b", 4096, 14336, 32, 32, 8, 128256, false},
+    {"llama3.2-1b", 2048, 8192, 16, 32, 8, 128256, true},
+    {"llama3.2-3b", 3072, 8192, 28, 24, 8, 128256, true},
     {"mistral-7b", 4096, 14336, 32, 32, 8, 32000, false},
     {"llama2-13b", 5120, 13824, 40, 40, 40, 32000, false},
     {"llama-30b", 6656, 17920, 60, 52, 52, 32000, false},
@@ -125,6 +129,13 @@ TEST(NnParams, LlamaPresetLayerShapes) {
     expect_llama_shapes(*m, c);
   }
   EXPECT_DOUBLE_EQ(preset("llama3-8b").rope_theta, 500000.0);
+  EXPECT_EQ(preset("llama3-8b").rope_scaling.type, RopeScaling::Type::none);
+  // Llama 3.1 / 3.2's rope_scaling: factor 8 (3.1) or 32 (3.2), low 1, high 4, context 8192.
+  EXPECT_EQ(preset("llama3.1-8b").rope_scaling,
+            (RopeScaling{RopeScaling::Type::llama3, 8.0, 1.0, 4.0, 8192.0}));
+  EXPECT_EQ(preset("llama3.2-1b").rope_scaling,
+            (RopeScaling{RopeScaling::Type::llama3, 32.0, 1.0, 4.0, 8192.0}));
+  EXPECT_EQ(preset("llama3.2-3b").max_position_embeddings, 131072);
   EXPECT_DOUBLE_EQ(preset("smollm2-135m").rope_theta, 100000.0);
   EXPECT_DOUBLE_EQ(preset("llama2-7b").rope_theta, 10000.0);
   EXPECT_EQ(preset("mistral-7b").sliding_window, 4096);

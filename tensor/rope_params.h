@@ -1,0 +1,61 @@
+// What RoPE rotates by: the base theta and a context-extension scaling of the frequencies,
+// as a Hugging Face config's rope_theta and rope_scaling (or transformers 5's rope_parameters)
+// give them. A plain header: the CUDA table kernel computes the same frequencies on the card.
+//
+// Note [RoPE frequencies]
+// Pair i of a head of size D rotates by position * f_i. The base frequency is
+// b_i = theta^(-2i/D). The scalings, with transformers' formulas (modeling_rope_utils):
+//   none    f_i = b_i;
+//   linear  f_i = b_i / factor (position interpolation);
+//   llama3  (Llama 3.1 and 3.2) with the wavelength w_i = 2 pi / b_i, the old context L =
+//           original_max_position_embeddings, low and high frequency factors lo < hi:
+//           w_i < L / hi: f_i = b_i (high frequencies kept); w_i > L / lo: f_i = b_i / factor;
+//           between them f_i = (1 - s) b_i / factor + s b_i with s = (L / w_i - lo) / (hi - lo).
+// transformers computes b_i in float32 and the angles in float32; fitgrad in double, so its
+// angles are the exact ones rounded once (within float32's rounding of transformers').
+// None of these scales the attention (llama3's and linear's attention factor is 1).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#ifdef __CUDACC__
+#define FG_ROPE_HD __host__ __device__
+#else
+#define FG_ROPE_HD
+#endif
+
+namespace fitgrad {
+
+struct RopeScaling {
+  enum class Type : int { none, linear, llama3 };
+  Type type = Type::none;
+  double factor = 1.0;
+  double low_freq_factor = 1.0;           // llama3
+  double high_freq_factor = 4.0;          // llama3
+  double original_max_position = 8192.0;  // llama3: the pretraining context
+  bool operator==(const RopeScaling&) const = default;
+};
+
+struct RopeParams {
+  double theta = 10000.0;
+  RopeScaling scaling;
+  RopeParams() = default;
+  RopeParams(double base, RopeScaling s = {}) : theta(base), scaling(s) {}  // NOLINT: a base alone
+};
+
+// f_i for pair i of d (Note [RoPE frequencies]).
+FG_ROPE_HD inline double rope_frequency(int64_t i, int64_t d, const RopeParams& p) {
+  const double base = pow(p.theta, -double(2 * i) / double(d));
+  const RopeScaling& s = p.scaling;
+  if (s.type == RopeScaling::Type::linear) return base / s.factor;
+  if (s.type != RopeScaling::Type::llama3) return base;
+  const double wavelength = 6.283185307179586 / base;
+  if (wavelength < s.original_max_position / s.high_freq_factor) return base;
+  if (wavelength > s.original_max_position / s.low_freq_factor) return base / s.factor;
+  const double smooth = (s.original_max_position / wavelength - s.low_freq_factor) /
+                        (s.high_freq_factor - s.low_freq_factor);
+  return (1 - smooth) * base / s.factor + smooth * base;
+}
+
+}  // namespace fitgrad

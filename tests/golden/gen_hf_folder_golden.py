@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Golden data pinning a Hugging Face model folder as transformers writes it: a tiny random
+Llama 3.1-style model (rope_scaling llama3) saved in shards, with its logits, greedy tokens,
+and one training step's loss and gradients.
+
+How to run (CI does NOT run this; it only reads the committed tests/golden/hf_llama31_tiny/).
+transformers 4.46.3 in a venv that sees Debian's python3-torch, or with PyPI's torch (the
+committed files were written with PyPI's torch 2.15 on the CPU, transformers 4.46.3):
+
+    /usr/bin/python3 -m venv --system-site-packages /tmp/hfvenv
+    /tmp/hfvenv/bin/pip install transformers==4.46.3 safetensors numpy
+    /tmp/hfvenv/bin/python tests/golden/gen_hf_folder_golden.py [--out DIR]
+
+Writes DIR (default tests/golden/hf_llama31_tiny/):
+  model/  LlamaForCausalLM.save_pretrained(max_shard_size="48KB", safe_serialization=True):
+          config.json, generation_config.json, model-0000k-of-0000n.safetensors and
+          model.safetensors.index.json. float32. vocab 256, hidden 32, intermediate 64,
+          2 layers, 4 heads on 2 kv heads (head dim 8), max_position_embeddings 1024,
+          rms_norm_eps 1e-5, rope_theta 500000, rope_scaling llama3 (factor 8, low 1,
+          high 4, original_max_position_embeddings 256: of the four frequency pairs, pair 0
+          is kept, pair 1 lies between the two wavelengths and pairs 2-3 are divided by 8),
+          untied lm_head, eager attention. Weights: transformers' init (N(0, 0.02), seed
+          MODEL_SEED); the RMSNorm weights set to 1 + 0.1 N(0, 1) so that loading them matters.
+  golden.gtb (tests/golden/golden_file.h's format):
+      input_ids   i64 (2, 40)       uniform ids in [0, 256), seed INPUT_SEED
+      logits      f32 (2, 40, 256)  model(input_ids), positions 0..39
+      prompt      i64 (1, 6)        the first 6 ids of row 0
+      greedy      i64 (12)          12 greedy tokens after `prompt`, each from a full forward
+                                    over prompt + the tokens so far (no cache)
+      loss        f32 ()            mean cross-entropy of logits[:, :-1] against ids[:, 1:]
+      grad.<name> f32               d loss / d parameter, for every parameter (HF names)
+      meta: versions, the config, f64_err (max |f32 - f64| / max |f64| of the logits, the
+      same model in float64), the top-2 margins of the greedy steps.
+"""
+
+import argparse
+import os
+import shutil
+import sys
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import transformers  # noqa: E402
+from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gtb_numpy import write_gtb  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_OUT = os.path.join(HERE, "hf_llama31_tiny")
+MODEL_SEED, NORM_SEED, INPUT_SEED = 31, 32, 33
+THREADS = 2
+BATCH, SEQ, PROMPT, NEW = 2, 40, 6, 12
+
+
+def config():
+    return LlamaConfig(
+        vocab_size=256, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+        rms_norm_eps=1e-5, rope_theta=500000.0, tie_word_embeddings=False, hidden_act="silu",
+        attention_bias=False, mlp_bias=False, initializer_range=0.02,
+        rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                      "high_freq_factor": 4.0, "original_max_position_embeddings": 256},
+        bos_token_id=1, eos_token_id=2)
+
+
+def build():
+    torch.manual_seed(MODEL_SEED)
+    model = LlamaForCausalLM(config()).float()
+    model.config._attn_implementation = "eager"
+    gen = torch.Generator().manual_seed(NORM_SEED)
+    with torch.no_grad():
+        for name, p in sorted(model.named_parameters()):
+            if name.endswith("norm.weight"):
+                p.copy_(1 + 0.1 * torch.randn(p.shape, generator=gen))
+    return model.eval()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", default=DEFAULT_OUT)
+    args = parser.parse_args()
+    torch.set_num_threads(THREADS)
+    model = build()
+    folder = os.path.join(args.out, "model")
+    shutil.rmtree(folder, ignore_errors=True)
+    model.save_pretrained(folder, max_shard_size="48KB", safe_serialization=True)
+    shards = sorted(f for f in os.listdir(folder) if f.endswith(".safetensors"))
+    assert len(shards) > 1 and os.path.exists(
+        os.path.join(folder, "model.safetensors.index.json")), shards
+
+    # Read back from the folder, as a user's load would.
+    model = LlamaForCausalLM.from_pretrained(folder, torch_dtype=torch.float32,
+                                             attn_implementation="eager").eval()
+    ids = torch.randint(0, 256, (BATCH, SEQ), generator=torch.Generator().manual_seed(INPUT_SEED))
+    with torch.no_grad():
+        logits = model(input_ids=ids, use_cache=False).logits
+        model64 = LlamaForCausalLM.from_pretrained(folder, torch_dtype=torch.float64,
+                                                   attn_implementation="eager").eval()
+        logits64 = model64(input_ids=ids, use_cache=False).logits
+    f64_err = float((logits.double() - logits64).abs().max() / logits64.abs().max())
+
+    prompt = ids[:1, :PROMPT]
+    seq, greedy, margins = prompt, [], []
+    with torch.no_grad():
+        for _ in range(NEW):
+            last = model(input_ids=seq, use_cache=False).logits[0, -1]
+            top2 = torch.topk(last.double(), 2).values
+            margins.append(float(top2[0] - top2[1]))
+            nxt = int(torch.argmax(last))
+            greedy.append(nxt)
+            seq = torch.cat([seq, torch.tensor([[nxt]])], dim=1)
+
+    model.zero_grad()
+    out = model(input_ids=ids, use_cache=False).logits
+    loss = torch.nn.functional.cross_entropy(out[:, :-1].reshape(-1, 256), ids[:, 1:].reshape(-1))
+    loss.backward()
+    tensors = {"input_ids": ids.numpy(), "logits": logits.numpy(), "prompt": prompt.numpy(),
+               "greedy": np.array(greedy, dtype=np.int64), "loss": loss.detach().numpy()}
+    for name, p in model.named_parameters():
+        tensors["grad." + name] = p.grad.numpy()
+    meta = {"versions": {"torch": torch.__version__, "transformers": transformers.__version__,
+                         "numpy": np.__version__},
+            "config": config().to_dict(), "shards": shards, "f64_err": f64_err,
+            "greedy_margins": margins, "seeds": [MODEL_SEED, NORM_SEED, INPUT_SEED],
+            "threads": THREADS}
+    write_gtb(os.path.join(args.out, "golden.gtb"), tensors, meta)
+    print(f"wrote {folder} ({len(shards)} shards) and golden.gtb; f64_err {f64_err:.2e}, "
+          f"loss {float(loss):.6f}, min greedy margin {min(margins):.3e}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+// A Hugging Face model folder as transformers writes it (gen_hf_folder_golden.py): a tiny
+// random Llama 3.1-style model (rope_scaling llama3) saved by save_pretrained in four shards
+// with model.safetensors.index.json. `fitgrad` loads the folder as a --model spec (Note
+// [Sharded model folders] in apps/model_source.cpp) and must give transformers' logits, its
+// greedy tokens through the KV cache, and one training step's loss and every parameter's
+// gradient, under Note [Golden block tolerances] (transformers' own f32 logits are 2.5e-7
+// normwise from its f64 ones here, meta "f64_err"). The same weights without the llama3
+// scaling give other logits, so the scaling is what the match checks.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <vector>
+
+#include "apps/model_source.h"
+#include "autograd/grad_mode.h"
+#include "autograd/tape.h"
+#include "autograd/variable.h"
+#include "nn/kv_cache.h"
+#include "tests/golden/golden_compare.h"
+
+namespace fitgrad::testing {
+namespace {
+
+namespace ag = fitgrad::autograd;
+
+const std::string kFolder = golden_path("hf_llama31_tiny/model");
+
+int64_t argmax_last(const Tensor& logits) {  // (1, T, V): the last position's top id
+  const int64_t t = logits.size(1);
+  const std::vector<float> row = logits.narrow(1, t - 1, 1).contiguous().to_vector<float>();
+  return int64_t(std::max_element(row.begin(), row.end()) - row.begin());
+}
+
+TEST(GoldenHfFolder, ShardedLlama31FolderMatchesTransformers) {
+  const GoldenFile file(golden_path("hf_llama31_tiny/golden.gtb"));
+  const apps::LoadedModel loaded = apps::load_model(kFolder, "", {});
+  const nn::CausalLM& model = *loaded.model;
+  EXPECT_EQ(model.config().rope_scaling.type, RopeScaling::Type::llama3);
+  EXPECT_NE(loaded.description.find("model.safetensors.index.json"), std::string::npos)
+      << loaded.description;
+
+  const Tensor ids = file.tensor("input_ids");  // (2, 40)
+  Tensor logits;
+  {
+    ag::NoGradGuard no_grad;
+    logits = model.forward(ids);
+  }
+  expect_matches_golden(file, "logits", logits, "logits");
+
+  // Greedy decoding through the KV cache: the prompt in one call, then a token at a time.
+  const Tensor prompt = file.tensor("prompt");  // (1, 6)
+  const std::vector<int64_t> want = file.tensor("greedy").to_vector<int64_t>();
+  nn::KvCache cache(model.config(), 1, prompt.size(1) + int64_t(want.size()));
+  std::vector<int64_t> got;
+  Tensor step = model.forward_cached(prompt, cache);
+  for (size_t i = 0; i < want.size(); ++i) {
+    got.push_back(argmax_last(step));
+    step = model.forward_cached(
+        Tensor::from_vector(std::vector<int64_t>{got.back()}, {1, 1}, DType::i64), cache);
+  }
+  EXPECT_EQ(got, want);
+
+  // One step: the loss of ids[:, :-1] against ids[:, 1:], and every gradient.
+  const int64_t t = ids.size(1) - 1;
+  const Tensor loss =
+      model.loss(ids.narrow(1, 0, t).contiguous(), ids.narrow(1, 1, t).contiguous());
+  ag::backward(loss);
+  expect_matches_golden(file, "loss", loss, "loss");
+  size_t checked = 0;
+  for (const auto& [name, p] : model.named_parameters()) {
+    expect_matches_golden(file, name + ".grad", ag::grad(p), "grad." + name);
+    ++checked;
+  }
+  EXPECT_EQ(checked, size_t(1 + 2 * 9 + 2));
+}
+
+TEST(GoldenHfFolder, WithoutTheLlama3ScalingTheLogitsDiffer) {
+  const GoldenFile file(golden_path("hf_llama31_tiny/golden.gtb"));
+  apps::LoadedModel loaded = apps::load_model(kFolder, "", {});
+  nn::ModelConfig plain = loaded.model->config();
+  plain.rope_scaling = {};
+  nn::BuildOptions options;
+  options.initialize = false;
+  const auto unscaled = nn::build_model(plain, options);
+  std::map<std::string, Tensor> state;
+  for (const auto& [name, p] : loaded.model->named_parameters()) state.emplace(name, p);
+  unscaled->load(state, /*strict=*/true);
+  ag::NoGradGuard no_grad;
+  const std::vector<double> got = to_f64(unscaled->forward(file.tensor("input_ids")));
+  const std::vector<double> want = to_f64(file.tensor("logits"));
+  double scale = 0, err = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    scale = std::max(scale, std::fabs(want[i]));
+    err = std::max(err, std::fabs(got[i] - want[i]));
+  }
+  // Note [Golden block tolerances] allows 1e-5 max|want| on the smallest logits: this is ten
+  // times that (9e-4 of the scale here: random weights of std 0.02 make the rotation's effect
+  // small).
+  EXPECT_GT(err, 1e-4 * scale);
+}
+
+}  // namespace
+}  // namespace fitgrad::testing
