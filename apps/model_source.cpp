@@ -13,6 +13,7 @@
 #include "data/bpe_tokenizer.h"
 #include "data/byte_tokenizer.h"
 #include "data/gguf_tokenizer.h"
+#include "data/hf_tokenizer.h"
 #include "io/bnb_4bit.h"
 #include "io/gguf.h"
 #include "io/safetensors.h"
@@ -30,6 +31,28 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kGgufPrefix = "gguf:";
+constexpr const char* kHfPrefix = "hf:";
+
+std::string hf_tokenizer_id(const std::string& path) {
+  return kHfPrefix + fs::absolute(path).lexically_normal().string();
+}
+
+// The folder's tokenizer_config.json, or null without one.
+nlohmann::json tokenizer_config_beside(const fs::path& tokenizer_json) {
+  const fs::path path = tokenizer_json.parent_path() / "tokenizer_config.json";
+  if (!fs::is_regular_file(path)) return nullptr;
+  std::ifstream in(path);
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("[tokenizer {}] invalid JSON: {}", path.string(), e.what()));
+  }
+}
+
+// The vocabulary of a Hugging Face tokenizer.json with its folder's tokenizer_config.json.
+nlohmann::json hf_vocabulary(const std::string& path) {
+  return data::hf_tokenizer_vocabulary(path, tokenizer_config_beside(path));
+}
 
 std::unique_ptr<data::Tokenizer> gguf_tokenizer(const io::GgufFile& file) {
   return std::make_unique<data::BpeTokenizer>(data::tokenizer_from_gguf(file));
@@ -274,8 +297,14 @@ std::unique_ptr<data::Tokenizer> make_tokenizer(const std::string& tokenizer_id)
     return std::make_unique<data::BpeTokenizer>(data::BpeTokenizer::gpt2(data::gpt2_asset_dir()));
   if (tokenizer_id.starts_with(kGgufPrefix))
     return gguf_tokenizer(io::GgufFile::open(tokenizer_id.substr(std::string(kGgufPrefix).size())));
-  throw Error(fmt::format("[tokenizer] unknown tokenizer id '{}' (byte, gpt2 or gguf:<path>)",
-                          tokenizer_id));
+  if (tokenizer_id.starts_with(kHfPrefix)) {
+    const std::string path = tokenizer_id.substr(std::string(kHfPrefix).size());
+    return std::make_unique<data::BpeTokenizer>(
+        data::tokenizer_from_vocabulary(hf_vocabulary(path), "[tokenizer " + path + "]"));
+  }
+  throw Error(
+      fmt::format("[tokenizer] unknown tokenizer id '{}' (byte, gpt2, gguf:<path> or hf:<path>)",
+                  tokenizer_id));
 }
 
 std::unique_ptr<data::Tokenizer> TokenizerSpec::make() const {
@@ -287,9 +316,10 @@ std::unique_ptr<data::Tokenizer> TokenizerSpec::make() const {
 void save_tokenizer_spec(const std::string& dir, const std::string& tokenizer_id,
                          const nlohmann::json& vocabulary) {
   nlohmann::json j;
-  if (tokenizer_id.starts_with(kGgufPrefix)) {
-    j["kind"] = "gguf";
-    j["path"] = tokenizer_id.substr(std::string(kGgufPrefix).size());
+  if (tokenizer_id.starts_with(kGgufPrefix) || tokenizer_id.starts_with(kHfPrefix)) {
+    const bool gguf = tokenizer_id.starts_with(kGgufPrefix);
+    j["kind"] = gguf ? "gguf" : "hf";
+    j["path"] = tokenizer_id.substr(std::string(gguf ? kGgufPrefix : kHfPrefix).size());
     if (!vocabulary.is_null()) j["vocabulary"] = vocabulary;
   } else {
     FG_CHECK(tokenizer_id == "byte" || tokenizer_id == "gpt2",
@@ -318,10 +348,11 @@ TokenizerSpec load_tokenizer_spec(const std::string& dir) {
            path);
   const std::string kind = j.at("kind").get<std::string>();
   if (kind == "byte" || kind == "gpt2") return {kind, nullptr};
-  FG_CHECK(kind == "gguf", "[tokenizer {}] unknown kind '{}' (byte, gpt2 or gguf)", path, kind);
+  FG_CHECK(kind == "gguf" || kind == "hf",
+           "[tokenizer {}] unknown kind '{}' (byte, gpt2, gguf or hf)", path, kind);
   FG_CHECK(j.contains("path") && j.at("path").is_string(),
-           "[tokenizer {}] kind gguf needs a string key 'path'", path);
-  return {kGgufPrefix + j.at("path").get<std::string>(),
+           "[tokenizer {}] kind {} needs a string key 'path'", path, kind);
+  return {(kind == "gguf" ? kGgufPrefix : kHfPrefix) + j.at("path").get<std::string>(),
           j.contains("vocabulary") ? j.at("vocabulary") : nlohmann::json()};
 }
 
@@ -359,6 +390,13 @@ LoadedModel load_model(const std::string& spec, const std::string& init,
       out.tokenizer_id = ts.id;
       out.tokenizer_vocabulary = ts.vocabulary;
       out.tokenizer = ts.make();
+    } else if (fs::is_regular_file(dir / "tokenizer.json")) {
+      // A Hugging Face folder's own tokenizer (data/hf_tokenizer.h).
+      const std::string path = (dir / "tokenizer.json").string();
+      out.tokenizer_vocabulary = hf_vocabulary(path);
+      out.tokenizer = std::make_unique<data::BpeTokenizer>(
+          data::tokenizer_from_vocabulary(out.tokenizer_vocabulary, "[tokenizer " + path + "]"));
+      out.tokenizer_id = hf_tokenizer_id(path);
     }
   } else if (spec.ends_with(".json") && is_file) {
     const nn::ModelConfig cfg = nn::load_config_json(spec);

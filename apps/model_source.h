@@ -9,7 +9,9 @@
 //     tokenizer by vocabulary size;
 //   - a directory: a fitgrad checkpoint or a Hugging Face model folder, config.json +
 //     model.safetensors or the shards of model.safetensors.index.json (Hugging Face names)
-//     + fitgrad_tokenizer.json (the tokenizer spec below; without it, by vocabulary size);
+//     + fitgrad_tokenizer.json (the tokenizer spec below) or a Hugging Face tokenizer.json
+//     with its tokenizer_config.json (data/hf_tokenizer.h); without either, by vocabulary
+//     size;
 //   - a path ending in .gguf: the model (nn/gguf_model.h) with its embedded tokenizer.
 // init, when not empty, is a .safetensors or .gguf file whose tensors replace the spec's
 // weights: names (Hugging Face's; GGUF names are translated) and shapes must match the
@@ -19,10 +21,11 @@
 // Note [Tokenizer ids]
 // A tokenizer is named by a string, kept in a checkpoint's fitgrad_tokenizer.json so a
 // checkpoint decodes with the tokenizer it was trained with: "byte" (data::ByteTokenizer),
-// "gpt2" (GPT-2's BPE from the project's assets) or "gguf:<absolute path>" (the BPE
-// embedded in that GGUF file). The file holds {"kind": "byte" | "gpt2" | "gguf"} plus, for
-// gguf, "path": "<absolute path>" and "vocabulary": the tokenizer itself, so that the
-// checkpoint needs the .gguf file no more (Note [Self-contained GGUF vocabularies]). It is not named tokenizer.json, which is Hugging
+// "gpt2" (GPT-2's BPE from the project's assets), "gguf:<absolute path>" (the BPE
+// embedded in that GGUF file) or "hf:<absolute path>" (a Hugging Face tokenizer.json). The
+// file holds {"kind": "byte" | "gpt2" | "gguf" | "hf"} plus, for gguf and hf, "path":
+// "<absolute path>" and "vocabulary": the tokenizer itself, so that the checkpoint needs
+// the source file no more (Note [Self-contained GGUF vocabularies]). It is not named tokenizer.json, which is Hugging
 // Face's full tokenizer file, so a checkpoint directory never misleads `transformers`.
 #pragma once
 

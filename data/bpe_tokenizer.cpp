@@ -194,6 +194,9 @@ BpeTokenizer BpeTokenizer::build(std::vector<std::string> tokens,
     t.merge_values_[slot] = Merge{uint32_t(r), result->second};
   }
   t.merge_count_ = int32_t(merges.size());
+  if (options.ignore_merges)
+    for (size_t i = 0; i < n; ++i)
+      if (!special[i]) t.whole_token_.emplace(std::string(t.token_bytes(int32_t(i))), int32_t(i));
 
   for (size_t i = 0; i < n; ++i) {
     if (!special[i]) continue;
@@ -392,6 +395,12 @@ void BpeTokenizer::merge_heap(const int32_t* ids, size_t n, std::vector<int32_t>
 void BpeTokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& out) const {
   const size_t n = piece.size();
   if (n == 0) return;
+  if (!whole_token_.empty()) {
+    if (const auto it = whole_token_.find(std::string(piece)); it != whole_token_.end()) {
+      out.push_back(it->second);
+      return;
+    }
+  }
   constexpr size_t kStack = 64;
   int32_t stack[kStack];
   std::vector<int32_t> heap;

@@ -13,6 +13,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "data/pretokenizer.h"
@@ -32,6 +33,9 @@ struct BpeVocabOptions {
   std::optional<int32_t> bos, eos, pad;
   // Texts of further tokens to treat as special (each must be in the vocabulary).
   std::vector<std::string> specials;
+  // Hugging Face tokenizers' BPE `ignore_merges` (Llama 3): a piece that is a token as a
+  // whole is that token, whatever the merges would make of it.
+  bool ignore_merges = false;
 };
 
 class BpeTokenizer : public Tokenizer {
@@ -94,6 +98,8 @@ class BpeTokenizer : public Tokenizer {
   std::vector<Merge> merge_values_;
   int32_t merge_count_ = 0;
   size_t linear_limit_ = 32;
+  // With ignore_merges: every non-special token's bytes -> its id (the first of a text).
+  std::unordered_map<std::string, int32_t> whole_token_;
 };
 
 // GPT-2's byte alphabet: the printable character that stands for each byte.

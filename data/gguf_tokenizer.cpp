@@ -35,7 +35,7 @@ BpeTokenizer tokenizer_from_vocabulary(const nlohmann::json& vocab, const std::s
   try {
     const std::string pre = vocab.at("pre").get<std::string>();
     BpeVocabOptions options;
-    options.name = "gguf:" + pre;
+    options.name = vocab.value("name", "gguf:" + pre);
     options.token_types = vocab.at("token_types").get<std::vector<int32_t>>();
     auto id = [&](const char* key) -> std::optional<int32_t> {
       if (vocab.at(key).is_null()) return std::nullopt;
@@ -44,6 +44,7 @@ BpeTokenizer tokenizer_from_vocabulary(const nlohmann::json& vocab, const std::s
     options.bos = id("bos");
     options.eos = id("eos");
     options.pad = id("pad");
+    options.ignore_merges = vocab.value("ignore_merges", false);
     return BpeTokenizer::from_vocab(vocab.at("tokens").get<std::vector<std::string>>(),
                                     vocab.at("merges").get<std::vector<std::string>>(),
                                     pre_tokenizer_from_gguf(pre), std::move(options));

@@ -182,6 +182,45 @@ TEST(ModelSource, ShardsThatDisagreeWithTheirIndexAreNamed) {
   fs::remove_all(dir);
 }
 
+// A Hugging Face folder's tokenizer.json and tokenizer_config.json (data/hf_tokenizer.h):
+// the model loads with that tokenizer, its roles from the config, and a checkpoint's
+// fitgrad_tokenizer.json keeps its vocabulary (kind "hf"), so it decodes without the file.
+TEST(ModelSource, AHuggingFaceFolderBringsItsTokenizer) {
+  const fs::path dir = fresh_dir("hf_tokenizer");
+  const std::string golden = std::string(FITGRAD_GOLDEN_DIR) + "/hf_tokenizers/llama3_style";
+  nn::ModelConfig cfg = nn::preset("llama-tiny");
+  cfg.vocab_size = 703;  // the golden tokenizer's ids 0..702
+  const auto original = nn::build_model(cfg, {.seed = 3});
+  std::ofstream(dir / "config.json") << nn::config_to_json(cfg).dump(2);
+  io::save_safetensors((dir / "model.safetensors").string(), original->named_parameters());
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+    fs::copy_file(fs::path(golden) / f, dir / f);
+  const LoadedModel m = load_model(dir.string(), "", {});
+  EXPECT_EQ(m.tokenizer_id, "hf:" + (dir / "tokenizer.json").string());
+  EXPECT_EQ(m.tokenizer->eos(), 2);  // tokenizer_config.json's <|eot_id|>
+  EXPECT_EQ(m.tokenizer->bos(), 0);
+  const std::string text = "It is a truth universally acknowledged<|eot_id|>";
+  const std::vector<int32_t> ids = m.tokenizer->encode(text, true);
+  EXPECT_EQ(ids.back(), 2);
+  EXPECT_EQ(logits(*m.model), logits(*original));
+  // A checkpoint stores the vocabulary; it loads back without the tokenizer.json.
+  const fs::path ckpt = fresh_dir("hf_tokenizer_ckpt");
+  save_tokenizer_spec(ckpt.string(), m.tokenizer_id, m.tokenizer_vocabulary);
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(ckpt / "fitgrad_tokenizer.json")).at("kind"), "hf");
+  fs::remove(dir / "tokenizer.json");
+  const TokenizerSpec spec = load_tokenizer_spec(ckpt.string());
+  EXPECT_EQ(spec.make()->encode(text, true), ids);
+  EXPECT_EQ(spec.make()->eos(), 2);
+  // A tokenizer with more ids than the model's vocabulary is refused.
+  const fs::path small = fresh_dir("hf_tokenizer_small");
+  write_checkpoint(*nn::build_model(nn::preset("llama-tiny"), {}), small, "byte");
+  fs::remove(small / "fitgrad_tokenizer.json");
+  fs::copy_file(fs::path(golden) / "tokenizer.json", small / "tokenizer.json");
+  expect_error([&] { load_model(small.string(), "", {}); }, "[model " + small.string() + "]",
+               "has 703 tokens, more than the model's vocabulary of 256");
+  for (const fs::path& d : {dir, ckpt, small}) fs::remove_all(d);
+}
+
 TEST(ModelSource, InitSafetensorsReplacesTheWeightsStrictly) {
   const fs::path dir = fresh_dir("init");
   const auto trained = nn::build_model(nn::preset("llama-tiny"), {.seed = 21});
