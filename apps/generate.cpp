@@ -161,7 +161,12 @@ GenerateStats generate(const GenerateOptions& o, std::ostream& out) {
   t0 = Clock::now();
   for (int64_t i = 0; i < max_new; ++i) {
     const int32_t next = nn::sample_token(last_logits(logits), o.sampling, generator);
-    if (tok.eos() && next == *tok.eos()) {
+    // Note [Stop tokens] in model_source.cpp: the spec's, else the tokenizer's eos.
+    const bool stop = loaded.stop_ids.empty()
+                          ? tok.eos() && next == *tok.eos()
+                          : std::find(loaded.stop_ids.begin(), loaded.stop_ids.end(), next) !=
+                                loaded.stop_ids.end();
+    if (stop) {
       stats.stop_reason = "eos";
       break;
     }

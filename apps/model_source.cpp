@@ -208,6 +208,40 @@ nn::TensorSource sharded_source(const fs::path& index_path) {
   return merged;
 }
 
+// Note [Stop tokens]
+// A folder's generation_config.json names the tokens generation stops at: eos_token_id, an
+// id or a list of them (Llama 3.1 Instruct stops at <|end_of_text|>, <|eom_id|> and
+// <|eot_id|>), as transformers' generate() reads it; without that file, config.json's
+// eos_token_id, as transformers falls back to. generate stops at any of them. Each must be
+// an id of the model's vocabulary; anything else is an error naming the file and the key.
+std::vector<int32_t> stop_ids_of(const fs::path& dir, int64_t vocab) {
+  for (const char* name : {"generation_config.json", "config.json"}) {
+    const fs::path path = dir / name;
+    if (!fs::is_regular_file(path)) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(std::ifstream(path));
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(fmt::format("[model {}] invalid JSON: {}", path.string(), e.what()));
+    }
+    if (!j.is_object() || !j.contains("eos_token_id") || j.at("eos_token_id").is_null()) {
+      if (std::string(name) == "generation_config.json") return {};
+      continue;
+    }
+    const nlohmann::json& v = j.at("eos_token_id");
+    const nlohmann::json list = v.is_array() ? v : nlohmann::json::array({v});
+    std::vector<int32_t> ids;
+    for (const nlohmann::json& id : list) {
+      FG_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < vocab,
+               "[model {}] eos_token_id {} is not an id of the model's vocabulary of {}",
+               path.string(), id.dump(), vocab);
+      ids.push_back(id.get<int32_t>());
+    }
+    return ids;
+  }
+  return {};
+}
+
 nn::BuildOptions without_init(nn::BuildOptions options) {
   options.initialize = false;
   return options;
@@ -398,6 +432,7 @@ LoadedModel load_model(const std::string& spec, const std::string& init,
           data::tokenizer_from_vocabulary(out.tokenizer_vocabulary, "[tokenizer " + path + "]"));
       out.tokenizer_id = hf_tokenizer_id(path);
     }
+    out.stop_ids = stop_ids_of(dir, cfg.vocab_size);  // Note [Stop tokens]
   } else if (spec.ends_with(".json") && is_file) {
     const nn::ModelConfig cfg = nn::load_config_json(spec);
     out.model = nn::build_model(cfg, init.empty() ? options : without_init(options));

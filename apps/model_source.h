@@ -32,6 +32,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "data/tokenizer.h"
 #include "nn/config.h"
@@ -52,6 +53,9 @@ struct LoadedModel {
   // data/gguf_tokenizer.h), which checkpoints store; null for byte and gpt2.
   nlohmann::json tokenizer_vocabulary;
   std::string description;  // one line: where the model and its weights came from
+  // Note [Stop tokens]: the ids generation ends at; empty when the spec names none (the
+  // tokenizer's eos then does).
+  std::vector<int32_t> stop_ids;
 };
 
 // Note [Model specs]. Errors are fitgrad::Errors starting "[model <spec>]" (or the

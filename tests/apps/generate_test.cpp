@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "apps/export.h"
+#include "apps/model_source.h"
 #include "data/utf8.h"
 #include "tests/golden/golden_file.h"
 #include "tests/tensor/ops/op_harness.h"
@@ -79,6 +80,46 @@ TEST(Generate, CachedGreedyTextEqualsFullReforwardText) {
     EXPECT_GT(s.peak_bytes, 0);
     EXPECT_NE(stats_line(s).find("prompt tokens: 16, new tokens: 24"), std::string::npos);
   }
+}
+
+// Note [Stop tokens]: a folder's generation_config.json eos_token_id list ends generation at
+// any of its ids (the tiny Llama 3.1-style folder of tests/golden, its byte tokenizer: a
+// token is a byte); without the file, config.json's eos_token_id; an id outside the
+// vocabulary is an error naming the file.
+TEST(Generate, StopsAtAnyIdOfGenerationConfig) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("generate_stop_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::copy(std::string(FITGRAD_GOLDEN_DIR) + "/hf_llama31_tiny/model", dir);
+  const auto write_generation_config = [&](const std::string& eos) {
+    std::ofstream(dir / "generation_config.json") << R"({"eos_token_id": )" << eos << "}";
+  };
+  write_generation_config("null");
+  GenerateOptions o;
+  o.model = dir.string();
+  o.prompt = "Once upon";
+  o.max_new_tokens = 12;
+  o.sampling.temperature = 0;
+  std::ostringstream free_run;
+  ASSERT_EQ(generate(o, free_run).new_tokens, 12);
+  const std::string bytes = free_run.str();
+  ASSERT_EQ(bytes.size(), 12u);
+  const int third = uint8_t(bytes[2]);
+  int unused = 0;  // an id the free run never produced
+  while (bytes.find(char(unused)) != std::string::npos) ++unused;
+  write_generation_config("[" + std::to_string(unused) + ", " + std::to_string(third) + "]");
+  std::ostringstream stopped;
+  const GenerateStats s = generate(o, stopped);
+  EXPECT_EQ(s.stop_reason, "eos");
+  EXPECT_EQ(stopped.str(), bytes.substr(0, bytes.find(char(third))));
+  fs::remove(dir / "generation_config.json");  // config.json's eos_token_id, 2, then
+  EXPECT_EQ(apps::load_model(dir.string(), "", {}).stop_ids, std::vector<int32_t>{2});
+  write_generation_config("[3, 256]");
+  std::ostringstream bad;
+  expect_error([&] { generate(o, bad); },
+               "[model " + (dir / "generation_config.json").string() + "]",
+               "eos_token_id 256 is not an id of the model's vocabulary of 256");
+  fs::remove_all(dir);
 }
 
 TEST(Generate, TheSeedFixesTheSampledText) {
