@@ -126,6 +126,10 @@ nn::TensorSource safetensors_source(const std::string& path) {
     const ops::FourBit q = io::read_bnb_4bit(*file, e.name, &dtype);
     source.entries.push_back({e.name, q.shape, dtype});
   }
+  // Note [Dropping loaded pages]: a plain entry's bytes, once copied.
+  source.release = [file, quantized, int8](const std::string& name) {
+    if (!quantized.count(name) && !int8.count(name)) file->drop_pages(name);
+  };
   source.read = [file, quantized, int8](const std::string& name) {
     if (const auto it = int8.find(name); it != int8.end()) {
       ops::Int8 q{it->second, file->tensor(name), file->tensor(name + "_scales"),
@@ -204,6 +208,9 @@ nn::TensorSource sharded_source(const fs::path& index_path) {
     const auto it = owner.find(name);
     FG_CHECK(it != owner.end(), "[model] no shard holds '{}'", name);
     return it->second->read(name);
+  };
+  merged.release = [keep, owner](const std::string& name) {
+    if (const auto it = owner.find(name); it != owner.end()) it->second->release(name);
   };
   return merged;
 }

@@ -6,7 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "tensor/error.h"
@@ -21,6 +23,22 @@ struct MappedFile::Mapping {
   Mapping& operator=(const Mapping&) = delete;
   ~Mapping() { munmap(base, size); }
 };
+
+// Note [Dropping loaded pages]
+// A mapped model file's pages stay resident once read: loading a 1.4 GB sharded folder into
+// the model kept the whole file in the process's resident set beside the model it was
+// copied into (bench/RESULTS.md, "Model folders"). A loader that has copied an entry drops its
+// pages (TensorSource::release in nn/tensor_source.h), so the resident peak is the model plus
+// about one tensor. The range is shrunk to whole pages inside it: a page shared with the next
+// tensor stays.
+void MappedFile::drop_pages(size_t offset, size_t length) const {
+  if (!mapping_ || length == 0 || offset >= size_) return;
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(data_) + offset;
+  const uintptr_t end = begin + std::min(length, size_ - offset);
+  const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+  if (first < last) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
 
 MappedFile MappedFile::open(const std::string& path, const std::string& where, MapMode mode) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

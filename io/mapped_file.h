@@ -31,6 +31,11 @@ class MappedFile {
   // The mapped bytes for writing; only a copy_on_write mapping has them (else an error).
   char* writable_data() const;
   size_t size() const { return size_; }
+  // Note [Dropping loaded pages]: gives the whole pages inside [offset, offset + length)
+  // back to the kernel (madvise MADV_DONTNEED). A later read of them re-reads the file, and
+  // a copy-on-write page written there loses what was written: only for bytes a caller has
+  // copied out and will not write.
+  void drop_pages(size_t offset, size_t length) const;
 
  private:
   struct Mapping;

@@ -285,6 +285,13 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   return file;
 }
 
+void SafetensorsFile::drop_pages(const std::string& name) const {
+  const auto it = index_.find(name);
+  FG_CHECK(it != index_.end(), "[safetensors {}] no tensor named '{}'", path_, name);
+  const SafetensorsEntry& e = entries_[it->second];
+  file_.drop_pages(data_start_ + e.begin, e.end - e.begin);
+}
+
 Tensor SafetensorsFile::tensor(const std::string& name) const {
   interruption_point();  // Note [Interruption points]: each tensor loaded
   const auto it = index_.find(name);

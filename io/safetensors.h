@@ -48,6 +48,9 @@ class SafetensorsFile {
   // unknown name.
   Tensor tensor(const std::string& name) const;
   std::map<std::string, Tensor> tensors() const;
+  // Drops the resident pages of tensor `name` (Note [Dropping loaded pages] in
+  // io/mapped_file.cpp): only once its bytes were copied out and no view of them is written.
+  void drop_pages(const std::string& name) const;
   bool has(const std::string& name) const { return index_.count(name) > 0; }
   // The whole mapped file. These bytes are outside the memory ledger (Storage::wrap).
   const std::byte* mapped_data() const;

@@ -252,6 +252,7 @@ void Module::load(const TensorSource& source, bool strict) {
     interruption_point();  // Note [Interruption points]: each tensor loaded
     Tensor dst = p;
     dst.copy_(source.read(name));
+    if (source.release) source.release(name);
   }
 }
 

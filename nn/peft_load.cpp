@@ -100,9 +100,17 @@ void load_into_adapted(Module& model, const TensorSource& source) {
       renamed.entries.push_back({name, p.shape(), p.dtype(), true, true});
   if (!problems.empty()) throw Error(fmt::format("[load] {}", fmt::join(problems, "; ")));
   renamed.read = [&](const std::string& name) { return source.read(file_name.at(name)); };
+  if (source.release)
+    renamed.release = [&](const std::string& name) { source.release(file_name.at(name)); };
   model.load(renamed);
-  for (auto& [layer, key] : quantize) layer->quantize_from(source.read(key));
-  for (auto& [layer, key] : quantize_int8) layer->quantize_from(source.read(key));
+  const auto quantize_each = [&](auto& layers) {
+    for (auto& [layer, key] : layers) {
+      layer->quantize_from(source.read(key));
+      if (source.release) source.release(key);
+    }
+  };
+  quantize_each(quantize);
+  quantize_each(quantize_int8);
 }
 
 void load_into_adapted(Module& model, const std::map<std::string, Tensor>& state) {

@@ -32,6 +32,10 @@ struct TensorSource {
   std::vector<Entry> entries;
   // The entry's value, any device and layout; called once per entry a load uses.
   std::function<Tensor(const std::string& name)> read;
+  // Optional: a loader calls it once it has copied entry `name` out of what read returned,
+  // so a mapped source can drop the entry's pages (Note [Dropping loaded pages] in
+  // io/mapped_file.cpp). Null for sources with nothing to drop.
+  std::function<void(const std::string& name)> release;
 
   // The tensors of a map (read returns them, nothing is copied).
   static TensorSource of(const std::map<std::string, Tensor>& state);

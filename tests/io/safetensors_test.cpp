@@ -161,6 +161,25 @@ TEST_F(SafetensorsTest, TensorsViewTheMappingWithoutCopying) {
   EXPECT_EQ(read_bytes(path("z.safetensors")), before);
 }
 
+// Note [Dropping loaded pages]: a tensor whose pages were dropped reads the file's bytes
+// again (several pages long, so whole pages are dropped), and so does its neighbour; a
+// private write into dropped pages is what a caller must not make, and it is indeed lost.
+TEST_F(SafetensorsTest, DroppedPagesReadTheFileAgain) {
+  const Tensor big = sample({3, 4096}, DType::f32, 5), next = sample({7}, DType::bf16, 6);
+  save_safetensors(path("d.safetensors"), {{"big", big}, {"next", next}});
+  const SafetensorsFile file = SafetensorsFile::open(path("d.safetensors"));
+  Tensor view = file.tensor("big");
+  ASSERT_TRUE(same_bytes(view, big));
+  file.drop_pages("big");
+  EXPECT_TRUE(same_bytes(view, big));
+  EXPECT_TRUE(same_bytes(file.tensor("next"), next));
+  view.fill_(7.0);  // a private copy of the written pages
+  file.drop_pages("big");
+  EXPECT_TRUE(same_bytes(file.tensor("big").narrow(1, 1024, 2048), big.narrow(1, 1024, 2048)));
+  fitgrad::testing::expect_error([&] { file.drop_pages("none"); }, "[safetensors",
+                                 "no tensor named 'none'");
+}
+
 // Saving over the file a model was loaded from: the rename leaves the old mapping (and
 // the tensors over it) intact, and the new file holds the new values.
 TEST_F(SafetensorsTest, SavingOverTheMappedFileIsSafe) {
