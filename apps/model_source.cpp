@@ -421,7 +421,10 @@ LoadedModel load_model(const std::string& spec, const std::string& init,
              where);
     const nn::ModelConfig cfg = nn::load_config_json((dir / "config.json").string());
     out.model = nn::build_model(cfg, without_init(options));
-    if (init.empty()) {
+    if (init.empty() && options.device.type == DeviceType::meta) {
+      // A plan or dry run on meta holds no values: a folder needs only its config.json.
+      weights = "not read (on meta, config.json is all a plan needs)";
+    } else if (init.empty()) {
       std::string file;
       load_weights(*out.model, folder_weights(spec, &file), where, file);
       weights = file;

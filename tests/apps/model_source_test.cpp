@@ -137,6 +137,21 @@ TEST(ModelSource, ShardedFolderLoadsTheSameModelAsOneFile) {
   fs::remove_all(dir);
 }
 
+// memplan and dry runs build on meta, where weights hold no values: a folder with only its
+// config.json is enough there, and elsewhere its missing weights are named.
+TEST(ModelSource, OnMetaAFolderNeedsOnlyItsConfig) {
+  const fs::path dir = fresh_dir("config_only");
+  std::ofstream(dir / "config.json") << nn::config_to_json(nn::preset("llama3.2-1b")).dump(2);
+  nn::BuildOptions meta;
+  meta.device = Device::meta();
+  const LoadedModel m = load_model(dir.string(), "", meta);
+  EXPECT_EQ(m.model->num_parameters(), 1'235'814'400);
+  EXPECT_NE(m.description.find("weights: not read"), std::string::npos) << m.description;
+  expect_error([&] { load_model(dir.string(), "", {}); }, "[model " + dir.string() + "]",
+               "has neither model.safetensors nor model.safetensors.index.json");
+  fs::remove_all(dir);
+}
+
 TEST(ModelSource, ShardsThatDisagreeWithTheirIndexAreNamed) {
   const fs::path dir = fresh_dir("shard_errors");
   const auto original = nn::build_model(nn::preset("llama-tiny"), {.seed = 11});
