@@ -28,22 +28,6 @@ std::string check_u64_digits(const std::string& text) {
 
 CLI::Validator u64_digits() { return CLI::Validator(check_u64_digits, "UINT64"); }
 
-void add_inference_model_options(CLI::App& cmd, std::string& model, std::string& init,
-                                 std::string& device, std::string& dtype) {
-  cmd.add_option("--model", model,
-                 "a preset name, a config.json, a checkpoint directory or a .gguf file")
-      ->required();
-  cmd.add_option("--init", init, "a .safetensors or .gguf file with the weights to load");
-  cmd.add_option("--device", device, "cpu or cuda[:i] (default cpu)");
-  cmd.add_option("--dtype", dtype, "f32 or bf16 (default f32)");
-}
-
-DType inference_dtype(const char* command, const std::string& name) {
-  if (name == "f32") return DType::f32;
-  if (name == "bf16") return DType::bf16;
-  throw Error(fmt::format("[{}] --dtype must be f32 or bf16, got '{}'", command, name));
-}
-
 std::string read_whole_file(const char* command, const char* what, const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   FG_CHECK(in.good() && std::filesystem::is_regular_file(path), "[{}] cannot open the {} '{}'",

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cmath>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "apps/cli_checks.h"
@@ -31,16 +32,13 @@
 namespace fitgrad::apps {
 
 EvalStats evaluate(const EvalOptions& o, std::ostream& out) {
-  FG_CHECK(!o.model.empty(), "[eval] --model is required");
   FG_CHECK(o.max_windows >= 0, "[eval] --max_windows must be 0 (every window) or positive, got {}",
            o.max_windows);
   FG_CHECK(o.batch_size >= 1, "[eval] --batch_size must be positive, got {}", o.batch_size);
   FG_CHECK(!o.data.empty(), "[eval] --data is required: a UTF-8 text file to score");
   const std::string text = read_whole_file("eval", "data file", o.data);
-  nn::BuildOptions build;
-  build.device = Device::parse(o.device);
-  build.dtype = inference_dtype("eval", o.dtype);
-  const LoadedModel loaded = load_model(o.model, o.init, build);
+  const Device device = Device::parse(o.device);
+  const LoadedModel loaded = load_inference_model("eval", o);
   FG_CHECK(loaded.tokenizer, "[eval] {} has no tokenizer to read the text with", o.model);
   const nn::CausalLM& model = *loaded.model;
   const int64_t context = model.config().max_position_embeddings;
@@ -52,7 +50,7 @@ EvalStats evaluate(const EvalOptions& o, std::ostream& out) {
            ids.size());
 
   autograd::NoGradGuard no_grad;
-  CachingAllocator& allocator = allocator_for(build.device);
+  CachingAllocator& allocator = allocator_for(device);
   allocator.reset_peak_stats();
   EvalStats stats;
   double nll_sum = 0;
@@ -79,8 +77,8 @@ EvalStats evaluate(const EvalOptions& o, std::ostream& out) {
       x.insert(x.end(), ids.begin() + starts[i], ids.begin() + starts[i] + n);
       y.insert(y.end(), ids.begin() + starts[i] + 1, ids.begin() + starts[i] + n + 1);
     }
-    const Tensor xs = Tensor::from_vector(x, {b, n}, DType::i32).to(build.device);
-    const Tensor ys = Tensor::from_vector(y, {b, n}, DType::i32).to(build.device);
+    const Tensor xs = Tensor::from_vector(x, {b, n}, DType::i32).to(device);
+    const Tensor ys = Tensor::from_vector(y, {b, n}, DType::i32).to(device);
     const double mean = model.loss(xs, ys).item();  // the mean over the batch's B T tokens
     nll_sum += mean * double(b * n);
     stats.scored_tokens += b * n;
@@ -100,7 +98,7 @@ void add_eval_command(CLI::App& app) {
   auto o = std::make_shared<EvalOptions>();
   CLI::App* cmd = app.add_subcommand(
       "eval", "The perplexity of a model on a text file (windows of --seq_len tokens)");
-  add_inference_model_options(*cmd, o->model, o->init, o->device, o->dtype);
+  add_inference_model_options(*cmd, *o);
   cmd->add_option("--data", o->data, "the UTF-8 text file to score")->required();
   cmd->add_option("--seq_len", o->seq_len, "tokens per window (default 512)");
   cmd->add_option("--max_windows", o->max_windows, "score at most this many windows; 0 = all");
@@ -114,6 +112,12 @@ void add_eval_command(CLI::App& app) {
                        "perplexity {:.3f}, {:.2f} s ({:.1f} tokens/s), peak memory {}",
                        o->data, s.windows, s.scored_tokens, s.mean_nll, std::exp(s.mean_nll),
                        s.seconds, double(s.scored_tokens) / s.seconds, format_bytes(s.peak_bytes))
+                << std::endl;
+      // The machine-readable line: every value at full precision.
+      std::cout << nlohmann::json{{"tokens", s.scored_tokens},
+                                  {"nll", s.mean_nll},
+                                  {"ppl", std::exp(s.mean_nll)}}
+                       .dump()
                 << std::endl;
       return 0;
     });

@@ -1,12 +1,15 @@
-// `fitgrad eval`: the perplexity of a model (any spec of apps/model_source.h) on a text file,
-// in f32 or bf16, as the perplexity users compute with transformers: the text is tokenized
-// whole, cut into windows, and each window's next-token predictions are scored (Note [Eval
-// windows] in eval.cpp).
+// `fitgrad eval`: the perplexity of a model (any spec of apps/model_source.h, with --adapter
+// and --quantize nf4 as in generate) on a text file, in f32 or bf16, as the perplexity users
+// compute with transformers: the text is tokenized whole, cut into windows, and each window's
+// next-token predictions are scored (Note [Eval windows] in eval.cpp). The command ends with
+// a summary line and a JSON line {"tokens": N, "nll": x, "ppl": y}.
 #pragma once
 
 #include <cstdint>
 #include <ostream>
 #include <string>
+
+#include "apps/inference_model.h"
 
 namespace CLI {
 class App;
@@ -14,15 +17,13 @@ class App;
 
 namespace fitgrad::apps {
 
-struct EvalOptions {
-  std::string model;  // a spec (Note [Model specs] in model_source.h)
-  std::string init;   // optional weights file
-  std::string data;   // a UTF-8 text file
+// The model options (inference_model.h: a spec, in f32 or bf16, optionally in 4 bits and with
+// a LoRA adapter, as a fine-tune is compared with its base), then the evaluation's own.
+struct EvalOptions : InferenceModelOptions {
+  std::string data;  // a UTF-8 text file
   int64_t seq_len = 512;
   int64_t max_windows = 0;  // 0: every window
   int64_t batch_size = 1;   // windows of one length per forward
-  std::string device = "cpu";
-  std::string dtype = "f32";  // f32 or bf16
 };
 
 struct EvalStats {

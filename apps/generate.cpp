@@ -86,34 +86,9 @@ GenerateStats generate(const GenerateOptions& o, std::ostream& out) {
            "[generate] --max_new_tokens must be positive and at most 2^31, got {}",
            o.max_new_tokens.value_or(0));
   const std::string prompt = read_prompt(o);
-  FG_CHECK(!o.model.empty(), "[generate] --model is required");
-  nn::BuildOptions build;
-  build.device = Device::parse(o.device);
-  build.dtype = inference_dtype("generate", o.dtype);
-  build.seed = o.seed;
-  // Note [Generating from a 4-bit base]
-  FG_CHECK(o.quantize.empty() || o.quantize == "nf4",
-           "[generate] --quantize must be nf4 (or absent), got '{}'", o.quantize);
-  const ops::FourBitOptions four_bit =
-      nn::bnb_4bit_options(o.quant_type, o.double_quant, "generate");
-  nn::LinearFactory base;
-  if (!o.quantize.empty()) {
-    base = nn::nf4_factory(four_bit);
-    build.linear_factory = base;
-    build.quantized_embedding = four_bit;
-  }
-  std::shared_ptr<nn::TargetModules> targets;
-  if (!o.adapter.empty()) {
-    const nn::AdapterConfig adapter = nn::read_adapter_config(o.adapter);
-    targets = std::make_shared<nn::TargetModules>(nn::TargetModules::parse(adapter.target_modules));
-    build.linear_factory =
-        nn::targeted_factory(targets, nn::lora_factory(adapter.lora, base), base);
-  }
-  const LoadedModel loaded = load_model(o.model, o.init, build);
-  if (targets) {
-    nn::check_targets_found(*targets);
-    nn::load_lora_adapter(*loaded.model, o.adapter);
-  }
+  const Device device = Device::parse(o.device);
+  const DType dtype = inference_dtype("generate", o.dtype);
+  const LoadedModel loaded = load_inference_model("generate", o);
   FG_CHECK(loaded.tokenizer,
            "[generate] {} has no tokenizer to decode with (on meta, text is "
            "neither read nor made)",
@@ -144,19 +119,19 @@ GenerateStats generate(const GenerateOptions& o, std::ostream& out) {
            ids.size(), max_new, context);
 
   autograd::NoGradGuard no_grad;
-  CachingAllocator& allocator = allocator_for(build.device);
+  CachingAllocator& allocator = allocator_for(device);
   allocator.reset_peak_stats();
   Generator generator(o.seed);
   std::unique_ptr<nn::KvCache> cache;
   if (!o.no_kv_cache)
-    cache = std::make_unique<nn::KvCache>(model.config(), 1, total, build.device, build.dtype);
+    cache = std::make_unique<nn::KvCache>(model.config(), 1, total, device, dtype);
 
   stats.prompt_tokens = int64_t(ids.size());
   stats.stop_reason = "max_new_tokens";
   Utf8Stream stream(out);
   auto t0 = Clock::now();
-  Tensor logits = cache ? model.forward_cached(ids_tensor(ids, build.device), *cache)
-                        : model.forward(ids_tensor(ids, build.device));
+  Tensor logits = cache ? model.forward_cached(ids_tensor(ids, device), *cache)
+                        : model.forward(ids_tensor(ids, device));
   stats.prefill_seconds = seconds_since(t0);
   t0 = Clock::now();
   for (int64_t i = 0; i < max_new; ++i) {
@@ -174,8 +149,8 @@ GenerateStats generate(const GenerateOptions& o, std::ostream& out) {
     ids.push_back(next);
     stream.write(tok.decode({next}));
     if (i + 1 == max_new) break;
-    logits = cache ? model.forward_cached(ids_tensor({next}, build.device), *cache)
-                   : model.forward(ids_tensor(ids, build.device));
+    logits = cache ? model.forward_cached(ids_tensor({next}, device), *cache)
+                   : model.forward(ids_tensor(ids, device));
   }
   stream.finish();
   stats.decode_seconds = seconds_since(t0);
@@ -196,7 +171,7 @@ void add_generate_command(CLI::App& app) {
   auto o = std::make_shared<GenerateOptions>();
   CLI::App* cmd = app.add_subcommand(
       "generate", "Generate text from a model (preset, config.json, checkpoint dir or .gguf)");
-  add_inference_model_options(*cmd, o->model, o->init, o->device, o->dtype);
+  add_inference_model_options(*cmd, *o);
   cmd->add_option("--prompt", o->prompt, "the prompt text");
   cmd->add_option("--prompt_file", o->prompt_file, "a file holding the prompt");
   cmd->add_option_function<int64_t>(
@@ -213,14 +188,6 @@ void add_generate_command(CLI::App& app) {
       ->check(u64_digits());
   cmd->add_flag("--no_kv_cache", o->no_kv_cache,
                 "re-run the whole sequence for every token (slow; for comparison)");
-  cmd->add_option("--quantize", o->quantize,
-                  "nf4: hold every linear weight and the embedding in 4 bits, decoding from the "
-                  "4-bit codes");
-  cmd->add_option("--bnb_4bit_quant_type", o->quant_type, "nf4 or fp4 (with --quantize)");
-  cmd->add_flag("--bnb_4bit_use_double_quant", o->double_quant,
-                "quantize the 4-bit absmaxes too (4.127 instead of 4.5 bits per weight)");
-  cmd->add_option("--adapter", o->adapter,
-                  "a PEFT LoRA adapter directory to apply over the model (unmerged)");
   cmd->callback([o] {
     const int code = run_guarded(
         "generate", std::cout, std::cerr,

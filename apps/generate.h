@@ -17,6 +17,7 @@
 #include <ostream>
 #include <string>
 
+#include "apps/inference_model.h"
 #include "nn/sampling.h"
 
 namespace CLI {
@@ -40,9 +41,8 @@ class Utf8Stream {
   std::string pending_;
 };
 
-struct GenerateOptions {
-  std::string model;        // a spec (Note [Model specs] in model_source.h)
-  std::string init;         // optional weights file
+// The model options (inference_model.h), then generation's own; seed also seeds sampling.
+struct GenerateOptions : InferenceModelOptions {
   std::string prompt;       // exactly one of prompt and prompt_file
   std::string prompt_file;  //
   // Tokens to generate, in [1, 2^31] (any other value, -1 included, is refused); unset: 64,
@@ -50,22 +50,9 @@ struct GenerateOptions {
   // says when it was).
   std::optional<int64_t> max_new_tokens;
   nn::SamplingOptions sampling;
-  uint64_t seed = 0;
-  std::string device = "cpu";
-  std::string dtype = "f32";  // f32 or bf16
   // Re-run the whole sequence for every new token instead of using the KV cache (the
   // reference the cache is timed and tested against).
   bool no_kv_cache = false;
-  // Note [Generating from a 4-bit base]
-  // "nf4": every Linear and the token embedding are held in 4 bits (quant_type nf4 or fp4,
-  // double_quant as bitsandbytes' bnb_4bit_use_double_quant), quantized as the weights load
-  // (Note [Streaming loads]), and a decoding step reads the codes directly (Note [Decoding
-  // reads the nibbles]). adapter: a PEFT LoRA adapter directory (adapter_config.json +
-  // adapter_model.safetensors) put over the base, quantized or not, unmerged, as PEFT runs it.
-  std::string quantize;
-  std::string quant_type = "nf4";
-  bool double_quant = false;
-  std::string adapter;
 };
 
 struct GenerateStats {

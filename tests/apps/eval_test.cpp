@@ -1,7 +1,8 @@
 // `fitgrad eval` (apps/eval.h): the windows of Note [Eval windows] (every token after the
 // first scored once, a short last window), the mean NLL equal to the model's own loss over
 // those windows, an untrained byte model near ln 256 nats per byte, --batch_size,
-// --max_windows, and bad input named.
+// --max_windows, bad input named; a PEFT adapter scores as its merged model, a 4-bit base
+// near its dense self; and the command's JSON line.
 #include "apps/eval.h"
 
 #include <gtest/gtest.h>
@@ -10,8 +11,10 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "apps/export.h"
 #include "apps/model_source.h"
 #include "autograd/grad_mode.h"
 #include "tensor/error.h"
@@ -92,6 +95,57 @@ TEST_F(EvalTest, MaxWindowsStopsEarly) {
   const EvalStats s = evaluate(o, out);
   EXPECT_EQ(s.windows, 1);
   EXPECT_EQ(s.scored_tokens, 64);
+}
+
+// The committed PEFT fixture (tests/golden/peft_tiny): its base, its adapter over it, and the
+// adapter merged by `fitgrad export` into one file; the adapter's NLL is the merged model's.
+TEST_F(EvalTest, AnAdapterScoresAsItsMergedModelAndNf4NearItsBase) {
+  const std::string fixture = std::string(FITGRAD_GOLDEN_DIR) + "/peft_tiny";
+  EvalOptions o = options();
+  o.model = fixture + "/base";
+  o.seq_len = 64;
+  std::ostringstream sink;
+  const double base = evaluate(o, sink).mean_nll;
+  o.adapter = fixture + "/adapter";
+  const double adapted = evaluate(o, sink).mean_nll;
+  EXPECT_GT(std::fabs(adapted - base), 1e-4);  // the adapter changes the model
+  const fs::path merged = fs::temp_directory_path() /
+                          ("fitgrad_eval_merged_" + std::to_string(::getpid()) + ".safetensors");
+  ExportArgs args;
+  args.merge = fixture + "/adapter";
+  args.base = fixture + "/base";
+  args.out = merged.string();
+  args.dtype = "f32";
+  export_merged(args, sink);
+  EvalOptions m = options();
+  m.model = fixture + "/base/config.json";
+  m.init = merged.string();
+  EXPECT_NEAR(evaluate(m, sink).mean_nll, adapted, 1e-5);
+  fs::remove(merged);
+  o.adapter.clear();
+  o.quantize = "nf4";
+  const EvalStats nf4 = evaluate(o, sink);
+  EXPECT_NEAR(nf4.mean_nll, base, 0.05);
+  EXPECT_NE(nf4.mean_nll, base);
+}
+
+TEST_F(EvalTest, TheCommandEndsWithAJsonLine) {
+  const fs::path log =
+      fs::temp_directory_path() / ("fitgrad_eval_cli_" + std::to_string(::getpid()) + ".log");
+  const std::string command = std::string(FITGRAD_CLI) + " eval --model llama-tiny --data " +
+                              path_.string() + " --seq_len 64 > " + log.string() + " 2>&1";
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  std::ifstream in(log);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty()) last = line;
+  fs::remove(log);
+  const nlohmann::json j = nlohmann::json::parse(last);
+  std::ostringstream sink;
+  const EvalStats s = evaluate(options(), sink);
+  EXPECT_EQ(j.at("tokens").get<int64_t>(), s.scored_tokens);
+  EXPECT_DOUBLE_EQ(j.at("nll").get<double>(), s.mean_nll);
+  EXPECT_DOUBLE_EQ(j.at("ppl").get<double>(), std::exp(s.mean_nll));
 }
 
 TEST_F(EvalTest, BadInputIsNamed) {
