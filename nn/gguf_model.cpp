@@ -1,13 +1,86 @@
 // config_from_gguf and load_gguf_model: see Note [GGUF model config] in gguf_model.h.
 #include "nn/gguf_model.h"
 
+#include <algorithm>
+#include <cmath>
 #include <map>
+#include <vector>
 
 #include "nn/llama_names.h"
 #include "nn/peft_load.h"
 #include "tensor/error.h"
 
 namespace fitgrad::nn {
+namespace {
+
+// Note [Llama 3 scaling from rope_freqs]
+// llama.cpp's converter writes Llama 3.1/3.2's rope_scaling as rope_freqs.weight: one factor r_i
+// per pair, the base frequency b_i divided by r_i at run time; from transformers' llama3
+// formula (Note [RoPE frequencies] in tensor/rope_params.h) r_i is 1 for the high
+// frequencies, `factor` for the low ones, and 1 / ((1 - s_i) / factor + s_i) between, where
+// s_i = (L / w_i - lo) / (hi - lo) is linear in 1 / w_i (w_i = 2 pi / b_i). The parameters
+// are read back: factor is the largest r_i; the pairs between give s_i, and a line through
+// them gives lo / (hi - lo) and L / (hi - lo) (only those ratios matter, so lo is taken as 1).
+// With one pair between, hi = 4 lo (Meta's published ratio) fixes the line; with none, the
+// thresholds are put midway between the classes. The result must reproduce every factor to
+// within f32 rounding, else the file's factors are not Llama 3's and it is refused.
+RopeScaling llama3_from_factors(const std::vector<double>& r, int64_t d, double theta,
+                                const std::string& where) {
+  constexpr double kTwoPi = 6.283185307179586;
+  const double factor = *std::max_element(r.begin(), r.end());
+  RopeScaling s{RopeScaling::Type::llama3, factor, 1.0, 4.0, 8192.0};
+  if (factor <= 1.0 + 1e-6) return {};       // every factor 1: no scaling
+  std::vector<double> u, smooth;             // 1 / w_i and s_i of the pairs between
+  double max_high_w = 0, min_low_w = 1e300;  // the classes' wavelengths
+  for (size_t i = 0; i < r.size(); ++i) {
+    const double w = kTwoPi / std::pow(theta, -double(2 * i) / double(d));
+    if (std::fabs(r[i] - 1.0) <= 1e-6) {
+      max_high_w = std::max(max_high_w, w);
+    } else if (std::fabs(r[i] - factor) <= 1e-6 * factor) {
+      min_low_w = std::min(min_low_w, w);
+    } else {
+      u.push_back(1.0 / w);
+      smooth.push_back((1.0 / r[i] - 1.0 / factor) / (1.0 - 1.0 / factor));
+    }
+  }
+  if (u.size() >= 2) {  // least squares line s = a u + c
+    double su = 0, ss = 0, suu = 0, sus = 0;
+    const double n = double(u.size());
+    for (size_t k = 0; k < u.size(); ++k) {
+      su += u[k];
+      ss += smooth[k];
+      suu += u[k] * u[k];
+      sus += u[k] * smooth[k];
+    }
+    const double a = (n * sus - su * ss) / (n * suu - su * su), c = (ss - a * su) / n;
+    FG_CHECK(c < 0 && a > 0,
+             "{} rope_freqs.weight: the factors between 1 and {} are not Llama "
+             "3's smooth interpolation",
+             where, factor);
+    s.high_freq_factor = 1.0 - 1.0 / c;  // lo = 1: hi - lo = -1 / c
+    s.original_max_position = -a / c;    // L = a (hi - lo)
+  } else if (u.size() == 1) {            // hi = 4: s = (L u - 1) / 3
+    s.original_max_position = (3.0 * smooth[0] + 1.0) / u[0];
+  } else {  // thresholds midway (geometrically) between the classes
+    FG_CHECK(min_low_w > 4.0 * max_high_w,
+             "{} rope_freqs.weight: no Llama 3 thresholds separate "
+             "its factors",
+             where);
+    s.original_max_position = std::sqrt(4.0 * max_high_w * min_low_w);
+  }
+  const RopeParams fitted(theta, s);
+  for (size_t i = 0; i < r.size(); ++i) {
+    const double base = std::pow(theta, -double(2 * i) / double(d));
+    const double want = base / r[i], got = rope_frequency(int64_t(i), d, fitted);
+    FG_CHECK(std::fabs(got - want) <= 1e-5 * want,
+             "{} rope_freqs.weight: factor {} of pair {} is not Llama 3's scaling (factor {}, "
+             "original context {}, high_freq_factor {} read back from the others)",
+             where, r[i], i, factor, s.original_max_position, s.high_freq_factor);
+  }
+  return s;
+}
+
+}  // namespace
 
 ModelConfig config_from_gguf(const io::GgufFile& file) {
   const io::GgufMetadata& meta = file.metadata();
@@ -62,11 +135,27 @@ ModelConfig config_from_gguf(const io::GgufFile& file) {
 
   if (meta.has(key("rope.scaling.type"))) {
     const std::string& scaling = meta.get_string(key("rope.scaling.type"));
-    FG_CHECK(scaling == "none", "{} llama.rope.scaling.type is '{}'; RoPE scaling is not supported",
+    FG_CHECK(scaling == "none" || scaling == "linear",
+             "{} llama.rope.scaling.type is '{}'; fitgrad implements none and linear (and "
+             "Llama 3's, from rope_freqs.weight)",
              where, scaling);
+    if (scaling == "linear") {
+      FG_CHECK(meta.has(key("rope.scaling.factor")),
+               "{} llama.rope.scaling.type is linear but llama.rope.scaling.factor is missing",
+               where);
+      m.rope_scaling = {RopeScaling::Type::linear, meta.get_f32(key("rope.scaling.factor"))};
+    }
   }
-  FG_CHECK(!file.has_tensor("rope_freqs.weight"),
-           "{} tensor 'rope_freqs.weight' (Llama 3.1 RoPE scaling) is not supported", where);
+  if (file.has_tensor("rope_freqs.weight")) {
+    FG_CHECK(m.rope_scaling.type == RopeScaling::Type::none,
+             "{} has both llama.rope.scaling.type and rope_freqs.weight", where);
+    const int64_t d =
+        m.head_dim > 0 ? m.head_dim : m.hidden_size / std::max<int64_t>(1, m.num_heads);
+    const Tensor factors = file.tensor("rope_freqs.weight", DType::f32);
+    FG_CHECK(factors.numel() == d / 2, "{} rope_freqs.weight has {} values for {} RoPE pairs",
+             where, factors.numel(), d / 2);
+    m.rope_scaling = llama3_from_factors(factors.to_vector<double>(), d, m.rope_theta, where);
+  }
   FG_CHECK(!meta.has(key("expert_count")) || meta.get_u64(key("expert_count")) == 0,
            "{} llama.expert_count = {}: mixture-of-experts models are not supported", where,
            meta.has(key("expert_count")) ? meta.get_u64(key("expert_count")) : 0);

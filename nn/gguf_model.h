@@ -20,9 +20,10 @@
 // Consistency checks beyond ModelConfig::validate: llama.vocab_size and the tokenizer's
 // token count (when present) must not disagree with the embedding rows, value_length must
 // equal key_length, rope.dimension_count must equal head_dim (no partial rotary), and what
-// fitgrad's Llama cannot run is refused rather than loaded wrong: RoPE scaling
-// (rope.scaling.type other than "none", or a rope_freqs.weight tensor) and mixtures of
-// experts (expert_count > 0). Every error starts with "[gguf <path>]".
+// fitgrad's Llama cannot run is refused rather than loaded wrong: RoPE scaling other than
+// linear (rope.scaling.type, rope.scaling.factor) or Llama 3's (a rope_freqs.weight tensor,
+// Note [Llama 3 scaling from rope_freqs] in gguf_model.cpp) and mixtures of experts
+// (expert_count > 0). Every error starts with "[gguf <path>]".
 #pragma once
 
 #include <memory>

@@ -94,6 +94,73 @@ TEST(GgufModel, Bf16Dtype) {
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-2 * std::abs(want[i]));
 }
 
+// Llama 3.1's rope_scaling as llama.cpp's converter writes it (rope_freqs.weight: 1 for the
+// high frequencies, the factor for the low ones, 1 / ((1 - s) / factor + s) between, from the
+// base frequencies in float32), at head dim 64 with Meta's parameters (factor 8, low 1, high
+// 4, original context 8192): the config reads them back, and the model gives the logits of
+// the same weights built from the Hugging Face config.
+TEST(GgufModel, RopeFreqsReadAsLlama3Scaling) {
+  ModelConfig cfg = tiny(false);
+  cfg.hidden_size = 128;
+  cfg.num_heads = 2;
+  cfg.num_kv_heads = 2;  // head dim 64
+  cfg.max_position_embeddings = 64;
+  cfg.rope_scaling = {RopeScaling::Type::llama3, 8.0, 1.0, 4.0, 8192.0};
+  const auto original = random_model(cfg);
+  GgufSpec spec = as_llama_cpp(*original);
+  std::vector<float> factors;
+  for (int64_t i = 0; i < 32; ++i) {
+    const double freq = double(1.0f / std::pow(500000.0f, float(2 * i) / 64.0f));
+    const double wavelen = 2 * M_PI / freq;
+    if (wavelen < 8192.0 / 4.0) {
+      factors.push_back(1.0f);
+    } else if (wavelen > 8192.0 / 1.0) {
+      factors.push_back(8.0f);
+    } else {
+      const double smooth = (8192.0 / wavelen - 1.0) / (4.0 - 1.0);
+      factors.push_back(float(1.0 / ((1.0 - smooth) / 8.0 + smooth)));
+    }
+  }
+  spec.tensors["rope_freqs.weight"] = Tensor::from_vector(factors, {32}, DType::f32);
+  const std::string path = write_gguf("rope_freqs", spec);
+  const ModelConfig read = config_from_gguf(io::GgufFile::open(path));
+  EXPECT_EQ(read.rope_scaling.type, RopeScaling::Type::llama3);
+  EXPECT_NEAR(read.rope_scaling.factor, 8.0, 1e-6);
+  // lo is taken as 1: hi and the original context come back as published.
+  EXPECT_NEAR(read.rope_scaling.high_freq_factor, 4.0, 1e-3);
+  EXPECT_NEAR(read.rope_scaling.original_max_position, 8192.0, 2.0);
+  const auto loaded = load_gguf_model(path, BuildOptions{});
+  const auto logits_64 = [](const CausalLM& m) {  // every position of the context
+    autograd::NoGradGuard no_grad;
+    std::vector<int64_t> ids;
+    for (int64_t i = 0; i < 64; ++i) ids.push_back((i * 37 + 5) % 256);
+    return m.forward(Tensor::from_vector(ids, {1, 64}, DType::i64)).to_vector<float>();
+  };
+  const std::vector<float> got = logits_64(*loaded), want = logits_64(*original);
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << i;
+  // The same file read as unscaled would differ: the scaling is what makes them equal.
+  ModelConfig plain = cfg;
+  plain.rope_scaling = {};
+  BuildOptions options;
+  options.initialize = false;
+  const auto unscaled = build_model(plain, options);
+  std::map<std::string, Tensor> state;
+  for (const auto& [name, p] : original->named_parameters()) state.emplace(name, p);
+  unscaled->load(state, true);
+  const std::vector<float> other = logits_64(*unscaled);
+  double diff = 0;
+  for (size_t i = 0; i < want.size(); ++i)
+    diff = std::max(diff, double(std::fabs(other[i] - want[i])));
+  EXPECT_GT(diff, 1e-4);  // ten times the bound above
+
+  // A linear scaling from the metadata keys.
+  GgufSpec linear = as_llama_cpp(*random_model(tiny(false)));
+  linear.kvs["llama.rope.scaling.type"] = kv_str("linear");
+  linear.kvs["llama.rope.scaling.factor"] = kv_f32(4.0f);
+  EXPECT_EQ(config_from_gguf(io::GgufFile::open(write_gguf("linear", linear))).rope_scaling,
+            (RopeScaling{RopeScaling::Type::linear, 4.0}));
+}
+
 struct BadSpec {
   std::string name;
   std::function<void(GgufSpec&)> edit;
@@ -119,10 +186,19 @@ TEST(GgufModel, EachFaultHasItsError) {
        "num_kv_heads = 2 must divide num_heads = 5"},
       {"rope_dims", [](GgufSpec& s) { s.kvs["llama.rope.dimension_count"] = kv_u32(8); },
        "llama.rope.dimension_count = 8 differs from head_dim = 16"},
-      {"rope_scaling", [](GgufSpec& s) { s.kvs["llama.rope.scaling.type"] = kv_str("linear"); },
-       "llama.rope.scaling.type is 'linear'; RoPE scaling is not supported"},
-      {"rope_freqs", [](GgufSpec& s) { s.tensors["rope_freqs.weight"] = Tensor::full({8}, 1.0); },
-       "tensor 'rope_freqs.weight' (Llama 3.1 RoPE scaling) is not supported"},
+      {"rope_scaling", [](GgufSpec& s) { s.kvs["llama.rope.scaling.type"] = kv_str("yarn"); },
+       "llama.rope.scaling.type is 'yarn'; fitgrad implements none and linear"},
+      {"linear_without_factor",
+       [](GgufSpec& s) { s.kvs["llama.rope.scaling.type"] = kv_str("linear"); },
+       "llama.rope.scaling.type is linear but llama.rope.scaling.factor is missing"},
+      {"rope_freqs", [](GgufSpec& s) { s.tensors["rope_freqs.weight"] = Tensor::full({5}, 2.0); },
+       "rope_freqs.weight has 5 values for 8 RoPE pairs"},
+      {"rope_freqs_not_llama3",
+       [](GgufSpec& s) {
+         s.tensors["rope_freqs.weight"] =
+             Tensor::from_vector(std::vector<float>{1, 1, 3, 1, 2, 8, 8, 8}, {8}, DType::f32);
+       },
+       "rope_freqs.weight: the factors between 1 and 8 are not Llama 3's"},
       {"experts", [](GgufSpec& s) { s.kvs["llama.expert_count"] = kv_u32(8); },
        "llama.expert_count = 8: mixture-of-experts models are not supported"},
       {"value_length",
