@@ -3,14 +3,23 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
+#include <sstream>
 
 #include "apps/model_source.h"
 #include "apps/output_policy.h"
+#include "data/gguf_tokenizer.h"
+#include "data/hf_tokenizer.h"
+#include "io/gguf.h"
 #include "io/safetensors.h"
+#include "nn/config.h"
+#include "nn/gguf_model.h"
 #include "nn/lora_adapter.h"
 #include "nn/target_modules.h"
 #include "tensor/error.h"
@@ -70,64 +79,61 @@ void check_targets(const ExportArgs& a, const nn::AdapterConfig& config,
   }
 }
 
-}  // namespace
+// The weights an export writes: the base's, with the adapter merged in when --merge names
+// one, every floating tensor in `dtype`. Note [Streaming loads]: the base is read one tensor
+// at a time, so the command holds the output in `dtype` plus one f32 tensor.
+struct Exported {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  int64_t merged = 0;
+  std::string what;  // "merged 7 LoRA weights (...) into BASE" or "converted BASE"
+};
 
-int64_t export_merged(const ExportArgs& a, std::ostream& out) {
-  const DType dtype = parse_dtype(a.dtype);
-  FG_CHECK(a.out.ends_with(".safetensors"), "[export] -o {}: the output must end in .safetensors",
-           a.out);
-  const std::string adapter_file = (fs::path(a.merge) / "adapter_model.safetensors").string();
-  // A base folder is model.safetensors or a sharded one (Note [Sharded model folders]).
-  std::string base_file = a.base;
-  const bool base_folder = fs::is_directory(a.base);
-  std::optional<nn::TensorSource> folder;
-  if (base_folder) folder = folder_weights(a.base, &base_file);
-  OutputPolicy outputs("export", a.overwrite);  // Note [Output policy]
-  outputs.input("--merge", a.merge);
-  outputs.input("--merge", (fs::path(a.merge) / "adapter_config.json").string());
-  outputs.input("--merge", adapter_file);
-  outputs.input("--base", a.base);
-  outputs.input("--base", base_file);
-  const size_t output = outputs.output("-o", a.out);
-  const nn::AdapterConfig config = nn::read_adapter_config(a.merge);
-  const auto adapter = io::SafetensorsFile::open(adapter_file).tensors();
-  // Note [Streaming loads]: the base is read one tensor at a time, so the command holds the
-  // output in --dtype plus one f32 tensor, never the base in f32.
-  const nn::TensorSource source =
-      base_folder ? *folder : read_weights_file(base_file, DType::f32, "--base");
+Exported exported_weights(const ExportArgs& a, const nn::TensorSource& source, DType dtype) {
+  Exported ex;
   std::map<std::string, const nn::TensorSource::Entry*> entries;
   for (const nn::TensorSource::Entry& e : source.entries) entries[e.name] = &e;
   // The adapted weights: every lora_A with its lora_B, over an existing base weight.
   std::map<std::string, std::pair<Tensor, Tensor>> pairs;  // "<path>.weight" -> (A, B)
-  for (const auto& [key, t] : adapter) {
-    FG_CHECK(key.starts_with(kPrefix) &&
-                 (key.ends_with(".lora_A.weight") || key.ends_with(".lora_B.weight")),
-             "[export] {}: '{}' is not a LoRA factor (PEFT names them {}<path>.lora_A.weight)",
-             a.merge, key, kPrefix);
-    const std::string path =
-        key.substr(std::string(kPrefix).size(),
-                   key.size() - std::string(kPrefix).size() - std::string(".lora_A.weight").size());
-    auto& [A, B] = pairs[path + ".weight"];
-    (key.ends_with(".lora_A.weight") ? A : B) = t;
-  }
-  const double scaling = config.lora.scaling();
   std::map<std::string, bool> transposed;  // adapted weight -> stored (in, out), GPT-2's Conv1D
-  for (const auto& [name, ab] : pairs) {   // everything checked before anything is read
-    const auto& [A, B] = ab;
-    FG_CHECK(A.defined() && B.defined(), "[export] {}: '{}' has a lora_{} without its lora_{}",
-             a.merge, name, A.defined() ? "A" : "B", A.defined() ? "B" : "A");
-    const auto it = entries.find(name);
-    FG_CHECK(it != entries.end(), "[export] {}: the adapter adapts '{}', which the base {} lacks",
-             a.merge, name, a.base);
-    const Shape& w = it->second->shape;  // (out, in), or GPT-2's Conv1D (in, out)
-    const Shape delta{B.size(0), A.size(1)};
-    const bool torch = w == delta;
-    FG_CHECK(torch || (w.size() == 2 && w[0] == delta[1] && w[1] == delta[0]),
-             "[export] '{}' is {}, the adapter's B A is {}", name, shape_str(w), shape_str(delta));
-    transposed[name] = !torch;
+  double scaling = 1;
+  if (!a.merge.empty()) {
+    const nn::AdapterConfig config = nn::read_adapter_config(a.merge);
+    const auto adapter =
+        io::SafetensorsFile::open((fs::path(a.merge) / "adapter_model.safetensors").string())
+            .tensors();
+    for (const auto& [key, t] : adapter) {
+      FG_CHECK(key.starts_with(kPrefix) &&
+                   (key.ends_with(".lora_A.weight") || key.ends_with(".lora_B.weight")),
+               "[export] {}: '{}' is not a LoRA factor (PEFT names them {}<path>.lora_A.weight)",
+               a.merge, key, kPrefix);
+      const std::string path =
+          key.substr(std::string(kPrefix).size(), key.size() - std::string(kPrefix).size() -
+                                                      std::string(".lora_A.weight").size());
+      auto& [A, B] = pairs[path + ".weight"];
+      (key.ends_with(".lora_A.weight") ? A : B) = t;
+    }
+    scaling = config.lora.scaling();
+    for (const auto& [name, ab] : pairs) {  // everything checked before anything is read
+      const auto& [A, B] = ab;
+      FG_CHECK(A.defined() && B.defined(), "[export] {}: '{}' has a lora_{} without its lora_{}",
+               a.merge, name, A.defined() ? "A" : "B", A.defined() ? "B" : "A");
+      const auto it = entries.find(name);
+      FG_CHECK(it != entries.end(), "[export] {}: the adapter adapts '{}', which the base {} lacks",
+               a.merge, name, a.base);
+      const Shape& w = it->second->shape;  // (out, in), or GPT-2's Conv1D (in, out)
+      const Shape delta{B.size(0), A.size(1)};
+      const bool torch = w == delta;
+      FG_CHECK(torch || (w.size() == 2 && w[0] == delta[1] && w[1] == delta[0]),
+               "[export] '{}' is {}, the adapter's B A is {}", name, shape_str(w),
+               shape_str(delta));
+      transposed[name] = !torch;
+    }
+    check_targets(a, config, source, pairs);  // Note [Adapters export merges]
+    ex.what = fmt::format("merged {} LoRA weights (r {}, lora_alpha {}, scaling {}) into {}",
+                          pairs.size(), config.lora.r, config.lora.alpha, scaling, a.base);
+  } else {
+    ex.what = "converted " + a.base;
   }
-  check_targets(a, config, source, pairs);  // Note [Adapters export merges]
-  std::vector<std::pair<std::string, Tensor>> tensors;
   for (const nn::TensorSource::Entry& e : source.entries) {
     Tensor t = source.read(e.name);
     if (const auto it = pairs.find(e.name); it != pairs.end()) {
@@ -136,29 +142,259 @@ int64_t export_merged(const ExportArgs& a, std::ostream& out) {
       t = ops::add(t.to(DType::f32),
                    transposed.at(e.name) ? delta.transpose(0, 1).contiguous() : delta);
     }
-    tensors.emplace_back(e.name, is_floating(t.dtype()) ? t.to(dtype).contiguous() : t);
+    ex.tensors.emplace_back(e.name, is_floating(t.dtype()) ? t.to(dtype).contiguous() : t);
   }
-  io::write_safetensors(outputs.file(output), outputs.where(output), tensors, {{"format", "pt"}});
+  ex.merged = int64_t(pairs.size());
+  return ex;
+}
+
+// Where the base's weights come from: a folder (model.safetensors or its shards), else a
+// .safetensors or .gguf file; *file is set to the file the weights are read from.
+nn::TensorSource base_weights(const ExportArgs& a, std::string* file) {
+  *file = a.base;
+  if (fs::is_directory(a.base)) return folder_weights(a.base, file);
+  return read_weights_file(a.base, DType::f32, "--base");
+}
+
+void declare_adapter_inputs(const ExportArgs& a, OutputPolicy& outputs) {
+  if (a.merge.empty()) return;
+  outputs.input("--merge", a.merge);
+  outputs.input("--merge", (fs::path(a.merge) / "adapter_config.json").string());
+  outputs.input("--merge", (fs::path(a.merge) / "adapter_model.safetensors").string());
+}
+
+int64_t export_file(const ExportArgs& a, std::ostream& out) {
+  const DType dtype = parse_dtype(a.dtype);
+  FG_CHECK(!a.merge.empty(),
+           "[export] -o {}: one .safetensors file is written for a merge (give --merge); for a "
+           "Hugging Face model folder, give -o a directory",
+           a.out);
+  std::string base_file;
+  const nn::TensorSource source = base_weights(a, &base_file);
+  OutputPolicy outputs("export", a.overwrite);  // Note [Output policy]
+  declare_adapter_inputs(a, outputs);
+  outputs.input("--base", a.base);
+  outputs.input("--base", base_file);
+  const size_t output = outputs.output("-o", a.out);
+  const Exported ex = exported_weights(a, source, dtype);
+  io::write_safetensors(outputs.file(output), outputs.where(output), ex.tensors,
+                        {{"format", "pt"}});
   outputs.commit(out);
-  out << fmt::format(
-      "merged {} LoRA weights (r {}, lora_alpha {}, scaling {}) into {}; wrote {} "
-      "tensors in {} to {}\n",
-      pairs.size(), config.lora.r, config.lora.alpha, scaling, a.base, tensors.size(), a.dtype,
-      a.out);
-  return int64_t(pairs.size());
+  out << fmt::format("{}; wrote {} tensors in {} to {}\n", ex.what, ex.tensors.size(), a.dtype,
+                     a.out);
+  return ex.merged;
+}
+
+// Note [Model folders written]
+// -o DIR writes what transformers' save_pretrained writes and from_pretrained, vLLM and
+// fitgrad read (Note [Sharded model folders] in model_source.cpp):
+//   - the weights as model.safetensors, or, past --max_shard_size, as
+//     model-0000k-of-0000n.safetensors with model.safetensors.index.json ({"metadata":
+//     {"total_size"}, "weight_map"}), split as transformers splits them: tensors in order, a
+//     new shard when the next one would pass the size (a tensor larger than it is a shard
+//     alone);
+//   - config.json: the base folder's own, every key kept, torch_dtype set to the output's; for a
+//     GGUF base, the config its metadata gives (config_to_json);
+//   - generation_config.json: the base folder's, else the tokenizer's bos and eos ids;
+//   - the tokenizer: the base folder's tokenizer.json, tokenizer_config.json,
+//     special_tokens_map.json and chat_template.jinja as they are; for a GGUF base or a
+//     checkpoint that stores its vocabulary, a tokenizer.json and tokenizer_config.json written
+//     from it (data/hf_tokenizer.h). GPT-2's and the byte tokenizer are not written (the line
+//     says so).
+// Every file goes through the output policy (Note [Output policy]): DIR is created when
+// missing, and a file already there is replaced only with --overwrite.
+struct FolderFile {
+  std::string name;
+  std::string text;  // the contents of a non-weight file
+};
+
+int64_t parse_size(const std::string& s) {
+  const auto fail = [&] {
+    return Error(fmt::format(
+        "[export] --max_shard_size must be a size like 5GB, 500MB or 2GiB, got '{}'", s));
+  };
+  size_t end = 0;
+  double value = 0;
+  try {
+    value = std::stod(s, &end);
+  } catch (const std::exception&) {
+    throw fail();
+  }
+  const std::string unit = s.substr(end);
+  const std::map<std::string, double> units = {
+      {"", 1},     {"B", 1},      {"KB", 1e3},      {"MB", 1e6},
+      {"GB", 1e9}, {"KiB", 1024}, {"MiB", 1048576}, {"GiB", 1073741824.0}};
+  const auto it = units.find(unit);
+  if (it == units.end() || !(value > 0)) throw fail();
+  return int64_t(value * it->second);
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  FG_CHECK(in.good(), "[export] cannot read {}", path.string());
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+const char* torch_dtype_name(DType d) {
+  return d == DType::bf16 ? "bfloat16" : d == DType::f16 ? "float16" : "float32";
+}
+
+// config.json, generation_config.json and the tokenizer files of the folder (Note [Model
+// folders written]); `notes` collects what was left out.
+std::vector<FolderFile> folder_files(const ExportArgs& a, DType dtype, std::string* notes) {
+  std::vector<FolderFile> files;
+  const auto add_json = [&](const std::string& name, const nlohmann::json& j) {
+    files.push_back({name, j.dump(2) + "\n"});
+  };
+  nlohmann::json vocabulary;  // a vocabulary to write a tokenizer.json from, if any
+  if (fs::is_directory(a.base)) {
+    const fs::path dir(a.base);
+    FG_CHECK(fs::is_regular_file(dir / "config.json"), "[export] --base {} has no config.json",
+             a.base);
+    nlohmann::json config = nlohmann::json::parse(read_text(dir / "config.json"));
+    config["torch_dtype"] = torch_dtype_name(dtype);
+    add_json("config.json", config);
+    if (fs::is_regular_file(dir / "generation_config.json"))
+      files.push_back({"generation_config.json", read_text(dir / "generation_config.json")});
+    if (fs::is_regular_file(dir / "tokenizer.json")) {
+      for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                               "chat_template.jinja"})
+        if (fs::is_regular_file(dir / name)) files.push_back({name, read_text(dir / name)});
+    } else if (fs::is_regular_file(dir / "fitgrad_tokenizer.json")) {
+      const TokenizerSpec spec = load_tokenizer_spec(a.base);
+      vocabulary = spec.vocabulary;
+      if (vocabulary.is_null())
+        *notes += fmt::format("; its tokenizer ({}) is not written as a tokenizer.json", spec.id);
+    }
+  } else if (a.base.ends_with(".gguf")) {
+    const io::GgufFile file = io::GgufFile::open(a.base);
+    nlohmann::json config = nn::config_to_json(nn::config_from_gguf(file));
+    config["torch_dtype"] = torch_dtype_name(dtype);
+    add_json("config.json", config);
+    vocabulary = data::gguf_vocabulary(file);
+    if (file.metadata().has("tokenizer.chat_template"))
+      vocabulary["chat_template"] = file.metadata().get_string("tokenizer.chat_template");
+  } else {
+    const fs::path beside = fs::path(a.base).parent_path() / "config.json";
+    FG_CHECK(fs::is_regular_file(beside),
+             "[export] --base {}: a model folder needs its config.json, and there is none beside "
+             "the file ({}); give --base the folder",
+             a.base, beside.string());
+    nlohmann::json config = nlohmann::json::parse(read_text(beside));
+    config["torch_dtype"] = torch_dtype_name(dtype);
+    add_json("config.json", config);
+  }
+  if (!vocabulary.is_null()) {
+    add_json("tokenizer.json", data::hf_tokenizer_json(vocabulary));
+    add_json("tokenizer_config.json", data::hf_tokenizer_config(vocabulary));
+    const bool has_generation_config =
+        std::any_of(files.begin(), files.end(),
+                    [](const FolderFile& f) { return f.name == "generation_config.json"; });
+    nlohmann::json generation = nlohmann::json::object();
+    for (const char* role : {"bos", "eos"})
+      if (vocabulary.contains(role) && !vocabulary.at(role).is_null())
+        generation[std::string(role) + "_token_id"] = vocabulary.at(role);
+    if (!has_generation_config && !generation.empty())
+      add_json("generation_config.json", generation);
+  }
+  return files;
+}
+
+int64_t export_folder(const ExportArgs& a, std::ostream& out) {
+  const DType dtype = parse_dtype(a.dtype);
+  const int64_t max_shard = parse_size(a.max_shard_size);
+  std::string base_file, notes;
+  const nn::TensorSource source = base_weights(a, &base_file);
+  const std::vector<FolderFile> files = folder_files(a, dtype, &notes);
+  // The shards: entries in order, a new one when the next would pass max_shard.
+  std::vector<std::vector<size_t>> shards;
+  int64_t shard_bytes = 0, total = 0;
+  for (size_t k = 0; k < source.entries.size(); ++k) {
+    const nn::TensorSource::Entry& e = source.entries[k];
+    const int64_t bytes =
+        numel(e.shape) * int64_t(element_size(is_floating(e.dtype) ? dtype : e.dtype));
+    if (shards.empty() || (shard_bytes + bytes > max_shard && !shards.back().empty())) {
+      shards.emplace_back();
+      shard_bytes = 0;
+    }
+    shards.back().push_back(k);
+    shard_bytes += bytes;
+    total += bytes;
+  }
+  const size_t n = shards.size();
+  const auto shard_name = [&](size_t k) {
+    return n == 1 ? std::string("model.safetensors")
+                  : fmt::format("model-{:05d}-of-{:05d}.safetensors", k + 1, n);
+  };
+  OutputPolicy outputs("export", a.overwrite);  // Note [Output policy]
+  declare_adapter_inputs(a, outputs);
+  outputs.input("--base", a.base);
+  outputs.input("--base", base_file);
+  outputs.directory("-o", a.out);
+  const auto declare = [&](const std::string& name) {
+    return outputs.output("-o", (fs::path(a.out) / name).string());
+  };
+  std::vector<size_t> shard_outputs;
+  for (size_t k = 0; k < n; ++k) shard_outputs.push_back(declare(shard_name(k)));
+  constexpr size_t kNone = ~size_t(0);
+  const size_t index_output = n > 1 ? declare("model.safetensors.index.json") : kNone;
+  std::vector<size_t> file_outputs;
+  for (const FolderFile& f : files) file_outputs.push_back(declare(f.name));
+
+  const Exported ex = exported_weights(a, source, dtype);
+  nlohmann::json weight_map = nlohmann::json::object();
+  for (size_t k = 0; k < n; ++k) {
+    std::vector<std::pair<std::string, Tensor>> tensors;
+    for (size_t e : shards[k]) {
+      tensors.push_back(ex.tensors[e]);
+      weight_map[ex.tensors[e].first] = shard_name(k);
+    }
+    io::write_safetensors(outputs.file(shard_outputs[k]), outputs.where(shard_outputs[k]), tensors,
+                          {{"format", "pt"}});
+  }
+  if (index_output != kNone)
+    outputs.text(
+        index_output,
+        nlohmann::json{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}.dump(2) +
+            "\n");
+  for (size_t k = 0; k < files.size(); ++k) outputs.text(file_outputs[k], files[k].text);
+  outputs.commit(out);
+  std::string written;
+  for (const FolderFile& f : files) written += ", " + f.name;
+  out << fmt::format("{}; wrote the Hugging Face model folder {}: {} tensors in {} in {} {}{}{}\n",
+                     ex.what, a.out, ex.tensors.size(), a.dtype, n, n == 1 ? "file" : "shards",
+                     written, notes);
+  return ex.merged;
+}
+
+}  // namespace
+
+int64_t export_merged(const ExportArgs& a, std::ostream& out) {
+  if (a.out.ends_with(".safetensors")) return export_file(a, out);
+  return export_folder(a, out);
 }
 
 CLI::App* add_export_command(CLI::App& app, ExportArgs& a) {
   CLI::App* cmd = app.add_subcommand(
-      "export", "Merge a PEFT LoRA adapter into its base model and write one safetensors file");
+      "export",
+      "Write a Hugging Face model folder (optionally with a PEFT LoRA adapter merged in), or a "
+      "merge as one safetensors file");
   cmd->add_option("--merge", a.merge,
-                  "the adapter directory (adapter_config.json, "
-                  "adapter_model.safetensors)")
+                  "a PEFT adapter directory (adapter_config.json, adapter_model.safetensors) to "
+                  "merge into the base");
+  cmd->add_option("--base", a.base,
+                  "the base model: a checkpoint directory or model folder, a .gguf or a "
+                  ".safetensors file")
       ->required();
-  cmd->add_option("--base", a.base, "the base model: .safetensors, .gguf or a checkpoint directory")
+  cmd->add_option("-o,--output", a.out,
+                  "a .safetensors file (a merge), or a directory for a Hugging Face model folder")
       ->required();
-  cmd->add_option("-o,--output", a.out, "the output .safetensors file")->required();
   cmd->add_option("--dtype", a.dtype, "bf16, f16 or f32")->capture_default_str();
+  cmd->add_option("--max_shard_size", a.max_shard_size,
+                  "the largest shard of a model folder (5GB, 500MB, 2GiB, ...)")
+      ->capture_default_str();
   cmd->add_flag("--overwrite", a.overwrite, "replace an existing -o file");
   cmd->footer(
       "The output is never an input (the adapter's files, the base), never inside a training "

@@ -1,11 +1,14 @@
-// `fitgrad export --merge ADAPTER_DIR --base MODEL -o OUT.safetensors [--dtype bf16|f16|f32]
-// [--overwrite]`:
-// a LoRA adapter in PEFT's format (nn/lora_adapter.h) merged into its base model's weights,
-// written as one safetensors file under Hugging Face names that transformers (and fitgrad's
-// --init) load as a plain model. Each adapted weight becomes W + scaling * B A, computed in
+// `fitgrad export --base MODEL -o DIR [--merge ADAPTER_DIR] [--dtype bf16|f16|f32]
+// [--max_shard_size 5GB] [--overwrite]`: a Hugging Face model folder (Note [Model folders
+// written] in export.cpp) that transformers, vLLM and fitgrad load; or, with -o
+// OUT.safetensors and --merge, one safetensors file.
+// --merge: a LoRA adapter in PEFT's format (nn/lora_adapter.h) merged into its base model's
+// weights, under Hugging Face names that transformers (and fitgrad's --init) load as a plain
+// model. Each adapted weight becomes W + scaling * B A, computed in
 // f32 and rounded once to the output dtype (16-bit by default, as merged models are
 // published); every other floating tensor is converted to the output dtype. MODEL is a
-// .safetensors or Llama .gguf file, or a checkpoint directory (its model.safetensors). The
+// .safetensors or Llama .gguf file, or a checkpoint directory or model folder (its
+// model.safetensors or shards). The
 // adapter is validated before anything is read (Note [Adapters export merges]); the output
 // follows Note [Output policy] (apps/output_policy.h): never an input, never in a run's
 // directory or a checkpoint, an existing file replaced only with --overwrite.
@@ -20,6 +23,7 @@ namespace fitgrad::apps {
 struct ExportArgs {
   std::string merge, base, out;
   std::string dtype = "bf16";
+  std::string max_shard_size = "5GB";  // a model folder's shards (Note [Model folders written])
   bool overwrite = false;
 };
 

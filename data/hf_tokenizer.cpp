@@ -32,6 +32,7 @@
 #include <map>
 #include <optional>
 
+#include "data/pretokenizer.h"
 #include "tensor/error.h"
 
 namespace fitgrad::data {
@@ -105,7 +106,96 @@ std::optional<std::string> role_text(const json& config, const char* key) {
   return std::nullopt;
 }
 
+json byte_level(bool use_regex) {
+  return {{"type", "ByteLevel"},
+          {"add_prefix_space", false},
+          {"trim_offsets", true},
+          {"use_regex", use_regex}};
+}
+
+// The tokenizer.json pre_tokenizer of a GGUF pre-tokenizer name (the inverse of pre_name).
+json pre_tokenizer_json(const std::string& pre) {
+  const PreTokenizer p = pre_tokenizer_from_gguf(pre);
+  const auto split = [](const char* pattern) {
+    return json{{"type", "Split"},
+                {"pattern", {{"Regex", pattern}}},
+                {"behavior", "Isolated"},
+                {"invert", false}};
+  };
+  switch (p) {
+    case PreTokenizer::gpt2: return byte_level(true);
+    case PreTokenizer::llama3:
+      return {{"type", "Sequence"}, {"pretokenizers", {split(kLlama3Pattern), byte_level(false)}}};
+    case PreTokenizer::qwen2:
+      return {{"type", "Sequence"}, {"pretokenizers", {split(kQwen2Pattern), byte_level(false)}}};
+    case PreTokenizer::smollm:
+      return {
+          {"type", "Sequence"},
+          {"pretokenizers", {{{"type", "Digits"}, {"individual_digits", true}}, byte_level(true)}}};
+    case PreTokenizer::none: break;
+  }
+  throw Error(fmt::format("[tokenizer] pre-tokenizer '{}' has no tokenizer.json form", pre));
+}
+
 }  // namespace
+
+json hf_tokenizer_json(const json& vocabulary) {
+  const auto tokens = vocabulary.at("tokens").get<std::vector<std::string>>();
+  const auto types = vocabulary.at("token_types").get<std::vector<int32_t>>();
+  json vocab = json::object(), added = json::array();
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    vocab[tokens[i]] = i;
+    const int32_t type = i < types.size() ? types[i] : 1;
+    if (type == 3 || type == 4)
+      added.push_back({{"id", i},
+                       {"content", tokens[i]},
+                       {"single_word", false},
+                       {"lstrip", false},
+                       {"rstrip", false},
+                       {"normalized", type == 4},
+                       {"special", type == 3}});
+  }
+  json merges = json::array();
+  for (const std::string& m : vocabulary.at("merges").get<std::vector<std::string>>()) {
+    const size_t space = m.find(' ');
+    merges.push_back({m.substr(0, space), m.substr(space + 1)});
+  }
+  return {{"version", "1.0"},
+          {"truncation", nullptr},
+          {"padding", nullptr},
+          {"added_tokens", added},
+          {"normalizer", nullptr},
+          {"pre_tokenizer", pre_tokenizer_json(vocabulary.at("pre").get<std::string>())},
+          {"post_processor",
+           {{"type", "ByteLevel"},
+            {"add_prefix_space", true},
+            {"trim_offsets", false},
+            {"use_regex", true}}},
+          {"decoder", byte_level(true)},
+          {"model",
+           {{"type", "BPE"},
+            {"dropout", nullptr},
+            {"unk_token", nullptr},
+            {"continuing_subword_prefix", nullptr},
+            {"end_of_word_suffix", nullptr},
+            {"fuse_unk", false},
+            {"byte_fallback", false},
+            {"ignore_merges", vocabulary.value("ignore_merges", false)},
+            {"vocab", vocab},
+            {"merges", merges}}}};
+}
+
+json hf_tokenizer_config(const json& vocabulary) {
+  const auto tokens = vocabulary.at("tokens").get<std::vector<std::string>>();
+  json config = {{"tokenizer_class", "PreTrainedTokenizerFast"},
+                 {"clean_up_tokenization_spaces", false}};
+  for (const char* role : {"bos", "eos", "pad"})
+    if (vocabulary.contains(role) && !vocabulary.at(role).is_null())
+      config[std::string(role) + "_token"] = tokens.at(vocabulary.at(role).get<size_t>());
+  if (vocabulary.contains("chat_template"))
+    config["chat_template"] = vocabulary.at("chat_template");
+  return config;
+}
 
 json hf_tokenizer_vocabulary(const std::string& path, const json& config) {
   const std::string who = fmt::format("[tokenizer {}]", path);

@@ -17,4 +17,14 @@ namespace fitgrad::data {
 nlohmann::json hf_tokenizer_vocabulary(const std::string& path,
                                        const nlohmann::json& config = nullptr);
 
+// The other way: a tokenizer.json (as `tokenizers` writes it) for a vocabulary JSON of Note
+// [Self-contained GGUF vocabularies] (a GGUF file's, or one this module read), which
+// hf_tokenizer_vocabulary reads back to the same tokens, merges, token types, pre-tokenizer
+// and ignore_merges. The roles go to tokenizer_config.json (hf_tokenizer_config).
+nlohmann::json hf_tokenizer_json(const nlohmann::json& vocabulary);
+// tokenizer_config.json for the vocabulary's roles: bos_token, eos_token, pad_token (those it
+// has), its "chat_template" when it carries one, and the tokenizer class transformers loads a
+// tokenizer.json with.
+nlohmann::json hf_tokenizer_config(const nlohmann::json& vocabulary);
+
 }  // namespace fitgrad::data

@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "apps/model_source.h"
@@ -17,6 +19,7 @@
 #include "nn/decoder.h"
 #include "nn/lora_adapter.h"
 #include "nn/target_modules.h"
+#include "tests/golden/golden_file.h"
 #include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad::apps {
@@ -105,6 +108,81 @@ TEST_F(Export, AnAdapterForALayerTheBaseLacksIsAnError) {
   a.dtype = "f8";
   testing::expect_error([&] { export_merged(a, out); }, "[export]",
                         "--dtype must be bf16, f16 or f32");
+}
+
+// Note [Model folders written]: the transformers-saved tiny Llama 3.1 folder exported in
+// f32 with small shards loads back (shards, index, config.json with every key and the new
+// torch_dtype) to the same logits; a merge into a folder gives PEFT's merged logits for the
+// committed PEFT fixture; what cannot be written is named.
+TEST_F(Export, AModelFolderLoadsBackAsItsSource) {
+  const std::string source = std::string(FITGRAD_GOLDEN_DIR) + "/hf_llama31_tiny/model";
+  ExportArgs a;
+  a.base = source;
+  a.out = (dir_ / "folder").string();
+  a.dtype = "f32";
+  a.max_shard_size = "40KB";
+  std::ostringstream log;
+  EXPECT_EQ(export_merged(a, log), 0);
+  EXPECT_NE(log.str().find("in 4 shards, config.json, generation_config.json"), std::string::npos)
+      << log.str();
+  const nlohmann::json index =
+      nlohmann::json::parse(std::ifstream(dir_ / "folder" / "model.safetensors.index.json"));
+  int64_t bytes = 0;
+  for (const auto& [name, file] : index.at("weight_map").items()) {
+    const io::SafetensorsFile shard = io::SafetensorsFile::open((dir_ / "folder" / file).string());
+    ASSERT_TRUE(shard.has(name)) << name;
+    bytes += int64_t(shard.tensor(name).nbytes());
+  }
+  EXPECT_EQ(index.at("metadata").at("total_size").get<int64_t>(), bytes);
+  const nlohmann::json config =
+      nlohmann::json::parse(std::ifstream(dir_ / "folder" / "config.json"));
+  EXPECT_EQ(config.at("torch_dtype"), "float32");
+  EXPECT_EQ(config.at("rope_scaling").at("rope_type"), "llama3");
+  EXPECT_EQ(config.at("pretraining_tp"), 1);  // a key fitgrad does not use, kept
+  const LoadedModel original = load_model(source, "", {}), exported = load_model(a.out, "", {});
+  autograd::NoGradGuard no_grad;
+  const Tensor ids =
+      Tensor::from_vector(std::vector<int32_t>{5, 77, 200, 3, 9}, {1, 5}, DType::i32);
+  EXPECT_EQ(exported.model->forward(ids).to_vector<float>(),
+            original.model->forward(ids).to_vector<float>());
+  EXPECT_EQ(exported.stop_ids, original.stop_ids);  // generation_config.json came along
+  // A second export into the same folder is refused without --overwrite.
+  testing::expect_error([&] { export_merged(a, log); }, "[export] -o", "--overwrite");
+}
+
+TEST_F(Export, AMergeIntoAFolderGivesPeftsMergedLogits) {
+  const std::string fixture = std::string(FITGRAD_GOLDEN_DIR) + "/peft_tiny";
+  ExportArgs a;
+  a.merge = fixture + "/adapter";
+  a.base = fixture + "/base";
+  a.out = (dir_ / "merged").string();
+  a.dtype = "f32";
+  std::ostringstream log;
+  EXPECT_EQ(export_merged(a, log), 14);  // 7 projections in 2 layers
+  EXPECT_TRUE(fs::is_regular_file(dir_ / "merged" / "model.safetensors"));
+  const testing::GoldenFile golden(testing::golden_path("peft_tiny/peft_logits.gtb"));
+  const LoadedModel merged = load_model(a.out, "", {});
+  autograd::NoGradGuard no_grad;
+  const std::vector<double> got =
+      testing::to_f64(merged.model->forward(golden.tensor("input_ids")));
+  const std::vector<double> want = testing::to_f64(golden.tensor("lora_merged_logits"));
+  EXPECT_TRUE(testing::all_close(got, want, 1e-4, 1e-5));
+}
+
+TEST_F(Export, WhatAFolderCannotBeIsNamed) {
+  ExportArgs a;
+  a.base = (dir_ / "base.safetensors").string();
+  a.out = (dir_ / "x.safetensors").string();
+  std::ostringstream log;
+  testing::expect_error([&] { export_merged(a, log); }, "[export] -o",
+                        "one .safetensors file is written for a merge (give --merge)");
+  a.out = (dir_ / "folder").string();
+  testing::expect_error([&] { export_merged(a, log); }, "[export] --base",
+                        "a model folder needs its config.json, and there is none beside the file");
+  a.base = std::string(FITGRAD_GOLDEN_DIR) + "/hf_llama31_tiny/model";
+  a.max_shard_size = "big";
+  testing::expect_error([&] { export_merged(a, log); }, "[export] --max_shard_size", "got 'big'");
+  EXPECT_FALSE(fs::exists(dir_ / "folder"));  // nothing was written
 }
 
 }  // namespace

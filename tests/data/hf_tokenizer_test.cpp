@@ -130,6 +130,33 @@ TEST(HfTokenizer, Gpt2FilesAsTokenizerJsonEncodeAsGpt2) {
   EXPECT_EQ(hf.encode("<|endoftext|>", true), std::vector<int32_t>{50256});
 }
 
+// hf_tokenizer_json, the writer `fitgrad export` uses: what it writes reads back to the same
+// vocabulary (llama3_style: Split + ByteLevel, ignore_merges, added tokens), and SmolLM2's GGUF
+// vocabulary slice (tests/golden/smollm2_slice.gguf) written as a tokenizer.json encodes as the
+// GGUF tokenizer does.
+TEST(HfTokenizer, WrittenTokenizerJsonReadsBackTheSame) {
+  const fs::path out =
+      fs::temp_directory_path() / ("written_" + std::to_string(getpid()) + ".json");
+  const json original = hf_tokenizer_vocabulary(kDir + "/llama3_style/tokenizer.json");
+  std::ofstream(out) << hf_tokenizer_json(original).dump();
+  // The roles travel in tokenizer_config.json, as transformers keeps them.
+  const json again = hf_tokenizer_vocabulary(out.string(), hf_tokenizer_config(original));
+  EXPECT_TRUE(again == original) << "the vocabulary changed on its way through tokenizer.json";
+  const io::GgufFile slice =
+      io::GgufFile::open(std::string(FITGRAD_GOLDEN_DIR) + "/smollm2_slice.gguf");
+  const json gguf = gguf_vocabulary(slice);
+  std::ofstream(out) << hf_tokenizer_json(gguf).dump();
+  const BpeTokenizer from_json = load(out.string());
+  const BpeTokenizer from_gguf = tokenizer_from_gguf(slice);
+  for (const char* text : {"It is a truth universally acknowledged", "Tabs\tand 12345 digits",
+                           "<|im_start|>user\nHi<|im_end|>"})
+    EXPECT_EQ(from_json.encode(text, true), from_gguf.encode(text, true)) << text;
+  const json config = hf_tokenizer_config(gguf);
+  EXPECT_EQ(config.at("bos_token"), "<|im_start|>");
+  EXPECT_EQ(config.at("eos_token"), "<|im_end|>");
+  fs::remove(out);
+}
+
 TEST(HfTokenizer, UnsupportedComponentsAreNamed) {
   const std::string path = kDir + "/llama3_style/tokenizer.json";
   const fs::path bad =
