@@ -17,6 +17,7 @@
 #include "data/gguf_tokenizer.h"
 #include "data/hf_tokenizer.h"
 #include "io/gguf.h"
+#include "io/json_file.h"
 #include "io/safetensors.h"
 #include "nn/config.h"
 #include "nn/gguf_model.h"
@@ -253,7 +254,8 @@ std::vector<FolderFile> folder_files(const ExportArgs& a, DType dtype, std::stri
     const fs::path dir(a.base);
     FG_CHECK(fs::is_regular_file(dir / "config.json"), "[export] --base {} has no config.json",
              a.base);
-    nlohmann::json config = nlohmann::json::parse(read_text(dir / "config.json"));
+    nlohmann::json config = io::read_json_file((dir / "config.json").string(),
+                                               "[export] --base " + a.base + ": config.json");
     config["torch_dtype"] = torch_dtype_name(dtype);
     add_json("config.json", config);
     if (fs::is_regular_file(dir / "generation_config.json"))
@@ -282,7 +284,7 @@ std::vector<FolderFile> folder_files(const ExportArgs& a, DType dtype, std::stri
              "[export] --base {}: a model folder needs its config.json, and there is none beside "
              "the file ({}); give --base the folder",
              a.base, beside.string());
-    nlohmann::json config = nlohmann::json::parse(read_text(beside));
+    nlohmann::json config = io::read_json_file(beside.string(), "[export] " + beside.string());
     config["torch_dtype"] = torch_dtype_name(dtype);
     add_json("config.json", config);
   }

@@ -14,11 +14,8 @@
 namespace fitgrad::apps {
 
 void add_inference_model_options(CLI::App& cmd, InferenceModelOptions& o) {
-  cmd.add_option("--model", o.model,
-                 "a preset name, a config.json, a model folder or checkpoint directory, or a "
-                 ".gguf file")
-      ->required();
-  cmd.add_option("--init", o.init, "a .safetensors or .gguf file with the weights to load");
+  cmd.add_option("--model", o.model, kModelSpecHelp)->required();
+  cmd.add_option("--init", o.init, kInitHelp);
   cmd.add_option("--device", o.device, "cpu or cuda[:i] (default cpu)");
   cmd.add_option("--dtype", o.dtype, "f32 or bf16 (default f32)");
   cmd.add_option("--quantize", o.quantize,

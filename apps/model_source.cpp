@@ -16,6 +16,7 @@
 #include "data/hf_tokenizer.h"
 #include "io/bnb_4bit.h"
 #include "io/gguf.h"
+#include "io/json_file.h"
 #include "io/safetensors.h"
 #include "nn/gguf_model.h"
 #include "nn/int8_linear.h"
@@ -41,12 +42,7 @@ std::string hf_tokenizer_id(const std::string& path) {
 nlohmann::json tokenizer_config_beside(const fs::path& tokenizer_json) {
   const fs::path path = tokenizer_json.parent_path() / "tokenizer_config.json";
   if (!fs::is_regular_file(path)) return nullptr;
-  std::ifstream in(path);
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("[tokenizer {}] invalid JSON: {}", path.string(), e.what()));
-  }
+  return io::read_json_file(path.string(), "[tokenizer " + path.string() + "]");
 }
 
 // The vocabulary of a Hugging Face tokenizer.json with its folder's tokenizer_config.json.
@@ -156,14 +152,7 @@ nn::TensorSource safetensors_source(const std::string& path) {
 nn::TensorSource sharded_source(const fs::path& index_path) {
   const std::string where = fmt::format("[model {}] {}", index_path.parent_path().string(),
                                         index_path.filename().string());
-  std::ifstream in(index_path);
-  FG_CHECK(in.good(), "{}: cannot open the file", where);
-  nlohmann::json index;
-  try {
-    index = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("{}: invalid JSON: {}", where, e.what()));
-  }
+  const nlohmann::json index = io::read_json_file(index_path.string(), where + ":");
   FG_CHECK(index.is_object() && index.contains("weight_map") && index.at("weight_map").is_object(),
            "{} has no object 'weight_map' (a safetensors index maps each tensor name to its "
            "shard file)",
@@ -225,12 +214,7 @@ std::vector<int32_t> stop_ids_of(const fs::path& dir, int64_t vocab) {
   for (const char* name : {"generation_config.json", "config.json"}) {
     const fs::path path = dir / name;
     if (!fs::is_regular_file(path)) continue;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(std::ifstream(path));
-    } catch (const nlohmann::json::exception& e) {
-      throw Error(fmt::format("[model {}] invalid JSON: {}", path.string(), e.what()));
-    }
+    const nlohmann::json j = io::read_json_file(path.string(), "[model " + path.string() + "]");
     if (!j.is_object() || !j.contains("eos_token_id") || j.at("eos_token_id").is_null()) {
       if (std::string(name) == "generation_config.json") return {};
       continue;
@@ -375,14 +359,7 @@ void save_tokenizer_spec(const std::string& dir, const std::string& tokenizer_id
 
 TokenizerSpec load_tokenizer_spec(const std::string& dir) {
   const std::string path = (fs::path(dir) / "fitgrad_tokenizer.json").string();
-  std::ifstream in(path);
-  FG_CHECK(in.good(), "[tokenizer {}] cannot open the file", path);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("[tokenizer {}] invalid JSON: {}", path, e.what()));
-  }
+  const nlohmann::json j = io::read_json_file(path, "[tokenizer " + path + "]");
   FG_CHECK(j.is_object() && j.contains("kind") && j.at("kind").is_string(),
            "[tokenizer {}] not a fitgrad tokenizer spec (no string key 'kind'; Hugging Face "
            "tokenizer files are not read)",

@@ -58,6 +58,13 @@ struct LoadedModel {
   std::vector<int32_t> stop_ids;
 };
 
+// What a model spec may be, for the --model flags' help (Note [Model specs]).
+inline constexpr const char* kModelSpecHelp =
+    "a preset name, a Hugging Face config.json or model folder (sharded or not), a checkpoint "
+    "directory, or a .gguf file";
+// What --init may be.
+inline constexpr const char* kInitHelp = "weights to load: a .safetensors or .gguf file";
+
 // Note [Model specs]. Errors are fitgrad::Errors starting "[model <spec>]" (or the
 // reader's own prefix for a malformed file).
 LoadedModel load_model(const std::string& spec, const std::string& init,

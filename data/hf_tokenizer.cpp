@@ -33,6 +33,7 @@
 #include <optional>
 
 #include "data/pretokenizer.h"
+#include "io/json_file.h"
 #include "tensor/error.h"
 
 namespace fitgrad::data {
@@ -199,14 +200,7 @@ json hf_tokenizer_config(const json& vocabulary) {
 
 json hf_tokenizer_vocabulary(const std::string& path, const json& config) {
   const std::string who = fmt::format("[tokenizer {}]", path);
-  std::ifstream in(path);
-  FG_CHECK(in.good(), "{} cannot open the file", who);
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    throw Error(fmt::format("{} invalid JSON: {}", who, e.what()));
-  }
+  const json j = io::read_json_file(path, who);
   FG_CHECK(j.is_object() && j.contains("model") && j.at("model").is_object(),
            "{} has no object 'model' (not a tokenizers tokenizer.json)", who);
   const json& model = j.at("model");

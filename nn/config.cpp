@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "io/json_file.h"
 #include "tensor/error.h"
 
 namespace fitgrad::nn {
@@ -513,15 +514,7 @@ ModelConfig config_from_json(const nlohmann::json& j, const std::string& source)
 }
 
 ModelConfig load_config_json(const std::string& path) {
-  std::ifstream in(path);
-  FG_CHECK(in.good(), "[config {}] cannot open the file", path);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("[config {}] invalid JSON: {}", path, e.what()));
-  }
-  return config_from_json(j, path);
+  return config_from_json(io::read_json_file(path, "[config " + path + "]"), path);
 }
 
 nlohmann::json config_to_json(const ModelConfig& cfg) {

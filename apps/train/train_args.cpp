@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "apps/cli_checks.h"
+#include "apps/model_source.h"
 #include "optim/factory.h"
 #include "tensor/device.h"
 #include "tensor/error.h"
@@ -47,10 +48,9 @@ void require_non_negative(const std::string& flag, double v, double hi = 1e300) 
 
 void add_train_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--model", a.model,
-                 "A preset (see `fitgrad train --help` footer), a Hugging Face config.json, a "
-                 "fitgrad checkpoint directory or a .gguf file")
+                 std::string(kModelSpecHelp) + " (presets: `fitgrad train --help` footer)")
       ->capture_default_str();
-  cmd.add_option("--init", a.init, "Weights to start from: a .safetensors or .gguf file");
+  cmd.add_option("--init", a.init, kInitHelp);
   cmd.add_option("--data", a.data,
                  "A UTF-8 text file or a folder of them (required, except for --device meta, "
                  "which sizes its batches from it when given)");
