@@ -9,9 +9,11 @@
 #include <fstream>
 #include <system_error>
 
+#include "apps/model_source.h"
 #include "apps/train/checkpoint_dir.h"
 #include "io/gguf.h"
 #include "io/safetensors.h"
+#include "nn/config.h"
 #include "tensor/interrupt.h"
 #include "tensor/memory/bytes.h"
 
@@ -69,11 +71,38 @@ void inspect_checkpoint(const std::string& path, std::ostream& out) {
                          format_bytes(int64_t(e.file_size())));
 }
 
+// A Hugging Face model folder (Note [Sharded model folders] in model_source.cpp): its config,
+// the file(s) its weights are in, and every tensor as the loader reads it (bitsandbytes 4-bit
+// and int8 weights as their dequantized dtype).
+void inspect_model_folder(const std::string& path, std::ostream& out) {
+  const nn::ModelConfig cfg =
+      nn::load_config_json((std::filesystem::path(path) / "config.json").string());
+  std::string file;
+  const nn::TensorSource source = folder_weights(path, &file);
+  out << fmt::format(
+      "{}: Hugging Face model folder, {} ({} parameters by its config), weights in {}, "
+      "{} tensors\n",
+      path, cfg.model_type, cfg.num_parameters(), file, source.entries.size());
+  int64_t params = 0;
+  for (const nn::TensorSource::Entry& e : source.entries) {
+    interruption_point();  // Note [Interruption points]
+    print_tensor(out, e.name, std::string(dtype_name(e.dtype)), e.shape,
+                 uint64_t(numel(e.shape)) * element_size(e.dtype));
+    params += numel(e.shape);
+  }
+  out << fmt::format("  total: {} elements\n", params);
+}
+
 }  // namespace
 
 void inspect_file(const std::string& path, std::ostream& out) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return inspect_checkpoint(path, out);
+  if (std::filesystem::is_directory(path, ec)) {
+    if (!std::filesystem::exists(std::filesystem::path(path) / kCheckpointManifest) &&
+        std::filesystem::is_regular_file(std::filesystem::path(path) / "config.json"))
+      return inspect_model_folder(path, out);
+    return inspect_checkpoint(path, out);
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in.good()) {
     const std::error_code why(errno, std::generic_category());

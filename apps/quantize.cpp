@@ -3,8 +3,10 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <optional>
 
+#include "apps/model_source.h"
 #include "apps/output_policy.h"
 #include "io/bnb_4bit.h"
 #include "io/gguf.h"
@@ -26,8 +28,10 @@ bool is_quantized_linear(const std::string& name, const Shape& shape) {
 int64_t quantize_model_file(const QuantizeArgs& a, std::ostream& out) {
   FG_CHECK(a.nf4 != a.fp4, "[quantize] give exactly one of --nf4 and --fp4");
   const bool gguf = a.in.ends_with(".gguf");
-  FG_CHECK(gguf || a.in.ends_with(".safetensors"),
-           "[quantize] {}: the input must be a .safetensors or a .gguf file", a.in);
+  const bool folder = std::filesystem::is_directory(a.in);
+  FG_CHECK(gguf || folder || a.in.ends_with(".safetensors"),
+           "[quantize] {}: the input must be a .safetensors or a .gguf file, or a model folder",
+           a.in);
   FG_CHECK(a.out.ends_with(".safetensors"), "[quantize] {}: the output must end in .safetensors",
            a.out);
   FG_CHECK(a.dtype == "bf16" || a.dtype == "f16" || a.dtype == "f32",
@@ -50,6 +54,18 @@ int64_t quantize_model_file(const QuantizeArgs& a, std::ostream& out) {
   if (gguf) {
     gg.emplace(io::GgufFile::open(a.in));
     source = nn::llama_gguf_source(*gg, DType::f32);
+  } else if (folder) {
+    // A model folder's weights (Note [Sharded model folders]), a 4-bit folder's refused: its
+    // source reads its weights dequantized, and they would be quantized twice.
+    std::string file;
+    source = folder_weights(a.in, &file);
+    for (const auto& entry : std::filesystem::directory_iterator(a.in))
+      if (entry.path().extension() == ".safetensors") {
+        const io::SafetensorsFile shard = io::SafetensorsFile::open(entry.path().string());
+        for (const io::SafetensorsEntry& e : shard.entries())
+          FG_CHECK(!io::is_bnb_4bit(shard, e.name), "[quantize] {}: '{}' is already quantized",
+                   entry.path().string(), e.name);
+      }
   } else {
     st.emplace(io::SafetensorsFile::open(a.in));
     for (const io::SafetensorsEntry& e : st->entries()) {

@@ -11,9 +11,11 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "apps/inspect.h"
 #include "apps/model_source.h"
 #include "io/bnb_4bit.h"
 #include "io/safetensors.h"
@@ -137,6 +139,38 @@ TEST_F(Quantize, AGgufModelQuantizesUnderHuggingFaceNames) {
   }
   EXPECT_NO_THROW(load_model("llama-tiny", a.out, {}));
   fs::remove(a.in);
+}
+
+// A model folder as input (its shards read as the loader reads them): the same file as from
+// its one-file form, and a folder already in 4 bits is refused; `inspect` lists the folder.
+TEST_F(Quantize, AModelFolderQuantizesAsItsSingleFile) {
+  QuantizeArgs a;
+  a.in = in_;
+  a.out = (dir_ / "from_file.safetensors").string();
+  a.nf4 = true;
+  std::ostringstream out;
+  ASSERT_EQ(quantize_model_file(a, out), 14);
+  const fs::path folder = dir_ / "folder";
+  fs::create_directories(folder);
+  std::ofstream(folder / "config.json") << nn::config_to_json(model_->config()).dump();
+  fs::copy_file(in_, folder / "model.safetensors");
+  a.in = folder.string();
+  a.out = (dir_ / "from_folder.safetensors").string();
+  ASSERT_EQ(quantize_model_file(a, out), 14);
+  const auto one = io::SafetensorsFile::open(dir_ / "from_file.safetensors"),
+             other = io::SafetensorsFile::open(a.out);
+  ASSERT_EQ(one.entries().size(), other.entries().size());
+  for (const io::SafetensorsEntry& e : one.entries())
+    EXPECT_TRUE(same_bytes(one.tensor(e.name), other.tensor(e.name))) << e.name;
+  std::ostringstream listed;
+  inspect_file(folder.string(), listed);
+  EXPECT_NE(listed.str().find("Hugging Face model folder, llama"), std::string::npos)
+      << listed.str();
+  EXPECT_NE(listed.str().find("model.layers.1.mlp.down_proj.weight"), std::string::npos);
+  fs::copy_file(dir_ / "from_file.safetensors", folder / "model.safetensors",
+                fs::copy_options::overwrite_existing);
+  a.out = (dir_ / "twice.safetensors").string();
+  testing::expect_error([&] { quantize_model_file(a, out); }, "[quantize]", "is already quantized");
 }
 
 TEST_F(Quantize, BadInputIsAnErrorNamingIt) {
