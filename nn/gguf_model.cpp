@@ -86,14 +86,15 @@ ModelConfig config_from_gguf(const io::GgufFile& file) {
   const io::GgufMetadata& meta = file.metadata();
   const std::string where = "[gguf " + file.path() + "]";
   const std::string& arch = meta.get_string("general.architecture");
-  FG_CHECK(arch == "llama",
-           "{} general.architecture is '{}'; fitgrad reads llama-architecture GGUF models only",
+  FG_CHECK(arch == "llama" || arch == "qwen2",
+           "{} general.architecture is '{}'; fitgrad reads llama- and qwen2-architecture GGUF "
+           "models only",
            where, arch);
-  auto key = [](const char* k) { return std::string("llama.") + k; };
+  auto key = [&](const char* k) { return arch + "." + k; };
 
   ModelConfig m;
   m.name = meta.has("general.name") ? meta.get_string("general.name") : arch;
-  m.model_type = "llama";
+  m.model_type = arch;  // Qwen2: q/k/v with biases, o_proj without
   m.family = Family::llama;
   m.max_position_embeddings = meta.get_u64(key("context_length"));
   m.hidden_size = meta.get_u64(key("embedding_length"));
@@ -109,7 +110,7 @@ ModelConfig config_from_gguf(const io::GgufFile& file) {
     m.head_dim = meta.get_u64(key("attention.key_length"));
     if (meta.has(key("attention.value_length")))
       FG_CHECK(meta.get_u64(key("attention.value_length")) == uint64_t(m.head_dim),
-               "{} llama.attention.value_length = {} differs from key_length = {}", where,
+               "{} {} = {} differs from key_length = {}", where, key("attention.value_length"),
                meta.get_u64(key("attention.value_length")), m.head_dim);
   }
 
@@ -120,7 +121,7 @@ ModelConfig config_from_gguf(const io::GgufFile& file) {
   m.vocab_size = embd[0];
   if (meta.has(key("vocab_size")))
     FG_CHECK(int64_t(meta.get_u64(key("vocab_size"))) == m.vocab_size,
-             "{} llama.vocab_size = {} but token_embd.weight has {} rows", where,
+             "{} {} = {} but token_embd.weight has {} rows", where, key("vocab_size"),
              meta.get_u64(key("vocab_size")), m.vocab_size);
   if (meta.has("tokenizer.ggml.tokens")) {
     const size_t n_tokens = meta.get("tokenizer.ggml.tokens").size();
@@ -136,19 +137,18 @@ ModelConfig config_from_gguf(const io::GgufFile& file) {
   if (meta.has(key("rope.scaling.type"))) {
     const std::string& scaling = meta.get_string(key("rope.scaling.type"));
     FG_CHECK(scaling == "none" || scaling == "linear",
-             "{} llama.rope.scaling.type is '{}'; fitgrad implements none and linear (and "
-             "Llama 3's, from rope_freqs.weight)",
-             where, scaling);
+             "{} {} is '{}'; fitgrad implements none and linear (and Llama 3's, from "
+             "rope_freqs.weight)",
+             where, key("rope.scaling.type"), scaling);
     if (scaling == "linear") {
-      FG_CHECK(meta.has(key("rope.scaling.factor")),
-               "{} llama.rope.scaling.type is linear but llama.rope.scaling.factor is missing",
-               where);
+      FG_CHECK(meta.has(key("rope.scaling.factor")), "{} {} is linear but {} is missing", where,
+               key("rope.scaling.type"), key("rope.scaling.factor"));
       m.rope_scaling = {RopeScaling::Type::linear, meta.get_f32(key("rope.scaling.factor"))};
     }
   }
   if (file.has_tensor("rope_freqs.weight")) {
-    FG_CHECK(m.rope_scaling.type == RopeScaling::Type::none,
-             "{} has both llama.rope.scaling.type and rope_freqs.weight", where);
+    FG_CHECK(m.rope_scaling.type == RopeScaling::Type::none, "{} has both {} and rope_freqs.weight",
+             where, key("rope.scaling.type"));
     const int64_t d =
         m.head_dim > 0 ? m.head_dim : m.hidden_size / std::max<int64_t>(1, m.num_heads);
     const Tensor factors = file.tensor("rope_freqs.weight", DType::f32);
@@ -157,15 +157,16 @@ ModelConfig config_from_gguf(const io::GgufFile& file) {
     m.rope_scaling = llama3_from_factors(factors.to_vector<double>(), d, m.rope_theta, where);
   }
   FG_CHECK(!meta.has(key("expert_count")) || meta.get_u64(key("expert_count")) == 0,
-           "{} llama.expert_count = {}: mixture-of-experts models are not supported", where,
+           "{} {} = {}: mixture-of-experts models are not supported", where, key("expert_count"),
            meta.has(key("expert_count")) ? meta.get_u64(key("expert_count")) : 0);
 
   m.validate(where);
   if (meta.has(key("rope.dimension_count")))
     FG_CHECK(int64_t(meta.get_u64(key("rope.dimension_count"))) == m.resolved_head_dim(),
-             "{} llama.rope.dimension_count = {} differs from head_dim = {} (partial rotary "
-             "embeddings are not supported)",
-             where, meta.get_u64(key("rope.dimension_count")), m.resolved_head_dim());
+             "{} {} = {} differs from head_dim = {} (partial rotary embeddings are not "
+             "supported)",
+             where, key("rope.dimension_count"), meta.get_u64(key("rope.dimension_count")),
+             m.resolved_head_dim());
   return m;
 }
 

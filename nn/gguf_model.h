@@ -1,10 +1,11 @@
 // A whole model from a GGUF file: the ModelConfig read from llama.cpp's metadata keys, and
 // a CausalLM built from it with every tensor of the file loaded (dequantized) under its
-// Hugging Face name (llama_names.h). Only general.architecture "llama" is read; llama.cpp
-// also stores Mistral and SmolLM models under it.
+// Hugging Face name (llama_names.h). general.architecture "llama" (llama.cpp also stores
+// Mistral and SmolLM models under it) and "qwen2" (model_type qwen2: q/k/v biases, its keys
+// under qwen2.*, Q and K rows not permuted) are read.
 //
 // Note [GGUF model config]
-// The ModelConfig fields and the llama.* keys they come from:
+// The ModelConfig fields and the <arch>.* keys they come from (llama.* or qwen2.*):
 //   max_position_embeddings  context_length                      required
 //   hidden_size              embedding_length                    required
 //   intermediate_size        feed_forward_length                 required

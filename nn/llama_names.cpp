@@ -127,9 +127,13 @@ TensorSource llama_gguf_source(const io::GgufFile& file, DType dtype) {
     source.entries.push_back({*hf, t.shape(), dtype});
     gguf_name[*hf] = t.name;
   }
-  source.read = [&file, dtype, n_head, n_head_kv,
+  // llama.cpp's converter permutes Q and K for its Llama architecture only (Qwen2's rotate
+  // as Hugging Face's do).
+  const bool permuted = arch == "llama";
+  source.read = [&file, dtype, n_head, n_head_kv, permuted,
                  names = std::move(gguf_name)](const std::string& hf) {
     const Tensor w = file.tensor(names.at(hf), dtype);
+    if (!permuted) return w;
     if (hf.find(".self_attn.q_proj.") != std::string::npos) return unpermute_qk(w, n_head);
     if (hf.find(".self_attn.k_proj.") != std::string::npos) return unpermute_qk(w, n_head_kv);
     return w;

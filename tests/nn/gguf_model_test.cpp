@@ -161,6 +161,29 @@ TEST(GgufModel, RopeFreqsReadAsLlama3Scaling) {
             (RopeScaling{RopeScaling::Type::linear, 4.0}));
 }
 
+// A Qwen2 file as llama.cpp's converter writes it: general.architecture qwen2, qwen2.* keys,
+// q/k/v biases, and Q and K rows as Hugging Face holds them (the converter permutes them for
+// its Llama architecture only). It reads as model_type qwen2 and gives the model's logits.
+TEST(GgufModel, Qwen2FilesLoadWithTheirBiasesAndUnpermutedRows) {
+  ModelConfig cfg = tiny(true);
+  cfg.model_type = "qwen2";
+  cfg.attention_qkv_bias = true;
+  const auto original = random_model(cfg);
+  GgufSpec llama = as_llama_cpp(*original);
+  GgufSpec spec;
+  for (const auto& [key, kv] : llama.kvs)
+    spec.kvs[key.starts_with("llama.") ? "qwen2." + key.substr(6) : key] = kv;
+  spec.kvs["general.architecture"] = kv_str("qwen2");
+  for (const auto& [hf, w] : original->named_parameters())
+    spec.tensors[*hf_to_llama_cpp_name(hf)] = w.contiguous();
+  const std::string path = write_gguf("qwen2", spec);
+  const ModelConfig read = config_from_gguf(io::GgufFile::open(path));
+  EXPECT_EQ(read.model_type, "qwen2");
+  EXPECT_TRUE(read.attention_qkv_bias);
+  EXPECT_FALSE(read.attention_out_bias);
+  EXPECT_EQ(logits_of(*load_gguf_model(path, BuildOptions{})), logits_of(*original));
+}
+
 struct BadSpec {
   std::string name;
   std::function<void(GgufSpec&)> edit;
@@ -171,7 +194,8 @@ TEST(GgufModel, EachFaultHasItsError) {
   const auto model = random_model(tiny(false));
   const std::vector<BadSpec> cases = {
       {"arch", [](GgufSpec& s) { s.kvs["general.architecture"] = kv_str("gpt2"); },
-       "general.architecture is 'gpt2'; fitgrad reads llama-architecture GGUF models only"},
+       "general.architecture is 'gpt2'; fitgrad reads llama- and qwen2-architecture GGUF models "
+       "only"},
       {"no_arch", [](GgufSpec& s) { s.kvs.erase("general.architecture"); },
        "metadata key 'general.architecture' is missing"},
       {"no_blocks", [](GgufSpec& s) { s.kvs.erase("llama.block_count"); },
