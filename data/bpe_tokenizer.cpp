@@ -23,6 +23,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "data/nfc.h"
 #include "tensor/error.h"
 
 namespace fitgrad::data {
@@ -194,6 +195,7 @@ BpeTokenizer BpeTokenizer::build(std::vector<std::string> tokens,
     t.merge_values_[slot] = Merge{uint32_t(r), result->second};
   }
   t.merge_count_ = int32_t(merges.size());
+  t.nfc_ = options.nfc;
   if (options.ignore_merges)
     for (size_t i = 0; i < n; ++i)
       if (!special[i]) t.whole_token_.emplace(std::string(t.token_bytes(int32_t(i))), int32_t(i));
@@ -426,6 +428,10 @@ void BpeTokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& ou
 // in its output each piece's ids were first written and copies them from there the next
 // time. The cache is local to the call: the tokenizer stays immutable and thread-safe.
 std::vector<int32_t> BpeTokenizer::encode(std::string_view text) const {
+  return nfc_ ? encode_normalized(nfc(text)) : encode_normalized(text);
+}
+
+std::vector<int32_t> BpeTokenizer::encode_normalized(std::string_view text) const {
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 1);
   struct Span {

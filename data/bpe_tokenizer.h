@@ -36,6 +36,9 @@ struct BpeVocabOptions {
   // Hugging Face tokenizers' BPE `ignore_merges` (Llama 3): a piece that is a token as a
   // whole is that token, whatever the merges would make of it.
   bool ignore_merges = false;
+  // A tokenizer.json normalizer NFC (Qwen2): text is put in Unicode Normalization Form C
+  // (data/nfc.h) before it is split.
+  bool nfc = false;
 };
 
 class BpeTokenizer : public Tokenizer {
@@ -85,6 +88,8 @@ class BpeTokenizer : public Tokenizer {
                             PreTokenizer pre, BpeVocabOptions options, const Where& token_where,
                             const Where& merge_where);
   Merge find_merge(int32_t left, int32_t right) const;
+  // encode() of text already normalized.
+  std::vector<int32_t> encode_normalized(std::string_view text) const;
   void merge_linear(int32_t* ids, size_t n, std::vector<int32_t>& out) const;
   void merge_heap(const int32_t* ids, size_t n, std::vector<int32_t>& out) const;
 
@@ -100,6 +105,7 @@ class BpeTokenizer : public Tokenizer {
   size_t linear_limit_ = 32;
   // With ignore_merges: every non-special token's bytes -> its id (the first of a text).
   std::unordered_map<std::string, int32_t> whole_token_;
+  bool nfc_ = false;
 };
 
 // GPT-2's byte alphabet: the printable character that stands for each byte.

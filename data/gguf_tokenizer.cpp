@@ -45,6 +45,7 @@ BpeTokenizer tokenizer_from_vocabulary(const nlohmann::json& vocab, const std::s
     options.eos = id("eos");
     options.pad = id("pad");
     options.ignore_merges = vocab.value("ignore_merges", false);
+    options.nfc = vocab.value("normalizer", std::string()) == "NFC";
     return BpeTokenizer::from_vocab(vocab.at("tokens").get<std::vector<std::string>>(),
                                     vocab.at("merges").get<std::vector<std::string>>(),
                                     pre_tokenizer_from_gguf(pre), std::move(options));

@@ -4,7 +4,8 @@
 //
 // Note [Self-contained GGUF vocabularies]
 // The same keys also exist as one JSON object, {"pre", "tokens", "merges", "token_types",
-// "bos", "eos", "pad"} (absent ids are null), which a checkpoint stores in its
+// "bos", "eos", "pad"} (absent ids are null; a tokenizer.json's also carries "name",
+// "ignore_merges" and "normalizer", data/hf_tokenizer.h), which a checkpoint stores in its
 // fitgrad_tokenizer.json: a checkpoint of a model loaded from GGUF then decodes, generates
 // and resumes without the .gguf file, wherever that file has gone.
 #pragma once

@@ -5,7 +5,7 @@
 //   model          "BPE" with vocab (text -> id, ids 0..n-1) and merges (each "a b" or, in
 //                  tokenizers >= 0.20, ["a", "b"]), ignore_merges (Llama 3), no byte_fallback,
 //                  no continuing_subword_prefix / end_of_word_suffix, no dropout;
-//   normalizer     none;
+//   normalizer     none, or NFC (Qwen2; data/nfc.h);
 //   pre_tokenizer  ByteLevel with use_regex (GPT-2's pattern); Sequence[Split(Llama 3's or
 //                  Qwen2's pattern, Isolated), ByteLevel without regex]; Sequence[Digits
 //                  (individual_digits), ByteLevel with regex] (SmolLM); never add_prefix_space.
@@ -18,7 +18,7 @@
 //                  text as they stand (as tokenizers does); lstrip, rstrip and single_word
 //                  are refused.
 // Anything else (a Unigram or WordPiece model, SentencePiece-style BPE with byte_fallback,
-// an NFC normalizer, Metaspace, another Split pattern) is an error naming the component and
+// another normalizer, Metaspace, another Split pattern) is an error naming the component and
 // its value, so a tokenizer fitgrad would get wrong never loads.
 // The roles: tokenizer_config.json's bos_token and eos_token (a string or {"content": ...})
 // when the folder has one, else the BOS of the post-processor; the EOS of generation comes
@@ -165,7 +165,8 @@ json hf_tokenizer_json(const json& vocabulary) {
           {"truncation", nullptr},
           {"padding", nullptr},
           {"added_tokens", added},
-          {"normalizer", nullptr},
+          {"normalizer",
+           vocabulary.value("normalizer", std::string()) == "NFC" ? json{{"type", "NFC"}} : json()},
           {"pre_tokenizer", pre_tokenizer_json(vocabulary.at("pre").get<std::string>())},
           {"post_processor",
            {{"type", "ByteLevel"},
@@ -221,7 +222,9 @@ json hf_tokenizer_vocabulary(const std::string& path, const json& config) {
                model.at("dropout").get<double>() == 0.0,
            "{} model BPE with dropout is not supported", who);
   const json normalizer = j.value("normalizer", json());
-  FG_CHECK(normalizer.is_null(), "{} normalizer {} is not supported", who, type_of(normalizer));
+  FG_CHECK(normalizer.is_null() || type_of(normalizer) == "NFC",
+           "{} normalizer {} is not supported (fitgrad reads none and NFC)", who,
+           type_of(normalizer));
   const json decoder = j.value("decoder", json());
   FG_CHECK(type_of(decoder) == "ByteLevel",
            "{} decoder {} is not supported (byte-level BPE "
@@ -329,7 +332,8 @@ json hf_tokenizer_vocabulary(const std::string& path, const json& config) {
               {"bos", id_json(bos)},
               {"eos", id_json(eos)},
               {"pad", id_json(pad)},
-              {"ignore_merges", flag(model, "ignore_merges", false)}};
+              {"ignore_merges", flag(model, "ignore_merges", false)},
+              {"normalizer", normalizer.is_null() ? "" : "NFC"}};
 }
 
 }  // namespace fitgrad::data

@@ -26,6 +26,10 @@ Writes DIR (default tests/golden/hf_tokenizers/):
       the same corpus and size with SmolLM's pipeline: Sequence[Digits(individual_digits=True),
       ByteLevel(add_prefix_space=False, use_regex=True)], post_processor ByteLevel, special
       token <|endoftext|>; merges rewritten as "a b" strings (the older spelling).
+  qwen2_style/tokenizer.json
+      the same with Qwen2's: normalizer NFC, Sequence[Split(Qwen2's pattern, Isolated),
+      ByteLevel without regex], post_processor ByteLevel, special tokens <|endoftext|>,
+      <|im_start|>, <|im_end|>.
   fixtures.json
       {"texts": [...], "llama3_style": [{"ids": [...], "decoded": "..."}], "smollm_style": [...]}:
       encode(text, add_special_tokens=False) and decode(ids, skip_special_tokens=False) for
@@ -38,13 +42,15 @@ import argparse
 import json
 import os
 
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tokenizers import (Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers,
+                        processors, trainers)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 DEFAULT_OUT = os.path.join(HERE, "hf_tokenizers")
 LLAMA3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
           r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2 = LLAMA3.replace(r"\p{N}{1,3}", r"\p{N}")
 VOCAB = 700
 
 TEXTS = [
@@ -60,6 +66,7 @@ TEXTS = [
     "xyzzy plugh xyzzyplugh",
     "<|begin_of_text|>Hello<|eot_id|> again <tool>call</tool><|end_of_text|>",
     "ends with space ",
+    "decomposed: cafe\u0301 re\u0301sume\u0301, A\u030A, \u212B, e\u0302\u0323, \u1100\u1161",
     "",
 ]
 
@@ -114,6 +121,17 @@ def smollm_style():
     return train(tok, ["<|endoftext|>"])
 
 
+def qwen2_style():
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN2), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    return train(tok, ["<|endoftext|>", "<|im_start|>", "<|im_end|>"])
+
+
 def golden(tok):
     out = []
     for text in TEXTS:
@@ -127,7 +145,8 @@ def main():
     parser.add_argument("--out", default=DEFAULT_OUT)
     args = parser.parse_args()
     fixtures = {"texts": TEXTS}
-    for name, make in [("llama3_style", llama3_style), ("smollm_style", smollm_style)]:
+    for name, make in [("llama3_style", llama3_style), ("smollm_style", smollm_style),
+                       ("qwen2_style", qwen2_style)]:
         tok = make()
         folder = os.path.join(args.out, name)
         os.makedirs(folder, exist_ok=True)
