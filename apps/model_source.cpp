@@ -50,6 +50,15 @@ nlohmann::json hf_vocabulary(const std::string& path) {
   return data::hf_tokenizer_vocabulary(path, tokenizer_config_beside(path));
 }
 
+// The tokenizer of a Hugging Face tokenizer.json (data/hf_tokenizer.h), its id and its
+// vocabulary into `out`.
+void take_hf_tokenizer(LoadedModel& out, const std::string& path) {
+  out.tokenizer_vocabulary = hf_vocabulary(path);
+  out.tokenizer = std::make_unique<data::BpeTokenizer>(
+      data::tokenizer_from_vocabulary(out.tokenizer_vocabulary, "[tokenizer " + path + "]"));
+  out.tokenizer_id = hf_tokenizer_id(path);
+}
+
 std::unique_ptr<data::Tokenizer> gguf_tokenizer(const io::GgufFile& file) {
   return std::make_unique<data::BpeTokenizer>(data::tokenizer_from_gguf(file));
 }
@@ -307,9 +316,8 @@ std::unique_ptr<data::Tokenizer> default_tokenizer(const nn::ModelConfig& cfg,
   } else {
     throw Error(
         fmt::format("[model {}] no tokenizer for a vocabulary of {} tokens (known without a stored "
-                    "tokenizer: 256 byte-level, 50257 GPT-2); use a checkpoint with "
-                    "fitgrad_tokenizer.json or a "
-                    "GGUF file",
+                    "tokenizer: 256 byte-level, 50257 GPT-2); use a model folder with "
+                    "tokenizer.json, a checkpoint with fitgrad_tokenizer.json or a GGUF file",
                     cfg.name, cfg.vocab_size));
   }
   if (tokenizer_id) *tokenizer_id = id;
@@ -412,17 +420,15 @@ LoadedModel load_model(const std::string& spec, const std::string& init,
       out.tokenizer_vocabulary = ts.vocabulary;
       out.tokenizer = ts.make();
     } else if (fs::is_regular_file(dir / "tokenizer.json")) {
-      // A Hugging Face folder's own tokenizer (data/hf_tokenizer.h).
-      const std::string path = (dir / "tokenizer.json").string();
-      out.tokenizer_vocabulary = hf_vocabulary(path);
-      out.tokenizer = std::make_unique<data::BpeTokenizer>(
-          data::tokenizer_from_vocabulary(out.tokenizer_vocabulary, "[tokenizer " + path + "]"));
-      out.tokenizer_id = hf_tokenizer_id(path);
+      take_hf_tokenizer(out, (dir / "tokenizer.json").string());
     }
     out.stop_ids = stop_ids_of(dir, cfg.vocab_size);  // Note [Stop tokens]
   } else if (spec.ends_with(".json") && is_file) {
     const nn::ModelConfig cfg = nn::load_config_json(spec);
     out.model = nn::build_model(cfg, init.empty() ? options : without_init(options));
+    // The tokenizer of the folder the config.json lies in, when it has one.
+    const fs::path beside = fs::path(spec).parent_path() / "tokenizer.json";
+    if (fs::is_regular_file(beside)) take_hf_tokenizer(out, beside.string());
   } else if (is_file) {
     // Note [Model specs]: an existing file that is none of them says what is missing.
     const fs::path beside = fs::path(spec).parent_path() / "config.json";

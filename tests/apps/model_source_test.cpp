@@ -218,6 +218,8 @@ TEST(ModelSource, AHuggingFaceFolderBringsItsTokenizer) {
   const std::vector<int32_t> ids = m.tokenizer->encode(text, true);
   EXPECT_EQ(ids.back(), 2);
   EXPECT_EQ(logits(*m.model), logits(*original));
+  // The folder's config.json alone (a random init) takes the tokenizer beside it.
+  EXPECT_EQ(load_model((dir / "config.json").string(), "", {}).tokenizer_id, m.tokenizer_id);
   // A checkpoint stores the vocabulary; it loads back without the tokenizer.json.
   const fs::path ckpt = fresh_dir("hf_tokenizer_ckpt");
   save_tokenizer_spec(ckpt.string(), m.tokenizer_id, m.tokenizer_vocabulary);
