@@ -122,6 +122,10 @@ LlamaAttention::LlamaAttention(std::string path, std::string name, const ModelCo
   o_proj_ = &register_linear(
       "o_proj", q, c, Linear::Options{cfg.attention_out_bias, L::torch, cfg.residual_init_std()},
       ctx);
+  if (cfg.qk_norm) {
+    q_norm_ = &register_module<RMSNorm>("q_norm", head_dim_, cfg.norm_eps, ctx);
+    k_norm_ = &register_module<RMSNorm>("k_norm", head_dim_, cfg.norm_eps, ctx);
+  }
 }
 
 Tensor LlamaAttention::forward(const Tensor& x, KvCache* cache, int64_t layer) const {
@@ -130,6 +134,10 @@ Tensor LlamaAttention::forward(const Tensor& x, KvCache* cache, int64_t layer) c
   Tensor k = split_heads(k_proj_->forward(x), kv_heads_, head_dim_);  // (B, Hkv, T, D)
   Tensor v = split_heads(v_proj_->forward(x), kv_heads_, head_dim_);
   const int64_t position = cache ? cache->length() : 0;
+  if (q_norm_) {  // Qwen3: each head normalized over head_dim before RoPE
+    q = q_norm_->forward(q);
+    k = k_norm_->forward(k);
+  }
   q = ag::rope(q, position, rope_);
   k = ag::rope(k, position, rope_);
   if (cache) std::tie(k, v) = cache->update(layer, k, v);                 // (B, Hkv, S, D)

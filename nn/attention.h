@@ -70,8 +70,9 @@ class LlamaAttention : public Module {
 
  private:
   int64_t heads_, kv_heads_, head_dim_;
-  RopeParams rope_;    // Note [RoPE frequencies] in tensor/rope_params.h
-  double attn_pdrop_;  // Note [Dropout as configured] in config.h
+  RopeParams rope_;  // Note [RoPE frequencies] in tensor/rope_params.h
+  RMSNorm *q_norm_ = nullptr, *k_norm_ = nullptr;      // Qwen3's (ModelConfig::qk_norm)
+  double attn_pdrop_;                                  // Note [Dropout as configured] in config.h
   LinearLayer *q_proj_, *k_proj_, *v_proj_, *o_proj_;  // torch layout (out, in)
 };
 

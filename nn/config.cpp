@@ -137,8 +137,9 @@ int64_t ModelConfig::num_parameters() const {
     per_layer = 2 * c                         // input / post-attention norms
                 + c * q + 2 * c * kv + q * c  // q, k, v, o
                 + (attention_qkv_bias ? q + 2 * kv : 0) + (attention_out_bias ? c : 0) + 3 * c * f +
-                (mlp_bias ? 2 * f + c : 0);  // gate, up, down
-    n += c;                                  // norm
+                (mlp_bias ? 2 * f + c : 0)  // gate, up, down
+                + (qk_norm ? 2 * d : 0);    // Qwen3's q_norm, k_norm
+    n += c;                                 // norm
   }
   n += num_layers * per_layer;
   if (!tie_word_embeddings) n += vocab_size * c;  // lm_head
@@ -198,9 +199,9 @@ ModelConfig with_gpt2_dropout(ModelConfig m) {
 
 // Note [Preset numbers] in config.h.
 std::vector<std::string> preset_names() {
-  return {"gpt2-tiny",  "gpt2",       "gpt2-medium", "llama-tiny",  "smollm2-135m",
-          "llama2-7b",  "llama3-8b",  "llama3.1-8b", "llama3.2-1b", "llama3.2-3b",
-          "mistral-7b", "llama2-13b", "llama-30b",   "llama2-70b"};
+  return {"gpt2-tiny",  "gpt2",        "gpt2-medium", "llama-tiny",  "smollm2-135m", "llama2-7b",
+          "llama3-8b",  "llama3.1-8b", "llama3.2-1b", "llama3.2-3b", "qwen2.5-7b",   "qwen3-8b",
+          "mistral-7b", "llama2-13b",  "llama-30b",   "llama2-70b"};
 }
 
 ModelConfig preset(std::string_view name) {
@@ -235,6 +236,19 @@ ModelConfig preset(std::string_view name) {
   if (name == "llama3.2-3b")  // meta-llama/Llama-3.2-3B
     return llama31("llama3.2-3b", {128256, 131072, 28, 3072, 8192, 24, 8, 1e-5, 500000, true},
                    32.0);
+  if (name == "qwen2.5-7b") {  // Qwen/Qwen2.5-7B
+    ModelConfig m =
+        llama("qwen2.5-7b", "qwen2", {152064, 131072, 28, 3584, 18944, 28, 4, 1e-6, 1e6, false});
+    m.attention_qkv_bias = true;
+    return m;
+  }
+  if (name == "qwen3-8b") {  // Qwen/Qwen3-8B
+    ModelConfig m =
+        llama("qwen3-8b", "qwen3", {151936, 40960, 36, 4096, 12288, 32, 8, 1e-6, 1e6, false});
+    m.head_dim = 128;
+    m.qk_norm = true;
+    return m;
+  }
   if (name == "mistral-7b") {  // mistralai/Mistral-7B-v0.1
     ModelConfig m =
         llama("mistral-7b", "mistral", {32000, 32768, 32, 4096, 14336, 32, 8, 1e-5, 10000, false});
@@ -475,6 +489,17 @@ ModelConfig read_llama(Reader& r, const std::string& type) {
     m.mlp_bias = r.boolean("mlp_bias", false);
   }
   if (type == "mistral") m.sliding_window = r.integer("sliding_window", 0);
+  if (type == "qwen3") {
+    m.qk_norm = true;
+    FG_CHECK(!r.boolean("use_sliding_window", false),
+             "{} key 'use_sliding_window' true is not supported", r.where());
+    if (r.has("layer_types"))
+      for (const auto& t : r.at("layer_types"))
+        FG_CHECK(t == "full_attention",
+                 "{} key 'layer_types' holds {}; fitgrad's qwen3 layers are full_attention",
+                 r.where(), t.dump());
+    r.ignore({"sliding_window", "max_window_layers"});
+  }
   const std::string act = r.string("hidden_act", "silu");
   FG_CHECK(act == "silu", "{} key 'hidden_act' is '{}'; fitgrad's {} MLP is SwiGLU (silu)",
            r.where(), act, type);
@@ -498,12 +523,12 @@ ModelConfig config_from_json(const nlohmann::json& j, const std::string& source)
   ModelConfig m;
   if (type == "gpt2") {
     m = read_gpt2(r);
-  } else if (type == "llama" || type == "mistral" || type == "qwen2") {
+  } else if (type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3") {
     m = read_llama(r, type);
   } else {
-    throw Error(
-        fmt::format("[config {}] key 'model_type' is '{}'; supported: gpt2, llama, mistral, qwen2",
-                    source, type));
+    throw Error(fmt::format(
+        "[config {}] key 'model_type' is '{}'; supported: gpt2, llama, mistral, qwen2, qwen3",
+        source, type));
   }
   r.ignore({"model_type", "architectures", "torch_dtype", "transformers_version", "_name_or_path",
             "bos_token_id", "eos_token_id", "pad_token_id", "use_cache", "tokenizer_class",
@@ -541,11 +566,14 @@ nlohmann::json config_to_json(const ModelConfig& cfg) {
     return j;
   }
   const std::string& type = cfg.model_type;
-  FG_CHECK(type == "llama" || type == "mistral" || type == "qwen2",
+  FG_CHECK(type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3",
            "[config {}] model_type '{}' is not a llama-family type", cfg.name, type);
+  FG_CHECK(cfg.qk_norm == (type == "qwen3"), "[config {}] q/k norms are qwen3's, and qwen3's only",
+           cfg.name);
   j["architectures"] = {type == "llama"     ? "LlamaForCausalLM"
                         : type == "mistral" ? "MistralForCausalLM"
-                                            : "Qwen2ForCausalLM"};
+                        : type == "qwen2"   ? "Qwen2ForCausalLM"
+                                            : "Qwen3ForCausalLM"};
   j["hidden_size"] = cfg.hidden_size;
   j["intermediate_size"] = cfg.intermediate_size;
   j["num_hidden_layers"] = cfg.num_layers;

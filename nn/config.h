@@ -29,7 +29,7 @@ enum class Family { gpt2, llama };
 
 struct ModelConfig {
   std::string name;        // preset name, or the model_type of a config.json
-  std::string model_type;  // "gpt2", "llama", "mistral" or "qwen2"
+  std::string model_type;  // "gpt2", "llama", "mistral", "qwen2" or "qwen3"
   Family family = Family::llama;
 
   int64_t vocab_size = 0;
@@ -49,6 +49,9 @@ struct ModelConfig {
   bool attention_qkv_bias = false;  // gpt2: true; qwen2: true; llama: attention_bias
   bool attention_out_bias = false;  // gpt2: true; llama: attention_bias
   bool mlp_bias = false;            // gpt2: true; llama: mlp_bias
+  // Qwen3: each q and k head is RMS-normalized (q_norm, k_norm, weights of head_dim) before
+  // RoPE, as Qwen3Attention does.
+  bool qk_norm = false;
   // Mistral's sliding window: attention within the window equals full causal attention
   // for sequences no longer than it, so forward accepts only T <= sliding_window. 0: none.
   int64_t sliding_window = 0;

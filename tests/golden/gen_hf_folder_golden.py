@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Golden data pinning a Hugging Face model folder as transformers writes it: a tiny random
-Llama 3.1-style model (rope_scaling llama3) saved in shards, with its logits, greedy tokens,
-and one training step's loss and gradients.
+Llama 3.1-style model (rope_scaling llama3), or with --family qwen3 a tiny Qwen3 (per-head q/k
+RMSNorm, tied head), saved in shards, with its logits, greedy tokens, and one training step's
+loss and gradients.
 
 How to run (CI does NOT run this; it only reads the committed tests/golden/hf_llama31_tiny/).
 transformers 4.46.3 in a venv that sees Debian's python3-torch, or with PyPI's torch (the
@@ -10,6 +11,11 @@ committed files were written with PyPI's torch 2.15 on the CPU, transformers 4.4
     /usr/bin/python3 -m venv --system-site-packages /tmp/hfvenv
     /tmp/hfvenv/bin/pip install transformers==4.46.3 safetensors numpy
     /tmp/hfvenv/bin/python tests/golden/gen_hf_folder_golden.py [--out DIR]
+
+--family qwen3 (tests/golden/hf_qwen3_tiny/) needs transformers >= 4.51 (the committed files:
+4.51.3 with tokenizers 0.21.1 over the same torch): Qwen3Config with vocab 256, hidden 32,
+intermediate 64, 2 layers, 4 heads on 2 kv heads, head_dim 16 (so q_proj is 32 -> 64),
+rms_norm_eps 1e-6, rope_theta 1e6, tied embeddings; otherwise as below.
 
 Writes DIR (default tests/golden/hf_llama31_tiny/):
   model/  LlamaForCausalLM.save_pretrained(max_shard_size="48KB", safe_serialization=True):
@@ -56,7 +62,15 @@ THREADS = 2
 BATCH, SEQ, PROMPT, NEW = 2, 40, 6, 12
 
 
-def config():
+def config(family):
+    if family == "qwen3":
+        from transformers import Qwen3Config
+        return Qwen3Config(
+            vocab_size=256, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+            max_position_embeddings=1024, rms_norm_eps=1e-6, rope_theta=1000000.0,
+            tie_word_embeddings=True, hidden_act="silu", attention_bias=False,
+            use_sliding_window=False, initializer_range=0.02, bos_token_id=1, eos_token_id=2)
     return LlamaConfig(
         vocab_size=256, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
@@ -67,24 +81,35 @@ def config():
         bos_token_id=1, eos_token_id=2)
 
 
-def build():
+def model_class(family):
+    if family == "qwen3":
+        from transformers import Qwen3ForCausalLM
+        return Qwen3ForCausalLM
+    return LlamaForCausalLM
+
+
+def build(family):
     torch.manual_seed(MODEL_SEED)
-    model = LlamaForCausalLM(config()).float()
+    model = model_class(family)(config(family)).float()
     model.config._attn_implementation = "eager"
     gen = torch.Generator().manual_seed(NORM_SEED)
     with torch.no_grad():
         for name, p in sorted(model.named_parameters()):
-            if name.endswith("norm.weight"):
+            if name.endswith("norm.weight"):  # incl. Qwen3's q_norm and k_norm
                 p.copy_(1 + 0.1 * torch.randn(p.shape, generator=gen))
     return model.eval()
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default=DEFAULT_OUT)
+    parser.add_argument("--family", choices=["llama31", "qwen3"], default="llama31")
+    parser.add_argument("--out", default=None)
     args = parser.parse_args()
+    args.out = args.out or (DEFAULT_OUT if args.family == "llama31" else
+                            os.path.join(HERE, "hf_qwen3_tiny"))
     torch.set_num_threads(THREADS)
-    model = build()
+    model = build(args.family)
+    cls = model_class(args.family)
     folder = os.path.join(args.out, "model")
     shutil.rmtree(folder, ignore_errors=True)
     model.save_pretrained(folder, max_shard_size="48KB", safe_serialization=True)
@@ -93,13 +118,13 @@ def main():
         os.path.join(folder, "model.safetensors.index.json")), shards
 
     # Read back from the folder, as a user's load would.
-    model = LlamaForCausalLM.from_pretrained(folder, torch_dtype=torch.float32,
-                                             attn_implementation="eager").eval()
+    model = cls.from_pretrained(folder, torch_dtype=torch.float32,
+                                attn_implementation="eager").eval()
     ids = torch.randint(0, 256, (BATCH, SEQ), generator=torch.Generator().manual_seed(INPUT_SEED))
     with torch.no_grad():
         logits = model(input_ids=ids, use_cache=False).logits
-        model64 = LlamaForCausalLM.from_pretrained(folder, torch_dtype=torch.float64,
-                                                   attn_implementation="eager").eval()
+        model64 = cls.from_pretrained(folder, torch_dtype=torch.float64,
+                                      attn_implementation="eager").eval()
         logits64 = model64(input_ids=ids, use_cache=False).logits
     f64_err = float((logits.double() - logits64).abs().max() / logits64.abs().max())
 
@@ -124,7 +149,7 @@ def main():
         tensors["grad." + name] = p.grad.numpy()
     meta = {"versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                          "numpy": np.__version__},
-            "config": config().to_dict(), "shards": shards, "f64_err": f64_err,
+            "config": config(args.family).to_dict(), "shards": shards, "f64_err": f64_err,
             "greedy_margins": margins, "seeds": [MODEL_SEED, NORM_SEED, INPUT_SEED],
             "threads": THREADS}
     write_gtb(os.path.join(args.out, "golden.gtb"), tensors, meta)

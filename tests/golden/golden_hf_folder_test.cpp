@@ -1,6 +1,6 @@
 // A Hugging Face model folder as transformers writes it (gen_hf_folder_golden.py): a tiny
 // random Llama 3.1-style model (rope_scaling llama3) saved by save_pretrained in four shards
-// with model.safetensors.index.json. `fitgrad` loads the folder as a --model spec (Note
+// with model.safetensors.index.json, and a tiny Qwen3 (per-head q/k norms) in three. `fitgrad` loads the folder as a --model spec (Note
 // [Sharded model folders] in apps/model_source.cpp) and must give transformers' logits, its
 // greedy tokens through the KV cache, and one training step's loss and every parameter's
 // gradient, under Note [Golden block tolerances] (transformers' own f32 logits are 2.5e-7
@@ -33,11 +33,13 @@ int64_t argmax_last(const Tensor& logits) {  // (1, T, V): the last position's t
   return int64_t(std::max_element(row.begin(), row.end()) - row.begin());
 }
 
-TEST(GoldenHfFolder, ShardedLlama31FolderMatchesTransformers) {
-  const GoldenFile file(golden_path("hf_llama31_tiny/golden.gtb"));
-  const apps::LoadedModel loaded = apps::load_model(kFolder, "", {});
+// The folder tests/golden/<name>/model against <name>/golden.gtb: logits, the greedy tokens
+// through the KV cache, the loss of ids[:, :-1] against ids[:, 1:] and every gradient;
+// `params` parameters in all.
+void expect_folder_matches_transformers(const std::string& name, size_t params) {
+  const GoldenFile file(golden_path(name + "/golden.gtb"));
+  const apps::LoadedModel loaded = apps::load_model(golden_path(name + "/model"), "", {});
   const nn::CausalLM& model = *loaded.model;
-  EXPECT_EQ(model.config().rope_scaling.type, RopeScaling::Type::llama3);
   EXPECT_NE(loaded.description.find("model.safetensors.index.json"), std::string::npos)
       << loaded.description;
 
@@ -62,18 +64,33 @@ TEST(GoldenHfFolder, ShardedLlama31FolderMatchesTransformers) {
   }
   EXPECT_EQ(got, want);
 
-  // One step: the loss of ids[:, :-1] against ids[:, 1:], and every gradient.
   const int64_t t = ids.size(1) - 1;
   const Tensor loss =
       model.loss(ids.narrow(1, 0, t).contiguous(), ids.narrow(1, 1, t).contiguous());
   ag::backward(loss);
   expect_matches_golden(file, "loss", loss, "loss");
   size_t checked = 0;
-  for (const auto& [name, p] : model.named_parameters()) {
-    expect_matches_golden(file, name + ".grad", ag::grad(p), "grad." + name);
+  for (const auto& [param, p] : model.named_parameters()) {
+    expect_matches_golden(file, param + ".grad", ag::grad(p), "grad." + param);
     ++checked;
   }
-  EXPECT_EQ(checked, size_t(1 + 2 * 9 + 2));
+  EXPECT_EQ(checked, params);
+}
+
+TEST(GoldenHfFolder, ShardedLlama31FolderMatchesTransformers) {
+  EXPECT_EQ(apps::load_model(kFolder, "", {}).model->config().rope_scaling.type,
+            RopeScaling::Type::llama3);
+  expect_folder_matches_transformers("hf_llama31_tiny", 1 + 2 * 9 + 2);
+}
+
+// Qwen3 (transformers 4.51.3): q_norm and k_norm on each head before RoPE, head_dim 16 above
+// hidden / heads, a tied head; 24 parameters (per layer 9 and the two q/k norms).
+TEST(GoldenHfFolder, ShardedQwen3FolderMatchesTransformers) {
+  const nn::ModelConfig cfg =
+      apps::load_model(golden_path("hf_qwen3_tiny/model"), "", {}).model->config();
+  EXPECT_TRUE(cfg.qk_norm);
+  EXPECT_EQ(cfg.resolved_head_dim(), 16);
+  expect_folder_matches_transformers("hf_qwen3_tiny", 1 + 2 * 11 + 1);
 }
 
 TEST(GoldenHfFolder, WithoutTheLlama3ScalingTheLogitsDiffer) {
