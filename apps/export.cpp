@@ -5,13 +5,12 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
-#include <sstream>
 
+#include "apps/cli_checks.h"
 #include "apps/model_source.h"
 #include "apps/output_policy.h"
 #include "data/gguf_tokenizer.h"
@@ -24,6 +23,7 @@
 #include "nn/lora_adapter.h"
 #include "nn/target_modules.h"
 #include "tensor/error.h"
+#include "tensor/memory/bytes.h"
 #include "tensor/ops/elementwise.h"
 #include "tensor/ops/matmul.h"
 
@@ -209,33 +209,18 @@ struct FolderFile {
   std::string text;  // the contents of a non-weight file
 };
 
-int64_t parse_size(const std::string& s) {
-  const auto fail = [&] {
-    return Error(fmt::format(
-        "[export] --max_shard_size must be a size like 5GB, 500MB or 2GiB, got '{}'", s));
-  };
-  size_t end = 0;
-  double value = 0;
+// --max_shard_size through the project's byte-size reader (tensor/memory/bytes.h), its errors
+// named by the flag.
+int64_t max_shard_bytes(const std::string& s) {
+  uint64_t bytes = 0;
   try {
-    value = std::stod(s, &end);
-  } catch (const std::exception&) {
-    throw fail();
+    bytes = parse_bytes(s);
+  } catch (const Error&) {
+    bytes = 0;
   }
-  const std::string unit = s.substr(end);
-  const std::map<std::string, double> units = {
-      {"", 1},     {"B", 1},      {"KB", 1e3},      {"MB", 1e6},
-      {"GB", 1e9}, {"KiB", 1024}, {"MiB", 1048576}, {"GiB", 1073741824.0}};
-  const auto it = units.find(unit);
-  if (it == units.end() || !(value > 0)) throw fail();
-  return int64_t(value * it->second);
-}
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  FG_CHECK(in.good(), "[export] cannot read {}", path.string());
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+  FG_CHECK(bytes > 0, "[export] --max_shard_size must be a size like 5GB, 500MB or 2GiB, got '{}'",
+           s);
+  return int64_t(bytes);
 }
 
 const char* torch_dtype_name(DType d) {
@@ -259,11 +244,11 @@ std::vector<FolderFile> folder_files(const ExportArgs& a, DType dtype, std::stri
     config["torch_dtype"] = torch_dtype_name(dtype);
     add_json("config.json", config);
     if (fs::is_regular_file(dir / "generation_config.json"))
-      files.push_back({"generation_config.json", read_text(dir / "generation_config.json")});
+      files.push_back({"generation_config.json", read_whole_file("export", "file", (dir / "generation_config.json").string())});
     if (fs::is_regular_file(dir / "tokenizer.json")) {
       for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                                "chat_template.jinja"})
-        if (fs::is_regular_file(dir / name)) files.push_back({name, read_text(dir / name)});
+        if (fs::is_regular_file(dir / name)) files.push_back({name, read_whole_file("export", "file", (dir / name).string())});
     } else if (fs::is_regular_file(dir / "fitgrad_tokenizer.json")) {
       const TokenizerSpec spec = load_tokenizer_spec(a.base);
       vocabulary = spec.vocabulary;
@@ -306,7 +291,7 @@ std::vector<FolderFile> folder_files(const ExportArgs& a, DType dtype, std::stri
 
 int64_t export_folder(const ExportArgs& a, std::ostream& out) {
   const DType dtype = parse_dtype(a.dtype);
-  const int64_t max_shard = parse_size(a.max_shard_size);
+  const int64_t max_shard = max_shard_bytes(a.max_shard_size);
   std::string base_file, notes;
   const nn::TensorSource source = base_weights(a, &base_file);
   const std::vector<FolderFile> files = folder_files(a, dtype, &notes);
