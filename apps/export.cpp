@@ -244,11 +244,14 @@ std::vector<FolderFile> folder_files(const ExportArgs& a, DType dtype, std::stri
     config["torch_dtype"] = torch_dtype_name(dtype);
     add_json("config.json", config);
     if (fs::is_regular_file(dir / "generation_config.json"))
-      files.push_back({"generation_config.json", read_whole_file("export", "file", (dir / "generation_config.json").string())});
+      files.push_back(
+          {"generation_config.json",
+           read_whole_file("export", "file", (dir / "generation_config.json").string())});
     if (fs::is_regular_file(dir / "tokenizer.json")) {
       for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                                "chat_template.jinja"})
-        if (fs::is_regular_file(dir / name)) files.push_back({name, read_whole_file("export", "file", (dir / name).string())});
+        if (fs::is_regular_file(dir / name))
+          files.push_back({name, read_whole_file("export", "file", (dir / name).string())});
     } else if (fs::is_regular_file(dir / "fitgrad_tokenizer.json")) {
       const TokenizerSpec spec = load_tokenizer_spec(a.base);
       vocabulary = spec.vocabulary;
