@@ -219,27 +219,29 @@ nn::TensorSource sharded_source(const fs::path& index_path) {
 // <|eot_id|>), as transformers' generate() reads it; without that file, config.json's
 // eos_token_id, as transformers falls back to. generate stops at any of them. Each must be
 // an id of the model's vocabulary; anything else is an error naming the file and the key.
-std::vector<int32_t> stop_ids_of(const fs::path& dir, int64_t vocab) {
-  for (const char* name : {"generation_config.json", "config.json"}) {
-    const fs::path path = dir / name;
-    if (!fs::is_regular_file(path)) continue;
-    const nlohmann::json j = io::read_json_file(path.string(), "[model " + path.string() + "]");
-    if (!j.is_object() || !j.contains("eos_token_id") || j.at("eos_token_id").is_null()) {
-      if (std::string(name) == "generation_config.json") return {};
-      continue;
-    }
-    const nlohmann::json& v = j.at("eos_token_id");
-    const nlohmann::json list = v.is_array() ? v : nlohmann::json::array({v});
-    std::vector<int32_t> ids;
-    for (const nlohmann::json& id : list) {
-      FG_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < vocab,
-               "[model {}] eos_token_id {} is not an id of the model's vocabulary of {}",
-               path.string(), id.dump(), vocab);
-      ids.push_back(id.get<int32_t>());
-    }
-    return ids;
+// The ids of `j`'s eos_token_id (one or a list; `path` names the file in errors); none when
+// it has no such key.
+std::vector<int32_t> eos_ids(const nlohmann::json& j, const fs::path& path, int64_t vocab) {
+  if (!j.is_object() || !j.contains("eos_token_id") || j.at("eos_token_id").is_null()) return {};
+  const nlohmann::json& v = j.at("eos_token_id");
+  std::vector<int32_t> ids;
+  for (const nlohmann::json& id : v.is_array() ? v : nlohmann::json::array({v})) {
+    FG_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < vocab,
+             "[model {}] eos_token_id {} is not an id of the model's vocabulary of {}",
+             path.string(), id.dump(), vocab);
+    ids.push_back(id.get<int32_t>());
   }
-  return {};
+  return ids;
+}
+
+// generation_config.json's stop ids when the folder has one, else config.json's (`config`,
+// already read).
+std::vector<int32_t> stop_ids_of(const fs::path& dir, const nlohmann::json& config, int64_t vocab) {
+  const fs::path generation = dir / "generation_config.json";
+  if (fs::is_regular_file(generation))
+    return eos_ids(io::read_json_file(generation.string(), "[model " + generation.string() + "]"),
+                   generation, vocab);
+  return eos_ids(config, dir / "config.json", vocab);
 }
 
 nn::BuildOptions without_init(nn::BuildOptions options) {
@@ -404,7 +406,10 @@ LoadedModel load_model(const std::string& spec, const std::string& init,
              "{} the directory has no config.json (a checkpoint directory holds config.json, "
              "model.safetensors and fitgrad_tokenizer.json)",
              where);
-    const nn::ModelConfig cfg = nn::load_config_json((dir / "config.json").string());
+    const std::string config_path = (dir / "config.json").string();
+    const nlohmann::json config_json =
+        io::read_json_file(config_path, "[config " + config_path + "]");
+    const nn::ModelConfig cfg = nn::config_from_json(config_json, config_path);
     out.model = nn::build_model(cfg, without_init(options));
     if (init.empty() && options.device.type == DeviceType::meta) {
       // A plan or dry run on meta holds no values: a folder needs only its config.json.
@@ -422,7 +427,7 @@ LoadedModel load_model(const std::string& spec, const std::string& init,
     } else if (fs::is_regular_file(dir / "tokenizer.json")) {
       take_hf_tokenizer(out, (dir / "tokenizer.json").string());
     }
-    out.stop_ids = stop_ids_of(dir, cfg.vocab_size);  // Note [Stop tokens]
+    out.stop_ids = stop_ids_of(dir, config_json, cfg.vocab_size);  // Note [Stop tokens]
   } else if (spec.ends_with(".json") && is_file) {
     const nn::ModelConfig cfg = nn::load_config_json(spec);
     out.model = nn::build_model(cfg, init.empty() ? options : without_init(options));
