@@ -10,6 +10,7 @@
 
 #include <vector>
 
+#include "tensor/backend/attention_mask.h"
 #include "tensor/random/generator.h"
 #include "tensor/rope_params.h"
 #include "tensor/tensor.h"
@@ -57,8 +58,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
 // q (B, Hq, T, D), k and v (B, Hkv, S, D) -> (B, Hq, T, D); dropout_p > 0 drops the
 // probabilities inside the kernel with draws from `gen` (Note [Dropout inside flash
 // attention] in tensor/ops/attention.h).
-Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale = 0,
-                 double dropout_p = 0, Generator& gen = default_generator());
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                 const backend::AttentionMask& mask, double scale = 0, double dropout_p = 0,
+                 Generator& gen = default_generator());
 
 // Views and layout: the result shares storage where tensor/ would.
 Tensor reshape(const Tensor& x, const Shape& shape);

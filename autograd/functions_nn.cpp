@@ -231,21 +231,22 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   return r.loss;
 }
 
-Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale,
-                 double dropout_p, Generator& gen) {
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                 const backend::AttentionMask& mask, double scale, double dropout_p,
+                 Generator& gen) {
   const bool rec = needs_record({&q, &k, &v});
   ops::AttentionOut r;
   {
     ForwardScope scope(rec);
-    r = ops::flash_attention(q, k, v, causal, scale, dropout_p, gen);
+    r = ops::flash_attention(q, k, v, mask, scale, dropout_p, gen);
   }
   if (!rec) return r.o;
   // The node keeps the dropout's RngState, never a mask (Note [Dropout inside flash attention]).
   auto n = make_node("attention",
-                     [causal, scale, dropout_p, state = r.dropout_state](Node& node, Grads& g) {
+                     [mask, scale, dropout_p, state = r.dropout_state](Node& node, Grads& g) {
                        const auto& s = node.saved;
                        auto d = ops::flash_attention_backward(g[0], s[0], s[1], s[2], s[3], s[4],
-                                                              causal, scale, dropout_p, state);
+                                                              mask, scale, dropout_p, state);
                        return Grads{d.dq, d.dk, d.dv};
                      });
   for (const Tensor* t : std::initializer_list<const Tensor*>{&q, &k, &v, &r.o, &r.lse})

@@ -8,6 +8,7 @@
 
 #include "autograd/functions.h"
 #include "nn/kv_cache.h"
+#include "tensor/error.h"
 
 namespace fitgrad::nn {
 
@@ -43,13 +44,17 @@ Tensor split_heads(const Tensor& x, int64_t heads, int64_t head_dim) {
 
 std::atomic<AttentionDropoutPath> g_dropout_path{AttentionDropoutPath::fused};
 
-// Causal attention, with dropout on the probabilities when `m` trains with p > 0.
+// Causal attention (within `mask`'s window, if any), with dropout on the probabilities when
+// `m` trains with p > 0.
 Tensor causal_attention(const Module& m, const Tensor& q, const Tensor& k, const Tensor& v,
-                        double p, bool cached) {
-  if (!m.training() || p == 0 || cached) return ag::attention(q, k, v, /*causal=*/true);
-  if (g_dropout_path.load() == AttentionDropoutPath::composed)
+                        double p, bool cached, const backend::AttentionMask& mask = true) {
+  if (!m.training() || p == 0 || cached) return ag::attention(q, k, v, mask);
+  if (g_dropout_path.load() == AttentionDropoutPath::composed) {
+    FG_CHECK(!mask.windowed(),
+             "[attention] the composed dropout path has no sliding window; use the fused one");
     return attention_with_dropout(q, k, v, p);
-  return ag::attention(q, k, v, /*causal=*/true, /*scale=*/0, p);
+  }
+  return ag::attention(q, k, v, mask, /*scale=*/0, p);
 }
 
 // (B, H, T, D) -> (B, T, H D).
@@ -112,6 +117,8 @@ LlamaAttention::LlamaAttention(std::string path, std::string name, const ModelCo
       kv_heads_(cfg.num_kv_heads),
       head_dim_(cfg.resolved_head_dim()),
       rope_(cfg.rope_theta, cfg.rope_scaling),
+      mask_(cfg.sliding_window > 0 ? backend::AttentionMask::sliding(cfg.sliding_window)
+                                   : backend::AttentionMask(true)),
       attn_pdrop_(cfg.attn_pdrop) {
   const int64_t c = cfg.hidden_size, q = heads_ * head_dim_, kv = kv_heads_ * head_dim_;
   using L = Linear::Layout;
@@ -140,8 +147,8 @@ Tensor LlamaAttention::forward(const Tensor& x, KvCache* cache, int64_t layer) c
   }
   q = ag::rope(q, position, rope_);
   k = ag::rope(k, position, rope_);
-  if (cache) std::tie(k, v) = cache->update(layer, k, v);                 // (B, Hkv, S, D)
-  const Tensor y = causal_attention(*this, q, k, v, attn_pdrop_, cache);  // (B, H, T, D)
+  if (cache) std::tie(k, v) = cache->update(layer, k, v);                        // (B, Hkv, S, D)
+  const Tensor y = causal_attention(*this, q, k, v, attn_pdrop_, cache, mask_);  // (B, H, T, D)
   return o_proj_->forward(merge_heads(y));
 }
 

@@ -13,6 +13,7 @@
 
 #include "nn/config.h"
 #include "nn/layers.h"
+#include "tensor/backend/attention_mask.h"
 #include "tensor/rope_params.h"
 
 namespace fitgrad::nn {
@@ -71,6 +72,9 @@ class LlamaAttention : public Module {
  private:
   int64_t heads_, kv_heads_, head_dim_;
   RopeParams rope_;  // Note [RoPE frequencies] in tensor/rope_params.h
+  // Causal, within the config's sliding window when it has one (Note [Sliding-window
+  // attention] in tensor/backend/attention_mask.h).
+  backend::AttentionMask mask_;
   RMSNorm *q_norm_ = nullptr, *k_norm_ = nullptr;      // Qwen3's (ModelConfig::qk_norm)
   double attn_pdrop_;                                  // Note [Dropout as configured] in config.h
   LinearLayer *q_proj_, *k_proj_, *v_proj_, *o_proj_;  // torch layout (out, in)

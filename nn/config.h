@@ -52,8 +52,8 @@ struct ModelConfig {
   // Qwen3: each q and k head is RMS-normalized (q_norm, k_norm, weights of head_dim) before
   // RoPE, as Qwen3Attention does.
   bool qk_norm = false;
-  // Mistral's sliding window: attention within the window equals full causal attention
-  // for sequences no longer than it, so forward accepts only T <= sliding_window. 0: none.
+  // Mistral's sliding window: each position attends to itself and the sliding_window - 1
+  // before it (Note [Sliding-window attention] in tensor/backend/attention_mask.h). 0: none.
   int64_t sliding_window = 0;
   double initializer_range = 0.02;
   // Note [Dropout as configured]

@@ -140,10 +140,6 @@ void CausalLM::check_ids(const Tensor& ids, int64_t start) const {
   FG_CHECK(end <= config_.max_position_embeddings,
            "[{}] sequence length {} exceeds max_position_embeddings = {}", config_.name, end,
            config_.max_position_embeddings);
-  FG_CHECK(config_.sliding_window <= 0 || end <= config_.sliding_window,
-           "[{}] sequence length {} exceeds the sliding window {} (sliding-window attention is "
-           "not implemented; within the window it equals causal attention)",
-           config_.name, end, config_.sliding_window);
 }
 
 Tensor CausalLM::forward(const Tensor& ids) const {

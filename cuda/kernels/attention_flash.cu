@@ -66,7 +66,7 @@ constexpr float kLn2 = 0.6931471805599453f;
 
 struct ForwardParams {
   int64_t batch, hq, hkv, t, s, d;
-  bool causal;
+  backend::AttentionMask mask;
   float scale_log2;  // scale * log2(e)
   const void* q;
   const void* k;
@@ -78,7 +78,7 @@ struct ForwardParams {
 
 struct BackwardParams {
   int64_t batch, hq, hkv, t, s, d;
-  bool causal;
+  backend::AttentionMask mask;
   float scale, scale_log2;
   const void* dout;
   const void* q;
@@ -105,7 +105,7 @@ __device__ void forward_mma(const ForwardParams& p) {
 
   const int64_t q_tiles = backend::cuda_ceil_div(p.t, kBr);
   const backend::CudaFlashBlock blk =
-      backend::cuda_flash_forward_block(blockIdx.x, p.batch * p.hq, q_tiles, p.causal);
+      backend::cuda_flash_forward_block(blockIdx.x, p.batch * p.hq, q_tiles, p.mask.causal);
   const int64_t bh = blk.bh, q0 = blk.tile * kBr;
   const int64_t kvh = backend::cuda_flash_kv_head(bh, p.hq, p.hkv);
   const E* q = static_cast<const E*>(p.q) + bh * p.t * p.d;   // (T, D)
@@ -114,13 +114,12 @@ __device__ void forward_mma(const ForwardParams& p) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const backend::CudaFragmentIndex x_lane = backend::cuda_ldmatrix_x(lane);
   const backend::CudaFragmentIndex y_lane = backend::cuda_ldmatrix_y(lane);
-  const int64_t n_tiles = backend::cuda_flash_forward_key_tiles(p.t, p.s, p.causal, q0, kBr, kBc);
-  const int64_t offset = p.s - p.t;  // query i sees keys j <= i + offset when causal
+  const backend::CudaTileRange keys = backend::cuda_flash_key_tiles(p.t, p.s, p.mask, q0, kBr, kBc);
 
   load_tile<kD, kLd, kBr, C::kThreads>(qs, q, q0, p.t, p.d);
-  if (n_tiles > 0) {
-    load_tile<kD, kLd, kBc, C::kThreads>(ks, k, 0, p.s, p.d);
-    load_tile<kD, kLd, kBc, C::kThreads>(vs, v, 0, p.s, p.d);
+  if (keys.first < keys.end) {
+    load_tile<kD, kLd, kBc, C::kThreads>(ks, k, keys.first * kBc, p.s, p.d);
+    load_tile<kD, kLd, kBc, C::kThreads>(vs, v, keys.first * kBc, p.s, p.d);
   }
   cp_async_commit();
   cp_async_wait<0>();
@@ -135,9 +134,9 @@ __device__ void forward_mma(const ForwardParams& p) {
   float l[2] = {0.0f, 0.0f};    // this lane's part of their running sums
   float oacc[kD / 8][4] = {};   // (16, kD)
 
-  for (int64_t jt = 0; jt < n_tiles; ++jt) {
-    const int stage = int(jt % 2);
-    if (jt + 1 < n_tiles) {
+  for (int64_t jt = keys.first; jt < keys.end; ++jt) {
+    const int stage = int((jt - keys.first) % 2);
+    if (jt + 1 < keys.end) {
       load_tile<kD, kLd, kBc, C::kThreads>(ks + (stage ^ 1) * kBc * kLd, k, (jt + 1) * kBc, p.s,
                                            p.d);
       load_tile<kD, kLd, kBc, C::kThreads>(vs + (stage ^ 1) * kBc * kLd, v, (jt + 1) * kBc, p.s,
@@ -162,9 +161,9 @@ __device__ void forward_mma(const ForwardParams& p) {
       }
     }
 
-    // Scaled to base 2, masked past the sequence end and the causal diagonal.
+    // Scaled to base 2, masked past the sequence end, the diagonal and the window.
     const int64_t j0 = jt * kBc;
-    const bool masked = j0 + kBc > p.s || (p.causal && j0 + kBc - 1 > q0 + offset);
+    const bool masked = backend::cuda_flash_tile_masked(p.t, p.s, p.mask, q0, kBr, j0, kBc);
 #pragma unroll
     for (int nt = 0; nt < kBc / 8; ++nt) {
 #pragma unroll
@@ -173,7 +172,7 @@ __device__ void forward_mma(const ForwardParams& p) {
         if (masked) {
           const backend::CudaFragmentIndex c = backend::cuda_mma_c_index(lane, e);
           const int64_t i = q0 + warp * 16 + c.row, j = j0 + nt * 8 + c.col;
-          if (j >= p.s || (p.causal && j > i + offset)) x = -kInf;
+          if (backend::cuda_flash_hidden(p.t, p.s, p.mask, i, j)) x = -kInf;
         }
         sacc[nt][e] = x;
       }
@@ -313,10 +312,11 @@ __device__ void backward_dkdv_mma(const BackwardParams& p) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const backend::CudaFragmentIndex x_lane = backend::cuda_ldmatrix_x(lane);
   const backend::CudaFragmentIndex y_lane = backend::cuda_ldmatrix_y(lane);
-  const int64_t q_tiles = backend::cuda_ceil_div(p.t, kBr);
-  const int64_t first = backend::cuda_flash_backward_first_query_tile(p.t, p.s, p.causal, j0, kBr);
-  const int64_t per_head = q_tiles - first, steps = p.hq / p.hkv * per_head;
-  const int64_t offset = p.s - p.t;
+  const backend::CudaTileRange queries =
+      backend::cuda_flash_query_tiles(p.t, p.s, p.mask, j0, kBc, kBr);
+  const int64_t first = queries.first;
+  const int64_t per_head = std::max<int64_t>(queries.end - first, 0);
+  const int64_t steps = p.hq / p.hkv * per_head;
 
   // Step n is query tile first + n % per_head of the group's head n / per_head.
   const auto load_step = [&](int64_t n, int stage) {
@@ -369,7 +369,7 @@ __device__ void backward_dkdv_mma(const BackwardParams& p) {
 
     // P^T = exp2(s log2(e) scale - lse) (0 where masked), dS^T = P^T (dP^T - delta); with
     // dropout factors f, dV takes Z^T = f P^T and dS^T = P^T (f dP^T - delta).
-    const bool masked = j0 + kBc > p.s || (p.causal && j0 + kBc - 1 > q0 + offset);
+    const bool masked = backend::cuda_flash_tile_masked(p.t, p.s, p.mask, q0, kBr, j0, kBc);
 #pragma unroll
     for (int nt = 0; nt < kBr / 8; ++nt) {
 #pragma unroll
@@ -379,7 +379,7 @@ __device__ void backward_dkdv_mma(const BackwardParams& p) {
         float pr = exp2f(fmaf(sacc[nt][e], p.scale_log2, -lse_t[col]));
         if (masked) {
           const int64_t j = j0 + warp * 16 + c.row, i = q0 + col;
-          if (j >= p.s || (p.causal && j > i + offset)) pr = 0.0f;
+          if (backend::cuda_flash_hidden(p.t, p.s, p.mask, i, j)) pr = 0.0f;
         }
         const float f = p.drop.on() ? p.drop.factor(bh, q0 + col, j0 + warp * 16 + c.row) : 1.0f;
         sacc[nt][e] = pr * f;
@@ -440,7 +440,7 @@ __device__ void backward_dq_mma(const BackwardParams& p) {
 
   const int64_t q_tiles = backend::cuda_ceil_div(p.t, kBr);
   const backend::CudaFlashBlock blk =
-      backend::cuda_flash_forward_block(blockIdx.x, p.batch * p.hq, q_tiles, p.causal);
+      backend::cuda_flash_forward_block(blockIdx.x, p.batch * p.hq, q_tiles, p.mask.causal);
   const int64_t bh = blk.bh, q0 = blk.tile * kBr;
   const int64_t kvh = backend::cuda_flash_kv_head(bh, p.hq, p.hkv);
   const E* q = static_cast<const E*>(p.q) + bh * p.t * p.d;        // (T, D)
@@ -450,14 +450,13 @@ __device__ void backward_dq_mma(const BackwardParams& p) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const backend::CudaFragmentIndex x_lane = backend::cuda_ldmatrix_x(lane);
   const backend::CudaFragmentIndex y_lane = backend::cuda_ldmatrix_y(lane);
-  const int64_t n_tiles = backend::cuda_flash_forward_key_tiles(p.t, p.s, p.causal, q0, kBr, kBc);
-  const int64_t offset = p.s - p.t;
+  const backend::CudaTileRange keys = backend::cuda_flash_key_tiles(p.t, p.s, p.mask, q0, kBr, kBc);
 
   load_tile<kD, kLd, kBr, C::kThreads>(qs, q, q0, p.t, p.d);
   load_tile<kD, kLd, kBr, C::kThreads>(dos, dout, q0, p.t, p.d);
-  if (n_tiles > 0) {
-    load_tile<kD, kLd, kBc, C::kThreads>(ks, k, 0, p.s, p.d);
-    load_tile<kD, kLd, kBc, C::kThreads>(vs, v, 0, p.s, p.d);
+  if (keys.first < keys.end) {
+    load_tile<kD, kLd, kBc, C::kThreads>(ks, k, keys.first * kBc, p.s, p.d);
+    load_tile<kD, kLd, kBc, C::kThreads>(vs, v, keys.first * kBc, p.s, p.d);
   }
   cp_async_commit();
 
@@ -471,9 +470,9 @@ __device__ void backward_dq_mma(const BackwardParams& p) {
   }
 
   float dqacc[kD / 8][4] = {};  // (16, kD) this warp's query rows
-  for (int64_t jt = 0; jt < n_tiles; ++jt) {
-    const int stage = int(jt % 2);
-    if (jt + 1 < n_tiles) {
+  for (int64_t jt = keys.first; jt < keys.end; ++jt) {
+    const int stage = int((jt - keys.first) % 2);
+    if (jt + 1 < keys.end) {
       load_tile<kD, kLd, kBc, C::kThreads>(ks + (stage ^ 1) * kBc * kLd, k, (jt + 1) * kBc, p.s,
                                            p.d);
       load_tile<kD, kLd, kBc, C::kThreads>(vs + (stage ^ 1) * kBc * kLd, v, (jt + 1) * kBc, p.s,
@@ -508,7 +507,7 @@ __device__ void backward_dq_mma(const BackwardParams& p) {
     // P = exp2(s log2(e) scale - lse) (0 where masked), dS = P (f dP - delta) with f the
     // dropout factor (1 without dropout)
     const int64_t j0 = jt * kBc;
-    const bool masked = j0 + kBc > p.s || (p.causal && j0 + kBc - 1 > q0 + offset);
+    const bool masked = backend::cuda_flash_tile_masked(p.t, p.s, p.mask, q0, kBr, j0, kBc);
 #pragma unroll
     for (int nt = 0; nt < kBc / 8; ++nt) {
 #pragma unroll
@@ -516,7 +515,7 @@ __device__ void backward_dq_mma(const BackwardParams& p) {
         const backend::CudaFragmentIndex c = backend::cuda_mma_c_index(lane, e);
         const int64_t i = q0 + warp * 16 + c.row, j = j0 + nt * 8 + c.col;
         float pr = exp2f(fmaf(sacc[nt][e], p.scale_log2, -lse_r[e / 2]));
-        if (masked && (j >= p.s || (p.causal && j > i + offset))) pr = 0.0f;
+        if (masked && backend::cuda_flash_hidden(p.t, p.s, p.mask, i, j)) pr = 0.0f;
         const float f = p.drop.on() ? p.drop.factor(bh, i, j) : 1.0f;
         dpacc[nt][e] = pr * (f * dpacc[nt][e] - delta_r[e / 2]);
       }
@@ -645,7 +644,7 @@ cudaError_t launch_flash_attention_forward(const AttentionSizes& x, DType dtype,
   if (x.batch * x.hq * x.t == 0) return cudaSuccess;
   if (path == backend::CudaFlashPath::simt)
     return launch_flash_forward_simt(x, dtype, q, k, v, o, lse, stream);
-  const ForwardParams params{x.batch,          x.hq, x.hkv, x.t, x.s, x.d, x.causal,
+  const ForwardParams params{x.batch,          x.hq, x.hkv, x.t, x.s, x.d, x.mask,
                              x.scale * kLog2e, q,    k,     v,   o,   lse, flash_dropout(x)};
   return flash_dtype_case(dtype, [&](auto tag) -> cudaError_t {
     using E = typename decltype(tag)::type;
@@ -681,8 +680,8 @@ cudaError_t launch_flash_attention_backward(const AttentionSizes& x, DType dtype
       return cudaErrorInvalidValue;  // f32 takes the simt path
     } else {
       const BackwardParams params{
-          x.batch, x.hq, x.hkv, x.t, x.s,   x.d, x.causal, x.scale, x.scale * kLog2e, dout,
-          q,       k,    v,     lse, delta, dq,  dk,       dv,      flash_dropout(x)};
+          x.batch, x.hq, x.hkv, x.t, x.s,   x.d, x.mask, x.scale, x.scale * kLog2e, dout,
+          q,       k,    v,     lse, delta, dq,  dk,     dv,      flash_dropout(x)};
       return backend::cuda_flash_mma_head_dim(x.d) == 64
                  ? backward_mma_launch<E, 64>(x, params, stream)
                  : backward_mma_launch<E, 128>(x, params, stream);

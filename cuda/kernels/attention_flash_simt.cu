@@ -39,7 +39,7 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 struct Params {
   int64_t batch, hq, hkv, t, s, d;
-  bool causal;
+  backend::AttentionMask mask;
   float scale;
   const void* dout;  // backward only
   const void* q;
@@ -88,15 +88,14 @@ __global__ void __launch_bounds__(Simt::kThreads) simt_forward_kernel(Params p) 
 
   const int64_t q_tiles = backend::cuda_ceil_div(p.t, kBr);
   const backend::CudaFlashBlock blk =
-      backend::cuda_flash_forward_block(blockIdx.x, p.batch * p.hq, q_tiles, p.causal);
+      backend::cuda_flash_forward_block(blockIdx.x, p.batch * p.hq, q_tiles, p.mask.causal);
   const int64_t bh = blk.bh, q0 = blk.tile * kBr;
   const int64_t kvh = backend::cuda_flash_kv_head(bh, p.hq, p.hkv);
   const E* q = static_cast<const E*>(p.q) + bh * p.t * d;   // (T, D)
   const E* k = static_cast<const E*>(p.k) + kvh * p.s * d;  // (S, D)
   const E* v = static_cast<const E*>(p.v) + kvh * p.s * d;  // (S, D)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t offset = p.s - p.t;
-  const int64_t n_tiles = backend::cuda_flash_forward_key_tiles(p.t, p.s, p.causal, q0, kBr, kBc);
+  const backend::CudaTileRange keys = backend::cuda_flash_key_tiles(p.t, p.s, p.mask, q0, kBr, kBc);
   const float* qw = qs + warp * kRows * d;  // (kRows, d) this warp's rows
 
   widen_rows(qs, d, q, q0, kBr, p.t, d);
@@ -109,7 +108,7 @@ __global__ void __launch_bounds__(Simt::kThreads) simt_forward_kernel(Params p) 
     for (int u = 0; u < U; ++u) o[r][u] = 0.0f;
   }
 
-  for (int64_t jt = 0; jt < n_tiles; ++jt) {
+  for (int64_t jt = keys.first; jt < keys.end; ++jt) {
     const int64_t j0 = jt * kBc;
     __syncthreads();  // the previous tile is consumed
     widen_rows(ks, d + 1, k, j0, kBc, p.s, d);
@@ -128,7 +127,7 @@ __global__ void __launch_bounds__(Simt::kThreads) simt_forward_kernel(Params p) 
     for (int r = 0; r < kRows; ++r) {
       const int64_t i = q0 + warp * kRows + r;
       float x = s[r] * p.scale;
-      if (j >= p.s || (p.causal && j > i + offset)) x = -kInf;
+      if (backend::cuda_flash_hidden(p.t, p.s, p.mask, i, j)) x = -kInf;
       const float mx = nan_max(m[r], warp_max(x));
       const float base = mx == -kInf ? 0.0f : mx;  // no visible key yet: p and alpha are 0
       const float alpha = expf(m[r] - base);
@@ -191,9 +190,8 @@ __global__ void __launch_bounds__(Simt::kThreads) simt_backward_dkdv_kernel(Para
   const E* k = static_cast<const E*>(p.k) + kvh * p.s * d;  // (S, D)
   const E* v = static_cast<const E*>(p.v) + kvh * p.s * d;  // (S, D)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t offset = p.s - p.t;
-  const int64_t q_tiles = backend::cuda_ceil_div(p.t, kBr);
-  const int64_t first = backend::cuda_flash_backward_first_query_tile(p.t, p.s, p.causal, j0, kBr);
+  const backend::CudaTileRange queries =
+      backend::cuda_flash_query_tiles(p.t, p.s, p.mask, j0, kBc, kBr);
 
   widen_rows(ks, d + 1, k, j0, kBc, p.s, d);
   widen_rows(vs, d + 1, v, j0, kBc, p.s, d);
@@ -205,7 +203,7 @@ __global__ void __launch_bounds__(Simt::kThreads) simt_backward_dkdv_kernel(Para
     const E* dout = static_cast<const E*>(p.dout) + bh * p.t * d;  // (T, D)
     const float* lse = p.lse + bh * p.t;                           // (T)
     const float* delta = p.delta + bh * p.t;                       // (T)
-    for (int64_t it = first; it < q_tiles; ++it) {
+    for (int64_t it = queries.first; it < queries.end; ++it) {
       const int64_t q0 = it * kBr;
       __syncthreads();  // the previous tile is consumed
       widen_rows(qs, d, q, q0, kBr, p.t, d);
@@ -236,7 +234,7 @@ __global__ void __launch_bounds__(Simt::kThreads) simt_backward_dkdv_kernel(Para
       for (int r = 0; r < kRows; ++r) {
         const int64_t i = q0 + row0 + r;
         float pr = expf(s[r] * p.scale - lse_s[row0 + r]);
-        if (j >= p.s || (p.causal && j > i + offset)) pr = 0.0f;
+        if (backend::cuda_flash_hidden(p.t, p.s, p.mask, i, j)) pr = 0.0f;
         const float f = p.drop.on() ? p.drop.factor(bh, i, j) : 1.0f;  // dP = f dZ, Z = f P
         ps[(row0 + r) * kPld + lane] = pr * f;
         dss[(row0 + r) * kPld + lane] = pr * (f * dp[r] - delta_s[row0 + r]);
@@ -291,7 +289,7 @@ __global__ void __launch_bounds__(Simt::kThreads) simt_backward_dq_kernel(Params
 
   const int64_t q_tiles = backend::cuda_ceil_div(p.t, kBr);
   const backend::CudaFlashBlock blk =
-      backend::cuda_flash_forward_block(blockIdx.x, p.batch * p.hq, q_tiles, p.causal);
+      backend::cuda_flash_forward_block(blockIdx.x, p.batch * p.hq, q_tiles, p.mask.causal);
   const int64_t bh = blk.bh, q0 = blk.tile * kBr;
   const int64_t kvh = backend::cuda_flash_kv_head(bh, p.hq, p.hkv);
   const E* q = static_cast<const E*>(p.q) + bh * p.t * d;        // (T, D)
@@ -299,8 +297,7 @@ __global__ void __launch_bounds__(Simt::kThreads) simt_backward_dq_kernel(Params
   const E* k = static_cast<const E*>(p.k) + kvh * p.s * d;       // (S, D)
   const E* v = static_cast<const E*>(p.v) + kvh * p.s * d;       // (S, D)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t offset = p.s - p.t;
-  const int64_t n_tiles = backend::cuda_flash_forward_key_tiles(p.t, p.s, p.causal, q0, kBr, kBc);
+  const backend::CudaTileRange keys = backend::cuda_flash_key_tiles(p.t, p.s, p.mask, q0, kBr, kBc);
   const int row0 = warp * kRows;
   const float* qw = qs + row0 * d;    // (kRows, d) this warp's rows
   const float* dow = dos + row0 * d;  // (kRows, d)
@@ -318,7 +315,7 @@ __global__ void __launch_bounds__(Simt::kThreads) simt_backward_dq_kernel(Params
     for (int u = 0; u < U; ++u) dq[r][u] = 0.0f;
   }
 
-  for (int64_t jt = 0; jt < n_tiles; ++jt) {
+  for (int64_t jt = keys.first; jt < keys.end; ++jt) {
     const int64_t j0 = jt * kBc;
     __syncthreads();  // the previous tile is consumed
     widen_rows(ks, d + 1, k, j0, kBc, p.s, d);
@@ -342,7 +339,7 @@ __global__ void __launch_bounds__(Simt::kThreads) simt_backward_dq_kernel(Params
     for (int r = 0; r < kRows; ++r) {
       const int64_t i = q0 + row0 + r;
       float pr = expf(s[r] * p.scale - lse_r[r]);
-      if (j >= p.s || (p.causal && j > i + offset)) pr = 0.0f;
+      if (backend::cuda_flash_hidden(p.t, p.s, p.mask, i, j)) pr = 0.0f;
       const float f = p.drop.on() ? p.drop.factor(bh, i, j) : 1.0f;
       dp[r] = pr * (f * dp[r] - delta_r[r]);  // dS
     }
@@ -412,8 +409,8 @@ cudaError_t launch_flash_forward_simt(const AttentionSizes& x, DType dtype, cons
                                       const void* k, const void* v, void* o, float* lse,
                                       cudaStream_t stream) {
   const Params params{
-      x.batch, x.hq, x.hkv, x.t, x.s,     x.d,     x.causal, x.scale, nullptr, q,
-      k,       v,    o,     lse, nullptr, nullptr, nullptr,  nullptr, nullptr, flash_dropout(x)};
+      x.batch, x.hq, x.hkv, x.t, x.s,     x.d,     x.mask,  x.scale, nullptr, q,
+      k,       v,    o,     lse, nullptr, nullptr, nullptr, nullptr, nullptr, flash_dropout(x)};
   return simt_dtype_case(dtype, x.d, [&](auto tag, auto chunks) {
     using E = typename decltype(tag)::type;
     return launch_simt(simt_forward_kernel<E, decltype(chunks)::value>,
@@ -427,8 +424,8 @@ cudaError_t launch_flash_backward_simt(const AttentionSizes& x, DType dtype, con
                                        const float* lse, const float* delta, void* dq, void* dk,
                                        void* dv, cudaStream_t stream) {
   const Params params{
-      x.batch, x.hq, x.hkv,   x.t,     x.s, x.d,   x.causal, x.scale, dout, q,
-      k,       v,    nullptr, nullptr, lse, delta, dq,       dk,      dv,   flash_dropout(x)};
+      x.batch, x.hq, x.hkv,   x.t,     x.s, x.d,   x.mask, x.scale, dout, q,
+      k,       v,    nullptr, nullptr, lse, delta, dq,     dk,      dv,   flash_dropout(x)};
   return simt_dtype_case(dtype, x.d, [&](auto tag, auto chunks) {
     using E = typename decltype(tag)::type;
     constexpr int U = decltype(chunks)::value;

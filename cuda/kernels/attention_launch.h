@@ -13,6 +13,7 @@
 
 #include <cstdint>
 
+#include "tensor/backend/attention_mask.h"
 #include "tensor/backend/cuda_flash_launch.h"
 #include "tensor/dtype.h"
 
@@ -25,7 +26,7 @@ struct AttentionSizes {
   int64_t t = 0;    // queries
   int64_t s = 0;    // keys
   int64_t d = 0;    // head dim
-  bool causal = false;
+  backend::AttentionMask mask;
   float scale = 1;
   // Dropout on the probabilities, element (b, h, i, j) taking Philox draw dropout_offset +
   // its flat index of dropout_seed; dropout_p = 0 is none (Note [Dropout inside flash

@@ -69,28 +69,30 @@ cudaError_t naive_gemm(int64_t batch, int64_t m, int64_t n, int64_t kdim, float 
   return cudaGetLastError();
 }
 
-// probs rows (rows, s) := softmax over the keys row % t sees, 0 past them.
-__global__ void softmax_rows_kernel(float* probs, int64_t rows, int64_t t, int64_t s, bool causal) {
+// probs rows (rows, s) := softmax over the keys row % t sees, 0 elsewhere.
+__global__ void softmax_rows_kernel(float* probs, int64_t rows, int64_t t, int64_t s,
+                                    backend::AttentionMask mask) {
   const int64_t row = int64_t(blockIdx.x) * kRowWarps + threadIdx.x / 32;
   if (row >= rows) return;
   const int lane = threadIdx.x % 32;
   float* p = probs + row * s;
-  const int64_t visible = backend::cuda_naive_visible(t, s, causal, row % t);
+  const backend::CudaTileRange seen = backend::cuda_naive_visible(t, s, mask, row % t);
   float mx = -kInf;
-  for (int64_t j = lane; j < visible; j += 32) mx = nan_max(mx, p[j]);
+  for (int64_t j = seen.first + lane; j < seen.end; j += 32) mx = nan_max(mx, p[j]);
 #pragma unroll
   for (int width = 16; width >= 1; width /= 2)
     mx = nan_max(mx, __shfl_xor_sync(0xffffffffu, mx, width));
   float sum = 0.0f;
-  for (int64_t j = lane; j < visible; j += 32) {
+  for (int64_t j = seen.first + lane; j < seen.end; j += 32) {
     p[j] = expf(p[j] - mx);
     sum += p[j];
   }
 #pragma unroll
   for (int width = 16; width >= 1; width /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, width);
   const float inv = 1.0f / sum;
-  for (int64_t j = lane; j < visible; j += 32) p[j] *= inv;
-  for (int64_t j = visible + lane; j < s; j += 32) p[j] = 0.0f;
+  for (int64_t j = seen.first + lane; j < seen.end; j += 32) p[j] *= inv;
+  for (int64_t j = lane; j < seen.first; j += 32) p[j] = 0.0f;
+  for (int64_t j = seen.end + lane; j < s; j += 32) p[j] = 0.0f;
 }
 
 // dprobs rows (rows, s) := p (dp - rowsum(p dp)).
@@ -124,7 +126,7 @@ cudaError_t naive_probabilities(const AttentionSizes& x, const void* q, const vo
   if (err != cudaSuccess || rows == 0 || x.s == 0) return err;
   if ((err = row_launch_check(rows)) != cudaSuccess) return err;
   softmax_rows_kernel<<<unsigned(backend::cuda_flash_row_blocks(rows)), 32 * kRowWarps, 0,
-                        stream>>>(probs, rows, x.t, x.s, x.causal);
+                        stream>>>(probs, rows, x.t, x.s, x.mask);
   return cudaGetLastError();
 }
 

@@ -21,7 +21,7 @@ namespace {
 using backend::AttentionShape;
 using backend::CudaFlashPath;
 
-AttentionSizes sizes_of(const AttentionShape& s, bool causal, float scale,
+AttentionSizes sizes_of(const AttentionShape& s, const backend::AttentionMask& mask, float scale,
                         const backend::AttentionDropoutArgs& dropout = {}) {
   return {s.batch,
           s.hq,
@@ -29,7 +29,7 @@ AttentionSizes sizes_of(const AttentionShape& s, bool causal, float scale,
           s.t,
           s.s,
           s.d,
-          causal,
+          mask,
           scale,
           dropout.p,
           dropout.state.seed,
@@ -91,8 +91,8 @@ void flash_attention(const backend::FlashAttentionArgs& a) {
   OpLaunch launch(a.q);
   const CudaFlashPath path =
       flash_path(op, a.dims, dtype, aligned16({&a.q, &a.k, &a.v, &a.o}), a.q.device().index, false);
-  FG_CUDA_CHECK(launch_flash_attention_forward(sizes_of(a.dims, a.causal, a.scale, a.dropout),
-                                               dtype, path, ptr(a.q), ptr(a.k), ptr(a.v), ptr(a.o),
+  FG_CUDA_CHECK(launch_flash_attention_forward(sizes_of(a.dims, a.mask, a.scale, a.dropout), dtype,
+                                               path, ptr(a.q), ptr(a.k), ptr(a.v), ptr(a.o),
                                                f32(a.lse), launch.stream()));
 }
 
@@ -108,7 +108,7 @@ void flash_attention_backward(const backend::FlashAttentionBackwardArgs& a) {
   OpLaunch launch(a.q);
   const bool aligned = aligned16({&a.dout, &a.q, &a.k, &a.v, &a.o, &a.dq, &a.dk, &a.dv});
   const CudaFlashPath path = flash_path(op, x, dtype, aligned, a.q.device().index, true);
-  FG_CUDA_CHECK(launch_flash_attention_backward(sizes_of(x, a.causal, a.scale, a.dropout), dtype,
+  FG_CUDA_CHECK(launch_flash_attention_backward(sizes_of(x, a.mask, a.scale, a.dropout), dtype,
                                                 path, ptr(a.dout), ptr(a.q), ptr(a.k), ptr(a.v),
                                                 ptr(a.o), f32(a.lse), f32(a.delta), ptr(a.dq),
                                                 ptr(a.dk), ptr(a.dv), launch.stream()));
@@ -120,7 +120,7 @@ void naive_attention(const backend::NaiveAttentionArgs& a) {
   check_operands(op, dtype, {&a.q, &a.k, &a.v, &a.o});
   check_f32(op, "probs", a.probs);
   OpLaunch launch(a.q);
-  FG_CUDA_CHECK(launch_naive_attention_forward(sizes_of(a.dims, a.causal, a.scale), dtype, ptr(a.q),
+  FG_CUDA_CHECK(launch_naive_attention_forward(sizes_of(a.dims, a.mask, a.scale), dtype, ptr(a.q),
                                                ptr(a.k), ptr(a.v), f32(a.probs), ptr(a.o),
                                                launch.stream()));
 }
@@ -133,7 +133,7 @@ void naive_attention_backward(const backend::NaiveAttentionBackwardArgs& a) {
   check_f32(op, "dprobs", a.dprobs);
   OpLaunch launch(a.q);
   FG_CUDA_CHECK(launch_naive_attention_backward(
-      sizes_of(a.dims, a.causal, a.scale), dtype, ptr(a.dout), ptr(a.q), ptr(a.k), ptr(a.v),
+      sizes_of(a.dims, a.mask, a.scale), dtype, ptr(a.dout), ptr(a.q), ptr(a.k), ptr(a.v),
       f32(a.probs), f32(a.dprobs), ptr(a.dq), ptr(a.dk), ptr(a.dv), launch.stream()));
 }
 

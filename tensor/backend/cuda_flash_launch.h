@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "tensor/backend/attention_mask.h"
 #include "tensor/backend/cuda_launch.h"
 #include "tensor/dtype.h"
 
@@ -140,24 +141,39 @@ constexpr int cuda_flash_key_tile(CudaFlashPath path, int64_t d) {
                                           : CudaFlashMmaConfig<128>::kBwdBc;
 }
 
-// ---- causal tiles (Note [Causal alignment] in tensor/cpu/attention_flash.cpp) ----
+// ---- masked tiles (Note [Causal alignment] in tensor/cpu/attention_flash.cpp, Note
+// [Sliding-window attention] in attention_mask.h) ----
 
-// Keys [0, end) are visible to at least one of the queries [q0, q0 + nq): query i sees key
-// j iff j <= i + (s - t).
-constexpr int64_t cuda_flash_key_end(int64_t t, int64_t s, bool causal, int64_t q0, int64_t nq) {
-  if (!causal) return s;
-  return std::clamp<int64_t>(q0 + nq + s - t, 0, s);
+// Tiles [first, end) of a range.
+struct CudaTileRange {
+  int64_t first = 0;
+  int64_t end = 0;
+};
+// The key tiles of bc keys that the query tile of br rows starting at q0 visits: from the
+// one holding the first row's lowest visible key to the one holding the last row's highest.
+constexpr CudaTileRange cuda_flash_key_tiles(int64_t t, int64_t s, const AttentionMask& mask,
+                                             int64_t q0, int64_t br, int64_t bc) {
+  const int64_t last = std::min(q0 + br, t) - 1;
+  return {mask.key_begin(t, s, q0) / bc, cuda_ceil_div(mask.key_end(t, s, last), bc)};
 }
-// Key tiles of bc keys that the query tile of br rows starting at q0 visits.
-constexpr int64_t cuda_flash_forward_key_tiles(int64_t t, int64_t s, bool causal, int64_t q0,
-                                               int64_t br, int64_t bc) {
-  return cuda_ceil_div(cuda_flash_key_end(t, s, causal, q0, std::min(br, t - q0)), bc);
+// The query tiles of br rows that see any key of the key tile of bc keys starting at j0;
+// the backward walks them in order.
+constexpr CudaTileRange cuda_flash_query_tiles(int64_t t, int64_t s, const AttentionMask& mask,
+                                               int64_t j0, int64_t bc, int64_t br) {
+  const int64_t last = std::min(j0 + bc, s) - 1;
+  return {mask.first_query(t, s, j0) / br, cuda_ceil_div(mask.query_end(t, s, last), br)};
 }
-// The first query tile of br rows that sees any key of the key tile starting at j0; the
-// backward walks the query tiles from there to the last.
-constexpr int64_t cuda_flash_backward_first_query_tile(int64_t t, int64_t s, bool causal,
-                                                       int64_t j0, int64_t br) {
-  return causal ? std::max<int64_t>(0, j0 - (s - t)) / br : 0;
+// Whether some key of [j0, j0 + bc) is hidden from some query of [q0, q0 + br): past the
+// sequence's end, past a row's diagonal, or below its window. Other tiles skip the
+// per-element test.
+constexpr bool cuda_flash_tile_masked(int64_t t, int64_t s, const AttentionMask& mask, int64_t q0,
+                                      int64_t br, int64_t j0, int64_t bc) {
+  return j0 + bc > s || mask.key_end(t, s, q0) < j0 + bc || mask.key_begin(t, s, q0 + br - 1) > j0;
+}
+// Whether query i does not see key j (a key past s included).
+constexpr bool cuda_flash_hidden(int64_t t, int64_t s, const AttentionMask& mask, int64_t i,
+                                 int64_t j) {
+  return j >= s || j >= mask.key_end(t, s, i) || j < mask.key_begin(t, s, i);
 }
 
 // ---- grids ----
@@ -273,9 +289,11 @@ constexpr CudaNaiveBlock cuda_naive_gemm_block(int64_t block, int64_t m, int64_t
   const int64_t row_tiles = cuda_ceil_div(m, kCudaNaiveTile);
   return {block / (row_tiles * col_tiles), block / col_tiles % row_tiles, block % col_tiles};
 }
-// Keys a query row i of t sees among s (all of them without a mask).
-constexpr int64_t cuda_naive_visible(int64_t t, int64_t s, bool causal, int64_t i) {
-  return causal ? std::clamp<int64_t>(i + s - t + 1, 0, s) : s;
+// The keys [begin, end) a query row i of t sees among s.
+constexpr CudaTileRange cuda_naive_visible(int64_t t, int64_t s, const AttentionMask& mask,
+                                           int64_t i) {
+  const int64_t end = mask.key_end(t, s, i);
+  return {std::min(mask.key_begin(t, s, i), end), end};
 }
 
 }  // namespace fitgrad::backend

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tensor/backend/apollo_workspace.h"
+#include "tensor/backend/attention_mask.h"
 #include "tensor/backend/strided.h"
 #include "tensor/random/generator.h"
 #include "tensor/rope_params.h"
@@ -143,7 +144,7 @@ struct AttentionDropoutArgs {
 // dq, dk and dv share; lse, delta, probs and the workspaces are f32.
 struct FlashAttentionArgs {
   AttentionShape dims;
-  bool causal = false;
+  AttentionMask mask;
   float scale = 1;
   int threads = 1;
   AttentionDropoutArgs dropout;
@@ -153,7 +154,7 @@ struct FlashAttentionArgs {
 };
 struct FlashAttentionBackwardArgs {
   AttentionShape dims;
-  bool causal = false;
+  AttentionMask mask;
   float scale = 1;
   int threads = 1;
   AttentionDropoutArgs dropout;
@@ -164,7 +165,7 @@ struct FlashAttentionBackwardArgs {
 };
 struct NaiveAttentionArgs {
   AttentionShape dims;
-  bool causal = false;
+  AttentionMask mask;
   float scale = 1;
   Tensor q, k, v;
   Tensor probs;  // (B, Hq, T, S) temporary
@@ -173,7 +174,7 @@ struct NaiveAttentionArgs {
 };
 struct NaiveAttentionBackwardArgs {
   AttentionShape dims;
-  bool causal = false;
+  AttentionMask mask;
   float scale = 1;
   Tensor dout, q, k, v;
   Tensor probs, dprobs;  // (B, Hq, T, S) temporaries

@@ -7,11 +7,14 @@
 //
 // Grouped-query heads: query head h reads kv head h / (hq / hkv). Causal masking is
 // bottom-right aligned: query i sees key j iff j <= i + (s - t) (Note [Causal alignment] in
-// attention_flash.cpp); a query that sees no key gets o = 0 and lse = -inf.
+// attention_flash.cpp), and a sliding window keeps the newest of those (Note [Sliding-window
+// attention] in tensor/backend/attention_mask.h); a query that sees no key gets o = 0 and
+// lse = -inf.
 #pragma once
 
 #include <cstdint>
 
+#include "tensor/backend/attention_mask.h"
 #include "tensor/half.h"
 
 namespace fitgrad::cpu {
@@ -52,29 +55,30 @@ int64_t naive_workspace_floats(int64_t group, int64_t t, int64_t s, int64_t d, b
 // (batch, hkv, s, d), the probabilities dropped as `dropout` says. workspace holds threads * flash_workspace_floats(d, false, E != float)
 // floats.
 template <class E>
-void flash_attention_forward(const AttentionDims& dims, bool causal, float scale,
-                             const AttentionDropout& dropout, const E* q, const E* k, const E* v,
-                             E* o, float* lse, float* workspace, int threads);
+void flash_attention_forward(const AttentionDims& dims, const backend::AttentionMask& mask,
+                             float scale, const AttentionDropout& dropout, const E* q, const E* k,
+                             const E* v, E* o, float* lse, float* workspace, int threads);
 
 // dq (batch, hq, t, d), dk and dv (batch, hkv, s, d) from dout, q, o (batch, hq, t, d),
 // k, v and lse, recomputing the probabilities tile by tile. delta (batch, hq, t) is scratch
 // for rowsum(dout * o); workspace holds threads * flash_workspace_floats(d, true, E != float)
 // floats.
 template <class E>
-void flash_attention_backward(const AttentionDims& dims, bool causal, float scale,
-                              const AttentionDropout& dropout, const E* dout, const E* q,
-                              const E* k, const E* v, const E* o, const float* lse, float* delta,
-                              E* dq, E* dk, E* dv, float* workspace, int threads);
+void flash_attention_backward(const AttentionDims& dims, const backend::AttentionMask& mask,
+                              float scale, const AttentionDropout& dropout, const E* dout,
+                              const E* q, const E* k, const E* v, const E* o, const float* lse,
+                              float* delta, E* dq, E* dk, E* dv, float* workspace, int threads);
 
 // o (batch, hq, t, d) through the materialised probabilities probs (batch, hq, t, s).
 template <class E>
-void naive_attention_forward(const AttentionDims& dims, bool causal, float scale, const E* q,
-                             const E* k, const E* v, float* probs, E* o, float* workspace);
+void naive_attention_forward(const AttentionDims& dims, const backend::AttentionMask& mask,
+                             float scale, const E* q, const E* k, const E* v, float* probs, E* o,
+                             float* workspace);
 
 // dq, dk, dv through the materialised probs and dprobs (batch, hq, t, s).
 template <class E>
-void naive_attention_backward(const AttentionDims& dims, bool causal, float scale, const E* dout,
-                              const E* q, const E* k, const E* v, float* probs, float* dprobs,
-                              E* dq, E* dk, E* dv, float* workspace);
+void naive_attention_backward(const AttentionDims& dims, const backend::AttentionMask& mask,
+                              float scale, const E* dout, const E* q, const E* k, const E* v,
+                              float* probs, float* dprobs, E* dq, E* dk, E* dv, float* workspace);
 
 }  // namespace fitgrad::cpu

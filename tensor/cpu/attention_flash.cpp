@@ -69,25 +69,31 @@ int thread_id() {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Keys [0, end) are visible to at least one of the queries [q0, q0 + nq).
-int64_t key_end(const AttentionDims& dims, bool causal, int64_t q0, int64_t nq) {
-  if (!causal) return dims.s;
-  return std::clamp<int64_t>(q0 + nq + dims.s - dims.t, 0, dims.s);
+// Keys [begin, end) are visible to at least one of the queries [q0, q0 + nq): the window of
+// the first reaches lowest, the last query sees furthest.
+int64_t key_begin(const AttentionDims& dims, const backend::AttentionMask& mask, int64_t q0) {
+  return mask.key_begin(dims.t, dims.s, q0);
+}
+int64_t key_end(const AttentionDims& dims, const backend::AttentionMask& mask, int64_t q0,
+                int64_t nq) {
+  return mask.key_end(dims.t, dims.s, q0 + nq - 1);
 }
 
-// Masks the scores s of queries [q0, q0 + nq) against keys [j0, j0 + nk).
-void mask_scores(const AttentionDims& dims, bool causal, int64_t q0, int64_t nq, int64_t j0,
-                 int64_t nk, float* s) {
-  const int64_t offset = dims.s - dims.t;
-  if (nk < kTileK || (causal && j0 + nk - 1 > q0 + offset))
-    mask_tile(nq, nk, causal, q0, j0, offset, s);
+// Masks the scores s of queries [q0, q0 + nq) against keys [j0, j0 + nk): a tile that every
+// query sees whole is left alone.
+void mask_scores(const AttentionDims& dims, const backend::AttentionMask& mask, int64_t q0,
+                 int64_t nq, int64_t j0, int64_t nk, float* s) {
+  if (nk < kTileK || mask.key_end(dims.t, dims.s, q0) < j0 + nk ||
+      mask.key_begin(dims.t, dims.s, q0 + nq - 1) > j0)
+    mask_tile(nq, nk, mask, dims.t, dims.s, q0, j0, s);
 }
 
 // Scaled scores of queries [q0, q0 + nq) against keys [j0, j0 + nk) in s, masked.
-void masked_scores(const AttentionDims& dims, bool causal, float scale, const float* q_rows,
-                   const float* kt, int64_t q0, int64_t nq, int64_t j0, int64_t nk, float* s) {
+void masked_scores(const AttentionDims& dims, const backend::AttentionMask& mask, float scale,
+                   const float* q_rows, const float* kt, int64_t q0, int64_t nq, int64_t j0,
+                   int64_t nk, float* s) {
   tile_scores(nq, dims.d, scale, q_rows, dims.d, kt, s);
-  mask_scores(dims, causal, q0, nq, j0, nk, s);
+  mask_scores(dims, mask, q0, nq, j0, nk, s);
 }
 
 // o's rows divided by the softmax sums l, and lse = m + log l (Note [Causal alignment] for a
@@ -130,9 +136,9 @@ int64_t flash_workspace_floats(int64_t d, bool backward, bool staged) {
 }
 
 template <class E>
-void flash_attention_forward(const AttentionDims& dims, bool causal, float scale,
-                             const AttentionDropout& dropout, const E* q, const E* k, const E* v,
-                             E* o, float* lse, float* workspace, int threads) {
+void flash_attention_forward(const AttentionDims& dims, const backend::AttentionMask& mask,
+                             float scale, const AttentionDropout& dropout, const E* q, const E* k,
+                             const E* v, E* o, float* lse, float* workspace, int threads) {
   const int64_t d = dims.d, group = dims.hq / dims.hkv, q_tiles = ceil_div(dims.t, kTileQ);
   const int64_t items = dims.batch * dims.hq * q_tiles;
   const int64_t per_thread = flash_workspace_floats(d, false, kStaged<E>);
@@ -160,7 +166,8 @@ void flash_attention_forward(const AttentionDims& dims, bool causal, float scale
     std::fill(o_rows, o_rows + nq * d, 0.0f);
     std::fill(m, m + nq, kNegInf);
     std::fill(l, l + nq, 0.0f);
-    const int64_t end = key_end(dims, causal, q0, nq);
+    const int64_t begin = key_begin(dims, mask, q0) / kTileK * kTileK;
+    const int64_t end = key_end(dims, mask, q0, nq);
     if constexpr (std::is_same_v<E, BFloat16>) {
       if (amx) {
         // Note [AMX attention tiles]: the f32 tiles' space holds the packed operands: k's in
@@ -176,10 +183,10 @@ void flash_attention_forward(const AttentionDims& dims, bool causal, float scale
           q_amx = padded;
         }
         amx_tiles_begin();
-        for (int64_t j0 = 0; j0 < end; j0 += kTileK) {
+        for (int64_t j0 = begin; j0 < end; j0 += kTileK) {
           const int64_t nk = std::min(kTileK, end - j0);
           amx_scores(nq, nk, d, scale, q_amx, k_head + j0 * d, kpack, s);
-          mask_scores(dims, causal, q0, nq, j0, nk, s);
+          mask_scores(dims, mask, q0, nq, j0, nk, s);
           online_softmax_tile(nq, d, s, m, l, o_rows, d);
           if (dropout.p > 0) dropout_tile(nq, nk, tile_dropout(dims, dropout, bh, q0, j0), s);
           amx_accumulate(nq, nk, d, s, v_head + j0 * d, vpack, pb, o_rows);
@@ -191,10 +198,10 @@ void flash_attention_forward(const AttentionDims& dims, bool causal, float scale
       }
     }
     const float* q_rows = as_f32(q_tile, nq * d, q_buf);  // (nq, d)
-    for (int64_t j0 = 0; j0 < end; j0 += kTileK) {
+    for (int64_t j0 = begin; j0 < end; j0 += kTileK) {
       const int64_t nk = std::min(kTileK, end - j0);
       transpose_tile(nk, d, as_f32(k_head + j0 * d, nk * d, kv_buf), d, kt);
-      masked_scores(dims, causal, scale, q_rows, kt, q0, nq, j0, nk, s);
+      masked_scores(dims, mask, scale, q_rows, kt, q0, nq, j0, nk, s);
       online_softmax_tile(nq, d, s, m, l, o_rows, d);
       if (dropout.p > 0) dropout_tile(nq, nk, tile_dropout(dims, dropout, bh, q0, j0), s);
       tile_accumulate(nq, nk, d, s, kTileK, 1, as_f32(v_head + j0 * d, nk * d, kv_buf), d, o_rows,
@@ -206,14 +213,13 @@ void flash_attention_forward(const AttentionDims& dims, bool causal, float scale
 }
 
 template <class E>
-void flash_attention_backward(const AttentionDims& dims, bool causal, float scale,
-                              const AttentionDropout& dropout, const E* dout, const E* q,
-                              const E* k, const E* v, const E* o, const float* lse, float* delta,
-                              E* dq, E* dk, E* dv, float* workspace, int threads) {
+void flash_attention_backward(const AttentionDims& dims, const backend::AttentionMask& mask,
+                              float scale, const AttentionDropout& dropout, const E* dout,
+                              const E* q, const E* k, const E* v, const E* o, const float* lse,
+                              float* delta, E* dq, E* dk, E* dv, float* workspace, int threads) {
   const int64_t d = dims.d, group = dims.hq / dims.hkv;
   const int64_t q_tiles = ceil_div(dims.t, kTileQ), k_tiles = ceil_div(dims.s, kTileK);
   const int64_t per_thread = flash_workspace_floats(d, true, kStaged<E>);
-  const int64_t offset = dims.s - dims.t;
 
   // ds = p * (dp - delta) for a tile, or with dropout p * (M * dp - delta) and p := M * p
   // (Note [Dropout inside flash attention] in tensor/ops/attention.h).
@@ -260,13 +266,14 @@ void flash_attention_backward(const AttentionDims& dims, bool causal, float scal
     const float* dout_rows = as_f32(dout + row0 * d, nq * d, dout_buf);  // (nq, d)
     float* dq_rows = accumulator(dq + row0 * d, dq_buf);                 // (nq, d)
     std::fill(dq_rows, dq_rows + nq * d, 0.0f);
-    const int64_t end = key_end(dims, causal, q0, nq);
-    for (int64_t j0 = 0; j0 < end; j0 += kTileK) {
+    const int64_t begin = key_begin(dims, mask, q0) / kTileK * kTileK;
+    const int64_t end = key_end(dims, mask, q0, nq);
+    for (int64_t j0 = begin; j0 < end; j0 += kTileK) {
       const int64_t nk = std::min(kTileK, end - j0);
       const float* k_rows = as_f32(k_head + j0 * d, nk * d, k_buf);  // (nk, d)
       transpose_tile(nk, d, k_rows, d, kt);
       transpose_tile(nk, d, as_f32(v_head + j0 * d, nk * d, v_buf), d, vt);
-      masked_scores(dims, causal, scale, q_rows, kt, q0, nq, j0, nk, p);
+      masked_scores(dims, mask, scale, q_rows, kt, q0, nq, j0, nk, p);
       probs_from_lse(nq, lse + row0, p);
       tile_scores(nq, d, 1.0f, dout_rows, d, vt, ds);  // dp = dout @ v^T
       grad_tile(bh, q0, nq, j0, nk, p, delta + row0, ds);
@@ -299,16 +306,17 @@ void flash_attention_backward(const AttentionDims& dims, bool causal, float scal
     float* dv_rows = accumulator(dv + key0 * d, dv_buf);  // (nk, d)
     std::fill(dk_rows, dk_rows + nk * d, 0.0f);
     std::fill(dv_rows, dv_rows + nk * d, 0.0f);
-    // The first query that sees key j0.
-    const int64_t q_first = causal ? std::max<int64_t>(0, j0 - offset) : 0;
+    // The queries that see any of keys [j0, j0 + nk).
+    const int64_t q_first = mask.first_query(dims.t, dims.s, j0);
+    const int64_t q_end = mask.query_end(dims.t, dims.s, j0 + nk - 1);
     for (int64_t h = h_first; h < h_first + group; ++h) {
       const int64_t bh = b * dims.hq + h;
-      for (int64_t q0 = q_first / kTileQ * kTileQ; q0 < dims.t; q0 += kTileQ) {
+      for (int64_t q0 = q_first / kTileQ * kTileQ; q0 < q_end; q0 += kTileQ) {
         const int64_t nq = std::min(kTileQ, dims.t - q0);
         const int64_t row0 = bh * dims.t + q0;
         const float* q_rows = as_f32(q + row0 * d, nq * d, q_buf);           // (nq, d)
         const float* dout_rows = as_f32(dout + row0 * d, nq * d, dout_buf);  // (nq, d)
-        masked_scores(dims, causal, scale, q_rows, kt, q0, nq, j0, nk, p);
+        masked_scores(dims, mask, scale, q_rows, kt, q0, nq, j0, nk, p);
         probs_from_lse(nq, lse + row0, p);
         tile_scores(nq, d, 1.0f, dout_rows, d, vt, ds);  // dout v^T
         grad_tile(bh, q0, nq, j0, nk, p, delta + row0, ds);
@@ -322,13 +330,14 @@ void flash_attention_backward(const AttentionDims& dims, bool causal, float scal
   }
 }
 
-#define FITGRAD_FLASH(E)                                                                           \
-  template void flash_attention_forward(const AttentionDims&, bool, float,                         \
-                                        const AttentionDropout&, const E*, const E*, const E*, E*, \
-                                        float*, float*, int);                                      \
-  template void flash_attention_backward(                                                          \
-      const AttentionDims&, bool, float, const AttentionDropout&, const E*, const E*, const E*,    \
-      const E*, const E*, const float*, float*, E*, E*, E*, float*, int);
+#define FITGRAD_FLASH(E)                                                                         \
+  template void flash_attention_forward(const AttentionDims&, const backend::AttentionMask&,     \
+                                        float, const AttentionDropout&, const E*, const E*,      \
+                                        const E*, E*, float*, float*, int);                      \
+  template void flash_attention_backward(const AttentionDims&, const backend::AttentionMask&,    \
+                                         float, const AttentionDropout&, const E*, const E*,     \
+                                         const E*, const E*, const E*, const float*, float*, E*, \
+                                         E*, E*, float*, int);
 FITGRAD_FLASH(float)
 FITGRAD_FLASH(BFloat16)
 FITGRAD_FLASH(Half)

@@ -37,25 +37,28 @@ class Staging {
 };
 
 // probs (group, t, s) = softmax(scale * q k^T) for the query heads q (group, t, d) of one
-// kv head k (s, d), with the causal mask; a row that sees no key is all zeros.
-void probabilities(int64_t group, int64_t t, int64_t s, int64_t d, bool causal, float scale,
-                   const float* q, const float* k, float* probs) {
+// kv head k (s, d), under the mask; a row that sees no key is all zeros.
+void probabilities(int64_t group, int64_t t, int64_t s, int64_t d,
+                   const backend::AttentionMask& mask, float scale, const float* q, const float* k,
+                   float* probs) {
   gemm_f32_batched(false, true, group, t, s, d, scale, q, d, t * d, k, d, 0, 0.0f, probs, s, t * s);
   const int64_t rows = group * t;
 #pragma omp parallel for schedule(static) if (rows * s >= kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
     float* row = probs + r * s;
-    const int64_t visible = causal ? std::clamp<int64_t>(r % t + s - t + 1, 0, s) : s;
-    std::fill(row + visible, row + s, 0.0f);
-    if (visible == 0) continue;
-    const float mx = *std::max_element(row, row + visible);
+    const int64_t end = mask.key_end(t, s, r % t);
+    const int64_t begin = std::min(mask.key_begin(t, s, r % t), end);
+    std::fill(row, row + begin, 0.0f);
+    std::fill(row + end, row + s, 0.0f);
+    if (begin == end) continue;
+    const float mx = *std::max_element(row + begin, row + end);
     double sum = 0.0;
-    for (int64_t j = 0; j < visible; ++j) {
+    for (int64_t j = begin; j < end; ++j) {
       row[j] = std::exp(row[j] - mx);
       sum += row[j];
     }
     const float inv = float(1.0 / sum);
-    for (int64_t j = 0; j < visible; ++j) row[j] *= inv;
+    for (int64_t j = begin; j < end; ++j) row[j] *= inv;
   }
 }
 
@@ -69,8 +72,9 @@ int64_t naive_workspace_floats(int64_t group, int64_t t, int64_t s, int64_t d, b
 }
 
 template <class E>
-void naive_attention_forward(const AttentionDims& dims, bool causal, float scale, const E* q,
-                             const E* k, const E* v, float* probs, E* o, float* workspace) {
+void naive_attention_forward(const AttentionDims& dims, const backend::AttentionMask& mask,
+                             float scale, const E* q, const E* k, const E* v, float* probs, E* o,
+                             float* workspace) {
   const int64_t group = dims.hq / dims.hkv, t = dims.t, s = dims.s, d = dims.d;
   if (t == 0 || s == 0) {  // no products to form (gemm wants leading dims >= 1)
     std::fill(o, o + dims.batch * dims.hq * t * d, convert<E>(0.0f));
@@ -85,7 +89,7 @@ void naive_attention_forward(const AttentionDims& dims, bool causal, float scale
     const float* vh = as_f32(v + kv * nk, nk, buf.take(nk));      // (s, d)
     float* oh = accumulator(o + bh0 * t * d, buf.take(nq));       // (group, t, d)
     float* ph = probs + bh0 * t * s;                              // (group, t, s)
-    probabilities(group, t, s, d, causal, scale, qh, kh, ph);
+    probabilities(group, t, s, d, mask, scale, qh, kh, ph);
     gemm_f32_batched(false, false, group, t, d, s, 1.0f, ph, s, t * s, vh, d, 0, 0.0f, oh, d,
                      t * d);
     store_rows(oh, nq, o + bh0 * t * d);
@@ -93,9 +97,9 @@ void naive_attention_forward(const AttentionDims& dims, bool causal, float scale
 }
 
 template <class E>
-void naive_attention_backward(const AttentionDims& dims, bool causal, float scale, const E* dout,
-                              const E* q, const E* k, const E* v, float* probs, float* dprobs,
-                              E* dq, E* dk, E* dv, float* workspace) {
+void naive_attention_backward(const AttentionDims& dims, const backend::AttentionMask& mask,
+                              float scale, const E* dout, const E* q, const E* k, const E* v,
+                              float* probs, float* dprobs, E* dq, E* dk, E* dv, float* workspace) {
   const int64_t group = dims.hq / dims.hkv, t = dims.t, s = dims.s, d = dims.d;
   if (t == 0 || s == 0) {
     std::fill(dq, dq + dims.batch * dims.hq * t * d, convert<E>(0.0f));
@@ -116,7 +120,7 @@ void naive_attention_backward(const AttentionDims& dims, bool causal, float scal
     float* dvh = accumulator(dv + kv * nk, buf.take(nk));               // (s, d)
     float* ph = probs + bh0 * t * s;                                    // (group, t, s)
     float* dph = dprobs + bh0 * t * s;                                  // (group, t, s)
-    probabilities(group, t, s, d, causal, scale, qh, kh, ph);
+    probabilities(group, t, s, d, mask, scale, qh, kh, ph);
     // dprobs = dout v^T
     gemm_f32_batched(false, true, group, t, s, d, 1.0f, douth, d, t * d, vh, d, 0, 0.0f, dph, s,
                      t * s);
@@ -145,11 +149,12 @@ void naive_attention_backward(const AttentionDims& dims, bool causal, float scal
   }
 }
 
-#define FITGRAD_NAIVE(E)                                                                        \
-  template void naive_attention_forward(const AttentionDims&, bool, float, const E*, const E*,  \
-                                        const E*, float*, E*, float*);                          \
-  template void naive_attention_backward(const AttentionDims&, bool, float, const E*, const E*, \
-                                         const E*, const E*, float*, float*, E*, E*, E*, float*);
+#define FITGRAD_NAIVE(E)                                                                          \
+  template void naive_attention_forward(const AttentionDims&, const backend::AttentionMask&,      \
+                                        float, const E*, const E*, const E*, float*, E*, float*); \
+  template void naive_attention_backward(const AttentionDims&, const backend::AttentionMask&,     \
+                                         float, const E*, const E*, const E*, const E*, float*,   \
+                                         float*, E*, E*, E*, float*);
 FITGRAD_NAIVE(float)
 FITGRAD_NAIVE(BFloat16)
 FITGRAD_NAIVE(Half)

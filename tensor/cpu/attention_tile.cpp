@@ -281,13 +281,14 @@ FITGRAD_ISA_KERNEL(void, probs_from_lse, (int64_t nq, const float* lse, float* s
 FITGRAD_ISA_KERNEL(void, softmax_grad_tile,
                    (int64_t nq, const float* p, const float* delta, float* dp), (nq, p, delta, dp))
 
-void mask_tile(int64_t nq, int64_t nk, bool causal, int64_t q0, int64_t j0, int64_t offset,
-               float* s) {
+void mask_tile(int64_t nq, int64_t nk, const backend::AttentionMask& mask, int64_t t,
+               int64_t s_keys, int64_t q0, int64_t j0, float* s) {
   for (int64_t r = 0; r < nq; ++r) {
-    // Keys j0 + j with j < visible are seen by query q0 + r.
-    int64_t visible = nk;
-    if (causal) visible = std::clamp<int64_t>(q0 + r + offset - j0 + 1, 0, nk);
-    std::fill(s + r * kTileK + visible, s + (r + 1) * kTileK, kNegInf);
+    // Keys j0 + j with begin <= j < end are seen by query q0 + r.
+    const int64_t end = std::clamp<int64_t>(mask.key_end(t, s_keys, q0 + r) - j0, 0, nk);
+    const int64_t begin = std::clamp<int64_t>(mask.key_begin(t, s_keys, q0 + r) - j0, 0, end);
+    std::fill(s + r * kTileK, s + r * kTileK + begin, kNegInf);
+    std::fill(s + r * kTileK + end, s + (r + 1) * kTileK, kNegInf);
   }
 }
 

@@ -24,6 +24,8 @@
 
 #include <cstdint>
 
+#include "tensor/backend/attention_mask.h"
+
 namespace fitgrad::cpu {
 
 inline constexpr int64_t kTileQ = 64;  // query rows per tile
@@ -41,10 +43,11 @@ void tile_scores(int64_t nq, int64_t d, float scale, const float* a, int64_t lda
 void tile_accumulate(int64_t m, int64_t n, int64_t d, const float* p, int64_t p_row, int64_t p_col,
                      const float* b, int64_t ldb, float* c, int64_t ldc);
 
-// Sets s(r, j) = -inf where key j0 + j is invisible to query q0 + r: j >= nk (padding),
-// or, when causal, j0 + j > q0 + r + offset (Note [Causal alignment] in attention_flash.cpp).
-void mask_tile(int64_t nq, int64_t nk, bool causal, int64_t q0, int64_t j0, int64_t offset,
-               float* s);
+// Sets s(r, j) = -inf where key j0 + j is invisible to query q0 + r of t against s_keys
+// keys: j >= nk (padding), or outside the mask's keys for that query (Note [Causal alignment]
+// in attention_flash.cpp, Note [Sliding-window attention] in tensor/backend/attention_mask.h).
+void mask_tile(int64_t nq, int64_t nk, const backend::AttentionMask& mask, int64_t t,
+               int64_t s_keys, int64_t q0, int64_t j0, float* s);
 
 // One online-softmax step over a scaled, masked score tile s(nq, kTileK): the running max
 // m and sum l (nq) absorb the tile, the accumulator o(nq, d) (row stride ldo) is rescaled

@@ -210,7 +210,7 @@ cpu::AttentionDropout dropout_of(const AttentionDropoutArgs& a) {
 void flash_attention(const FlashAttentionArgs& a) {
   dispatch_floating(a.q.dtype(), "cpu kernel", [&](auto e) {
     using E = decltype(e);
-    cpu::flash_attention_forward(dims_of(a.dims), a.causal, a.scale, dropout_of(a.dropout),
+    cpu::flash_attention_forward(dims_of(a.dims), a.mask, a.scale, dropout_of(a.dropout),
                                  a.q.data<E>(), a.k.data<E>(), a.v.data<E>(), a.o.data<E>(),
                                  f32(a.lse), f32(a.workspace), a.threads);
   });
@@ -218,7 +218,7 @@ void flash_attention(const FlashAttentionArgs& a) {
 void flash_attention_backward(const FlashAttentionBackwardArgs& a) {
   dispatch_floating(a.q.dtype(), "cpu kernel", [&](auto e) {
     using E = decltype(e);
-    cpu::flash_attention_backward(dims_of(a.dims), a.causal, a.scale, dropout_of(a.dropout),
+    cpu::flash_attention_backward(dims_of(a.dims), a.mask, a.scale, dropout_of(a.dropout),
                                   a.dout.data<E>(), a.q.data<E>(), a.k.data<E>(), a.v.data<E>(),
                                   a.o.data<E>(), f32(a.lse), f32(a.delta), a.dq.data<E>(),
                                   a.dk.data<E>(), a.dv.data<E>(), f32(a.workspace), a.threads);
@@ -227,7 +227,7 @@ void flash_attention_backward(const FlashAttentionBackwardArgs& a) {
 void naive_attention(const NaiveAttentionArgs& a) {
   dispatch_floating(a.q.dtype(), "cpu kernel", [&](auto e) {
     using E = decltype(e);
-    cpu::naive_attention_forward(dims_of(a.dims), a.causal, a.scale, a.q.data<E>(), a.k.data<E>(),
+    cpu::naive_attention_forward(dims_of(a.dims), a.mask, a.scale, a.q.data<E>(), a.k.data<E>(),
                                  a.v.data<E>(), f32(a.probs), a.o.data<E>(),
                                  f32_or_null(a.workspace));
   });
@@ -235,9 +235,9 @@ void naive_attention(const NaiveAttentionArgs& a) {
 void naive_attention_backward(const NaiveAttentionBackwardArgs& a) {
   dispatch_floating(a.q.dtype(), "cpu kernel", [&](auto e) {
     using E = decltype(e);
-    cpu::naive_attention_backward(dims_of(a.dims), a.causal, a.scale, a.dout.data<E>(),
-                                  a.q.data<E>(), a.k.data<E>(), a.v.data<E>(), f32(a.probs),
-                                  f32(a.dprobs), a.dq.data<E>(), a.dk.data<E>(), a.dv.data<E>(),
+    cpu::naive_attention_backward(dims_of(a.dims), a.mask, a.scale, a.dout.data<E>(), a.q.data<E>(),
+                                  a.k.data<E>(), a.v.data<E>(), f32(a.probs), f32(a.dprobs),
+                                  a.dq.data<E>(), a.dk.data<E>(), a.dv.data<E>(),
                                   f32_or_null(a.workspace));
   });
 }

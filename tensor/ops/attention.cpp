@@ -30,9 +30,13 @@
 namespace fitgrad::ops {
 namespace {
 
-// Checks q, k and v against each other and returns their sizes.
-backend::AttentionShape check_qkv(const char* op, const Tensor& q, const Tensor& k,
-                                  const Tensor& v) {
+// Checks q, k, v and the mask against each other and returns their sizes.
+backend::AttentionShape check_qkv(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const backend::AttentionMask& mask) {
+  FG_CHECK(mask.window >= 0 && (mask.window == 0 || mask.causal),
+           "[{}] a sliding window ({}) must be positive and causal (Note [Sliding-window "
+           "attention])",
+           op, mask.window);
   check_floating(op, "q", q);
   check_floating(op, "k", k);
   check_floating(op, "v", v);
@@ -80,11 +84,12 @@ Tensor in_dtype_of(const Tensor& t, DType dtype) {
 
 }  // namespace
 
-AttentionOut flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
-                             double scale, double dropout_p, Generator& gen) {
+AttentionOut flash_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                             const backend::AttentionMask& mask, double scale, double dropout_p,
+                             Generator& gen) {
   const backend::OpId id = backend::OpId::flash_attention;
   const char* op = backend::op_name(id);
-  const backend::AttentionShape dims = check_qkv(op, q, k, v);
+  const backend::AttentionShape dims = check_qkv(op, q, k, v, mask);
   const float sc = resolve_scale(op, scale, dims.d);
   check_dropout_p(op, dropout_p);
   const backend::TargetProfile profile = backend::profile_for(q.device());
@@ -101,18 +106,18 @@ AttentionOut flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, 
     backend::dispatch(
         id, q.device(),
         backend::FlashAttentionArgs{
-            dims, causal, sc, threads, {dropout_p, state}, qc, kc, vc, o, lse, workspace});
+            dims, mask, sc, threads, {dropout_p, state}, qc, kc, vc, o, lse, workspace});
   }
   return {o, lse, state};
 }
 
 AttentionGrads flash_attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
                                         const Tensor& v, const Tensor& o, const Tensor& lse,
-                                        bool causal, double scale, double dropout_p,
-                                        const RngState& dropout_state) {
+                                        const backend::AttentionMask& mask, double scale,
+                                        double dropout_p, const RngState& dropout_state) {
   const backend::OpId id = backend::OpId::flash_attention_backward;
   const char* op = backend::op_name(id);
-  const backend::AttentionShape dims = check_qkv(op, q, k, v);
+  const backend::AttentionShape dims = check_qkv(op, q, k, v, mask);
   check_floating(op, "dout", dout);
   check_floating(op, "o", o);
   FG_CHECK(lse.defined(), "[{}] lse is undefined", op);
@@ -136,7 +141,7 @@ AttentionGrads flash_attention_backward(const Tensor& dout, const Tensor& q, con
     const Tensor workspace = temporary(ws, q.device());
     backend::dispatch(id, q.device(),
                       backend::FlashAttentionBackwardArgs{dims,
-                                                          causal,
+                                                          mask,
                                                           sc,
                                                           threads,
                                                           {dropout_p, dropout_state},
@@ -168,29 +173,29 @@ Tensor naive_workspace(const backend::AttentionShape& dims, bool backward, DType
 
 }  // namespace
 
-Tensor naive_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
-                       double scale) {
+Tensor naive_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                       const backend::AttentionMask& mask, double scale) {
   const backend::OpId id = backend::OpId::naive_attention;
   const char* op = backend::op_name(id);
-  const backend::AttentionShape dims = check_qkv(op, q, k, v);
+  const backend::AttentionShape dims = check_qkv(op, q, k, v, mask);
   const float sc = resolve_scale(op, scale, dims.d);
   const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
   Tensor o = Tensor::empty(q.shape(), q.dtype(), q.device());  // (B, Hq, T, D)
   {
     const Tensor probs = temporary({dims.batch, dims.hq, dims.t, dims.s}, q.device());
     const Tensor workspace = naive_workspace(dims, false, q.dtype(), q.device());
-    backend::dispatch(
-        id, q.device(),
-        backend::NaiveAttentionArgs{dims, causal, sc, qc, kc, vc, probs, o, workspace});
+    backend::dispatch(id, q.device(),
+                      backend::NaiveAttentionArgs{dims, mask, sc, qc, kc, vc, probs, o, workspace});
   }
   return o;
 }
 
 AttentionGrads naive_attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
-                                        const Tensor& v, bool causal, double scale) {
+                                        const Tensor& v, const backend::AttentionMask& mask,
+                                        double scale) {
   const backend::OpId id = backend::OpId::naive_attention_backward;
   const char* op = backend::op_name(id);
-  const backend::AttentionShape dims = check_qkv(op, q, k, v);
+  const backend::AttentionShape dims = check_qkv(op, q, k, v, mask);
   check_floating(op, "dout", dout);
   check_same_device(op, {&q, &dout});
   check_shape(op, "dout", dout, q.shape());
@@ -205,8 +210,8 @@ AttentionGrads naive_attention_backward(const Tensor& dout, const Tensor& q, con
     const Tensor probs = temporary(scores, q.device()), dprobs = temporary(scores, q.device());
     const Tensor workspace = naive_workspace(dims, true, q.dtype(), q.device());
     backend::dispatch(id, q.device(),
-                      backend::NaiveAttentionBackwardArgs{dims, causal, sc, doutc, qc, kc, vc,
-                                                          probs, dprobs, dq, dk, dv, workspace});
+                      backend::NaiveAttentionBackwardArgs{dims, mask, sc, doutc, qc, kc, vc, probs,
+                                                          dprobs, dq, dk, dv, workspace});
   }
   return {dq, dk, dv};
 }

@@ -5,9 +5,11 @@
 //
 // Layout (B, H, T, D): batch, heads, positions, head dim. Grouped-query attention: k and v
 // have Hkv heads, Hkv divides Hq, and query head h uses kv head h / (Hq / Hkv) (Hkv = 1 is
-// multi-query). causal: query i sees key j iff j <= i + (S - T), bottom-right aligned so
-// that decoding T new tokens against a KV cache of S positions works; a query that sees
-// no key (only when T > S) gets o = 0 and lse = -inf. scale = 0 means 1 / sqrt(D).
+// multi-query). The mask: none, causal (query i sees key j iff j <= i + (S - T), bottom-right
+// aligned so that decoding T new tokens against a KV cache of S positions works), or causal
+// within a sliding window (Note [Sliding-window attention] in tensor/backend/attention_mask.h;
+// a bool is taken for the first two); a query that sees no key (only when T > S) gets o = 0
+// and lse = -inf. scale = 0 means 1 / sqrt(D).
 //
 // Inputs are f32, f16 or bf16 (q, k and v share one dtype), computed in f32; outputs and
 // gradients come back in that dtype, lse stays f32 (Note [Op dtypes and devices]). On meta
@@ -32,6 +34,7 @@
 // change: dv accumulates Z instead of P, and dS takes M * dZ instead of dZ.
 #pragma once
 
+#include "tensor/backend/attention_mask.h"
 #include "tensor/random/generator.h"
 #include "tensor/tensor.h"
 
@@ -56,8 +59,8 @@ struct AttentionGrads {
 AttentionOut flash_attention(const Tensor& q,  // (B, Hq, T, D)
                              const Tensor& k,  // (B, Hkv, S, D)
                              const Tensor& v,  // (B, Hkv, S, D)
-                             bool causal, double scale = 0, double dropout_p = 0,
-                             Generator& gen = default_generator());
+                             const backend::AttentionMask& mask, double scale = 0,
+                             double dropout_p = 0, Generator& gen = default_generator());
 
 // Gradients of flash_attention, recomputing the probabilities tile by tile from lse, and
 // their dropout factors from dropout_state (the forward's dropout_p and dropout_state).
@@ -70,15 +73,16 @@ AttentionGrads flash_attention_backward(const Tensor& dout,  // (B, Hq, T, D)
                                         const Tensor& v,     // (B, Hkv, S, D)
                                         const Tensor& o,     // (B, Hq, T, D)
                                         const Tensor& lse,   // (B, Hq, T) f32
-                                        bool causal, double scale = 0, double dropout_p = 0,
-                                        const RngState& dropout_state = {});
+                                        const backend::AttentionMask& mask, double scale = 0,
+                                        double dropout_p = 0, const RngState& dropout_state = {});
 
 // The same attention through a materialised (B, Hq, T, S) f32 probability matrix.
-Tensor naive_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
-                       double scale = 0);
+Tensor naive_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                       const backend::AttentionMask& mask, double scale = 0);
 
 // Its gradients, through materialised probabilities and their gradient, both (B, Hq, T, S).
 AttentionGrads naive_attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
-                                        const Tensor& v, bool causal, double scale = 0);
+                                        const Tensor& v, const backend::AttentionMask& mask,
+                                        double scale = 0);
 
 }  // namespace fitgrad::ops

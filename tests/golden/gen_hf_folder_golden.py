@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Golden data pinning a Hugging Face model folder as transformers writes it: a tiny random
-Llama 3.1-style model (rope_scaling llama3), or with --family qwen3 a tiny Qwen3 (per-head q/k
-RMSNorm, tied head), saved in shards, with its logits, greedy tokens, and one training step's
-loss and gradients.
+Llama 3.1-style model (rope_scaling llama3), with --family qwen3 a tiny Qwen3 (per-head q/k
+RMSNorm, tied head), or with --family mistral a tiny Mistral (sliding window), saved in
+shards, with its logits, greedy tokens, and one training step's loss and gradients.
 
 How to run (CI does NOT run this; it only reads the committed tests/golden/hf_llama31_tiny/).
 transformers 4.46.3 in a venv that sees Debian's python3-torch, or with PyPI's torch (the
@@ -16,6 +16,12 @@ committed files were written with PyPI's torch 2.15 on the CPU, transformers 4.4
 4.51.3 with tokenizers 0.21.1 over the same torch): Qwen3Config with vocab 256, hidden 32,
 intermediate 64, 2 layers, 4 heads on 2 kv heads, head_dim 16 (so q_proj is 32 -> 64),
 rms_norm_eps 1e-6, rope_theta 1e6, tied embeddings; otherwise as below.
+
+--family mistral (tests/golden/hf_mistral_tiny/, transformers 4.46.3): MistralConfig with
+vocab 256, hidden 32, intermediate 64, 2 layers, 4 heads on 2 kv heads, rms_norm_eps 1e-5,
+rope_theta 1e6, sliding_window 7 (so each of the 40 positions, and each greedy step past the
+7th token, sees only itself and the 6 before it: eager attention's mask j > i - 7), untied
+head; otherwise as below.
 
 Writes DIR (default tests/golden/hf_llama31_tiny/):
   model/  LlamaForCausalLM.save_pretrained(max_shard_size="48KB", safe_serialization=True):
@@ -63,6 +69,14 @@ BATCH, SEQ, PROMPT, NEW = 2, 40, 6, 12
 
 
 def config(family):
+    if family == "mistral":
+        from transformers import MistralConfig
+        return MistralConfig(
+            vocab_size=256, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+            rms_norm_eps=1e-5, rope_theta=1000000.0, sliding_window=7,
+            tie_word_embeddings=False, hidden_act="silu", initializer_range=0.02,
+            bos_token_id=1, eos_token_id=2)
     if family == "qwen3":
         from transformers import Qwen3Config
         return Qwen3Config(
@@ -82,6 +96,9 @@ def config(family):
 
 
 def model_class(family):
+    if family == "mistral":
+        from transformers import MistralForCausalLM
+        return MistralForCausalLM
     if family == "qwen3":
         from transformers import Qwen3ForCausalLM
         return Qwen3ForCausalLM
@@ -102,11 +119,11 @@ def build(family):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--family", choices=["llama31", "qwen3"], default="llama31")
+    parser.add_argument("--family", choices=["llama31", "qwen3", "mistral"], default="llama31")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     args.out = args.out or (DEFAULT_OUT if args.family == "llama31" else
-                            os.path.join(HERE, "hf_qwen3_tiny"))
+                            os.path.join(HERE, f"hf_{args.family}_tiny"))
     torch.set_num_threads(THREADS)
     model = build(args.family)
     cls = model_class(args.family)

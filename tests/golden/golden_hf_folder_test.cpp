@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -93,28 +94,52 @@ TEST(GoldenHfFolder, ShardedQwen3FolderMatchesTransformers) {
   expect_folder_matches_transformers("hf_qwen3_tiny", 1 + 2 * 11 + 1);
 }
 
-TEST(GoldenHfFolder, WithoutTheLlama3ScalingTheLogitsDiffer) {
-  const GoldenFile file(golden_path("hf_llama31_tiny/golden.gtb"));
-  apps::LoadedModel loaded = apps::load_model(kFolder, "", {});
-  nn::ModelConfig plain = loaded.model->config();
-  plain.rope_scaling = {};
+// Mistral (transformers 4.46.3) with a sliding window of 7 over 40 positions and 18 greedy
+// steps through the KV cache: each position sees itself and the 6 before it.
+TEST(GoldenHfFolder, ShardedMistralFolderWithASlidingWindowMatchesTransformers) {
+  EXPECT_EQ(
+      apps::load_model(golden_path("hf_mistral_tiny/model"), "", {}).model->config().sliding_window,
+      7);
+  expect_folder_matches_transformers("hf_mistral_tiny", 1 + 2 * 9 + 2);
+}
+
+// The largest |logit - golden| of the folder tests/golden/<name>/model's weights in a model
+// whose config `change` alters, and the largest |golden logit|.
+std::pair<double, double> logit_error_with(const std::string& name,
+                                           const std::function<void(nn::ModelConfig&)>& change) {
+  const GoldenFile file(golden_path(name + "/golden.gtb"));
+  apps::LoadedModel loaded = apps::load_model(golden_path(name + "/model"), "", {});
+  nn::ModelConfig changed = loaded.model->config();
+  change(changed);
   nn::BuildOptions options;
   options.initialize = false;
-  const auto unscaled = nn::build_model(plain, options);
+  const auto other = nn::build_model(changed, options);
   std::map<std::string, Tensor> state;
-  for (const auto& [name, p] : loaded.model->named_parameters()) state.emplace(name, p);
-  unscaled->load(state, /*strict=*/true);
+  for (const auto& [param, p] : loaded.model->named_parameters()) state.emplace(param, p);
+  other->load(state, /*strict=*/true);
   ag::NoGradGuard no_grad;
-  const std::vector<double> got = to_f64(unscaled->forward(file.tensor("input_ids")));
+  const std::vector<double> got = to_f64(other->forward(file.tensor("input_ids")));
   const std::vector<double> want = to_f64(file.tensor("logits"));
   double scale = 0, err = 0;
   for (size_t i = 0; i < want.size(); ++i) {
     scale = std::max(scale, std::fabs(want[i]));
     err = std::max(err, std::fabs(got[i] - want[i]));
   }
-  // Note [Golden block tolerances] allows 1e-5 max|want| on the smallest logits: this is ten
-  // times that (9e-4 of the scale here: random weights of std 0.02 make the rotation's effect
-  // small).
+  return {err, scale};
+}
+
+// Note [Golden block tolerances] allows 1e-5 max|want| on the smallest logits: a config detail
+// that matters moves them by ten times that or more.
+TEST(GoldenHfFolder, WithoutTheLlama3ScalingTheLogitsDiffer) {
+  // 9e-4 of the scale here: random weights of std 0.02 make the rotation's effect small
+  const auto [err, scale] =
+      logit_error_with("hf_llama31_tiny", [](nn::ModelConfig& c) { c.rope_scaling = {}; });
+  EXPECT_GT(err, 1e-4 * scale);
+}
+
+TEST(GoldenHfFolder, WithoutTheSlidingWindowTheLogitsDiffer) {
+  const auto [err, scale] =
+      logit_error_with("hf_mistral_tiny", [](nn::ModelConfig& c) { c.sliding_window = 0; });
   EXPECT_GT(err, 1e-4 * scale);
 }
 

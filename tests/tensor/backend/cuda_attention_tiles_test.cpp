@@ -4,8 +4,10 @@
 // (200, 200), (130, 257) and (257, 130), so that the last query and key tiles are partial and
 // the causal diagonal crosses tile edges off the corner; head dims 64 and 128 (tensor-core
 // tiles of their own size), 80 (padded to the 128 tile) and 36 (the SIMT path: not a
-// multiple of 8); causal and not; GQA with 4 query heads on 2 kv heads and batch 2; bf16
-// and f32; the forward's o and lse and the backward's dq, dk and dv.
+// multiple of 8); causal and not, and causal sliding windows of 2, 50 and 100 keys (Note
+// [Sliding-window attention]: narrower than a tile, off the tile grid, across two); GQA with 4
+// query heads on 2 kv heads and batch 2; bf16 and f32; the forward's o and lse and the
+// backward's dq, dk and dv.
 //
 // The reference is the CPU's flash attention, which tests/tensor/ops/attention_test.cpp
 // holds to an fp64 reference and finite differences. Here it is first held to the CPU's
@@ -29,10 +31,18 @@ struct Case {
   int64_t t, s, d;
   bool causal;
   DType dtype;
+  int64_t window = 0;  // > 0: causal within this sliding window
+
+  backend::AttentionMask mask() const {
+    return window > 0 ? backend::AttentionMask::sliding(window) : backend::AttentionMask(causal);
+  }
 };
 
 std::string name(const Case& c) {
-  return fmt::format("T{}_S{}_D{}_{}_{}", c.t, c.s, c.d, c.causal ? "causal" : "full",
+  return fmt::format("T{}_S{}_D{}_{}_{}", c.t, c.s, c.d,
+                     c.window > 0 ? fmt::format("window{}", c.window)
+                     : c.causal   ? "causal"
+                                  : "full",
                      dtype_name(c.dtype));
 }
 
@@ -51,9 +61,9 @@ Inputs make_inputs(const Case& c) {
 // o, lse, dq, dk, dv of flash attention on `device`, read back to the CPU.
 std::vector<Tensor> flash_on(const Inputs& in, const Case& c, Device device) {
   const Tensor q = in.q.to(device), k = in.k.to(device), v = in.v.to(device);
-  const ops::AttentionOut out = ops::flash_attention(q, k, v, c.causal);
+  const ops::AttentionOut out = ops::flash_attention(q, k, v, c.mask());
   const ops::AttentionGrads g =
-      ops::flash_attention_backward(in.dout.to(device), q, k, v, out.o, out.lse, c.causal);
+      ops::flash_attention_backward(in.dout.to(device), q, k, v, out.o, out.lse, c.mask());
   std::vector<Tensor> all;
   for (const Tensor& t : {out.o, out.lse, g.dq, g.dk, g.dv}) all.push_back(t.to(Device::cpu()));
   return all;
@@ -81,8 +91,8 @@ TEST_P(AttentionTiles, CpuFlashMatchesTheNaiveReference) {
   const Case c = GetParam();
   const Inputs in = make_inputs(c);
   const std::vector<Tensor> flash = flash_on(in, c, Device::cpu());
-  const Tensor naive = ops::naive_attention(in.q, in.k, in.v, c.causal);
-  const ops::AttentionGrads g = ops::naive_attention_backward(in.dout, in.q, in.k, in.v, c.causal);
+  const Tensor naive = ops::naive_attention(in.q, in.k, in.v, c.mask());
+  const ops::AttentionGrads g = ops::naive_attention_backward(in.dout, in.q, in.k, in.v, c.mask());
   const Tensor want[] = {naive, g.dq, g.dk, g.dv};
   const size_t index[] = {0, 2, 3, 4};
   for (size_t i = 0; i < 4; ++i)
@@ -110,6 +120,10 @@ std::vector<Case> cases() {
     for (int64_t d : {64, 80, 128, 36})
       for (bool causal : {false, true})
         for (DType dtype : {DType::bf16, DType::f32}) all.push_back({t, s, d, causal, dtype});
+  for (auto [t, s] : {std::pair<int64_t, int64_t>{200, 200}, {130, 257}})
+    for (int64_t d : {64, 36})
+      for (int64_t window : {2, 50, 100})
+        for (DType dtype : {DType::bf16, DType::f32}) all.push_back({t, s, d, true, dtype, window});
   return all;
 }
 

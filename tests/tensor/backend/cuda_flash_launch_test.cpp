@@ -115,14 +115,23 @@ TEST(CudaFlashLaunch, TileShapes) {
   EXPECT_EQ(backend::cuda_flash_key_tile(CudaFlashPath::simt, 64), 32);
 }
 
-// ---- causal tiles ----
+// ---- masked tiles ----
+
+// Whether query i sees key j, by the rule written out (Note [Causal alignment], Note
+// [Sliding-window attention]).
+bool sees(int64_t t, int64_t s, const backend::AttentionMask& mask, int64_t i, int64_t j) {
+  const int64_t position = i + s - t;
+  if (!mask.causal) return true;
+  return j <= position && (mask.window == 0 || j > position - mask.window);
+}
 
 // Whether some query of [q0, q0 + br) and key of [j0, j0 + bc) (clipped to t and s) is
 // visible, by brute force.
-bool tiles_meet(int64_t t, int64_t s, bool causal, int64_t q0, int64_t br, int64_t j0, int64_t bc) {
+bool tiles_meet(int64_t t, int64_t s, const backend::AttentionMask& mask, int64_t q0, int64_t br,
+                int64_t j0, int64_t bc) {
   for (int64_t i = q0; i < std::min(q0 + br, t); ++i)
     for (int64_t j = j0; j < std::min(j0 + bc, s); ++j)
-      if (!causal || j <= i + s - t) return true;
+      if (sees(t, s, mask, i, j)) return true;
   return false;
 }
 
@@ -132,26 +141,41 @@ struct TileCase {
 constexpr TileCase kTileCases[] = {{1, 1},     {64, 64},   {100, 100}, {1000, 1000}, {17, 300},
                                    {300, 17},  {128, 512}, {512, 128}, {65, 129},    {129, 65},
                                    {256, 256}, {1, 1000},  {1000, 1}};
+// No mask, causal, and causal windows narrower than a tile, off the tile grid, and wider
+// than most sequences.
+const backend::AttentionMask kMasks[] = {false,
+                                         true,
+                                         backend::AttentionMask::sliding(1),
+                                         backend::AttentionMask::sliding(20),
+                                         backend::AttentionMask::sliding(100),
+                                         backend::AttentionMask::sliding(4096)};
+
+// Key tiles of a range are consecutive, so "visited" is "inside [first, end)".
+bool inside(const backend::CudaTileRange& r, int64_t tile) {
+  return tile >= r.first && tile < r.end;
+}
+int64_t count(const backend::CudaTileRange& r) { return std::max<int64_t>(r.end - r.first, 0); }
 
 TEST(CudaFlashLaunch, ForwardVisitsExactlyTheKeyTilesItsQueriesSee) {
   for (const auto& [br, bc] : {std::pair<int64_t, int64_t>{64, 64}, {32, 32}}) {
     for (const TileCase& c : kTileCases) {
-      for (const bool causal : {false, true}) {
+      for (const backend::AttentionMask& mask : kMasks) {
         const int64_t q_tiles = backend::cuda_ceil_div(c.t, br),
                       k_tiles = backend::cuda_ceil_div(c.s, bc);
         int64_t visited = 0, meeting = 0;
         for (int64_t qt = 0; qt < q_tiles; ++qt) {
-          const int64_t n =
-              backend::cuda_flash_forward_key_tiles(c.t, c.s, causal, qt * br, br, bc);
-          visited += n;
+          const backend::CudaTileRange keys =
+              backend::cuda_flash_key_tiles(c.t, c.s, mask, qt * br, br, bc);
+          visited += count(keys);
           for (int64_t kt = 0; kt < k_tiles; ++kt) {
-            const bool meet = tiles_meet(c.t, c.s, causal, qt * br, br, kt * bc, bc);
+            const bool meet = tiles_meet(c.t, c.s, mask, qt * br, br, kt * bc, bc);
             meeting += meet;
-            EXPECT_EQ(meet, kt < n) << c.t << " " << c.s << " " << causal << " " << qt << " " << kt;
+            EXPECT_EQ(meet, inside(keys, kt)) << c.t << " " << c.s << " " << mask.causal << " "
+                                              << mask.window << " " << qt << " " << kt;
           }
         }
-        EXPECT_EQ(visited, meeting) << c.t << " " << c.s << " " << causal;
-        if (!causal) {
+        EXPECT_EQ(visited, meeting) << c.t << " " << c.s << " " << mask.window;
+        if (!mask.causal) {
           EXPECT_EQ(visited, q_tiles * k_tiles);
         }
       }
@@ -162,22 +186,51 @@ TEST(CudaFlashLaunch, ForwardVisitsExactlyTheKeyTilesItsQueriesSee) {
 TEST(CudaFlashLaunch, BackwardVisitsExactlyTheQueryTilesThatSeeItsKeys) {
   for (const auto& [br, bc] : {std::pair<int64_t, int64_t>{64, 64}, {32, 64}, {32, 32}}) {
     for (const TileCase& c : kTileCases) {
-      for (const bool causal : {false, true}) {
+      for (const backend::AttentionMask& mask : kMasks) {
         const int64_t q_tiles = backend::cuda_ceil_div(c.t, br),
                       k_tiles = backend::cuda_ceil_div(c.s, bc);
         int64_t visited = 0, meeting = 0;
         for (int64_t kt = 0; kt < k_tiles; ++kt) {
-          const int64_t first =
-              backend::cuda_flash_backward_first_query_tile(c.t, c.s, causal, kt * bc, br);
-          visited += q_tiles - first;
+          const backend::CudaTileRange queries =
+              backend::cuda_flash_query_tiles(c.t, c.s, mask, kt * bc, bc, br);
+          visited += count(queries);
           for (int64_t qt = 0; qt < q_tiles; ++qt) {
-            const bool meet = tiles_meet(c.t, c.s, causal, qt * br, br, kt * bc, bc);
+            const bool meet = tiles_meet(c.t, c.s, mask, qt * br, br, kt * bc, bc);
             meeting += meet;
-            EXPECT_EQ(meet, qt >= first)
-                << c.t << " " << c.s << " " << causal << " " << qt << " " << kt;
+            EXPECT_EQ(meet, inside(queries, qt)) << c.t << " " << c.s << " " << mask.causal << " "
+                                                 << mask.window << " " << qt << " " << kt;
           }
         }
-        EXPECT_EQ(visited, meeting) << c.t << " " << c.s << " " << causal;
+        EXPECT_EQ(visited, meeting) << c.t << " " << c.s << " " << mask.window;
+      }
+    }
+  }
+}
+
+TEST(CudaFlashLaunch, ATileIsMaskedIffSomePairInItIsHidden) {
+  for (const TileCase& c : kTileCases) {
+    for (const backend::AttentionMask& mask : kMasks) {
+      const int64_t br = 32, bc = 32;
+      for (int64_t q0 = 0; q0 < c.t; q0 += br) {
+        for (int64_t j0 = 0; j0 < c.s; j0 += bc) {
+          bool hidden = j0 + bc > c.s;  // keys past s count as hidden
+          for (int64_t i = q0; i < q0 + br; ++i)
+            for (int64_t j = j0; j < std::min(j0 + bc, c.s); ++j) {
+              const bool h = !sees(c.t, c.s, mask, i, j);
+              if (i < c.t) {
+                EXPECT_EQ(backend::cuda_flash_hidden(c.t, c.s, mask, i, j), h);
+                hidden = hidden || h;
+              }
+            }
+          // Rows past t may ask for masking that the real rows do not need; never the reverse.
+          if (hidden) {
+            EXPECT_TRUE(backend::cuda_flash_tile_masked(c.t, c.s, mask, q0, br, j0, bc))
+                << c.t << " " << c.s << " " << mask.window << " " << q0 << " " << j0;
+          }
+          if (q0 + br <= c.t && !hidden) {
+            EXPECT_FALSE(backend::cuda_flash_tile_masked(c.t, c.s, mask, q0, br, j0, bc));
+          }
+        }
       }
     }
   }
@@ -187,34 +240,43 @@ TEST(CudaFlashLaunch, ForwardAndBackwardVisitTheSamePairs) {
   // with equal tiles, the sum over query tiles of the key tiles visited equals the sum
   // over key tiles of the query tiles visited
   for (const TileCase& c : kTileCases) {
-    const int64_t br = 64, bc = 64;
-    int64_t forward = 0, backward = 0;
-    for (int64_t qt = 0; qt < backend::cuda_ceil_div(c.t, br); ++qt)
-      forward += backend::cuda_flash_forward_key_tiles(c.t, c.s, true, qt * br, br, bc);
-    for (int64_t kt = 0; kt < backend::cuda_ceil_div(c.s, bc); ++kt)
-      backward += backend::cuda_ceil_div(c.t, br) -
-                  backend::cuda_flash_backward_first_query_tile(c.t, c.s, true, kt * bc, br);
-    EXPECT_EQ(forward, backward) << c.t << " " << c.s;
+    for (const backend::AttentionMask& mask : kMasks) {
+      const int64_t br = 64, bc = 64;
+      int64_t forward = 0, backward = 0;
+      for (int64_t qt = 0; qt < backend::cuda_ceil_div(c.t, br); ++qt)
+        forward += count(backend::cuda_flash_key_tiles(c.t, c.s, mask, qt * br, br, bc));
+      for (int64_t kt = 0; kt < backend::cuda_ceil_div(c.s, bc); ++kt)
+        backward += count(backend::cuda_flash_query_tiles(c.t, c.s, mask, kt * bc, bc, br));
+      EXPECT_EQ(forward, backward) << c.t << " " << c.s << " " << mask.window;
+    }
   }
   // 1000 x 1000 causal in 64-tiles: the 16 x 16 tile grid's lower triangle with the diagonal
   int64_t forward = 0;
   for (int64_t qt = 0; qt < 16; ++qt)
-    forward += backend::cuda_flash_forward_key_tiles(1000, 1000, true, qt * 64, 64, 64);
+    forward += count(backend::cuda_flash_key_tiles(1000, 1000, true, qt * 64, 64, 64));
   EXPECT_EQ(forward, 16 * 17 / 2);
+  // with a window of 100 a query tile sees its own key tile and at most two before it
+  forward = 0;
+  for (int64_t qt = 0; qt < 16; ++qt)
+    forward += count(backend::cuda_flash_key_tiles(1000, 1000, backend::AttentionMask::sliding(100),
+                                                   qt * 64, 64, 64));
+  EXPECT_EQ(forward, 1 + 2 + 14 * 3);
 }
 
-TEST(CudaFlashLaunch, KeyEndMatchesTheCpuAlignment) {
-  // query i sees keys j <= i + s - t (Note [Causal alignment])
-  EXPECT_EQ(backend::cuda_flash_key_end(100, 100, true, 0, 64), 64);
-  EXPECT_EQ(backend::cuda_flash_key_end(100, 100, true, 64, 36), 100);
-  EXPECT_EQ(backend::cuda_flash_key_end(10, 100, true, 0, 10), 100);  // decoding with a cache
-  EXPECT_EQ(backend::cuda_flash_key_end(100, 10, true, 0, 64), 0);    // queries that see nothing
-  EXPECT_EQ(backend::cuda_flash_key_end(100, 10, true, 64, 36), 10);
-  EXPECT_EQ(backend::cuda_flash_key_end(100, 10, false, 0, 64), 10);
-  EXPECT_EQ(backend::cuda_naive_visible(100, 10, true, 89), 0);
-  EXPECT_EQ(backend::cuda_naive_visible(100, 10, true, 90), 1);
-  EXPECT_EQ(backend::cuda_naive_visible(100, 100, true, 0), 1);
-  EXPECT_EQ(backend::cuda_naive_visible(100, 100, false, 0), 100);
+TEST(CudaFlashLaunch, NaiveRowsMatchTheCpuAlignment) {
+  // query i sees keys j <= i + s - t (Note [Causal alignment]), the newest `window` of them
+  const auto visible = [](int64_t t, int64_t s, const backend::AttentionMask& mask, int64_t i) {
+    const backend::CudaTileRange r = backend::cuda_naive_visible(t, s, mask, i);
+    return std::pair<int64_t, int64_t>{r.first, r.end};
+  };
+  using P = std::pair<int64_t, int64_t>;
+  EXPECT_EQ(visible(100, 10, true, 89), P(0, 0));
+  EXPECT_EQ(visible(100, 10, true, 90), P(0, 1));
+  EXPECT_EQ(visible(100, 100, true, 0), P(0, 1));
+  EXPECT_EQ(visible(100, 100, false, 0), P(0, 100));
+  EXPECT_EQ(visible(100, 100, backend::AttentionMask::sliding(8), 50), P(43, 51));
+  EXPECT_EQ(visible(1, 100, backend::AttentionMask::sliding(8), 0), P(92, 100));  // decoding
+  EXPECT_EQ(visible(100, 100, backend::AttentionMask::sliding(8), 3), P(0, 4));
 }
 
 // ---- grids ----

@@ -42,9 +42,10 @@ struct Reference {
 };
 
 // fp64 attention written as plain loops: query i of head h sees keys j <= i + S - T when
-// causal, using kv head h / (Hq / Hkv); a query that sees no key gives o = 0, lse = -inf.
+// causal, and of those only j > i + S - T - window when window > 0, using kv head
+// h / (Hq / Hkv); a query that sees no key gives o = 0, lse = -inf.
 Reference reference(const Dims& x, const std::vector<double>& q, const std::vector<double>& k,
-                    const std::vector<double>& v, bool causal, double scale) {
+                    const std::vector<double>& v, bool causal, double scale, int64_t window = 0) {
   Reference r{std::vector<double>(size_t(numel(x.q()))),
               std::vector<double>(size_t(x.b * x.hq * x.t))};
   std::vector<double> p(size_t(x.s));
@@ -53,13 +54,14 @@ Reference reference(const Dims& x, const std::vector<double>& q, const std::vect
       const int64_t kv = b * x.hkv + h / (x.hq / x.hkv), bh = b * x.hq + h;
       for (int64_t i = 0; i < x.t; ++i) {
         const int64_t visible = causal ? std::clamp<int64_t>(i + x.s - x.t + 1, 0, x.s) : x.s;
+        const int64_t first = window > 0 ? std::clamp<int64_t>(visible - window, 0, x.s) : 0;
         const size_t row = size_t(bh * x.t + i);
-        if (visible == 0) {
+        if (visible <= first) {
           r.lse[row] = -INFINITY;
           continue;
         }
         double mx = -INFINITY;
-        for (int64_t j = 0; j < visible; ++j) {
+        for (int64_t j = first; j < visible; ++j) {
           double dot = 0;
           for (int64_t c = 0; c < x.d; ++c)
             dot += q[row * size_t(x.d) + size_t(c)] * k[size_t((kv * x.s + j) * x.d + c)];
@@ -67,9 +69,9 @@ Reference reference(const Dims& x, const std::vector<double>& q, const std::vect
           mx = std::max(mx, p[size_t(j)]);
         }
         double sum = 0;
-        for (int64_t j = 0; j < visible; ++j) sum += std::exp(p[size_t(j)] - mx);
+        for (int64_t j = first; j < visible; ++j) sum += std::exp(p[size_t(j)] - mx);
         r.lse[row] = mx + std::log(sum);
-        for (int64_t j = 0; j < visible; ++j) {
+        for (int64_t j = first; j < visible; ++j) {
           const double w = std::exp(p[size_t(j)] - r.lse[row]);
           for (int64_t c = 0; c < x.d; ++c)
             r.o[row * size_t(x.d) + size_t(c)] += w * v[size_t((kv * x.s + j) * x.d + c)];
@@ -79,9 +81,16 @@ Reference reference(const Dims& x, const std::vector<double>& q, const std::vect
   return r;
 }
 
-std::string dims_name(const Dims& x, bool causal) {
+std::string dims_name(const Dims& x, bool causal, int64_t window = 0) {
   return fmt::format("B{}_Hq{}_Hkv{}_T{}_S{}_D{}_{}", x.b, x.hq, x.hkv, x.t, x.s, x.d,
-                     causal ? "causal" : "full");
+                     window > 0 ? fmt::format("window{}", window)
+                     : causal   ? "causal"
+                                : "full");
+}
+
+// The mask of a case: a sliding window when window > 0, else causal or none.
+backend::AttentionMask mask_of(bool causal, int64_t window) {
+  return window > 0 ? backend::AttentionMask::sliding(window) : backend::AttentionMask(causal);
 }
 
 // ---- flash vs naive, fp32, 1e-5 relative ----
@@ -89,6 +98,7 @@ std::string dims_name(const Dims& x, bool causal) {
 struct FlashCase {
   Dims dims;
   bool causal;
+  int64_t window = 0;  // > 0: causal within this sliding window
 };
 
 std::vector<FlashCase> flash_cases() {
@@ -107,6 +117,15 @@ std::vector<FlashCase> flash_cases() {
   std::vector<FlashCase> out;
   for (const Dims& d : dims)
     for (bool causal : {false, true}) out.push_back({d, causal});
+  // Sliding windows (Note [Sliding-window attention]): narrower than a tile, off the tile
+  // grid, across tiles both ways, with a KV cache (T < S) and with T > S.
+  for (const int64_t window : {1, 5, 100}) {
+    out.push_back({{1, 4, 2, 257, 257, 16}, true, window});
+    out.push_back({{1, 4, 1, 7, 200, 8}, true, window});
+  }
+  out.push_back({{2, 2, 2, 1024, 1024, 8}, true, 300});
+  out.push_back({{1, 2, 2, 100, 70, 8}, true, 40});
+  out.push_back({{1, 4, 4, 65, 130, 64}, true, 64});
   return out;
 }
 
@@ -114,17 +133,18 @@ class FlashVsNaive : public ::testing::TestWithParam<FlashCase> {};
 
 TEST_P(FlashVsNaive, OutputsAndGradientsAgree) {
   const FlashCase& c = GetParam();
+  const backend::AttentionMask mask = mask_of(c.causal, c.window);
   const Inputs in = random_inputs(c.dims, 10);
-  const ops::AttentionOut flash = ops::flash_attention(in.q, in.k, in.v, c.causal);
-  const Tensor naive = ops::naive_attention(in.q, in.k, in.v, c.causal);
+  const ops::AttentionOut flash = ops::flash_attention(in.q, in.k, in.v, mask);
+  const Tensor naive = ops::naive_attention(in.q, in.k, in.v, mask);
   EXPECT_EQ(flash.o.shape(), c.dims.q());
   EXPECT_EQ(flash.lse.shape(), (Shape{c.dims.b, c.dims.hq, c.dims.t}));
   EXPECT_TRUE(all_close(to_f64(flash.o), to_f64(naive), 1e-5, 1e-6));
 
   const Tensor dout = random_tensor(c.dims.q(), 13);
   const ops::AttentionGrads fg =
-      ops::flash_attention_backward(dout, in.q, in.k, in.v, flash.o, flash.lse, c.causal);
-  const ops::AttentionGrads ng = ops::naive_attention_backward(dout, in.q, in.k, in.v, c.causal);
+      ops::flash_attention_backward(dout, in.q, in.k, in.v, flash.o, flash.lse, mask);
+  const ops::AttentionGrads ng = ops::naive_attention_backward(dout, in.q, in.k, in.v, mask);
   EXPECT_TRUE(all_close(to_f64(fg.dq), to_f64(ng.dq), 1e-4, 1e-5)) << "dq";
   EXPECT_TRUE(all_close(to_f64(fg.dk), to_f64(ng.dk), 1e-4, 1e-5)) << "dk";
   EXPECT_TRUE(all_close(to_f64(fg.dv), to_f64(ng.dv), 1e-4, 1e-5)) << "dv";
@@ -132,7 +152,7 @@ TEST_P(FlashVsNaive, OutputsAndGradientsAgree) {
 
 INSTANTIATE_TEST_SUITE_P(Attention, FlashVsNaive, ::testing::ValuesIn(flash_cases()),
                          [](const auto& info) {
-                           return dims_name(info.param.dims, info.param.causal);
+                           return dims_name(info.param.dims, info.param.causal, info.param.window);
                          });
 
 // ---- against the fp64 reference ----
@@ -140,7 +160,8 @@ INSTANTIATE_TEST_SUITE_P(Attention, FlashVsNaive, ::testing::ValuesIn(flash_case
 struct RefCase {
   Dims dims;
   bool causal;
-  double scale;  // 0: 1/sqrt(D)
+  double scale;        // 0: 1/sqrt(D)
+  int64_t window = 0;  // > 0: causal within this sliding window
 };
 
 std::vector<RefCase> ref_cases() {
@@ -149,6 +170,8 @@ std::vector<RefCase> ref_cases() {
       {{2, 4, 2, 6, 4, 3}, true, 0},       // T > S: two queries per head see nothing
       {{1, 2, 2, 70, 75, 3}, true, 0},     // crosses a 64-row tile both ways
       {{1, 3, 3, 66, 66, 2}, false, 0.7},  // explicit scale
+      {{1, 2, 1, 70, 75, 3}, true, 0, 9},  // a sliding window across the tiles
+      {{1, 2, 2, 3, 40, 2}, true, 0, 4},   // a window over a KV cache
   };
 }
 
@@ -156,15 +179,16 @@ class AttentionReference : public ::testing::TestWithParam<RefCase> {};
 
 TEST_P(AttentionReference, ForwardMatchesFp64) {
   const RefCase& c = GetParam();
+  const backend::AttentionMask mask = mask_of(c.causal, c.window);
   const Inputs in = random_inputs(c.dims, 20);
-  const ops::AttentionOut out = ops::flash_attention(in.q, in.k, in.v, c.causal, c.scale);
+  const ops::AttentionOut out = ops::flash_attention(in.q, in.k, in.v, mask, c.scale);
   const double scale = c.scale == 0 ? default_scale(c.dims) : c.scale;
   const Reference want =
-      reference(c.dims, to_f64(in.q), to_f64(in.k), to_f64(in.v), c.causal, scale);
+      reference(c.dims, to_f64(in.q), to_f64(in.k), to_f64(in.v), c.causal, scale, c.window);
   EXPECT_TRUE(all_close(to_f64(out.o), want.o, 1e-5, 1e-6));
   EXPECT_TRUE(all_close(to_f64(out.lse), want.lse, 1e-5, 1e-6));
-  EXPECT_TRUE(all_close(to_f64(ops::naive_attention(in.q, in.k, in.v, c.causal, c.scale)), want.o,
-                        1e-5, 1e-6));
+  EXPECT_TRUE(
+      all_close(to_f64(ops::naive_attention(in.q, in.k, in.v, mask, c.scale)), want.o, 1e-5, 1e-6));
 }
 
 TEST_P(AttentionReference, BackwardMatchesFiniteDifferences) {
@@ -172,13 +196,14 @@ TEST_P(AttentionReference, BackwardMatchesFiniteDifferences) {
   const Inputs in = random_inputs(c.dims, 30);
   const Tensor dout = random_tensor(c.dims.q(), 33);
   const double scale = c.scale == 0 ? default_scale(c.dims) : c.scale;
-  const ops::AttentionOut out = ops::flash_attention(in.q, in.k, in.v, c.causal, c.scale);
+  const backend::AttentionMask mask = mask_of(c.causal, c.window);
+  const ops::AttentionOut out = ops::flash_attention(in.q, in.k, in.v, mask, c.scale);
   const ops::AttentionGrads g =
-      ops::flash_attention_backward(dout, in.q, in.k, in.v, out.o, out.lse, c.causal, c.scale);
+      ops::flash_attention_backward(dout, in.q, in.k, in.v, out.o, out.lse, mask, c.scale);
   std::vector<double> q = to_f64(in.q), k = to_f64(in.k), v = to_f64(in.v);
   const std::vector<double> w = to_f64(dout);
   auto loss = [&] {
-    const std::vector<double> o = reference(c.dims, q, k, v, c.causal, scale).o;
+    const std::vector<double> o = reference(c.dims, q, k, v, c.causal, scale, c.window).o;
     double s = 0;
     for (size_t i = 0; i < o.size(); ++i) s += w[i] * o[i];
     return s;
@@ -202,7 +227,7 @@ TEST_P(AttentionReference, BackwardMatchesFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(Attention, AttentionReference, ::testing::ValuesIn(ref_cases()),
                          [](const auto& info) {
-                           return dims_name(info.param.dims, info.param.causal) +
+                           return dims_name(info.param.dims, info.param.causal, info.param.window) +
                                   (info.param.scale != 0 ? "_scaled" : "");
                          });
 
@@ -215,22 +240,26 @@ TEST_P(AttentionHalf, ForwardAndBackwardWithinDtypeTolerance) {
   const Dims x{1, 4, 2, 70, 80, 16};
   const Inputs in = random_inputs(x, 40, dtype);
   const Tensor dout = random_tensor(x.q(), 43, dtype);
-  const ops::AttentionOut out = ops::flash_attention(in.q, in.k, in.v, true);
-  EXPECT_EQ(out.o.dtype(), dtype);
-  EXPECT_EQ(out.lse.dtype(), DType::f32);
-  const Reference want =
-      reference(x, to_f64(in.q), to_f64(in.k), to_f64(in.v), true, default_scale(x));
-  EXPECT_TRUE(close_for(dtype, to_f64(out.o), want.o));
-  EXPECT_TRUE(all_close(to_f64(out.lse), want.lse, 1e-5, 1e-5));
-  // Gradients: against the f32 computation on the same (exactly representable) values.
-  const ops::AttentionGrads g =
-      ops::flash_attention_backward(dout, in.q, in.k, in.v, out.o, out.lse, true);
-  const ops::AttentionGrads g32 = ops::naive_attention_backward(
-      dout.to(DType::f32), in.q.to(DType::f32), in.k.to(DType::f32), in.v.to(DType::f32), true);
-  for (const Tensor* t : {&g.dq, &g.dk, &g.dv}) EXPECT_EQ(t->dtype(), dtype);
-  EXPECT_TRUE(close_for(dtype, to_f64(g.dq), to_f64(g32.dq))) << "dq";
-  EXPECT_TRUE(close_for(dtype, to_f64(g.dk), to_f64(g32.dk))) << "dk";
-  EXPECT_TRUE(close_for(dtype, to_f64(g.dv), to_f64(g32.dv))) << "dv";
+  for (const int64_t window : {0, 13}) {  // causal, and a sliding window (the AMX tiles' too)
+    SCOPED_TRACE(window);
+    const backend::AttentionMask mask = mask_of(true, window);
+    const ops::AttentionOut out = ops::flash_attention(in.q, in.k, in.v, mask);
+    EXPECT_EQ(out.o.dtype(), dtype);
+    EXPECT_EQ(out.lse.dtype(), DType::f32);
+    const Reference want =
+        reference(x, to_f64(in.q), to_f64(in.k), to_f64(in.v), true, default_scale(x), window);
+    EXPECT_TRUE(close_for(dtype, to_f64(out.o), want.o));
+    EXPECT_TRUE(all_close(to_f64(out.lse), want.lse, 1e-5, 1e-5));
+    // Gradients: against the f32 computation on the same (exactly representable) values.
+    const ops::AttentionGrads g =
+        ops::flash_attention_backward(dout, in.q, in.k, in.v, out.o, out.lse, mask);
+    const ops::AttentionGrads g32 = ops::naive_attention_backward(
+        dout.to(DType::f32), in.q.to(DType::f32), in.k.to(DType::f32), in.v.to(DType::f32), mask);
+    for (const Tensor* t : {&g.dq, &g.dk, &g.dv}) EXPECT_EQ(t->dtype(), dtype);
+    EXPECT_TRUE(close_for(dtype, to_f64(g.dq), to_f64(g32.dq))) << "dq";
+    EXPECT_TRUE(close_for(dtype, to_f64(g.dk), to_f64(g32.dk))) << "dk";
+    EXPECT_TRUE(close_for(dtype, to_f64(g.dv), to_f64(g32.dv))) << "dv";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Attention, AttentionHalf, ::testing::Values(DType::bf16, DType::f16),
@@ -470,6 +499,12 @@ TEST(AttentionErrors, BadShapesDtypesAndHeads) {
       },
       f);
   expect_error([&] { ops::flash_attention(q, kv, kv, false, NAN); }, f);
+  backend::AttentionMask uncausal_window;  // a window needs the causal mask
+  uncausal_window.window = 4;
+  expect_error([&] { ops::flash_attention(q, kv, kv, uncausal_window); },
+               "[flash_attention] a sliding window (4)");
+  expect_error([&] { ops::naive_attention(q, kv, kv, backend::AttentionMask::sliding(-1)); },
+               "[naive_attention] a sliding window (-1)");
   const ops::AttentionOut out = ops::flash_attention(q, kv, kv, false);
   const std::string b = "[flash_attention_backward]";
   expect_error([&] { ops::flash_attention_backward(kv, q, kv, kv, out.o, out.lse, false); }, b);
