@@ -147,7 +147,7 @@ GenerateStats generate(const GenerateOptions& o, std::ostream& out) {
     }
     ++stats.new_tokens;
     ids.push_back(next);
-    stream.write(tok.decode({next}));
+    stream.write(tok.decode_continuation({next}));
     if (i + 1 == max_new) break;
     logits = cache ? model.forward_cached(ids_tensor({next}, device), *cache)
                    : model.forward(ids_tensor(ids, device));

@@ -54,13 +54,13 @@ nlohmann::json hf_vocabulary(const std::string& path) {
 // vocabulary into `out`.
 void take_hf_tokenizer(LoadedModel& out, const std::string& path) {
   out.tokenizer_vocabulary = hf_vocabulary(path);
-  out.tokenizer = std::make_unique<data::BpeTokenizer>(
-      data::tokenizer_from_vocabulary(out.tokenizer_vocabulary, "[tokenizer " + path + "]"));
+  out.tokenizer =
+      data::tokenizer_from_vocabulary(out.tokenizer_vocabulary, "[tokenizer " + path + "]");
   out.tokenizer_id = hf_tokenizer_id(path);
 }
 
 std::unique_ptr<data::Tokenizer> gguf_tokenizer(const io::GgufFile& file) {
-  return std::make_unique<data::BpeTokenizer>(data::tokenizer_from_gguf(file));
+  return data::tokenizer_from_gguf(file);
 }
 
 std::string gguf_tokenizer_id(const std::string& path) {
@@ -70,8 +70,8 @@ std::string gguf_tokenizer_id(const std::string& path) {
 // The tokenizer of a GGUF file, its id and its vocabulary into `out`.
 void take_gguf_tokenizer(LoadedModel& out, const io::GgufFile& file, const std::string& path) {
   out.tokenizer_vocabulary = data::gguf_vocabulary(file);
-  out.tokenizer = std::make_unique<data::BpeTokenizer>(data::tokenizer_from_vocabulary(
-      out.tokenizer_vocabulary, fmt::format("[gguf {}]", file.path())));
+  out.tokenizer = data::tokenizer_from_vocabulary(out.tokenizer_vocabulary,
+                                                  fmt::format("[gguf {}]", file.path()));
   out.tokenizer_id = gguf_tokenizer_id(path);
 }
 
@@ -334,8 +334,7 @@ std::unique_ptr<data::Tokenizer> make_tokenizer(const std::string& tokenizer_id)
     return gguf_tokenizer(io::GgufFile::open(tokenizer_id.substr(std::string(kGgufPrefix).size())));
   if (tokenizer_id.starts_with(kHfPrefix)) {
     const std::string path = tokenizer_id.substr(std::string(kHfPrefix).size());
-    return std::make_unique<data::BpeTokenizer>(
-        data::tokenizer_from_vocabulary(hf_vocabulary(path), "[tokenizer " + path + "]"));
+    return data::tokenizer_from_vocabulary(hf_vocabulary(path), "[tokenizer " + path + "]");
   }
   throw Error(
       fmt::format("[tokenizer] unknown tokenizer id '{}' (byte, gpt2, gguf:<path> or hf:<path>)",
@@ -344,8 +343,7 @@ std::unique_ptr<data::Tokenizer> make_tokenizer(const std::string& tokenizer_id)
 
 std::unique_ptr<data::Tokenizer> TokenizerSpec::make() const {
   if (vocabulary.is_null()) return make_tokenizer(id);
-  return std::make_unique<data::BpeTokenizer>(
-      data::tokenizer_from_vocabulary(vocabulary, fmt::format("[tokenizer {}]", id)));
+  return data::tokenizer_from_vocabulary(vocabulary, fmt::format("[tokenizer {}]", id));
 }
 
 void save_tokenizer_spec(const std::string& dir, const std::string& tokenizer_id,

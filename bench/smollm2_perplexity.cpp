@@ -88,8 +88,8 @@ int main(int argc, char** argv) {
   const auto t_load = std::chrono::steady_clock::now();
   const io::GgufFile file = io::GgufFile::open(model_file);
   const auto model = nn::load_gguf_model(file);
-  const data::BpeTokenizer tok = data::tokenizer_from_gguf(file);
-  const std::vector<int32_t> ids = tok.encode(slice);
+  const std::unique_ptr<data::Tokenizer> tok = data::tokenizer_from_gguf(file);
+  const std::vector<int32_t> ids = tok->encode(slice);
   const int64_t available = (int64_t(ids.size()) - 1) / kWindow;
   if (available < windows) {
     std::fprintf(stderr, "smollm2_perplexity: the slice has %zu tokens, room for %lld windows\n",

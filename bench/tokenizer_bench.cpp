@@ -32,7 +32,7 @@ std::string first_mib(benchmark::State& state) {
   return ss.str().substr(0, size_t(1) << 20);
 }
 
-void encode_loop(benchmark::State& state, const fitgrad::data::BpeTokenizer& tok,
+void encode_loop(benchmark::State& state, const fitgrad::data::Tokenizer& tok,
                  const std::string& text) {
   size_t ids = 0;
   for (auto _ : state) {
@@ -54,7 +54,7 @@ void BM_TokenizerJsonEncode1MiB(benchmark::State& state) {
   if (text.empty()) return;
   const auto tok = fitgrad::data::tokenizer_from_vocabulary(
       fitgrad::data::hf_tokenizer_vocabulary(path), "[bench]");
-  encode_loop(state, tok, text);
+  encode_loop(state, *tok, text);
 }
 BENCHMARK(BM_TokenizerJsonEncode1MiB)->Unit(benchmark::kMillisecond);
 

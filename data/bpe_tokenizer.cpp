@@ -1,16 +1,7 @@
 // BpeTokenizer: loading GPT-2's files and GGUF-style token/merge lists, the merge loop,
 // and GPT-2's byte alphabet.
 //
-// Note [BPE merge loop]
-// A piece starts as one token per byte. Repeatedly, the adjacent pair with the lowest
-// merge rank is replaced by its merged token; among equal ranks (the same pair in
-// several places) the leftmost goes first. This is GPT-2's rule: its reference code merges
-// every occurrence of the best pair left to right in one pass, which gives the same result
-// because a merge's product only takes part in merges of higher rank. The loop ends when
-// no adjacent pair has a merge. Short pieces (almost all words) use a linear scan over a
-// small array; long ones (runs of digits, symbols or spaces, or PreTokenizer::none) keep
-// candidate pairs in a min-heap keyed by (rank, position) over a linked list, and skip
-// stale entries, so a piece of n bytes costs O(n log n) rather than O(n^2).
+// (Note [BPE merge loop] in bpe_merges.cpp.)
 #include "data/bpe_tokenizer.h"
 
 #include <algorithm>
@@ -69,14 +60,6 @@ std::pair<size_t, size_t> line_col(std::string_view text, size_t pos) {
   return {line, pos - (nl == std::string_view::npos ? 0 : nl + 1) + 1};
 }
 
-uint64_t pair_key(int32_t left, int32_t right) {
-  return (uint64_t(uint32_t(left)) << 32) | uint32_t(right);
-}
-constexpr uint64_t kEmptyKey = ~uint64_t{0};
-size_t pair_slot(uint64_t key, size_t mask) {
-  return size_t((key * 0x9E3779B97F4A7C15ull) >> 32) & mask;
-}
-
 }  // namespace
 
 char32_t gpt2_byte_to_unicode(uint8_t byte) { return alphabet().to_unicode[byte]; }
@@ -126,7 +109,8 @@ BpeTokenizer BpeTokenizer::build(std::vector<std::string> tokens,
   FG_CHECK(n > 0 && n < size_t(INT32_MAX), "{} the vocabulary has {} tokens", who, n);
   FG_CHECK(options.token_types.empty() || options.token_types.size() == n,
            "{} {} token types for {} tokens", who, options.token_types.size(), n);
-  FG_CHECK(merges.size() < size_t(kNoMerge), "{} too many merges ({})", who, merges.size());
+  FG_CHECK(merges.size() < size_t(BpeMerges::kNoMerge), "{} too many merges ({})", who,
+           merges.size());
 
   std::unordered_map<std::string_view, int32_t> id_of;  // the first token with a text wins
   id_of.reserve(n * 2);
@@ -167,10 +151,7 @@ BpeTokenizer BpeTokenizer::build(std::vector<std::string> tokens,
   }
 
   // Merges, in rank order; a pair listed twice keeps its first rank.
-  size_t capacity = 16;
-  while (capacity < merges.size() * 2) capacity *= 2;
-  t.merge_keys_.assign(capacity, kEmptyKey);
-  t.merge_values_.assign(capacity, Merge{kNoMerge, -1});
+  t.merges_ = BpeMerges(merges.size());
   std::string joined;
   for (size_t r = 0; r < merges.size(); ++r) {
     const std::string_view m = merges[r];
@@ -186,13 +167,7 @@ BpeTokenizer BpeTokenizer::build(std::vector<std::string> tokens,
     const auto result = id_of.find(joined);
     FG_CHECK(result != id_of.end(), "{}: the merged token '{}' is not in the vocabulary",
              merge_where(r), joined);
-    const uint64_t key = pair_key(l->second, rt->second);
-    size_t slot = pair_slot(key, capacity - 1);
-    while (t.merge_keys_[slot] != kEmptyKey && t.merge_keys_[slot] != key)
-      slot = (slot + 1) & (capacity - 1);
-    if (t.merge_keys_[slot] == key) continue;
-    t.merge_keys_[slot] = key;
-    t.merge_values_[slot] = Merge{uint32_t(r), result->second};
+    t.merges_.add(l->second, rt->second, uint32_t(r), result->second);
   }
   t.merge_count_ = int32_t(merges.size());
   t.nfc_ = options.nfc;
@@ -203,7 +178,10 @@ BpeTokenizer BpeTokenizer::build(std::vector<std::string> tokens,
   for (size_t i = 0; i < n; ++i) {
     if (!special[i]) continue;
     const std::string_view text = t.token_bytes(int32_t(i));
-    if (!text.empty() && !t.find_special(text)) t.add_special(std::string(text), int32_t(i));
+    const auto rule = options.rules.find(int32_t(i));
+    if (!text.empty() && !t.find_special(text))
+      t.add_special(std::string(text), int32_t(i),
+                    rule == options.rules.end() ? AddedTokenRule{} : rule->second);
   }
   t.set_bos(options.bos);
   t.set_eos(options.eos);
@@ -306,94 +284,6 @@ std::string_view BpeTokenizer::token_bytes(int32_t id) const {
                                          offsets_[size_t(id) + 1] - offsets_[size_t(id)]);
 }
 
-BpeTokenizer::Merge BpeTokenizer::find_merge(int32_t left, int32_t right) const {
-  const uint64_t key = pair_key(left, right);
-  const size_t mask = merge_keys_.size() - 1;
-  for (size_t slot = pair_slot(key, mask);; slot = (slot + 1) & mask) {
-    if (merge_keys_[slot] == key) return merge_values_[slot];
-    if (merge_keys_[slot] == kEmptyKey) return Merge{kNoMerge, -1};
-  }
-}
-
-void BpeTokenizer::merge_linear(int32_t* ids, size_t n, std::vector<int32_t>& out) const {
-  // rank[i]/result[i] describe the pair (ids[i], ids[i + 1]).
-  constexpr size_t kStack = 64;
-  uint32_t rank_stack[kStack];
-  int32_t result_stack[kStack];
-  std::vector<uint32_t> rank_heap;
-  std::vector<int32_t> result_heap;
-  uint32_t* rank = rank_stack;
-  int32_t* result = result_stack;
-  if (n > kStack) {
-    rank_heap.resize(n), result_heap.resize(n);
-    rank = rank_heap.data(), result = result_heap.data();
-  }
-  for (size_t i = 0; i + 1 < n; ++i) {
-    const Merge m = find_merge(ids[i], ids[i + 1]);
-    rank[i] = m.rank, result[i] = m.result;
-  }
-  size_t len = n;
-  while (len > 1) {
-    size_t best = 0;
-    for (size_t i = 1; i + 1 < len; ++i)
-      if (rank[i] < rank[best]) best = i;
-    if (rank[best] == kNoMerge) break;
-    ids[best] = result[best];
-    for (size_t k = best + 1; k + 1 < len; ++k) ids[k] = ids[k + 1];
-    for (size_t k = best; k + 2 < len; ++k) rank[k] = rank[k + 1], result[k] = result[k + 1];
-    --len;
-    if (best > 0) {
-      const Merge m = find_merge(ids[best - 1], ids[best]);
-      rank[best - 1] = m.rank, result[best - 1] = m.result;
-    }
-    if (best + 1 < len) {
-      const Merge m = find_merge(ids[best], ids[best + 1]);
-      rank[best] = m.rank, result[best] = m.result;
-    }
-  }
-  out.insert(out.end(), ids, ids + len);
-}
-
-void BpeTokenizer::merge_heap(const int32_t* ids, size_t n, std::vector<int32_t>& out) const {
-  struct Node {
-    int32_t id;  // -1 once merged into its left neighbour
-    int32_t prev, next;
-  };
-  std::vector<Node> nodes(n);
-  for (size_t i = 0; i < n; ++i)
-    nodes[i] = Node{ids[i], int32_t(i) - 1, i + 1 < n ? int32_t(i) + 1 : -1};
-  // Entries are rank << 32 | position of the pair's left node; the smallest pops first.
-  std::vector<uint64_t> heap;
-  heap.reserve(n);
-  const auto push = [&](int32_t left) {
-    const int32_t right = nodes[size_t(left)].next;
-    if (right < 0) return;
-    const Merge m = find_merge(nodes[size_t(left)].id, nodes[size_t(right)].id);
-    if (m.rank == kNoMerge) return;
-    heap.push_back((uint64_t(m.rank) << 32) | uint32_t(left));
-    std::push_heap(heap.begin(), heap.end(), std::greater<>());
-  };
-  for (size_t i = 0; i + 1 < n; ++i) push(int32_t(i));
-  while (!heap.empty()) {
-    std::pop_heap(heap.begin(), heap.end(), std::greater<>());
-    const uint64_t top = heap.back();
-    heap.pop_back();
-    const auto left = size_t(uint32_t(top));
-    Node& a = nodes[left];
-    if (a.id < 0 || a.next < 0) continue;
-    Node& b = nodes[size_t(a.next)];
-    const Merge m = find_merge(a.id, b.id);
-    if (m.rank != uint32_t(top >> 32)) continue;  // stale: the pair here has changed
-    a.id = m.result;
-    b.id = -1;
-    a.next = b.next;
-    if (a.next >= 0) nodes[size_t(a.next)].prev = int32_t(left);
-    if (a.prev >= 0) push(a.prev);
-    push(int32_t(left));
-  }
-  for (int32_t i = 0; i >= 0; i = nodes[size_t(i)].next) out.push_back(nodes[size_t(i)].id);
-}
-
 void BpeTokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& out) const {
   const size_t n = piece.size();
   if (n == 0) return;
@@ -414,13 +304,7 @@ void BpeTokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& ou
     FG_CHECK(ids[i] >= 0, "[tokenizer {}] byte 0x{:02X} has no token in the vocabulary", name_,
              byte);
   }
-  if (n == 1) {
-    out.push_back(ids[0]);
-  } else if (n <= linear_limit_) {
-    merge_linear(ids, n, out);
-  } else {
-    merge_heap(ids, n, out);
-  }
+  merges_.apply(ids, n, out);
 }
 
 // Note [Word cache]

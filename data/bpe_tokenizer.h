@@ -11,11 +11,13 @@
 
 #include <array>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "data/bpe_merges.h"
 #include "data/pretokenizer.h"
 #include "data/tokenizer.h"
 
@@ -33,6 +35,8 @@ struct BpeVocabOptions {
   std::optional<int32_t> bos, eos, pad;
   // Texts of further tokens to treat as special (each must be in the vocabulary).
   std::vector<std::string> specials;
+  // Matching flags of special tokens, by id (Note [Added-token matching] in tokenizer.cpp).
+  std::map<int32_t, AddedTokenRule> rules;
   // Hugging Face tokenizers' BPE `ignore_merges` (Llama 3): a piece that is a token as a
   // whole is that token, whatever the merges would make of it.
   bool ignore_merges = false;
@@ -71,15 +75,9 @@ class BpeTokenizer : public Tokenizer {
 
   // Pieces of at most this many bytes are merged by a linear scan, longer ones through a
   // heap (the same result; the scan is faster on short words). For tests and benchmarks.
-  void set_linear_merge_limit(size_t bytes) { linear_limit_ = bytes; }
+  void set_linear_merge_limit(size_t bytes) { merges_.set_linear_limit(bytes); }
 
  private:
-  struct Merge {
-    uint32_t rank;   // kNoMerge when the pair has none
-    int32_t result;  // the merged token
-  };
-  static constexpr uint32_t kNoMerge = 0xFFFFFFFF;
-
   // Where a token or merge comes from, for errors: "[vocab.bpe:17]", "[tokenizer bpe] merge 16".
   using Where = std::function<std::string(size_t index)>;
 
@@ -87,22 +85,16 @@ class BpeTokenizer : public Tokenizer {
   static BpeTokenizer build(std::vector<std::string> tokens, const std::vector<std::string>& merges,
                             PreTokenizer pre, BpeVocabOptions options, const Where& token_where,
                             const Where& merge_where);
-  Merge find_merge(int32_t left, int32_t right) const;
   // encode() of text already normalized.
   std::vector<int32_t> encode_normalized(std::string_view text) const;
-  void merge_linear(int32_t* ids, size_t n, std::vector<int32_t>& out) const;
-  void merge_heap(const int32_t* ids, size_t n, std::vector<int32_t>& out) const;
 
   std::string name_;
   PreTokenizer pre_ = PreTokenizer::gpt2;
   std::string bytes_;                      // all tokens' bytes, back to back
   std::vector<uint32_t> offsets_;          // token i is bytes_[offsets_[i], offsets_[i + 1])
   std::array<int32_t, 256> byte_token_{};  // the token of each single byte; -1 if none
-  // Open addressing over (left, right) pairs: keys_ holds left << 32 | right, ~0 when empty.
-  std::vector<uint64_t> merge_keys_;
-  std::vector<Merge> merge_values_;
+  BpeMerges merges_;
   int32_t merge_count_ = 0;
-  size_t linear_limit_ = 32;
   // With ignore_merges: every non-special token's bytes -> its id (the first of a text).
   std::unordered_map<std::string, int32_t> whole_token_;
   bool nfc_ = false;

@@ -1,10 +1,11 @@
 // tokenizer.json into the vocabulary JSON (see hf_tokenizer.h).
 //
 // Note [tokenizer.json components]
-// A tokenizer.json names its pipeline's parts; fitgrad reads the byte-level BPE ones:
+// A tokenizer.json names its pipeline's parts; fitgrad reads those of byte-level BPE and of
+// SentencePiece-style BPE (the latter's are listed after the first):
 //   model          "BPE" with vocab (text -> id, ids 0..n-1) and merges (each "a b" or, in
-//                  tokenizers >= 0.20, ["a", "b"]), ignore_merges (Llama 3), no byte_fallback,
-//                  no continuing_subword_prefix / end_of_word_suffix, no dropout;
+//                  tokenizers >= 0.20, ["a", "b"]), ignore_merges (Llama 3), no
+//                  continuing_subword_prefix / end_of_word_suffix, no dropout;
 //   normalizer     none, or NFC (Qwen2; data/nfc.h);
 //   pre_tokenizer  ByteLevel with use_regex (GPT-2's pattern); Sequence[Split(Llama 3's or
 //                  Qwen2's pattern, Isolated), ByteLevel without regex]; Sequence[Digits
@@ -15,11 +16,21 @@
 //                  a special token: that token is the BOS;
 //   added_tokens   each one an id in the model's vocabulary with the same text, or the next
 //                  id past it; special ones are special tokens, the others are matched in the
-//                  text as they stand (as tokenizers does); lstrip, rstrip and single_word
-//                  are refused.
-// Anything else (a Unigram or WordPiece model, SentencePiece-style BPE with byte_fallback,
-// another normalizer, Metaspace, another Split pattern) is an error naming the component and
-// its value, so a tokenizer fitgrad would get wrong never loads.
+//                  text as they stand (as tokenizers does), with their lstrip, rstrip and
+//                  single_word (Note [Added-token matching] in tokenizer.cpp).
+// SentencePiece-style BPE (Llama 2, Mistral, Gemma, Phi-3; Note [SentencePiece pipelines] in
+// spm_tokenizer.cpp), told apart by a decoder that is not ByteLevel:
+//   model          byte_fallback, unk_token, fuse_unk;
+//   normalizer     none, Prepend("▁"), Replace(" " -> "▁"), or a Sequence of those;
+//   pre_tokenizer  none, Metaspace("▁", prepend_scheme, split), or Split(" ",
+//                  MergedWithPrevious) after a normalizer that left no space (Gemma's no-op);
+//   decoder        Sequence[Replace("▁" -> " "), ByteFallback, Fuse, Strip(" ", 1, 0)]
+//                  with or without the Strip, or Metaspace;
+//   added_tokens   as above, and normalized=true on a non-special token: matched in the
+//                  normalized text.
+// Anything else (a Unigram or WordPiece model, another normalizer, another Split pattern or
+// decoder) is an error naming the component and its value, so a tokenizer fitgrad would get
+// wrong never loads.
 // The roles: tokenizer_config.json's bos_token and eos_token (a string or {"content": ...})
 // when the folder has one, else the BOS of the post-processor; the EOS of generation comes
 // from generation_config.json (apps/model_source.cpp).
@@ -32,7 +43,9 @@
 #include <map>
 #include <optional>
 
+#include "data/gguf_tokenizer.h"
 #include "data/pretokenizer.h"
+#include "data/spm_tokenizer.h"
 #include "io/json_file.h"
 #include "tensor/error.h"
 
@@ -40,6 +53,8 @@ namespace fitgrad::data {
 namespace {
 
 using nlohmann::json;
+
+constexpr const char* kMetaspaceSchemes[] = {"always", "first", "never"};
 
 // Llama 3's and Qwen2's Split patterns as tokenizer.json holds them (Note [Pre-tokenizer
 // patterns] in pretokenizer.cpp).
@@ -97,6 +112,90 @@ std::string pre_name(const json& pre, const std::string& who) {
                   who, pre.dump().substr(0, 200)));
 }
 
+constexpr const char* kMeta = "\xE2\x96\x81";  // U+2581, SentencePiece's space
+
+bool is_replace(const json& j, const char* from, const char* to) {
+  return type_of(j) == "Replace" && j.contains("pattern") && j.at("pattern").is_object() &&
+         j.at("pattern").value("String", std::string()) == from &&
+         j.value("content", std::string()) == to;
+}
+
+// The parts of a component that may be a Sequence (`list` names its array).
+std::vector<json> parts_of(const json& j, const char* list) {
+  if (j.is_null()) return {};
+  if (type_of(j) != "Sequence") return {j};
+  FG_CHECK(j.contains(list) && j.at(list).is_array(), "Sequence without '{}'", list);
+  return {j.at(list).begin(), j.at(list).end()};
+}
+
+// The normalizer, pre-tokenizer and decoder of a SentencePiece-style tokenizer.json
+// (Note [tokenizer.json components]) into `o`.
+void read_spm_pipeline(const json& j, const std::string& who, SpmOptions& o) {
+  for (const json& part : parts_of(j.value("normalizer", json()), "normalizers")) {
+    if (type_of(part) == "Prepend" && part.value("prepend", std::string()) == kMeta)
+      o.normalizer_prepend = true;
+    else if (is_replace(part, " ", kMeta))
+      o.normalizer_replace = true;
+    else
+      throw Error(fmt::format(
+          "{} normalizer {} is not supported (SentencePiece-style BPE reads Prepend(\"▁\") and "
+          "Replace(\" \" -> \"▁\"))",
+          who, part.dump().substr(0, 200)));
+  }
+  const json pre = j.value("pre_tokenizer", json());
+  std::string scheme;
+  if (type_of(pre) == "Metaspace") {
+    FG_CHECK(pre.value("replacement", std::string(kMeta)) == kMeta,
+             "{} pre_tokenizer Metaspace with replacement {} is not supported", who,
+             pre.value("replacement", json()).dump());
+    scheme = pre.value("prepend_scheme", std::string());
+    if (scheme.empty()) {  // the older add_prefix_space, as tokenizers reads it
+      FG_CHECK(flag(pre, "add_prefix_space", true),
+               "{} pre_tokenizer Metaspace has add_prefix_space false and no prepend_scheme, "
+               "which tokenizers refuses too; write \"prepend_scheme\": \"never\"",
+               who);
+      scheme = "always";
+    }
+    const auto it = std::find(std::begin(kMetaspaceSchemes), std::end(kMetaspaceSchemes), scheme);
+    FG_CHECK(it != std::end(kMetaspaceSchemes),
+             "{} pre_tokenizer Metaspace prepend_scheme '{}' is not always, first or never", who,
+             scheme);
+    o.metaspace = SpmOptions::Metaspace(it - std::begin(kMetaspaceSchemes) + 1);
+    o.metaspace_split = flag(pre, "split", true);
+  } else if (!(pre.is_null() ||
+               (type_of(pre) == "Split" && o.normalizer_replace &&
+                pre.value("pattern", json::object()).value("String", std::string()) == " "))) {
+    throw Error(fmt::format(
+        "{} pre_tokenizer {} is not supported with SentencePiece-style BPE (none, Metaspace, "
+        "or Gemma's Split on spaces that the normalizer has replaced)",
+        who, pre.dump().substr(0, 200)));
+  }
+  const json dec = j.value("decoder", json());
+  if (type_of(dec) == "Metaspace") {
+    o.decoder = dec.value("prepend_scheme", std::string()) == "never"
+                    ? SpmOptions::Decoder::plain
+                    : SpmOptions::Decoder::metaspace;
+    return;
+  }
+  const std::vector<json> steps = parts_of(dec, "decoders");
+  FG_CHECK(!steps.empty() && is_replace(steps[0], kMeta, " "),
+           "{} decoder {} is not supported (SentencePiece-style BPE decodes with "
+           "Sequence[Replace(\"▁\" -> \" \"), ByteFallback, Fuse, Strip] or Metaspace)",
+           who, dec.dump().substr(0, 200));
+  o.decoder = SpmOptions::Decoder::plain;
+  for (size_t i = 1; i < steps.size(); ++i) {
+    const std::string t = type_of(steps[i]);
+    if (t == "ByteFallback" || t == "Fuse") continue;
+    FG_CHECK(t == "Strip" && i + 1 == steps.size() &&
+                 steps[i].value("content", std::string()) == " " &&
+                 steps[i].value("start", 0) == 1 && steps[i].value("stop", 0) == 0,
+             "{} decoder step {} is not supported (ByteFallback, Fuse, and a last Strip(\" \", "
+             "1, 0))",
+             who, steps[i].dump().substr(0, 200));
+    o.decoder = SpmOptions::Decoder::strip;
+  }
+}
+
 // The text of a tokenizer_config.json role: a string or an AddedToken object.
 std::optional<std::string> role_text(const json& config, const char* key) {
   if (!config.is_object() || !config.contains(key)) return std::nullopt;
@@ -143,48 +242,107 @@ json pre_tokenizer_json(const std::string& pre) {
 json hf_tokenizer_json(const json& vocabulary) {
   const auto tokens = vocabulary.at("tokens").get<std::vector<std::string>>();
   const auto types = vocabulary.at("token_types").get<std::vector<int32_t>>();
+  const bool spm = vocabulary.value("model", std::string()) == "spm";
+  std::map<int64_t, json> rules;
+  for (const json& r : vocabulary.value("added_rules", json::array()))
+    rules[r.at("id").get<int64_t>()] = r;
   json vocab = json::object(), added = json::array();
   for (size_t i = 0; i < tokens.size(); ++i) {
     vocab[tokens[i]] = i;
     const int32_t type = i < types.size() ? types[i] : 1;
-    if (type == 3 || type == 4)
+    if (type == 2 || type == 3 || type == 4) {
+      const json rule = rules.count(int64_t(i)) ? rules.at(int64_t(i)) : json::object();
       added.push_back({{"id", i},
                        {"content", tokens[i]},
-                       {"single_word", false},
-                       {"lstrip", false},
-                       {"rstrip", false},
-                       {"normalized", type == 4},
-                       {"special", type == 3}});
+                       {"single_word", rule.value("single_word", false)},
+                       {"lstrip", rule.value("lstrip", false)},
+                       {"rstrip", rule.value("rstrip", false)},
+                       {"normalized", type == 4 && (!spm || rule.value("normalized", false))},
+                       {"special", type != 4}});
+    }
   }
   json merges = json::array();
   for (const std::string& m : vocabulary.at("merges").get<std::vector<std::string>>()) {
     const size_t space = m.find(' ');
     merges.push_back({m.substr(0, space), m.substr(space + 1)});
   }
-  return {{"version", "1.0"},
-          {"truncation", nullptr},
-          {"padding", nullptr},
-          {"added_tokens", added},
-          {"normalizer",
-           vocabulary.value("normalizer", std::string()) == "NFC" ? json{{"type", "NFC"}} : json()},
-          {"pre_tokenizer", pre_tokenizer_json(vocabulary.at("pre").get<std::string>())},
-          {"post_processor",
-           {{"type", "ByteLevel"},
-            {"add_prefix_space", true},
-            {"trim_offsets", false},
-            {"use_regex", true}}},
-          {"decoder", byte_level(true)},
-          {"model",
-           {{"type", "BPE"},
-            {"dropout", nullptr},
-            {"unk_token", nullptr},
-            {"continuing_subword_prefix", nullptr},
-            {"end_of_word_suffix", nullptr},
-            {"fuse_unk", false},
-            {"byte_fallback", false},
-            {"ignore_merges", vocabulary.value("ignore_merges", false)},
-            {"vocab", vocab},
-            {"merges", merges}}}};
+  json out = {{"version", "1.0"},
+              {"truncation", nullptr},
+              {"padding", nullptr},
+              {"added_tokens", added},
+              {"model",
+               {{"type", "BPE"},
+                {"dropout", nullptr},
+                {"unk_token", nullptr},
+                {"continuing_subword_prefix", nullptr},
+                {"end_of_word_suffix", nullptr},
+                {"fuse_unk", false},
+                {"byte_fallback", false},
+                {"ignore_merges", vocabulary.value("ignore_merges", false)},
+                {"vocab", vocab},
+                {"merges", merges}}}};
+  if (spm) {
+    const SpmOptions o = spm_options_from_json(vocabulary);
+    const auto replace = [](const char* from, const char* to) {
+      return json{{"type", "Replace"}, {"pattern", {{"String", from}}}, {"content", to}};
+    };
+    json normalizers = json::array();
+    if (o.normalizer_prepend) normalizers.push_back({{"type", "Prepend"}, {"prepend", kMeta}});
+    if (o.normalizer_replace) normalizers.push_back(replace(" ", kMeta));
+    out["normalizer"] = normalizers.empty() ? json()
+                        : normalizers.size() == 1
+                            ? normalizers[0]
+                            : json{{"type", "Sequence"}, {"normalizers", normalizers}};
+    out["pre_tokenizer"] =
+        o.metaspace == SpmOptions::Metaspace::none
+            ? json()
+            : json{{"type", "Metaspace"},
+                   {"replacement", kMeta},
+                   {"prepend_scheme", kMetaspaceSchemes[size_t(o.metaspace) - 1]},
+                   {"split", o.metaspace_split}};
+    json steps = {replace(kMeta, " "), {{"type", "ByteFallback"}}, {{"type", "Fuse"}}};
+    if (o.decoder == SpmOptions::Decoder::strip)
+      steps.push_back({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}});
+    out["decoder"] = o.decoder == SpmOptions::Decoder::metaspace
+                         ? json{{"type", "Metaspace"},
+                                {"replacement", kMeta},
+                                {"prepend_scheme", "always"},
+                                {"split", false}}
+                         : json{{"type", "Sequence"}, {"decoders", steps}};
+    const json bos = vocabulary.value("bos", json());
+    out["post_processor"] =
+        bos.is_null()
+            ? json()
+            : json{{"type", "TemplateProcessing"},
+                   {"single",
+                    {{{"SpecialToken", {{"id", tokens.at(bos.get<size_t>())}, {"type_id", 0}}}},
+                     {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+                   {"pair",
+                    {{{"SpecialToken", {{"id", tokens.at(bos.get<size_t>())}, {"type_id", 0}}}},
+                     {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+                     {{"SpecialToken", {{"id", tokens.at(bos.get<size_t>())}, {"type_id", 1}}}},
+                     {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
+                   {"special_tokens",
+                    {{tokens.at(bos.get<size_t>()),
+                      {{"id", tokens.at(bos.get<size_t>())},
+                       {"ids", {bos}},
+                       {"tokens", {tokens.at(bos.get<size_t>())}}}}}}};
+    json& m = out["model"];
+    const json unk = vocabulary.value("unk", json());
+    m["unk_token"] = unk.is_null() ? json() : json(tokens.at(unk.get<size_t>()));
+    m["fuse_unk"] = o.fuse_unk;
+    m["byte_fallback"] = o.byte_fallback;
+    return out;
+  }
+  out["normalizer"] =
+      vocabulary.value("normalizer", std::string()) == "NFC" ? json{{"type", "NFC"}} : json();
+  out["pre_tokenizer"] = pre_tokenizer_json(vocabulary.at("pre").get<std::string>());
+  out["post_processor"] = {{"type", "ByteLevel"},
+                           {"add_prefix_space", true},
+                           {"trim_offsets", false},
+                           {"use_regex", true}};
+  out["decoder"] = byte_level(true);
+  return out;
 }
 
 json hf_tokenizer_config(const json& vocabulary) {
@@ -207,13 +365,9 @@ json hf_tokenizer_vocabulary(const std::string& path, const json& config) {
   const json& model = j.at("model");
   const std::string model_type = type_of(model);
   FG_CHECK(model_type == "BPE",
-           "{} model type '{}' is not supported (fitgrad reads byte-level BPE; Unigram, "
-           "WordPiece and WordLevel are not implemented)",
+           "{} model type '{}' is not supported (fitgrad reads BPE, byte-level or "
+           "SentencePiece-style; Unigram, WordPiece and WordLevel are not implemented)",
            who, model_type);
-  FG_CHECK(!flag(model, "byte_fallback", false),
-           "{} model BPE with byte_fallback (SentencePiece-style, as Llama 2 and Mistral) is "
-           "not supported yet",
-           who);
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
     FG_CHECK(
         !model.contains(key) || model.at(key).is_null() || model.at(key).get<std::string>().empty(),
@@ -222,14 +376,23 @@ json hf_tokenizer_vocabulary(const std::string& path, const json& config) {
                model.at("dropout").get<double>() == 0.0,
            "{} model BPE with dropout is not supported", who);
   const json normalizer = j.value("normalizer", json());
-  FG_CHECK(normalizer.is_null() || type_of(normalizer) == "NFC",
-           "{} normalizer {} is not supported (fitgrad reads none and NFC)", who,
-           type_of(normalizer));
   const json decoder = j.value("decoder", json());
-  FG_CHECK(type_of(decoder) == "ByteLevel",
-           "{} decoder {} is not supported (byte-level BPE "
-           "decodes with ByteLevel)",
-           who, type_of(decoder));
+  // Note [tokenizer.json components]: a decoder other than ByteLevel is SentencePiece's.
+  const bool spm = type_of(decoder) != "ByteLevel";
+  SpmOptions spm_options;
+  if (spm) {
+    read_spm_pipeline(j, who, spm_options);
+    spm_options.byte_fallback = flag(model, "byte_fallback", false);
+    spm_options.fuse_unk = flag(model, "fuse_unk", false);
+  } else {
+    FG_CHECK(!flag(model, "byte_fallback", false),
+             "{} model BPE with byte_fallback needs SentencePiece's decoder (Replace, "
+             "ByteFallback, Fuse), not ByteLevel",
+             who);
+    FG_CHECK(normalizer.is_null() || type_of(normalizer) == "NFC",
+             "{} normalizer {} is not supported (fitgrad reads none and NFC)", who,
+             type_of(normalizer));
+  }
 
   // Tokens by id.
   FG_CHECK(model.contains("vocab") && model.at("vocab").is_object(), "{} model has no vocab", who);
@@ -268,6 +431,7 @@ json hf_tokenizer_vocabulary(const std::string& path, const json& config) {
 
   // Added tokens: in the vocabulary already, or appended in id order.
   std::map<std::string, int32_t> added;  // text -> id
+  json rules = json::array();
   if (j.contains("added_tokens")) {
     FG_CHECK(j.at("added_tokens").is_array(), "{} added_tokens must be a list", who);
     std::vector<json> list(j.at("added_tokens").begin(), j.at("added_tokens").end());
@@ -280,12 +444,17 @@ json hf_tokenizer_vocabulary(const std::string& path, const json& config) {
                "{} added token {} needs an integer id and a string content", who, t.dump());
       const int64_t id = t.at("id").get<int64_t>();
       const std::string content = t.at("content").get<std::string>();
-      for (const char* key : {"lstrip", "rstrip", "single_word"})
-        FG_CHECK(!flag(t, key, false),
-                 "{} added token '{}' (id {}) has {} true, which is not "
-                 "supported",
-                 who, content, id, key);
       const int32_t type = flag(t, "special", false) ? 3 : 4;
+      // Matching flags (Note [Added-token matching]); normalized=true counts for a
+      // non-special token of a SentencePiece-style pipeline, whose normalizer changes text.
+      const bool normalized = spm && type == 4 && flag(t, "normalized", true);
+      if (flag(t, "lstrip", false) || flag(t, "rstrip", false) || flag(t, "single_word", false) ||
+          normalized)
+        rules.push_back({{"id", id},
+                         {"lstrip", flag(t, "lstrip", false)},
+                         {"rstrip", flag(t, "rstrip", false)},
+                         {"single_word", flag(t, "single_word", false)},
+                         {"normalized", normalized}});
       if (id < int64_t(tokens.size())) {
         FG_CHECK(id >= 0, "{} added token '{}' has id {}", who, content, id);
         FG_CHECK(tokens[size_t(id)] == content,
@@ -323,6 +492,28 @@ json hf_tokenizer_vocabulary(const std::string& path, const json& config) {
   if (const auto text = role_text(config, "pad_token")) pad = id_of(*text, "pad_token");
 
   const auto id_json = [](std::optional<int32_t> id) { return id ? json(*id) : json(); };
+  if (spm) {
+    std::optional<int32_t> unk;
+    if (model.contains("unk_token") && model.at("unk_token").is_string()) {
+      const auto it = vocab.find(model.at("unk_token").get<std::string>());
+      FG_CHECK(it != vocab.end(), "{} model unk_token {} is not in the vocab", who,
+               model.at("unk_token").dump());
+      unk = it->get<int32_t>();
+    }
+    return json{{"model", "spm"},
+                {"name", "hf:spm"},
+                {"pre", "spm"},
+                {"tokens", tokens},
+                {"merges", merges},
+                {"token_types", types},
+                {"bos", id_json(bos)},
+                {"eos", id_json(eos)},
+                {"pad", id_json(pad)},
+                {"unk", id_json(unk)},
+                {"ignore_merges", flag(model, "ignore_merges", false)},
+                {"spm", spm_options_json(spm_options)},
+                {"added_rules", rules}};
+  }
   const std::string pre = pre_name(j.value("pre_tokenizer", json()), who);
   return json{{"name", "hf:" + pre},
               {"pre", pre},
@@ -333,7 +524,8 @@ json hf_tokenizer_vocabulary(const std::string& path, const json& config) {
               {"eos", id_json(eos)},
               {"pad", id_json(pad)},
               {"ignore_merges", flag(model, "ignore_merges", false)},
-              {"normalizer", normalizer.is_null() ? "" : "NFC"}};
+              {"normalizer", normalizer.is_null() ? "" : "NFC"},
+              {"added_rules", rules}};
 }
 
 }  // namespace fitgrad::data

@@ -5,9 +5,29 @@
 
 #include <algorithm>
 
+#include "data/utf8.h"
 #include "tensor/error.h"
 
 namespace fitgrad::data {
+
+// Note [Added-token matching]
+// As Hugging Face tokenizers' AddedVocabulary: the special tokens are found leftmost-longest,
+// without overlaps. A single_word token whose neighbour (the character before or after) is a
+// word character (a letter, a digit or '_') is no match: its text stays ordinary text, and
+// the search goes on after it. lstrip takes the white space before the token (back to the
+// previous token) into it and rstrip the white space after it; that white space is not
+// encoded. The stretches between are encoded by encode_part.
+namespace {
+
+bool is_word(char32_t cp) {
+  const CharClass c = char_class(cp);
+  return c == CharClass::letter || c == CharClass::number || cp == U'_';
+}
+bool is_space(std::string_view text, size_t pos) {
+  return char_class(decode_utf8(text, pos).cp) == CharClass::space;
+}
+
+}  // namespace
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool allow_special) const {
   if (!allow_special || specials_.empty()) return encode(text);
@@ -15,7 +35,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool allow_special
   std::vector<size_t> next(specials_.size());
   for (size_t i = 0; i < specials_.size(); ++i) next[i] = text.find(specials_[i].first);
   std::vector<int32_t> ids;
-  size_t pos = 0;
+  size_t begin = 0;  // the stretch of ordinary text starts here
+  size_t pos = 0;    // the search for the next special starts here
   while (true) {
     size_t best = std::string_view::npos;  // the earliest, then longest, special
     size_t at = std::string_view::npos;
@@ -29,12 +50,31 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool allow_special
         best = i;
       }
     }
-    const std::vector<int32_t> part =
-        encode(text.substr(pos, at == std::string_view::npos ? std::string_view::npos : at - pos));
-    ids.insert(ids.end(), part.begin(), part.end());
+    size_t start = at, end = at;
+    if (at != std::string_view::npos) {
+      const AddedTokenRule& rule = rules_[best];
+      end = at + specials_[best].first.size();
+      if (rule.single_word &&
+          ((at > 0 && is_word(decode_utf8(text, utf8_start_before(text, at)).cp)) ||
+           (end < text.size() && is_word(decode_utf8(text, end).cp)))) {
+        pos = end;  // no match here; its text stays ordinary
+        continue;
+      }
+      if (rule.lstrip)
+        while (start > begin && is_space(text, utf8_start_before(text, start)))
+          start = utf8_start_before(text, start);
+      if (rule.rstrip)
+        while (end < text.size() && is_space(text, end)) end += decode_utf8(text, end).length;
+    }
+    if (start > begin) {
+      const std::string_view part = text.substr(
+          begin, start == std::string_view::npos ? std::string_view::npos : start - begin);
+      const std::vector<int32_t> ids_part = encode_part(part, begin == 0);
+      ids.insert(ids.end(), ids_part.begin(), ids_part.end());
+    }
     if (at == std::string_view::npos) break;
     ids.push_back(specials_[best].second);
-    pos = at + specials_[best].first.size();
+    begin = pos = end;
   }
   return ids;
 }
@@ -71,13 +111,14 @@ bool Tokenizer::is_special(int32_t id) const {
                      [id](const auto& s) { return s.second == id; });
 }
 
-void Tokenizer::add_special(std::string text, int32_t id) {
+void Tokenizer::add_special(std::string text, int32_t id, AddedTokenRule rule) {
   FG_CHECK(!text.empty(), "[tokenizer {}] a special token's text must not be empty", name());
   FG_CHECK(!find_special(text), "[tokenizer {}] special token '{}' is defined twice", name(), text);
   FG_CHECK(id >= 0 && id < vocab_size(),
            "[tokenizer {}] special token '{}' has id {} outside the vocabulary (size {})", name(),
            text, id, vocab_size());
   specials_.emplace_back(std::move(text), id);
+  rules_.push_back(rule);
 }
 
 }  // namespace fitgrad::data

@@ -7,6 +7,10 @@
 // decode() writes a special token as its text. bos/eos/pad are roles that special
 // tokens may play; any may be absent.
 //
+// An added token may carry Hugging Face tokenizers' matching flags (AddedTokenRule): lstrip
+// and rstrip take the white space on that side into the token, single_word matches it only
+// between non-word characters (Note [Added-token matching] in tokenizer.cpp).
+//
 // Implementations are immutable after construction, so encode/decode may run on many
 // threads at once.
 #pragma once
@@ -19,6 +23,13 @@
 #include <vector>
 
 namespace fitgrad::data {
+
+// tokenizers' AddedToken flags that change where a special token matches.
+struct AddedTokenRule {
+  bool lstrip = false;
+  bool rstrip = false;
+  bool single_word = false;
+};
 
 class Tokenizer {
  public:
@@ -34,6 +45,12 @@ class Tokenizer {
   // Ids to bytes. The bytes need not be valid UTF-8: a byte-level token can be part of a
   // character, so a slice of ids may cut one. Throws fitgrad::Error naming an unknown id.
   virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
+  // The bytes of ids that continue a text already decoded (streaming a generation): what
+  // decode(prefix + ids) adds to decode(prefix). The same as decode except for tokenizers
+  // whose decoder treats the start of a text alone (SentencePiece's leading space).
+  virtual std::string decode_continuation(const std::vector<int32_t>& ids) const {
+    return decode(ids);
+  }
 
   // Ids run from 0 to vocab_size() - 1, special tokens included.
   virtual int32_t vocab_size() const = 0;
@@ -55,12 +72,19 @@ class Tokenizer {
 
  protected:
   // Registers a special token; the text must be non-empty and new, the id in range.
-  void add_special(std::string text, int32_t id);
+  void add_special(std::string text, int32_t id, AddedTokenRule rule = {});
+  // The ids of a stretch of text between special tokens; `at_start` when it begins the
+  // whole text (SentencePiece's prefix rules tell the two apart).
+  virtual std::vector<int32_t> encode_part(std::string_view text, bool at_start) const {
+    (void)at_start;
+    return encode(text);
+  }
 
  private:
   void check_role(const char* role, std::optional<int32_t> id) const;
 
   std::vector<std::pair<std::string, int32_t>> specials_;
+  std::vector<AddedTokenRule> rules_;  // specials_[i]'s
   std::optional<int32_t> bos_, eos_, pad_;
 };
 

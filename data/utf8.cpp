@@ -53,6 +53,12 @@ void append_utf8(std::string& out, char32_t cp) {
   }
 }
 
+size_t utf8_start_before(std::string_view text, size_t end) {
+  size_t pos = end - 1;
+  while (pos > 0 && end - pos < 4 && (uint8_t(text[pos]) & 0xC0) == 0x80) --pos;
+  return decode_utf8(text, pos).length == end - pos ? pos : end - 1;
+}
+
 bool is_valid_utf8(std::string_view text) {
   for (size_t pos = 0; pos < text.size();) {
     const Utf8Char c = decode_utf8(text, pos);

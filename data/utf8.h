@@ -29,6 +29,10 @@ void append_utf8(std::string& out, char32_t cp);
 // Whether the whole string is well-formed UTF-8.
 bool is_valid_utf8(std::string_view text);
 
+// Where the unit that ends at text[end - 1] starts (0 < end <= text.size()): the start of
+// a well-formed character, else end - 1 (an invalid byte).
+size_t utf8_start_before(std::string_view text, size_t end);
+
 // The classes of GPT-2-style pre-tokenization patterns: \p{L}, \p{N}, \s (the Unicode
 // White_Space property), and everything else. An invalid byte is `other`.
 enum class CharClass : uint8_t { other, letter, number, space };

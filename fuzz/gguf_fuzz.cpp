@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -102,7 +103,7 @@ void decode_tensors(const GgufFile& file) {
 // The tokenizer, if the file has one that builds: a fixed text encodes to ids inside the
 // vocabulary, and those ids decode.
 void run_tokenizer(const GgufFile& file) {
-  std::optional<fitgrad::data::BpeTokenizer> tok;
+  std::unique_ptr<fitgrad::data::Tokenizer> tok;
   expect_error_or_value([&] { tok = fitgrad::data::tokenizer_from_gguf(file); });
   if (!tok) return;
   const std::string text = "Hello, world! 12345 <|endoftext|> \xC3\xA9t\xC3\xA9\n\tdone";

@@ -64,7 +64,7 @@ TEST_F(HfFolderFlow, TrainFromAFolderThenExportItBack) {
       data::hf_tokenizer_vocabulary((folder / "tokenizer.json").string()), "[test]");
   for (const char* text :
        {"It is a truth universally acknowledged<|eot_id|>", "In 1811, 42 <tool>"})
-    EXPECT_EQ(exported.tokenizer->encode(text, true), original.encode(text, true)) << text;
+    EXPECT_EQ(exported.tokenizer->encode(text, true), original->encode(text, true)) << text;
   EXPECT_EQ(exported.tokenizer->eos(), 2);
   EXPECT_EQ(exported.stop_ids, std::vector<int32_t>{2});  // generation_config.json's
   autograd::NoGradGuard no_grad;

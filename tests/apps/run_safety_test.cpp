@@ -236,7 +236,8 @@ TEST_F(RunSafety, CheckpointsAreSelfContained) {
   const fs::path gguf = root_ / "model.gguf";
   fs::copy_file(fs::path(FITGRAD_GOLDEN_DIR) / "smollm2_slice.gguf", gguf);
   const io::GgufFile file = io::GgufFile::open(gguf.string());
-  const data::BpeTokenizer original = data::tokenizer_from_gguf(file);
+  const std::unique_ptr<data::Tokenizer> original_ptr = data::tokenizer_from_gguf(file);
+  const data::Tokenizer& original = *original_ptr;
   nn::ModelConfig cfg = nn::preset("llama-tiny");
   cfg.vocab_size = original.vocab_size();
   const fs::path dir = root_ / "checkpoint";
