@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "apps/cli_checks.h"
 #include "data/bpe_tokenizer.h"
 #include "data/byte_tokenizer.h"
 #include "data/gguf_tokenizer.h"
@@ -45,9 +46,37 @@ nlohmann::json tokenizer_config_beside(const fs::path& tokenizer_json) {
   return io::read_json_file(path.string(), "[tokenizer " + path.string() + "]");
 }
 
-// The vocabulary of a Hugging Face tokenizer.json with its folder's tokenizer_config.json.
+// Note [A folder's chat template]
+// As transformers reads it: a chat_template.jinja file beside tokenizer.json, else
+// tokenizer_config.json's "chat_template", a string or a list of {"name", "template"} of which
+// the one named "default" is the template (a list without one has none). It travels in the
+// vocabulary's "chat_template", as a GGUF file's tokenizer.chat_template does.
+nlohmann::json chat_template_beside(const fs::path& tokenizer_json, const nlohmann::json& config) {
+  const fs::path jinja = tokenizer_json.parent_path() / "chat_template.jinja";
+  if (fs::is_regular_file(jinja))
+    return read_whole_file("tokenizer", "chat template", jinja.string());
+  if (!config.is_object() || !config.contains("chat_template")) return nullptr;
+  const nlohmann::json& t = config.at("chat_template");
+  if (t.is_string()) return t;
+  FG_CHECK(t.is_array(),
+           "[tokenizer {}] tokenizer_config.json's chat_template must be a string or a list of "
+           "{{\"name\", \"template\"}}",
+           tokenizer_json.string());
+  for (const nlohmann::json& named : t)
+    if (named.is_object() && named.value("name", std::string()) == "default" &&
+        named.contains("template") && named.at("template").is_string())
+      return named.at("template");
+  return nullptr;
+}
+
+// The vocabulary of a Hugging Face tokenizer.json with its folder's tokenizer_config.json and
+// chat template.
 nlohmann::json hf_vocabulary(const std::string& path) {
-  return data::hf_tokenizer_vocabulary(path, tokenizer_config_beside(path));
+  const nlohmann::json config = tokenizer_config_beside(path);
+  nlohmann::json vocabulary = data::hf_tokenizer_vocabulary(path, config);
+  const nlohmann::json chat_template = chat_template_beside(path, config);
+  if (!chat_template.is_null()) vocabulary["chat_template"] = chat_template;
+  return vocabulary;
 }
 
 // The tokenizer of a Hugging Face tokenizer.json (data/hf_tokenizer.h), its id and its

@@ -3,6 +3,8 @@
 // (tests/golden/hf_tokenizers/llama3_style) trains from a random init with that tokenizer; the
 // checkpoint keeps the tokenizer's vocabulary (kind hf); `export` writes a model folder whose
 // tokenizer.json encodes as the original does and whose weights give the checkpoint's logits.
+// The same with a Mistral folder: a sliding window, a SentencePiece-style tokenizer.json and a
+// chat_template.jinja that takes priority over tokenizer_config.json's template.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -72,6 +74,50 @@ TEST_F(HfFolderFlow, TrainFromAFolderThenExportItBack) {
       Tensor::from_vector(std::vector<int32_t>{43, 86, 369, 261, 702}, {1, 5}, DType::i32);
   EXPECT_EQ(exported.model->forward(ids).to_vector<float>(),
             trained.model->forward(ids).to_vector<float>());
+}
+
+TEST_F(HfFolderFlow, AMistralFolderWithASentencePieceTokenizerAndAChatTemplate) {
+  const fs::path golden = fs::path(FITGRAD_GOLDEN_DIR) / "hf_tokenizers" / "mistral_style";
+  const fs::path folder = root_ / "mistral";
+  fs::create_directories(folder);
+  std::ofstream(folder / "config.json") << R"({"model_type": "mistral", "vocab_size": 1002,
+    "hidden_size": 64, "intermediate_size": 176, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 128,
+    "rms_norm_eps": 1e-5, "rope_theta": 1000000.0, "sliding_window": 8,
+    "tie_word_embeddings": false})";
+  fs::copy_file(golden / "tokenizer.json", folder / "tokenizer.json");
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(golden / "tokenizer_config.json"));
+  config["chat_template"] = "{{ 'from the config' }}";
+  std::ofstream(folder / "tokenizer_config.json") << config.dump();
+  const std::string jinja = "{% for m in messages %}[INST] {{ m['content'] }} [/INST]{% endfor %}";
+  std::ofstream(folder / "chat_template.jinja") << jinja;
+
+  const LoadedModel loaded = load_model((folder / "config.json").string(), "", {});
+  EXPECT_EQ(loaded.tokenizer_vocabulary.at("chat_template"), jinja);
+  EXPECT_EQ(loaded.model->config().sliding_window, 8);
+  const std::vector<int32_t> chat = loaded.tokenizer->encode("[INST] Hi [/INST]", true);
+  ASSERT_GE(chat.size(), 3u);
+  EXPECT_EQ(chat.front(), 1000);  // [INST]
+  EXPECT_EQ(chat.back(), 1001);   // [/INST]
+
+  TrainArgs a = args(write_text("text.txt", 3001, 4), "run");
+  a.model = (folder / "config.json").string();
+  a.max_steps = 2;
+  a.save_steps = 2;
+  ASSERT_EQ(train(a), 0);
+  ExportArgs e;
+  e.base = (root_ / "run" / "checkpoint-2").string();
+  e.out = (root_ / "exported").string();
+  e.dtype = "f32";
+  std::ostringstream log;
+  export_merged(e, log);
+  const nlohmann::json written =
+      nlohmann::json::parse(std::ifstream(root_ / "exported" / "tokenizer_config.json"));
+  EXPECT_EQ(written.value("chat_template", std::string()), jinja) << log.str();
+  const LoadedModel exported = load_model(e.out, "", {});
+  EXPECT_EQ(exported.model->config().sliding_window, 8);
+  for (const char* text : {"It is a truth universally acknowledged", "[INST] Hi [/INST] Fine."})
+    EXPECT_EQ(exported.tokenizer->encode(text, true), loaded.tokenizer->encode(text, true)) << text;
 }
 
 }  // namespace
