@@ -123,9 +123,13 @@ LlamaAttention::LlamaAttention(std::string path, std::string name, const ModelCo
   const int64_t c = cfg.hidden_size, q = heads_ * head_dim_, kv = kv_heads_ * head_dim_;
   using L = Linear::Layout;
   const Linear::Options qkv_opt{cfg.attention_qkv_bias, L::torch, cfg.initializer_range};
-  q_proj_ = &register_linear("q_proj", c, q, qkv_opt, ctx);
-  k_proj_ = &register_linear("k_proj", c, kv, qkv_opt, ctx);
-  v_proj_ = &register_linear("v_proj", c, kv, qkv_opt, ctx);
+  if (cfg.fused_projections) {
+    qkv_proj_ = &register_linear("qkv_proj", c, q + 2 * kv, qkv_opt, ctx);
+  } else {
+    q_proj_ = &register_linear("q_proj", c, q, qkv_opt, ctx);
+    k_proj_ = &register_linear("k_proj", c, kv, qkv_opt, ctx);
+    v_proj_ = &register_linear("v_proj", c, kv, qkv_opt, ctx);
+  }
   o_proj_ = &register_linear(
       "o_proj", q, c, Linear::Options{cfg.attention_out_bias, L::torch, cfg.residual_init_std()},
       ctx);
@@ -137,9 +141,18 @@ LlamaAttention::LlamaAttention(std::string path, std::string name, const ModelCo
 
 Tensor LlamaAttention::forward(const Tensor& x, KvCache* cache, int64_t layer) const {
   ForwardScope scope(*this);
-  Tensor q = split_heads(q_proj_->forward(x), heads_, head_dim_);     // (B, H, T, D)
-  Tensor k = split_heads(k_proj_->forward(x), kv_heads_, head_dim_);  // (B, Hkv, T, D)
-  Tensor v = split_heads(v_proj_->forward(x), kv_heads_, head_dim_);
+  Tensor q, k, v;
+  if (qkv_proj_ != nullptr) {  // Phi-3: (B, T, q + 2 kv), q then k then v
+    const Tensor y = qkv_proj_->forward(x);
+    const int64_t nq = heads_ * head_dim_, nkv = kv_heads_ * head_dim_;
+    q = split_heads(ag::narrow(y, -1, 0, nq), heads_, head_dim_);
+    k = split_heads(ag::narrow(y, -1, nq, nkv), kv_heads_, head_dim_);
+    v = split_heads(ag::narrow(y, -1, nq + nkv, nkv), kv_heads_, head_dim_);
+  } else {
+    q = split_heads(q_proj_->forward(x), heads_, head_dim_);     // (B, H, T, D)
+    k = split_heads(k_proj_->forward(x), kv_heads_, head_dim_);  // (B, Hkv, T, D)
+    v = split_heads(v_proj_->forward(x), kv_heads_, head_dim_);
+  }
   const int64_t position = cache ? cache->length() : 0;
   if (q_norm_) {  // Qwen3: each head normalized over head_dim before RoPE
     q = q_norm_->forward(q);

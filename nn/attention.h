@@ -64,10 +64,6 @@ class LlamaAttention : public Module {
   // (B, T, C) -> (B, T, C); with a cache, through its layer `layer`, RoPE at positions
   // from the cache's length on.
   Tensor forward(const Tensor& x, KvCache* cache = nullptr, int64_t layer = 0) const;
-  const LinearLayer& q_proj() const { return *q_proj_; }
-  const LinearLayer& k_proj() const { return *k_proj_; }
-  const LinearLayer& v_proj() const { return *v_proj_; }
-  const LinearLayer& o_proj() const { return *o_proj_; }
 
  private:
   int64_t heads_, kv_heads_, head_dim_;
@@ -75,9 +71,11 @@ class LlamaAttention : public Module {
   // Causal, within the config's sliding window when it has one (Note [Sliding-window
   // attention] in tensor/backend/attention_mask.h).
   backend::AttentionMask mask_;
-  RMSNorm *q_norm_ = nullptr, *k_norm_ = nullptr;      // Qwen3's (ModelConfig::qk_norm)
-  double attn_pdrop_;                                  // Note [Dropout as configured] in config.h
-  LinearLayer *q_proj_, *k_proj_, *v_proj_, *o_proj_;  // torch layout (out, in)
+  RMSNorm *q_norm_ = nullptr, *k_norm_ = nullptr;  // Qwen3's (ModelConfig::qk_norm)
+  double attn_pdrop_;                              // Note [Dropout as configured] in config.h
+  LinearLayer *q_proj_ = nullptr, *k_proj_ = nullptr, *v_proj_ = nullptr;  // torch (out, in)
+  LinearLayer* qkv_proj_ = nullptr;  // Phi-3's fused q, k, v ((q + 2 kv), in)
+  LinearLayer* o_proj_ = nullptr;
 };
 
 }  // namespace fitgrad::nn

@@ -276,12 +276,16 @@ ModelConfig read_gpt2(Reader& r) {
 
 // Note [Reading RoPE scaling]
 // rope_scaling (transformers 4) or rope_parameters (transformers 5, which moves rope_theta
-// into it) is an object whose "rope_type" (or the older "type") is default, linear or
-// llama3, with that type's keys (Note [RoPE frequencies] in tensor/rope_params.h); null or
-// absent is no scaling. Any other type (dynamic, yarn, longrope, ...), a key the type does
-// not read, a factor below 1 and llama3's low_freq_factor >= high_freq_factor are errors
-// naming the key, as transformers' own validation refuses them or ignores what it should not.
-RopeScaling read_rope_scaling(Reader& r, double* theta) {
+// into it) is an object whose "rope_type" (or the older "type") is default, linear, llama3
+// or longrope ("su" in Phi-3's first configs), with that type's keys (Note [RoPE
+// frequencies] in tensor/rope_params.h); null or absent is no scaling. longrope's context L
+// is its own original_max_position_embeddings or, as Phi-3 writes it, the config's; its
+// attention factor its attention_factor or else from its factor, else from
+// max_position_embeddings / L. Any other type (dynamic, yarn, ...), a key the type does not
+// read, a factor below 1, llama3's low_freq_factor >= high_freq_factor and longrope lists
+// that do not give every pair a positive divisor are errors naming the key, as
+// transformers' own validation refuses them or ignores what it should not.
+RopeScaling read_rope_scaling(Reader& r, double* theta, int64_t max_position) {
   const bool v4 = r.has("rope_scaling"), v5 = r.has("rope_parameters");
   FG_CHECK(!(v4 && v5), "{} has both 'rope_scaling' and 'rope_parameters'; a config gives one",
            r.where());
@@ -321,10 +325,36 @@ RopeScaling read_rope_scaling(Reader& r, double* theta) {
     s.low_freq_factor = number("low_freq_factor");
     s.high_freq_factor = number("high_freq_factor");
     s.original_max_position = number("original_max_position_embeddings");
+  } else if (type == "longrope" || type == "su") {
+    s.type = RopeScaling::Type::longrope;
+    const auto list = [&](const char* k, float* out) {
+      const nlohmann::json* v = value(k);
+      FG_CHECK(v && v->is_array() && !v->empty() && v->size() <= RopeScaling::kMaxPairs,
+               "{} key '{}.{}' must be a list of 1 to {} numbers", r.where(), key, k,
+               RopeScaling::kMaxPairs);
+      for (size_t i = 0; i < v->size(); ++i) {
+        FG_CHECK((*v)[i].is_number() && (*v)[i].get<double>() > 0,
+                 "{} key '{}.{}[{}]' must be a positive number", r.where(), key, k, i);
+        out[i] = (*v)[i].get<float>();
+      }
+      return int32_t(v->size());
+    };
+    s.pairs = list("short_factor", s.short_factor);
+    FG_CHECK(list("long_factor", s.long_factor) == s.pairs,
+             "{} key '{}' has short_factor and long_factor of different lengths", r.where(), key);
+    s.original_max_position = value("original_max_position_embeddings")
+                                  ? number("original_max_position_embeddings")
+                                  : double(r.integer("original_max_position_embeddings"));
+    const double scale =
+        value("factor") ? number("factor") : double(max_position) / s.original_max_position;
+    s.attention_factor = value("attention_factor") ? number("attention_factor")
+                         : scale <= 1
+                             ? 1.0
+                             : std::sqrt(1 + std::log(scale) / std::log(s.original_max_position));
   } else {
     FG_CHECK(type == "default",
-             "{} key '{}' has rope_type '{}'; fitgrad implements default, linear and llama3 "
-             "(not dynamic, yarn or longrope)",
+             "{} key '{}' has rope_type '{}'; fitgrad implements default, linear, llama3 and "
+             "longrope (not dynamic or yarn)",
              r.where(), key, type);
   }
   for (const auto& [k, v] : o.items())
@@ -369,7 +399,17 @@ ModelConfig read_llama(Reader& r, const std::string& type) {
     m.attention_qkv_bias = m.attention_out_bias = bias;
     m.mlp_bias = r.boolean("mlp_bias", false);
   }
-  if (type == "mistral") m.sliding_window = r.integer("sliding_window", 0);
+  if (type == "mistral" || type == "phi3") m.sliding_window = r.integer("sliding_window", 0);
+  if (type == "phi3") {
+    // Phi3ForCausalLM: fused qkv_proj and gate_up_proj; its dropouts are zero as released.
+    m.fused_projections = true;
+    for (const char* k : {"resid_pdrop", "embd_pdrop"})
+      FG_CHECK(r.number(k, 0.0) == 0, "{} key '{}' above 0 is not supported", r.where(), k);
+    FG_CHECK(r.number("partial_rotary_factor", 1.0) == 1.0,
+             "{} key 'partial_rotary_factor' below 1 is not supported (RoPE on every pair)",
+             r.where());
+    r.ignore({"original_max_position_embeddings"});
+  }
   if (type == "qwen3") {
     m.qk_norm = true;
     FG_CHECK(!r.boolean("use_sliding_window", false),
@@ -384,7 +424,12 @@ ModelConfig read_llama(Reader& r, const std::string& type) {
   const std::string act = r.string("hidden_act", "silu");
   FG_CHECK(act == "silu", "{} key 'hidden_act' is '{}'; fitgrad's {} MLP is SwiGLU (silu)",
            r.where(), act, type);
-  m.rope_scaling = read_rope_scaling(r, &m.rope_theta);  // Note [Reading RoPE scaling]
+  // Note [Reading RoPE scaling]
+  m.rope_scaling = read_rope_scaling(r, &m.rope_theta, m.max_position_embeddings);
+  if (m.rope_scaling.type == RopeScaling::Type::longrope)
+    FG_CHECK(m.rope_scaling.pairs == m.resolved_head_dim() / 2,
+             "{} key 'rope_scaling' has factors for {} pairs; head dim {} has {}", r.where(),
+             m.rope_scaling.pairs, m.resolved_head_dim(), m.resolved_head_dim() / 2);
   FG_CHECK(!r.boolean("rope_interleaved", false),
            "{} key 'rope_interleaved' true is not supported (fitgrad uses rotate_half)", r.where());
   m.attn_pdrop = r.number("attention_dropout", 0.0);  // Note [Dropout as configured]
@@ -404,11 +449,13 @@ ModelConfig config_from_json(const nlohmann::json& j, const std::string& source)
   ModelConfig m;
   if (type == "gpt2") {
     m = read_gpt2(r);
-  } else if (type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3") {
+  } else if (type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3" ||
+             type == "phi3") {
     m = read_llama(r, type);
   } else {
     throw Error(fmt::format(
-        "[config {}] key 'model_type' is '{}'; supported: gpt2, llama, mistral, qwen2, qwen3",
+        "[config {}] key 'model_type' is '{}'; supported: gpt2, llama, mistral, qwen2, qwen3, "
+        "phi3",
         source, type));
   }
   r.ignore({"model_type", "architectures", "torch_dtype", "transformers_version", "_name_or_path",
@@ -447,13 +494,15 @@ nlohmann::json config_to_json(const ModelConfig& cfg) {
     return j;
   }
   const std::string& type = cfg.model_type;
-  FG_CHECK(type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3",
-           "[config {}] model_type '{}' is not a llama-family type", cfg.name, type);
+  FG_CHECK(
+      type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3" || type == "phi3",
+      "[config {}] model_type '{}' is not a llama-family type", cfg.name, type);
   FG_CHECK(cfg.qk_norm == (type == "qwen3"), "[config {}] q/k norms are qwen3's, and qwen3's only",
            cfg.name);
   j["architectures"] = {type == "llama"     ? "LlamaForCausalLM"
                         : type == "mistral" ? "MistralForCausalLM"
                         : type == "qwen2"   ? "Qwen2ForCausalLM"
+                        : type == "phi3"    ? "Phi3ForCausalLM"
                                             : "Qwen3ForCausalLM"};
   j["hidden_size"] = cfg.hidden_size;
   j["intermediate_size"] = cfg.intermediate_size;
@@ -472,7 +521,23 @@ nlohmann::json config_to_json(const ModelConfig& cfg) {
                          {"low_freq_factor", s.low_freq_factor},
                          {"high_freq_factor", s.high_freq_factor},
                          {"original_max_position_embeddings", int64_t(s.original_max_position)}};
+  if (s.type == RopeScaling::Type::longrope) {
+    // Phi3Config (transformers 4.46) takes these three keys and no others; an attention
+    // factor other than the one max_position_embeddings implies is written as newer ones read it.
+    j["rope_scaling"] = {
+        {"type", "longrope"},
+        {"short_factor", std::vector<float>(s.short_factor, s.short_factor + s.pairs)},
+        {"long_factor", std::vector<float>(s.long_factor, s.long_factor + s.pairs)}};
+    const double scale = double(cfg.max_position_embeddings) / s.original_max_position;
+    const double implied =
+        scale <= 1 ? 1.0 : std::sqrt(1 + std::log(scale) / std::log(s.original_max_position));
+    if (std::fabs(s.attention_factor - implied) > 1e-12 * implied)
+      j["rope_scaling"]["attention_factor"] = s.attention_factor;
+    j["original_max_position_embeddings"] = int64_t(s.original_max_position);
+  }
   j["hidden_act"] = "silu";
+  // Phi3Config's pad_token_id defaults to 32000, an embedding row only its own vocabulary has.
+  if (type == "phi3") j["pad_token_id"] = nullptr;
   j["attention_dropout"] = cfg.attn_pdrop;
   if (cfg.head_dim > 0) j["head_dim"] = cfg.head_dim;
   if (type == "qwen2") {
@@ -485,8 +550,11 @@ nlohmann::json config_to_json(const ModelConfig& cfg) {
     j["attention_bias"] = cfg.attention_qkv_bias;
     j["mlp_bias"] = cfg.mlp_bias;
   }
-  FG_CHECK(cfg.sliding_window == 0 || type == "mistral",
-           "[config {}] only mistral configs carry a sliding window", cfg.name);
+  FG_CHECK(cfg.sliding_window == 0 || type == "mistral" || type == "phi3",
+           "[config {}] only mistral and phi3 configs carry a sliding window", cfg.name);
+  FG_CHECK(cfg.fused_projections == (type == "phi3"),
+           "[config {}] {} config.json cannot say whether q/k/v and gate/up are fused (phi3's are)",
+           cfg.name, type);
   if (cfg.sliding_window > 0) j["sliding_window"] = cfg.sliding_window;
   return j;
 }

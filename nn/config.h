@@ -52,6 +52,9 @@ struct ModelConfig {
   // Qwen3: each q and k head is RMS-normalized (q_norm, k_norm, weights of head_dim) before
   // RoPE, as Qwen3Attention does.
   bool qk_norm = false;
+  // Phi-3: q, k and v one qkv_proj (rows q, then k, then v) and gate and up one gate_up_proj
+  // (rows gate, then up), as its checkpoints hold them.
+  bool fused_projections = false;
   // Mistral's sliding window: each position attends to itself and the sliding_window - 1
   // before it (Note [Sliding-window attention] in tensor/backend/attention_mask.h). 0: none.
   int64_t sliding_window = 0;

@@ -26,8 +26,12 @@ SwiGluMlp::SwiGluMlp(std::string path, std::string name, const ModelConfig& cfg,
     : Module(std::move(path), std::move(name)) {
   const int64_t c = cfg.hidden_size, f = cfg.intermediate_size;
   const Linear::Options opt{cfg.mlp_bias, Linear::Layout::torch, cfg.initializer_range};
-  gate_proj_ = &register_linear("gate_proj", c, f, opt, ctx);
-  up_proj_ = &register_linear("up_proj", c, f, opt, ctx);
+  if (cfg.fused_projections) {
+    gate_up_proj_ = &register_linear("gate_up_proj", c, 2 * f, opt, ctx);
+  } else {
+    gate_proj_ = &register_linear("gate_proj", c, f, opt, ctx);
+    up_proj_ = &register_linear("up_proj", c, f, opt, ctx);
+  }
   down_proj_ = &register_linear(
       "down_proj", f, c,
       Linear::Options{cfg.mlp_bias, Linear::Layout::torch, cfg.residual_init_std()}, ctx);
@@ -35,6 +39,11 @@ SwiGluMlp::SwiGluMlp(std::string path, std::string name, const ModelConfig& cfg,
 
 Tensor SwiGluMlp::forward(const Tensor& x) const {
   ForwardScope scope(*this);
+  if (gate_up_proj_ != nullptr) {  // Phi-3: (B, T, 2F), gate then up
+    const Tensor y = gate_up_proj_->forward(x);
+    const int64_t f = y.size(-1) / 2;
+    return down_proj_->forward(ag::swiglu(ag::narrow(y, -1, 0, f), ag::narrow(y, -1, f, f)));
+  }
   return down_proj_->forward(ag::swiglu(gate_proj_->forward(x), up_proj_->forward(x)));
 }
 

@@ -65,7 +65,7 @@ ModelConfig with_gpt2_dropout(ModelConfig m) {
 std::vector<std::string> preset_names() {
   return {"gpt2-tiny",  "gpt2",        "gpt2-medium", "llama-tiny",  "smollm2-135m", "llama2-7b",
           "llama3-8b",  "llama3.1-8b", "llama3.2-1b", "llama3.2-3b", "qwen2.5-7b",   "qwen3-8b",
-          "mistral-7b", "llama2-13b",  "llama-30b",   "llama2-70b"};
+          "mistral-7b", "phi-3-mini",  "llama2-13b",  "llama-30b",   "llama2-70b"};
 }
 
 ModelConfig preset(std::string_view name) {
@@ -117,6 +117,13 @@ ModelConfig preset(std::string_view name) {
     ModelConfig m =
         llama("mistral-7b", "mistral", {32000, 32768, 32, 4096, 14336, 32, 8, 1e-5, 10000, false});
     m.sliding_window = 4096;
+    return m;
+  }
+  if (name == "phi-3-mini") {  // microsoft/Phi-3-mini-4k-instruct
+    ModelConfig m =
+        llama("phi-3-mini", "phi3", {32064, 4096, 32, 3072, 8192, 32, 32, 1e-5, 10000, false});
+    m.sliding_window = 2047;
+    m.fused_projections = true;
     return m;
   }
   if (name == "llama2-13b")  // meta-llama/Llama-2-13b-hf

@@ -11,9 +11,15 @@
 //           original_max_position_embeddings, low and high frequency factors lo < hi:
 //           w_i < L / hi: f_i = b_i (high frequencies kept); w_i > L / lo: f_i = b_i / factor;
 //           between them f_i = (1 - s) b_i / factor + s b_i with s = (L / w_i - lo) / (hi - lo).
+//   longrope (Phi-3, "su" in older configs) f_i = b_i / r_i, with r the short_factor list
+//           while the sequence (position_offset + T, the KV cache included) fits in L =
+//           original_max_position_embeddings and the long_factor list beyond it (transformers
+//           4.46's Phi3LongRoPEScaledRotaryEmbedding chooses so on every forward); cos and
+//           sin are multiplied by the attention factor, sqrt(1 + ln(M / L) / ln L) for
+//           M = max_position_embeddings > L (else 1), or the config's attention_factor.
 // transformers computes b_i in float32 and the angles in float32; fitgrad in double, so its
 // angles are the exact ones rounded once (within float32's rounding of transformers').
-// None of these scales the attention (llama3's and linear's attention factor is 1).
+// Only longrope scales the attention (llama3's and linear's attention factor is 1).
 #pragma once
 
 #include <cmath>
@@ -28,12 +34,20 @@
 namespace fitgrad {
 
 struct RopeScaling {
-  enum class Type : int { none, linear, llama3 };
+  enum class Type : int { none, linear, llama3, longrope };
+  static constexpr int kMaxPairs = 128;  // longrope's lists: head dims up to 256
   Type type = Type::none;
   double factor = 1.0;
   double low_freq_factor = 1.0;           // llama3
   double high_freq_factor = 4.0;          // llama3
-  double original_max_position = 8192.0;  // llama3: the pretraining context
+  double original_max_position = 8192.0;  // llama3, longrope: the pretraining context
+  // longrope: one divisor per pair for each context, the factor cos and sin are scaled by,
+  // and which list applies (set by the rope op from the sequence's end).
+  float short_factor[kMaxPairs] = {};
+  float long_factor[kMaxPairs] = {};
+  int32_t pairs = 0;
+  double attention_factor = 1.0;
+  bool long_context = false;
   bool operator==(const RopeScaling&) const = default;
 };
 
@@ -49,6 +63,8 @@ FG_ROPE_HD inline double rope_frequency(int64_t i, int64_t d, const RopeParams& 
   const double base = pow(p.theta, -double(2 * i) / double(d));
   const RopeScaling& s = p.scaling;
   if (s.type == RopeScaling::Type::linear) return base / s.factor;
+  if (s.type == RopeScaling::Type::longrope)
+    return base / double(s.long_context ? s.long_factor[i] : s.short_factor[i]);
   if (s.type != RopeScaling::Type::llama3) return base;
   const double wavelength = 6.283185307179586 / base;
   if (wavelength < s.original_max_position / s.high_freq_factor) return base;
@@ -56,6 +72,11 @@ FG_ROPE_HD inline double rope_frequency(int64_t i, int64_t d, const RopeParams& 
   const double smooth = (s.original_max_position / wavelength - s.low_freq_factor) /
                         (s.high_freq_factor - s.low_freq_factor);
   return (1 - smooth) * base / s.factor + smooth * base;
+}
+
+// What cos and sin are multiplied by (Note [RoPE frequencies]).
+FG_ROPE_HD inline double rope_attention_factor(const RopeParams& p) {
+  return p.scaling.type == RopeScaling::Type::longrope ? p.scaling.attention_factor : 1.0;
 }
 
 }  // namespace fitgrad

@@ -103,8 +103,9 @@ __global__ void rope_table_kernel(float* table, int64_t t, int64_t d, int64_t po
     const int64_t pos = i / half, k = i % half;
     const double inv_freq = rope_frequency(k, d, rope);  // Note [RoPE frequencies]
     const double angle = double(position_offset + pos) * inv_freq;
-    table[pos * half + k] = float(cos(angle));
-    table[(t + pos) * half + k] = float(sin(angle));
+    const double scale = rope_attention_factor(rope);
+    table[pos * half + k] = float(cos(angle) * scale);
+    table[(t + pos) * half + k] = float(sin(angle) * scale);
   }
 }
 

@@ -28,6 +28,7 @@ void rope_table_f32(float* table, int64_t T, int64_t D, int64_t position_offset,
     cos_w[i] = std::cos(inv_freq[i]);
     sin_w[i] = std::sin(inv_freq[i]);
   }
+  const double scale = rope_attention_factor(rope);
   const int64_t blocks = (T + kRopeBlock - 1) / kRopeBlock;
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < blocks; ++b) {
@@ -36,8 +37,8 @@ void rope_table_f32(float* table, int64_t T, int64_t D, int64_t position_offset,
       const double angle = double(position_offset + t0) * inv_freq[i];
       double c = std::cos(angle), sn = std::sin(angle);
       for (int64_t t = t0; t < t1; ++t) {
-        table[t * half + i] = float(c);
-        table[(T + t) * half + i] = float(sn);
+        table[t * half + i] = float(c * scale);
+        table[(T + t) * half + i] = float(sn * scale);
         const double next_c = c * cos_w[i] - sn * sin_w[i];
         sn = sn * cos_w[i] + c * sin_w[i];
         c = next_c;

@@ -32,6 +32,11 @@ Tensor rotate(backend::OpId id, const Tensor& x, int64_t position_offset, const 
            "[{}] llama3 RoPE scaling needs 0 < low_freq_factor ({}) < high_freq_factor ({}) and "
            "a positive original context ({})",
            op, s.low_freq_factor, s.high_freq_factor, s.original_max_position);
+  FG_CHECK(s.type != RopeScaling::Type::longrope || s.pairs == D / 2,
+           "[{}] longrope has factors for {} pairs; the head dim {} has {}", op, s.pairs, D, D / 2);
+  // longrope's list: the long one once the sequence passes the pretraining context.
+  RopeParams resolved = rope;
+  resolved.scaling.long_context = double(position_offset + T) > s.original_max_position;
   const Tensor xc = x.contiguous();  // (B, H, T, D), read natively
   Tensor table;                      // (2, T, D/2)
   {
@@ -39,8 +44,9 @@ Tensor rotate(backend::OpId id, const Tensor& x, int64_t position_offset, const 
     table = Tensor::empty({2, T, D / 2}, DType::f32, x.device());
   }
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());  // (B, H, T, D)
-  backend::dispatch(id, x.device(),
-                    backend::RopeArgs{B * H, T, D, position_offset, rope, inverse, xc, table, y});
+  backend::dispatch(
+      id, x.device(),
+      backend::RopeArgs{B * H, T, D, position_offset, resolved, inverse, xc, table, y});
   return y;
 }
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Golden data pinning a Hugging Face model folder as transformers writes it: a tiny random
 Llama 3.1-style model (rope_scaling llama3), with --family qwen3 a tiny Qwen3 (per-head q/k
-RMSNorm, tied head), or with --family mistral a tiny Mistral (sliding window), saved in
-shards, with its logits, greedy tokens, and one training step's loss and gradients.
+RMSNorm, tied head), with --family mistral a tiny Mistral (sliding window), or with
+--family phi3 a tiny Phi-3 (fused qkv_proj and gate_up_proj, longrope, sliding window), saved
+in shards, with its logits, greedy tokens, and one training step's loss and gradients.
 
 How to run (CI does NOT run this; it only reads the committed tests/golden/hf_llama31_tiny/).
 transformers 4.46.3 in a venv that sees Debian's python3-torch, or with PyPI's torch (the
@@ -22,6 +23,14 @@ vocab 256, hidden 32, intermediate 64, 2 layers, 4 heads on 2 kv heads, rms_norm
 rope_theta 1e6, sliding_window 7 (so each of the 40 positions, and each greedy step past the
 7th token, sees only itself and the 6 before it: eager attention's mask j > i - 7), untied
 head; otherwise as below.
+
+--family phi3 (tests/golden/hf_phi3_tiny/, transformers 4.46.3): Phi3Config with vocab 256,
+hidden 32, intermediate 64, 2 layers, 4 heads on 2 kv heads (head dim 8), rms_norm_eps 1e-5,
+rope_theta 10000, max_position_embeddings 128, original_max_position_embeddings 32,
+rope_scaling longrope with short_factor [1, 1.5, 2, 4] and long_factor [1, 3, 9, 27] (so the
+40-position logits and gradients take the long list, the greedy steps, 18 positions at most,
+the short one; attention factor sqrt(1 + ln 4 / ln 32)), sliding_window 20, untied head;
+otherwise as below.
 
 Writes DIR (default tests/golden/hf_llama31_tiny/):
   model/  LlamaForCausalLM.save_pretrained(max_shard_size="48KB", safe_serialization=True):
@@ -69,6 +78,16 @@ BATCH, SEQ, PROMPT, NEW = 2, 40, 6, 12
 
 
 def config(family):
+    if family == "phi3":
+        from transformers import Phi3Config
+        return Phi3Config(
+            vocab_size=256, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+            original_max_position_embeddings=32, rms_norm_eps=1e-5, rope_theta=10000.0,
+            rope_scaling={"type": "longrope", "short_factor": [1.0, 1.5, 2.0, 4.0],
+                          "long_factor": [1.0, 3.0, 9.0, 27.0]},
+            sliding_window=20, tie_word_embeddings=False, hidden_act="silu",
+            initializer_range=0.02, bos_token_id=1, eos_token_id=2, pad_token_id=0)
     if family == "mistral":
         from transformers import MistralConfig
         return MistralConfig(
@@ -96,6 +115,9 @@ def config(family):
 
 
 def model_class(family):
+    if family == "phi3":
+        from transformers import Phi3ForCausalLM
+        return Phi3ForCausalLM
     if family == "mistral":
         from transformers import MistralForCausalLM
         return MistralForCausalLM
@@ -119,7 +141,7 @@ def build(family):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--family", choices=["llama31", "qwen3", "mistral"], default="llama31")
+    parser.add_argument("--family", choices=["llama31", "qwen3", "mistral", "phi3"], default="llama31")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     args.out = args.out or (DEFAULT_OUT if args.family == "llama31" else

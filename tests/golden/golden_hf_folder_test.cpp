@@ -103,6 +103,18 @@ TEST(GoldenHfFolder, ShardedMistralFolderWithASlidingWindowMatchesTransformers) 
   expect_folder_matches_transformers("hf_mistral_tiny", 1 + 2 * 9 + 2);
 }
 
+// Phi-3 (transformers 4.46.3): fused qkv_proj and gate_up_proj, longrope whose long list the
+// 40 positions take and whose short list the 18 greedy ones take, a sliding window of 20.
+TEST(GoldenHfFolder, ShardedPhi3FolderWithLongRopeMatchesTransformers) {
+  const nn::ModelConfig cfg =
+      apps::load_model(golden_path("hf_phi3_tiny/model"), "", {}).model->config();
+  EXPECT_TRUE(cfg.fused_projections);
+  EXPECT_EQ(cfg.rope_scaling.type, RopeScaling::Type::longrope);
+  EXPECT_NEAR(cfg.rope_scaling.attention_factor, std::sqrt(1 + std::log(4.0) / std::log(32.0)),
+              1e-12);
+  expect_folder_matches_transformers("hf_phi3_tiny", 1 + 2 * 6 + 2);
+}
+
 // The largest |logit - golden| of the folder tests/golden/<name>/model's weights in a model
 // whose config `change` alters, and the largest |golden logit|.
 std::pair<double, double> logit_error_with(const std::string& name,
@@ -134,6 +146,13 @@ TEST(GoldenHfFolder, WithoutTheLlama3ScalingTheLogitsDiffer) {
   // 9e-4 of the scale here: random weights of std 0.02 make the rotation's effect small
   const auto [err, scale] =
       logit_error_with("hf_llama31_tiny", [](nn::ModelConfig& c) { c.rope_scaling = {}; });
+  EXPECT_GT(err, 1e-4 * scale);
+}
+
+TEST(GoldenHfFolder, WithTheShortLongRopeListTheLogitsDiffer) {
+  const auto [err, scale] = logit_error_with("hf_phi3_tiny", [](nn::ModelConfig& c) {
+    std::copy_n(c.rope_scaling.short_factor, c.rope_scaling.pairs, c.rope_scaling.long_factor);
+  });
   EXPECT_GT(err, 1e-4 * scale);
 }
 

@@ -4,6 +4,7 @@
 // config.json can express are refused.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "nn/config.h"
@@ -43,6 +44,20 @@ TEST(ConfigToJson, VariantsRoundTrip) {
   gpt.intermediate_size = 100;
   for (const ModelConfig& c : {qwen, wide, gpt})
     EXPECT_TRUE(round_trip(c) == c) << config_to_json(c).dump();
+}
+
+// Phi-3's longrope (two lists, its context and attention factor) and fused projections, as
+// tests/golden/hf_phi3_tiny's config.json gives them; what is written is what transformers
+// 4.46's Phi3Config accepts: three rope_scaling keys and a pad_token_id inside the vocabulary.
+TEST(ConfigToJson, Phi3LongRopeRoundTrips) {
+  const std::string path = std::string(FITGRAD_GOLDEN_DIR) + "/hf_phi3_tiny/model/config.json";
+  const ModelConfig c = config_from_json(nlohmann::json::parse(std::ifstream(path)), path);
+  EXPECT_TRUE(round_trip(c) == c);
+  const nlohmann::json j = config_to_json(c);
+  EXPECT_EQ(j.at("rope_scaling").size(), 3u) << j.dump();
+  EXPECT_EQ(j.at("original_max_position_embeddings"), 32);
+  EXPECT_TRUE(j.at("pad_token_id").is_null());
+  EXPECT_EQ(j.at("architectures"), nlohmann::json::array({"Phi3ForCausalLM"}));
 }
 
 TEST(ConfigToJson, KeysAreHuggingFaces) {

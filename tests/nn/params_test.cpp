@@ -23,6 +23,7 @@ constexpr PublishedCount kCounts[] = {
     {"llama2-7b", 6'738'415'616},   {"llama3-8b", 8'030'261'248},   {"mistral-7b", 7'241'732'096},
     {"llama2-13b", 13'015'864'320}, {"llama-30b", 32'528'943'616},  {"llama2-70b", 68'976'648'192},
     {"llama3.1-8b", 8'030'261'248}, {"llama3.2-1b", 1'235'814'400}, {"llama3.2-3b", 3'212'749'824},
+    {"phi-3-mini", 3'821'079'552},
 };
 
 BuildOptions on_meta() {
@@ -65,21 +66,26 @@ void expect_llama_shapes(const CausalLM& m, const ModelConfig& c) {
   const int64_t C = c.hidden_size, F = c.intermediate_size, D = c.resolved_head_dim();
   const int64_t q = c.num_heads * D, kv = c.num_kv_heads * D;
   const std::string last = "model.layers." + std::to_string(c.num_layers - 1) + ".";
-  const std::map<std::string, Shape> want = {
+  std::map<std::string, Shape> want = {
       {"model.embed_tokens.weight", {c.vocab_size, C}},
       {"model.layers.0.input_layernorm.weight", {C}},
-      {"model.layers.0.self_attn.q_proj.weight", {q, C}},
-      {"model.layers.0.self_attn.k_proj.weight", {kv, C}},
-      {"model.layers.0.self_attn.v_proj.weight", {kv, C}},
       {"model.layers.0.self_attn.o_proj.weight", {C, q}},
       {"model.layers.0.post_attention_layernorm.weight", {C}},
-      {"model.layers.0.mlp.gate_proj.weight", {F, C}},
-      {"model.layers.0.mlp.up_proj.weight", {F, C}},
       {"model.layers.0.mlp.down_proj.weight", {C, F}},
-      {last + "self_attn.k_proj.weight", {kv, C}},
       {last + "mlp.down_proj.weight", {C, F}},
       {"model.norm.weight", {C}},
   };
+  if (c.fused_projections) {  // Phi-3's qkv_proj and gate_up_proj
+    want["model.layers.0.self_attn.qkv_proj.weight"] = {q + 2 * kv, C};
+    want["model.layers.0.mlp.gate_up_proj.weight"] = {2 * F, C};
+  } else {
+    want["model.layers.0.self_attn.q_proj.weight"] = {q, C};
+    want["model.layers.0.self_attn.k_proj.weight"] = {kv, C};
+    want["model.layers.0.self_attn.v_proj.weight"] = {kv, C};
+    want["model.layers.0.mlp.gate_proj.weight"] = {F, C};
+    want["model.layers.0.mlp.up_proj.weight"] = {F, C};
+    want[last + "self_attn.k_proj.weight"] = {kv, C};
+  }
   for (const auto& [name, shape] : want) {
     ASSERT_TRUE(p.count(name)) << c.name << " lacks " << name;
     EXPECT_EQ(p.at(name).shape(), shape) << c.name << " " << name;
@@ -90,7 +96,9 @@ void expect_llama_shapes(const CausalLM& m, const ModelConfig& c) {
   if (!c.tie_word_embeddings) {
     EXPECT_EQ(p.at("lm_head.weight").shape(), (Shape{c.vocab_size, C}));
   }
-  EXPECT_EQ(p.size(), size_t(c.num_layers * 9 + 2 + (c.tie_word_embeddings ? 0 : 1))) << c.name;
+  const size_t per_layer = c.fused_projections ? 6 : 9;
+  EXPECT_EQ(p.size(), size_t(c.num_layers) * per_layer + 2 + (c.tie_word_embeddings ? 0 : 1))
+      << c.name;
 }
 
 struct LlamaShape {
@@ -108,6 +116,7 @@ constexpr LlamaShape kLlamaShapes[] = {
     {"llama3.2-1b", 2048, 8192, 16, 32, 8, 128256, true},
     {"llama3.2-3b", 3072, 8192, 28, 24, 8, 128256, true},
     {"mistral-7b", 4096, 14336, 32, 32, 8, 32000, false},
+    {"phi-3-mini", 3072, 8192, 32, 32, 32, 32064, false},
     {"llama2-13b", 5120, 13824, 40, 40, 40, 32000, false},
     {"llama-30b", 6656, 17920, 60, 52, 52, 32000, false},
     {"llama2-70b", 8192, 28672, 80, 64, 8, 32000, false},
