@@ -17,7 +17,8 @@ constexpr AutocastRule kRules[] = {
     {OpId::copy, P::as_is}, {OpId::fill, P::as_is},
     {OpId::add, P::promote}, {OpId::sub, P::promote}, {OpId::mul, P::promote},
     {OpId::div, P::promote}, {OpId::add_, P::as_is},  // in place: dst keeps its dtype
-    {OpId::neg, P::as_is}, {OpId::exp, P::fp32_internal}, {OpId::log, P::fp32_internal},
+    {OpId::neg, P::as_is}, {OpId::exp, P::fp32_internal},
+    {OpId::tanh, P::fp32_internal}, {OpId::log, P::fp32_internal},
     {OpId::sqrt, P::as_is}, {OpId::rsqrt, P::fp32_internal}, {OpId::pow, P::fp32_internal},
     {OpId::scale, P::as_is}, {OpId::add_scalar, P::as_is},
     {OpId::gelu, P::as_is}, {OpId::silu, P::as_is}, {OpId::gelu_backward, P::as_is},

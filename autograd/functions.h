@@ -26,6 +26,7 @@ Tensor scale(const Tensor& a, double s);
 Tensor add_scalar(const Tensor& a, double s);
 Tensor neg(const Tensor& a);
 Tensor exp(const Tensor& a);
+Tensor tanh(const Tensor& a);
 Tensor log(const Tensor& a);
 Tensor sqrt(const Tensor& a);
 Tensor rsqrt(const Tensor& a);

@@ -146,6 +146,17 @@ Tensor exp(const Tensor& a) {
       Keep::output);
 }
 
+Tensor tanh(const Tensor& a) {
+  // d tanh = 1 - tanh^2: g - g y y from the output y.
+  return unary(
+      "tanh", a, ops::tanh,
+      [](Node& n, const Tensor& g) {
+        const Tensor& y = n.saved[0];
+        return ops::sub(g, ops::mul(ops::mul(g, y), y));
+      },
+      Keep::output);
+}
+
 Tensor log(const Tensor& a) {
   return unary(
       "log", a, ops::log, [](Node& n, const Tensor& g) { return ops::div(g, n.saved[0]); },

@@ -47,14 +47,25 @@ std::atomic<AttentionDropoutPath> g_dropout_path{AttentionDropoutPath::fused};
 // Causal attention (within `mask`'s window, if any), with dropout on the probabilities when
 // `m` trains with p > 0.
 Tensor causal_attention(const Module& m, const Tensor& q, const Tensor& k, const Tensor& v,
-                        double p, bool cached, const backend::AttentionMask& mask = true) {
-  if (!m.training() || p == 0 || cached) return ag::attention(q, k, v, mask);
+                        double p, bool cached, const backend::AttentionMask& mask = true,
+                        double scale = 0) {
+  if (!m.training() || p == 0 || cached) return ag::attention(q, k, v, mask, scale);
   if (g_dropout_path.load() == AttentionDropoutPath::composed) {
-    FG_CHECK(!mask.windowed(),
-             "[attention] the composed dropout path has no sliding window; use the fused one");
+    FG_CHECK(!mask.windowed() && mask.softcap == 0 && scale == 0,
+             "[attention] the composed dropout path has no sliding window, soft cap or scale; "
+             "use the fused one");
     return attention_with_dropout(q, k, v, p);
   }
-  return ag::attention(q, k, v, mask, /*scale=*/0, p);
+  return ag::attention(q, k, v, mask, scale, p);
+}
+
+// The mask of layer `layer` (Note [Sliding-window attention], Note [Gemma blocks]).
+backend::AttentionMask mask_of(const ModelConfig& cfg, int64_t layer) {
+  backend::AttentionMask mask = cfg.layer_slides(layer)
+                                    ? backend::AttentionMask::sliding(cfg.sliding_window)
+                                    : backend::AttentionMask(true);
+  mask.softcap = cfg.attn_logit_softcapping;
+  return mask;
 }
 
 // (B, H, T, D) -> (B, T, H D).
@@ -111,14 +122,17 @@ Tensor Gpt2Attention::forward(const Tensor& x, KvCache* cache, int64_t layer) co
 }
 
 LlamaAttention::LlamaAttention(std::string path, std::string name, const ModelConfig& cfg,
-                               BuildContext& ctx)
+                               int64_t layer, BuildContext& ctx)
     : Module(std::move(path), std::move(name)),
       heads_(cfg.num_heads),
       kv_heads_(cfg.num_kv_heads),
       head_dim_(cfg.resolved_head_dim()),
-      rope_(cfg.rope_theta, cfg.rope_scaling),
-      mask_(cfg.sliding_window > 0 ? backend::AttentionMask::sliding(cfg.sliding_window)
-                                   : backend::AttentionMask(true)),
+      // Gemma 3's sliding layers rotate with their own base, unscaled.
+      rope_(cfg.rope_local_theta > 0 && cfg.layer_slides(layer)
+                ? RopeParams(cfg.rope_local_theta)
+                : RopeParams(cfg.rope_theta, cfg.rope_scaling)),
+      mask_(mask_of(cfg, layer)),
+      scale_(cfg.query_pre_attn_scalar > 0 ? 1.0 / std::sqrt(cfg.query_pre_attn_scalar) : 0.0),
       attn_pdrop_(cfg.attn_pdrop) {
   const int64_t c = cfg.hidden_size, q = heads_ * head_dim_, kv = kv_heads_ * head_dim_;
   using L = Linear::Layout;
@@ -134,8 +148,8 @@ LlamaAttention::LlamaAttention(std::string path, std::string name, const ModelCo
       "o_proj", q, c, Linear::Options{cfg.attention_out_bias, L::torch, cfg.residual_init_std()},
       ctx);
   if (cfg.qk_norm) {
-    q_norm_ = &register_module<RMSNorm>("q_norm", head_dim_, cfg.norm_eps, ctx);
-    k_norm_ = &register_module<RMSNorm>("k_norm", head_dim_, cfg.norm_eps, ctx);
+    q_norm_ = &register_module<RMSNorm>("q_norm", head_dim_, cfg.norm_eps, ctx, cfg.gemma);
+    k_norm_ = &register_module<RMSNorm>("k_norm", head_dim_, cfg.norm_eps, ctx, cfg.gemma);
   }
 }
 
@@ -160,8 +174,9 @@ Tensor LlamaAttention::forward(const Tensor& x, KvCache* cache, int64_t layer) c
   }
   q = ag::rope(q, position, rope_);
   k = ag::rope(k, position, rope_);
-  if (cache) std::tie(k, v) = cache->update(layer, k, v);                        // (B, Hkv, S, D)
-  const Tensor y = causal_attention(*this, q, k, v, attn_pdrop_, cache, mask_);  // (B, H, T, D)
+  if (cache) std::tie(k, v) = cache->update(layer, k, v);  // (B, Hkv, S, D)
+  const Tensor y =
+      causal_attention(*this, q, k, v, attn_pdrop_, cache, mask_, scale_);  // (B, H, T, D)
   return o_proj_->forward(merge_heads(y));
 }
 

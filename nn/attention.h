@@ -60,7 +60,9 @@ class AttentionDropoutPathScope {
 
 class LlamaAttention : public Module {
  public:
-  LlamaAttention(std::string path, std::string name, const ModelConfig& cfg, BuildContext& ctx);
+  // layer: the index of its block (its window and RoPE base, Note [Gemma blocks]).
+  LlamaAttention(std::string path, std::string name, const ModelConfig& cfg, int64_t layer,
+                 BuildContext& ctx);
   // (B, T, C) -> (B, T, C); with a cache, through its layer `layer`, RoPE at positions
   // from the cache's length on.
   Tensor forward(const Tensor& x, KvCache* cache = nullptr, int64_t layer = 0) const;
@@ -71,6 +73,7 @@ class LlamaAttention : public Module {
   // Causal, within the config's sliding window when it has one (Note [Sliding-window
   // attention] in tensor/backend/attention_mask.h).
   backend::AttentionMask mask_;
+  double scale_;  // 0: 1 / sqrt(head_dim); Gemma's query_pre_attn_scalar^-1/2
   RMSNorm *q_norm_ = nullptr, *k_norm_ = nullptr;  // Qwen3's (ModelConfig::qk_norm)
   double attn_pdrop_;                              // Note [Dropout as configured] in config.h
   LinearLayer *q_proj_ = nullptr, *k_proj_ = nullptr, *v_proj_ = nullptr;  // torch (out, in)

@@ -135,7 +135,7 @@ int64_t ModelConfig::num_parameters() const {
                 + c * f + f + f * c + c;         // c_fc, c_proj
     n += 2 * c;                                  // ln_f
   } else {
-    per_layer = 2 * c                         // input / post-attention norms
+    per_layer = (gemma ? 4 : 2) * c           // the block's norms (Gemma's four)
                 + c * q + 2 * c * kv + q * c  // q, k, v, o
                 + (attention_qkv_bias ? q + 2 * kv : 0) + (attention_out_bias ? c : 0) + 3 * c * f +
                 (mlp_bias ? 2 * f + c : 0)  // gate, up, down
@@ -198,6 +198,12 @@ class Reader {
   }
   // The value of a key that has() found.
   const nlohmann::json& at(const std::string& key) const { return j_.at(key); }
+  // A number whose null means "none" (0) and whose absence means `fallback`.
+  double number_or_none(const std::string& key, double fallback) {
+    seen_.insert(key);
+    if (!j_.contains(key)) return fallback;
+    return j_.at(key).is_null() ? 0.0 : number_at(key);
+  }
   std::string string(const std::string& key, const std::string& fallback) {
     if (!has(key)) return fallback;
     FG_CHECK(j_.at(key).is_string(), "{} key '{}' must be a string, got {}", where_, key,
@@ -374,6 +380,7 @@ RopeScaling read_rope_scaling(Reader& r, double* theta, int64_t max_position) {
 }
 
 ModelConfig read_llama(Reader& r, const std::string& type) {
+  const bool gemma2 = type == "gemma2";
   ModelConfig m;
   m.model_type = m.name = type;
   m.family = Family::llama;
@@ -387,8 +394,27 @@ ModelConfig read_llama(Reader& r, const std::string& type) {
   m.norm_eps = r.number("rms_norm_eps");
   m.rope_theta = r.number("rope_theta", 10000.0);
   m.head_dim = r.integer("head_dim", 0);
-  m.tie_word_embeddings = r.boolean("tie_word_embeddings", false);
+  const bool gemma = type == "gemma2" || type == "gemma3_text";
+  m.tie_word_embeddings = r.boolean("tie_word_embeddings", gemma);
   m.initializer_range = r.number("initializer_range", 0.02);
+  if (gemma) {
+    // Gemma2Config's and Gemma3TextConfig's keys and defaults (Note [Gemma blocks]).
+    m.gemma = true;
+    m.query_pre_attn_scalar = r.number("query_pre_attn_scalar", 256);
+    m.attn_logit_softcapping = r.number_or_none("attn_logit_softcapping", gemma2 ? 50 : 0);
+    m.final_logit_softcapping = r.number_or_none("final_logit_softcapping", gemma2 ? 30 : 0);
+    m.sliding_window = r.integer("sliding_window", 4096);
+    m.sliding_window_pattern = gemma2 ? 2 : r.integer("sliding_window_pattern", 6);
+    if (!gemma2) {
+      m.qk_norm = true;
+      m.rope_local_theta = r.number("rope_local_base_freq", 10000.0);
+    }
+    const std::string act = r.string("hidden_activation", "gelu_pytorch_tanh");
+    FG_CHECK(act == "gelu_pytorch_tanh",
+             "{} key 'hidden_activation' is '{}'; fitgrad's {} MLP is GeGLU with the tanh GELU",
+             r.where(), act, type);
+    r.ignore({"hidden_act", "cache_implementation", "final_w", "attention_bias"});
+  }
   if (type == "qwen2") {
     m.attention_qkv_bias = true;  // Qwen2Attention: q/k/v with bias, o_proj without
     FG_CHECK(!r.boolean("use_sliding_window", false),
@@ -421,9 +447,11 @@ ModelConfig read_llama(Reader& r, const std::string& type) {
                  r.where(), t.dump());
     r.ignore({"sliding_window", "max_window_layers"});
   }
-  const std::string act = r.string("hidden_act", "silu");
-  FG_CHECK(act == "silu", "{} key 'hidden_act' is '{}'; fitgrad's {} MLP is SwiGLU (silu)",
-           r.where(), act, type);
+  if (!gemma) {
+    const std::string act = r.string("hidden_act", "silu");
+    FG_CHECK(act == "silu", "{} key 'hidden_act' is '{}'; fitgrad's {} MLP is SwiGLU (silu)",
+             r.where(), act, type);
+  }
   // Note [Reading RoPE scaling]
   m.rope_scaling = read_rope_scaling(r, &m.rope_theta, m.max_position_embeddings);
   if (m.rope_scaling.type == RopeScaling::Type::longrope)
@@ -450,12 +478,12 @@ ModelConfig config_from_json(const nlohmann::json& j, const std::string& source)
   if (type == "gpt2") {
     m = read_gpt2(r);
   } else if (type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3" ||
-             type == "phi3") {
+             type == "phi3" || type == "gemma2" || type == "gemma3_text") {
     m = read_llama(r, type);
   } else {
     throw Error(fmt::format(
         "[config {}] key 'model_type' is '{}'; supported: gpt2, llama, mistral, qwen2, qwen3, "
-        "phi3",
+        "phi3, gemma2, gemma3_text",
         source, type));
   }
   r.ignore({"model_type", "architectures", "torch_dtype", "transformers_version", "_name_or_path",
@@ -468,95 +496,6 @@ ModelConfig config_from_json(const nlohmann::json& j, const std::string& source)
 
 ModelConfig load_config_json(const std::string& path) {
   return config_from_json(io::read_json_file(path, "[config " + path + "]"), path);
-}
-
-nlohmann::json config_to_json(const ModelConfig& cfg) {
-  cfg.validate();
-  nlohmann::json j;
-  j["model_type"] = cfg.model_type;
-  j["vocab_size"] = cfg.vocab_size;
-  j["initializer_range"] = cfg.initializer_range;
-  j["tie_word_embeddings"] = cfg.tie_word_embeddings;
-  if (cfg.family == Family::gpt2) {
-    FG_CHECK(cfg.model_type == "gpt2", "[config {}] a gpt2 config needs model_type gpt2, not '{}'",
-             cfg.name, cfg.model_type);
-    j["architectures"] = {"GPT2LMHeadModel"};
-    j["n_positions"] = cfg.max_position_embeddings;
-    j["n_embd"] = cfg.hidden_size;
-    j["n_layer"] = cfg.num_layers;
-    j["n_head"] = cfg.num_heads;
-    j["n_inner"] = cfg.intermediate_size;
-    j["layer_norm_epsilon"] = cfg.norm_eps;
-    j["activation_function"] = "gelu_new";
-    j["embd_pdrop"] = cfg.embd_pdrop;
-    j["attn_pdrop"] = cfg.attn_pdrop;
-    j["resid_pdrop"] = cfg.resid_pdrop;
-    return j;
-  }
-  const std::string& type = cfg.model_type;
-  FG_CHECK(
-      type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3" || type == "phi3",
-      "[config {}] model_type '{}' is not a llama-family type", cfg.name, type);
-  FG_CHECK(cfg.qk_norm == (type == "qwen3"), "[config {}] q/k norms are qwen3's, and qwen3's only",
-           cfg.name);
-  j["architectures"] = {type == "llama"     ? "LlamaForCausalLM"
-                        : type == "mistral" ? "MistralForCausalLM"
-                        : type == "qwen2"   ? "Qwen2ForCausalLM"
-                        : type == "phi3"    ? "Phi3ForCausalLM"
-                                            : "Qwen3ForCausalLM"};
-  j["hidden_size"] = cfg.hidden_size;
-  j["intermediate_size"] = cfg.intermediate_size;
-  j["num_hidden_layers"] = cfg.num_layers;
-  j["num_attention_heads"] = cfg.num_heads;
-  j["num_key_value_heads"] = cfg.num_kv_heads;
-  j["max_position_embeddings"] = cfg.max_position_embeddings;
-  j["rms_norm_eps"] = cfg.norm_eps;
-  j["rope_theta"] = cfg.rope_theta;
-  const RopeScaling& s = cfg.rope_scaling;
-  if (s.type == RopeScaling::Type::linear)
-    j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", s.factor}};
-  if (s.type == RopeScaling::Type::llama3)
-    j["rope_scaling"] = {{"rope_type", "llama3"},
-                         {"factor", s.factor},
-                         {"low_freq_factor", s.low_freq_factor},
-                         {"high_freq_factor", s.high_freq_factor},
-                         {"original_max_position_embeddings", int64_t(s.original_max_position)}};
-  if (s.type == RopeScaling::Type::longrope) {
-    // Phi3Config (transformers 4.46) takes these three keys and no others; an attention
-    // factor other than the one max_position_embeddings implies is written as newer ones read it.
-    j["rope_scaling"] = {
-        {"type", "longrope"},
-        {"short_factor", std::vector<float>(s.short_factor, s.short_factor + s.pairs)},
-        {"long_factor", std::vector<float>(s.long_factor, s.long_factor + s.pairs)}};
-    const double scale = double(cfg.max_position_embeddings) / s.original_max_position;
-    const double implied =
-        scale <= 1 ? 1.0 : std::sqrt(1 + std::log(scale) / std::log(s.original_max_position));
-    if (std::fabs(s.attention_factor - implied) > 1e-12 * implied)
-      j["rope_scaling"]["attention_factor"] = s.attention_factor;
-    j["original_max_position_embeddings"] = int64_t(s.original_max_position);
-  }
-  j["hidden_act"] = "silu";
-  // Phi3Config's pad_token_id defaults to 32000, an embedding row only its own vocabulary has.
-  if (type == "phi3") j["pad_token_id"] = nullptr;
-  j["attention_dropout"] = cfg.attn_pdrop;
-  if (cfg.head_dim > 0) j["head_dim"] = cfg.head_dim;
-  if (type == "qwen2") {
-    FG_CHECK(cfg.attention_qkv_bias && !cfg.attention_out_bias && !cfg.mlp_bias,
-             "[config {}] qwen2 has q/k/v biases and no o_proj or MLP biases", cfg.name);
-  } else {
-    FG_CHECK(cfg.attention_qkv_bias == cfg.attention_out_bias,
-             "[config {}] {} config.json has one attention_bias for q/k/v and o_proj", cfg.name,
-             type);
-    j["attention_bias"] = cfg.attention_qkv_bias;
-    j["mlp_bias"] = cfg.mlp_bias;
-  }
-  FG_CHECK(cfg.sliding_window == 0 || type == "mistral" || type == "phi3",
-           "[config {}] only mistral and phi3 configs carry a sliding window", cfg.name);
-  FG_CHECK(cfg.fused_projections == (type == "phi3"),
-           "[config {}] {} config.json cannot say whether q/k/v and gate/up are fused (phi3's are)",
-           cfg.name, type);
-  if (cfg.sliding_window > 0) j["sliding_window"] = cfg.sliding_window;
-  return j;
 }
 
 }  // namespace fitgrad::nn

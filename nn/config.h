@@ -28,8 +28,9 @@ namespace fitgrad::nn {
 enum class Family { gpt2, llama };
 
 struct ModelConfig {
-  std::string name;        // preset name, or the model_type of a config.json
-  std::string model_type;  // "gpt2", "llama", "mistral", "qwen2" or "qwen3"
+  std::string name;  // preset name, or the model_type of a config.json
+  // "gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2" or "gemma3_text"
+  std::string model_type;
   Family family = Family::llama;
 
   int64_t vocab_size = 0;
@@ -58,6 +59,17 @@ struct ModelConfig {
   // Mistral's sliding window: each position attends to itself and the sliding_window - 1
   // before it (Note [Sliding-window attention] in tensor/backend/attention_mask.h). 0: none.
   int64_t sliding_window = 0;
+  // Which layers slide: 0 every layer (Mistral, Phi-3); p: layer i unless (i + 1) % p == 0
+  // (Gemma 2: 2, the even layers; Gemma 3: 6, five local layers to one global).
+  int64_t sliding_window_pattern = 0;
+  // Gemma 2 and 3 (Note [Gemma blocks] in decoder.cpp): RMSNorm scales by 1 + w (weights
+  // start at 0), the embeddings are multiplied by sqrt(hidden_size), the MLP is GeGLU with the
+  // tanh GELU, and each block normalizes its attention's and its MLP's input and output.
+  bool gemma = false;
+  double query_pre_attn_scalar = 0;    // attention scale 1 / sqrt(this); 0: head_dim
+  double attn_logit_softcapping = 0;   // scores -> cap tanh(scores / cap); 0: none
+  double final_logit_softcapping = 0;  // logits -> cap tanh(logits / cap); 0: none
+  double rope_local_theta = 0;         // Gemma 3: the sliding layers' RoPE base, unscaled; 0: none
   double initializer_range = 0.02;
   // Note [Dropout as configured]
   // The dropout probabilities of the config, with Hugging Face's placement; they act only
@@ -74,6 +86,11 @@ struct ModelConfig {
   double resid_pdrop = 0.0;
 
   int64_t resolved_head_dim() const { return head_dim > 0 ? head_dim : hidden_size / num_heads; }
+  // Whether layer i attends within sliding_window (sliding_window_pattern).
+  bool layer_slides(int64_t i) const {
+    return sliding_window > 0 &&
+           (sliding_window_pattern == 0 || (i + 1) % sliding_window_pattern != 0);
+  }
   // The init std of the projections that write into the residual stream (attention c_proj
   // and MLP c_proj): GPT-2 initializer_range / sqrt(2 num_layers), Llama initializer_range
   // (Note [Initialisation styles] in decoder.h).

@@ -5,6 +5,7 @@
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "autograd/row_chunks.h"
+#include "tensor/convert.h"
 #include "tensor/error.h"
 #include "tensor/interrupt.h"
 
@@ -37,23 +38,42 @@ Tensor Gpt2Block::attention_branch(const Tensor& x, KvCache* cache, int64_t laye
 
 Tensor Gpt2Block::mlp_branch(const Tensor& h) const { return mlp_->forward(ln_2_->forward(h)); }
 
-LlamaBlock::LlamaBlock(std::string path, std::string name, const ModelConfig& cfg,
+// Note [Gemma blocks]
+// Gemma 2 and 3 (Gemma2DecoderLayer, Gemma3DecoderLayer) normalize both sides of each
+// branch: h = x + post_attention_layernorm(attn(input_layernorm(x))), then
+// out = h + post_feedforward_layernorm(mlp(pre_feedforward_layernorm(h))). (Llama's
+// post_attention_layernorm is the MLP's input norm; Gemma's is the attention's output norm.)
+// Their RMSNorm scales by 1 + w, the token embeddings are multiplied by sqrt(hidden_size)
+// rounded to the activations' dtype, the MLP is GeGLU with the tanh GELU, attention scales by
+// query_pre_attn_scalar^-1/2 and may soft-cap its scores, the logits may be soft-capped, and
+// the layers of sliding_window_pattern attend within the sliding window (Gemma 3's with their
+// own, unscaled, RoPE base).
+LlamaBlock::LlamaBlock(std::string path, std::string name, const ModelConfig& cfg, int64_t layer,
                        BuildContext& ctx)
     : Block(std::move(path), std::move(name)) {
   // Hugging Face's registration order (LlamaDecoderLayer): attention, MLP, then the norms.
-  self_attn_ = &register_module<LlamaAttention>("self_attn", cfg, ctx);
+  self_attn_ = &register_module<LlamaAttention>("self_attn", cfg, layer, ctx);
   mlp_ = &register_module<SwiGluMlp>("mlp", cfg, ctx);
-  input_layernorm_ =
-      &register_module<RMSNorm>("input_layernorm", cfg.hidden_size, cfg.norm_eps, ctx);
-  post_attention_layernorm_ =
-      &register_module<RMSNorm>("post_attention_layernorm", cfg.hidden_size, cfg.norm_eps, ctx);
+  const auto norm = [&](const char* name) {
+    return &register_module<RMSNorm>(name, cfg.hidden_size, cfg.norm_eps, ctx, cfg.gemma);
+  };
+  input_layernorm_ = norm("input_layernorm");
+  post_attention_layernorm_ = norm("post_attention_layernorm");
+  if (cfg.gemma) {
+    pre_feedforward_layernorm_ = norm("pre_feedforward_layernorm");
+    post_feedforward_layernorm_ = norm("post_feedforward_layernorm");
+  }
 }
 
 Tensor LlamaBlock::attention_branch(const Tensor& x, KvCache* cache, int64_t layer) const {
-  return self_attn_->forward(input_layernorm_->forward(x), cache, layer);
+  const Tensor y = self_attn_->forward(input_layernorm_->forward(x), cache, layer);
+  return pre_feedforward_layernorm_ ? post_attention_layernorm_->forward(y) : y;
 }
 
 Tensor LlamaBlock::mlp_branch(const Tensor& h) const {
+  if (pre_feedforward_layernorm_)  // Note [Gemma blocks]
+    return post_feedforward_layernorm_->forward(
+        mlp_->forward(pre_feedforward_layernorm_->forward(h)));
   return mlp_->forward(post_attention_layernorm_->forward(h));
 }
 
@@ -110,13 +130,22 @@ LlamaModel::LlamaModel(std::string path, std::string name, const ModelConfig& cf
                                                 cfg.initializer_range, ctx);
   for (int64_t i = 0; i < cfg.num_layers; ++i) {
     interruption_point();  // Note [Interruption points]
-    blocks_.push_back(&register_module<LlamaBlock>("layers." + std::to_string(i), cfg, ctx));
+    blocks_.push_back(&register_module<LlamaBlock>("layers." + std::to_string(i), cfg, i, ctx));
   }
-  norm_ = &register_module<RMSNorm>("norm", cfg.hidden_size, cfg.norm_eps, ctx);
+  norm_ = &register_module<RMSNorm>("norm", cfg.hidden_size, cfg.norm_eps, ctx, cfg.gemma);
+  if (cfg.gemma) embed_scale_ = std::sqrt(double(cfg.hidden_size));
 }
 
 Tensor LlamaModel::embed(const Tensor& ids, int64_t /*position*/) const {
-  return nf4_embed_tokens_ ? nf4_embed_tokens_->forward(ids) : embed_tokens_->forward(ids);
+  const Tensor x =
+      nf4_embed_tokens_ ? nf4_embed_tokens_->forward(ids) : embed_tokens_->forward(ids);
+  if (embed_scale_ == 0) return x;
+  // Note [Gemma blocks]: sqrt(hidden_size) as a number of the embeddings' dtype.
+  double scale = embed_scale_;
+  dispatch_floating(x.dtype(), "[embed]", [&](auto e) {
+    scale = double(convert<float>(convert<decltype(e)>(embed_scale_)));
+  });
+  return ag::scale(x, scale);
 }
 
 Tensor LlamaModel::tied_head(const Tensor& x) const {
@@ -182,8 +211,11 @@ Tensor CausalLM::head(Tensor x) const {
   LabelScope label("lm_head");
   // Note [Autocast op table] in autograd/autocast_rules.h; see head() in decoder.h.
   x = ag::autocast_operand(backend::OpId::matmul, x);
-  if (lm_head_) return lm_head_->forward(x);
-  return body_->tied_head(x);  // (B, T, V)
+  Tensor logits = lm_head_ ? lm_head_->forward(x) : body_->tied_head(x);  // (B, T, V)
+  const double cap = config_.final_logit_softcapping;
+  if (cap > 0)  // Gemma 2: cap tanh(logits / cap)
+    logits = ag::scale(ag::tanh(ag::scale(logits, 1.0 / cap)), cap);
+  return logits;
 }
 
 Tensor CausalLM::loss(const Tensor& ids, const Tensor& targets) const {

@@ -101,7 +101,9 @@ class Gpt2Block : public Block {
 
 class LlamaBlock : public Block {
  public:
-  LlamaBlock(std::string path, std::string name, const ModelConfig& cfg, BuildContext& ctx);
+  // layer: the block's index, which picks its attention window (ModelConfig::layer_slides).
+  LlamaBlock(std::string path, std::string name, const ModelConfig& cfg, int64_t layer,
+             BuildContext& ctx);
 
  protected:
   Tensor attention_branch(const Tensor& x, KvCache* cache, int64_t layer) const override;
@@ -111,6 +113,9 @@ class LlamaBlock : public Block {
   RMSNorm* input_layernorm_;
   LlamaAttention* self_attn_;
   RMSNorm* post_attention_layernorm_;
+  // Gemma's MLP input and output norms (Note [Gemma blocks] in decoder.cpp).
+  RMSNorm* pre_feedforward_layernorm_ = nullptr;
+  RMSNorm* post_feedforward_layernorm_ = nullptr;
   SwiGluMlp* mlp_;
 };
 
@@ -165,6 +170,7 @@ class LlamaModel : public DecoderBody {
   Embedding* embed_tokens_ = nullptr;
   Nf4Embedding* nf4_embed_tokens_ = nullptr;
   RMSNorm* norm_;
+  double embed_scale_ = 0;  // Gemma's sqrt(hidden_size); 0: none
 };
 
 // A decoder-only language model: the root of the module tree (path "").

@@ -76,14 +76,15 @@ Tensor LayerNorm::forward(const Tensor& x) const {
   return ag::layer_norm(x, weight_, bias_, eps_);
 }
 
-RMSNorm::RMSNorm(std::string path, std::string name, int64_t dim, double eps, BuildContext& ctx)
-    : Module(std::move(path), std::move(name)), eps_(eps) {
-  weight_ = register_parameter("weight", {dim}, Init::ones(), ctx);
+RMSNorm::RMSNorm(std::string path, std::string name, int64_t dim, double eps, BuildContext& ctx,
+                 bool plus_one)
+    : Module(std::move(path), std::move(name)), eps_(eps), plus_one_(plus_one) {
+  weight_ = register_parameter("weight", {dim}, plus_one ? Init::zeros() : Init::ones(), ctx);
 }
 
 Tensor RMSNorm::forward(const Tensor& x) const {
   ForwardScope scope(*this);
-  return ag::rms_norm(x, weight_, eps_);
+  return ag::rms_norm(x, plus_one_ ? ag::add_scalar(weight_, 1.0) : weight_, eps_);
 }
 
 Tensor dropout_in_training(const Module& m, const Tensor& x, double p) {

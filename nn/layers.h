@@ -90,12 +90,15 @@ class LayerNorm : public Module {
 
 class RMSNorm : public Module {
  public:
-  RMSNorm(std::string path, std::string name, int64_t dim, double eps, BuildContext& ctx);
+  // plus_one: Gemma's RMSNorm, which scales by 1 + weight (weights start at 0).
+  RMSNorm(std::string path, std::string name, int64_t dim, double eps, BuildContext& ctx,
+          bool plus_one = false);
   Tensor forward(const Tensor& x) const;  // over the last dim
 
  private:
   double eps_;
-  Tensor weight_;  // (dim): ones
+  bool plus_one_;
+  Tensor weight_;  // (dim): ones, or zeros with plus_one
 };
 
 // Dropout with probability p on x when `m` is in training mode and p > 0 (Note [Dropout as

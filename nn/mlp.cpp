@@ -23,7 +23,7 @@ Tensor Gpt2Mlp::forward(const Tensor& x) const {
 }
 
 SwiGluMlp::SwiGluMlp(std::string path, std::string name, const ModelConfig& cfg, BuildContext& ctx)
-    : Module(std::move(path), std::move(name)) {
+    : Module(std::move(path), std::move(name)), geglu_(cfg.gemma) {
   const int64_t c = cfg.hidden_size, f = cfg.intermediate_size;
   const Linear::Options opt{cfg.mlp_bias, Linear::Layout::torch, cfg.initializer_range};
   if (cfg.fused_projections) {
@@ -44,6 +44,8 @@ Tensor SwiGluMlp::forward(const Tensor& x) const {
     const int64_t f = y.size(-1) / 2;
     return down_proj_->forward(ag::swiglu(ag::narrow(y, -1, 0, f), ag::narrow(y, -1, f, f)));
   }
+  if (geglu_)  // Gemma: gelu_pytorch_tanh(gate) * up
+    return down_proj_->forward(ag::mul(ag::gelu(gate_proj_->forward(x)), up_proj_->forward(x)));
   return down_proj_->forward(ag::swiglu(gate_proj_->forward(x), up_proj_->forward(x)));
 }
 

@@ -63,9 +63,10 @@ ModelConfig with_gpt2_dropout(ModelConfig m) {
 
 // Note [Preset numbers] in config.h.
 std::vector<std::string> preset_names() {
-  return {"gpt2-tiny",  "gpt2",        "gpt2-medium", "llama-tiny",  "smollm2-135m", "llama2-7b",
-          "llama3-8b",  "llama3.1-8b", "llama3.2-1b", "llama3.2-3b", "qwen2.5-7b",   "qwen3-8b",
-          "mistral-7b", "phi-3-mini",  "llama2-13b",  "llama-30b",   "llama2-70b"};
+  return {"gpt2-tiny",  "gpt2",       "gpt2-medium", "llama-tiny",  "smollm2-135m",
+          "llama2-7b",  "llama3-8b",  "llama3.1-8b", "llama3.2-1b", "llama3.2-3b",
+          "qwen2.5-7b", "qwen3-8b",   "mistral-7b",  "phi-3-mini",  "gemma-2-9b",
+          "gemma-3-4b", "llama2-13b", "llama-30b",   "llama2-70b"};
 }
 
 ModelConfig preset(std::string_view name) {
@@ -124,6 +125,32 @@ ModelConfig preset(std::string_view name) {
         llama("phi-3-mini", "phi3", {32064, 4096, 32, 3072, 8192, 32, 32, 1e-5, 10000, false});
     m.sliding_window = 2047;
     m.fused_projections = true;
+    return m;
+  }
+  if (name == "gemma-2-9b") {  // google/gemma-2-9b
+    ModelConfig m =
+        llama("gemma-2-9b", "gemma2", {256000, 8192, 42, 3584, 14336, 16, 8, 1e-6, 10000, true});
+    m.head_dim = 256;
+    m.gemma = true;
+    m.query_pre_attn_scalar = 256;
+    m.attn_logit_softcapping = 50;
+    m.final_logit_softcapping = 30;
+    m.sliding_window = 4096;
+    m.sliding_window_pattern = 2;
+    return m;
+  }
+  if (name == "gemma-3-4b") {  // google/gemma-3-4b-pt's text_config (the language model)
+    ModelConfig m = llama("gemma-3-4b", "gemma3_text",
+                          {262208, 131072, 34, 2560, 10240, 8, 4, 1e-6, 1e6, true});
+    m.head_dim = 256;
+    m.gemma = true;
+    m.qk_norm = true;
+    m.query_pre_attn_scalar = 256;
+    m.sliding_window = 1024;
+    m.sliding_window_pattern = 6;
+    m.rope_local_theta = 10000;
+    m.rope_scaling.type = RopeScaling::Type::linear;
+    m.rope_scaling.factor = 8;
     return m;
   }
   if (name == "llama2-13b")  // meta-llama/Llama-2-13b-hf

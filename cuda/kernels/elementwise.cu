@@ -137,6 +137,7 @@ template <Op K>
 __device__ __forceinline__ float apply(float x, float y, float param) {
   if constexpr (K == Op::neg) return -x;
   if constexpr (K == Op::exp) return expf(x);
+  if constexpr (K == Op::tanh) return tanhf(x);
   if constexpr (K == Op::log) return logf(x);
   if constexpr (K == Op::sqrt) return sqrtf(x);
   if constexpr (K == Op::rsqrt) return 1.0f / sqrtf(x);
@@ -249,6 +250,7 @@ cudaError_t launch_unary(Elementwise op, const StridedPack<2>& p, int64_t n, flo
   switch (op) {
     case Op::neg: return run<Op::neg>(p, n, param, stream);
     case Op::exp: return run<Op::exp>(p, n, param, stream);
+    case Op::tanh: return run<Op::tanh>(p, n, param, stream);
     case Op::log: return run<Op::log>(p, n, param, stream);
     case Op::sqrt: return run<Op::sqrt>(p, n, param, stream);
     case Op::rsqrt: return run<Op::rsqrt>(p, n, param, stream);

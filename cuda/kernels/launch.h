@@ -59,6 +59,7 @@ cudaError_t launch_fill(const StridedPack<1>& p, int64_t n, DType dtype, uint64_
 enum class Elementwise : int {
   neg,
   exp,
+  tanh,
   log,
   sqrt,
   rsqrt,

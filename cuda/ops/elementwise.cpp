@@ -94,6 +94,7 @@ struct Registrar {
     register_kernel(cuda, OpId::add_, add_in_place);
     register_kernel(cuda, OpId::neg, unary<E::neg>);
     register_kernel(cuda, OpId::exp, unary<E::exp>);
+    register_kernel(cuda, OpId::tanh, unary<E::tanh>);
     register_kernel(cuda, OpId::log, unary<E::log>);
     register_kernel(cuda, OpId::sqrt, unary<E::sqrt>);
     register_kernel(cuda, OpId::rsqrt, unary<E::rsqrt>);

@@ -1,5 +1,5 @@
 // Which keys each query of an attention call sees: all of them, the causal prefix, or the
-// causal sliding window of Mistral and Gemma 2/3. Plain constexpr C++ shared by the ops, the
+// causal sliding window of Mistral and Gemma 2/3; and Gemma 2's soft cap on the scores. Plain constexpr C++ shared by the ops, the
 // CPU kernels and the cuda kernels (which compute their tile ranges from it), so every
 // backend masks alike.
 //
@@ -23,6 +23,9 @@ namespace fitgrad::backend {
 struct AttentionMask {
   bool causal = false;
   int64_t window = 0;  // with causal: keys within this many positions, 0 = no limit
+  // Gemma 2's soft cap on the scaled scores of the keys a query sees, s -> cap tanh(s / cap)
+  // before the softmax (Note [Soft-capped scores] in tensor/cpu/attention_flash.cpp); 0: none.
+  double softcap = 0;
 
   constexpr AttentionMask() = default;
   // A plain bool is the causal mask or none (implicit, as the ops took a bool before).

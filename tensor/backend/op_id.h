@@ -16,7 +16,7 @@ namespace fitgrad::backend {
 #define FITGRAD_OPS(X) \
   X(copy) X(fill) \
   X(add) X(sub) X(mul) X(div) X(add_) \
-  X(neg) X(exp) X(log) X(sqrt) X(rsqrt) X(pow) X(scale) X(add_scalar) \
+  X(neg) X(exp) X(tanh) X(log) X(sqrt) X(rsqrt) X(pow) X(scale) X(add_scalar) \
   X(gelu) X(silu) X(gelu_backward) X(silu_backward) X(swiglu) X(swiglu_backward) \
   X(sum) X(max) X(max_backward) \
   X(matmul) X(linear) \

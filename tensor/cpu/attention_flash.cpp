@@ -29,6 +29,15 @@
 // products more than the atomic scheme (7 instead of 5 per tile pair), and buys results
 // that are bitwise identical run to run, for any thread count.
 //
+// Note [Soft-capped scores]
+// Gemma 2 caps each scaled score s at c tanh(s / c) before the softmax (the mask's softcap).
+// The forward applies it to the tile's scores before masking. The backward recomputes the
+// capped scores the same way, and the gradient of a capped score becomes the raw score's by
+// the factor 1 - tanh^2, where tanh = (log p + lse) / c is read back from the probability
+// (a probability that underflowed to 0 has a zero gradient anyway). Dropout on capped
+// scores is refused (ops::flash_attention), since the dropped probabilities would not give
+// the cap back.
+//
 // Note [Staged attention tiles]
 // bf16 and f16 operands are read tile by tile: each thread converts the query, key, value
 // and dout rows of the tile it works on into f32 rows of its own workspace, and keeps its
@@ -88,11 +97,31 @@ void mask_scores(const AttentionDims& dims, const backend::AttentionMask& mask, 
     mask_tile(nq, nk, mask, dims.t, dims.s, q0, j0, s);
 }
 
-// Scaled scores of queries [q0, q0 + nq) against keys [j0, j0 + nk) in s, masked.
+// s(nq, kTileK) := cap tanh(s / cap) (Note [Soft-capped scores]).
+void softcap_tile(int64_t nq, double cap, float* s) {
+  const float c = float(cap), inv = float(1.0 / cap);
+  for (int64_t x = 0; x < nq * kTileK; ++x) s[x] = c * std::tanh(s[x] * inv);
+}
+
+// ds(nq, kTileK) *= 1 - tanh^2 of each capped score, read back from p and the rows' lse.
+void softcap_grad_tile(int64_t nq, double cap, const float* p, const float* lse, float* ds) {
+  const float inv = float(1.0 / cap);
+  for (int64_t r = 0; r < nq; ++r)
+    for (int64_t j = 0; j < kTileK; ++j) {
+      const float pr = p[r * kTileK + j];
+      if (pr <= 0.0f) continue;
+      const float t = (std::log(pr) + lse[r]) * inv;
+      ds[r * kTileK + j] *= 1.0f - t * t;
+    }
+}
+
+// Scaled (and soft-capped) scores of queries [q0, q0 + nq) against keys [j0, j0 + nk) in s,
+// masked.
 void masked_scores(const AttentionDims& dims, const backend::AttentionMask& mask, float scale,
                    const float* q_rows, const float* kt, int64_t q0, int64_t nq, int64_t j0,
                    int64_t nk, float* s) {
   tile_scores(nq, dims.d, scale, q_rows, dims.d, kt, s);
+  if (mask.softcap > 0) softcap_tile(nq, mask.softcap, s);
   mask_scores(dims, mask, q0, nq, j0, nk, s);
 }
 
@@ -186,6 +215,7 @@ void flash_attention_forward(const AttentionDims& dims, const backend::Attention
         for (int64_t j0 = begin; j0 < end; j0 += kTileK) {
           const int64_t nk = std::min(kTileK, end - j0);
           amx_scores(nq, nk, d, scale, q_amx, k_head + j0 * d, kpack, s);
+          if (mask.softcap > 0) softcap_tile(nq, mask.softcap, s);
           mask_scores(dims, mask, q0, nq, j0, nk, s);
           online_softmax_tile(nq, d, s, m, l, o_rows, d);
           if (dropout.p > 0) dropout_tile(nq, nk, tile_dropout(dims, dropout, bh, q0, j0), s);
@@ -223,12 +253,14 @@ void flash_attention_backward(const AttentionDims& dims, const backend::Attentio
 
   // ds = p * (dp - delta) for a tile, or with dropout p * (M * dp - delta) and p := M * p
   // (Note [Dropout inside flash attention] in tensor/ops/attention.h).
+  // and, with a soft cap, ds *= 1 - tanh^2 (Note [Soft-capped scores]).
   const auto grad_tile = [&](int64_t bh, int64_t q0, int64_t nq, int64_t j0, int64_t nk, float* p,
-                             const float* delta_rows, float* ds) {
+                             const float* delta_rows, const float* lse_rows, float* ds) {
     if (dropout.p > 0)
       dropout_softmax_grad_tile(nq, nk, tile_dropout(dims, dropout, bh, q0, j0), p, delta_rows, ds);
     else
       softmax_grad_tile(nq, p, delta_rows, ds);
+    if (mask.softcap > 0) softcap_grad_tile(nq, mask.softcap, p, lse_rows, ds);
   };
 
   // delta = rowsum(dout * o): (batch, hq, t), o the dropped output when dropping
@@ -276,7 +308,7 @@ void flash_attention_backward(const AttentionDims& dims, const backend::Attentio
       masked_scores(dims, mask, scale, q_rows, kt, q0, nq, j0, nk, p);
       probs_from_lse(nq, lse + row0, p);
       tile_scores(nq, d, 1.0f, dout_rows, d, vt, ds);  // dp = dout @ v^T
-      grad_tile(bh, q0, nq, j0, nk, p, delta + row0, ds);
+      grad_tile(bh, q0, nq, j0, nk, p, delta + row0, lse + row0, ds);
       tile_accumulate(nq, nk, d, ds, kTileK, 1, k_rows, d, dq_rows, d);
     }
     for (int64_t x = 0; x < nq * d; ++x) dq_rows[x] *= scale;
@@ -319,7 +351,7 @@ void flash_attention_backward(const AttentionDims& dims, const backend::Attentio
         masked_scores(dims, mask, scale, q_rows, kt, q0, nq, j0, nk, p);
         probs_from_lse(nq, lse + row0, p);
         tile_scores(nq, d, 1.0f, dout_rows, d, vt, ds);  // dout v^T
-        grad_tile(bh, q0, nq, j0, nk, p, delta + row0, ds);
+        grad_tile(bh, q0, nq, j0, nk, p, delta + row0, lse + row0, ds);
         tile_accumulate(nk, nq, d, p, 1, kTileK, dout_rows, d, dv_rows, d);  // p^T dout
         tile_accumulate(nk, nq, d, ds, 1, kTileK, q_rows, d, dk_rows, d);    // ds^T q
       }

@@ -283,6 +283,7 @@ void unary_f32(UnaryOp op, float param, const Shape& shape, const StridedOperand
   switch (op) {
     case UnaryOp::neg: return unary_loop(shape, out, x, [](float v) { return -v; });
     case UnaryOp::exp: return unary_loop(shape, out, x, [](float v) { return std::exp(v); });
+    case UnaryOp::tanh: return unary_loop(shape, out, x, [](float v) { return std::tanh(v); });
     case UnaryOp::log: return unary_loop(shape, out, x, [](float v) { return std::log(v); });
     case UnaryOp::sqrt: return unary_loop(shape, out, x, [](float v) { return std::sqrt(v); });
     case UnaryOp::rsqrt:

@@ -12,7 +12,7 @@
 namespace fitgrad::cpu {
 
 // out = f(x, param). `param` is the scale, the added scalar or the exponent.
-enum class UnaryOp { neg, exp, log, sqrt, rsqrt, pow, scale, add_scalar, gelu, silu };
+enum class UnaryOp { neg, exp, tanh, log, sqrt, rsqrt, pow, scale, add_scalar, gelu, silu };
 void unary_f32(UnaryOp op, float param, const Shape& shape, const StridedOperand& out,
                const StridedOperand& x);
 

@@ -501,6 +501,7 @@ void register_cpu_kernels() {
   register_kernel(cpu, OpId::add_, add_in_place);
   register_kernel(cpu, OpId::neg, unary<UnaryOp::neg>);
   register_kernel(cpu, OpId::exp, unary<UnaryOp::exp>);
+  register_kernel(cpu, OpId::tanh, unary<UnaryOp::tanh>);
   register_kernel(cpu, OpId::log, unary<UnaryOp::log>);
   register_kernel(cpu, OpId::sqrt, unary<UnaryOp::sqrt>);
   register_kernel(cpu, OpId::rsqrt, unary<UnaryOp::rsqrt>);

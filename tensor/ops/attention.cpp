@@ -20,6 +20,7 @@
 #include "tensor/ops/attention.h"
 
 #include <cmath>
+#include <string_view>
 
 #include "tensor/backend/kernel_args.h"
 #include "tensor/backend/kernel_table.h"
@@ -37,6 +38,13 @@ backend::AttentionShape check_qkv(const char* op, const Tensor& q, const Tensor&
            "[{}] a sliding window ({}) must be positive and causal (Note [Sliding-window "
            "attention])",
            op, mask.window);
+  FG_CHECK(mask.softcap >= 0 && std::isfinite(mask.softcap),
+           "[{}] the score soft cap {} must be positive (or 0: none)", op, mask.softcap);
+  FG_CHECK(mask.softcap == 0 || (std::string_view(op).starts_with("flash_attention") &&
+                                 q.device().type != DeviceType::cuda),
+           "[{}] soft-capped scores (Gemma 2) are implemented by the CPU's flash attention only "
+           "(not on cuda, nor in naive attention)",
+           op);
   check_floating(op, "q", q);
   check_floating(op, "k", k);
   check_floating(op, "v", v);
@@ -92,6 +100,8 @@ AttentionOut flash_attention(const Tensor& q, const Tensor& k, const Tensor& v,
   const backend::AttentionShape dims = check_qkv(op, q, k, v, mask);
   const float sc = resolve_scale(op, scale, dims.d);
   check_dropout_p(op, dropout_p);
+  FG_CHECK(dropout_p == 0 || mask.softcap == 0,
+           "[{}] dropout with soft-capped scores is not supported (Note [Soft-capped scores])", op);
   const backend::TargetProfile profile = backend::profile_for(q.device());
   const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
   Tensor o = Tensor::empty(q.shape(), q.dtype(), q.device());  // (B, Hq, T, D)

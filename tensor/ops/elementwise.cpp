@@ -106,6 +106,7 @@ Tensor scale(const Tensor& a, double s) { return unary(OpId::scale, s, a); }
 Tensor add_scalar(const Tensor& a, double s) { return unary(OpId::add_scalar, s, a); }
 Tensor neg(const Tensor& a) { return unary(OpId::neg, 0, a); }
 Tensor exp(const Tensor& a) { return unary(OpId::exp, 0, a); }
+Tensor tanh(const Tensor& a) { return unary(OpId::tanh, 0, a); }
 Tensor log(const Tensor& a) { return unary(OpId::log, 0, a); }
 Tensor sqrt(const Tensor& a) { return unary(OpId::sqrt, 0, a); }
 Tensor rsqrt(const Tensor& a) { return unary(OpId::rsqrt, 0, a); }

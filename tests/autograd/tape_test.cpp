@@ -109,6 +109,11 @@ TEST(Tape, ComposedGraphsMatchFiniteDifferences) {
        [&](const Tensor& x) {
          return ag::sum(ag::log(ag::div(ag::exp(x), ag::add_scalar(ag::mul(x, x), 1.0))));
        }},
+      {"tanh (Gemma's soft cap)",
+       {3, 4},
+       [&](const Tensor& x) {
+         return ag::sum(ag::mul(ag::scale(ag::tanh(ag::scale(x, 0.5)), 3.0), ln_w));
+       }},
       {"sqrt/rsqrt/pow",
        {3, 4},
        [&](const Tensor& x) {

@@ -2,8 +2,9 @@
 """Golden data pinning a Hugging Face model folder as transformers writes it: a tiny random
 Llama 3.1-style model (rope_scaling llama3), with --family qwen3 a tiny Qwen3 (per-head q/k
 RMSNorm, tied head), with --family mistral a tiny Mistral (sliding window), or with
---family phi3 a tiny Phi-3 (fused qkv_proj and gate_up_proj, longrope, sliding window), saved
-in shards, with its logits, greedy tokens, and one training step's loss and gradients.
+--family phi3 a tiny Phi-3 (fused qkv_proj and gate_up_proj, longrope, sliding window), or
+with --family gemma2 / gemma3 a tiny Gemma 2 / Gemma 3 (Note [Gemma blocks] in nn/decoder.cpp),
+saved in shards, with its logits, greedy tokens, and one training step's loss and gradients.
 
 How to run (CI does NOT run this; it only reads the committed tests/golden/hf_llama31_tiny/).
 transformers 4.46.3 in a venv that sees Debian's python3-torch, or with PyPI's torch (the
@@ -17,6 +18,16 @@ committed files were written with PyPI's torch 2.15 on the CPU, transformers 4.4
 4.51.3 with tokenizers 0.21.1 over the same torch): Qwen3Config with vocab 256, hidden 32,
 intermediate 64, 2 layers, 4 heads on 2 kv heads, head_dim 16 (so q_proj is 32 -> 64),
 rms_norm_eps 1e-6, rope_theta 1e6, tied embeddings; otherwise as below.
+
+--family gemma2 (tests/golden/hf_gemma2_tiny/, transformers 4.46.3) and --family gemma3
+(tests/golden/hf_gemma3_tiny/, transformers 4.51.3, Gemma3ForCausalLM, model_type
+gemma3_text): vocab 256, hidden 32, intermediate 64, 2 layers (layer 0 slides, layer 1 is
+global), 4 heads on 2 kv heads, head_dim 8, query_pre_attn_scalar 16, rms_norm_eps 1e-6,
+sliding_window 7, tied head, initializer_range 0.3 so that the soft caps bite: Gemma 2 with
+attn_logit_softcapping 1.0 and final_logit_softcapping 3.0; Gemma 3 with
+sliding_window_pattern 2, rope_theta 1e6 with linear scaling (factor 8) on the global layer
+and rope_local_base_freq 10000 on the sliding one. The norm weights are set to
+0.1 N(0, 1) (Gemma's norms scale by 1 + w).
 
 --family mistral (tests/golden/hf_mistral_tiny/, transformers 4.46.3): MistralConfig with
 vocab 256, hidden 32, intermediate 64, 2 layers, 4 heads on 2 kv heads, rms_norm_eps 1e-5,
@@ -78,6 +89,21 @@ BATCH, SEQ, PROMPT, NEW = 2, 40, 6, 12
 
 
 def config(family):
+    common = dict(vocab_size=256, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                  max_position_embeddings=1024, rms_norm_eps=1e-6, query_pre_attn_scalar=16,
+                  sliding_window=7, tie_word_embeddings=True, initializer_range=0.3,
+                  hidden_activation="gelu_pytorch_tanh", bos_token_id=1, eos_token_id=2,
+                  pad_token_id=0)
+    if family == "gemma2":
+        from transformers import Gemma2Config
+        return Gemma2Config(attn_logit_softcapping=1.0, final_logit_softcapping=3.0,
+                            rope_theta=10000.0, **common)
+    if family == "gemma3":
+        from transformers import Gemma3TextConfig
+        return Gemma3TextConfig(rope_theta=1000000.0, rope_local_base_freq=10000.0,
+                                rope_scaling={"rope_type": "linear", "factor": 8.0},
+                                sliding_window_pattern=2, **common)
     if family == "phi3":
         from transformers import Phi3Config
         return Phi3Config(
@@ -115,6 +141,12 @@ def config(family):
 
 
 def model_class(family):
+    if family == "gemma2":
+        from transformers import Gemma2ForCausalLM
+        return Gemma2ForCausalLM
+    if family == "gemma3":
+        from transformers import Gemma3ForCausalLM
+        return Gemma3ForCausalLM
     if family == "phi3":
         from transformers import Phi3ForCausalLM
         return Phi3ForCausalLM
@@ -135,13 +167,14 @@ def build(family):
     with torch.no_grad():
         for name, p in sorted(model.named_parameters()):
             if name.endswith("norm.weight"):  # incl. Qwen3's q_norm and k_norm
-                p.copy_(1 + 0.1 * torch.randn(p.shape, generator=gen))
+                base = 0 if family.startswith("gemma") else 1  # Gemma scales by 1 + w
+                p.copy_(base + 0.1 * torch.randn(p.shape, generator=gen))
     return model.eval()
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--family", choices=["llama31", "qwen3", "mistral", "phi3"], default="llama31")
+    parser.add_argument("--family", choices=["llama31", "qwen3", "mistral", "phi3", "gemma2", "gemma3"], default="llama31")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     args.out = args.out or (DEFAULT_OUT if args.family == "llama31" else

@@ -115,6 +115,28 @@ TEST(GoldenHfFolder, ShardedPhi3FolderWithLongRopeMatchesTransformers) {
   expect_folder_matches_transformers("hf_phi3_tiny", 1 + 2 * 6 + 2);
 }
 
+// Gemma 2 (transformers 4.46.3): Note [Gemma blocks], with soft caps that bite on the scores
+// (1.0) and the logits (3.0), a sliding layer of 7 and a global one, a tied head.
+TEST(GoldenHfFolder, ShardedGemma2FolderMatchesTransformers) {
+  const nn::ModelConfig cfg =
+      apps::load_model(golden_path("hf_gemma2_tiny/model"), "", {}).model->config();
+  EXPECT_TRUE(cfg.gemma);
+  EXPECT_EQ(cfg.attn_logit_softcapping, 1.0);
+  EXPECT_TRUE(cfg.layer_slides(0));
+  EXPECT_FALSE(cfg.layer_slides(1));
+  expect_folder_matches_transformers("hf_gemma2_tiny", 1 + 2 * 11 + 1);
+}
+
+// Gemma 3 (transformers 4.51.3, gemma3_text): q/k norms, a sliding layer with its own RoPE
+// base and a global one with linear scaling.
+TEST(GoldenHfFolder, ShardedGemma3FolderMatchesTransformers) {
+  const nn::ModelConfig cfg =
+      apps::load_model(golden_path("hf_gemma3_tiny/model"), "", {}).model->config();
+  EXPECT_TRUE(cfg.gemma && cfg.qk_norm);
+  EXPECT_EQ(cfg.rope_local_theta, 10000.0);
+  expect_folder_matches_transformers("hf_gemma3_tiny", 1 + 2 * 13 + 1);
+}
+
 // The largest |logit - golden| of the folder tests/golden/<name>/model's weights in a model
 // whose config `change` alters, and the largest |golden logit|.
 std::pair<double, double> logit_error_with(const std::string& name,
@@ -153,6 +175,18 @@ TEST(GoldenHfFolder, WithTheShortLongRopeListTheLogitsDiffer) {
   const auto [err, scale] = logit_error_with("hf_phi3_tiny", [](nn::ModelConfig& c) {
     std::copy_n(c.rope_scaling.short_factor, c.rope_scaling.pairs, c.rope_scaling.long_factor);
   });
+  EXPECT_GT(err, 1e-4 * scale);
+}
+
+TEST(GoldenHfFolder, WithoutGemmasSoftCapsOrLocalRopeBaseTheLogitsDiffer) {
+  for (const auto& change : std::vector<std::function<void(nn::ModelConfig&)>>{
+           [](nn::ModelConfig& c) { c.attn_logit_softcapping = 0; },
+           [](nn::ModelConfig& c) { c.final_logit_softcapping = 0; }}) {
+    const auto [err, scale] = logit_error_with("hf_gemma2_tiny", change);
+    EXPECT_GT(err, 1e-4 * scale);
+  }
+  const auto [err, scale] =
+      logit_error_with("hf_gemma3_tiny", [](nn::ModelConfig& c) { c.rope_local_theta = 0; });
   EXPECT_GT(err, 1e-4 * scale);
 }
 

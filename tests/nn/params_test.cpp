@@ -19,11 +19,22 @@ struct PublishedCount {
 
 // The published totals (Hugging Face num_parameters() of each checkpoint).
 constexpr PublishedCount kCounts[] = {
-    {"gpt2", 124'439'808},          {"gpt2-medium", 354'823'168},   {"smollm2-135m", 134'515'008},
-    {"llama2-7b", 6'738'415'616},   {"llama3-8b", 8'030'261'248},   {"mistral-7b", 7'241'732'096},
-    {"llama2-13b", 13'015'864'320}, {"llama-30b", 32'528'943'616},  {"llama2-70b", 68'976'648'192},
-    {"llama3.1-8b", 8'030'261'248}, {"llama3.2-1b", 1'235'814'400}, {"llama3.2-3b", 3'212'749'824},
+    {"gpt2", 124'439'808},
+    {"gpt2-medium", 354'823'168},
+    {"smollm2-135m", 134'515'008},
+    {"llama2-7b", 6'738'415'616},
+    {"llama3-8b", 8'030'261'248},
+    {"mistral-7b", 7'241'732'096},
+    {"llama2-13b", 13'015'864'320},
+    {"llama-30b", 32'528'943'616},
+    {"llama2-70b", 68'976'648'192},
+    {"llama3.1-8b", 8'030'261'248},
+    {"llama3.2-1b", 1'235'814'400},
+    {"llama3.2-3b", 3'212'749'824},
     {"phi-3-mini", 3'821'079'552},
+    {"gemma-2-9b", 9'241'705'984},
+    // google/gemma-3-4b-pt's language model alone (the checkpoint adds a vision tower)
+    {"gemma-3-4b", 3'880'263'168},
 };
 
 BuildOptions on_meta() {

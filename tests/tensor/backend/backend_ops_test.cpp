@@ -114,6 +114,7 @@ std::vector<OpRow> rows() {
                }});
   r.push_back(unary(OpId::neg, ops::neg));
   r.push_back(unary(OpId::exp, ops::exp));
+  r.push_back(unary(OpId::tanh, ops::tanh));
   r.push_back(unary(OpId::log, ops::log, 0.5));
   r.push_back(unary(OpId::sqrt, ops::sqrt, 0.5));
   r.push_back(unary(OpId::rsqrt, ops::rsqrt, 0.5));

@@ -43,9 +43,11 @@ struct Reference {
 
 // fp64 attention written as plain loops: query i of head h sees keys j <= i + S - T when
 // causal, and of those only j > i + S - T - window when window > 0, using kv head
-// h / (Hq / Hkv); a query that sees no key gives o = 0, lse = -inf.
+// h / (Hq / Hkv); scores softcap tanh(s / softcap) when softcap > 0; a query that sees no key
+// gives o = 0, lse = -inf.
 Reference reference(const Dims& x, const std::vector<double>& q, const std::vector<double>& k,
-                    const std::vector<double>& v, bool causal, double scale, int64_t window = 0) {
+                    const std::vector<double>& v, bool causal, double scale, int64_t window = 0,
+                    double softcap = 0) {
   Reference r{std::vector<double>(size_t(numel(x.q()))),
               std::vector<double>(size_t(x.b * x.hq * x.t))};
   std::vector<double> p(size_t(x.s));
@@ -66,6 +68,7 @@ Reference reference(const Dims& x, const std::vector<double>& q, const std::vect
           for (int64_t c = 0; c < x.d; ++c)
             dot += q[row * size_t(x.d) + size_t(c)] * k[size_t((kv * x.s + j) * x.d + c)];
           p[size_t(j)] = scale * dot;
+          if (softcap > 0) p[size_t(j)] = softcap * std::tanh(p[size_t(j)] / softcap);
           mx = std::max(mx, p[size_t(j)]);
         }
         double sum = 0;
@@ -162,16 +165,21 @@ struct RefCase {
   bool causal;
   double scale;        // 0: 1/sqrt(D)
   int64_t window = 0;  // > 0: causal within this sliding window
+  double softcap = 0;  // > 0: Gemma 2's soft cap on the scores
 };
 
 std::vector<RefCase> ref_cases() {
   return {
-      {{1, 2, 1, 3, 5, 4}, false, 0},     {{1, 2, 1, 3, 5, 4}, true, 0},
+      {{1, 2, 1, 3, 5, 4}, false, 0},
+      {{1, 2, 1, 3, 5, 4}, true, 0},
       {{2, 4, 2, 6, 4, 3}, true, 0},       // T > S: two queries per head see nothing
       {{1, 2, 2, 70, 75, 3}, true, 0},     // crosses a 64-row tile both ways
       {{1, 3, 3, 66, 66, 2}, false, 0.7},  // explicit scale
       {{1, 2, 1, 70, 75, 3}, true, 0, 9},  // a sliding window across the tiles
       {{1, 2, 2, 3, 40, 2}, true, 0, 4},   // a window over a KV cache
+      // Soft caps that bite (scaled scores reach about 3): with a window, and full
+      {{1, 2, 1, 70, 75, 3}, true, 1.5, 9, 1.0},
+      {{2, 2, 2, 6, 4, 3}, false, 2.0, 0, 0.5},
   };
 }
 
@@ -179,16 +187,19 @@ class AttentionReference : public ::testing::TestWithParam<RefCase> {};
 
 TEST_P(AttentionReference, ForwardMatchesFp64) {
   const RefCase& c = GetParam();
-  const backend::AttentionMask mask = mask_of(c.causal, c.window);
+  backend::AttentionMask mask = mask_of(c.causal, c.window);
+  mask.softcap = c.softcap;
   const Inputs in = random_inputs(c.dims, 20);
   const ops::AttentionOut out = ops::flash_attention(in.q, in.k, in.v, mask, c.scale);
   const double scale = c.scale == 0 ? default_scale(c.dims) : c.scale;
-  const Reference want =
-      reference(c.dims, to_f64(in.q), to_f64(in.k), to_f64(in.v), c.causal, scale, c.window);
+  const Reference want = reference(c.dims, to_f64(in.q), to_f64(in.k), to_f64(in.v), c.causal,
+                                   scale, c.window, c.softcap);
   EXPECT_TRUE(all_close(to_f64(out.o), want.o, 1e-5, 1e-6));
   EXPECT_TRUE(all_close(to_f64(out.lse), want.lse, 1e-5, 1e-6));
-  EXPECT_TRUE(
-      all_close(to_f64(ops::naive_attention(in.q, in.k, in.v, mask, c.scale)), want.o, 1e-5, 1e-6));
+  if (c.softcap == 0) {  // naive attention has no soft cap
+    EXPECT_TRUE(all_close(to_f64(ops::naive_attention(in.q, in.k, in.v, mask, c.scale)), want.o,
+                          1e-5, 1e-6));
+  }
 }
 
 TEST_P(AttentionReference, BackwardMatchesFiniteDifferences) {
@@ -196,14 +207,16 @@ TEST_P(AttentionReference, BackwardMatchesFiniteDifferences) {
   const Inputs in = random_inputs(c.dims, 30);
   const Tensor dout = random_tensor(c.dims.q(), 33);
   const double scale = c.scale == 0 ? default_scale(c.dims) : c.scale;
-  const backend::AttentionMask mask = mask_of(c.causal, c.window);
+  backend::AttentionMask mask = mask_of(c.causal, c.window);
+  mask.softcap = c.softcap;
   const ops::AttentionOut out = ops::flash_attention(in.q, in.k, in.v, mask, c.scale);
   const ops::AttentionGrads g =
       ops::flash_attention_backward(dout, in.q, in.k, in.v, out.o, out.lse, mask, c.scale);
   std::vector<double> q = to_f64(in.q), k = to_f64(in.k), v = to_f64(in.v);
   const std::vector<double> w = to_f64(dout);
   auto loss = [&] {
-    const std::vector<double> o = reference(c.dims, q, k, v, c.causal, scale, c.window).o;
+    const std::vector<double> o =
+        reference(c.dims, q, k, v, c.causal, scale, c.window, c.softcap).o;
     double s = 0;
     for (size_t i = 0; i < o.size(); ++i) s += w[i] * o[i];
     return s;
@@ -228,7 +241,8 @@ TEST_P(AttentionReference, BackwardMatchesFiniteDifferences) {
 INSTANTIATE_TEST_SUITE_P(Attention, AttentionReference, ::testing::ValuesIn(ref_cases()),
                          [](const auto& info) {
                            return dims_name(info.param.dims, info.param.causal, info.param.window) +
-                                  (info.param.scale != 0 ? "_scaled" : "");
+                                  (info.param.scale != 0 ? "_scaled" : "") +
+                                  (info.param.softcap != 0 ? "_softcap" : "");
                          });
 
 // ---- half precision ----
@@ -240,21 +254,28 @@ TEST_P(AttentionHalf, ForwardAndBackwardWithinDtypeTolerance) {
   const Dims x{1, 4, 2, 70, 80, 16};
   const Inputs in = random_inputs(x, 40, dtype);
   const Tensor dout = random_tensor(x.q(), 43, dtype);
-  for (const int64_t window : {0, 13}) {  // causal, and a sliding window (the AMX tiles' too)
-    SCOPED_TRACE(window);
-    const backend::AttentionMask mask = mask_of(true, window);
+  // causal, a sliding window, and a soft-capped window (the AMX tiles' too)
+  for (const auto& [window, softcap] : {std::pair<int64_t, double>{0, 0}, {13, 0}, {13, 0.7}}) {
+    SCOPED_TRACE(softcap);
+    backend::AttentionMask mask = mask_of(true, window);
+    mask.softcap = softcap;
     const ops::AttentionOut out = ops::flash_attention(in.q, in.k, in.v, mask);
     EXPECT_EQ(out.o.dtype(), dtype);
     EXPECT_EQ(out.lse.dtype(), DType::f32);
-    const Reference want =
-        reference(x, to_f64(in.q), to_f64(in.k), to_f64(in.v), true, default_scale(x), window);
+    const Reference want = reference(x, to_f64(in.q), to_f64(in.k), to_f64(in.v), true,
+                                     default_scale(x), window, softcap);
     EXPECT_TRUE(close_for(dtype, to_f64(out.o), want.o));
     EXPECT_TRUE(all_close(to_f64(out.lse), want.lse, 1e-5, 1e-5));
     // Gradients: against the f32 computation on the same (exactly representable) values.
     const ops::AttentionGrads g =
         ops::flash_attention_backward(dout, in.q, in.k, in.v, out.o, out.lse, mask);
-    const ops::AttentionGrads g32 = ops::naive_attention_backward(
-        dout.to(DType::f32), in.q.to(DType::f32), in.k.to(DType::f32), in.v.to(DType::f32), mask);
+    // (naive attention has no soft cap: f32 flash on the same values, held to fp64 above)
+    const Tensor q32 = in.q.to(DType::f32), k32 = in.k.to(DType::f32), v32 = in.v.to(DType::f32);
+    const ops::AttentionOut o32 = ops::flash_attention(q32, k32, v32, mask);
+    const ops::AttentionGrads g32 =
+        softcap > 0 ? ops::flash_attention_backward(dout.to(DType::f32), q32, k32, v32, o32.o,
+                                                    o32.lse, mask)
+                    : ops::naive_attention_backward(dout.to(DType::f32), q32, k32, v32, mask);
     for (const Tensor* t : {&g.dq, &g.dk, &g.dv}) EXPECT_EQ(t->dtype(), dtype);
     EXPECT_TRUE(close_for(dtype, to_f64(g.dq), to_f64(g32.dq))) << "dq";
     EXPECT_TRUE(close_for(dtype, to_f64(g.dk), to_f64(g32.dk))) << "dk";
