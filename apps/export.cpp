@@ -11,6 +11,7 @@
 #include <set>
 
 #include "apps/cli_checks.h"
+#include "apps/export_parts.h"
 #include "apps/model_source.h"
 #include "apps/output_policy.h"
 #include "data/gguf_tokenizer.h"
@@ -78,90 +79,6 @@ void check_targets(const ExportArgs& a, const nn::AdapterConfig& config,
              "({}) do not name",
              a.merge, path, config.target_modules);
   }
-}
-
-// The weights an export writes: the base's, with the adapter merged in when --merge names
-// one, every floating tensor in `dtype`. Note [Streaming loads]: the base is read one tensor
-// at a time, so the command holds the output in `dtype` plus one f32 tensor.
-struct Exported {
-  std::vector<std::pair<std::string, Tensor>> tensors;
-  int64_t merged = 0;
-  std::string what;  // "merged 7 LoRA weights (...) into BASE" or "converted BASE"
-};
-
-Exported exported_weights(const ExportArgs& a, const nn::TensorSource& source, DType dtype) {
-  Exported ex;
-  std::map<std::string, const nn::TensorSource::Entry*> entries;
-  for (const nn::TensorSource::Entry& e : source.entries) entries[e.name] = &e;
-  // The adapted weights: every lora_A with its lora_B, over an existing base weight.
-  std::map<std::string, std::pair<Tensor, Tensor>> pairs;  // "<path>.weight" -> (A, B)
-  std::map<std::string, bool> transposed;  // adapted weight -> stored (in, out), GPT-2's Conv1D
-  double scaling = 1;
-  if (!a.merge.empty()) {
-    const nn::AdapterConfig config = nn::read_adapter_config(a.merge);
-    const auto adapter =
-        io::SafetensorsFile::open((fs::path(a.merge) / "adapter_model.safetensors").string())
-            .tensors();
-    for (const auto& [key, t] : adapter) {
-      FG_CHECK(key.starts_with(kPrefix) &&
-                   (key.ends_with(".lora_A.weight") || key.ends_with(".lora_B.weight")),
-               "[export] {}: '{}' is not a LoRA factor (PEFT names them {}<path>.lora_A.weight)",
-               a.merge, key, kPrefix);
-      const std::string path =
-          key.substr(std::string(kPrefix).size(), key.size() - std::string(kPrefix).size() -
-                                                      std::string(".lora_A.weight").size());
-      auto& [A, B] = pairs[path + ".weight"];
-      (key.ends_with(".lora_A.weight") ? A : B) = t;
-    }
-    scaling = config.lora.scaling();
-    for (const auto& [name, ab] : pairs) {  // everything checked before anything is read
-      const auto& [A, B] = ab;
-      FG_CHECK(A.defined() && B.defined(), "[export] {}: '{}' has a lora_{} without its lora_{}",
-               a.merge, name, A.defined() ? "A" : "B", A.defined() ? "B" : "A");
-      const auto it = entries.find(name);
-      FG_CHECK(it != entries.end(), "[export] {}: the adapter adapts '{}', which the base {} lacks",
-               a.merge, name, a.base);
-      const Shape& w = it->second->shape;  // (out, in), or GPT-2's Conv1D (in, out)
-      const Shape delta{B.size(0), A.size(1)};
-      const bool torch = w == delta;
-      FG_CHECK(torch || (w.size() == 2 && w[0] == delta[1] && w[1] == delta[0]),
-               "[export] '{}' is {}, the adapter's B A is {}", name, shape_str(w),
-               shape_str(delta));
-      transposed[name] = !torch;
-    }
-    check_targets(a, config, source, pairs);  // Note [Adapters export merges]
-    ex.what = fmt::format("merged {} LoRA weights (r {}, lora_alpha {}, scaling {}) into {}",
-                          pairs.size(), config.lora.r, config.lora.alpha, scaling, a.base);
-  } else {
-    ex.what = "converted " + a.base;
-  }
-  for (const nn::TensorSource::Entry& e : source.entries) {
-    Tensor t = source.read(e.name);
-    if (const auto it = pairs.find(e.name); it != pairs.end()) {
-      const auto& [A, B] = it->second;
-      const Tensor delta = ops::scale(ops::matmul(B.to(DType::f32), A.to(DType::f32)), scaling);
-      t = ops::add(t.to(DType::f32),
-                   transposed.at(e.name) ? delta.transpose(0, 1).contiguous() : delta);
-    }
-    ex.tensors.emplace_back(e.name, is_floating(t.dtype()) ? t.to(dtype).contiguous() : t);
-  }
-  ex.merged = int64_t(pairs.size());
-  return ex;
-}
-
-// Where the base's weights come from: a folder (model.safetensors or its shards), else a
-// .safetensors or .gguf file; *file is set to the file the weights are read from.
-nn::TensorSource base_weights(const ExportArgs& a, std::string* file) {
-  *file = a.base;
-  if (fs::is_directory(a.base)) return folder_weights(a.base, file);
-  return read_weights_file(a.base, DType::f32, "--base");
-}
-
-void declare_adapter_inputs(const ExportArgs& a, OutputPolicy& outputs) {
-  if (a.merge.empty()) return;
-  outputs.input("--merge", a.merge);
-  outputs.input("--merge", (fs::path(a.merge) / "adapter_config.json").string());
-  outputs.input("--merge", (fs::path(a.merge) / "adapter_model.safetensors").string());
 }
 
 int64_t export_file(const ExportArgs& a, std::ostream& out) {
@@ -361,16 +278,93 @@ int64_t export_folder(const ExportArgs& a, std::ostream& out) {
 
 }  // namespace
 
+// The weights an export writes: the base's, with the adapter merged in when --merge names
+// one, every floating tensor in `dtype`. Note [Streaming loads]: the base is read one tensor
+// at a time, so the command holds the output in `dtype` plus one f32 tensor.
+Exported exported_weights(const ExportArgs& a, const nn::TensorSource& source, DType dtype) {
+  Exported ex;
+  std::map<std::string, const nn::TensorSource::Entry*> entries;
+  for (const nn::TensorSource::Entry& e : source.entries) entries[e.name] = &e;
+  // The adapted weights: every lora_A with its lora_B, over an existing base weight.
+  std::map<std::string, std::pair<Tensor, Tensor>> pairs;  // "<path>.weight" -> (A, B)
+  std::map<std::string, bool> transposed;  // adapted weight -> stored (in, out), GPT-2's Conv1D
+  double scaling = 1;
+  if (!a.merge.empty()) {
+    const nn::AdapterConfig config = nn::read_adapter_config(a.merge);
+    const auto adapter =
+        io::SafetensorsFile::open((fs::path(a.merge) / "adapter_model.safetensors").string())
+            .tensors();
+    for (const auto& [key, t] : adapter) {
+      FG_CHECK(key.starts_with(kPrefix) &&
+                   (key.ends_with(".lora_A.weight") || key.ends_with(".lora_B.weight")),
+               "[export] {}: '{}' is not a LoRA factor (PEFT names them {}<path>.lora_A.weight)",
+               a.merge, key, kPrefix);
+      const std::string path =
+          key.substr(std::string(kPrefix).size(), key.size() - std::string(kPrefix).size() -
+                                                      std::string(".lora_A.weight").size());
+      auto& [A, B] = pairs[path + ".weight"];
+      (key.ends_with(".lora_A.weight") ? A : B) = t;
+    }
+    scaling = config.lora.scaling();
+    for (const auto& [name, ab] : pairs) {  // everything checked before anything is read
+      const auto& [A, B] = ab;
+      FG_CHECK(A.defined() && B.defined(), "[export] {}: '{}' has a lora_{} without its lora_{}",
+               a.merge, name, A.defined() ? "A" : "B", A.defined() ? "B" : "A");
+      const auto it = entries.find(name);
+      FG_CHECK(it != entries.end(), "[export] {}: the adapter adapts '{}', which the base {} lacks",
+               a.merge, name, a.base);
+      const Shape& w = it->second->shape;  // (out, in), or GPT-2's Conv1D (in, out)
+      const Shape delta{B.size(0), A.size(1)};
+      const bool torch = w == delta;
+      FG_CHECK(torch || (w.size() == 2 && w[0] == delta[1] && w[1] == delta[0]),
+               "[export] '{}' is {}, the adapter's B A is {}", name, shape_str(w),
+               shape_str(delta));
+      transposed[name] = !torch;
+    }
+    check_targets(a, config, source, pairs);  // Note [Adapters export merges]
+    ex.what = fmt::format("merged {} LoRA weights (r {}, lora_alpha {}, scaling {}) into {}",
+                          pairs.size(), config.lora.r, config.lora.alpha, scaling, a.base);
+  } else {
+    ex.what = "converted " + a.base;
+  }
+  for (const nn::TensorSource::Entry& e : source.entries) {
+    Tensor t = source.read(e.name);
+    if (const auto it = pairs.find(e.name); it != pairs.end()) {
+      const auto& [A, B] = it->second;
+      const Tensor delta = ops::scale(ops::matmul(B.to(DType::f32), A.to(DType::f32)), scaling);
+      t = ops::add(t.to(DType::f32),
+                   transposed.at(e.name) ? delta.transpose(0, 1).contiguous() : delta);
+    }
+    ex.tensors.emplace_back(e.name, is_floating(t.dtype()) ? t.to(dtype).contiguous() : t);
+  }
+  ex.merged = int64_t(pairs.size());
+  return ex;
+}
+
+nn::TensorSource base_weights(const ExportArgs& a, std::string* file) {
+  *file = a.base;
+  if (fs::is_directory(a.base)) return folder_weights(a.base, file);
+  return read_weights_file(a.base, DType::f32, "--base");
+}
+
+void declare_adapter_inputs(const ExportArgs& a, OutputPolicy& outputs) {
+  if (a.merge.empty()) return;
+  outputs.input("--merge", a.merge);
+  outputs.input("--merge", (fs::path(a.merge) / "adapter_config.json").string());
+  outputs.input("--merge", (fs::path(a.merge) / "adapter_model.safetensors").string());
+}
+
 int64_t export_merged(const ExportArgs& a, std::ostream& out) {
   if (a.out.ends_with(".safetensors")) return export_file(a, out);
+  if (a.out.ends_with(".gguf")) return export_gguf(a, out);
   return export_folder(a, out);
 }
 
 CLI::App* add_export_command(CLI::App& app, ExportArgs& a) {
   CLI::App* cmd = app.add_subcommand(
       "export",
-      "Write a Hugging Face model folder (optionally with a PEFT LoRA adapter merged in), or a "
-      "merge as one safetensors file");
+      "Write a Hugging Face model folder or a GGUF file (optionally with a PEFT LoRA adapter "
+      "merged in), or a merge as one safetensors file");
   cmd->add_option("--merge", a.merge,
                   "a PEFT adapter directory (adapter_config.json, adapter_model.safetensors) to "
                   "merge into the base");
@@ -379,9 +373,11 @@ CLI::App* add_export_command(CLI::App& app, ExportArgs& a) {
                   ".safetensors file")
       ->required();
   cmd->add_option("-o,--output", a.out,
-                  "a .safetensors file (a merge), or a directory for a Hugging Face model folder")
+                  "a directory for a Hugging Face model folder, a .gguf file, or a .safetensors "
+                  "file (a merge)")
       ->required();
-  cmd->add_option("--dtype", a.dtype, "bf16, f16 or f32")->capture_default_str();
+  cmd->add_option("--dtype", a.dtype, "bf16, f16 or f32; for a .gguf also q8_0")
+      ->capture_default_str();
   cmd->add_option("--max_shard_size", a.max_shard_size,
                   "the largest shard of a model folder (5GB, 500MB, 2GiB, ...)")
       ->capture_default_str();

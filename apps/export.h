@@ -1,7 +1,8 @@
 // `fitgrad export --base MODEL -o DIR [--merge ADAPTER_DIR] [--dtype bf16|f16|f32]
 // [--max_shard_size 5GB] [--overwrite]`: a Hugging Face model folder (Note [Model folders
-// written] in export.cpp) that transformers, vLLM and fitgrad load; or, with -o
-// OUT.safetensors and --merge, one safetensors file.
+// written] in export.cpp) that transformers, vLLM and fitgrad load; with -o OUT.gguf, a GGUF
+// file that llama.cpp, Ollama and fitgrad load (Note [GGUF files written] in export_gguf.cpp);
+// or, with -o OUT.safetensors and --merge, one safetensors file.
 // --merge: a LoRA adapter in PEFT's format (nn/lora_adapter.h) merged into its base model's
 // weights, under Hugging Face names that transformers (and fitgrad's --init) load as a plain
 // model. Each adapted weight becomes W + scaling * B A, computed in
@@ -22,7 +23,7 @@ namespace fitgrad::apps {
 
 struct ExportArgs {
   std::string merge, base, out;
-  std::string dtype = "bf16";
+  std::string dtype = "bf16";          // bf16, f16, f32, and q8_0 for a .gguf
   std::string max_shard_size = "5GB";  // a model folder's shards (Note [Model folders written])
   bool overwrite = false;
 };
