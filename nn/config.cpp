@@ -282,12 +282,15 @@ ModelConfig read_gpt2(Reader& r) {
 
 // Note [Reading RoPE scaling]
 // rope_scaling (transformers 4) or rope_parameters (transformers 5, which moves rope_theta
-// into it) is an object whose "rope_type" (or the older "type") is default, linear, llama3
-// or longrope ("su" in Phi-3's first configs), with that type's keys (Note [RoPE
+// into it) is an object whose "rope_type" (or the older "type") is default, linear, llama3,
+// dynamic, yarn or longrope ("su" in Phi-3's first configs), with that type's keys (Note [RoPE
 // frequencies] in tensor/rope_params.h); null or absent is no scaling. longrope's context L
 // is its own original_max_position_embeddings or, as Phi-3 writes it, the config's; its
 // attention factor its attention_factor or else from its factor, else from
-// max_position_embeddings / L. Any other type (dynamic, yarn, ...), a key the type does not
+// max_position_embeddings / L; dynamic's and yarn's context is their
+// original_max_position_embeddings, else max_position_embeddings (as transformers 4.46 reads
+// them, which ignores the key; the two agree in every published config, whose values are
+// equal). Any other type, a key the type does not
 // read, a factor below 1, llama3's low_freq_factor >= high_freq_factor and longrope lists
 // that do not give every pair a positive divisor are errors naming the key, as
 // transformers' own validation refuses them or ignores what it should not.
@@ -331,6 +334,18 @@ RopeScaling read_rope_scaling(Reader& r, double* theta, int64_t max_position) {
     s.low_freq_factor = number("low_freq_factor");
     s.high_freq_factor = number("high_freq_factor");
     s.original_max_position = number("original_max_position_embeddings");
+  } else if (type == "dynamic" || type == "yarn") {
+    s.type = type == "yarn" ? RopeScaling::Type::yarn : RopeScaling::Type::dynamic;
+    s.factor = number("factor");
+    s.original_max_position = value("original_max_position_embeddings")
+                                  ? number("original_max_position_embeddings")
+                                  : double(max_position);
+    if (type == "yarn") {
+      s.attention_factor =
+          value("attention_factor") ? number("attention_factor") : 0.1 * std::log(s.factor) + 1;
+      if (value("beta_fast")) s.beta_fast = number("beta_fast");
+      if (value("beta_slow")) s.beta_slow = number("beta_slow");
+    }
   } else if (type == "longrope" || type == "su") {
     s.type = RopeScaling::Type::longrope;
     const auto list = [&](const char* k, float* out) {
@@ -359,8 +374,8 @@ RopeScaling read_rope_scaling(Reader& r, double* theta, int64_t max_position) {
                              : std::sqrt(1 + std::log(scale) / std::log(s.original_max_position));
   } else {
     FG_CHECK(type == "default",
-             "{} key '{}' has rope_type '{}'; fitgrad implements default, linear, llama3 and "
-             "longrope (not dynamic or yarn)",
+             "{} key '{}' has rope_type '{}'; fitgrad implements default, linear, llama3, "
+             "dynamic, yarn and longrope",
              r.where(), key, type);
   }
   for (const auto& [k, v] : o.items())

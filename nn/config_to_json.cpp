@@ -65,6 +65,16 @@ nlohmann::json config_to_json(const ModelConfig& cfg) {
                          {"low_freq_factor", s.low_freq_factor},
                          {"high_freq_factor", s.high_freq_factor},
                          {"original_max_position_embeddings", int64_t(s.original_max_position)}};
+  if (s.type == RopeScaling::Type::dynamic || s.type == RopeScaling::Type::yarn) {
+    j["rope_scaling"] = {{"rope_type", s.type == RopeScaling::Type::yarn ? "yarn" : "dynamic"},
+                         {"factor", s.factor},
+                         {"original_max_position_embeddings", int64_t(s.original_max_position)}};
+    if (s.type == RopeScaling::Type::yarn)
+      for (const auto& [k, v] : {std::pair{"attention_factor", s.attention_factor},
+                                 {"beta_fast", s.beta_fast},
+                                 {"beta_slow", s.beta_slow}})
+        j["rope_scaling"][k] = v;
+  }
   if (s.type == RopeScaling::Type::longrope) {
     // Phi3Config (transformers 4.46) takes these three keys and no others; an attention
     // factor other than the one max_position_embeddings implies is written as newer ones read it.

@@ -166,9 +166,15 @@ void CausalLM::check_ids(const Tensor& ids, int64_t start) const {
            "[{}] ids must be (B, T) i32 or i64, got {} dims of {}", config_.name, ids.dim(),
            dtype_name(ids.dtype()));
   const int64_t end = start + ids.size(1);
-  FG_CHECK(end <= config_.max_position_embeddings,
-           "[{}] sequence length {} exceeds max_position_embeddings = {}", config_.name, end,
-           config_.max_position_embeddings);
+  // Dynamic NTK and YaRN scaling exist to run past the context: up to factor times it.
+  const RopeScaling& s = config_.rope_scaling;
+  const bool extends = s.type == RopeScaling::Type::dynamic || s.type == RopeScaling::Type::yarn;
+  const int64_t limit = extends ? int64_t(double(config_.max_position_embeddings) * s.factor)
+                                : config_.max_position_embeddings;
+  FG_CHECK(
+      end <= limit, "[{}] sequence length {} exceeds {} = {}", config_.name, end,
+      extends ? "max_position_embeddings times the RoPE scaling factor" : "max_position_embeddings",
+      limit);
 }
 
 Tensor CausalLM::forward(const Tensor& ids) const {

@@ -17,9 +17,18 @@
 //           4.46's Phi3LongRoPEScaledRotaryEmbedding chooses so on every forward); cos and
 //           sin are multiplied by the attention factor, sqrt(1 + ln(M / L) / ln L) for
 //           M = max_position_embeddings > L (else 1), or the config's attention_factor.
+//   dynamic (NTK) with M = original_max_position_embeddings (else max_position_embeddings) and
+//           L = max(M, position_offset + T): f_i = b'^(-2i/D) with the base
+//           b' = theta (factor L / M - (factor - 1))^(D / (D - 2)), recomputed for each call
+//           as transformers does per forward (it also keeps the largest L it has seen);
+//   yarn    with M as above, fast and slow rotation counts beta_fast (32) and beta_slow (1):
+//           the correction dims c(r) = D ln(M / (2 pi r)) / (2 ln theta), low = max(floor(
+//           c(beta_fast)), 0), high = min(ceil(c(beta_slow)), D - 1), the ramp
+//           g_i = clamp((i - low) / (high - low), 0, 1) and f_i = b_i ((1 - g_i) + g_i / factor);
+//           cos and sin are multiplied by attention_factor (0.1 ln factor + 1 by default).
 // transformers computes b_i in float32 and the angles in float32; fitgrad in double, so its
 // angles are the exact ones rounded once (within float32's rounding of transformers').
-// Only longrope scales the attention (llama3's and linear's attention factor is 1).
+// Only longrope and yarn scale the attention (the others' attention factor is 1).
 #pragma once
 
 #include <cmath>
@@ -34,13 +43,15 @@
 namespace fitgrad {
 
 struct RopeScaling {
-  enum class Type : int { none, linear, llama3, longrope };
+  enum class Type : int { none, linear, llama3, longrope, dynamic, yarn };
   static constexpr int kMaxPairs = 128;  // longrope's lists: head dims up to 256
   Type type = Type::none;
   double factor = 1.0;
   double low_freq_factor = 1.0;           // llama3
   double high_freq_factor = 4.0;          // llama3
-  double original_max_position = 8192.0;  // llama3, longrope: the pretraining context
+  double original_max_position = 8192.0;  // llama3, longrope, dynamic, yarn: the old context
+  double beta_fast = 32, beta_slow = 1;   // yarn
+  double sequence = 0;                    // dynamic: position_offset + T, set by the rope op
   // longrope: one divisor per pair for each context, the factor cos and sin are scaled by,
   // and which list applies (set by the rope op from the sequence's end).
   float short_factor[kMaxPairs] = {};
@@ -65,6 +76,23 @@ FG_ROPE_HD inline double rope_frequency(int64_t i, int64_t d, const RopeParams& 
   if (s.type == RopeScaling::Type::linear) return base / s.factor;
   if (s.type == RopeScaling::Type::longrope)
     return base / double(s.long_context ? s.long_factor[i] : s.short_factor[i]);
+  if (s.type == RopeScaling::Type::dynamic) {
+    const double m = s.original_max_position, l = s.sequence > m ? s.sequence : m;
+    const double b = p.theta * pow(s.factor * l / m - (s.factor - 1), double(d) / double(d - 2));
+    return pow(b, -double(2 * i) / double(d));
+  }
+  if (s.type == RopeScaling::Type::yarn) {
+    const auto dim_of = [&](double rotations) {
+      return double(d) * log(s.original_max_position / (rotations * 6.283185307179586)) /
+             (2 * log(p.theta));
+    };
+    const double low0 = floor(dim_of(s.beta_fast)), high0 = ceil(dim_of(s.beta_slow));
+    const double low = low0 > 0 ? low0 : 0, high_c = high0 < double(d - 1) ? high0 : double(d - 1);
+    const double high = high_c == low ? high_c + 0.001 : high_c;
+    double ramp = (double(i) - low) / (high - low);
+    ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
+    return base * ((1 - ramp) + ramp / s.factor);
+  }
   if (s.type != RopeScaling::Type::llama3) return base;
   const double wavelength = 6.283185307179586 / base;
   if (wavelength < s.original_max_position / s.high_freq_factor) return base;
@@ -76,7 +104,9 @@ FG_ROPE_HD inline double rope_frequency(int64_t i, int64_t d, const RopeParams& 
 
 // What cos and sin are multiplied by (Note [RoPE frequencies]).
 FG_ROPE_HD inline double rope_attention_factor(const RopeParams& p) {
-  return p.scaling.type == RopeScaling::Type::longrope ? p.scaling.attention_factor : 1.0;
+  return p.scaling.type == RopeScaling::Type::longrope || p.scaling.type == RopeScaling::Type::yarn
+             ? p.scaling.attention_factor
+             : 1.0;
 }
 
 }  // namespace fitgrad

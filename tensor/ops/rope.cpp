@@ -37,8 +37,9 @@ Tensor rotate(backend::OpId id, const Tensor& x, int64_t position_offset, const 
   // longrope's list: the long one once the sequence passes the pretraining context.
   RopeParams resolved = rope;
   resolved.scaling.long_context = double(position_offset + T) > s.original_max_position;
-  const Tensor xc = x.contiguous();  // (B, H, T, D), read natively
-  Tensor table;                      // (2, T, D/2)
+  resolved.scaling.sequence = double(position_offset + T);  // dynamic NTK's L
+  const Tensor xc = x.contiguous();                         // (B, H, T, D), read natively
+  Tensor table;                                             // (2, T, D/2)
   {
     CategoryScope category(Category::temporary);
     table = Tensor::empty({2, T, D / 2}, DType::f32, x.device());

@@ -19,6 +19,12 @@ committed files were written with PyPI's torch 2.15 on the CPU, transformers 4.4
 intermediate 64, 2 layers, 4 heads on 2 kv heads, head_dim 16 (so q_proj is 32 -> 64),
 rms_norm_eps 1e-6, rope_theta 1e6, tied embeddings; otherwise as below.
 
+--family llama-dynamic and --family llama-yarn (tests/golden/hf_llama_dynamic_tiny/,
+hf_llama_yarn_tiny/, transformers 4.46.3): the llama31 model with max_position_embeddings 32
+(so the 40 positions pass it and the 18 greedy ones do not) and rope_scaling dynamic (factor 2)
+or yarn (factor 4, beta_fast 32, beta_slow 1; transformers 4.46 takes max_position_embeddings
+as yarn's original context).
+
 --family gemma2 (tests/golden/hf_gemma2_tiny/, transformers 4.46.3) and --family gemma3
 (tests/golden/hf_gemma3_tiny/, transformers 4.51.3, Gemma3ForCausalLM, model_type
 gemma3_text): vocab 256, hidden 32, intermediate 64, 2 layers (layer 0 slides, layer 1 is
@@ -59,7 +65,7 @@ Writes DIR (default tests/golden/hf_llama31_tiny/):
       prompt      i64 (1, 6)        the first 6 ids of row 0
       greedy      i64 (12)          12 greedy tokens after `prompt`, each from a full forward
                                     over prompt + the tokens so far (no cache)
-      loss        f32 ()            mean cross-entropy of logits[:, :-1] against ids[:, 1:]
+      loss        f32 ()            mean cross-entropy of model(ids[:, :-1]) against ids[:, 1:]
       grad.<name> f32               d loss / d parameter, for every parameter (HF names)
       meta: versions, the config, f64_err (max |f32 - f64| / max |f64| of the logits, the
       same model in float64), the top-2 margins of the greedy steps.
@@ -130,6 +136,14 @@ def config(family):
             max_position_embeddings=1024, rms_norm_eps=1e-6, rope_theta=1000000.0,
             tie_word_embeddings=True, hidden_act="silu", attention_bias=False,
             use_sliding_window=False, initializer_range=0.02, bos_token_id=1, eos_token_id=2)
+    if family in ("llama-dynamic", "llama-yarn"):
+        scaling = ({"rope_type": "dynamic", "factor": 2.0} if family == "llama-dynamic" else
+                   {"rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0})
+        return LlamaConfig(
+            vocab_size=256, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
+            rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False,
+            hidden_act="silu", rope_scaling=scaling, bos_token_id=1, eos_token_id=2)
     return LlamaConfig(
         vocab_size=256, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
@@ -174,11 +188,12 @@ def build(family):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--family", choices=["llama31", "qwen3", "mistral", "phi3", "gemma2", "gemma3"], default="llama31")
+    parser.add_argument("--family", choices=["llama31", "qwen3", "mistral", "phi3", "gemma2", "gemma3",
+                                                 "llama-dynamic", "llama-yarn"], default="llama31")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     args.out = args.out or (DEFAULT_OUT if args.family == "llama31" else
-                            os.path.join(HERE, f"hf_{args.family}_tiny"))
+                            os.path.join(HERE, f"hf_{args.family.replace('-', '_')}_tiny"))
     torch.set_num_threads(THREADS)
     model = build(args.family)
     cls = model_class(args.family)
@@ -212,8 +227,10 @@ def main():
             seq = torch.cat([seq, torch.tensor([[nxt]])], dim=1)
 
     model.zero_grad()
-    out = model(input_ids=ids, use_cache=False).logits
-    loss = torch.nn.functional.cross_entropy(out[:, :-1].reshape(-1, 256), ids[:, 1:].reshape(-1))
+    # The forward over ids[:, :-1] (for every family the same as the full forward's first 39
+    # positions, except dynamic NTK scaling, whose RoPE base depends on the length).
+    out = model(input_ids=ids[:, :-1], use_cache=False).logits
+    loss = torch.nn.functional.cross_entropy(out.reshape(-1, 256), ids[:, 1:].reshape(-1))
     loss.backward()
     tensors = {"input_ids": ids.numpy(), "logits": logits.numpy(), "prompt": prompt.numpy(),
                "greedy": np.array(greedy, dtype=np.int64), "loss": loss.detach().numpy()}

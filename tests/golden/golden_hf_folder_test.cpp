@@ -162,6 +162,28 @@ std::pair<double, double> logit_error_with(const std::string& name,
   return {err, scale};
 }
 
+// Llama with dynamic NTK (factor 2) and YaRN (factor 4) scaling (transformers 4.46.3) over 40
+// positions past max_position_embeddings 32, the greedy steps inside it.
+TEST(GoldenHfFolder, DynamicAndYarnRopeScalingMatchTransformers) {
+  EXPECT_EQ(apps::load_model(golden_path("hf_llama_dynamic_tiny/model"), "", {})
+                .model->config()
+                .rope_scaling.type,
+            RopeScaling::Type::dynamic);
+  expect_folder_matches_transformers("hf_llama_dynamic_tiny", 1 + 2 * 9 + 2);
+  const nn::ModelConfig yarn =
+      apps::load_model(golden_path("hf_llama_yarn_tiny/model"), "", {}).model->config();
+  EXPECT_EQ(yarn.rope_scaling.type, RopeScaling::Type::yarn);
+  EXPECT_NEAR(yarn.rope_scaling.attention_factor, 0.1 * std::log(4.0) + 1, 1e-12);
+  expect_folder_matches_transformers("hf_llama_yarn_tiny", 1 + 2 * 9 + 2);
+  for (const char* name : {"hf_llama_dynamic_tiny", "hf_llama_yarn_tiny"}) {
+    const auto [err, scale] = logit_error_with(name, [](nn::ModelConfig& c) {
+      c.rope_scaling = {};
+      c.max_position_embeddings = 64;  // unscaled RoPE, over the same 40 positions
+    });
+    EXPECT_GT(err, 1e-4 * scale) << name;
+  }
+}
+
 // Note [Golden block tolerances] allows 1e-5 max|want| on the smallest logits: a config detail
 // that matters moves them by ten times that or more.
 TEST(GoldenHfFolder, WithoutTheLlama3ScalingTheLogitsDiffer) {

@@ -271,8 +271,11 @@ TEST(NnConfig, MalformedConfigsNameTheFileAndKey) {
       {"wrong type", kLlama2, "num_hidden_layers", "\"32\"",
        "key 'num_hidden_layers' must be an integer"},
       // Note [Reading RoPE scaling].
-      {"yarn", kLlama2, "rope_scaling", "{\"rope_type\": \"yarn\", \"factor\": 4.0}",
-       "key 'rope_scaling' has rope_type 'yarn'"},
+      {"mrope", kLlama2, "rope_scaling", "{\"rope_type\": \"mrope\", \"factor\": 4.0}",
+       "key 'rope_scaling' has rope_type 'mrope'"},
+      {"yarn mscale", kLlama2, "rope_scaling",
+       "{\"rope_type\": \"yarn\", \"factor\": 4.0, \"mscale\": 0.7}",
+       "key 'rope_scaling.mscale' is not used by rope_type 'yarn'"},
       {"scaling factor below 1", kLlama2, "rope_scaling", "{\"type\": \"linear\", \"factor\": 0.5}",
        "key 'rope_scaling.factor' is 0.5; it must be at least 1"},
       {"llama3 without its keys", kLlama2, "rope_scaling",
