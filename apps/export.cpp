@@ -90,9 +90,7 @@ int64_t export_file(const ExportArgs& a, std::ostream& out) {
   std::string base_file;
   const nn::TensorSource source = base_weights(a, &base_file);
   OutputPolicy outputs("export", a.overwrite);  // Note [Output policy]
-  declare_adapter_inputs(a, outputs);
-  outputs.input("--base", a.base);
-  outputs.input("--base", base_file);
+  declare_inputs(a, base_file, outputs);
   const size_t output = outputs.output("-o", a.out);
   const Exported ex = exported_weights(a, source, dtype);
   io::write_safetensors(outputs.file(output), outputs.where(output), ex.tensors,
@@ -236,9 +234,7 @@ int64_t export_folder(const ExportArgs& a, std::ostream& out) {
                   : fmt::format("model-{:05d}-of-{:05d}.safetensors", k + 1, n);
   };
   OutputPolicy outputs("export", a.overwrite);  // Note [Output policy]
-  declare_adapter_inputs(a, outputs);
-  outputs.input("--base", a.base);
-  outputs.input("--base", base_file);
+  declare_inputs(a, base_file, outputs);
   outputs.directory("-o", a.out);
   const auto declare = [&](const std::string& name) {
     return outputs.output("-o", (fs::path(a.out) / name).string());
@@ -347,7 +343,9 @@ nn::TensorSource base_weights(const ExportArgs& a, std::string* file) {
   return read_weights_file(a.base, DType::f32, "--base");
 }
 
-void declare_adapter_inputs(const ExportArgs& a, OutputPolicy& outputs) {
+void declare_inputs(const ExportArgs& a, const std::string& base_file, OutputPolicy& outputs) {
+  outputs.input("--base", a.base);
+  outputs.input("--base", base_file);
   if (a.merge.empty()) return;
   outputs.input("--merge", a.merge);
   outputs.input("--merge", (fs::path(a.merge) / "adapter_config.json").string());

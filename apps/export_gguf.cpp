@@ -125,9 +125,7 @@ int64_t export_gguf(const ExportArgs& a, std::ostream& out) {
   std::string base_file;
   const nn::TensorSource source = base_weights(a, &base_file);
   OutputPolicy outputs("export", a.overwrite);  // Note [Output policy]
-  declare_adapter_inputs(a, outputs);
-  outputs.input("--base", a.base);
-  outputs.input("--base", base_file);
+  declare_inputs(a, base_file, outputs);
   const size_t output = outputs.output("-o", a.out);
   const Exported ex = exported_weights(a, source, DType::f32);
 

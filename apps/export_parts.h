@@ -27,8 +27,9 @@ Exported exported_weights(const ExportArgs& a, const nn::TensorSource& source, D
 // Where the base's weights come from: a folder (model.safetensors or its shards), else a
 // .safetensors or .gguf file; *file is set to the file the weights are read from.
 nn::TensorSource base_weights(const ExportArgs& a, std::string* file);
-// The adapter's files as inputs of the output policy (Note [Output policy]).
-void declare_adapter_inputs(const ExportArgs& a, OutputPolicy& outputs);
+// The base (and the file its weights come from) and the adapter's files as inputs of the
+// output policy (Note [Output policy]), which no output may be.
+void declare_inputs(const ExportArgs& a, const std::string& base_file, OutputPolicy& outputs);
 
 // -o OUT.gguf (Note [GGUF files written] in export_gguf.cpp).
 int64_t export_gguf(const ExportArgs& a, std::ostream& out);

@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <functional>
 
+#include "tensor/error.h"
+
 namespace fitgrad::data {
 namespace {
 
@@ -54,6 +56,32 @@ bool BpeMerges::add(int32_t left, int32_t right, uint32_t rank, int32_t result) 
   values_[slot] = Merge{rank, result};
   ++count_;
   return true;
+}
+
+BpeMerges BpeMerges::parse(const std::vector<std::string>& merges,
+                           const std::unordered_map<std::string_view, int32_t>& id_of,
+                           const std::function<std::string(size_t)>& where) {
+  FG_CHECK(merges.size() < size_t(kNoMerge), "{} too many merges ({})", where(merges.size()),
+           merges.size());
+  BpeMerges out(merges.size());
+  std::string joined;
+  for (size_t r = 0; r < merges.size(); ++r) {
+    const std::string_view m = merges[r];
+    const size_t space = m.find(' ');
+    FG_CHECK(space != std::string_view::npos && space > 0 && space + 1 < m.size() &&
+                 m.find(' ', space + 1) == std::string_view::npos,
+             "{}: expected two tokens separated by one space, got '{}'", where(r), m);
+    const std::string_view left = m.substr(0, space), right = m.substr(space + 1);
+    const auto l = id_of.find(left), rt = id_of.find(right);
+    FG_CHECK(l != id_of.end(), "{}: '{}' is not a token", where(r), left);
+    FG_CHECK(rt != id_of.end(), "{}: '{}' is not a token", where(r), right);
+    joined.assign(left).append(right);
+    const auto result = id_of.find(joined);
+    FG_CHECK(result != id_of.end(), "{}: the merged token '{}' is not in the vocabulary", where(r),
+             joined);
+    out.add(l->second, rt->second, uint32_t(r), result->second);
+  }
+  return out;
 }
 
 BpeMerges::Merge BpeMerges::find(int32_t left, int32_t right) const {

@@ -6,6 +6,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace fitgrad::data {
@@ -21,6 +25,11 @@ class BpeMerges {
   BpeMerges() = default;
   // Room for `count` merges.
   explicit BpeMerges(size_t count);
+  // The merges "left right", in rank order, of a vocabulary whose token ids id_of gives;
+  // where(r) names merge r in errors (a malformed merge, or a part or result not a token).
+  static BpeMerges parse(const std::vector<std::string>& merges,
+                         const std::unordered_map<std::string_view, int32_t>& id_of,
+                         const std::function<std::string(size_t)>& where);
 
   // Registers left + right -> result at `rank`; false (and nothing changes) when the pair
   // already has a merge: a pair listed twice keeps its first rank.

@@ -109,8 +109,6 @@ BpeTokenizer BpeTokenizer::build(std::vector<std::string> tokens,
   FG_CHECK(n > 0 && n < size_t(INT32_MAX), "{} the vocabulary has {} tokens", who, n);
   FG_CHECK(options.token_types.empty() || options.token_types.size() == n,
            "{} {} token types for {} tokens", who, options.token_types.size(), n);
-  FG_CHECK(merges.size() < size_t(BpeMerges::kNoMerge), "{} too many merges ({})", who,
-           merges.size());
 
   std::unordered_map<std::string_view, int32_t> id_of;  // the first token with a text wins
   id_of.reserve(n * 2);
@@ -151,24 +149,7 @@ BpeTokenizer BpeTokenizer::build(std::vector<std::string> tokens,
   }
 
   // Merges, in rank order; a pair listed twice keeps its first rank.
-  t.merges_ = BpeMerges(merges.size());
-  std::string joined;
-  for (size_t r = 0; r < merges.size(); ++r) {
-    const std::string_view m = merges[r];
-    const size_t space = m.find(' ');
-    FG_CHECK(space != std::string_view::npos && space > 0 && space + 1 < m.size() &&
-                 m.find(' ', space + 1) == std::string_view::npos,
-             "{}: expected two tokens separated by one space, got '{}'", merge_where(r), m);
-    const std::string_view left = m.substr(0, space), right = m.substr(space + 1);
-    const auto l = id_of.find(left), rt = id_of.find(right);
-    FG_CHECK(l != id_of.end(), "{}: '{}' is not a token", merge_where(r), left);
-    FG_CHECK(rt != id_of.end(), "{}: '{}' is not a token", merge_where(r), right);
-    joined.assign(left).append(right);
-    const auto result = id_of.find(joined);
-    FG_CHECK(result != id_of.end(), "{}: the merged token '{}' is not in the vocabulary",
-             merge_where(r), joined);
-    t.merges_.add(l->second, rt->second, uint32_t(r), result->second);
-  }
+  t.merges_ = BpeMerges::parse(merges, id_of, merge_where);
   t.merge_count_ = int32_t(merges.size());
   t.nfc_ = options.nfc;
   if (options.ignore_merges)

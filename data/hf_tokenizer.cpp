@@ -492,6 +492,14 @@ json hf_tokenizer_vocabulary(const std::string& path, const json& config) {
   if (const auto text = role_text(config, "pad_token")) pad = id_of(*text, "pad_token");
 
   const auto id_json = [](std::optional<int32_t> id) { return id ? json(*id) : json(); };
+  json out = {{"tokens", tokens},
+              {"merges", merges},
+              {"token_types", types},
+              {"bos", id_json(bos)},
+              {"eos", id_json(eos)},
+              {"pad", id_json(pad)},
+              {"ignore_merges", flag(model, "ignore_merges", false)},
+              {"added_rules", rules}};
   if (spm) {
     std::optional<int32_t> unk;
     if (model.contains("unk_token") && model.at("unk_token").is_string()) {
@@ -500,32 +508,17 @@ json hf_tokenizer_vocabulary(const std::string& path, const json& config) {
                model.at("unk_token").dump());
       unk = it->get<int32_t>();
     }
-    return json{{"model", "spm"},
+    out.update({{"model", "spm"},
                 {"name", "hf:spm"},
                 {"pre", "spm"},
-                {"tokens", tokens},
-                {"merges", merges},
-                {"token_types", types},
-                {"bos", id_json(bos)},
-                {"eos", id_json(eos)},
-                {"pad", id_json(pad)},
                 {"unk", id_json(unk)},
-                {"ignore_merges", flag(model, "ignore_merges", false)},
-                {"spm", spm_options_json(spm_options)},
-                {"added_rules", rules}};
+                {"spm", spm_options_json(spm_options)}});
+    return out;
   }
   const std::string pre = pre_name(j.value("pre_tokenizer", json()), who);
-  return json{{"name", "hf:" + pre},
-              {"pre", pre},
-              {"tokens", tokens},
-              {"merges", merges},
-              {"token_types", types},
-              {"bos", id_json(bos)},
-              {"eos", id_json(eos)},
-              {"pad", id_json(pad)},
-              {"ignore_merges", flag(model, "ignore_merges", false)},
-              {"normalizer", normalizer.is_null() ? "" : "NFC"},
-              {"added_rules", rules}};
+  out.update(
+      {{"name", "hf:" + pre}, {"pre", pre}, {"normalizer", normalizer.is_null() ? "" : "NFC"}});
+  return out;
 }
 
 }  // namespace fitgrad::data

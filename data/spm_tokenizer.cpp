@@ -85,8 +85,6 @@ SpmTokenizer SpmTokenizer::from_vocab(std::vector<std::string> tokens,
   FG_CHECK(n > 0 && n < size_t(INT32_MAX), "{} the vocabulary has {} tokens", who, n);
   FG_CHECK(options.token_types.empty() || options.token_types.size() == n,
            "{} {} token types for {} tokens", who, options.token_types.size(), n);
-  FG_CHECK(merges.size() < size_t(BpeMerges::kNoMerge), "{} too many merges ({})", who,
-           merges.size());
   std::vector<int32_t> types = options.token_types;
   if (types.empty()) types.assign(n, 1);
   std::unordered_map<std::string_view, int32_t> id_of;  // the first token with a text wins
@@ -131,24 +129,8 @@ SpmTokenizer SpmTokenizer::from_vocab(std::vector<std::string> tokens,
       t.whole_token_.emplace(text, int32_t(i));
   }
 
-  t.merges_ = BpeMerges(merges.size());
-  std::string joined;
-  for (size_t r = 0; r < merges.size(); ++r) {
-    const std::string_view m = merges[r];
-    const size_t space = m.find(' ');
-    FG_CHECK(space != std::string_view::npos && space > 0 && space + 1 < m.size() &&
-                 m.find(' ', space + 1) == std::string_view::npos,
-             "{} merge {}: expected two tokens separated by one space, got '{}'", who, r, m);
-    const std::string_view left = m.substr(0, space), right = m.substr(space + 1);
-    const auto l = id_of.find(left), rt = id_of.find(right);
-    FG_CHECK(l != id_of.end(), "{} merge {}: '{}' is not a token", who, r, left);
-    FG_CHECK(rt != id_of.end(), "{} merge {}: '{}' is not a token", who, r, right);
-    joined.assign(left).append(right);
-    const auto result = id_of.find(joined);
-    FG_CHECK(result != id_of.end(), "{} merge {}: the merged token '{}' is not in the vocabulary",
-             who, r, joined);
-    t.merges_.add(l->second, rt->second, uint32_t(r), result->second);
-  }
+  t.merges_ =
+      BpeMerges::parse(merges, id_of, [&](size_t r) { return fmt::format("{} merge {}", who, r); });
 
   for (const auto& [role, id] : {std::pair{"bos", options.bos}, std::pair{"eos", options.eos},
                                  std::pair{"pad", options.pad}, std::pair{"unk", options.unk}}) {

@@ -184,6 +184,32 @@ TEST(GoldenHfFolder, DynamicAndYarnRopeScalingMatchTransformers) {
   }
 }
 
+// Every family in bf16 (weights and activations, as `fitgrad eval --dtype bf16` runs them)
+// against transformers' f32 logits: within 3e-2 of their scale, bf16's 8 bits of mantissa
+// through two layers; and the f32 model is well inside it (1e-5, Note [Golden block
+// tolerances]), so the bound says the bf16 path is the same model.
+TEST(GoldenHfFolder, EveryFamilyInBf16IsWithinItsTolerance) {
+  for (const char* name : {"hf_llama31_tiny", "hf_qwen3_tiny", "hf_mistral_tiny", "hf_phi3_tiny",
+                           "hf_gemma2_tiny", "hf_gemma3_tiny", "hf_llama_yarn_tiny"}) {
+    const GoldenFile file(golden_path(std::string(name) + "/golden.gtb"));
+    nn::BuildOptions bf16;
+    bf16.dtype = DType::bf16;
+    const apps::LoadedModel loaded =
+        apps::load_model(golden_path(std::string(name) + "/model"), "", bf16);
+    ag::NoGradGuard no_grad;
+    const std::vector<double> got =
+        to_f64(loaded.model->forward(file.tensor("input_ids")).to(DType::f32));
+    const std::vector<double> want = to_f64(file.tensor("logits"));
+    double scale = 0, err = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      scale = std::max(scale, std::fabs(want[i]));
+      err = std::max(err, std::fabs(got[i] - want[i]));
+    }
+    EXPECT_LT(err, 3e-2 * scale) << name;
+    EXPECT_GT(err, 0.0) << name << ": not computed in bf16";
+  }
+}
+
 // Note [Golden block tolerances] allows 1e-5 max|want| on the smallest logits: a config detail
 // that matters moves them by ten times that or more.
 TEST(GoldenHfFolder, WithoutTheLlama3ScalingTheLogitsDiffer) {
