@@ -148,17 +148,22 @@ int64_t ModelConfig::num_parameters() const {
 }
 
 // Note [Reading config.json]
-// model_type picks the family: gpt2 -> Family::gpt2; llama, mistral, qwen2 -> Family::llama.
+// model_type picks the family: gpt2 -> Family::gpt2; llama, mistral, qwen2, qwen3, phi3,
+// gemma2 and gemma3_text -> Family::llama, with their variations (Qwen3's q/k norms, Phi-3's
+// fused projections, Gemma's blocks: Note [Gemma blocks] in decoder.cpp).
 //   - The keys that fix the shapes are required, and a missing one is an error naming it
 //     ("[config f.json] missing key 'hidden_size' (model_type llama)"); so is a key of the
 //     wrong JSON type.
 //   - Optional keys take Hugging Face's defaults: num_key_value_heads = num_attention_heads,
-//     rope_theta 10000, tie_word_embeddings (gpt2 true, others false), n_inner = 4 n_embd,
-//     attention_bias/mlp_bias false (qwen2 always has q/k/v biases), initializer_range 0.02.
+//     rope_theta 10000, tie_word_embeddings (gpt2 and gemma true, others false), n_inner =
+//     4 n_embd, attention_bias/mlp_bias false (qwen2 always has q/k/v biases),
+//     initializer_range 0.02; Gemma2Config's and Gemma3TextConfig's own defaults for their
+//     keys (soft caps 50 and 30 for gemma2 when absent, none when null).
 //   - rope_scaling / rope_parameters: Note [Reading RoPE scaling].
 //   - Keys whose non-default values change the model in ways fitgrad does not implement
-//     are errors naming the key: a hidden_act other than silu, a GPT-2
-//     activation other than the tanh GELU, qwen2's use_sliding_window, GPT-2's
+//     are errors naming the key: a hidden_act other than silu (Gemma's hidden_activation
+//     other than the tanh GELU), a GPT-2 activation other than the tanh GELU, qwen2's
+//     use_sliding_window, Phi-3's partial_rotary_factor below 1 or its dropouts, GPT-2's
 //     scale_attn_weights false / scale_attn_by_inverse_layer_idx / add_cross_attention.
 //   - Any other key must be one of the bookkeeping keys these model types are known to
 //     carry (token ids, dtypes, dropout rates, ...); an unknown key is an error naming it,
