@@ -433,7 +433,20 @@ ModelConfig read_llama(Reader& r, const std::string& type) {
     FG_CHECK(act == "gelu_pytorch_tanh",
              "{} key 'hidden_activation' is '{}'; fitgrad's {} MLP is GeGLU with the tanh GELU",
              r.where(), act, type);
-    r.ignore({"hidden_act", "cache_implementation", "final_w", "attention_bias"});
+    // Gemma 2's first configs repeat the window as sliding_window_size.
+    r.ignore(
+        {"hidden_act", "cache_implementation", "final_w", "attention_bias", "sliding_window_size"});
+    if (r.has("layer_types")) {  // newer configs list the pattern (sliding_window_pattern)
+      const nlohmann::json& types = r.at("layer_types");
+      FG_CHECK(types.is_array() && int64_t(types.size()) == m.num_layers,
+               "{} key 'layer_types' must list the {} layers", r.where(), m.num_layers);
+      for (int64_t i = 0; i < m.num_layers; ++i)
+        FG_CHECK(types[size_t(i)] == (m.layer_slides(i) ? "sliding_attention" : "full_attention"),
+                 "{} key 'layer_types' gives layer {} {}; its sliding_window_pattern {} makes it "
+                 "{}",
+                 r.where(), i, types[size_t(i)].dump(), m.sliding_window_pattern,
+                 m.layer_slides(i) ? "sliding_attention" : "full_attention");
+    }
   }
   if (type == "qwen2") {
     m.attention_qkv_bias = true;  // Qwen2Attention: q/k/v with bias, o_proj without

@@ -258,6 +258,28 @@ struct BadConfig {
   const char* expect;  // substring of the error
 };
 
+// Gemma 2's published configs also carry sliding_window_size; newer ones list layer_types,
+// which must agree with the pattern.
+TEST(NnConfig, ReadsGemmaWindowKeys) {
+  const std::string golden = std::string(FITGRAD_GOLDEN_DIR) + "/hf_gemma2_tiny/model/config.json";
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(golden));
+  j["sliding_window_size"] = 7;
+  j["layer_types"] = {"sliding_attention", "full_attention"};
+  const ModelConfig c = config_from_json(j, "gemma2.json");
+  EXPECT_TRUE(c.layer_slides(0));
+  EXPECT_FALSE(c.layer_slides(1));
+  EXPECT_EQ(c.attn_logit_softcapping, 1.0);
+  j["layer_types"] = {"full_attention", "full_attention"};
+  fitgrad::testing::expect_error([&] { config_from_json(j, "gemma2.json"); },
+                                 "[config gemma2.json]",
+                                 "key 'layer_types' gives layer 0 \"full_attention\"");
+  j.erase("layer_types");
+  j["attn_logit_softcapping"] = nullptr;  // null is none, absence Gemma2Config's 50
+  EXPECT_EQ(config_from_json(j, "gemma2.json").attn_logit_softcapping, 0.0);
+  j.erase("attn_logit_softcapping");
+  EXPECT_EQ(config_from_json(j, "gemma2.json").attn_logit_softcapping, 50.0);
+}
+
 TEST(NnConfig, MalformedConfigsNameTheFileAndKey) {
   const BadConfig cases[] = {
       {"missing hidden_size", kLlama2, "hidden_size", nullptr, "missing key 'hidden_size'"},
