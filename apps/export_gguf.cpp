@@ -29,6 +29,7 @@
 
 #include "apps/export_parts.h"
 #include "apps/model_source.h"
+#include "data/spm_tokenizer.h"
 #include "io/gguf_writer.h"
 #include "nn/config.h"
 #include "nn/llama_names.h"
@@ -75,8 +76,7 @@ void put_tokenizer(io::GgufWriter& w, const json& v) {
     for (size_t i = 0; i < tokens.size(); ++i) {
       if (const auto it = first_rank.find(tokens[i]); it != first_rank.end())
         scores[i] = -float(it->second) - 1;
-      const std::string& t = tokens[i];
-      if (types[i] == 1 && t.size() == 6 && t.starts_with("<0x") && t.back() == '>') types[i] = 6;
+      if (types[i] == 1 && data::spm_byte_token(tokens[i]) >= 0) types[i] = 6;
     }
     if (const auto unk = id("unk")) types[size_t(*unk)] = 2;
     w.put("tokenizer.ggml.tokens", tokens);

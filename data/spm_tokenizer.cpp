@@ -54,8 +54,9 @@ std::string replace_spaces(std::string_view text) {
   return out;
 }
 
-// The byte of a "<0xXX>" token (upper-case hex), or -1.
-int byte_of(std::string_view text) {
+}  // namespace
+
+int spm_byte_token(std::string_view text) {
   if (text.size() != 6 || !text.starts_with("<0x") || text.back() != '>') return -1;
   int value = 0;
   for (const char c : text.substr(3, 2)) {
@@ -68,14 +69,6 @@ int byte_of(std::string_view text) {
   }
   return value;
 }
-
-bool is_word_char(std::string_view text, size_t pos) {
-  const char32_t cp = decode_utf8(text, pos).cp;
-  const CharClass c = char_class(cp);
-  return c == CharClass::letter || c == CharClass::number || cp == U'_';
-}
-
-}  // namespace
 
 SpmTokenizer SpmTokenizer::from_vocab(std::vector<std::string> tokens,
                                       const std::vector<std::string>& merges, SpmOptions options) {
@@ -99,7 +92,7 @@ SpmTokenizer SpmTokenizer::from_vocab(std::vector<std::string> tokens,
     const std::string& text = tokens[i];
     // A normal token spelled <0xXX> is a byte too: tokenizer.json has no token types, and
     // tokenizers' ByteFallback decodes any such token as its byte.
-    const int byte = types[i] == 6 || types[i] == 1 ? byte_of(text) : -1;
+    const int byte = types[i] == 6 || types[i] == 1 ? spm_byte_token(text) : -1;
     FG_CHECK(types[i] != 6 || byte >= 0, "{} token {} '{}' is a byte token but not <0xXX>", who, i,
              text);
     if (byte >= 0) {
@@ -176,7 +169,7 @@ std::vector<std::string> SpmTokenizer::merges_from_scores(const std::vector<std:
   // is a mergeable token.
   std::vector<std::tuple<float, int32_t, size_t>> found;
   for (size_t i = 0; i < tokens.size(); ++i) {
-    if (!mergeable(i) || byte_of(tokens[i]) >= 0) continue;
+    if (!mergeable(i) || spm_byte_token(tokens[i]) >= 0) continue;
     const std::string_view text = tokens[i];
     for (size_t cut = decode_utf8(text, 0).length; cut < text.size();
          cut += decode_utf8(text, cut).length) {
@@ -227,8 +220,7 @@ std::vector<int32_t> SpmTokenizer::encode_part(std::string_view text, bool at_st
     const size_t end = at + normalized_[best].first.size();
     const auto rule = options_.rules.find(normalized_[best].second);
     if (rule != options_.rules.end() && rule->second.single_word) {
-      if ((at > 0 && is_word_char(s, utf8_start_before(s, at))) ||
-          (end < s.size() && is_word_char(s, end))) {
+      if (touches_word(s, at, end)) {
         pos = end;
         continue;
       }

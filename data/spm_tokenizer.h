@@ -51,6 +51,9 @@ struct SpmOptions {
   Decoder decoder = Decoder::strip;
 };
 
+// The byte a "<0xXX>" token (upper-case hex, as SentencePiece spells them) stands for, or -1.
+int spm_byte_token(std::string_view text);
+
 class SpmTokenizer : public Tokenizer {
  public:
   // tokens[i] is token i's text; merges are "left right" strings in rank order. Throws

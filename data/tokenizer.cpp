@@ -19,7 +19,8 @@ namespace fitgrad::data {
 // encoded. The stretches between are encoded by encode_part.
 namespace {
 
-bool is_word(char32_t cp) {
+bool is_word(std::string_view text, size_t pos) {
+  const char32_t cp = decode_utf8(text, pos).cp;
   const CharClass c = char_class(cp);
   return c == CharClass::letter || c == CharClass::number || cp == U'_';
 }
@@ -28,6 +29,11 @@ bool is_space(std::string_view text, size_t pos) {
 }
 
 }  // namespace
+
+bool touches_word(std::string_view text, size_t begin, size_t end) {
+  return (begin > 0 && is_word(text, utf8_start_before(text, begin))) ||
+         (end < text.size() && is_word(text, end));
+}
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool allow_special) const {
   if (!allow_special || specials_.empty()) return encode(text);
@@ -54,9 +60,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool allow_special
     if (at != std::string_view::npos) {
       const AddedTokenRule& rule = rules_[best];
       end = at + specials_[best].first.size();
-      if (rule.single_word &&
-          ((at > 0 && is_word(decode_utf8(text, utf8_start_before(text, at)).cp)) ||
-           (end < text.size() && is_word(decode_utf8(text, end).cp)))) {
+      if (rule.single_word && touches_word(text, at, end)) {
         pos = end;  // no match here; its text stays ordinary
         continue;
       }

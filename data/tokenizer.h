@@ -31,6 +31,10 @@ struct AddedTokenRule {
   bool single_word = false;
 };
 
+// Whether text[begin, end) has a word character (a letter, a digit or '_') just before or
+// after it: where a single_word added token is no match (Note [Added-token matching]).
+bool touches_word(std::string_view text, size_t begin, size_t end);
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;

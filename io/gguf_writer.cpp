@@ -33,30 +33,38 @@ void put_key(std::vector<uint8_t>& b, const std::string& key, GgufType type) {
 
 }  // namespace
 
+template <class T>
+void GgufWriter::put_scalar(const std::string& key, GgufType type, T value) {
+  put_key(metadata_, key, type);
+  put_raw(metadata_, value);
+  ++kv_count_;
+}
+
+template <class T>
+void GgufWriter::put_array(const std::string& key, GgufType type, const std::vector<T>& values) {
+  put_key(metadata_, key, GgufType::array);
+  put_raw<uint32_t>(metadata_, uint32_t(type));
+  put_raw<uint64_t>(metadata_, values.size());
+  for (const T v : values) put_raw(metadata_, v);
+  ++kv_count_;
+}
+
 void GgufWriter::put(const std::string& key, const std::string& value) {
   put_key(metadata_, key, GgufType::string);
   put_string(metadata_, value);
   ++kv_count_;
 }
 void GgufWriter::put_u32(const std::string& key, uint32_t value) {
-  put_key(metadata_, key, GgufType::u32);
-  put_raw(metadata_, value);
-  ++kv_count_;
+  put_scalar(key, GgufType::u32, value);
 }
 void GgufWriter::put_i32(const std::string& key, int32_t value) {
-  put_key(metadata_, key, GgufType::i32);
-  put_raw(metadata_, value);
-  ++kv_count_;
+  put_scalar(key, GgufType::i32, value);
 }
 void GgufWriter::put_f32(const std::string& key, float value) {
-  put_key(metadata_, key, GgufType::f32);
-  put_raw(metadata_, value);
-  ++kv_count_;
+  put_scalar(key, GgufType::f32, value);
 }
 void GgufWriter::put_bool(const std::string& key, bool value) {
-  put_key(metadata_, key, GgufType::boolean);
-  put_raw<uint8_t>(metadata_, value ? 1 : 0);
-  ++kv_count_;
+  put_scalar(key, GgufType::boolean, uint8_t(value ? 1 : 0));
 }
 void GgufWriter::put(const std::string& key, const std::vector<std::string>& values) {
   put_key(metadata_, key, GgufType::array);
@@ -66,18 +74,10 @@ void GgufWriter::put(const std::string& key, const std::vector<std::string>& val
   ++kv_count_;
 }
 void GgufWriter::put(const std::string& key, const std::vector<float>& values) {
-  put_key(metadata_, key, GgufType::array);
-  put_raw<uint32_t>(metadata_, uint32_t(GgufType::f32));
-  put_raw<uint64_t>(metadata_, values.size());
-  for (const float v : values) put_raw(metadata_, v);
-  ++kv_count_;
+  put_array(key, GgufType::f32, values);
 }
 void GgufWriter::put(const std::string& key, const std::vector<int32_t>& values) {
-  put_key(metadata_, key, GgufType::array);
-  put_raw<uint32_t>(metadata_, uint32_t(GgufType::i32));
-  put_raw<uint64_t>(metadata_, values.size());
-  for (const int32_t v : values) put_raw(metadata_, v);
-  ++kv_count_;
+  put_array(key, GgufType::i32, values);
 }
 
 std::string quantize_q8_0(const float* x, int64_t n) {

@@ -14,6 +14,8 @@
 
 namespace fitgrad::io {
 
+enum class GgufType : uint32_t;  // io/gguf.h
+
 class GgufWriter {
  public:
   void put(const std::string& key, const std::string& value);
@@ -34,6 +36,11 @@ class GgufWriter {
   void write(AtomicFile& file) const;
 
  private:
+  template <class T>
+  void put_scalar(const std::string& key, GgufType type, T value);
+  template <class T>
+  void put_array(const std::string& key, GgufType type, const std::vector<T>& values);
+
   struct Info {
     std::string name;
     std::vector<uint64_t> ne;  // fastest first

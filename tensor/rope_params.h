@@ -51,14 +51,13 @@ struct RopeScaling {
   double high_freq_factor = 4.0;          // llama3
   double original_max_position = 8192.0;  // llama3, longrope, dynamic, yarn: the old context
   double beta_fast = 32, beta_slow = 1;   // yarn
-  double sequence = 0;                    // dynamic: position_offset + T, set by the rope op
-  // longrope: one divisor per pair for each context, the factor cos and sin are scaled by,
-  // and which list applies (set by the rope op from the sequence's end).
+  // position_offset + T, set by the rope op: longrope's list and dynamic NTK's base follow it
+  double sequence = 0;
+  // longrope: one divisor per pair for each context, and the factor cos and sin are scaled by.
   float short_factor[kMaxPairs] = {};
   float long_factor[kMaxPairs] = {};
   int32_t pairs = 0;
   double attention_factor = 1.0;
-  bool long_context = false;
   bool operator==(const RopeScaling&) const = default;
 };
 
@@ -75,7 +74,8 @@ FG_ROPE_HD inline double rope_frequency(int64_t i, int64_t d, const RopeParams& 
   const RopeScaling& s = p.scaling;
   if (s.type == RopeScaling::Type::linear) return base / s.factor;
   if (s.type == RopeScaling::Type::longrope)
-    return base / double(s.long_context ? s.long_factor[i] : s.short_factor[i]);
+    return base /
+           double(s.sequence > s.original_max_position ? s.long_factor[i] : s.short_factor[i]);
   if (s.type == RopeScaling::Type::dynamic) {
     const double m = s.original_max_position, l = s.sequence > m ? s.sequence : m;
     const double b = p.theta * pow(s.factor * l / m - (s.factor - 1), double(d) / double(d - 2));

@@ -34,12 +34,11 @@ Tensor rotate(backend::OpId id, const Tensor& x, int64_t position_offset, const 
            op, s.low_freq_factor, s.high_freq_factor, s.original_max_position);
   FG_CHECK(s.type != RopeScaling::Type::longrope || s.pairs == D / 2,
            "[{}] longrope has factors for {} pairs; the head dim {} has {}", op, s.pairs, D, D / 2);
-  // longrope's list: the long one once the sequence passes the pretraining context.
+  // The sequence's end, which picks longrope's list and dynamic NTK's base.
   RopeParams resolved = rope;
-  resolved.scaling.long_context = double(position_offset + T) > s.original_max_position;
-  resolved.scaling.sequence = double(position_offset + T);  // dynamic NTK's L
-  const Tensor xc = x.contiguous();                         // (B, H, T, D), read natively
-  Tensor table;                                             // (2, T, D/2)
+  resolved.scaling.sequence = double(position_offset + T);
+  const Tensor xc = x.contiguous();  // (B, H, T, D), read natively
+  Tensor table;                      // (2, T, D/2)
   {
     CategoryScope category(Category::temporary);
     table = Tensor::empty({2, T, D / 2}, DType::f32, x.device());
