@@ -23,6 +23,7 @@
 #include "nn/gguf_model.h"
 #include "nn/lora_adapter.h"
 #include "nn/target_modules.h"
+#include "nn/text_config.h"
 #include "tensor/error.h"
 #include "tensor/memory/bytes.h"
 #include "tensor/ops/elementwise.h"
@@ -109,7 +110,8 @@ int64_t export_file(const ExportArgs& a, std::ostream& out) {
 //     {"total_size"}, "weight_map"}), split as transformers splits them: tensors in order, a
 //     new shard when the next one would pass the size (a tensor larger than it is a shard
 //     alone);
-//   - config.json: the base folder's own, every key kept, torch_dtype set to the output's; for a
+//   - config.json: the base folder's own, every key kept, torch_dtype set to the output's (a
+//     multimodal base's text model's: Note [Multimodal folders] in nn/text_config.cpp); for a
 //     GGUF base, the config its metadata gives (config_to_json);
 //   - generation_config.json: the base folder's, else the tokenizer's bos and eos ids;
 //   - the tokenizer: the base folder's tokenizer.json, tokenizer_config.json,
@@ -156,6 +158,12 @@ std::vector<FolderFile> folder_files(const ExportArgs& a, DType dtype, std::stri
              a.base);
     nlohmann::json config = io::read_json_file((dir / "config.json").string(),
                                                "[export] --base " + a.base + ": config.json");
+    if (nn::is_multimodal_config(config)) {  // Note [Multimodal folders] in nn/text_config.cpp
+      config = nn::text_model_config(config, (dir / "config.json").string());
+      *notes +=
+          "; the folder is the base's text model (Gemma3ForCausalLM), without its vision "
+          "tower";
+    }
     config["torch_dtype"] = torch_dtype_name(dtype);
     add_json("config.json", config);
     if (fs::is_regular_file(dir / "generation_config.json"))

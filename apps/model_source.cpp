@@ -24,6 +24,7 @@
 #include "nn/llama_names.h"
 #include "nn/nf4_linear.h"
 #include "nn/peft_load.h"
+#include "nn/text_config.h"
 #include "tensor/error.h"
 
 namespace fitgrad::apps {
@@ -242,6 +243,30 @@ nn::TensorSource sharded_source(const fs::path& index_path) {
   return merged;
 }
 
+// The text model's tensors of a multimodal folder's weights, under its own names (Note
+// [Multimodal folders] in nn/text_config.cpp); the vision tower's are left out.
+nn::TensorSource text_model_source(nn::TensorSource all) {
+  nn::TensorSource text;
+  std::map<std::string, std::string> stored;  // the text model's name -> the file's
+  for (const nn::TensorSource::Entry& e : all.entries)
+    if (const std::optional<std::string> name = nn::text_model_name(e.name)) {
+      text.entries.push_back(e);
+      text.entries.back().name = *name;
+      stored[*name] = e.name;
+    }
+  auto names = std::make_shared<const std::map<std::string, std::string>>(std::move(stored));
+  text.read = [names, read = all.read](const std::string& name) {
+    const auto it = names->find(name);
+    FG_CHECK(it != names->end(), "[model] the text model has no tensor '{}'", name);
+    return read(it->second);
+  };
+  if (all.release)
+    text.release = [names, release = all.release](const std::string& name) {
+      if (const auto it = names->find(name); it != names->end()) release(it->second);
+    };
+  return text;
+}
+
 // Note [Stop tokens]
 // A folder's generation_config.json names the tokens generation stops at: eos_token_id, an
 // id or a list of them (Llama 3.1 Instruct stops at <|end_of_text|>, <|eom_id|> and
@@ -325,16 +350,23 @@ nn::TensorSource read_weights_file(const std::string& path, DType dtype, const s
 nn::TensorSource folder_weights(const std::string& dir, std::string* file) {
   const fs::path single = fs::path(dir) / "model.safetensors";
   const fs::path index = fs::path(dir) / "model.safetensors.index.json";
+  const fs::path config = fs::path(dir) / "config.json";
+  nn::TensorSource source;
   if (fs::is_regular_file(single)) {
     if (file) *file = single.string();
-    return safetensors_source(single.string());
+    source = safetensors_source(single.string());
+  } else {
+    FG_CHECK(fs::is_regular_file(index),
+             "[model {}] the directory has neither model.safetensors nor "
+             "model.safetensors.index.json (its shards' index)",
+             dir);
+    if (file) *file = index.string();
+    source = sharded_source(index);
   }
-  FG_CHECK(fs::is_regular_file(index),
-           "[model {}] the directory has neither model.safetensors nor "
-           "model.safetensors.index.json (its shards' index)",
-           dir);
-  if (file) *file = index.string();
-  return sharded_source(index);
+  if (fs::is_regular_file(config) && nn::is_multimodal_config(io::read_json_file(
+                                         config.string(), "[config " + config.string() + "]")))
+    return text_model_source(std::move(source));
+  return source;
 }
 
 std::unique_ptr<data::Tokenizer> default_tokenizer(const nn::ModelConfig& cfg,

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "io/json_file.h"
+#include "nn/text_config.h"
 #include "tensor/error.h"
 
 namespace fitgrad::nn {
@@ -506,6 +507,8 @@ ModelConfig config_from_json(const nlohmann::json& j, const std::string& source)
   FG_CHECK(j.contains("model_type"), "[config {}] missing key 'model_type'", source);
   FG_CHECK(j.at("model_type").is_string(), "[config {}] key 'model_type' must be a string", source);
   const std::string type = j.at("model_type").get<std::string>();
+  // Note [Multimodal folders] in text_config.cpp: the text model of a gemma3 folder.
+  if (is_multimodal_config(j)) return config_from_json(text_model_config(j, source), source);
   Reader r(j, source, type);
   ModelConfig m;
   if (type == "gpt2") {
@@ -516,7 +519,7 @@ ModelConfig config_from_json(const nlohmann::json& j, const std::string& source)
   } else {
     throw Error(fmt::format(
         "[config {}] key 'model_type' is '{}'; supported: gpt2, llama, mistral, qwen2, qwen3, "
-        "phi3, gemma2, gemma3_text",
+        "phi3, gemma2, gemma3_text and gemma3 (its text model)",
         source, type));
   }
   r.ignore({"model_type", "architectures", "torch_dtype", "transformers_version", "_name_or_path",

@@ -120,5 +120,31 @@ TEST_F(HfFolderFlow, AMistralFolderWithASentencePieceTokenizerAndAChatTemplate) 
     EXPECT_EQ(exported.tokenizer->encode(text, true), loaded.tokenizer->encode(text, true)) << text;
 }
 
+// Note [Multimodal folders]: a Gemma 3 folder with a vision tower exports as its text model,
+// which loads with the same logits.
+TEST_F(HfFolderFlow, AMultimodalGemma3FolderExportsItsTextModel) {
+  ExportArgs e;
+  e.base = (fs::path(FITGRAD_GOLDEN_DIR) / "hf_gemma3_mm_tiny" / "model").string();
+  e.out = (root_ / "exported").string();
+  e.dtype = "f32";
+  std::ostringstream log;
+  export_merged(e, log);
+  EXPECT_NE(log.str().find("without its vision tower"), std::string::npos) << log.str();
+  const nlohmann::json config =
+      nlohmann::json::parse(std::ifstream(root_ / "exported" / "config.json"));
+  EXPECT_EQ(config.at("model_type"), "gemma3_text");
+  EXPECT_EQ(config.at("architectures"), nlohmann::json::array({"Gemma3ForCausalLM"}));
+  EXPECT_EQ(config.at("rms_norm_eps"), 1e-6);  // Gemma3TextConfig's default, written out
+  const nn::TensorSource written = folder_weights(e.out);
+  EXPECT_EQ(written.entries.size(), 1u + 2 * 13 + 1);
+  for (const nn::TensorSource::Entry& entry : written.entries)
+    EXPECT_TRUE(entry.name.starts_with("model.")) << entry.name;
+
+  autograd::NoGradGuard no_grad;
+  const Tensor ids = Tensor::from_vector(std::vector<int32_t>{5, 200, 17, 3}, {1, 4}, DType::i32);
+  EXPECT_EQ(load_model(e.out, "", {}).model->forward(ids).to_vector<float>(),
+            load_model(e.base, "", {}).model->forward(ids).to_vector<float>());
+}
+
 }  // namespace
 }  // namespace fitgrad::apps::test_train

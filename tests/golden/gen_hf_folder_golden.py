@@ -33,7 +33,13 @@ sliding_window 7, tied head, initializer_range 0.3 so that the soft caps bite: G
 attn_logit_softcapping 1.0 and final_logit_softcapping 3.0; Gemma 3 with
 sliding_window_pattern 2, rope_theta 1e6 with linear scaling (factor 8) on the global layer
 and rope_local_base_freq 10000 on the sliding one. The norm weights are set to
-0.1 N(0, 1) (Gemma's norms scale by 1 + w).
+0.1 N(0, 1) (Gemma's norms scale by 1 + w). --family gemma3-mm
+(tests/golden/hf_gemma3_mm_tiny/, transformers 4.51.3): that Gemma 3 text model inside a
+Gemma3ForConditionalGeneration with a one-layer SigLIP vision tower (hidden 16, 28 px images of
+14 px patches, 4 tokens per image), saved as the Hub's Gemma 3 folders are (model_type gemma3,
+text_config holding only the keys that differ from Gemma3TextConfig's defaults,
+language_model.* and vision_tower.* weights); logits and gradients of text input, the gradients
+under the text model's names.
 
 --family mistral (tests/golden/hf_mistral_tiny/, transformers 4.46.3): MistralConfig with
 vocab 256, hidden 32, intermediate 64, 2 layers, 4 heads on 2 kv heads, rms_norm_eps 1e-5,
@@ -110,6 +116,13 @@ def config(family):
         return Gemma3TextConfig(rope_theta=1000000.0, rope_local_base_freq=10000.0,
                                 rope_scaling={"rope_type": "linear", "factor": 8.0},
                                 sliding_window_pattern=2, **common)
+    if family == "gemma3-mm":
+        from transformers import Gemma3Config, SiglipVisionConfig
+        vision = SiglipVisionConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                    num_attention_heads=2, image_size=28, patch_size=14)
+        return Gemma3Config(text_config=config("gemma3").to_dict(),
+                            vision_config=vision.to_dict(), mm_tokens_per_image=4,
+                            bos_token_id=1, eos_token_id=2, pad_token_id=0)
     if family == "phi3":
         from transformers import Phi3Config
         return Phi3Config(
@@ -161,6 +174,9 @@ def model_class(family):
     if family == "gemma3":
         from transformers import Gemma3ForCausalLM
         return Gemma3ForCausalLM
+    if family == "gemma3-mm":
+        from transformers import Gemma3ForConditionalGeneration
+        return Gemma3ForConditionalGeneration
     if family == "phi3":
         from transformers import Phi3ForCausalLM
         return Phi3ForCausalLM
@@ -186,10 +202,26 @@ def build(family):
     return model.eval()
 
 
+def hub_style_text_config(path):
+    """Leaves out of text_config the keys equal to Gemma3TextConfig's defaults, as the Hub's
+    Gemma 3 folders do (google/gemma-3-4b-it's text_config has five keys besides model_type)."""
+    import json
+    from transformers import Gemma3TextConfig
+    defaults = Gemma3TextConfig().to_dict()
+    with open(path) as f:
+        cfg = json.load(f)
+    cfg["text_config"] = {k: v for k, v in cfg["text_config"].items()
+                          if k == "model_type" or k not in defaults or defaults[k] != v}
+    with open(path, "w") as f:
+        json.dump(cfg, f, indent=2, sort_keys=True)
+        f.write("\n")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--family", choices=["llama31", "qwen3", "mistral", "phi3", "gemma2", "gemma3",
-                                                 "llama-dynamic", "llama-yarn"], default="llama31")
+                                             "gemma3-mm", "llama-dynamic", "llama-yarn"],
+                        default="llama31")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     args.out = args.out or (DEFAULT_OUT if args.family == "llama31" else
@@ -200,6 +232,8 @@ def main():
     folder = os.path.join(args.out, "model")
     shutil.rmtree(folder, ignore_errors=True)
     model.save_pretrained(folder, max_shard_size="48KB", safe_serialization=True)
+    if args.family == "gemma3-mm":
+        hub_style_text_config(os.path.join(folder, "config.json"))
     shards = sorted(f for f in os.listdir(folder) if f.endswith(".safetensors"))
     assert len(shards) > 1 and os.path.exists(
         os.path.join(folder, "model.safetensors.index.json")), shards
@@ -234,7 +268,9 @@ def main():
     loss.backward()
     tensors = {"input_ids": ids.numpy(), "logits": logits.numpy(), "prompt": prompt.numpy(),
                "greedy": np.array(greedy, dtype=np.int64), "loss": loss.detach().numpy()}
-    for name, p in model.named_parameters():
+    # The multimodal model's gradients under its text model's names (fitgrad's).
+    text = model.language_model if args.family == "gemma3-mm" else model
+    for name, p in text.named_parameters():
         tensors["grad." + name] = p.grad.numpy()
     meta = {"versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                          "numpy": np.__version__},

@@ -137,6 +137,21 @@ TEST(GoldenHfFolder, ShardedGemma3FolderMatchesTransformers) {
   expect_folder_matches_transformers("hf_gemma3_tiny", 1 + 2 * 13 + 1);
 }
 
+// Gemma 3 as the Hub ships 4B and up (Note [Multimodal folders] in nn/text_config.cpp): that
+// text model inside Gemma3ForConditionalGeneration with a SigLIP tower, its text_config holding
+// only the keys off Gemma3TextConfig's defaults (rms_norm_eps, rope_theta and
+// rope_local_base_freq left out). fitgrad reads the text model; text input gives the multimodal
+// model's logits and its text parameters' gradients.
+TEST(GoldenHfFolder, MultimodalGemma3FolderReadsAsItsTextModel) {
+  const nn::ModelConfig cfg =
+      apps::load_model(golden_path("hf_gemma3_mm_tiny/model"), "", {}).model->config();
+  EXPECT_EQ(cfg.model_type, "gemma3_text");
+  EXPECT_EQ(cfg.rope_theta, 1e6);
+  EXPECT_EQ(cfg.rope_local_theta, 10000.0);
+  EXPECT_EQ(cfg.norm_eps, 1e-6);
+  expect_folder_matches_transformers("hf_gemma3_mm_tiny", 1 + 2 * 13 + 1);
+}
+
 // The largest |logit - golden| of the folder tests/golden/<name>/model's weights in a model
 // whose config `change` alters, and the largest |golden logit|.
 std::pair<double, double> logit_error_with(const std::string& name,
