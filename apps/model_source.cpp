@@ -470,9 +470,18 @@ LoadedModel load_model(const std::string& spec, const std::string& init,
         io::read_json_file(config_path, "[config " + config_path + "]");
     const nn::ModelConfig cfg = nn::config_from_json(config_json, config_path);
     out.model = nn::build_model(cfg, without_init(options));
+    const bool has_weights = fs::is_regular_file(dir / "model.safetensors") ||
+                             fs::is_regular_file(dir / "model.safetensors.index.json");
     if (init.empty() && options.device.type == DeviceType::meta) {
-      // A plan or dry run on meta holds no values: a folder needs only its config.json.
+      // A plan or dry run on meta holds no values: a folder needs only its config.json. With
+      // weights there, it loads their headers' shapes as the run loads the bytes (an NF4
+      // base re-quantizes as it loads), so that both allocate alike.
       weights = "not read (on meta, config.json is all a plan needs)";
+      if (has_weights) {
+        std::string file;
+        load_weights(*out.model, folder_weights(spec, &file).meta_views(), where, file);
+        weights = fmt::format("{}: its shapes (on meta no values are read)", file);
+      }
     } else if (init.empty()) {
       std::string file;
       load_weights(*out.model, folder_weights(spec, &file), where, file);

@@ -51,9 +51,12 @@ int64_t quantize_model_file(const QuantizeArgs& a, std::ostream& out) {
   std::optional<io::SafetensorsFile> st;
   std::optional<io::GgufFile> gg;
   nn::TensorSource source;
+  std::string arch = "llama";  // a GGUF file's architecture, which its tensor names depend on
   if (gguf) {
     gg.emplace(io::GgufFile::open(a.in));
     source = nn::llama_gguf_source(*gg, DType::f32);
+    if (gg->metadata().has("general.architecture"))
+      arch = gg->metadata().get_string("general.architecture");
   } else if (folder) {
     // A model folder's weights (Note [Sharded model folders]), a 4-bit folder's refused: its
     // source reads its weights dequantized, and they would be quantized twice.
@@ -82,7 +85,8 @@ int64_t quantize_model_file(const QuantizeArgs& a, std::ostream& out) {
   int64_t quantized = 0, weights = 0, stored = 0, bytes_in = 0, bytes_out = 0;
   for (const nn::TensorSource::Entry& e : source.entries) {
     Tensor t = source.read(e.name);
-    bytes_in += gguf ? int64_t(gg->info(*nn::hf_to_llama_cpp_name(e.name)).nbytes) : t.nbytes();
+    bytes_in +=
+        gguf ? int64_t(gg->info(*nn::hf_to_llama_cpp_name(e.name, arch)).nbytes) : t.nbytes();
     const DType original = gguf ? dense_dtype : t.dtype();
     if (!is_quantized_linear(e.name, t.shape()) || !is_floating(t.dtype())) {
       if (gguf) t = t.to(original);  // the mapping's view for safetensors

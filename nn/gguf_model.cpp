@@ -2,8 +2,11 @@
 #include "nn/gguf_model.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "nn/llama_names.h"
@@ -80,21 +83,121 @@ RopeScaling llama3_from_factors(const std::vector<double>& r, int64_t d, double 
   return s;
 }
 
+// general.architecture -> the model_type of the Hugging Face config it converts.
+constexpr std::array<std::pair<std::string_view, std::string_view>, 6> kModelTypes = {{
+    {"llama", "llama"},
+    {"qwen2", "qwen2"},
+    {"qwen3", "qwen3"},
+    {"gemma2", "gemma2"},
+    {"gemma3", "gemma3_text"},
+    {"phi3", "phi3"},
+}};
+
+// Note [GGUF architectures]
+// What llama.cpp's converter writes for each architecture beyond the Llama keys, and what
+// llama.cpp assumes where it writes nothing (its loader and graphs), read back into the
+// Hugging Face config the file came from:
+//   - qwen3: attn_q_norm / attn_k_norm, per-head RMSNorm before RoPE (qk_norm).
+//   - gemma2: Gemma blocks (Note [Gemma blocks] in decoder.cpp) whose norms the file holds as
+//     1 + w (llama_gguf_source shifts them back); attn_logit_softcapping and
+//     final_logit_softcapping (llama.cpp's defaults 50 and 30 when absent); every even layer
+//     slides within attention.sliding_window (4096 when absent). The attention scale is
+//     llama.cpp's: 1 / sqrt(head_dim), or 1 / sqrt(hidden / heads) for the 27B shape (46
+//     layers for gemma2, 62 for gemma3), which is query_pre_attn_scalar in the configs
+//     Google published.
+//   - gemma3: also q/k norms (stored as 1 + w too); final_logit_softcapping when written;
+//     with attention.sliding_window, every layer but each attention.sliding_window_pattern-th
+//     (6 when absent) slides, with rope.freq_base_swa (10000 when absent) and no RoPE
+//     scaling; the global layers take rope.freq_base and rope.scaling.
+//   - phi3: the fused attn_qkv and ffn_up (Note [Architectures' names] in llama_names.cpp);
+//     longrope as rope_factors_long.weight and rope_factors_short.weight, one divisor per
+//     pair, with rope.scaling.attn_factor and rope.scaling.original_context_length (the long
+//     list serves sequences past the latter); attention.sliding_window (0: none). llama.cpp
+//     itself ignores Phi-3's window; fitgrad keeps it, as the model the file converts has it.
+void read_architecture(const io::GgufFile& file, const std::string& arch, ModelConfig& m,
+                       const std::string& where) {
+  const io::GgufMetadata& meta = file.metadata();
+  auto key = [&](const char* k) { return arch + "." + k; };
+  auto f32_or = [&](const char* k, double fallback) {
+    return meta.has(key(k)) ? double(meta.get_f32(key(k))) : fallback;
+  };
+  auto u64_or = [&](const char* k, int64_t fallback) {
+    return meta.has(key(k)) ? int64_t(meta.get_u64(key(k))) : fallback;
+  };
+  if (arch == "qwen3") m.qk_norm = true;
+  if (arch == "gemma2" || arch == "gemma3") {
+    m.gemma = true;
+    const int64_t d =
+        m.head_dim > 0 ? m.head_dim : m.hidden_size / std::max<int64_t>(1, m.num_heads);
+    const bool shape_27b = m.num_layers == (arch == "gemma2" ? 46 : 62);
+    m.query_pre_attn_scalar =
+        shape_27b ? double(m.hidden_size) / double(std::max<int64_t>(1, m.num_heads)) : double(d);
+  }
+  if (arch == "gemma2") {
+    m.attn_logit_softcapping = f32_or("attn_logit_softcapping", 50.0);
+    m.final_logit_softcapping = f32_or("final_logit_softcapping", 30.0);
+    m.sliding_window = u64_or("attention.sliding_window", 4096);
+    m.sliding_window_pattern = 2;
+  }
+  if (arch == "gemma3") {
+    m.qk_norm = true;
+    m.final_logit_softcapping = f32_or("final_logit_softcapping", 0.0);
+    m.sliding_window = u64_or("attention.sliding_window", 0);
+    m.sliding_window_pattern = u64_or("attention.sliding_window_pattern", 6);
+    m.rope_local_theta = f32_or("rope.freq_base_swa", 10000.0);
+  }
+  if (arch == "phi3") {
+    m.fused_projections = true;
+    m.sliding_window = u64_or("attention.sliding_window", 0);
+    const bool has_long = file.has_tensor("rope_factors_long.weight");
+    FG_CHECK(has_long == file.has_tensor("rope_factors_short.weight"),
+             "{} has one of rope_factors_long.weight and rope_factors_short.weight but not the "
+             "other",
+             where);
+    if (has_long) {
+      RopeScaling& s = m.rope_scaling;
+      FG_CHECK(s.type == RopeScaling::Type::none, "{} has both {} and longrope factors", where,
+               key("rope.scaling.type"));
+      const int64_t pairs = m.resolved_head_dim() / 2;
+      s.type = RopeScaling::Type::longrope;
+      s.pairs = int32_t(pairs);
+      FG_CHECK(pairs <= RopeScaling::kMaxPairs, "{} longrope over {} pairs; fitgrad holds {}",
+               where, pairs, RopeScaling::kMaxPairs);
+      for (const auto& [name, list] : {std::pair{"rope_factors_long.weight", s.long_factor},
+                                       {"rope_factors_short.weight", s.short_factor}}) {
+        const std::vector<float> v = file.tensor(name, DType::f32).to_vector<float>();
+        FG_CHECK(int64_t(v.size()) == pairs, "{} {} has {} values for {} RoPE pairs", where, name,
+                 v.size(), pairs);
+        std::copy(v.begin(), v.end(), list);
+      }
+      s.original_max_position =
+          double(u64_or("rope.scaling.original_context_length", m.max_position_embeddings));
+      const double scale = double(m.max_position_embeddings) / s.original_max_position;
+      s.attention_factor = f32_or(
+          "rope.scaling.attn_factor",
+          scale <= 1.0 ? 1.0
+                       : std::sqrt(1.0 + std::log(scale) / std::log(s.original_max_position)));
+    }
+  }
+}
+
 }  // namespace
 
 ModelConfig config_from_gguf(const io::GgufFile& file) {
   const io::GgufMetadata& meta = file.metadata();
   const std::string where = "[gguf " + file.path() + "]";
   const std::string& arch = meta.get_string("general.architecture");
-  FG_CHECK(arch == "llama" || arch == "qwen2",
-           "{} general.architecture is '{}'; fitgrad reads llama- and qwen2-architecture GGUF "
-           "models only",
+  const auto type = std::find_if(kModelTypes.begin(), kModelTypes.end(),
+                                 [&](const auto& t) { return t.first == arch; });
+  FG_CHECK(type != kModelTypes.end(),
+           "{} general.architecture is '{}'; fitgrad reads the GGUF architectures llama, qwen2, "
+           "qwen3, gemma2, gemma3 and phi3",
            where, arch);
   auto key = [&](const char* k) { return arch + "." + k; };
 
   ModelConfig m;
   m.name = meta.has("general.name") ? meta.get_string("general.name") : arch;
-  m.model_type = arch;  // Qwen2: q/k/v with biases, o_proj without
+  m.model_type = type->second;  // Qwen2: q/k/v with biases, o_proj without
   m.family = Family::llama;
   m.max_position_embeddings = meta.get_u64(key("context_length"));
   m.hidden_size = meta.get_u64(key("embedding_length"));
@@ -156,6 +259,7 @@ ModelConfig config_from_gguf(const io::GgufFile& file) {
              where, factors.numel(), d / 2);
     m.rope_scaling = llama3_from_factors(factors.to_vector<double>(), d, m.rope_theta, where);
   }
+  read_architecture(file, arch, m, where);
   FG_CHECK(!meta.has(key("expert_count")) || meta.get_u64(key("expert_count")) == 0,
            "{} {} = {}: mixture-of-experts models are not supported", where, key("expert_count"),
            meta.has(key("expert_count")) ? meta.get_u64(key("expert_count")) : 0);

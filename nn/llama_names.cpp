@@ -8,6 +8,7 @@
 
 #include "io/gguf.h"
 #include "tensor/error.h"
+#include "tensor/ops/elementwise.h"
 
 namespace fitgrad::nn {
 
@@ -25,14 +26,49 @@ constexpr std::array kGlobal = {
     NamePair{"output.weight", "lm_head.weight"},
 };
 
-// Per-block tensors, without the "blk.N." / "model.layers.N." prefix and the suffix.
+// Per-block tensors, without the "blk.N." / "model.layers.N." prefix and the suffix: those
+// every architecture shares, then those whose names differ (Note [Architectures' names]).
 constexpr std::array kBlock = {
     NamePair{"attn_norm", "input_layernorm"},    NamePair{"attn_q", "self_attn.q_proj"},
     NamePair{"attn_k", "self_attn.k_proj"},      NamePair{"attn_v", "self_attn.v_proj"},
-    NamePair{"attn_output", "self_attn.o_proj"}, NamePair{"ffn_norm", "post_attention_layernorm"},
-    NamePair{"ffn_gate", "mlp.gate_proj"},       NamePair{"ffn_up", "mlp.up_proj"},
+    NamePair{"attn_output", "self_attn.o_proj"}, NamePair{"attn_q_norm", "self_attn.q_norm"},
+    NamePair{"attn_k_norm", "self_attn.k_norm"}, NamePair{"ffn_gate", "mlp.gate_proj"},
     NamePair{"ffn_down", "mlp.down_proj"},
 };
+constexpr std::array kLlamaBlock = {
+    NamePair{"ffn_norm", "post_attention_layernorm"},
+    NamePair{"ffn_up", "mlp.up_proj"},
+};
+constexpr std::array kGemmaBlock = {
+    NamePair{"post_attention_norm", "post_attention_layernorm"},
+    NamePair{"ffn_norm", "pre_feedforward_layernorm"},
+    NamePair{"post_ffw_norm", "post_feedforward_layernorm"},
+    NamePair{"ffn_up", "mlp.up_proj"},
+};
+constexpr std::array kPhi3Block = {
+    NamePair{"ffn_norm", "post_attention_layernorm"},
+    NamePair{"attn_qkv", "self_attn.qkv_proj"},
+    NamePair{"ffn_up", "mlp.gate_up_proj"},
+};
+
+// Note [Architectures' names]
+// llama.cpp's converter names a block's tensors by what they do in its graph, so the same
+// Hugging Face name maps differently per architecture: Gemma's post_attention_layernorm
+// follows attention (post_attention_norm) and its pre_feedforward_layernorm is the FFN's input
+// norm (ffn_norm), which in Llama-like blocks is post_attention_layernorm; Phi-3 keeps its
+// fused projections whole (attn_qkv: q, k, v rows in that order; ffn_up: the gate rows, then
+// the up rows). Qwen3's and Gemma 3's q/k norms are attn_q_norm / attn_k_norm.
+template <typename F>
+void for_each_block_pair(std::string_view arch, F&& f) {
+  for (const NamePair& p : kBlock) f(p);
+  if (arch == "gemma2" || arch == "gemma3") {
+    for (const NamePair& p : kGemmaBlock) f(p);
+  } else if (arch == "phi3") {
+    for (const NamePair& p : kPhi3Block) f(p);
+  } else {
+    for (const NamePair& p : kLlamaBlock) f(p);
+  }
+}
 
 // Splits "<prefix><N>.<part>.<weight|bias>" into N, part and suffix.
 bool split_block_name(std::string_view name, std::string_view prefix, std::string_view* index,
@@ -68,28 +104,34 @@ void check_qk(const Tensor& w, int64_t n_head, const char* op) {
 
 }  // namespace
 
-std::optional<std::string> llama_cpp_to_hf_name(std::string_view name) {
+std::optional<std::string> llama_cpp_to_hf_name(std::string_view name, std::string_view arch) {
   for (const auto& p : kGlobal)
     if (p.gguf == name) return std::string(p.hf);
   std::string_view index, part, suffix;
   if (!split_block_name(name, "blk.", &index, &part, &suffix)) return std::nullopt;
-  for (const auto& p : kBlock)
+  std::optional<std::string> hf;
+  for_each_block_pair(arch, [&](const NamePair& p) {
     if (p.gguf == part)
-      return "model.layers." + std::string(index) + "." + std::string(p.hf) + "." +
-             std::string(suffix);
-  return std::nullopt;
+      hf = "model.layers." + std::string(index) + "." + std::string(p.hf) + "." +
+           std::string(suffix);
+  });
+  return hf;
 }
 
-std::optional<std::string> hf_to_llama_cpp_name(std::string_view name) {
+std::optional<std::string> hf_to_llama_cpp_name(std::string_view name, std::string_view arch) {
   for (const auto& p : kGlobal)
     if (p.hf == name) return std::string(p.gguf);
   std::string_view index, part, suffix;
   if (!split_block_name(name, "model.layers.", &index, &part, &suffix)) return std::nullopt;
-  for (const auto& p : kBlock)
+  std::optional<std::string> gguf;
+  for_each_block_pair(arch, [&](const NamePair& p) {
     if (p.hf == part)
-      return "blk." + std::string(index) + "." + std::string(p.gguf) + "." + std::string(suffix);
-  return std::nullopt;
+      gguf = "blk." + std::string(index) + "." + std::string(p.gguf) + "." + std::string(suffix);
+  });
+  return gguf;
 }
+
+bool gguf_shifts_norms(std::string_view arch) { return arch == "gemma2" || arch == "gemma3"; }
 
 // Note [Q/K row permutation]
 // Hugging Face's Llama applies RoPE to the two halves of each head (rotate_half: element i
@@ -120,19 +162,24 @@ TensorSource llama_gguf_source(const io::GgufFile& file, DType dtype) {
   TensorSource source;
   std::map<std::string, std::string> gguf_name;  // Hugging Face name -> the file's
   for (const io::GgufTensorInfo& t : file.tensors()) {
-    if (t.name == "rope_freqs.weight") continue;  // Llama 3 RoPE scaling factors, no parameter
-    auto hf = llama_cpp_to_hf_name(t.name);
-    FG_CHECK(hf.has_value(), "[gguf {}] tensor '{}' has no Hugging Face Llama name", file.path(),
-             t.name);
+    // RoPE factors (Llama 3's rope_freqs, Phi-3's long and short lists) are no parameters.
+    if (t.name == "rope_freqs.weight" || t.name == "rope_factors_long.weight" ||
+        t.name == "rope_factors_short.weight")
+      continue;
+    auto hf = llama_cpp_to_hf_name(t.name, arch);
+    FG_CHECK(hf.has_value(), "[gguf {}] tensor '{}' has no Hugging Face name for architecture {}",
+             file.path(), t.name, arch);
     source.entries.push_back({*hf, t.shape(), dtype});
     gguf_name[*hf] = t.name;
   }
-  // llama.cpp's converter permutes Q and K for its Llama architecture only (Qwen2's rotate
-  // as Hugging Face's do).
-  const bool permuted = arch == "llama";
-  source.read = [&file, dtype, n_head, n_head_kv, permuted,
+  // llama.cpp's converter permutes Q and K for its Llama architecture only (the others rotate
+  // as Hugging Face's do), and stores Gemma's norm weights as 1 + w.
+  const bool permuted = arch == "llama", shifted = gguf_shifts_norms(arch);
+  source.read = [&file, dtype, n_head, n_head_kv, permuted, shifted,
                  names = std::move(gguf_name)](const std::string& hf) {
     const Tensor w = file.tensor(names.at(hf), dtype);
+    if (shifted && hf.ends_with("norm.weight"))
+      return ops::add_scalar(w.to(DType::f32), -1.0).to(dtype);
     if (!permuted) return w;
     if (hf.find(".self_attn.q_proj.") != std::string::npos) return unpermute_qk(w, n_head);
     if (hf.find(".self_attn.k_proj.") != std::string::npos) return unpermute_qk(w, n_head_kv);

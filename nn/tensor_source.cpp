@@ -2,6 +2,7 @@
 #include "nn/tensor_source.h"
 
 #include <memory>
+#include <utility>
 
 namespace fitgrad::nn {
 
@@ -12,6 +13,24 @@ TensorSource TensorSource::of(const std::map<std::string, Tensor>& state) {
                                     : Entry{name, {}, DType::f32, false});
   auto held = std::make_shared<std::map<std::string, Tensor>>(state);
   s.read = [held](const std::string& name) { return held->at(name); };
+  return s;
+}
+
+TensorSource TensorSource::meta_views() const {
+  TensorSource s;
+  s.entries = entries;
+  auto shapes = std::make_shared<std::map<std::string, std::pair<Shape, DType>>>();
+  for (const Entry& e : entries) (*shapes)[e.name] = {e.shape, e.dtype};
+  s.read = [shapes](const std::string& name) {
+    const auto& [shape, dtype] = shapes->at(name);
+    auto impl = std::make_shared<TensorImpl>();
+    impl->storage =
+        Storage::wrap(nullptr, size_t(numel(shape)) * element_size(dtype), {}, Device::meta());
+    impl->shape = shape;
+    impl->strides = contiguous_strides(shape);
+    impl->dtype = dtype;
+    return Tensor(std::move(impl));
+  };
   return s;
 }
 

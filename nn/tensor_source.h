@@ -41,6 +41,10 @@ struct TensorSource {
   static TensorSource of(const std::map<std::string, Tensor>& state);
   // Every entry read into a map (what a caller that needs all at once asks for).
   std::map<std::string, Tensor> read_all() const;
+  // The same entries read as meta tensors with no bytes and no ledger entry: what a dry run
+  // loads in place of a mapped file (zero-copy reads make no allocation either), so that it
+  // allocates what the real load allocates (Note [Dry run on meta] in apps/train/train_run.h).
+  TensorSource meta_views() const;
 };
 
 }  // namespace fitgrad::nn

@@ -12,12 +12,15 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device, bool pi
   return std::shared_ptr<Storage>(new Storage(allocator, alloc, nbytes, device, pinned));
 }
 
-std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, std::function<void()> release) {
+std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, std::function<void()> release,
+                                       Device device) {
+  FG_CHECK(device.type == DeviceType::cpu || (device.type == DeviceType::meta && data == nullptr),
+           "[storage] wrap takes host memory, or no bytes on meta; got {}", device.str());
   Allocation alloc;
   alloc.ptr = data;
   alloc.size = nbytes;
   alloc.requested = nbytes;
-  auto s = std::shared_ptr<Storage>(new Storage(nullptr, alloc, nbytes, Device::cpu(), false));
+  auto s = std::shared_ptr<Storage>(new Storage(nullptr, alloc, nbytes, device, false));
   s->release_ = std::move(release);
   return s;
 }

@@ -21,8 +21,10 @@ class Storage {
   static std::shared_ptr<Storage> allocate(size_t nbytes, Device device, bool pinned = false);
   // Wraps host memory that the allocator did not make, such as a memory-mapped checkpoint
   // (zero-copy loading): `release` runs when the last tensor using it is gone. Such bytes
-  // are not in the ledger; the loader that maps them reports them itself.
-  static std::shared_ptr<Storage> wrap(void* data, size_t nbytes, std::function<void()> release);
+  // are not in the ledger; the loader that maps them reports them itself. On `device` meta
+  // (data null), the stand-in for such a mapping in a dry run: no bytes, no ledger entry.
+  static std::shared_ptr<Storage> wrap(void* data, size_t nbytes, std::function<void()> release,
+                                       Device device = Device::cpu());
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;

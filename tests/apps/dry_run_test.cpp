@@ -63,6 +63,22 @@ class DryRunFolder : public ::testing::Test {
   fs::path root_;
 };
 
+// A golden model folder (tests/golden/<name>/model) as a --model.
+std::string golden_folder(const std::string& name) {
+  return (fs::path(FITGRAD_GOLDEN_DIR) / name / "model").string();
+}
+
+// "llama_tiny_qlora", or for a golden folder "hf_phi3_tiny_qlora".
+std::string test_name(const std::tuple<std::string, std::string>& param) {
+  const fs::path model(std::get<0>(param));
+  std::string name =
+      (model.filename() == "model" ? model.parent_path().filename().string() : model.string()) +
+      "_" + std::get<1>(param);
+  for (char& c : name)
+    if (c == '-') c = '_';
+  return name;
+}
+
 class DryRunTest : public DryRunFolder,
                    public ::testing::WithParamInterface<std::tuple<std::string, std::string>> {};
 
@@ -322,12 +338,19 @@ INSTANTIATE_TEST_SUITE_P(
                                          "long_context", "apollo", "apollo_mini_in_backward",
                                          "galore_adamw", "galore_adamw_8bit", "int8",
                                          "int8_pure_bf16_in_backward")),
-    [](const auto& info) {
-      std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param);
-      for (char& c : name)
-        if (c == '-') c = '_';
-      return name;
-    });
+    [](const auto& info) { return test_name(info.param); });
+
+// Issue 40: every family's memory tricks (QLoRA on every linear, Phi-3's fused qkv_proj and
+// gate_up_proj included; the fused head and tiled MLP; activation offload) run and plan on
+// meta exactly as on the CPU, from the transformers-saved folders of tests/golden/.
+INSTANTIATE_TEST_SUITE_P(
+    Families, DryRunTest,
+    ::testing::Combine(
+        ::testing::Values(golden_folder("hf_llama31_tiny"), golden_folder("hf_qwen3_tiny"),
+                          golden_folder("hf_mistral_tiny"), golden_folder("hf_phi3_tiny"),
+                          golden_folder("hf_gemma2_tiny"), golden_folder("hf_gemma3_mm_tiny")),
+        ::testing::Values("qlora", "row_chunks", "offload", "bf16")),
+    [](const auto& info) { return test_name(info.param); });
 
 }  // namespace
 }  // namespace fitgrad::apps

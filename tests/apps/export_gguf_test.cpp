@@ -9,13 +9,18 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
 
 #include "apps/export.h"
 #include "apps/model_source.h"
 #include "autograd/grad_mode.h"
+#include "data/bpe_tokenizer.h"
+#include "data/hf_tokenizer.h"
 #include "io/gguf.h"
+#include "nn/config.h"
 #include "tests/apps/train_fixture.h"
 #include "tests/tensor/ops/op_harness.h"
 
@@ -109,12 +114,78 @@ TEST_F(ExportGguf, ASentencePieceTokenizerBecomesALlamaVocabularyWithTheSameIds)
   EXPECT_LT(logit_error(back, trained, trained.tokenizer->encode("Emma was handsome")), 5e-3);
 }
 
+// A copy of the golden folder tests/golden/<name>/model with a 256-token byte-level
+// tokenizer.json (each byte a token, no merges) and config.json changed by `change`; returns
+// the copy's path.
+std::string family_folder(const fs::path& root, const std::string& name,
+                          const std::function<void(nlohmann::json&)>& change = {}) {
+  const fs::path from = fs::path(FITGRAD_GOLDEN_DIR) / name / "model", to = root / name;
+  fs::create_directories(to);
+  for (const auto& entry : fs::directory_iterator(from))
+    fs::copy_file(entry.path(), to / entry.path().filename());
+  nlohmann::json vocabulary = {
+      {"model", "bpe"},
+      {"pre", "gpt2"},
+      {"merges", nlohmann::json::array()},
+  };
+  for (int b = 0; b < 256; ++b) {
+    vocabulary["tokens"].push_back(data::gpt2_bytes_to_unicode(std::string(1, char(b))));
+    vocabulary["token_types"].push_back(1);
+  }
+  std::ofstream(to / "tokenizer.json") << data::hf_tokenizer_json(vocabulary).dump();
+  std::ofstream(to / "tokenizer_config.json") << data::hf_tokenizer_config(vocabulary).dump();
+  if (change) {
+    nlohmann::json config = nlohmann::json::parse(std::ifstream(to / "config.json"));
+    change(config);
+    std::ofstream(to / "config.json", std::ios::trunc) << config.dump();
+  }
+  return to.string();
+}
+
+// Note [GGUF architectures]: each family's transformers-saved folder written as GGUF reads
+// back with the folder's config and logits (40 positions: past Phi-3's window and its
+// original context, past Gemma's windows). Gemma's query_pre_attn_scalar is set to head_dim,
+// the scale llama.cpp applies.
+TEST_F(ExportGguf, EveryFamilysFolderReadsBackFromItsGgufFile) {
+  const auto head_dim_scale = [](nlohmann::json& c) { c["query_pre_attn_scalar"] = 8; };
+  const std::vector<std::tuple<std::string, std::string, std::function<void(nlohmann::json&)>>>
+      families = {
+          {"hf_llama31_tiny", "llama", {}},
+          {"hf_qwen3_tiny", "qwen3", {}},
+          {"hf_phi3_tiny", "phi3", {}},
+          {"hf_gemma2_tiny", "gemma2", head_dim_scale},
+          {"hf_gemma3_tiny", "gemma3", head_dim_scale},
+          {"hf_gemma3_mm_tiny", "gemma3",
+           [&](nlohmann::json& c) { head_dim_scale(c["text_config"]); }},
+      };
+  std::vector<int32_t> ids;
+  for (int32_t i = 0; i < 40; ++i) ids.push_back((i * 37 + 11) % 256);
+  for (const auto& [name, arch, change] : families) {
+    const std::string folder = family_folder(root_, name, change);
+    const LoadedModel source = load_model(folder, "", {});
+    const std::string out = export_to(folder, name + ".gguf", "f32");
+    const io::GgufFile file = io::GgufFile::open(out);
+    EXPECT_EQ(file.metadata().get_string("general.architecture"), arch) << name;
+    const LoadedModel back = load_model(out, "", {});
+    nn::ModelConfig want = source.model->config(), got = back.model->config();
+    // GGUF holds the floats in f32 and the head dim only when it is not hidden / heads.
+    EXPECT_NEAR(got.rope_scaling.attention_factor, want.rope_scaling.attention_factor, 1e-6);
+    EXPECT_NEAR(got.norm_eps, want.norm_eps, 1e-12);
+    EXPECT_EQ(got.resolved_head_dim(), want.resolved_head_dim());
+    got.name = want.name;
+    got.rope_scaling.attention_factor = want.rope_scaling.attention_factor;
+    got.norm_eps = want.norm_eps;
+    got.head_dim = want.head_dim;
+    got.initializer_range = want.initializer_range;
+    EXPECT_EQ(nn::config_to_json(got), nn::config_to_json(want)) << name;
+    EXPECT_LT(logit_error(back, source, ids), 1e-5) << name;
+  }
+}
+
 TEST_F(ExportGguf, WhatHasNoGgufFormHereIsRefusedByName) {
-  fitgrad::testing::expect_error(
-      [&] {
-        export_to(std::string(FITGRAD_GOLDEN_DIR) + "/hf_phi3_tiny/model", "phi3.gguf", "f32");
-      },
-      "[export]", "model_type 'phi3' is not written yet");
+  const std::string gemma = family_folder(root_, "hf_gemma2_tiny");
+  fitgrad::testing::expect_error([&] { export_to(gemma, "gemma2.gguf", "f32"); }, "[export]",
+                                 "query_pre_attn_scalar is 16, but llama.cpp scales a 2-layer");
   fitgrad::testing::expect_error(
       [&] {
         export_to(std::string(FITGRAD_GOLDEN_DIR) + "/hf_llama31_tiny/model", "b.gguf", "f32");

@@ -194,8 +194,8 @@ TEST(GgufModel, EachFaultHasItsError) {
   const auto model = random_model(tiny(false));
   const std::vector<BadSpec> cases = {
       {"arch", [](GgufSpec& s) { s.kvs["general.architecture"] = kv_str("gpt2"); },
-       "general.architecture is 'gpt2'; fitgrad reads llama- and qwen2-architecture GGUF models "
-       "only"},
+       "general.architecture is 'gpt2'; fitgrad reads the GGUF architectures llama, qwen2, "
+       "qwen3, gemma2, gemma3 and phi3"},
       {"no_arch", [](GgufSpec& s) { s.kvs.erase("general.architecture"); },
        "metadata key 'general.architecture' is missing"},
       {"no_blocks", [](GgufSpec& s) { s.kvs.erase("llama.block_count"); },
