@@ -9,6 +9,7 @@
 #include <iostream>
 #include <memory>
 
+#include "apps/chat_prompt.h"
 #include "apps/cli_checks.h"
 #include "apps/guard.h"
 #include "apps/model_source.h"
@@ -34,7 +35,7 @@ double seconds_since(Clock::time_point t0) {
 
 std::string read_prompt(const GenerateOptions& o) {
   FG_CHECK(!o.prompt.empty() || !o.prompt_file.empty(),
-           "[generate] give the prompt with --prompt TEXT or --prompt_file PATH");
+           "[generate] give the prompt with --prompt TEXT, --prompt_file PATH or --messages FILE");
   FG_CHECK(o.prompt.empty() || o.prompt_file.empty(),
            "[generate] give either --prompt or --prompt_file, not both");
   if (!o.prompt.empty()) return o.prompt;
@@ -80,23 +81,17 @@ size_t Utf8Stream::incomplete_tail() const {
   return 0;
 }
 
-GenerateStats generate(const GenerateOptions& o, std::ostream& out) {
-  o.sampling.validate();
-  FG_CHECK(!o.max_new_tokens || (*o.max_new_tokens > 0 && *o.max_new_tokens <= (int64_t(1) << 31)),
-           "[generate] --max_new_tokens must be positive and at most 2^31, got {}",
-           o.max_new_tokens.value_or(0));
-  const std::string prompt = read_prompt(o);
-  const Device device = Device::parse(o.device);
-  const DType dtype = inference_dtype("generate", o.dtype);
-  const LoadedModel loaded = load_inference_model("generate", o);
-  FG_CHECK(loaded.tokenizer,
-           "[generate] {} has no tokenizer to decode with (on meta, text is "
-           "neither read nor made)",
-           o.model);
+namespace {
+
+// Generates after `ids` (the prompt's tokens) and streams the text to `out`; *text, when
+// given, receives the generated text without the stop token.
+GenerateStats generate_after(const LoadedModel& loaded, const GenerateOptions& o,
+                             std::vector<int32_t> ids, std::ostream& out,
+                             std::string* text = nullptr) {
   const nn::CausalLM& model = *loaded.model;
   const data::Tokenizer& tok = *loaded.tokenizer;
-
-  std::vector<int32_t> ids = tok.encode(prompt, /*allow_special=*/true);
+  const Device device = Device::parse(o.device);
+  const DType dtype = inference_dtype("generate", o.dtype);
   if (ids.empty() && tok.bos()) ids.push_back(*tok.bos());
   FG_CHECK(!ids.empty(), "[generate] the prompt is empty");
   const int64_t context = model.config().max_position_embeddings;
@@ -147,7 +142,9 @@ GenerateStats generate(const GenerateOptions& o, std::ostream& out) {
     }
     ++stats.new_tokens;
     ids.push_back(next);
-    stream.write(tok.decode_continuation({next}));
+    const std::string piece = tok.decode_continuation({next});
+    stream.write(piece);
+    if (text) *text += piece;
     if (i + 1 == max_new) break;
     logits = cache ? model.forward_cached(ids_tensor({next}, device), *cache)
                    : model.forward(ids_tensor(ids, device));
@@ -156,6 +153,73 @@ GenerateStats generate(const GenerateOptions& o, std::ostream& out) {
   stats.decode_seconds = seconds_since(t0);
   stats.peak_bytes = allocator.stats().allocated_bytes[kAllPools].peak;
   return stats;
+}
+
+LoadedModel load_for_generate(const GenerateOptions& o) {
+  LoadedModel loaded = load_inference_model("generate", o);
+  FG_CHECK(loaded.tokenizer,
+           "[generate] {} has no tokenizer to decode with (on meta, text is "
+           "neither read nor made)",
+           o.model);
+  return loaded;
+}
+
+}  // namespace
+
+GenerateStats generate(const GenerateOptions& o, std::ostream& out) {
+  o.sampling.validate();
+  FG_CHECK(!o.max_new_tokens || (*o.max_new_tokens > 0 && *o.max_new_tokens <= (int64_t(1) << 31)),
+           "[generate] --max_new_tokens must be positive and at most 2^31, got {}",
+           o.max_new_tokens.value_or(0));
+  inference_dtype("generate", o.dtype);
+  if (!o.messages_file.empty()) {  // a conversation through the model's chat template
+    FG_CHECK(o.prompt.empty() && o.prompt_file.empty(),
+             "[generate] give either --messages or --prompt / --prompt_file, not both");
+    const Conversation conversation = read_conversation(o.messages_file, "generate");
+    const LoadedModel loaded = load_for_generate(o);
+    const data::ChatTemplate chat =
+        model_chat_template(loaded, o.chat_template, o.model, "generate");
+    const std::string prompt = chat_prompt(chat, conversation, *loaded.tokenizer);
+    return generate_after(loaded, o, loaded.tokenizer->encode(prompt, /*allow_special=*/true), out);
+  }
+  const std::string prompt = read_prompt(o);
+  const LoadedModel loaded = load_for_generate(o);
+  return generate_after(loaded, o, loaded.tokenizer->encode(prompt, /*allow_special=*/true), out);
+}
+
+// Note [Chat in the terminal]
+// `generate --chat` holds a conversation: each line read is a user turn (a --messages file
+// may start the conversation, its system turn included), the whole conversation is rendered
+// through the chat template with the generation prompt, and the reply, streamed as it is
+// sampled and ended at the model's stop ids (Note [Stop tokens]), joins the conversation as
+// the assistant's turn. An empty line or the end of the input ends it. Each turn re-reads the
+// conversation into a fresh KV cache: simple, and at chat lengths the prefill is a small part
+// of a reply's time.
+int64_t chat(const GenerateOptions& o, std::istream& in, std::ostream& out, std::ostream& log) {
+  o.sampling.validate();
+  FG_CHECK(o.prompt.empty() && o.prompt_file.empty(),
+           "[generate] --chat reads the user's turns from the terminal; --prompt and "
+           "--prompt_file do not apply (a --messages file may start the conversation)");
+  Conversation conversation;
+  if (!o.messages_file.empty()) conversation = read_conversation(o.messages_file, "generate");
+  const LoadedModel loaded = load_for_generate(o);
+  const data::ChatTemplate chat = model_chat_template(loaded, o.chat_template, o.model, "generate");
+  int64_t turns = 0;
+  std::string line;
+  while (true) {
+    log << "> " << std::flush;
+    if (!std::getline(in, line) || line.empty()) break;
+    conversation.messages.push_back({{"role", "user"}, {"content", line}});
+    const std::string prompt = chat_prompt(chat, conversation, *loaded.tokenizer);
+    std::string reply;
+    const GenerateStats stats = generate_after(
+        loaded, o, loaded.tokenizer->encode(prompt, /*allow_special=*/true), out, &reply);
+    out << std::endl;
+    log << stats_line(stats) << std::endl;
+    conversation.messages.push_back({{"role", "assistant"}, {"content", reply}});
+    ++turns;
+  }
+  return turns;
 }
 
 std::string stats_line(const GenerateStats& s) {
@@ -174,6 +238,14 @@ void add_generate_command(CLI::App& app) {
   add_inference_model_options(*cmd, *o);
   cmd->add_option("--prompt", o->prompt, "the prompt text");
   cmd->add_option("--prompt_file", o->prompt_file, "a file holding the prompt");
+  cmd->add_option("--messages", o->messages_file,
+                  "a JSON conversation (a list of {role, content}, or an object with messages and "
+                  "the template's variables) rendered through the model's chat template");
+  cmd->add_option("--chat_template", o->chat_template,
+                  "a Jinja chat template file used instead of the model's own");
+  cmd->add_flag("--chat", o->interactive,
+                "hold a conversation: each line of the input is a user turn (an empty line ends "
+                "it)");
   cmd->add_option_function<int64_t>(
       "--max_new_tokens", [o](const int64_t& n) { o->max_new_tokens = n; },
       "tokens to generate, 1 to 2^31 (default 64, clamped to the model's context)");
@@ -192,6 +264,10 @@ void add_generate_command(CLI::App& app) {
     const int code = run_guarded(
         "generate", std::cout, std::cerr,
         [&] {
+          if (o->interactive) {
+            chat(*o, std::cin, std::cout, std::cerr);
+            return 0;
+          }
           const GenerateStats stats = generate(*o, std::cout);
           std::cout << std::endl;
           if (stats.clamped_to > 0)

@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <istream>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -43,8 +44,13 @@ class Utf8Stream {
 
 // The model options (inference_model.h), then generation's own; seed also seeds sampling.
 struct GenerateOptions : InferenceModelOptions {
-  std::string prompt;       // exactly one of prompt and prompt_file
+  std::string prompt;       // exactly one of prompt, prompt_file and messages_file
   std::string prompt_file;  //
+  // A conversation file (apps/chat_prompt.h) rendered through the chat template: the model's,
+  // or chat_template's file when given.
+  std::string messages_file;
+  std::string chat_template;
+  bool interactive = false;  // --chat: Note [Chat in the terminal] in generate.cpp
   // Tokens to generate, in [1, 2^31] (any other value, -1 included, is refused); unset: 64,
   // clamped to what the model's context leaves after the prompt (GenerateStats::clamped_to
   // says when it was).
@@ -69,6 +75,11 @@ struct GenerateStats {
 // ("[generate] ...") for bad options, and the loaders' errors. Every ok option value is
 // checked before the model is loaded.
 GenerateStats generate(const GenerateOptions& options, std::ostream& out);
+
+// Note [Chat in the terminal]: user turns from `in`, replies to `out`, prompts and each
+// reply's stats line to `log`; returns the turns held.
+int64_t chat(const GenerateOptions& options, std::istream& in, std::ostream& out,
+             std::ostream& log);
 
 // The one-line summary written to stderr after the text.
 std::string stats_line(const GenerateStats& stats);

@@ -10,10 +10,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "apps/export.h"
 #include "apps/model_source.h"
+#include "data/chat_template.h"
 #include "data/utf8.h"
 #include "tests/golden/golden_file.h"
 #include "tests/tensor/ops/op_harness.h"
@@ -188,6 +190,68 @@ TEST(Generate, AnAdapterDecodesAsItsMergedModelAndNf4TakesLessMemory) {
   expect_error([&] { generate(q, quantized); }, "[generate]", "--quantize must be nf4");
 }
 
+// --messages renders the conversation through the chat template (here SmolLM2's, given with
+// --chat_template, over the byte-level golden folder) with the generation prompt: the text is
+// what generating after jinja2's own rendering of it gives (tests/golden/chat_templates/).
+TEST(Generate, AConversationIsPromptedThroughTheChatTemplate) {
+  namespace fs = std::filesystem;
+  const fs::path golden = fs::path(FITGRAD_GOLDEN_DIR) / "chat_templates";
+  const nlohmann::json expected = nlohmann::json::parse(std::ifstream(golden / "expected.json"));
+  std::string rendered;
+  for (const nlohmann::json& c : expected.at("cases"))
+    if (c.at("template") == "smollm2" && c.at("conversation") == "basic" &&
+        c.at("add_generation_prompt") == true)
+      rendered = c.at("text");
+  ASSERT_FALSE(rendered.empty());
+  const fs::path messages =
+      fs::temp_directory_path() / ("generate_messages_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(messages) << expected.at("conversations").at("basic").dump();
+
+  GenerateOptions o;
+  o.model = std::string(FITGRAD_GOLDEN_DIR) + "/hf_llama31_tiny/model";
+  o.max_new_tokens = 10;
+  o.sampling.temperature = 0;
+  o.messages_file = messages.string();
+  std::ostringstream missing;
+  expect_error([&] { generate(o, missing); }, "[generate]",
+               "has no chat template (its tokenizer_config.json, chat_template.jinja or GGUF "
+               "tokenizer.chat_template would carry one); give one with --chat_template FILE");
+  o.chat_template = (golden / "smollm2.jinja").string();
+  std::ostringstream chat_text, prompt_text;
+  const GenerateStats chat_stats = generate(o, chat_text);
+  GenerateOptions plain = o;
+  plain.messages_file.clear();
+  plain.prompt = rendered;
+  const GenerateStats prompt_stats = generate(plain, prompt_text);
+  EXPECT_EQ(chat_stats.prompt_tokens, int64_t(rendered.size()));  // one byte, one token
+  EXPECT_EQ(chat_stats.prompt_tokens, prompt_stats.prompt_tokens);
+  EXPECT_EQ(chat_text.str(), prompt_text.str());
+
+  // --chat: each line a user turn, each reply the assistant's: the first reply is what
+  // --messages gives for the first turn, the second what the template's rendering of the
+  // conversation so far, the first reply included, prompts.
+  std::ofstream(messages, std::ios::trunc) << R"([{"role": "user", "content": "Hi there"}])";
+  std::ostringstream first;
+  generate(o, first);
+  nlohmann::ordered_json so_far =
+      nlohmann::ordered_json::array({{{"role", "user"}, {"content", "Hi there"}},
+                                     {{"role", "assistant"}, {"content", first.str()}},
+                                     {{"role", "user"}, {"content", "And then?"}}});
+  const data::ChatTemplate smollm2 = data::ChatTemplate::parse(
+      (std::stringstream() << std::ifstream(golden / "smollm2.jinja").rdbuf()).str(), "smollm2");
+  plain.prompt =
+      smollm2.render(data::chat_context(so_far, true, {{"bos_token", ""}, {"eos_token", ""}})).text;
+  std::ostringstream second;
+  generate(plain, second);
+  GenerateOptions interactive = o;
+  interactive.messages_file.clear();
+  std::istringstream in("Hi there\nAnd then?\n\n");
+  std::ostringstream out, log;
+  EXPECT_EQ(chat(interactive, in, out, log), 2);
+  EXPECT_EQ(out.str(), first.str() + "\n" + second.str() + "\n");
+  fs::remove(messages);
+}
+
 TEST(Generate, BadOptionsGiveOneClearError) {
   auto with = [](auto edit) {
     GenerateOptions o = tiny("gpt2-tiny");
@@ -196,7 +260,7 @@ TEST(Generate, BadOptionsGiveOneClearError) {
     generate(o, out);
   };
   expect_error([&] { with([](GenerateOptions& o) { o.prompt.clear(); }); }, "[generate]",
-               "--prompt TEXT or --prompt_file PATH");
+               "--prompt TEXT, --prompt_file PATH or --messages FILE");
   expect_error([&] { with([](GenerateOptions& o) { o.prompt_file = "p.txt"; }); }, "[generate]",
                "not both");
   expect_error(
