@@ -50,6 +50,7 @@
 
 #include "cuda/kernels/attention_dropout.cuh"
 #include "cuda/kernels/attention_launch.h"
+#include "cuda/kernels/attention_softcap.cuh"
 #include "cuda/kernels/device.cuh"
 #include "cuda/kernels/mma.cuh"
 #include "tensor/backend/cuda_flash_launch.h"
@@ -98,6 +99,7 @@ template <class E, int kD>
 __device__ void forward_mma(const ForwardParams& p) {
   using C = CudaFlashMmaConfig<kD>;
   constexpr int kBr = C::kBr, kBc = C::kBc, kLd = C::kLd;
+  const float cap2 = float(p.mask.softcap) * kLog2e;  // base-2 units (attention_softcap.cuh)
   extern __shared__ __align__(16) unsigned char smem[];
   E* qs = reinterpret_cast<E*>(smem);  // (kBr, kLd)
   E* ks = qs + kBr * kLd;              // (2, kBc, kLd)
@@ -168,7 +170,7 @@ __device__ void forward_mma(const ForwardParams& p) {
     for (int nt = 0; nt < kBc / 8; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        float x = sacc[nt][e] * p.scale_log2;
+        float x = soft_capped(sacc[nt][e] * p.scale_log2, cap2);
         if (masked) {
           const backend::CudaFragmentIndex c = backend::cuda_mma_c_index(lane, e);
           const int64_t i = q0 + warp * 16 + c.row, j = j0 + nt * 8 + c.col;
@@ -296,6 +298,7 @@ template <class E, int kD>
 __device__ void backward_dkdv_mma(const BackwardParams& p) {
   using C = CudaFlashMmaConfig<kD>;
   constexpr int kBr = C::kBwdBr, kBc = C::kBwdBc, kLd = C::kLd;
+  const float cap2 = float(p.mask.softcap) * kLog2e;  // base-2 units (attention_softcap.cuh)
   extern __shared__ __align__(16) unsigned char smem[];
   E* ks = reinterpret_cast<E*>(smem);                            // (kBc, kLd)
   E* vs = ks + kBc * kLd;                                        // (kBc, kLd)
@@ -376,14 +379,15 @@ __device__ void backward_dkdv_mma(const BackwardParams& p) {
       for (int e = 0; e < 4; ++e) {
         const backend::CudaFragmentIndex c = backend::cuda_mma_c_index(lane, e);
         const int col = nt * 8 + c.col;  // query q0 + col
-        float pr = exp2f(fmaf(sacc[nt][e], p.scale_log2, -lse_t[col]));
+        const float x = soft_capped(sacc[nt][e] * p.scale_log2, cap2);
+        float pr = exp2f(x - lse_t[col]);
         if (masked) {
           const int64_t j = j0 + warp * 16 + c.row, i = q0 + col;
           if (backend::cuda_flash_hidden(p.t, p.s, p.mask, i, j)) pr = 0.0f;
         }
         const float f = p.drop.on() ? p.drop.factor(bh, q0 + col, j0 + warp * 16 + c.row) : 1.0f;
         sacc[nt][e] = pr * f;
-        dpacc[nt][e] = pr * (f * dpacc[nt][e] - delta_t[col]);
+        dpacc[nt][e] = pr * (f * dpacc[nt][e] - delta_t[col]) * soft_cap_slope(x, cap2);
       }
     }
 
@@ -432,6 +436,7 @@ template <class E, int kD>
 __device__ void backward_dq_mma(const BackwardParams& p) {
   using C = CudaFlashMmaConfig<kD>;
   constexpr int kBr = C::kDqBr, kBc = C::kDqBc, kLd = C::kLd;
+  const float cap2 = float(p.mask.softcap) * kLog2e;  // base-2 units (attention_softcap.cuh)
   extern __shared__ __align__(16) unsigned char smem[];
   E* qs = reinterpret_cast<E*>(smem);  // (kBr, kLd)
   E* dos = qs + kBr * kLd;             // (kBr, kLd)
@@ -514,10 +519,11 @@ __device__ void backward_dq_mma(const BackwardParams& p) {
       for (int e = 0; e < 4; ++e) {
         const backend::CudaFragmentIndex c = backend::cuda_mma_c_index(lane, e);
         const int64_t i = q0 + warp * 16 + c.row, j = j0 + nt * 8 + c.col;
-        float pr = exp2f(fmaf(sacc[nt][e], p.scale_log2, -lse_r[e / 2]));
+        const float x = soft_capped(sacc[nt][e] * p.scale_log2, cap2);
+        float pr = exp2f(x - lse_r[e / 2]);
         if (masked && backend::cuda_flash_hidden(p.t, p.s, p.mask, i, j)) pr = 0.0f;
         const float f = p.drop.on() ? p.drop.factor(bh, i, j) : 1.0f;
-        dpacc[nt][e] = pr * (f * dpacc[nt][e] - delta_r[e / 2]);
+        dpacc[nt][e] = pr * (f * dpacc[nt][e] - delta_r[e / 2]) * soft_cap_slope(x, cap2);
       }
     }
 

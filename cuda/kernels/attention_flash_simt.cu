@@ -26,6 +26,7 @@
 
 #include "cuda/kernels/attention_dropout.cuh"
 #include "cuda/kernels/attention_launch.h"
+#include "cuda/kernels/attention_softcap.cuh"
 #include "cuda/kernels/device.cuh"
 #include "tensor/backend/cuda_flash_launch.h"
 #include "tensor/backend/cuda_launch.h"
@@ -80,6 +81,7 @@ __device__ __forceinline__ void widen_rows(float* dst, int64_t ld, const E* src,
 template <class E, int U>
 __global__ void __launch_bounds__(Simt::kThreads) simt_forward_kernel(Params p) {
   constexpr int kRows = Simt::kRows, kBr = Simt::kBr, kBc = Simt::kBc;
+  const float cap = float(p.mask.softcap);  // natural units (attention_softcap.cuh)
   extern __shared__ float smem[];
   const int64_t d = p.d;
   float* qs = smem;                // (kBr, d)
@@ -126,7 +128,7 @@ __global__ void __launch_bounds__(Simt::kThreads) simt_forward_kernel(Params p) 
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       const int64_t i = q0 + warp * kRows + r;
-      float x = s[r] * p.scale;
+      float x = soft_capped(s[r] * p.scale, cap);
       if (backend::cuda_flash_hidden(p.t, p.s, p.mask, i, j)) x = -kInf;
       const float mx = nan_max(m[r], warp_max(x));
       const float base = mx == -kInf ? 0.0f : mx;  // no visible key yet: p and alpha are 0
@@ -173,6 +175,7 @@ template <class E, int U>
 __global__ void __launch_bounds__(Simt::kThreads) simt_backward_dkdv_kernel(Params p) {
   constexpr int kRows = Simt::kRows, kBr = Simt::kBr, kBc = Simt::kBc;
   constexpr int kKeys = Simt::kKeysPerWarp, kPld = kBc + 1;
+  const float cap = float(p.mask.softcap);  // natural units (attention_softcap.cuh)
   extern __shared__ float smem[];
   const int64_t d = p.d;
   float* ks = smem;                 // (kBc, d + 1)
@@ -233,11 +236,13 @@ __global__ void __launch_bounds__(Simt::kThreads) simt_backward_dkdv_kernel(Para
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
         const int64_t i = q0 + row0 + r;
-        float pr = expf(s[r] * p.scale - lse_s[row0 + r]);
+        const float x = soft_capped(s[r] * p.scale, cap);
+        float pr = expf(x - lse_s[row0 + r]);
         if (backend::cuda_flash_hidden(p.t, p.s, p.mask, i, j)) pr = 0.0f;
         const float f = p.drop.on() ? p.drop.factor(bh, i, j) : 1.0f;  // dP = f dZ, Z = f P
         ps[(row0 + r) * kPld + lane] = pr * f;
-        dss[(row0 + r) * kPld + lane] = pr * (f * dp[r] - delta_s[row0 + r]);
+        dss[(row0 + r) * kPld + lane] =
+            pr * (f * dp[r] - delta_s[row0 + r]) * soft_cap_slope(x, cap);
       }
       __syncthreads();  // P and dS of every warp are complete
 
@@ -280,6 +285,7 @@ __global__ void __launch_bounds__(Simt::kThreads) simt_backward_dkdv_kernel(Para
 template <class E, int U>
 __global__ void __launch_bounds__(Simt::kThreads) simt_backward_dq_kernel(Params p) {
   constexpr int kRows = Simt::kRows, kBr = Simt::kBr, kBc = Simt::kBc;
+  const float cap = float(p.mask.softcap);  // natural units (attention_softcap.cuh)
   extern __shared__ float smem[];
   const int64_t d = p.d;
   float* qs = smem;                // (kBr, d)
@@ -338,10 +344,11 @@ __global__ void __launch_bounds__(Simt::kThreads) simt_backward_dq_kernel(Params
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       const int64_t i = q0 + row0 + r;
-      float pr = expf(s[r] * p.scale - lse_r[r]);
+      const float x = soft_capped(s[r] * p.scale, cap);
+      float pr = expf(x - lse_r[r]);
       if (backend::cuda_flash_hidden(p.t, p.s, p.mask, i, j)) pr = 0.0f;
       const float f = p.drop.on() ? p.drop.factor(bh, i, j) : 1.0f;
-      dp[r] = pr * (f * dp[r] - delta_r[r]);  // dS
+      dp[r] = pr * (f * dp[r] - delta_r[r]) * soft_cap_slope(x, cap);  // dS
     }
 
     // dQ rows of this warp += dS K, ds_j from lane j

@@ -40,10 +40,9 @@ backend::AttentionShape check_qkv(const char* op, const Tensor& q, const Tensor&
            op, mask.window);
   FG_CHECK(mask.softcap >= 0 && std::isfinite(mask.softcap),
            "[{}] the score soft cap {} must be positive (or 0: none)", op, mask.softcap);
-  FG_CHECK(mask.softcap == 0 || (std::string_view(op).starts_with("flash_attention") &&
-                                 q.device().type != DeviceType::cuda),
-           "[{}] soft-capped scores (Gemma 2) are implemented by the CPU's flash attention only "
-           "(not on cuda, nor in naive attention)",
+  FG_CHECK(mask.softcap == 0 || std::string_view(op).starts_with("flash_attention"),
+           "[{}] soft-capped scores (Gemma 2) are implemented by flash attention (CPU and cuda), "
+           "not by naive attention",
            op);
   check_floating(op, "q", q);
   check_floating(op, "k", k);
