@@ -33,6 +33,7 @@
 
 #include "apps/export_parts.h"
 #include "apps/model_source.h"
+#include "data/hf_tokenizer.h"
 #include "data/spm_tokenizer.h"
 #include "io/gguf_writer.h"
 #include "nn/config.h"
@@ -102,8 +103,7 @@ void put_tokenizer(io::GgufWriter& w, const json& v) {
                                   {"pad", "padding_token_id"},
                                   {"unk", "unknown_token_id"}})
     if (const auto i = id(key)) w.put_u32(std::string("tokenizer.ggml.") + name, uint32_t(*i));
-  w.put_bool("tokenizer.ggml.add_bos_token",
-             id("bos").has_value() && (spm || v.value("pre", std::string()) == "llama-bpe"));
+  w.put_bool("tokenizer.ggml.add_bos_token", data::vocabulary_adds_bos(v));
   if (v.contains("chat_template") && v.at("chat_template").is_string())
     w.put("tokenizer.chat_template", v.at("chat_template").get<std::string>());
 }

@@ -521,4 +521,9 @@ json hf_tokenizer_vocabulary(const std::string& path, const json& config) {
   return out;
 }
 
+bool vocabulary_adds_bos(const nlohmann::json& v) {
+  if (!v.is_object() || !v.contains("bos") || v.at("bos").is_null()) return false;
+  return v.value("model", std::string()) == "spm" || v.value("pre", std::string()) == "llama-bpe";
+}
+
 }  // namespace fitgrad::data

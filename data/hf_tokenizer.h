@@ -27,4 +27,9 @@ nlohmann::json hf_tokenizer_json(const nlohmann::json& vocabulary);
 // tokenizer.json with.
 nlohmann::json hf_tokenizer_config(const nlohmann::json& vocabulary);
 
+// Whether the tokenizer of a vocabulary JSON starts a text with its bos, as transformers'
+// tokenizer(text) does: SentencePiece-style vocabularies (Llama 2, Mistral, Gemma) and Llama
+// 3's byte-level one, when they have a bos role (llama.cpp's add_bos_token default likewise).
+bool vocabulary_adds_bos(const nlohmann::json& vocabulary);
+
 }  // namespace fitgrad::data

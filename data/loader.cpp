@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "tensor/error.h"
@@ -57,8 +58,11 @@ int64_t Loader::batches_in(int64_t num_tokens, const LoaderOptions& options,
   return windows / global;
 }
 
-Loader::Loader(std::span<const int32_t> tokens, const LoaderOptions& options, std::string what)
-    : tokens_(tokens), options_(options), what_(std::move(what)) {
+Loader::Loader(std::span<const int32_t> tokens, const LoaderOptions& options, std::string what,
+               std::span<const uint8_t> trained)
+    : tokens_(tokens), trained_(trained), options_(options), what_(std::move(what)) {
+  FG_CHECK(trained_.empty() || trained_.size() == tokens_.size(),
+           "[data {}] {} trained flags for {} tokens", what_, trained_.size(), tokens_.size());
   batches_per_epoch_ = batches_in(int64_t(tokens_.size()), options_, what_);
   num_windows_ = windows_in(int64_t(tokens_.size()), options_.seq_len);
   // Fails here, not in a worker, when the device's backend is missing.
@@ -71,6 +75,14 @@ Loader::Loader(std::span<const int32_t> tokens, const LoaderOptions& options, st
 
 Loader::~Loader() { stop_workers(); }
 
+// Note [Trained targets]
+// Instruction data (data/sft_stream.h) comes with a flag per token: whether the loss learns
+// it. A window's target t is token t + 1 of the window, so its flag decides: an unflagged
+// token becomes kIgnoredTarget (-100), which the cross-entropy skips, as transformers' labels
+// do. Each example fills its own window, its first token unflagged, so that the last
+// position of one window, whose target is the next window's first token, is never trained.
+// The batch counts its trained targets for the step's weights (Note [Loss over trained
+// targets] in train/train_step.cpp).
 Batch Loader::build(int64_t position, OrderCache& cache) const {
   const int64_t B = options_.batch_size, T = options_.seq_len;
   Batch batch;
@@ -93,7 +105,15 @@ Batch Loader::build(int64_t position, OrderCache& cache) const {
       ids[b * T + t] = src[t];
       targets[b * T + t] = src[t + 1];
     }
+    if (trained_.empty()) continue;
+    const uint8_t* learn = trained_.data() + window * T;  // Note [Trained targets]
+    for (int64_t t = 0; t < T; ++t)
+      if (!learn[t + 1]) targets[b * T + t] = kIgnoredTarget;
   }
+  batch.trained_targets = B * T;
+  if (!trained_.empty())
+    batch.trained_targets =
+        std::count_if(targets, targets + B * T, [](int64_t x) { return x != kIgnoredTarget; });
   return batch;
 }
 

@@ -64,9 +64,13 @@ struct LoaderOptions {
   int world_size = 1;  // >= 1
 };
 
+// The target the cross-entropy skips (its ignore_index, Hugging Face's -100).
+inline constexpr int64_t kIgnoredTarget = -100;
+
 struct Batch {
   Tensor ids;      // (B, T) i64
-  Tensor targets;  // (B, T) i64: ids shifted left by one token
+  Tensor targets;  // (B, T) i64: ids shifted left by one token, kIgnoredTarget where untrained
+  int64_t trained_targets = 0;  // targets that are not kIgnoredTarget
   int64_t epoch = 0;
   int64_t index = 0;  // the batch's index within its epoch
 };
@@ -88,7 +92,10 @@ class Loader {
   // `tokens` must outlive the loader. `what` names the split in errors and labels
   // ("[data train] ..."). Throws fitgrad::Error when batch_size, seq_len, num_workers or
   // prefetch is out of range, or when the tokens give fewer than batch_size windows.
-  Loader(std::span<const int32_t> tokens, const LoaderOptions& options, std::string what = "train");
+  // `trained`, when given, holds one flag per token (and outlives the loader too): a token
+  // whose flag is 0 is no target, its target kIgnoredTarget (Note [Trained targets]).
+  Loader(std::span<const int32_t> tokens, const LoaderOptions& options, std::string what = "train",
+         std::span<const uint8_t> trained = {});
   // Stops and joins the workers, also those waiting on a full queue.
   ~Loader();
   Loader(const Loader&) = delete;
@@ -131,6 +138,7 @@ class Loader {
   void stop_workers();
 
   std::span<const int32_t> tokens_;
+  std::span<const uint8_t> trained_;  // empty: every target trained
   LoaderOptions options_;
   std::string what_;
   uint32_t label_ = 0;

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <exception>
 #include <optional>
+#include <vector>
 
 #include "autograd/autocast.h"
 #include "autograd/autocast_cache.h"
@@ -117,6 +118,26 @@ StepResult TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>
   // the loss scale (Note [Dynamic loss scaling]).
   const double loss_factor =
       (options_.scaler ? double(options_.scaler->scale()) : 1.0) / double(accum);
+  // Note [Loss over trained targets]
+  // The cross-entropy of a micro-batch is the mean over its trained targets. Instruction data
+  // leaves micro-batches different numbers of them, and the mean of the means would weigh a
+  // target of a short example above one of a long example (the gradient-accumulation bug
+  // transformers fixed in 4.46 with num_items_in_batch). With weight_by_targets the step
+  // takes its micro-batches first and weighs micro-batch m by accum n_m / N, n_m its trained
+  // targets and N the step's: the loss is then the mean over every trained target of the
+  // accumulated batch, as one batch of them all would give, and so is the logged loss. Under
+  // data parallelism each rank weighs its own micro-batches and the ranks' gradients are
+  // averaged: the mean of the ranks' means.
+  std::vector<MicroBatch> taken;
+  int64_t step_targets = 0;
+  if (options_.weight_by_targets) {
+    for (int64_t m = 0; m < accum; ++m) {
+      taken.push_back(next(m));
+      step_targets += taken.back().trained_targets;
+    }
+    FG_CHECK(step_targets > 0, "[train step] step {} has no trained target in its {} micro-batches",
+             step + 1, accum);
+  }
   model_.train();  // dropout on (Note [Training mode] in nn/module.h)
   CachingAllocator* alloc = nullptr;
   {
@@ -125,8 +146,12 @@ StepResult TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>
     // before the optimizer changes the weights (Note [Autocast weight cache]).
     autograd::AutocastGuard autocast(options_.compute_dtype);
     autograd::AutocastCacheScope weight_cache;
+    const bool weighted = !taken.empty();
     for (int64_t m = 0; m < accum; ++m) {
-      MicroBatch batch = next(m);
+      MicroBatch batch = taken.empty() ? next(m) : std::move(taken[size_t(m)]);
+      // The micro-batch's weight relative to 1 / accum (1 without weight_by_targets).
+      const double weight =
+          weighted ? double(accum) * double(batch.trained_targets) / double(step_targets) : 1.0;
       alloc = &allocator_for(batch.ids.device());
       alloc->mark(fmt::format("step {} / forward", step + 1));
       Tensor loss;
@@ -146,10 +171,12 @@ StepResult TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>
           log_ = ops::zero_doubles(2, loss.device());
         }
         Tensor sum = log_.narrow(0, 0, 1).reshape({});  // a view of the loss sum
-        ops::add_(sum, loss);
+        // Weighted steps scale whatever the weight, so that a dry run's ops are the run's.
+        ops::add_(sum, weighted ? ops::scale(loss, weight) : loss);
         ++losses_;
       }
-      Tensor scaled = loss_factor != 1.0 ? autograd::scale(loss, loss_factor) : loss;
+      const double factor = loss_factor * weight;
+      Tensor scaled = weighted || factor != 1.0 ? autograd::scale(loss, factor) : loss;
       alloc->mark(fmt::format("step {} / backward", step + 1));
       const autograd::MicroBatchScope micro_batch(m, m == accum - 1);
       if (options_.optimizer_in_backward && m == accum - 1) {

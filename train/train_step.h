@@ -35,6 +35,7 @@ namespace fitgrad::train {
 struct MicroBatch {
   Tensor ids;
   Tensor targets;
+  int64_t trained_targets = 0;  // targets not ignored (-100): the weight_by_targets weight
 };
 
 struct TrainStepOptions {
@@ -69,6 +70,10 @@ struct TrainStepOptions {
   // parameters and their broadcast instead of optimizer.step(); with stage 2 the clipping
   // norm adds the ranks' shares. Needs ddp. Null: every rank steps every parameter.
   dist::ZeroSharding* zero = nullptr;
+  // Note [Loss over trained targets] in train_step.cpp: each micro-batch's mean loss weighted
+  // by its share of the step's trained targets (instruction data, whose masks leave the
+  // micro-batches different numbers of targets). False: each weighs 1 / accumulation.
+  bool weight_by_targets = false;
 };
 
 // What one optimizer step did.

@@ -73,8 +73,28 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
       ->check(CLI::IsMember({"random", "sequential"}))
       ->capture_default_str();
   cmd.add_option("--val_fraction", a.val_fraction,
-                 "Fraction of the tokens (the end of the data) held out for validation")
+                 "Fraction of the tokens (the end of the data) held out for validation; of the "
+                 "examples, for instruction data")
       ->capture_default_str();
+  // Instruction and chat data (apps/train/train_sft.h): TRL's and transformers' names.
+  cmd.add_option("--dataset_format", a.dataset_format,
+                 "For .jsonl / .json data: auto (detected per file), text, alpaca, sharegpt, "
+                 "messages or prompt_completion")
+      ->check(
+          CLI::IsMember({"auto", "text", "alpaca", "sharegpt", "messages", "prompt_completion"}))
+      ->capture_default_str();
+  cmd.add_option("--dataset_text_field", a.dataset_text_field,
+                 "The field of a text record that holds its text")
+      ->capture_default_str();
+  cmd.add_option("--train_on", a.train_on,
+                 "Which tokens of a conversation the loss learns: assistant (every assistant "
+                 "turn), last (the last one) or all")
+      ->check(CLI::IsMember({"assistant", "last", "all"}))
+      ->capture_default_str();
+  cmd.add_flag("--skip_bad_examples", a.skip_bad_examples,
+               "Count and report malformed records instead of stopping at the first");
+  cmd.add_option("--chat_template", a.chat_template,
+                 "A Jinja chat template file used instead of the model's own");
 
   cmd.add_option("--per_device_train_batch_size", a.per_device_train_batch_size,
                  "Sequences per micro-batch")

@@ -53,6 +53,13 @@ struct TrainArgs {
   std::string allocator = "native";   // native | expandable (Note [Expandable segments])
   std::string data_order = "random";  // random | sequential
   double val_fraction = 0.05;
+  // Instruction and chat data (apps/train/train_sft.h).
+  std::string dataset_format =
+      "auto";  // auto | text | alpaca | sharegpt | messages | prompt_completion
+  std::string dataset_text_field = "text";
+  std::string train_on = "assistant";  // assistant | last | all
+  bool skip_bad_examples = false;
+  std::string chat_template;  // a file; "" = the model's
 
   // Hugging Face TrainingArguments.
   int64_t per_device_train_batch_size = 8;

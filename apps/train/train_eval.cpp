@@ -37,13 +37,19 @@ std::optional<std::pair<double, int64_t>> evaluate(TrainRun& r) {
   lopt.seq_len = a.seq_len;
   lopt.order = data::DataOrder::sequential;
   lopt.device = r.device;
-  data::Loader val(r.dataset->val(), lopt, "validation");
+  data::Loader val(r.val_data.tokens, lopt, "validation", r.val_data.trained);
+  // With trained flags, the mean over the trained targets (Note [Loss over trained targets]).
+  const bool weighted = !r.val_data.trained.empty();
   double sum = 0;
+  int64_t targets = 0;
   for (int64_t i = 0; i < r.eval_batches; ++i) {
     if (interrupt_received()) return std::nullopt;
     data::Batch b = val.next();
-    sum += r.lm.model->loss(b.ids, b.targets).item();
+    const double loss = r.lm.model->loss(b.ids, b.targets).item();
+    sum += weighted ? loss * double(b.trained_targets) : loss;
+    targets += b.trained_targets;
   }
+  if (weighted) return std::pair{targets > 0 ? sum / double(targets) : NAN, targets};
   return std::pair{sum / double(r.eval_batches), tokens};
 }
 

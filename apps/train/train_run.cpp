@@ -30,7 +30,7 @@ TrainRun::~TrainRun() {
 train::MicroBatch TrainRun::next_batch() {
   if (!dry_run) {
     data::Batch b = loader->next();
-    return {std::move(b.ids), std::move(b.targets)};
+    return {std::move(b.ids), std::move(b.targets), b.trained_targets};
   }
   return meta_batch(a.per_device_train_batch_size, "data.train");
 }
@@ -38,7 +38,8 @@ train::MicroBatch TrainRun::next_batch() {
 train::MicroBatch TrainRun::meta_batch(int64_t batch, const char* label) const {
   const MemoryContextScope scope({Category::data, intern_label(label)});
   const Shape shape{batch, a.seq_len};
-  return {Tensor::empty(shape, DType::i64, device), Tensor::empty(shape, DType::i64, device)};
+  return {Tensor::empty(shape, DType::i64, device), Tensor::empty(shape, DType::i64, device),
+          batch * a.seq_len};
 }
 
 double TrainRun::epoch_at(int64_t s) const {

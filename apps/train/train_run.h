@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <ostream>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,7 @@
 #include "apps/train/output_lock.h"
 #include "apps/train/progress.h"
 #include "apps/train/train_args.h"
+#include "apps/train/train_sft.h"
 #include "data/loader.h"
 #include "data/token_dataset.h"
 #include "dist/ddp.h"
@@ -90,8 +92,15 @@ struct TrainRun {
   std::string phase;
 
   LoadedModel lm;
-  std::optional<nn::LoraConfig> lora;                // a LoRA run's settings (Note [LoRA runs])
-  std::optional<data::TokenDataset> dataset;         // not in a dry run without --data
+  std::optional<nn::LoraConfig> lora;         // a LoRA run's settings (Note [LoRA runs])
+  std::optional<data::TokenDataset> dataset;  // text --data (not in a dry run without)
+  std::optional<SftData> sft;                 // instruction or chat --data
+  // The splits' tokens and trained flags (empty: every target trained), from either.
+  struct Split {
+    std::span<const int32_t> tokens;
+    std::span<const uint8_t> trained;
+  };
+  Split train_data, val_data;
   std::unique_ptr<data::Loader> loader;              // not in a dry run
   std::unique_ptr<optim::OptimizerOffload> offload;  // --offload_optimizer: the host masters
   std::unique_ptr<optim::Optimizer> optimizer;

@@ -11,6 +11,7 @@
 #include "apps/train/checkpoint_dir.h"
 #include "apps/train/train_dist.h"
 #include "apps/train/train_run.h"
+#include "apps/train/train_sft.h"
 #include "autograd/checkpoint.h"
 #include "nn/int8_linear.h"
 #include "nn/lora.h"
@@ -167,13 +168,21 @@ void prepare_output_dir(TrainRun& r) {
 // evaluation's batches; a real run also builds its training loader.
 void setup_data(TrainRun& r) {
   const TrainArgs& a = r.a;
-  data::TokenDatasetOptions dopt;
-  dopt.val_fraction = a.val_fraction;
-  // The token cache sits beside the data (data/token_dataset.h) unless that folder is
-  // read-only; then it goes into the output directory.
-  fs::path data_parent = fs::absolute(a.data).parent_path();
-  if (::access(data_parent.c_str(), W_OK) != 0) dopt.cache_dir = (r.dir / "data-cache").string();
-  r.dataset.emplace(data::TokenDataset::open(a.data, *r.lm.tokenizer, r.lm.tokenizer_id, dopt));
+  if (is_sft_data(a)) {  // Note [Instruction data in a run] in train_sft.cpp
+    r.sft.emplace(load_sft_data(a, r.lm, r.err));
+    r.train_data = {r.sft->train.tokens, r.sft->train.trained};
+    r.val_data = {r.sft->val.tokens, r.sft->val.trained};
+  } else {
+    data::TokenDatasetOptions dopt;
+    dopt.val_fraction = a.val_fraction;
+    // The token cache sits beside the data (data/token_dataset.h) unless that folder is
+    // read-only; then it goes into the output directory.
+    fs::path data_parent = fs::absolute(a.data).parent_path();
+    if (::access(data_parent.c_str(), W_OK) != 0) dopt.cache_dir = (r.dir / "data-cache").string();
+    r.dataset.emplace(data::TokenDataset::open(a.data, *r.lm.tokenizer, r.lm.tokenizer_id, dopt));
+    r.train_data = {r.dataset->train(), {}};
+    r.val_data = {r.dataset->val(), {}};
+  }
 
   data::LoaderOptions lopt;
   lopt.batch_size = a.per_device_train_batch_size;
@@ -188,15 +197,30 @@ void setup_data(TrainRun& r) {
     lopt.rank = r.group->rank();
     lopt.world_size = r.group->size();
   }
-  r.batches_per_epoch = data::Loader::batches_in(int64_t(r.dataset->train().size()), lopt, "train");
-  if (!r.dry_run) r.loader = std::make_unique<data::Loader>(r.dataset->train(), lopt, "train");
+  if (r.sft)
+    FG_CHECK(r.sft->train.examples >= lopt.batch_size * lopt.world_size,
+             "[train] the training split holds {} examples, fewer than a batch of {}{}; lower "
+             "--per_device_train_batch_size or give more examples",
+             r.sft->train.examples, lopt.batch_size,
+             lopt.world_size > 1 ? fmt::format(" on each of {} ranks", lopt.world_size) : "");
+  r.batches_per_epoch =
+      data::Loader::batches_in(int64_t(r.train_data.tokens.size()), lopt, "train");
+  if (!r.dry_run)
+    r.loader =
+        std::make_unique<data::Loader>(r.train_data.tokens, lopt, "train", r.train_data.trained);
 
-  const int64_t val_windows = data::Loader::windows_in(int64_t(r.dataset->val().size()), a.seq_len);
+  const int64_t val_windows =
+      data::Loader::windows_in(int64_t(r.val_data.tokens.size()), a.seq_len);
+  if (val_windows == 0 && r.sft)
+    throw Error(fmt::format(
+        "[train] the validation split (--val_fraction {} of {} examples) holds no example; raise "
+        "--val_fraction",
+        a.val_fraction, r.sft->train.examples + r.sft->val.examples));
   if (val_windows == 0)
     throw Error(fmt::format(
         "[train] the validation split ({} tokens, --val_fraction {}) is shorter than one "
         "sequence of --seq_len {} + 1; raise --val_fraction or lower --seq_len",
-        r.dataset->val().size(), a.val_fraction, a.seq_len));
+        r.val_data.tokens.size(), a.val_fraction, a.seq_len));
   r.eval_batch = std::min(a.per_device_eval_batch_size, val_windows);
   r.eval_batches = val_windows / r.eval_batch;
   if (a.eval_max_batches > 0) r.eval_batches = std::min(r.eval_batches, a.eval_max_batches);
@@ -222,18 +246,20 @@ void print_summary(TrainRun& r, int64_t warmup) {
         "int8 weights: {} of them in {} ({:.3f} bytes each with scales and "
         "zeros, groups of {})\n",
         int8, format_bytes(int8_bytes), double(int8_bytes) / double(int8), a.weight_group_size);
+  if (r.sft) r.out << r.sft->summary << "\n";
   if (r.dataset)
     r.out << fmt::format("data: {} -> {} tokens ({}; {} train, {} validation), tokenizer {}\n",
                          a.data, r.dataset->num_tokens(),
                          r.dataset->built() ? "tokenized now" : "from the cache",
                          r.dataset->train().size(), r.dataset->val().size(), r.lm.tokenizer_id);
   if (r.dry_run)
-    r.out << (r.dataset ? "dry run on meta: the data sizes the run but no batch is read, no "
-                          "losses exist and no checkpoint is written; the memory record is the "
-                          "real run's\n"
-                        : "dry run on meta: no data is read, no losses exist and no checkpoint "
-                          "is written; the memory record is the real run's when its validation "
-                          "split holds --eval_max_batches batches (--data sizes it)\n");
+    r.out << (r.dataset || r.sft
+                  ? "dry run on meta: the data sizes the run but no batch is read, no "
+                    "losses exist and no checkpoint is written; the memory record is the "
+                    "real run's\n"
+                  : "dry run on meta: no data is read, no losses exist and no checkpoint "
+                    "is written; the memory record is the real run's when its validation "
+                    "split holds --eval_max_batches batches (--data sizes it)\n");
   // transformers' Adafactor without a learning rate sets its own relative step per
   // parameter; the schedule's lr (still logged) does not reach it.
   const std::string lr =
@@ -244,7 +270,7 @@ void print_summary(TrainRun& r, int64_t warmup) {
       "steps: {} (batch {} x {} tokens x {} accumulation; {} batches per epoch), optimizer {}, "
       "lr {}\n",
       r.total, a.per_device_train_batch_size, a.seq_len, a.gradient_accumulation_steps,
-      r.dataset ? std::to_string(r.batches_per_epoch) : std::string("no"), a.optim, lr);
+      r.dataset || r.sft ? std::to_string(r.batches_per_epoch) : std::string("no"), a.optim, lr);
   int64_t state_elements = 0, state = 0;
   for (size_t i = 0; i < r.optimizer->num_params(); ++i)
     for (const optim::StateSpec& spec : r.optimizer->state_specs(i)) {
@@ -423,7 +449,8 @@ void setup_run(TrainRun& r) {
                               .offload = r.offload.get(),
                               .offload_activations = a.offload_activations,
                               .ddp = r.ddp.get(),
-                              .zero = r.zero.get()});
+                              .zero = r.zero.get(),
+                              .weight_by_targets = r.sft.has_value()});
 
   std::vector<nlohmann::json> history;
   if (!r.resume_dir.empty()) {

@@ -182,6 +182,30 @@ TEST(MemplanFit, ALongContextTurnsOnRowChunksAndOffload) {
   std::filesystem::remove(path);
 }
 
+// Issue 40: every family's published shape (the presets) gets a QLoRA setting that fits a
+// 24 GiB card at 2048 tokens from --fit, which keeps the user's 4-bit base and adapter rank.
+TEST(MemplanFit, EveryFamilyFitsQloraOnA24GibCard) {
+  for (const char* name : {"llama3.1-8b", "llama3.2-1b", "llama3.2-3b", "qwen2.5-7b", "qwen3-8b",
+                           "mistral-7b", "phi-3-mini", "gemma-2-9b", "gemma-3-4b"}) {
+    TrainArgs base = tiny_args();
+    base.model = name;
+    base.seq_len = 2048;
+    base.per_device_train_batch_size = 1;
+    base.bf16 = true;
+    base.quantize = "nf4";
+    base.lora_r = 16;
+    std::ostringstream progress;
+    const FitResult r =
+        fit_search(base, nn::preset(name), plan_target("cuda", "rtx4090", ""), false, progress);
+    ASSERT_GE(r.winner, 0) << name << "\n" << progress.str();
+    const Candidate& w = r.tried[size_t(r.winner)];
+    ASSERT_TRUE(w.plan && w.plan->fits) << name << " " << w.setting;
+    EXPECT_EQ(w.args.quantize, "nf4") << name;
+    EXPECT_EQ(w.args.lora_r, 16) << name;
+    EXPECT_LE(w.plan->peak_reserved, plan_target("cuda", "rtx4090", "").capacity) << name;
+  }
+}
+
 // The search's answer fits, everything predicted faster was planned out of memory or
 // needs more memory than one that was, and each of those implied verdicts is right: the
 // test plans every candidate the search skipped.

@@ -1,0 +1,112 @@
+// is_sft_data and load_sft_data (train_sft.h).
+#include "apps/train/train_sft.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <memory>
+
+#include "apps/chat_prompt.h"
+#include "data/hf_tokenizer.h"
+#include "data/sft_records.h"
+#include "tensor/error.h"
+
+namespace fitgrad::apps {
+
+namespace fs = std::filesystem;
+
+bool is_sft_data(const TrainArgs& a) {
+  if (a.dataset_format != "auto") return true;
+  const auto records = [](const fs::path& p) {
+    return p.extension() == ".jsonl" || p.extension() == ".json";
+  };
+  std::error_code ec;
+  if (!fs::is_directory(a.data, ec)) return records(a.data);
+  bool any_records = false, any_text = false;
+  for (const auto& entry : fs::recursive_directory_iterator(a.data, ec)) {
+    if (!entry.is_regular_file()) continue;
+    any_records |= records(entry.path());
+    any_text |= entry.path().extension() == ".txt";
+  }
+  return any_records && !any_text;
+}
+
+// Note [Instruction data in a run]
+// The records are read whole (a malformed one is an error naming its file, line and field, or
+// with --skip_bad_examples counted), the last ceil(--val_fraction x n) of them (in file order,
+// as the text split takes the stream's tail) are the validation split, and each is encoded as
+// data/sft_encode.h says: conversations through the chat template (the model's, or
+// --chat_template's), the loss on --train_on's part; plain text and plain prompts start with
+// the bos when the tokenizer adds one to a text (data::vocabulary_adds_bos). Each example takes
+// one window of --seq_len tokens, cut there and padded with the tokenizer's pad (else its eos,
+// else 0), the padding no target; an example with no target left is dropped and reported. The
+// loss is the mean over the trained targets of the whole accumulated batch (Note [Loss over
+// trained targets] in train/train_step.cpp). The examples are encoded at the start of each run,
+// in memory; the token cache holds text only.
+SftData load_sft_data(const TrainArgs& a, const LoadedModel& lm, std::ostream& err) {
+  FG_CHECK(lm.tokenizer, "[train] instruction data needs a tokenizer; {} has none", a.model);
+  data::SftReadOptions ro;
+  ro.format = data::parse_sft_format(a.dataset_format);
+  ro.text_field = a.dataset_text_field;
+  ro.skip_bad_examples = a.skip_bad_examples;
+  data::SftReadReport report;
+  const std::vector<data::SftExample> examples = data::read_sft_examples(a.data, ro, &report);
+  std::map<std::string, int64_t> formats;
+  bool conversational = false;
+  for (const data::SftExample& e : examples) {
+    ++formats[std::string(data::sft_format_name(e.format))];
+    conversational |= e.conversational();
+  }
+  std::optional<data::ChatTemplate> chat;
+  if (conversational) chat = model_chat_template(lm, a.chat_template, a.model, "train");
+  data::SftEncodeOptions eo;
+  eo.train_on = data::parse_train_on(a.train_on);
+  eo.add_bos = data::vocabulary_adds_bos(lm.tokenizer_vocabulary);
+  const data::SftEncoder encoder(*lm.tokenizer, chat ? &*chat : nullptr, a.model, eo);
+  const data::Tokenizer& tok = *lm.tokenizer;
+  const int32_t pad = tok.pad() ? *tok.pad() : tok.eos() ? *tok.eos() : 0;
+
+  const auto n = int64_t(examples.size());
+  const int64_t n_val =
+      a.val_fraction > 0 ? std::min<int64_t>(n, int64_t(std::ceil(a.val_fraction * double(n)))) : 0;
+  SftData d;
+  std::vector<std::string> dropped;
+  for (int64_t i = 0; i < n; ++i) {
+    const data::SftExample& e = examples[size_t(i)];
+    data::SftStream& to = i < n - n_val ? d.train : d.val;
+    if (!data::append_example(to, encoder.encode(e), a.seq_len, pad)) dropped.push_back(e.where);
+  }
+  data::finish_stream(d.train, pad);
+  data::finish_stream(d.val, pad);
+  if (!dropped.empty())
+    err << fmt::format(
+        "warning: {} examples have no trained token within --seq_len {} and are left out: {}{}\n",
+        dropped.size(), a.seq_len,
+        fmt::join(dropped.begin(),
+                  dropped.begin() + std::ptrdiff_t(std::min<size_t>(5, dropped.size())), "; "),
+        dropped.size() > 5 ? "; ..." : "");
+  if (report.skipped > 0)
+    err << fmt::format("warning: --skip_bad_examples skipped {} records, the first: {}\n",
+                       report.skipped, fmt::join(report.first_errors, "; "));
+  std::string kinds;
+  for (const auto& [format, count] : formats)
+    kinds += fmt::format("{}{} {}", kinds.empty() ? "" : ", ", count, format);
+  const auto share = [](const data::SftStream& s) {
+    return s.real_tokens > 0 ? 100.0 * double(s.trained_tokens) / double(s.real_tokens) : 0.0;
+  };
+  d.summary = fmt::format(
+      "data: {} -> {} examples ({}; {} train, {} validation; {} cut to --seq_len {}, {} left "
+      "without a target), {} tokens of which {} trained ({:.1f}%), --train_on {}{}, tokenizer {}",
+      a.data, n, kinds, d.train.examples, d.val.examples, d.train.truncated + d.val.truncated,
+      a.seq_len, dropped.size(), d.train.real_tokens + d.val.real_tokens,
+      d.train.trained_tokens + d.val.trained_tokens, share(d.train), a.train_on,
+      chat ? fmt::format(", chat template of {}",
+                         a.chat_template.empty() ? a.model : a.chat_template)
+           : std::string(),
+      lm.tokenizer_id);
+  return d;
+}
+
+}  // namespace fitgrad::apps

@@ -1,0 +1,30 @@
+// A run's instruction and chat data (issue "Instruction and chat fine-tuning"): --data given
+// as .jsonl / .json records (data/sft_records.h) in one of the formats of data/sft_formats.h,
+// encoded with the model's tokenizer and chat template into ids and loss masks
+// (data/sft_encode.h), and laid out one example per window (data/sft_stream.h) for the loader.
+#pragma once
+
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include "apps/model_source.h"
+#include "apps/train/train_args.h"
+#include "data/sft_stream.h"
+
+namespace fitgrad::apps {
+
+struct SftData {
+  data::SftStream train, val;  // the validation split: the last examples, by --val_fraction
+  std::string summary;         // the run's data line
+};
+
+// Whether --data is instruction or chat data: a .jsonl or .json file, a folder holding such
+// files (and no .txt), or any data with --dataset_format other than auto.
+bool is_sft_data(const TrainArgs& a);
+
+// Reads, encodes and splits the records (Note [Instruction data in a run] in train_sft.cpp);
+// examples left without a trained token are reported on `err` by their file and line.
+SftData load_sft_data(const TrainArgs& a, const LoadedModel& lm, std::ostream& err);
+
+}  // namespace fitgrad::apps

@@ -1,0 +1,186 @@
+// `fitgrad train` on instruction and chat data (apps/train/train_sft.h): a messages .jsonl
+// (tests/golden/sft/records/) with a folder's tokenizer.json and SmolLM2's chat template.
+// With a learning rate of 1e-12 the first step's logged loss and the evaluation's are the model's
+// cross-entropy over exactly the trained targets of the examples, as data::SftEncoder (held to
+// jinja2 and `tokenizers` in tests/data/sft_test.cpp) masks them, computed here example by
+// example: the windows, the padding and the masks reach the loss as they should.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "apps/model_source.h"
+#include "autograd/grad_mode.h"
+#include "data/sft_encode.h"
+#include "data/sft_records.h"
+#include "tensor/memory/caching_allocator.h"
+#include "tests/apps/memory_trace.h"
+#include "tests/apps/train_fixture.h"
+#include "tests/tensor/ops/op_harness.h"
+
+namespace fitgrad::apps::test_train {
+namespace {
+
+class TrainSft : public TrainFixture {
+ protected:
+  // A 2-layer Llama config.json beside the golden qwen2_style tokenizer.json and SmolLM2's
+  // template (chat_template.jinja); returns the config's path.
+  std::string folder() {
+    const fs::path golden(FITGRAD_GOLDEN_DIR);
+    const fs::path dir = root_ / "model";
+    fs::create_directories(dir);
+    std::ofstream(dir / "config.json") << R"({"model_type": "llama", "vocab_size": 704,
+      "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 256,
+      "rms_norm_eps": 1e-5, "tie_word_embeddings": false})";
+    fs::copy_file(golden / "hf_tokenizers" / "qwen2_style" / "tokenizer.json",
+                  dir / "tokenizer.json");
+    fs::copy_file(golden / "chat_templates" / "smollm2.jinja", dir / "chat_template.jinja");
+    return (dir / "config.json").string();
+  }
+};
+
+// The mean cross-entropy of `model` over the trained targets of `examples`.
+double masked_loss(const nn::CausalLM& model, const std::vector<data::SftTokens>& examples) {
+  autograd::NoGradGuard no_grad;
+  double sum = 0;
+  int64_t n = 0;
+  for (const data::SftTokens& e : examples) {
+    const auto t = int64_t(e.ids.size()) - 1;
+    std::vector<int64_t> ids(e.ids.begin(), e.ids.end() - 1), targets;
+    for (int64_t i = 1; i <= t; ++i)
+      targets.push_back(e.trained[size_t(i)] ? e.ids[size_t(i)] : -100);
+    const int64_t count =
+        std::count_if(targets.begin(), targets.end(), [](int64_t x) { return x >= 0; });
+    const double loss = model
+                            .loss(Tensor::from_vector(ids, {1, t}, DType::i64),
+                                  Tensor::from_vector(targets, {1, t}, DType::i64))
+                            .item();
+    sum += loss * double(count);
+    n += count;
+  }
+  return sum / double(n);
+}
+
+TEST_F(TrainSft, TheLossIsTheMeanOverTheAssistantTokens) {
+  const std::string model = folder();
+  const std::string data =
+      (fs::path(FITGRAD_GOLDEN_DIR) / "sft" / "records" / "messages.jsonl").string();
+  TrainArgs a = args(data, "run");
+  a.model = model;
+  a.seq_len = 128;
+  a.per_device_train_batch_size = 3;  // the 3 training examples in one batch
+  a.per_device_eval_batch_size = 1;
+  a.val_fraction = 0.25;    // the 4th example
+  a.learning_rate = 1e-12;  // the checkpoint keeps the weights the step's loss saw
+  a.max_steps = 1;
+  a.eval_steps = 1;
+  a.save_steps = 0;
+  std::ostringstream out, err;
+  ASSERT_EQ(run_train(a, out, err), 0) << err.str();
+  EXPECT_NE(out.str().find("4 examples (4 messages; 3 train, 1 validation"), std::string::npos)
+      << out.str();
+
+  const LoadedModel loaded = load_model((root_ / "run" / "checkpoint-1").string(), "", {});
+  const data::ChatTemplate chat = data::ChatTemplate::parse(
+      (std::stringstream()
+       << std::ifstream(fs::path(model).parent_path() / "chat_template.jinja").rdbuf())
+          .str(),
+      "smollm2");
+  const data::SftEncoder encoder(*loaded.tokenizer, &chat, "test", {.add_bos = false});
+  std::vector<data::SftTokens> train, val;
+  const std::vector<data::SftExample> examples = data::read_sft_examples(data);
+  ASSERT_EQ(examples.size(), 4u);
+  for (size_t i = 0; i < examples.size(); ++i)
+    (i < 3 ? train : val).push_back(encoder.encode(examples[i]));
+  for (const data::SftTokens& e : train) ASSERT_LE(int64_t(e.ids.size()), a.seq_len);
+
+  const std::vector<nlohmann::json> rows = metrics(a.output_dir);
+  double loss = NAN, eval_loss = NAN;
+  for (const nlohmann::json& r : rows) {
+    if (r.contains("loss")) loss = r.at("loss").get<double>();
+    if (r.contains("eval_loss")) eval_loss = r.at("eval_loss").get<double>();
+  }
+  EXPECT_NEAR(loss, masked_loss(*loaded.model, train), 1e-5);
+  EXPECT_NEAR(eval_loss, masked_loss(*loaded.model, val), 1e-5);
+
+  // --train_on all trains every token after the first: another loss.
+  TrainArgs all = a;
+  all.output_dir = (root_ / "all").string();
+  all.train_on = "all";
+  ASSERT_EQ(run_train(all, out, err), 0) << err.str();
+  double all_loss = NAN;
+  for (const nlohmann::json& r : metrics(all.output_dir))
+    if (r.contains("loss")) all_loss = r.at("loss").get<double>();
+  EXPECT_GT(std::fabs(all_loss - loss), 1e-3);
+}
+
+// A record that is not what its file's format says stops the run naming the file, the line
+// and the field; an example whose trained part lies beyond --seq_len is left out and named.
+TEST_F(TrainSft, BadRecordsAndEmptyExamplesAreNamed) {
+  const std::string model = folder();
+  const std::string bad = write_file(
+      "bad.jsonl",
+      "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", "
+      "\"content\": \"Hello.\"}]}\n{\"messages\": [{\"role\": \"robot\", \"content\": \"x\"}]}\n");
+  TrainArgs a = args(bad, "bad");
+  a.model = model;
+  std::ostringstream out, err;
+  fitgrad::testing::expect_error([&] { run_train(a, out, err); }, "[sft " + bad + " line 2]",
+                                 "field 'messages[0].role': unknown role 'robot'");
+
+  std::string text = "{\"messages\": [{\"role\": \"user\", \"content\": \"" +
+                     std::string(3000, 'a') +
+                     "\"}, {\"role\": \"assistant\", \"content\": \"Late.\"}]}\n";
+  for (int i = 0; i < 4; ++i)
+    text +=
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", "
+        "\"content\": \"Hello.\"}]}\n";
+  TrainArgs b = args(write_file("long.jsonl", text), "long");
+  b.model = model;
+  b.seq_len = 128;
+  b.per_device_train_batch_size = 2;
+  b.per_device_eval_batch_size = 1;
+  b.val_fraction = 0.2;
+  b.max_steps = 1;
+  std::ostringstream out2, err2;
+  ASSERT_EQ(run_train(b, out2, err2), 0) << err2.str();
+  EXPECT_NE(err2.str().find("1 examples have no trained token within --seq_len 128 and are left "
+                            "out: " +
+                            (root_ / "long.jsonl").string() + " line 1"),
+            std::string::npos)
+      << err2.str();
+}
+
+// A dry run on meta sizes itself from the examples and allocates as the real run does, the
+// step taking its micro-batches first (Note [Loss over trained targets]).
+TEST_F(TrainSft, MetaAllocatesAsTheRealRun) {
+  TrainArgs a =
+      args((fs::path(FITGRAD_GOLDEN_DIR) / "sft" / "records" / "sharegpt.jsonl").string(), "cpu");
+  a.model = folder();
+  a.seq_len = 128;
+  a.per_device_train_batch_size = 1;
+  a.gradient_accumulation_steps = 2;
+  a.per_device_eval_batch_size = 1;
+  a.val_fraction = 0.25;
+  a.max_steps = 2;
+  a.save_strategy = "no";
+  ASSERT_EQ(allocator_for(Device::cpu()).stats().allocated_bytes[kAllPools].current, 0);
+  TrainArgs meta = a;
+  meta.output_dir = (root_ / "meta").string();
+  meta.device = "meta";
+  std::ostringstream out, err, meta_out, meta_err;
+  ASSERT_EQ(run_train(a, out, err), 0) << err.str();
+  ASSERT_EQ(run_train(meta, meta_out, meta_err), 0) << meta_err.str();
+  const Trace real = read_trace(a.output_dir), dry = read_trace(meta.output_dir);
+  EXPECT_GT(real.events.size(), 100u);
+  for (size_t i = 0; i < std::min(real.events.size(), dry.events.size()); ++i)
+    ASSERT_EQ(dry.events[i], real.events[i]) << "event " << i;
+  ASSERT_EQ(dry.events.size(), real.events.size());
+  EXPECT_EQ(dry.peak_above_start, real.peak_above_start);
+}
+
+}  // namespace
+}  // namespace fitgrad::apps::test_train
