@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "data/folder_files.h"
 #include "tensor/error.h"
 
 namespace fitgrad::data {
@@ -45,23 +46,8 @@ std::vector<std::string> list_files(const std::string& source) {
     return {source};
   }
   FG_CHECK(fs::is_directory(status), "{} is neither a regular file nor a folder", where);
-  std::vector<std::string> relative;
-  try {
-    for (auto it = fs::recursive_directory_iterator(source);
-         it != fs::recursive_directory_iterator(); ++it) {
-      const std::string name = it->path().filename().string();
-      if (name.starts_with('.')) {
-        if (it->is_directory()) it.disable_recursion_pending();
-        continue;
-      }
-      if (dataset_file(name) && it->is_regular_file())
-        relative.push_back(fs::relative(it->path(), source).generic_string());
-    }
-  } catch (const fs::filesystem_error& e) {
-    throw Error(fmt::format("{} cannot list the folder: {}", where, e.what()));
-  }
+  const std::vector<std::string> relative = folder_files(source, dataset_file, where);
   FG_CHECK(!relative.empty(), "{} the folder holds no .jsonl or .json file", where);
-  std::sort(relative.begin(), relative.end());
   std::vector<std::string> files;
   for (const std::string& r : relative) files.push_back((fs::path(source) / r).string());
   return files;

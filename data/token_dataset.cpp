@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "data/folder_files.h"
 #include "data/token_cache.h"
 #include "data/utf8.h"
 #include "io/content_hash.h"
@@ -49,24 +50,10 @@ std::vector<SourceFile> list_sources(const fs::path& source, const std::string& 
   }
   FG_CHECK(fs::is_directory(status), "{} is neither a regular file nor a folder", where);
   std::vector<SourceFile> files;
-  try {
-    for (auto it = fs::recursive_directory_iterator(source);
-         it != fs::recursive_directory_iterator(); ++it) {
-      const std::string name = it->path().filename().string();
-      if (name.starts_with('.')) {
-        if (it->is_directory()) it.disable_recursion_pending();
-        continue;
-      }
-      if (!name.ends_with(".txt") || !it->is_regular_file()) continue;
-      files.push_back(
-          {it->path().string(), it->path().lexically_relative(source).generic_string(), {}, 0});
-    }
-  } catch (const fs::filesystem_error& e) {
-    throw Error(fmt::format("{} cannot list the folder: {}", where, e.what()));
-  }
+  for (const std::string& relative : folder_files(
+           source, [](const std::string& name) { return name.ends_with(".txt"); }, where))
+    files.push_back({(source / relative).string(), relative, {}, 0});
   FG_CHECK(!files.empty(), "{} holds no .txt files (hidden ones are skipped)", where);
-  std::sort(files.begin(), files.end(),
-            [](const SourceFile& a, const SourceFile& b) { return a.relative < b.relative; });
   return files;
 }
 

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "apps/chat_prompt.h"
+#include "data/folder_files.h"
 #include "data/hf_tokenizer.h"
 #include "data/sft_records.h"
 #include "tensor/error.h"
@@ -19,18 +20,16 @@ namespace fs = std::filesystem;
 
 bool is_sft_data(const TrainArgs& a) {
   if (a.dataset_format != "auto") return true;
-  const auto records = [](const fs::path& p) {
-    return p.extension() == ".jsonl" || p.extension() == ".json";
+  const auto records = [](const std::string& name) {
+    return name.ends_with(".jsonl") || name.ends_with(".json");
   };
   std::error_code ec;
   if (!fs::is_directory(a.data, ec)) return records(a.data);
-  bool any_records = false, any_text = false;
-  for (const auto& entry : fs::recursive_directory_iterator(a.data, ec)) {
-    if (!entry.is_regular_file()) continue;
-    any_records |= records(entry.path());
-    any_text |= entry.path().extension() == ".txt";
-  }
-  return any_records && !any_text;
+  const std::string where = "[data " + a.data + "]";
+  return !data::folder_files(a.data, records, where).empty() &&
+         data::folder_files(
+             a.data, [](const std::string& n) { return n.ends_with(".txt"); }, where)
+             .empty();
 }
 
 // Note [Instruction data in a run]

@@ -151,6 +151,7 @@ TEST_F(ExportGguf, EveryFamilysFolderReadsBackFromItsGgufFile) {
   const std::vector<std::tuple<std::string, std::string, std::function<void(nlohmann::json&)>>>
       families = {
           {"hf_llama31_tiny", "llama", {}},
+          {"hf_qwen2_tiny", "qwen2", {}},
           {"hf_qwen3_tiny", "qwen3", {}},
           {"hf_phi3_tiny", "phi3", {}},
           {"hf_gemma2_tiny", "gemma2", head_dim_scale},

@@ -15,6 +15,7 @@
 #include <map>
 
 #include "tensor/error.h"
+#include "tests/data/scratch_folder.h"
 
 namespace fitgrad::data {
 namespace {
@@ -25,27 +26,7 @@ using ::testing::HasSubstr;
 
 const std::string kRecords = std::string(FITGRAD_GOLDEN_DIR) + "/sft/records";
 
-class SftFiles : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("fitgrad_sft_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  std::string write(const std::string& name, const std::string& text) const {
-    const fs::path p = dir_ / name;
-    fs::create_directories(p.parent_path());
-    std::ofstream(p, std::ios::binary) << text;
-    return p.string();
-  }
-
-  fs::path dir_;
-};
+using SftFiles = fitgrad::testing::ScratchFolder;
 
 TEST_F(SftFiles, EachFixtureFileIsDetectedAsItsFormat) {
   const std::map<std::string, SftFormat> want = {

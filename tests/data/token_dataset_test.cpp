@@ -18,6 +18,7 @@
 #include "data/bpe_tokenizer.h"
 #include "data/byte_tokenizer.h"
 #include "tensor/error.h"
+#include "tests/data/scratch_folder.h"
 #include "tests/data/tokenizer_assets.h"
 
 namespace fitgrad::data {
@@ -26,27 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-class TokenDatasetTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("fitgrad_token_dataset_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  std::string write(const std::string& name, const std::string& text) const {
-    const fs::path p = dir_ / name;
-    fs::create_directories(p.parent_path());
-    std::ofstream(p, std::ios::binary) << text;
-    return p.string();
-  }
-
-  fs::path dir_;
-};
+using TokenDatasetTest = fitgrad::testing::ScratchFolder;
 
 // The ids a ByteTokenizer gives: the bytes themselves (an independent reference).
 std::vector<int32_t> bytes_of(const std::string& text) {

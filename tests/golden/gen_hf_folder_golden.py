@@ -41,6 +41,11 @@ text_config holding only the keys that differ from Gemma3TextConfig's defaults,
 language_model.* and vision_tower.* weights); logits and gradients of text input, the gradients
 under the text model's names.
 
+--family qwen2 (tests/golden/hf_qwen2_tiny/, transformers 4.46.3): Qwen2Config with vocab 256,
+hidden 32, intermediate 64, 2 layers, 4 heads on 2 kv heads, rms_norm_eps 1e-6, rope_theta
+1e6, tied head, the q/k/v biases (zero at transformers' init) set to 0.1 N(0, 1) so that
+loading them matters.
+
 --family mistral (tests/golden/hf_mistral_tiny/, transformers 4.46.3): MistralConfig with
 vocab 256, hidden 32, intermediate 64, 2 layers, 4 heads on 2 kv heads, rms_norm_eps 1e-5,
 rope_theta 1e6, sliding_window 7 (so each of the 40 positions, and each greedy step past the
@@ -141,6 +146,13 @@ def config(family):
             rms_norm_eps=1e-5, rope_theta=1000000.0, sliding_window=7,
             tie_word_embeddings=False, hidden_act="silu", initializer_range=0.02,
             bos_token_id=1, eos_token_id=2)
+    if family == "qwen2":
+        from transformers import Qwen2Config
+        return Qwen2Config(
+            vocab_size=256, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+            rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=True, hidden_act="silu",
+            use_sliding_window=False, initializer_range=0.02, bos_token_id=1, eos_token_id=2)
     if family == "qwen3":
         from transformers import Qwen3Config
         return Qwen3Config(
@@ -183,6 +195,9 @@ def model_class(family):
     if family == "mistral":
         from transformers import MistralForCausalLM
         return MistralForCausalLM
+    if family == "qwen2":
+        from transformers import Qwen2ForCausalLM
+        return Qwen2ForCausalLM
     if family == "qwen3":
         from transformers import Qwen3ForCausalLM
         return Qwen3ForCausalLM
@@ -199,6 +214,8 @@ def build(family):
             if name.endswith("norm.weight"):  # incl. Qwen3's q_norm and k_norm
                 base = 0 if family.startswith("gemma") else 1  # Gemma scales by 1 + w
                 p.copy_(base + 0.1 * torch.randn(p.shape, generator=gen))
+            elif name.endswith(".bias"):  # Qwen2's q/k/v biases, zero at init
+                p.copy_(0.1 * torch.randn(p.shape, generator=gen))
     return model.eval()
 
 
@@ -219,7 +236,7 @@ def hub_style_text_config(path):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--family", choices=["llama31", "qwen3", "mistral", "phi3", "gemma2", "gemma3",
+    parser.add_argument("--family", choices=["llama31", "qwen2", "qwen3", "mistral", "phi3", "gemma2", "gemma3",
                                              "gemma3-mm", "llama-dynamic", "llama-yarn"],
                         default="llama31")
     parser.add_argument("--out", default=None)

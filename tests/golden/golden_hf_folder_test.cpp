@@ -84,6 +84,16 @@ TEST(GoldenHfFolder, ShardedLlama31FolderMatchesTransformers) {
   expect_folder_matches_transformers("hf_llama31_tiny", 1 + 2 * 9 + 2);
 }
 
+// Qwen2 (transformers 4.46.3): q/k/v with biases (random here, zero at transformers' init),
+// o_proj without, a tied head; 26 parameters (per layer 9 and the three biases).
+TEST(GoldenHfFolder, ShardedQwen2FolderWithQkvBiasesMatchesTransformers) {
+  const nn::ModelConfig cfg =
+      apps::load_model(golden_path("hf_qwen2_tiny/model"), "", {}).model->config();
+  EXPECT_TRUE(cfg.attention_qkv_bias);
+  EXPECT_FALSE(cfg.attention_out_bias);
+  expect_folder_matches_transformers("hf_qwen2_tiny", 1 + 2 * 12 + 1);
+}
+
 // Qwen3 (transformers 4.51.3): q_norm and k_norm on each head before RoPE, head_dim 16 above
 // hidden / heads, a tied head; 24 parameters (per layer 9 and the two q/k norms).
 TEST(GoldenHfFolder, ShardedQwen3FolderMatchesTransformers) {
@@ -204,8 +214,9 @@ TEST(GoldenHfFolder, DynamicAndYarnRopeScalingMatchTransformers) {
 // through two layers; and the f32 model is well inside it (1e-5, Note [Golden block
 // tolerances]), so the bound says the bf16 path is the same model.
 TEST(GoldenHfFolder, EveryFamilyInBf16IsWithinItsTolerance) {
-  for (const char* name : {"hf_llama31_tiny", "hf_qwen3_tiny", "hf_mistral_tiny", "hf_phi3_tiny",
-                           "hf_gemma2_tiny", "hf_gemma3_tiny", "hf_llama_yarn_tiny"}) {
+  for (const char* name :
+       {"hf_llama31_tiny", "hf_qwen2_tiny", "hf_qwen3_tiny", "hf_mistral_tiny", "hf_phi3_tiny",
+        "hf_gemma2_tiny", "hf_gemma3_tiny", "hf_llama_yarn_tiny"}) {
     const GoldenFile file(golden_path(std::string(name) + "/golden.gtb"));
     nn::BuildOptions bf16;
     bf16.dtype = DType::bf16;
