@@ -187,8 +187,6 @@ std::vector<FolderFile> folder_files(const ExportArgs& a, DType dtype, std::stri
     config["torch_dtype"] = torch_dtype_name(dtype);
     add_json("config.json", config);
     vocabulary = data::gguf_vocabulary(file);
-    if (file.metadata().has("tokenizer.chat_template"))
-      vocabulary["chat_template"] = file.metadata().get_string("tokenizer.chat_template");
   } else {
     const fs::path beside = fs::path(a.base).parent_path() / "config.json";
     FG_CHECK(fs::is_regular_file(beside),

@@ -65,6 +65,17 @@ SpmOptions spm_options_from_json(const json& vocab) {
   return o;
 }
 
+namespace {
+
+// The vocabulary with the file's chat template (tokenizer.chat_template), when it has one.
+json with_chat_template(json vocabulary, const io::GgufMetadata& meta) {
+  if (meta.has("tokenizer.chat_template"))
+    vocabulary["chat_template"] = meta.get_string("tokenizer.chat_template");
+  return vocabulary;
+}
+
+}  // namespace
+
 json gguf_vocabulary(const io::GgufFile& file) {
   const io::GgufMetadata& meta = file.metadata();
   FG_CHECK(meta.has("tokenizer.ggml.model"), "[gguf {}] has no tokenizer (tokenizer.ggml.model)",
@@ -94,29 +105,31 @@ json gguf_vocabulary(const io::GgufFile& file) {
     o.normalizer_prepend = space_prefix;
     o.normalizer_replace = true;
     o.decoder = space_prefix ? SpmOptions::Decoder::strip : SpmOptions::Decoder::plain;
-    return {{"model", "spm"},
-            {"name", "gguf:spm"},
-            {"pre", "spm"},
-            {"tokens", tokens},
-            {"merges", SpmTokenizer::merges_from_scores(
-                           tokens, meta.get_f32_array("tokenizer.ggml.scores"), types)},
-            {"token_types", types},
-            {"bos", id("tokenizer.ggml.bos_token_id")},
-            {"eos", id("tokenizer.ggml.eos_token_id")},
-            {"pad", id("tokenizer.ggml.padding_token_id")},
-            {"unk", id("tokenizer.ggml.unknown_token_id")},
-            {"spm", spm_options_json(o)}};
+    json v = {{"model", "spm"},
+              {"name", "gguf:spm"},
+              {"pre", "spm"},
+              {"tokens", tokens},
+              {"merges", SpmTokenizer::merges_from_scores(
+                             tokens, meta.get_f32_array("tokenizer.ggml.scores"), types)},
+              {"token_types", types},
+              {"bos", id("tokenizer.ggml.bos_token_id")},
+              {"eos", id("tokenizer.ggml.eos_token_id")},
+              {"pad", id("tokenizer.ggml.padding_token_id")},
+              {"unk", id("tokenizer.ggml.unknown_token_id")},
+              {"spm", spm_options_json(o)}};
+    return with_chat_template(std::move(v), meta);
   }
-  return {
-      {"pre", meta.has("tokenizer.ggml.pre") ? meta.get_string("tokenizer.ggml.pre")
-                                             : std::string("default")},
-      {"tokens", tokens},
-      {"merges", meta.has("tokenizer.ggml.merges") ? meta.get_string_array("tokenizer.ggml.merges")
-                                                   : std::vector<std::string>{}},
-      {"token_types", types},
-      {"bos", id("tokenizer.ggml.bos_token_id")},
-      {"eos", id("tokenizer.ggml.eos_token_id")},
-      {"pad", id("tokenizer.ggml.padding_token_id")}};
+  return with_chat_template(
+      {{"pre", meta.has("tokenizer.ggml.pre") ? meta.get_string("tokenizer.ggml.pre")
+                                              : std::string("default")},
+       {"tokens", tokens},
+       {"merges", meta.has("tokenizer.ggml.merges") ? meta.get_string_array("tokenizer.ggml.merges")
+                                                    : std::vector<std::string>{}},
+       {"token_types", types},
+       {"bos", id("tokenizer.ggml.bos_token_id")},
+       {"eos", id("tokenizer.ggml.eos_token_id")},
+       {"pad", id("tokenizer.ggml.padding_token_id")}},
+      meta);
 }
 
 std::unique_ptr<Tokenizer> tokenizer_from_vocabulary(const json& vocab, const std::string& where) {

@@ -10,7 +10,8 @@
 // stores in its fitgrad_tokenizer.json: a checkpoint of a model loaded from GGUF then
 // decodes, generates and resumes without the .gguf file, wherever that file has gone. A
 // SentencePiece vocabulary has "model": "spm", its merges (for a GGUF file, the ones its
-// scores imply), "unk", and "spm": the pipeline of SpmOptions (spm_options_json).
+// scores imply), "unk", and "spm": the pipeline of SpmOptions (spm_options_json). Either
+// carries the file's chat template, tokenizer.chat_template, as "chat_template".
 #pragma once
 
 #include <memory>

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "tests/io/smollm2_file.h"
 
@@ -34,6 +36,11 @@ TEST(TokenizerGguf, SmolLM2VocabSpecialsAndRoundTrips) {
         "42 and 'quotes' it's"}) {
     EXPECT_EQ(tok.decode(tok.encode(text)), text);
   }
+  // The file's chat template travels in its vocabulary (Note [Self-contained GGUF
+  // vocabularies]): SmolLM2's, byte for byte the golden copy jinja2 rendered.
+  std::ifstream golden(std::string(FITGRAD_GOLDEN_DIR) + "/chat_templates/smollm2.jinja");
+  EXPECT_EQ(gguf_vocabulary(file).value("chat_template", std::string()),
+            std::string(std::istreambuf_iterator<char>(golden), {}));
   const std::vector<int32_t> chat = tok.encode("<|im_start|>user\nHi<|im_end|>", true);
   ASSERT_FALSE(chat.empty());
   EXPECT_EQ(chat.front(), 1);
