@@ -1,5 +1,5 @@
-// Dropout inside the cuda flash kernels (attention_flash.cu, attention_flash_simt.cu; Note
-// [Dropout inside flash attention] in tensor/ops/attention.h): the factor of probability
+// Dropout inside the cuda flash kernels (attention_flash*.cu; Note [Dropout inside flash
+// attention] in tensor/ops/attention.h): the factor of probability
 // (bh, i, j), 0 or 1 / (1 - p), from the Philox draw of its flat index in the (B, Hq, T, S)
 // probabilities, with the keep rule of tensor/random/dropout_mask.h, whose constexpr
 // functions run here unchanged. So a card drops exactly the elements the CPU kernels and

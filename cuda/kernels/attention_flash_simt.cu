@@ -3,8 +3,8 @@
 // operands not 16-byte aligned, cards before sm_80); Note [CUDA flash attention] in
 // tensor/backend/cuda_flash_launch.h. Tiles are widened to f32 in shared memory and the
 // products are plain FMA; the deterministic backward's two kernels and the masking are the
-// mma path's (Note [CUDA attention accumulation] in attention_flash.cu), in natural-log
-// units as on the CPU.
+// mma path's (Note [CUDA attention accumulation] in attention_flash_backward.cu), in
+// natural-log units as on the CPU.
 //
 // Note [CUDA flash simt kernels]
 // A lane is a key of the tile (kBc = 32) for the scores, and a column (x = lane + 32 u, u <

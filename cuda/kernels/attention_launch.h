@@ -1,7 +1,8 @@
-// The launchers of the cuda attention kernels (attention_flash.cu, attention_flash_simt.cu,
-// attention_naive.cu): plain functions of values, pointers and the stream, so that the
-// adapters in cuda/ops/attention.cpp call them without the kernels seeing fitgrad's headers
-// (Note [No fmt in .cu files] in device.cuh). Each returns the first failing cudaError_t of
+// The launchers of the cuda attention kernels (attention_flash.cu,
+// attention_flash_backward.cu, attention_flash_simt.cu, attention_naive.cu): plain functions
+// of values, pointers and the stream, so that the adapters in cuda/ops/attention.cpp call
+// them without the kernels seeing fitgrad's headers (Note [No fmt in .cu files] in
+// device.cuh). Each returns the first failing cudaError_t of
 // its launches. The operands are contiguous in the (batch, head, position, dim) layout of
 // tensor/cpu/attention.h and of one floating dtype (f32, bf16 or f16), named by `dtype`;
 // lse, delta, probs and dprobs are f32. The caller has checked the shapes, the head dim
@@ -42,7 +43,8 @@ cudaError_t launch_flash_attention_forward(const AttentionSizes& x, DType dtype,
                                            cudaStream_t stream);
 
 // dq (B, Hq, T, D), dk and dv (B, Hkv, S, D) from dout, q, o, k, v and lse. delta (B, Hq, T)
-// is scratch; no other workspace (Note [CUDA attention accumulation] in attention_flash.cu).
+// is scratch; no other workspace (Note [CUDA attention accumulation] in
+// attention_flash_backward.cu).
 cudaError_t launch_flash_attention_backward(const AttentionSizes& x, DType dtype,
                                             backend::CudaFlashPath path, const void* dout,
                                             const void* q, const void* k, const void* v,
@@ -59,7 +61,7 @@ cudaError_t launch_naive_attention_backward(const AttentionSizes& x, DType dtype
                                             float* probs, float* dprobs, void* dq, void* dk,
                                             void* dv, cudaStream_t stream);
 
-// ---- shared by the flash launchers (attention_flash.cu and attention_flash_simt.cu) ----
+// ---- shared by the flash launchers (attention_flash*.cu) ----
 
 // The simt path's forward, and its backward after delta: the dK/dV kernel, then the dQ
 // kernel (Note [CUDA attention accumulation]).

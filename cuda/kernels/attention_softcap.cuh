@@ -1,5 +1,5 @@
 // Soft-capped scores inside the cuda flash kernels (attention_flash.cu,
-// attention_flash_simt.cu), as the CPU's (Note [Soft-capped scores] in
+// attention_flash_backward.cu, attention_flash_simt.cu), as the CPU's (Note [Soft-capped scores] in
 // tensor/cpu/attention_flash.cpp): the scaled score x becomes cap tanh(x / cap) before the
 // mask and the softmax, and the backward, which recomputes the capped score to get the
 // probability, multiplies dS by the slope 1 - (capped / cap)^2. The tensor-core kernels keep

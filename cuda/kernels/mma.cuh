@@ -1,6 +1,7 @@
-// The tensor-core primitives of the mma kernels (cuda/kernels/attention_flash.cu), as
-// inline PTX for sm_80 and later: cp.async copies into shared memory, ldmatrix, the
-// m16n8k16 mma with f32 accumulators, and the register moves between its fragments (Note
+// The tensor-core primitives of the mma kernels (cuda/kernels/attention_flash.cu and
+// attention_flash_backward.cu), as inline PTX for sm_80 and later: cp.async copies into
+// shared memory, ldmatrix, the m16n8k16 mma with f32 accumulators, and the register moves
+// between its fragments (Note
 // [mma fragments] in tensor/backend/cuda_flash_launch.h gives the layouts).
 #pragma once
 

@@ -1,11 +1,12 @@
 // The cuda table's attention ops: flash attention forward and backward (kernels in
-// cuda/kernels/attention_flash.cu and attention_flash_simt.cu) and the naive reference
-// (attention_naive.cu), registered at static initialisation (Note [Kernel tables]). The
-// adapters check what the front-end (tensor/ops/attention.cpp) cannot know about the card:
+// cuda/kernels/attention_flash.cu, attention_flash_backward.cu and attention_flash_simt.cu)
+// and the naive reference (attention_naive.cu), registered at static initialisation (Note
+// [Kernel tables]). The adapters check what the front-end (tensor/ops/attention.cpp) cannot
+// know about the card:
 // the head dim the kernels take (<= kCudaFlashMaxHeadDim), the path of the call
 // (cuda_flash_path: dtype, head dim, operand alignment, compute capability) and that its
 // shared memory fits the device. The flash kernels take no workspace (Note [CUDA attention
-// accumulation] in attention_flash.cu).
+// accumulation] in attention_flash_backward.cu).
 #include <cstdint>
 #include <initializer_list>
 

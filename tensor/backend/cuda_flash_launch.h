@@ -18,7 +18,7 @@
 // mma path), the running max and sum are f32, and causal key tiles past the diagonal are
 // never loaded (cuda_flash_forward_key_tiles). Blocks are numbered heavy tile first
 // (cuda_flash_forward_block): under a causal mask the last query tile sees the most keys.
-// Backward (deterministic, Note [CUDA attention accumulation] in attention_flash.cu): a
+// Backward (deterministic, Note [CUDA attention accumulation] in attention_flash_backward.cu): a
 // first kernel writes delta = rowsum(dout * o); then two kernels that each own their
 // outputs and recompute p = exp(s - lse) from q, k and lse. The dK/dV kernel runs one block
 // per (key tile, batch x kv head), which walks the query heads of its group and, for each,

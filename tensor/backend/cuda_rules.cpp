@@ -20,7 +20,7 @@ int64_t reduce_blocks(const TargetProfile& p, int64_t n) {
 // One row of no floats, forward and backward: the backward is deterministic, its dK/dV and
 // dQ kernels each own the gradient rows they write and sum them in registers, so nothing is
 // accumulated across blocks in an f32 workspace (Note [CUDA attention accumulation] in
-// cuda/kernels/attention_flash.cu).
+// cuda/kernels/attention_flash_backward.cu).
 Shape flash_workspace(const TargetProfile&, const AttentionShape&, bool, DType) { return {1, 0}; }
 
 // The kernels read their operands in their dtype: nothing is staged.
