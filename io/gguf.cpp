@@ -655,13 +655,9 @@ Tensor GgufFile::mapped_tensor(const std::string& name) const {
         fmt::format("[gguf {}] tensor '{}' is not aligned to its element size; use "
                     "tensor() to copy it",
                     path_, name));
-  auto storage = Storage::wrap(data, t.nbytes, [keep = file_]() mutable { keep = MappedFile(); });
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::move(storage);
-  impl->shape = t.shape();
-  impl->strides = contiguous_strides(impl->shape);
-  impl->dtype = dtype;
-  return Tensor(std::move(impl));
+  return Tensor::from_storage(
+      Storage::wrap(data, t.nbytes, [keep = file_]() mutable { keep = MappedFile(); }), t.shape(),
+      dtype);
 }
 
 }  // namespace fitgrad::io

@@ -305,12 +305,9 @@ Tensor SafetensorsFile::tensor(const std::string& name) const {
     if (nbytes > 0) std::memcpy(copy.data_ptr(), bytes, nbytes);
     return copy;
   }
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = Storage::wrap(bytes, nbytes, [keep = file_]() mutable { keep = MappedFile(); });
-  impl->shape = e.shape;
-  impl->strides = contiguous_strides(e.shape);
-  impl->dtype = e.dtype;
-  return Tensor(std::move(impl));
+  return Tensor::from_storage(
+      Storage::wrap(bytes, nbytes, [keep = file_]() mutable { keep = MappedFile(); }), e.shape,
+      e.dtype);
 }
 
 std::map<std::string, Tensor> SafetensorsFile::tensors() const {

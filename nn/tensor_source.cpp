@@ -23,13 +23,9 @@ TensorSource TensorSource::meta_views() const {
   for (const Entry& e : entries) (*shapes)[e.name] = {e.shape, e.dtype};
   s.read = [shapes](const std::string& name) {
     const auto& [shape, dtype] = shapes->at(name);
-    auto impl = std::make_shared<TensorImpl>();
-    impl->storage =
-        Storage::wrap(nullptr, size_t(numel(shape)) * element_size(dtype), {}, Device::meta());
-    impl->shape = shape;
-    impl->strides = contiguous_strides(shape);
-    impl->dtype = dtype;
-    return Tensor(std::move(impl));
+    return Tensor::from_storage(
+        Storage::wrap(nullptr, size_t(numel(shape)) * element_size(dtype), {}, Device::meta()),
+        shape, dtype);
   };
   return s;
 }

@@ -166,14 +166,22 @@ double read_scalar(const Tensor& e, const char* op) {
 
 // ---- creation ----
 
-Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, bool pinned) {
-  const int64_t n = fitgrad::numel(shape);
+Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, const Shape& shape, DType dtype) {
+  FG_CHECK(storage && storage->nbytes() == size_t(fitgrad::numel(shape)) * element_size(dtype),
+           "[from_storage] {} bytes for {} {}", storage ? storage->nbytes() : 0, dtype_name(dtype),
+           shape_str(shape));
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = Storage::allocate(size_t(n) * element_size(dtype), device, pinned);
+  impl->storage = std::move(storage);
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
   return Tensor(std::move(impl));
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, bool pinned) {
+  const int64_t n = fitgrad::numel(shape);
+  return from_storage(Storage::allocate(size_t(n) * element_size(dtype), device, pinned), shape,
+                      dtype);
 }
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {

@@ -35,6 +35,9 @@ class Tensor {
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
   // ---- creation ----
+  // A contiguous tensor of `shape` over the whole of `storage` (which holds its bytes: a
+  // mapped file's, or a meta stand-in for them).
+  static Tensor from_storage(std::shared_ptr<Storage> storage, const Shape& shape, DType dtype);
   // Uninitialised contents (on the host: whatever the cache held).
   static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu(),
                       bool pinned = false);
