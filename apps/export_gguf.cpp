@@ -37,6 +37,7 @@
 #include "data/spm_tokenizer.h"
 #include "io/gguf_writer.h"
 #include "nn/config.h"
+#include "nn/gguf_model.h"
 #include "nn/llama_names.h"
 #include "tensor/error.h"
 #include "tensor/ops/elementwise.h"
@@ -117,9 +118,7 @@ std::string gguf_architecture(const nn::ModelConfig& cfg, const std::string& out
            "Phi-3 models; model_type '{}' is not written (write a model folder: -o DIR)",
            out, type);
   if (cfg.gemma) {  // Note [GGUF architectures] in nn/gguf_model.cpp: llama.cpp's scale rule
-    const bool shape_27b = cfg.num_layers == (type == "gemma2" ? 46 : 62);
-    const double scale = shape_27b ? double(cfg.hidden_size) / double(cfg.num_heads)
-                                   : double(cfg.resolved_head_dim());
+    const double scale = nn::llama_cpp_gemma_query_scalar(cfg, type == "gemma2");
     FG_CHECK(cfg.query_pre_attn_scalar == scale,
              "[export] -o {}: query_pre_attn_scalar is {}, but llama.cpp scales a {}-layer {} "
              "by 1 / sqrt({}) and has no key for another value; the GGUF file would compute "

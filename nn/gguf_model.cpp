@@ -124,14 +124,11 @@ void read_architecture(const io::GgufFile& file, const std::string& arch, ModelC
   auto u64_or = [&](const char* k, int64_t fallback) {
     return meta.has(key(k)) ? int64_t(meta.get_u64(key(k))) : fallback;
   };
+  FG_CHECK(m.num_heads > 0, "{} {} is 0", where, key("attention.head_count"));
   if (arch == "qwen3") m.qk_norm = true;
   if (arch == "gemma2" || arch == "gemma3") {
     m.gemma = true;
-    const int64_t d =
-        m.head_dim > 0 ? m.head_dim : m.hidden_size / std::max<int64_t>(1, m.num_heads);
-    const bool shape_27b = m.num_layers == (arch == "gemma2" ? 46 : 62);
-    m.query_pre_attn_scalar =
-        shape_27b ? double(m.hidden_size) / double(std::max<int64_t>(1, m.num_heads)) : double(d);
+    m.query_pre_attn_scalar = llama_cpp_gemma_query_scalar(m, arch == "gemma2");
   }
   if (arch == "gemma2") {
     m.attn_logit_softcapping = f32_or("attn_logit_softcapping", 50.0);
@@ -182,6 +179,12 @@ void read_architecture(const io::GgufFile& file, const std::string& arch, ModelC
 }
 
 }  // namespace
+
+double llama_cpp_gemma_query_scalar(const ModelConfig& cfg, bool gemma2) {
+  const int64_t heads = std::max<int64_t>(1, cfg.num_heads);
+  if (cfg.num_layers == (gemma2 ? 46 : 62)) return double(cfg.hidden_size) / double(heads);
+  return double(cfg.head_dim > 0 ? cfg.head_dim : cfg.hidden_size / heads);
+}
 
 ModelConfig config_from_gguf(const io::GgufFile& file) {
   const io::GgufMetadata& meta = file.metadata();

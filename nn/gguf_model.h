@@ -40,6 +40,10 @@ namespace fitgrad::nn {
 // config]), validated; errors name the file and the missing key. A file whose
 // general.architecture is not "llama" is refused with an error that names it.
 ModelConfig config_from_gguf(const io::GgufFile& file);
+// The query_pre_attn_scalar llama.cpp gives a Gemma of cfg's shape, having no key for it (Note
+// [GGUF architectures] in gguf_model.cpp): hidden / heads for the 27B shape (46 layers for
+// gemma2, 62 for gemma3), else the head dim.
+double llama_cpp_gemma_query_scalar(const ModelConfig& cfg, bool gemma2);
 
 // Builds the model (options.initialize is ignored: weights come from the file) and loads
 // every tensor, dequantized to options.dtype, one at a time (Note [Streaming loads] in
