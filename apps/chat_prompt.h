@@ -19,6 +19,10 @@ struct Conversation {
   nlohmann::ordered_json extra = nlohmann::ordered_json::object();
 };
 
+// The help of --chat_template, which generate and train take.
+inline constexpr const char* kChatTemplateHelp =
+    "a Jinja chat template file used instead of the model's own";
+
 // Reads and checks a conversation file; errors name `command` and the file.
 Conversation read_conversation(const std::string& path, const char* command);
 

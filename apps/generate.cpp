@@ -241,8 +241,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--messages", o->messages_file,
                   "a JSON conversation (a list of {role, content}, or an object with messages and "
                   "the template's variables) rendered through the model's chat template");
-  cmd->add_option("--chat_template", o->chat_template,
-                  "a Jinja chat template file used instead of the model's own");
+  cmd->add_option("--chat_template", o->chat_template, kChatTemplateHelp);
   cmd->add_flag("--chat", o->interactive,
                 "hold a conversation: each line of the input is a user turn (an empty line ends "
                 "it)");

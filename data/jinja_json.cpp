@@ -3,11 +3,12 @@
 // Note [tojson]
 // transformers replaces jinja2's tojson (which HTML-escapes) with json.dumps(x,
 // ensure_ascii=False, indent=indent, separators=separators, sort_keys=sort_keys), and this is
-// that: keys in insertion order, non-ASCII kept (\uXXXX with ensure_ascii, which is the first
-// positional argument), only " \\ and control characters escaped, ", " and ": " between
-// items and keys (",", ": " once there is an indent, which is a number of spaces or a
-// string), floats as Python prints them, NaN and Infinity as json.dumps writes them, and
-// dict keys that are numbers, booleans or None turned into strings as json.dumps does.
+// that: keys in insertion order, non-ASCII kept (four-hex-digit \u escapes with
+// ensure_ascii, which is the first positional argument), only " \\ and control characters
+// escaped, ", " and ": " between items and keys (",", ": " once there is an indent, which
+// is a number of spaces or a string), floats as Python prints them, NaN and Infinity as
+// json.dumps writes them, and dict keys that are numbers, booleans or None turned into
+// strings as json.dumps does.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

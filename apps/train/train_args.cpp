@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "apps/chat_prompt.h"
 #include "apps/cli_checks.h"
 #include "apps/model_source.h"
 #include "optim/factory.h"
@@ -93,8 +94,7 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
       ->capture_default_str();
   cmd.add_flag("--skip_bad_examples", a.skip_bad_examples,
                "Count and report malformed records instead of stopping at the first");
-  cmd.add_option("--chat_template", a.chat_template,
-                 "A Jinja chat template file used instead of the model's own");
+  cmd.add_option("--chat_template", a.chat_template, kChatTemplateHelp);
 
   cmd.add_option("--per_device_train_batch_size", a.per_device_train_batch_size,
                  "Sequences per micro-batch")

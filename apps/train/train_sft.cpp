@@ -6,7 +6,6 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
-#include <memory>
 
 #include "apps/chat_prompt.h"
 #include "data/folder_files.h"
