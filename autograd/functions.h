@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tensor/backend/attention_mask.h"
+#include "tensor/ops/rope.h"
 #include "tensor/random/generator.h"
 #include "tensor/rope_params.h"
 #include "tensor/tensor.h"
@@ -52,7 +53,9 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6);
 Tensor embedding(const Tensor& weight, const Tensor& ids);
-Tensor rope(const Tensor& x, int64_t position_offset, const RopeParams& rope);  // x (B, H, T, D)
+// x (B, H, T, D); positions for packed rows (tensor/ops/rope.h).
+Tensor rope(const Tensor& x, int64_t position_offset, const RopeParams& rope,
+            const ops::RopePositions& positions = {});
 Tensor dropout(const Tensor& x, double p, Generator& gen = default_generator());
 // Mean over non-ignored targets; logits (N, V), targets (N).
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);

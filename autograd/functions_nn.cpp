@@ -170,16 +170,17 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   return out;
 }
 
-Tensor rope(const Tensor& x, int64_t position_offset, const RopeParams& rope) {
+Tensor rope(const Tensor& x, int64_t position_offset, const RopeParams& rope,
+            const ops::RopePositions& positions) {
   const bool rec = needs_record({&x});
   Tensor out;
   {
     ForwardScope scope(rec);
-    out = ops::rope(x, position_offset, rope);
+    out = ops::rope(x, position_offset, rope, positions);
   }
   if (!rec) return out;
-  auto n = make_node("rope", [position_offset, rope](Node&, Grads& g) {
-    return Grads{ops::rope_backward(g[0], position_offset, rope)};
+  auto n = make_node("rope", [position_offset, rope, positions](Node&, Grads& g) {
+    return Grads{ops::rope_backward(g[0], position_offset, rope, positions)};
   });
   record(n, {&x}, {&out});
   return out;

@@ -59,10 +59,16 @@ int64_t Loader::batches_in(int64_t num_tokens, const LoaderOptions& options,
 }
 
 Loader::Loader(std::span<const int32_t> tokens, const LoaderOptions& options, std::string what,
-               std::span<const uint8_t> trained)
-    : tokens_(tokens), trained_(trained), options_(options), what_(std::move(what)) {
+               std::span<const uint8_t> trained, std::span<const int32_t> positions)
+    : tokens_(tokens),
+      trained_(trained),
+      positions_(positions),
+      options_(options),
+      what_(std::move(what)) {
   FG_CHECK(trained_.empty() || trained_.size() == tokens_.size(),
            "[data {}] {} trained flags for {} tokens", what_, trained_.size(), tokens_.size());
+  FG_CHECK(positions_.empty() || positions_.size() == tokens_.size(),
+           "[data {}] {} positions for {} tokens", what_, positions_.size(), tokens_.size());
   batches_per_epoch_ = batches_in(int64_t(tokens_.size()), options_, what_);
   num_windows_ = windows_in(int64_t(tokens_.size()), options_.seq_len);
   // Fails here, not in a worker, when the device's backend is missing.
@@ -114,7 +120,39 @@ Batch Loader::build(int64_t position, OrderCache& cache) const {
   if (!trained_.empty())
     batch.trained_targets =
         std::count_if(targets, targets + B * T, [](int64_t x) { return x != kIgnoredTarget; });
+  if (!positions_.empty()) pack_rows(batch, cache, B, T);
   return batch;
+}
+
+// Note [Packed batches]
+// A packed row's examples are told apart by their positions: an example starts where the
+// position is 0 (its first token, or a window's first token) and ends where the next starts.
+// The batch carries the positions (RoPE, GPT-2's position embedding) and, per token, its
+// example's [begin, end) within the row (the attention's segments, Note [Packed rows]), both
+// built here beside the ids and moved to the device with them.
+void Loader::pack_rows(Batch& batch, const OrderCache& cache, int64_t B, int64_t T) const {
+  batch.positions = Tensor::empty({B, T}, DType::i32, Device::cpu(), pinned_);
+  batch.segments = Tensor::empty({2, B, T}, DType::i32, Device::cpu(), pinned_);
+  int32_t* pos = batch.positions.data<int32_t>();   // (B, T)
+  int32_t* begin = batch.segments.data<int32_t>();  // (B, T)
+  int32_t* end = begin + B * T;                     // (B, T)
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t first = (batch.index * options_.world_size + options_.rank) * B;
+    const int32_t* src = positions_.data() + cache.order[size_t(first + b)] * T;
+    for (int64_t t = 0; t < T; ++t) {
+      FG_CHECK(src[t] >= 0 && src[t] <= t && (t == 0 || src[t] == 0 || src[t] == src[t - 1] + 1),
+               "[data {}] position {} at token {} of a packed row breaks its example", what_,
+               src[t], t);
+      pos[b * T + t] = src[t];
+      begin[b * T + t] = int32_t(t) - pos[b * T + t];
+    }
+    for (int64_t t = T - 1, e = T; t >= 0; --t) {
+      end[b * T + t] = int32_t(e);
+      if (pos[b * T + t] == 0) e = t;
+    }
+    for (int64_t t = 0; t < T; ++t)
+      batch.longest_example = std::max<int64_t>(batch.longest_example, pos[b * T + t] + 1);
+  }
 }
 
 void Loader::work(int worker, int64_t first) {
@@ -190,6 +228,10 @@ Batch Loader::next() {
     const MemoryContextScope scope({Category::data, label_});
     batch.ids = batch.ids.to(options_.device);
     batch.targets = batch.targets.to(options_.device);
+    if (batch.positions.defined()) {
+      batch.positions = batch.positions.to(options_.device);
+      batch.segments = batch.segments.to(options_.device);
+    }
   }
   return batch;
 }

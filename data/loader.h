@@ -71,6 +71,10 @@ struct Batch {
   Tensor ids;      // (B, T) i64
   Tensor targets;  // (B, T) i64: ids shifted left by one token, kIgnoredTarget where untrained
   int64_t trained_targets = 0;  // targets that are not kIgnoredTarget
+  // Packed rows (Note [Packed rows] in tensor/backend/attention_mask.h), undefined otherwise:
+  Tensor positions;             // (B, T) i32: each token's position in its example
+  Tensor segments;              // (2, B, T) i32: each token's example [begin, end) in its row
+  int64_t longest_example = 0;  // the longest example's length in the batch
   int64_t epoch = 0;
   int64_t index = 0;  // the batch's index within its epoch
 };
@@ -94,8 +98,11 @@ class Loader {
   // prefetch is out of range, or when the tokens give fewer than batch_size windows.
   // `trained`, when given, holds one flag per token (and outlives the loader too): a token
   // whose flag is 0 is no target, its target kIgnoredTarget (Note [Trained targets]).
+  // `positions`, when given, holds each token's position within its example (packed rows,
+  // data/sft_stream.h; it outlives the loader too), from which batches take their positions
+  // and segments.
   Loader(std::span<const int32_t> tokens, const LoaderOptions& options, std::string what = "train",
-         std::span<const uint8_t> trained = {});
+         std::span<const uint8_t> trained = {}, std::span<const int32_t> positions = {});
   // Stops and joins the workers, also those waiting on a full queue.
   ~Loader();
   Loader(const Loader&) = delete;
@@ -133,12 +140,15 @@ class Loader {
   };
 
   Batch build(int64_t position, OrderCache& cache) const;
+  // The positions and segments of a packed batch (Note [Packed batches] in loader.cpp).
+  void pack_rows(Batch& batch, const OrderCache& cache, int64_t B, int64_t T) const;
   void work(int worker, int64_t first);
   void start_workers();
   void stop_workers();
 
   std::span<const int32_t> tokens_;
-  std::span<const uint8_t> trained_;  // empty: every target trained
+  std::span<const uint8_t> trained_;    // empty: every target trained
+  std::span<const int32_t> positions_;  // empty: one example a row
   LoaderOptions options_;
   std::string what_;
   uint32_t label_ = 0;

@@ -9,6 +9,7 @@
 #include "autograd/functions.h"
 #include "nn/kv_cache.h"
 #include "tensor/error.h"
+#include "tensor/ops/attention.h"
 
 namespace fitgrad::nn {
 
@@ -44,16 +45,17 @@ Tensor split_heads(const Tensor& x, int64_t heads, int64_t head_dim) {
 
 std::atomic<AttentionDropoutPath> g_dropout_path{AttentionDropoutPath::fused};
 
-// Causal attention (within `mask`'s window, if any), with dropout on the probabilities when
-// `m` trains with p > 0.
+// Causal attention (within `mask`'s window, if any; each packed example to itself), with
+// dropout on the probabilities when `m` trains with p > 0.
 Tensor causal_attention(const Module& m, const Tensor& q, const Tensor& k, const Tensor& v,
-                        double p, bool cached, const backend::AttentionMask& mask = true,
-                        double scale = 0) {
+                        double p, bool cached, const PackedRows* packed,
+                        backend::AttentionMask mask = true, double scale = 0) {
+  if (packed) mask = ops::packed_rows_mask(mask, packed->segments);
   if (!m.training() || p == 0 || cached) return ag::attention(q, k, v, mask, scale);
   if (g_dropout_path.load() == AttentionDropoutPath::composed) {
-    FG_CHECK(!mask.windowed() && mask.softcap == 0 && scale == 0,
-             "[attention] the composed dropout path has no sliding window, soft cap or scale; "
-             "use the fused one");
+    FG_CHECK(!mask.windowed() && mask.softcap == 0 && scale == 0 && !packed,
+             "[attention] the composed dropout path has no sliding window, soft cap, scale or "
+             "packed rows; use the fused one");
     return attention_with_dropout(q, k, v, p);
   }
   return ag::attention(q, k, v, mask, scale, p);
@@ -108,16 +110,18 @@ Gpt2Attention::Gpt2Attention(std::string path, std::string name, const ModelConf
                              Linear::Options{true, L::conv1d, cfg.residual_init_std()}, ctx);
 }
 
-Tensor Gpt2Attention::forward(const Tensor& x, KvCache* cache, int64_t layer) const {
+Tensor Gpt2Attention::forward(const Tensor& x, KvCache* cache, int64_t layer,
+                              const PackedRows* packed) const {
   ForwardScope scope(*this);
   const int64_t c = heads_ * head_dim_;
   const Tensor qkv = c_attn_->forward(x);  // (B, T, 3C)
   auto head = [&](int64_t j) {
     return split_heads(ag::narrow(qkv, 2, j * c, c), heads_, head_dim_);
   };
-  Tensor k = head(1), v = head(2);                                              // (B, H, T, D)
-  if (cache) std::tie(k, v) = cache->update(layer, k, v);                       // (B, H, S, D)
-  const Tensor y = causal_attention(*this, head(0), k, v, attn_pdrop_, cache);  // (B, H, T, D)
+  Tensor k = head(1), v = head(2);                         // (B, H, T, D)
+  if (cache) std::tie(k, v) = cache->update(layer, k, v);  // (B, H, S, D)
+  const Tensor y =
+      causal_attention(*this, head(0), k, v, attn_pdrop_, cache, packed);  // (B, H, T, D)
   return dropout_in_training(*this, c_proj_->forward(merge_heads(y)), resid_pdrop_);
 }
 
@@ -153,7 +157,8 @@ LlamaAttention::LlamaAttention(std::string path, std::string name, const ModelCo
   }
 }
 
-Tensor LlamaAttention::forward(const Tensor& x, KvCache* cache, int64_t layer) const {
+Tensor LlamaAttention::forward(const Tensor& x, KvCache* cache, int64_t layer,
+                               const PackedRows* packed) const {
   ForwardScope scope(*this);
   Tensor q, k, v;
   if (qkv_proj_ != nullptr) {  // Phi-3: (B, T, q + 2 kv), q then k then v
@@ -172,11 +177,12 @@ Tensor LlamaAttention::forward(const Tensor& x, KvCache* cache, int64_t layer) c
     q = q_norm_->forward(q);
     k = k_norm_->forward(k);
   }
-  q = ag::rope(q, position, rope_);
-  k = ag::rope(k, position, rope_);
+  const ops::RopePositions positions = packed ? packed->positions : ops::RopePositions{};
+  q = ag::rope(q, position, rope_, positions);
+  k = ag::rope(k, position, rope_, positions);
   if (cache) std::tie(k, v) = cache->update(layer, k, v);  // (B, Hkv, S, D)
-  const Tensor y =
-      causal_attention(*this, q, k, v, attn_pdrop_, cache, mask_, scale_);  // (B, H, T, D)
+  const Tensor y = causal_attention(*this, q, k, v, attn_pdrop_, cache, packed, mask_,
+                                    scale_);  // (B, H, T, D)
   return o_proj_->forward(merge_heads(y));
 }
 

@@ -8,11 +8,13 @@
 //     config (qwen2 has q/k/v biases).
 // Both take x (B, T, C) and return (B, T, C). With a KvCache (kv_cache.h) the T tokens of
 // x are the positions after the cache's length: their keys and values join the cache and
-// the queries attend over every cached position (causal, bottom-right aligned).
+// the queries attend over every cached position (causal, bottom-right aligned). With packed
+// rows (packed_rows.h) each example attends to itself, RoPE at its own positions.
 #pragma once
 
 #include "nn/config.h"
 #include "nn/layers.h"
+#include "nn/packed_rows.h"
 #include "tensor/backend/attention_mask.h"
 #include "tensor/rope_params.h"
 
@@ -24,7 +26,8 @@ class Gpt2Attention : public Module {
  public:
   Gpt2Attention(std::string path, std::string name, const ModelConfig& cfg, BuildContext& ctx);
   // (B, T, C) -> (B, T, C); with a cache, through its layer `layer`.
-  Tensor forward(const Tensor& x, KvCache* cache = nullptr, int64_t layer = 0) const;
+  Tensor forward(const Tensor& x, KvCache* cache = nullptr, int64_t layer = 0,
+                 const PackedRows* packed = nullptr) const;
   const LinearLayer& c_attn() const { return *c_attn_; }
   const LinearLayer& c_proj() const { return *c_proj_; }
 
@@ -65,7 +68,8 @@ class LlamaAttention : public Module {
                  BuildContext& ctx);
   // (B, T, C) -> (B, T, C); with a cache, through its layer `layer`, RoPE at positions
   // from the cache's length on.
-  Tensor forward(const Tensor& x, KvCache* cache = nullptr, int64_t layer = 0) const;
+  Tensor forward(const Tensor& x, KvCache* cache = nullptr, int64_t layer = 0,
+                 const PackedRows* packed = nullptr) const;
 
  private:
   int64_t heads_, kv_heads_, head_dim_;

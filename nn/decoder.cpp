@@ -21,9 +21,10 @@ Gpt2Block::Gpt2Block(std::string path, std::string name, const ModelConfig& cfg,
   mlp_ = &register_module<Gpt2Mlp>("mlp", cfg, ctx);
 }
 
-Tensor Block::forward(const Tensor& x, KvCache* cache, int64_t layer, int64_t mlp_tiles) const {
+Tensor Block::forward(const Tensor& x, KvCache* cache, int64_t layer, int64_t mlp_tiles,
+                      const PackedRows* packed) const {
   ForwardScope scope(*this);
-  const Tensor h = ag::add(x, attention_branch(x, cache, layer));  // (B, T, C)
+  const Tensor h = ag::add(x, attention_branch(x, cache, layer, packed));  // (B, T, C)
   if (mlp_tiles <= 0) return ag::add(h, mlp_branch(h));
   const int64_t n = h.size(0) * h.size(1), c = h.size(2);
   const int64_t rows = ag::even_chunk_rows(n, (n + mlp_tiles - 1) / mlp_tiles);
@@ -32,8 +33,9 @@ Tensor Block::forward(const Tensor& x, KvCache* cache, int64_t layer, int64_t ml
   return ag::add(h, ag::reshape(m, h.shape()));
 }
 
-Tensor Gpt2Block::attention_branch(const Tensor& x, KvCache* cache, int64_t layer) const {
-  return attn_->forward(ln_1_->forward(x), cache, layer);
+Tensor Gpt2Block::attention_branch(const Tensor& x, KvCache* cache, int64_t layer,
+                                   const PackedRows* packed) const {
+  return attn_->forward(ln_1_->forward(x), cache, layer, packed);
 }
 
 Tensor Gpt2Block::mlp_branch(const Tensor& h) const { return mlp_->forward(ln_2_->forward(h)); }
@@ -65,8 +67,9 @@ LlamaBlock::LlamaBlock(std::string path, std::string name, const ModelConfig& cf
   }
 }
 
-Tensor LlamaBlock::attention_branch(const Tensor& x, KvCache* cache, int64_t layer) const {
-  const Tensor y = self_attn_->forward(input_layernorm_->forward(x), cache, layer);
+Tensor LlamaBlock::attention_branch(const Tensor& x, KvCache* cache, int64_t layer,
+                                    const PackedRows* packed) const {
+  const Tensor y = self_attn_->forward(input_layernorm_->forward(x), cache, layer, packed);
   return pre_feedforward_layernorm_ ? post_attention_layernorm_->forward(y) : y;
 }
 
@@ -77,14 +80,16 @@ Tensor LlamaBlock::mlp_branch(const Tensor& h) const {
   return mlp_->forward(post_attention_layernorm_->forward(h));
 }
 
-Tensor DecoderBody::forward(const Tensor& ids, const autograd::SegmentPlan& plan,
-                            int64_t mlp_tiles) const {
+Tensor DecoderBody::forward(const Tensor& ids, const autograd::SegmentPlan& plan, int64_t mlp_tiles,
+                            const PackedRows* packed) const {
   ForwardScope scope(*this);
-  const Tensor x = embed(ids, 0);  // (B, T, C)
+  const Tensor x = embed(ids, 0, packed);  // (B, T, C)
   std::vector<autograd::Block> fns;
   fns.reserve(blocks_.size());
   for (const Block* b : blocks_)
-    fns.push_back([b, mlp_tiles](const Tensor& h) { return b->forward(h, nullptr, 0, mlp_tiles); });
+    fns.push_back([b, mlp_tiles, packed](const Tensor& h) {
+      return b->forward(h, nullptr, 0, mlp_tiles, packed);
+    });
   return final_norm(autograd::checkpoint_sequential(fns, x, plan));
 }
 
@@ -108,14 +113,17 @@ Gpt2Model::Gpt2Model(std::string path, std::string name, const ModelConfig& cfg,
   ln_f_ = &register_module<LayerNorm>("ln_f", cfg.hidden_size, cfg.norm_eps, ctx);
 }
 
-Tensor Gpt2Model::embed(const Tensor& ids, int64_t position) const {
+Tensor Gpt2Model::embed(const Tensor& ids, int64_t position, const PackedRows* packed) const {
   const int64_t t = ids.size(1);
   const Tensor& wpe = wpe_->weight();  // (ctx, C)
   FG_CHECK(position + t <= wpe.size(0), "[{}] sequence length {} exceeds n_positions = {}", path(),
            position + t, wpe.size(0));
   const Tensor tok = wte_->forward(ids);  // (B, T, C)
-  // + (T, C), broadcast over B; then GPT-2's embedding dropout.
-  return dropout_in_training(*this, ag::add(tok, ag::narrow(wpe, 0, position, t)), embd_pdrop_);
+  // + (T, C) broadcast over B, or packed rows' own positions' rows (B, T, C); then GPT-2's
+  // embedding dropout.
+  const Tensor pos =
+      packed ? wpe_->forward(packed->positions.ids) : ag::narrow(wpe, 0, position, t);
+  return dropout_in_training(*this, ag::add(tok, pos), embd_pdrop_);
 }
 
 LlamaModel::LlamaModel(std::string path, std::string name, const ModelConfig& cfg,
@@ -136,7 +144,8 @@ LlamaModel::LlamaModel(std::string path, std::string name, const ModelConfig& cf
   if (cfg.gemma) embed_scale_ = std::sqrt(double(cfg.hidden_size));
 }
 
-Tensor LlamaModel::embed(const Tensor& ids, int64_t /*position*/) const {
+Tensor LlamaModel::embed(const Tensor& ids, int64_t /*position*/,
+                         const PackedRows* /*packed*/) const {
   const Tensor x =
       nf4_embed_tokens_ ? nf4_embed_tokens_->forward(ids) : embed_tokens_->forward(ids);
   if (embed_scale_ == 0) return x;
@@ -177,9 +186,10 @@ void CausalLM::check_ids(const Tensor& ids, int64_t start) const {
       limit);
 }
 
-Tensor CausalLM::forward(const Tensor& ids) const {
+Tensor CausalLM::forward(const Tensor& ids, const PackedRows* packed) const {
   check_ids(ids, 0);
-  return head(body_->forward(ids, plan_, mlp_tiles(ids.size(0) * ids.size(1))));  // (B, T, V)
+  const int64_t n = ids.size(0) * ids.size(1);
+  return head(body_->forward(ids, plan_, mlp_tiles(n), packed));  // (B, T, V)
 }
 
 void CausalLM::set_row_chunking(const RowChunking& chunking) {
@@ -224,17 +234,17 @@ Tensor CausalLM::head(Tensor x) const {
   return logits;
 }
 
-Tensor CausalLM::loss(const Tensor& ids, const Tensor& targets) const {
+Tensor CausalLM::loss(const Tensor& ids, const Tensor& targets, const PackedRows* packed) const {
   FG_CHECK(targets.shape() == ids.shape(), "[{}] targets must have the shape of ids", config_.name);
   const int64_t n = ids.size(0) * ids.size(1);
   if (chunking_.fused_head_loss) {
     check_ids(ids, 0);
-    const Tensor x = body_->forward(ids, plan_, mlp_tiles(n));  // (B, T, C)
+    const Tensor x = body_->forward(ids, plan_, mlp_tiles(n), packed);  // (B, T, C)
     return ag::chunked_head_cross_entropy([this](const Tensor& xc) { return head(xc); },
                                           ag::reshape(x, {n, config_.hidden_size}),
                                           targets.reshape({n}), head_chunk_rows(n));
   }
-  const Tensor logits = forward(ids);  // (B, T, V)
+  const Tensor logits = forward(ids, packed);  // (B, T, V)
   LabelScope label("loss");
   return ag::cross_entropy(ag::reshape(logits, {n, config_.vocab_size}), targets.reshape({n}));
 }

@@ -71,16 +71,18 @@ struct RowChunking {
 
 // One decoder block: (B, T, C) -> (B, T, C). With a cache, x holds the positions after
 // cache->length() and attention goes through the cache's layer `layer`. mlp_tiles > 0 runs
-// the norm + MLP over that many row tiles (Note [Row-chunked head and MLP]).
+// the norm + MLP over that many row tiles (Note [Row-chunked head and MLP]). `packed`: the
+// rows pack several examples, each attending to itself (nn/packed_rows.h).
 class Block : public Module {
  public:
   using Module::Module;
   Tensor forward(const Tensor& x, KvCache* cache = nullptr, int64_t layer = 0,
-                 int64_t mlp_tiles = 0) const;
+                 int64_t mlp_tiles = 0, const PackedRows* packed = nullptr) const;
 
  protected:
   // x (B, T, C) -> attn(norm_1(x)) and h (B, T, C) -> mlp(norm_2(h)), each (B, T, C).
-  virtual Tensor attention_branch(const Tensor& x, KvCache* cache, int64_t layer) const = 0;
+  virtual Tensor attention_branch(const Tensor& x, KvCache* cache, int64_t layer,
+                                  const PackedRows* packed) const = 0;
   virtual Tensor mlp_branch(const Tensor& h) const = 0;
 };
 
@@ -89,7 +91,8 @@ class Gpt2Block : public Block {
   Gpt2Block(std::string path, std::string name, const ModelConfig& cfg, BuildContext& ctx);
 
  protected:
-  Tensor attention_branch(const Tensor& x, KvCache* cache, int64_t layer) const override;
+  Tensor attention_branch(const Tensor& x, KvCache* cache, int64_t layer,
+                          const PackedRows* packed) const override;
   Tensor mlp_branch(const Tensor& h) const override;
 
  private:
@@ -106,7 +109,8 @@ class LlamaBlock : public Block {
              BuildContext& ctx);
 
  protected:
-  Tensor attention_branch(const Tensor& x, KvCache* cache, int64_t layer) const override;
+  Tensor attention_branch(const Tensor& x, KvCache* cache, int64_t layer,
+                          const PackedRows* packed) const override;
   Tensor mlp_branch(const Tensor& h) const override;
 
  private:
@@ -124,8 +128,10 @@ class DecoderBody : public Module {
  public:
   using Module::Module;
   // ids (B, T) -> final hidden states (B, T, C), blocks checkpointed per `plan`, their MLPs
-  // in mlp_tiles tiles (0: untiled; Note [Row-chunked head and MLP]).
-  Tensor forward(const Tensor& ids, const autograd::SegmentPlan& plan, int64_t mlp_tiles = 0) const;
+  // in mlp_tiles tiles (0: untiled; Note [Row-chunked head and MLP]), over packed rows when
+  // `packed` says so.
+  Tensor forward(const Tensor& ids, const autograd::SegmentPlan& plan, int64_t mlp_tiles = 0,
+                 const PackedRows* packed = nullptr) const;
   // ids (B, T_new) at positions cache.length() onwards -> (B, T_new, C) (Note [Cached
   // decoding]); does not advance the cache.
   Tensor forward_cached(const Tensor& ids, KvCache& cache) const;
@@ -135,8 +141,9 @@ class DecoderBody : public Module {
   const std::vector<const Block*>& blocks() const { return blocks_; }
 
  protected:
-  // ids (B, T) at positions [position, position + T) -> (B, T, C).
-  virtual Tensor embed(const Tensor& ids, int64_t position) const = 0;
+  // ids (B, T) at positions [position, position + T), or packed rows' positions -> (B, T, C).
+  virtual Tensor embed(const Tensor& ids, int64_t position,
+                       const PackedRows* packed = nullptr) const = 0;
   virtual Tensor final_norm(const Tensor& x) const = 0;
   std::vector<const Block*> blocks_;
 };
@@ -147,7 +154,7 @@ class Gpt2Model : public DecoderBody {
   Tensor tied_head(const Tensor& x) const override;
 
  protected:
-  Tensor embed(const Tensor& ids, int64_t position) const override;
+  Tensor embed(const Tensor& ids, int64_t position, const PackedRows* packed) const override;
   Tensor final_norm(const Tensor& x) const override { return ln_f_->forward(x); }
 
  private:
@@ -162,7 +169,8 @@ class LlamaModel : public DecoderBody {
   Tensor tied_head(const Tensor& x) const override;
 
  protected:
-  Tensor embed(const Tensor& ids, int64_t /*position: RoPE is in attention*/) const override;
+  // position and packed: RoPE is in attention.
+  Tensor embed(const Tensor& ids, int64_t position, const PackedRows* packed) const override;
   Tensor final_norm(const Tensor& x) const override { return norm_->forward(x); }
 
  private:
@@ -177,11 +185,12 @@ class LlamaModel : public DecoderBody {
 class CausalLM : public Module {
  public:
   const ModelConfig& config() const { return config_; }
-  // ids (B, T) i32/i64 -> logits (B, T, V).
-  Tensor forward(const Tensor& ids) const;
+  // ids (B, T) i32/i64 -> logits (B, T, V); `packed`: rows of several examples, each
+  // attending to itself with its own positions (nn/packed_rows.h).
+  Tensor forward(const Tensor& ids, const PackedRows* packed = nullptr) const;
   // Mean cross-entropy of the logits of ids against targets (B, T) (ignore_index -100),
   // through autograd::cross_entropy on (B T, V). A scalar.
-  Tensor loss(const Tensor& ids, const Tensor& targets) const;
+  Tensor loss(const Tensor& ids, const Tensor& targets, const PackedRows* packed = nullptr) const;
   // ids (B, T_new) of the positions after cache.length() -> their logits (B, T_new, V),
   // under NoGradGuard; the cache then holds T_new more positions (Note [Cached decoding]).
   // The cache must come from this model's config, with batch B.

@@ -161,7 +161,8 @@ StepResult TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>
       {
         std::optional<autograd::SavedTensorHooksScope> hooks;
         if (offload) hooks.emplace(offload->hooks());
-        loss = model_.loss(batch.ids, batch.targets);
+        loss = model_.loss(batch.ids, batch.targets,
+                           batch.packed.segments.defined() ? &batch.packed : nullptr);
         if (offload) offload->end_forward();
       }
       {

@@ -36,6 +36,9 @@ struct MicroBatch {
   Tensor ids;
   Tensor targets;
   int64_t trained_targets = 0;  // targets not ignored (-100): the weight_by_targets weight
+  // Rows that pack several examples (nn/packed_rows.h), held until the backward is done;
+  // segments undefined: one example a row.
+  nn::PackedRows packed = {};
 };
 
 struct TrainStepOptions {

@@ -95,6 +95,12 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_flag("--skip_bad_examples", a.skip_bad_examples,
                "Count and report malformed records instead of stopping at the first");
   cmd.add_option("--chat_template", a.chat_template, kChatTemplateHelp);
+  cmd.add_option("--packing", a.packing,
+                 "How instruction data fills the rows: bfd (whole examples, best-fit "
+                 "decreasing, each attending to itself), wrapped (end to end, cut at --seq_len), "
+                 "none (one padded example a row); auto: bfd, or none for plain text records")
+      ->check(CLI::IsMember({"auto", "bfd", "wrapped", "none"}))
+      ->capture_default_str();
 
   cmd.add_option("--per_device_train_batch_size", a.per_device_train_batch_size,
                  "Sequences per micro-batch")

@@ -59,7 +59,8 @@ struct TrainArgs {
   std::string dataset_text_field = "text";
   std::string train_on = "assistant";  // assistant | last | all
   bool skip_bad_examples = false;
-  std::string chat_template;  // a file; "" = the model's
+  std::string chat_template;     // a file; "" = the model's
+  std::string packing = "auto";  // auto | bfd | wrapped | none (data/sft_stream.h)
 
   // Hugging Face TrainingArguments.
   int64_t per_device_train_batch_size = 8;

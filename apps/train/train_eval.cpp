@@ -27,8 +27,8 @@ std::optional<std::pair<double, int64_t>> evaluate(TrainRun& r) {
   const int64_t tokens = r.eval_batches * r.eval_batch * a.seq_len;
   if (r.dry_run) {
     for (int64_t i = 0; i < r.eval_batches; ++i) {
-      const train::MicroBatch b = r.meta_batch(r.eval_batch, "data.validation");
-      r.lm.model->loss(b.ids, b.targets);
+      const train::MicroBatch b = r.meta_batch(r.eval_batch, "data.validation", r.packed);
+      r.lm.model->loss(b.ids, b.targets, r.packed ? &b.packed : nullptr);
     }
     return std::pair{NAN, tokens};
   }
@@ -37,15 +37,15 @@ std::optional<std::pair<double, int64_t>> evaluate(TrainRun& r) {
   lopt.seq_len = a.seq_len;
   lopt.order = data::DataOrder::sequential;
   lopt.device = r.device;
-  data::Loader val(r.val_data.tokens, lopt, "validation", r.val_data.trained);
+  data::Loader val(r.val_data.tokens, lopt, "validation", r.val_data.trained, r.val_data.positions);
   // With trained flags, the mean over the trained targets (Note [Loss over trained targets]).
   const bool weighted = !r.val_data.trained.empty();
   double sum = 0;
   int64_t targets = 0;
   for (int64_t i = 0; i < r.eval_batches; ++i) {
     if (interrupt_received()) return std::nullopt;
-    data::Batch b = val.next();
-    const double loss = r.lm.model->loss(b.ids, b.targets).item();
+    const train::MicroBatch b = micro_batch(val.next());
+    const double loss = r.lm.model->loss(b.ids, b.targets, r.packed ? &b.packed : nullptr).item();
     sum += weighted ? loss * double(b.trained_targets) : loss;
     targets += b.trained_targets;
   }

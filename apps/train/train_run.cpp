@@ -27,19 +27,30 @@ TrainRun::~TrainRun() {
   alloc.set_mode(mode_before);
 }
 
-train::MicroBatch TrainRun::next_batch() {
-  if (!dry_run) {
-    data::Batch b = loader->next();
-    return {std::move(b.ids), std::move(b.targets), b.trained_targets};
-  }
-  return meta_batch(a.per_device_train_batch_size, "data.train");
+train::MicroBatch micro_batch(data::Batch&& b) {
+  return {std::move(b.ids),
+          std::move(b.targets),
+          b.trained_targets,
+          {std::move(b.segments), {std::move(b.positions), b.longest_example}}};
 }
 
-train::MicroBatch TrainRun::meta_batch(int64_t batch, const char* label) const {
+train::MicroBatch TrainRun::next_batch() {
+  if (!dry_run) return micro_batch(loader->next());
+  return meta_batch(a.per_device_train_batch_size, "data.train", packed);
+}
+
+train::MicroBatch TrainRun::meta_batch(int64_t batch, const char* label, bool packed_rows) const {
   const MemoryContextScope scope({Category::data, intern_label(label)});
   const Shape shape{batch, a.seq_len};
-  return {Tensor::empty(shape, DType::i64, device), Tensor::empty(shape, DType::i64, device),
-          batch * a.seq_len};
+  train::MicroBatch b{Tensor::empty(shape, DType::i64, device),
+                      Tensor::empty(shape, DType::i64, device),
+                      batch * a.seq_len,
+                      {}};
+  if (packed_rows) {  // as the loader builds them (Note [Packed batches] in data/loader.cpp)
+    b.packed.positions = {Tensor::empty(shape, DType::i32, device), a.seq_len};
+    b.packed.segments = Tensor::empty({2, batch, a.seq_len}, DType::i32, device);
+  }
+  return b;
 }
 
 double TrainRun::epoch_at(int64_t s) const {

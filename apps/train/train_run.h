@@ -52,6 +52,10 @@ namespace fitgrad::apps {
 
 using TrainClock = std::chrono::steady_clock;
 
+// A loader's batch as the step takes it, its tensors moved (so that they are freed in one
+// order, a dry run's meta batches' too).
+train::MicroBatch micro_batch(data::Batch&& batch);
+
 struct TrainRun {
   TrainRun(const TrainArgs& args, std::ostream& out, std::ostream& err);
   // An in-process caller (the tests) gets the allocator's capacity and mode back, and the math mode
@@ -62,9 +66,10 @@ struct TrainRun {
 
   // The next training micro-batch: the loader's, or meta tensors in a dry run.
   train::MicroBatch next_batch();
-  // A dry run's (batch, seq_len) ids and targets on meta, allocated as the loader labels
-  // its batches ("data.train", "data.validation"; Note [Dry run on meta]).
-  train::MicroBatch meta_batch(int64_t batch, const char* label) const;
+  // A dry run's (batch, seq_len) ids and targets on meta, and a packed batch's positions and
+  // segments, allocated as the loader labels its batches ("data.train", "data.validation";
+  // Note [Dry run on meta]).
+  train::MicroBatch meta_batch(int64_t batch, const char* label, bool packed_rows) const;
   // Epochs done after `step` optimizer steps (0 in a dry run without data: no epochs).
   double epoch_at(int64_t step) const;
   // The elements of the parameters the optimizer updates (all of them, or the adapters).
@@ -99,8 +104,10 @@ struct TrainRun {
   struct Split {
     std::span<const int32_t> tokens;
     std::span<const uint8_t> trained;
+    std::span<const int32_t> positions;  // packed rows (data/sft_stream.h); empty: none
   };
   Split train_data, val_data;
+  bool packed = false;  // the rows pack several examples (--packing bfd or wrapped)
   std::unique_ptr<data::Loader> loader;              // not in a dry run
   std::unique_ptr<optim::OptimizerOffload> offload;  // --offload_optimizer: the host masters
   std::unique_ptr<optim::Optimizer> optimizer;

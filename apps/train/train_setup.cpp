@@ -170,9 +170,14 @@ void setup_data(TrainRun& r) {
   const TrainArgs& a = r.a;
   if (is_sft_data(a)) {  // Note [Instruction data in a run] in train_sft.cpp
     r.sft.emplace(load_sft_data(a, r.lm, r.err));
-    r.train_data = {r.sft->train.tokens, r.sft->train.trained};
-    r.val_data = {r.sft->val.tokens, r.sft->val.trained};
+    r.train_data = {r.sft->train.tokens, r.sft->train.trained, r.sft->train.positions};
+    r.val_data = {r.sft->val.tokens, r.sft->val.trained, r.sft->val.positions};
+    r.packed = r.sft->packing != data::Packing::none;
   } else {
+    FG_CHECK(a.packing == "auto" || a.packing == "none",
+             "[train] --packing {} lays out instruction data (.jsonl / .json); the text files of "
+             "{} are one stream cut into windows",
+             a.packing, a.data);
     data::TokenDatasetOptions dopt;
     dopt.val_fraction = a.val_fraction;
     // The token cache sits beside the data (data/token_dataset.h) unless that folder is
@@ -180,8 +185,8 @@ void setup_data(TrainRun& r) {
     fs::path data_parent = fs::absolute(a.data).parent_path();
     if (::access(data_parent.c_str(), W_OK) != 0) dopt.cache_dir = (r.dir / "data-cache").string();
     r.dataset.emplace(data::TokenDataset::open(a.data, *r.lm.tokenizer, r.lm.tokenizer_id, dopt));
-    r.train_data = {r.dataset->train(), {}};
-    r.val_data = {r.dataset->val(), {}};
+    r.train_data = {r.dataset->train(), {}, {}};
+    r.val_data = {r.dataset->val(), {}, {}};
   }
 
   data::LoaderOptions lopt;
@@ -198,16 +203,16 @@ void setup_data(TrainRun& r) {
     lopt.world_size = r.group->size();
   }
   if (r.sft)
-    FG_CHECK(r.sft->train.examples >= lopt.batch_size * lopt.world_size,
-             "[train] the training split holds {} examples, fewer than a batch of {}{}; lower "
+    FG_CHECK(r.sft->train.rows >= lopt.batch_size * lopt.world_size,
+             "[train] the training split fills {} rows, fewer than a batch of {}{}; lower "
              "--per_device_train_batch_size or give more examples",
-             r.sft->train.examples, lopt.batch_size,
+             r.sft->train.rows, lopt.batch_size,
              lopt.world_size > 1 ? fmt::format(" on each of {} ranks", lopt.world_size) : "");
   r.batches_per_epoch =
       data::Loader::batches_in(int64_t(r.train_data.tokens.size()), lopt, "train");
   if (!r.dry_run)
-    r.loader =
-        std::make_unique<data::Loader>(r.train_data.tokens, lopt, "train", r.train_data.trained);
+    r.loader = std::make_unique<data::Loader>(r.train_data.tokens, lopt, "train",
+                                              r.train_data.trained, r.train_data.positions);
 
   const int64_t val_windows =
       data::Loader::windows_in(int64_t(r.val_data.tokens.size()), a.seq_len);

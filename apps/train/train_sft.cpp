@@ -38,11 +38,12 @@ bool is_sft_data(const TrainArgs& a) {
 // data/sft_encode.h says: conversations through the chat template (the model's, or
 // --chat_template's), the loss on --train_on's part; plain text and plain prompts start with
 // the bos when the tokenizer adds one to a text (data::vocabulary_adds_bos). Each example takes
-// one window of --seq_len tokens, cut there and padded with the tokenizer's pad (else its eos,
-// else 0), the padding no target; an example with no target left is dropped and reported. The
-// loss is the mean over the trained targets of the whole accumulated batch (Note [Loss over
-// trained targets] in train/train_step.cpp). The examples are encoded at the start of each run,
-// in memory; the token cache holds text only.
+// a layout of data/sft_stream.h, --packing's (auto: bfd, or none when every record is plain
+// text, as TRL packs conversational and prompt/completion data), padded with the tokenizer's
+// pad (else its eos, else 0), the padding no target; an example with no target left is
+// dropped and reported. The loss is the mean over the trained targets of the whole accumulated
+// batch (Note [Loss over trained targets] in train/train_step.cpp). The examples are encoded at
+// the start of each run, in memory; the token cache holds text only.
 SftData load_sft_data(const TrainArgs& a, const LoadedModel& lm, std::ostream& err) {
   FG_CHECK(lm.tokenizer, "[train] instruction data needs a tokenizer; {} has none", a.model);
   data::SftReadOptions ro;
@@ -52,10 +53,11 @@ SftData load_sft_data(const TrainArgs& a, const LoadedModel& lm, std::ostream& e
   data::SftReadReport report;
   const std::vector<data::SftExample> examples = data::read_sft_examples(a.data, ro, &report);
   std::map<std::string, int64_t> formats;
-  bool conversational = false;
+  bool conversational = false, all_text = true;
   for (const data::SftExample& e : examples) {
     ++formats[std::string(data::sft_format_name(e.format))];
     conversational |= e.conversational();
+    all_text &= e.format == data::SftFormat::text;
   }
   std::optional<data::ChatTemplate> chat;
   if (conversational) chat = model_chat_template(lm, a.chat_template, a.model, "train");
@@ -70,14 +72,17 @@ SftData load_sft_data(const TrainArgs& a, const LoadedModel& lm, std::ostream& e
   const int64_t n_val =
       a.val_fraction > 0 ? std::min<int64_t>(n, int64_t(std::ceil(a.val_fraction * double(n)))) : 0;
   SftData d;
+  d.packing = a.packing != "auto" ? data::parse_packing(a.packing)
+              : all_text && n > 0 ? data::Packing::none
+                                  : data::Packing::bfd;
+  std::vector<data::SftTokens> train, val;
+  for (int64_t i = 0; i < n; ++i)
+    (i < n - n_val ? train : val).push_back(encoder.encode(examples[size_t(i)]));
+  d.train = data::layout_examples(train, a.seq_len, pad, d.packing);
+  d.val = data::layout_examples(val, a.seq_len, pad, d.packing);
   std::vector<std::string> dropped;
-  for (int64_t i = 0; i < n; ++i) {
-    const data::SftExample& e = examples[size_t(i)];
-    data::SftStream& to = i < n - n_val ? d.train : d.val;
-    if (!data::append_example(to, encoder.encode(e), a.seq_len, pad)) dropped.push_back(e.where);
-  }
-  data::finish_stream(d.train, pad);
-  data::finish_stream(d.val, pad);
+  for (const size_t i : d.train.dropped) dropped.push_back(examples[i].where);
+  for (const size_t i : d.val.dropped) dropped.push_back(examples[train.size() + i].where);
   if (!dropped.empty())
     err << fmt::format(
         "warning: {} examples have no trained token within --seq_len {} and are left out: {}{}\n",
@@ -94,16 +99,23 @@ SftData load_sft_data(const TrainArgs& a, const LoadedModel& lm, std::ostream& e
   const auto share = [](const data::SftStream& s) {
     return s.real_tokens > 0 ? 100.0 * double(s.trained_tokens) / double(s.real_tokens) : 0.0;
   };
+  // The packing efficiency: of the tokens a step computes (rows x --seq_len), the share
+  // that are the examples' and the share the loss learns.
+  const auto computed = double(std::max<int64_t>(1, d.train.rows * a.seq_len));
   d.summary = fmt::format(
       "data: {} -> {} examples ({}; {} train, {} validation; {} cut to --seq_len {}, {} left "
-      "without a target), {} tokens of which {} trained ({:.1f}%), --train_on {}{}, tokenizer {}",
+      "without a target), {} tokens of which {} trained ({:.1f}%), --train_on {}{}, tokenizer {}\n"
+      "packing: {}: {} training examples in {} rows of {}; of the computed tokens {:.1f}% are "
+      "the examples' and {:.1f}% trained",
       a.data, n, kinds, d.train.examples, d.val.examples, d.train.truncated + d.val.truncated,
       a.seq_len, dropped.size(), d.train.real_tokens + d.val.real_tokens,
       d.train.trained_tokens + d.val.trained_tokens, share(d.train), a.train_on,
       chat ? fmt::format(", chat template of {}",
                          a.chat_template.empty() ? a.model : a.chat_template)
            : std::string(),
-      lm.tokenizer_id);
+      lm.tokenizer_id, data::packing_name(d.packing), d.train.examples, d.train.rows, a.seq_len,
+      100.0 * double(d.train.real_tokens) / computed,
+      100.0 * double(d.train.trained_tokens) / computed);
   return d;
 }
 

@@ -16,7 +16,8 @@ namespace fitgrad::apps {
 
 struct SftData {
   data::SftStream train, val;  // the validation split: the last examples, by --val_fraction
-  std::string summary;         // the run's data line
+  data::Packing packing = data::Packing::none;
+  std::string summary;  // the run's data lines
 };
 
 // Whether --data is instruction or chat data: a .jsonl or .json file, a folder holding such

@@ -28,13 +28,14 @@ __device__ void forward_mma(const ForwardParams& p) {
       backend::cuda_flash_forward_block(blockIdx.x, p.batch * p.hq, q_tiles, p.mask.causal);
   const int64_t bh = blk.bh, q0 = blk.tile * kBr;
   const int64_t kvh = backend::cuda_flash_kv_head(bh, p.hq, p.hkv);
-  const E* q = static_cast<const E*>(p.q) + bh * p.t * p.d;   // (T, D)
-  const E* k = static_cast<const E*>(p.k) + kvh * p.s * p.d;  // (S, D)
-  const E* v = static_cast<const E*>(p.v) + kvh * p.s * p.d;  // (S, D)
+  const backend::AttentionMask mask = p.mask.row(bh / p.hq, p.t);  // Note [Packed rows]
+  const E* q = static_cast<const E*>(p.q) + bh * p.t * p.d;        // (T, D)
+  const E* k = static_cast<const E*>(p.k) + kvh * p.s * p.d;       // (S, D)
+  const E* v = static_cast<const E*>(p.v) + kvh * p.s * p.d;       // (S, D)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const backend::CudaFragmentIndex x_lane = backend::cuda_ldmatrix_x(lane);
   const backend::CudaFragmentIndex y_lane = backend::cuda_ldmatrix_y(lane);
-  const backend::CudaTileRange keys = backend::cuda_flash_key_tiles(p.t, p.s, p.mask, q0, kBr, kBc);
+  const backend::CudaTileRange keys = backend::cuda_flash_key_tiles(p.t, p.s, mask, q0, kBr, kBc);
 
   load_tile<kD, kLd, kBr, C::kThreads>(qs, q, q0, p.t, p.d);
   if (keys.first < keys.end) {
@@ -83,7 +84,7 @@ __device__ void forward_mma(const ForwardParams& p) {
 
     // Scaled to base 2, masked past the sequence end, the diagonal and the window.
     const int64_t j0 = jt * kBc;
-    const bool masked = backend::cuda_flash_tile_masked(p.t, p.s, p.mask, q0, kBr, j0, kBc);
+    const bool masked = backend::cuda_flash_tile_masked(p.t, p.s, mask, q0, kBr, j0, kBc);
 #pragma unroll
     for (int nt = 0; nt < kBc / 8; ++nt) {
 #pragma unroll
@@ -92,7 +93,7 @@ __device__ void forward_mma(const ForwardParams& p) {
         if (masked) {
           const backend::CudaFragmentIndex c = backend::cuda_mma_c_index(lane, e);
           const int64_t i = q0 + warp * 16 + c.row, j = j0 + nt * 8 + c.col;
-          if (backend::cuda_flash_hidden(p.t, p.s, p.mask, i, j)) x = -kInf;
+          if (backend::cuda_flash_hidden(p.t, p.s, mask, i, j)) x = -kInf;
         }
         sacc[nt][e] = x;
       }

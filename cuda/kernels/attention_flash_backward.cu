@@ -73,13 +73,14 @@ __device__ void backward_dkdv_mma(const BackwardParams& p) {
   const backend::CudaFlashBlock blk =
       backend::cuda_flash_backward_block(blockIdx.x, p.batch * p.hkv);
   const int64_t kvh = blk.bh, j0 = blk.tile * kBc;
-  const E* k = static_cast<const E*>(p.k) + kvh * p.s * p.d;  // (S, D)
-  const E* v = static_cast<const E*>(p.v) + kvh * p.s * p.d;  // (S, D)
+  const backend::AttentionMask mask = p.mask.row(kvh / p.hkv, p.t);  // Note [Packed rows]
+  const E* k = static_cast<const E*>(p.k) + kvh * p.s * p.d;         // (S, D)
+  const E* v = static_cast<const E*>(p.v) + kvh * p.s * p.d;         // (S, D)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const backend::CudaFragmentIndex x_lane = backend::cuda_ldmatrix_x(lane);
   const backend::CudaFragmentIndex y_lane = backend::cuda_ldmatrix_y(lane);
   const backend::CudaTileRange queries =
-      backend::cuda_flash_query_tiles(p.t, p.s, p.mask, j0, kBc, kBr);
+      backend::cuda_flash_query_tiles(p.t, p.s, mask, j0, kBc, kBr);
   const int64_t first = queries.first;
   const int64_t per_head = std::max<int64_t>(queries.end - first, 0);
   const int64_t steps = p.hq / p.hkv * per_head;
@@ -135,7 +136,7 @@ __device__ void backward_dkdv_mma(const BackwardParams& p) {
 
     // P^T = exp2(s log2(e) scale - lse) (0 where masked), dS^T = P^T (dP^T - delta); with
     // dropout factors f, dV takes Z^T = f P^T and dS^T = P^T (f dP^T - delta).
-    const bool masked = backend::cuda_flash_tile_masked(p.t, p.s, p.mask, q0, kBr, j0, kBc);
+    const bool masked = backend::cuda_flash_tile_masked(p.t, p.s, mask, q0, kBr, j0, kBc);
 #pragma unroll
     for (int nt = 0; nt < kBr / 8; ++nt) {
 #pragma unroll
@@ -146,7 +147,7 @@ __device__ void backward_dkdv_mma(const BackwardParams& p) {
         float pr = exp2f(x - lse_t[col]);
         if (masked) {
           const int64_t j = j0 + warp * 16 + c.row, i = q0 + col;
-          if (backend::cuda_flash_hidden(p.t, p.s, p.mask, i, j)) pr = 0.0f;
+          if (backend::cuda_flash_hidden(p.t, p.s, mask, i, j)) pr = 0.0f;
         }
         const float f = p.drop.on() ? p.drop.factor(bh, q0 + col, j0 + warp * 16 + c.row) : 1.0f;
         sacc[nt][e] = pr * f;
@@ -211,6 +212,7 @@ __device__ void backward_dq_mma(const BackwardParams& p) {
       backend::cuda_flash_forward_block(blockIdx.x, p.batch * p.hq, q_tiles, p.mask.causal);
   const int64_t bh = blk.bh, q0 = blk.tile * kBr;
   const int64_t kvh = backend::cuda_flash_kv_head(bh, p.hq, p.hkv);
+  const backend::AttentionMask mask = p.mask.row(bh / p.hq, p.t);  // Note [Packed rows]
   const E* q = static_cast<const E*>(p.q) + bh * p.t * p.d;        // (T, D)
   const E* dout = static_cast<const E*>(p.dout) + bh * p.t * p.d;  // (T, D)
   const E* k = static_cast<const E*>(p.k) + kvh * p.s * p.d;       // (S, D)
@@ -218,7 +220,7 @@ __device__ void backward_dq_mma(const BackwardParams& p) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const backend::CudaFragmentIndex x_lane = backend::cuda_ldmatrix_x(lane);
   const backend::CudaFragmentIndex y_lane = backend::cuda_ldmatrix_y(lane);
-  const backend::CudaTileRange keys = backend::cuda_flash_key_tiles(p.t, p.s, p.mask, q0, kBr, kBc);
+  const backend::CudaTileRange keys = backend::cuda_flash_key_tiles(p.t, p.s, mask, q0, kBr, kBc);
 
   load_tile<kD, kLd, kBr, C::kThreads>(qs, q, q0, p.t, p.d);
   load_tile<kD, kLd, kBr, C::kThreads>(dos, dout, q0, p.t, p.d);
@@ -275,7 +277,7 @@ __device__ void backward_dq_mma(const BackwardParams& p) {
     // P = exp2(s log2(e) scale - lse) (0 where masked), dS = P (f dP - delta) with f the
     // dropout factor (1 without dropout)
     const int64_t j0 = jt * kBc;
-    const bool masked = backend::cuda_flash_tile_masked(p.t, p.s, p.mask, q0, kBr, j0, kBc);
+    const bool masked = backend::cuda_flash_tile_masked(p.t, p.s, mask, q0, kBr, j0, kBc);
 #pragma unroll
     for (int nt = 0; nt < kBc / 8; ++nt) {
 #pragma unroll
@@ -284,7 +286,7 @@ __device__ void backward_dq_mma(const BackwardParams& p) {
         const int64_t i = q0 + warp * 16 + c.row, j = j0 + nt * 8 + c.col;
         const float x = soft_capped(sacc[nt][e] * p.scale_log2, cap2);
         float pr = exp2f(x - lse_r[e / 2]);
-        if (masked && backend::cuda_flash_hidden(p.t, p.s, p.mask, i, j)) pr = 0.0f;
+        if (masked && backend::cuda_flash_hidden(p.t, p.s, mask, i, j)) pr = 0.0f;
         const float f = p.drop.on() ? p.drop.factor(bh, i, j) : 1.0f;
         dpacc[nt][e] = pr * (f * dpacc[nt][e] - delta_r[e / 2]) * soft_cap_slope(x, cap2);
       }

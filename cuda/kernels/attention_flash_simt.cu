@@ -93,11 +93,12 @@ __global__ void __launch_bounds__(Simt::kThreads) simt_forward_kernel(Params p) 
       backend::cuda_flash_forward_block(blockIdx.x, p.batch * p.hq, q_tiles, p.mask.causal);
   const int64_t bh = blk.bh, q0 = blk.tile * kBr;
   const int64_t kvh = backend::cuda_flash_kv_head(bh, p.hq, p.hkv);
-  const E* q = static_cast<const E*>(p.q) + bh * p.t * d;   // (T, D)
-  const E* k = static_cast<const E*>(p.k) + kvh * p.s * d;  // (S, D)
-  const E* v = static_cast<const E*>(p.v) + kvh * p.s * d;  // (S, D)
+  const backend::AttentionMask mask = p.mask.row(bh / p.hq, p.t);  // Note [Packed rows]
+  const E* q = static_cast<const E*>(p.q) + bh * p.t * d;          // (T, D)
+  const E* k = static_cast<const E*>(p.k) + kvh * p.s * d;         // (S, D)
+  const E* v = static_cast<const E*>(p.v) + kvh * p.s * d;         // (S, D)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const backend::CudaTileRange keys = backend::cuda_flash_key_tiles(p.t, p.s, p.mask, q0, kBr, kBc);
+  const backend::CudaTileRange keys = backend::cuda_flash_key_tiles(p.t, p.s, mask, q0, kBr, kBc);
   const float* qw = qs + warp * kRows * d;  // (kRows, d) this warp's rows
 
   widen_rows(qs, d, q, q0, kBr, p.t, d);
@@ -129,7 +130,7 @@ __global__ void __launch_bounds__(Simt::kThreads) simt_forward_kernel(Params p) 
     for (int r = 0; r < kRows; ++r) {
       const int64_t i = q0 + warp * kRows + r;
       float x = soft_capped(s[r] * p.scale, cap);
-      if (backend::cuda_flash_hidden(p.t, p.s, p.mask, i, j)) x = -kInf;
+      if (backend::cuda_flash_hidden(p.t, p.s, mask, i, j)) x = -kInf;
       const float mx = nan_max(m[r], warp_max(x));
       const float base = mx == -kInf ? 0.0f : mx;  // no visible key yet: p and alpha are 0
       const float alpha = expf(m[r] - base);
@@ -190,11 +191,12 @@ __global__ void __launch_bounds__(Simt::kThreads) simt_backward_dkdv_kernel(Para
   const backend::CudaFlashBlock blk =
       backend::cuda_flash_backward_block(blockIdx.x, p.batch * p.hkv);
   const int64_t kvh = blk.bh, j0 = blk.tile * kBc;
-  const E* k = static_cast<const E*>(p.k) + kvh * p.s * d;  // (S, D)
-  const E* v = static_cast<const E*>(p.v) + kvh * p.s * d;  // (S, D)
+  const backend::AttentionMask mask = p.mask.row(kvh / p.hkv, p.t);  // Note [Packed rows]
+  const E* k = static_cast<const E*>(p.k) + kvh * p.s * d;           // (S, D)
+  const E* v = static_cast<const E*>(p.v) + kvh * p.s * d;           // (S, D)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const backend::CudaTileRange queries =
-      backend::cuda_flash_query_tiles(p.t, p.s, p.mask, j0, kBc, kBr);
+      backend::cuda_flash_query_tiles(p.t, p.s, mask, j0, kBc, kBr);
 
   widen_rows(ks, d + 1, k, j0, kBc, p.s, d);
   widen_rows(vs, d + 1, v, j0, kBc, p.s, d);
@@ -238,7 +240,7 @@ __global__ void __launch_bounds__(Simt::kThreads) simt_backward_dkdv_kernel(Para
         const int64_t i = q0 + row0 + r;
         const float x = soft_capped(s[r] * p.scale, cap);
         float pr = expf(x - lse_s[row0 + r]);
-        if (backend::cuda_flash_hidden(p.t, p.s, p.mask, i, j)) pr = 0.0f;
+        if (backend::cuda_flash_hidden(p.t, p.s, mask, i, j)) pr = 0.0f;
         const float f = p.drop.on() ? p.drop.factor(bh, i, j) : 1.0f;  // dP = f dZ, Z = f P
         ps[(row0 + r) * kPld + lane] = pr * f;
         dss[(row0 + r) * kPld + lane] =
@@ -298,12 +300,13 @@ __global__ void __launch_bounds__(Simt::kThreads) simt_backward_dq_kernel(Params
       backend::cuda_flash_forward_block(blockIdx.x, p.batch * p.hq, q_tiles, p.mask.causal);
   const int64_t bh = blk.bh, q0 = blk.tile * kBr;
   const int64_t kvh = backend::cuda_flash_kv_head(bh, p.hq, p.hkv);
-  const E* q = static_cast<const E*>(p.q) + bh * p.t * d;        // (T, D)
-  const E* dout = static_cast<const E*>(p.dout) + bh * p.t * d;  // (T, D)
-  const E* k = static_cast<const E*>(p.k) + kvh * p.s * d;       // (S, D)
-  const E* v = static_cast<const E*>(p.v) + kvh * p.s * d;       // (S, D)
+  const backend::AttentionMask mask = p.mask.row(bh / p.hq, p.t);  // Note [Packed rows]
+  const E* q = static_cast<const E*>(p.q) + bh * p.t * d;          // (T, D)
+  const E* dout = static_cast<const E*>(p.dout) + bh * p.t * d;    // (T, D)
+  const E* k = static_cast<const E*>(p.k) + kvh * p.s * d;         // (S, D)
+  const E* v = static_cast<const E*>(p.v) + kvh * p.s * d;         // (S, D)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const backend::CudaTileRange keys = backend::cuda_flash_key_tiles(p.t, p.s, p.mask, q0, kBr, kBc);
+  const backend::CudaTileRange keys = backend::cuda_flash_key_tiles(p.t, p.s, mask, q0, kBr, kBc);
   const int row0 = warp * kRows;
   const float* qw = qs + row0 * d;    // (kRows, d) this warp's rows
   const float* dow = dos + row0 * d;  // (kRows, d)
@@ -346,7 +349,7 @@ __global__ void __launch_bounds__(Simt::kThreads) simt_backward_dq_kernel(Params
       const int64_t i = q0 + row0 + r;
       const float x = soft_capped(s[r] * p.scale, cap);
       float pr = expf(x - lse_r[r]);
-      if (backend::cuda_flash_hidden(p.t, p.s, p.mask, i, j)) pr = 0.0f;
+      if (backend::cuda_flash_hidden(p.t, p.s, mask, i, j)) pr = 0.0f;
       const float f = p.drop.on() ? p.drop.factor(bh, i, j) : 1.0f;
       dp[r] = pr * (f * dp[r] - delta_r[r]) * soft_cap_slope(x, cap);  // dS
     }

@@ -69,14 +69,15 @@ cudaError_t naive_gemm(int64_t batch, int64_t m, int64_t n, int64_t kdim, float 
   return cudaGetLastError();
 }
 
-// probs rows (rows, s) := softmax over the keys row % t sees, 0 elsewhere.
-__global__ void softmax_rows_kernel(float* probs, int64_t rows, int64_t t, int64_t s,
+// probs rows (rows, s) := softmax over the keys row % t sees, 0 elsewhere; hq heads a batch row.
+__global__ void softmax_rows_kernel(float* probs, int64_t rows, int64_t hq, int64_t t, int64_t s,
                                     backend::AttentionMask mask) {
   const int64_t row = int64_t(blockIdx.x) * kRowWarps + threadIdx.x / 32;
   if (row >= rows) return;
   const int lane = threadIdx.x % 32;
   float* p = probs + row * s;
-  const backend::CudaTileRange seen = backend::cuda_naive_visible(t, s, mask, row % t);
+  const backend::CudaTileRange seen = backend::cuda_naive_visible(t, s, mask.row(row / (hq * t), t),
+                                                                  row % t);  // Note [Packed rows]
   float mx = -kInf;
   for (int64_t j = seen.first + lane; j < seen.end; j += 32) mx = nan_max(mx, p[j]);
 #pragma unroll
@@ -126,7 +127,7 @@ cudaError_t naive_probabilities(const AttentionSizes& x, const void* q, const vo
   if (err != cudaSuccess || rows == 0 || x.s == 0) return err;
   if ((err = row_launch_check(rows)) != cudaSuccess) return err;
   softmax_rows_kernel<<<unsigned(backend::cuda_flash_row_blocks(rows)), 32 * kRowWarps, 0,
-                        stream>>>(probs, rows, x.t, x.s, x.mask);
+                        stream>>>(probs, rows, x.hq, x.t, x.s, x.mask);
   return cudaGetLastError();
 }
 

@@ -111,10 +111,11 @@ __global__ void rope_table_kernel(float* table, int64_t t, int64_t d, int64_t po
 
 template <class E>
 __global__ void rope_kernel(const E* x, const float* table, E* y, int64_t rows, int64_t t,
-                            int64_t d, float sign) {
+                            int64_t d, float sign, const int32_t* positions, int64_t heads) {
   const int64_t half = d / 2;
   FG_GRID_STRIDE(i, rows * half) {
-    const int64_t r = i / half, k = i % half, pos = r % t;
+    const int64_t r = i / half, k = i % half;
+    const int64_t pos = positions ? positions[r / (heads * t) * t + r % t] : r % t;
     const float c = table[pos * half + k], s = sign * table[(t + pos) * half + k];
     const E* xr = x + r * d;
     E* yr = y + r * d;
@@ -174,14 +175,15 @@ cudaError_t launch_embedding_backward(DType dtype, const void* dy, const void* i
 
 cudaError_t launch_rope(DType dtype, const void* x, float* table, void* y, int64_t bh, int64_t t,
                         int64_t d, int64_t position_offset, const RopeParams& rope, bool inverse,
-                        cudaStream_t stream) {
+                        const int32_t* positions, int64_t heads, cudaStream_t stream) {
   if (t == 0 || d < 2) return cudaSuccess;
   rope_table_kernel<<<grid_for(t * (d / 2)), kThreads, 0, stream>>>(table, t, d, position_offset,
                                                                     rope);
   dispatch_floating(dtype, [&](auto tag) {
     using E = typename decltype(tag)::type;
     rope_kernel<E><<<grid_for(bh * t * (d / 2)), kThreads, 0, stream>>>(
-        static_cast<const E*>(x), table, static_cast<E*>(y), bh * t, t, d, inverse ? -1.0f : 1.0f);
+        static_cast<const E*>(x), table, static_cast<E*>(y), bh * t, t, d, inverse ? -1.0f : 1.0f,
+        positions, heads);
   });
   return cudaGetLastError();
 }

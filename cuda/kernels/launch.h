@@ -149,10 +149,11 @@ cudaError_t launch_embedding(const void* weight, const void* ids, bool ids_i32, 
 cudaError_t launch_embedding_backward(DType dtype, const void* dy, const void* ids, bool ids_i32,
                                       void* dw, int64_t* pairs, int64_t n, int64_t v, int64_t c,
                                       DeviceErrorRecord* errors, cudaStream_t stream);
-// Fills the (2, T, D/2) cos/sin table, then y = x rotated (inverse: back).
+// Fills the (2, T, D/2) cos/sin table, then y = x rotated (inverse: back); with positions
+// (B, T) i32, `heads` rows a batch row, position t of a row takes table row positions[b][t].
 cudaError_t launch_rope(DType dtype, const void* x, float* table, void* y, int64_t bh, int64_t t,
                         int64_t d, int64_t position_offset, const RopeParams& rope, bool inverse,
-                        cudaStream_t stream);
+                        const int32_t* positions, int64_t heads, cudaStream_t stream);
 
 // ---- random (random.cu): draw offset + i of the Philox stream of `seed` for element i ----
 

@@ -31,7 +31,9 @@ void embedding_backward(const backend::EmbeddingBackwardArgs& a) {
 void rope(const backend::RopeArgs& a) {
   OpLaunch launch(a.y);
   FG_CUDA_CHECK(launch_rope(a.x.dtype(), a.x.data_ptr(), a.table.data<float>(), a.y.data_ptr(),
-                            a.bh, a.t, a.d, a.position_offset, a.rope, a.inverse, launch.stream()));
+                            a.bh, a.t, a.d, a.position_offset, a.rope, a.inverse,
+                            a.positions.defined() ? a.positions.data<int32_t>() : nullptr, a.heads,
+                            launch.stream()));
 }
 
 void dropout(const backend::DropoutArgs& a) {

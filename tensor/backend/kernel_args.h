@@ -197,12 +197,15 @@ struct EmbeddingBackwardArgs {
 
 // RoPE over (B H, T, D) rows, with the (2, T, D/2) cos/sin table an f32 workspace that the
 // kernel fills; inverse rotates back (the backward). x and y contiguous, in one floating
-// dtype, read and written natively.
+// dtype, read and written natively. positions, when defined, is (B, T) i32 in [0, T): the
+// table row each position takes (packed rows), H = heads rows a batch row.
 struct RopeArgs {
   int64_t bh = 0, t = 0, d = 0, position_offset = 0;
   RopeParams rope;  // Note [RoPE frequencies]
   bool inverse = false;
   Tensor x, table, y;
+  Tensor positions;
+  int64_t heads = 1;
 };
 
 // y (n) = x (n) masked with the Philox stream at `state` and scaled by 1 / (1 - p); x and y

@@ -165,7 +165,7 @@ int64_t flash_workspace_floats(int64_t d, bool backward, bool staged) {
 }
 
 template <class E>
-void flash_attention_forward(const AttentionDims& dims, const backend::AttentionMask& mask,
+void flash_attention_forward(const AttentionDims& dims, const backend::AttentionMask& all_rows,
                              float scale, const AttentionDropout& dropout, const E* q, const E* k,
                              const E* v, E* o, float* lse, float* workspace, int threads) {
   const int64_t d = dims.d, group = dims.hq / dims.hkv, q_tiles = ceil_div(dims.t, kTileQ);
@@ -179,6 +179,7 @@ void flash_attention_forward(const AttentionDims& dims, const backend::Attention
     const int64_t q0 = (q_tiles - 1 - item / (dims.batch * dims.hq)) * kTileQ;
     const int64_t nq = std::min(kTileQ, dims.t - q0);
     const int64_t kv = (bh / dims.hq) * dims.hkv + bh % dims.hq / group;
+    const backend::AttentionMask mask = all_rows.row(bh / dims.hq, dims.t);
     const E* k_head = k + kv * dims.s * d;             // (s, d)
     const E* v_head = v + kv * dims.s * d;             // (s, d)
     float* kt = workspace + thread_id() * per_thread;  // (d, kTileK)
@@ -243,7 +244,7 @@ void flash_attention_forward(const AttentionDims& dims, const backend::Attention
 }
 
 template <class E>
-void flash_attention_backward(const AttentionDims& dims, const backend::AttentionMask& mask,
+void flash_attention_backward(const AttentionDims& dims, const backend::AttentionMask& all_rows,
                               float scale, const AttentionDropout& dropout, const E* dout,
                               const E* q, const E* k, const E* v, const E* o, const float* lse,
                               float* delta, E* dq, E* dk, E* dv, float* workspace, int threads) {
@@ -260,7 +261,7 @@ void flash_attention_backward(const AttentionDims& dims, const backend::Attentio
       dropout_softmax_grad_tile(nq, nk, tile_dropout(dims, dropout, bh, q0, j0), p, delta_rows, ds);
     else
       softmax_grad_tile(nq, p, delta_rows, ds);
-    if (mask.softcap > 0) softcap_grad_tile(nq, mask.softcap, p, lse_rows, ds);
+    if (all_rows.softcap > 0) softcap_grad_tile(nq, all_rows.softcap, p, lse_rows, ds);
   };
 
   // delta = rowsum(dout * o): (batch, hq, t), o the dropped output when dropping
@@ -282,6 +283,7 @@ void flash_attention_backward(const AttentionDims& dims, const backend::Attentio
     const int64_t q0 = (q_tiles - 1 - item / (dims.batch * dims.hq)) * kTileQ;
     const int64_t nq = std::min(kTileQ, dims.t - q0);
     const int64_t kv = (bh / dims.hq) * dims.hkv + bh % dims.hq / group;
+    const backend::AttentionMask mask = all_rows.row(bh / dims.hq, dims.t);
     const int64_t row0 = bh * dims.t + q0;
     const E* k_head = k + kv * dims.s * d;                               // (s, d)
     const E* v_head = v + kv * dims.s * d;                               // (s, d)
@@ -323,6 +325,7 @@ void flash_attention_backward(const AttentionDims& dims, const backend::Attentio
     const int64_t kv = item % (dims.batch * dims.hkv), j0 = item / (dims.batch * dims.hkv) * kTileK;
     const int64_t nk = std::min(kTileK, dims.s - j0);
     const int64_t b = kv / dims.hkv, h_first = kv % dims.hkv * group;
+    const backend::AttentionMask mask = all_rows.row(b, dims.t);
     const int64_t key0 = kv * dims.s + j0;
     float* kt = workspace + thread_id() * per_thread;  // (d, kTileK)
     float* vt = kt + d * kTileK;                       // (d, kTileK)

@@ -89,7 +89,7 @@ void naive_attention_forward(const AttentionDims& dims, const backend::Attention
     const float* vh = as_f32(v + kv * nk, nk, buf.take(nk));      // (s, d)
     float* oh = accumulator(o + bh0 * t * d, buf.take(nq));       // (group, t, d)
     float* ph = probs + bh0 * t * s;                              // (group, t, s)
-    probabilities(group, t, s, d, mask, scale, qh, kh, ph);
+    probabilities(group, t, s, d, mask.row(kv / dims.hkv, t), scale, qh, kh, ph);
     gemm_f32_batched(false, false, group, t, d, s, 1.0f, ph, s, t * s, vh, d, 0, 0.0f, oh, d,
                      t * d);
     store_rows(oh, nq, o + bh0 * t * d);
@@ -120,7 +120,7 @@ void naive_attention_backward(const AttentionDims& dims, const backend::Attentio
     float* dvh = accumulator(dv + kv * nk, buf.take(nk));               // (s, d)
     float* ph = probs + bh0 * t * s;                                    // (group, t, s)
     float* dph = dprobs + bh0 * t * s;                                  // (group, t, s)
-    probabilities(group, t, s, d, mask, scale, qh, kh, ph);
+    probabilities(group, t, s, d, mask.row(kv / dims.hkv, t), scale, qh, kh, ph);
     // dprobs = dout v^T
     gemm_f32_batched(false, true, group, t, s, d, 1.0f, douth, d, t * d, vh, d, 0, 0.0f, dph, s,
                      t * s);

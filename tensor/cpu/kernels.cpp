@@ -272,7 +272,8 @@ void rope(const RopeArgs& a) {
   cpu::rope_table_f32(f32(a.table), a.t, a.d, a.position_offset, a.rope);
   dispatch_floating(a.x.dtype(), "cpu kernel", [&](auto e) {
     using E = decltype(e);
-    cpu::rope(a.x.data<E>(), f32(a.table), a.y.data<E>(), a.bh, a.t, a.d, a.inverse);
+    cpu::rope(a.x.data<E>(), f32(a.table), a.y.data<E>(), a.bh, a.t, a.d, a.inverse,
+              a.positions.defined() ? a.positions.data<int32_t>() : nullptr, a.heads);
   });
 }
 void dropout(const DropoutArgs& a) {

@@ -48,12 +48,13 @@ void rope_table_f32(float* table, int64_t T, int64_t D, int64_t position_offset,
 }
 
 template <class E>
-void rope(const E* x, const float* table, E* y, int64_t BH, int64_t T, int64_t D, bool inverse) {
+void rope(const E* x, const float* table, E* y, int64_t BH, int64_t T, int64_t D, bool inverse,
+          const int32_t* positions, int64_t H) {
   const int64_t half = D / 2;
   const float sign = inverse ? -1.0f : 1.0f;
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < BH * T; ++r) {
-    const int64_t t = r % T;
+    const int64_t t = positions ? positions[r / (H * T) * T + r % T] : r % T;
     const float* cos = table + t * half;
     const float* sin = table + (T + t) * half;
     const E* xr = x + r * D;
@@ -66,8 +67,12 @@ void rope(const E* x, const float* table, E* y, int64_t BH, int64_t T, int64_t D
   }
 }
 
-template void rope(const float*, const float*, float*, int64_t, int64_t, int64_t, bool);
-template void rope(const BFloat16*, const float*, BFloat16*, int64_t, int64_t, int64_t, bool);
-template void rope(const Half*, const float*, Half*, int64_t, int64_t, int64_t, bool);
+#define FITGRAD_ROPE(E)                                                                           \
+  template void rope(const E*, const float*, E*, int64_t, int64_t, int64_t, bool, const int32_t*, \
+                     int64_t);
+FITGRAD_ROPE(float)
+FITGRAD_ROPE(BFloat16)
+FITGRAD_ROPE(Half)
+#undef FITGRAD_ROPE
 
 }  // namespace fitgrad::cpu

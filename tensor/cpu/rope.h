@@ -20,16 +20,22 @@ void rope_table_f32(float* table,  // (2, T, D/2)
 
 // Rotates each pair (x[i], x[i + D/2]) of every row by +angle, or by -angle when `inverse`
 // (the backward pass: the transpose of a rotation is the rotation by the negative angle).
-// E is float, BFloat16 or Half: each element is widened to f32, rotated in f32 and rounded
-// once into E.
+// Position t of a row takes the table's row t, or with `positions` (B, T), H rows a batch
+// row, the table's row positions[b][t] (packed rows, Note [Packed rows] in
+// tensor/backend/attention_mask.h). E is float, BFloat16 or Half: each element is widened to
+// f32, rotated in f32 and rounded once into E.
 template <class E>
 void rope(const E* x,          // (BH, T, D)
           const float* table,  // (2, T, D/2)
           E* y,                // (BH, T, D)
-          int64_t BH, int64_t T, int64_t D, bool inverse);
-extern template void rope(const float*, const float*, float*, int64_t, int64_t, int64_t, bool);
-extern template void rope(const BFloat16*, const float*, BFloat16*, int64_t, int64_t, int64_t,
-                          bool);
-extern template void rope(const Half*, const float*, Half*, int64_t, int64_t, int64_t, bool);
+          int64_t BH, int64_t T, int64_t D, bool inverse, const int32_t* positions = nullptr,
+          int64_t H = 1);
+#define FITGRAD_ROPE(E)                                                                  \
+  extern template void rope(const E*, const float*, E*, int64_t, int64_t, int64_t, bool, \
+                            const int32_t*, int64_t);
+FITGRAD_ROPE(float)
+FITGRAD_ROPE(BFloat16)
+FITGRAD_ROPE(Half)
+#undef FITGRAD_ROPE
 
 }  // namespace fitgrad::cpu

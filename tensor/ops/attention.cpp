@@ -64,6 +64,10 @@ backend::AttentionShape check_qkv(const char* op, const Tensor& q, const Tensor&
            "[{}] q's {} heads are not a multiple of k's {} heads (q {}, k {})", op, dims.hq,
            dims.hkv, shape_str(q.shape()), shape_str(k.shape()));
   FG_CHECK(dims.d >= 1, "[{}] head dim is 0 (q {})", op, shape_str(q.shape()));
+  FG_CHECK(!mask.packed() || (mask.causal && dims.t == dims.s),
+           "[{}] packed rows are causal self-attention (Note [Packed rows]); got {} queries "
+           "against {} keys{}",
+           op, dims.t, dims.s, mask.causal ? "" : " without the causal mask");
   return dims;
 }
 
@@ -90,6 +94,20 @@ Tensor in_dtype_of(const Tensor& t, DType dtype) {
 }
 
 }  // namespace
+
+backend::AttentionMask packed_rows_mask(backend::AttentionMask mask, const Tensor& segments) {
+  const char* op = "attention";
+  FG_CHECK(segments.dtype() == DType::i32 && segments.dim() == 3 && segments.size(0) == 2 &&
+               segments.is_contiguous(),
+           "[{}] packed rows take contiguous (2, B, T) i32 example bounds, got {} {}", op,
+           dtype_name(segments.dtype()), shape_str(segments.shape()));
+  FG_CHECK(mask.causal, "[{}] packed rows need the causal mask (Note [Packed rows])", op);
+  if (!segments.device().has_bytes()) return mask;  // nothing is computed on meta
+  const int32_t* bounds = segments.data<int32_t>();
+  mask.example_begin = bounds;
+  mask.example_end = bounds + segments.size(1) * segments.size(2);
+  return mask;
+}
 
 AttentionOut flash_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                              const backend::AttentionMask& mask, double scale, double dropout_p,

@@ -40,6 +40,12 @@
 
 namespace fitgrad::ops {
 
+// `mask` over packed rows (Note [Packed rows] in tensor/backend/attention_mask.h): segments
+// (2, B, T) i32 on the attention's device holds each position's example [begin, end) within
+// its row; the mask borrows it, and the caller keeps it alive until the backward has run. On
+// meta the mask is returned unchanged (nothing is computed there).
+backend::AttentionMask packed_rows_mask(backend::AttentionMask mask, const Tensor& segments);
+
 struct AttentionOut {
   Tensor o;                // (B, Hq, T, D)
   Tensor lse;              // (B, Hq, T) f32: log-sum-exp of each query's scaled scores

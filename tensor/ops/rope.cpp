@@ -12,7 +12,7 @@ namespace fitgrad::ops {
 namespace {
 
 Tensor rotate(backend::OpId id, const Tensor& x, int64_t position_offset, const RopeParams& rope,
-              bool inverse) {
+              const RopePositions& positions, bool inverse) {
   const char* op = backend::op_name(id);
   const char* name = inverse ? "dy" : "x";
   check_floating(op, name, x);
@@ -34,9 +34,19 @@ Tensor rotate(backend::OpId id, const Tensor& x, int64_t position_offset, const 
            op, s.low_freq_factor, s.high_freq_factor, s.original_max_position);
   FG_CHECK(s.type != RopeScaling::Type::longrope || s.pairs == D / 2,
            "[{}] longrope has factors for {} pairs; the head dim {} has {}", op, s.pairs, D, D / 2);
+  const Tensor& ids = positions.ids;
+  if (ids.defined()) {
+    FG_CHECK(ids.dtype() == DType::i32 && ids.dim() == 2 && ids.size(0) == B && ids.size(1) == T &&
+                 ids.is_contiguous() && ids.device() == x.device(),
+             "[{}] positions must be contiguous ({}, {}) i32 on {}, got {} {} on {}", op, B, T,
+             x.device().str(), dtype_name(ids.dtype()), shape_str(ids.shape()), ids.device().str());
+    FG_CHECK(position_offset == 0 && positions.longest >= 1 && positions.longest <= T,
+             "[{}] packed positions count from 0 within a row of {}: offset {}, longest {}", op, T,
+             position_offset, positions.longest);
+  }
   // The sequence's end, which picks longrope's list and dynamic NTK's base.
   RopeParams resolved = rope;
-  resolved.scaling.sequence = double(position_offset + T);
+  resolved.scaling.sequence = double(ids.defined() ? positions.longest : position_offset + T);
   const Tensor xc = x.contiguous();  // (B, H, T, D), read natively
   Tensor table;                      // (2, T, D/2)
   {
@@ -46,18 +56,20 @@ Tensor rotate(backend::OpId id, const Tensor& x, int64_t position_offset, const 
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());  // (B, H, T, D)
   backend::dispatch(
       id, x.device(),
-      backend::RopeArgs{B * H, T, D, position_offset, resolved, inverse, xc, table, y});
+      backend::RopeArgs{B * H, T, D, position_offset, resolved, inverse, xc, table, y, ids, H});
   return y;
 }
 
 }  // namespace
 
-Tensor rope(const Tensor& x, int64_t position_offset, const RopeParams& rope) {
-  return rotate(backend::OpId::rope, x, position_offset, rope, false);
+Tensor rope(const Tensor& x, int64_t position_offset, const RopeParams& rope,
+            const RopePositions& positions) {
+  return rotate(backend::OpId::rope, x, position_offset, rope, positions, false);
 }
 
-Tensor rope_backward(const Tensor& dy, int64_t position_offset, const RopeParams& rope) {
-  return rotate(backend::OpId::rope_backward, dy, position_offset, rope, true);
+Tensor rope_backward(const Tensor& dy, int64_t position_offset, const RopeParams& rope,
+                     const RopePositions& positions) {
+  return rotate(backend::OpId::rope_backward, dy, position_offset, rope, positions, true);
 }
 
 }  // namespace fitgrad::ops

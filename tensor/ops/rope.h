@@ -13,12 +13,24 @@
 
 namespace fitgrad::ops {
 
+// The positions of packed rows (Note [Packed rows] in tensor/backend/attention_mask.h), whose
+// examples each count from 0: ids (B, T) i32 on x's device, each in [0, T), and `longest`,
+// the longest example's length, which stands for the sequence's length where the scaling
+// depends on it (longrope's list, dynamic NTK's base), as transformers takes
+// max(position_ids) + 1. Undefined ids: position t of every row is position_offset + t.
+struct RopePositions {
+  Tensor ids;
+  int64_t longest = 0;
+};
+
 // x (B, H, T, D) with D even -> the rotated (B, H, T, D). position_offset >= 0 is the
 // position of t = 0 (the number of cached tokens during generation); rope.theta > 0 is the
 // base (10000 in Llama 2, 500000 in Llama 3), with its scaling.
-Tensor rope(const Tensor& x, int64_t position_offset, const RopeParams& rope);
+Tensor rope(const Tensor& x, int64_t position_offset, const RopeParams& rope,
+            const RopePositions& positions = {});
 
 // The gradient of rope: dy rotated by the negative angles.
-Tensor rope_backward(const Tensor& dy, int64_t position_offset, const RopeParams& rope);
+Tensor rope_backward(const Tensor& dy, int64_t position_offset, const RopeParams& rope,
+                     const RopePositions& positions = {});
 
 }  // namespace fitgrad::ops

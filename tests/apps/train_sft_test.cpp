@@ -155,31 +155,40 @@ TEST_F(TrainSft, BadRecordsAndEmptyExamplesAreNamed) {
 }
 
 // A dry run on meta sizes itself from the examples and allocates as the real run does, the
-// step taking its micro-batches first (Note [Loss over trained targets]).
+// step taking its micro-batches first (Note [Loss over trained targets]), packed rows' positions
+// and segments included.
 TEST_F(TrainSft, MetaAllocatesAsTheRealRun) {
-  TrainArgs a =
-      args((fs::path(FITGRAD_GOLDEN_DIR) / "sft" / "records" / "sharegpt.jsonl").string(), "cpu");
-  a.model = folder();
-  a.seq_len = 128;
-  a.per_device_train_batch_size = 1;
-  a.gradient_accumulation_steps = 2;
-  a.per_device_eval_batch_size = 1;
-  a.val_fraction = 0.25;
-  a.max_steps = 2;
-  a.save_strategy = "no";
-  ASSERT_EQ(allocator_for(Device::cpu()).stats().allocated_bytes[kAllPools].current, 0);
-  TrainArgs meta = a;
-  meta.output_dir = (root_ / "meta").string();
-  meta.device = "meta";
-  std::ostringstream out, err, meta_out, meta_err;
-  ASSERT_EQ(run_train(a, out, err), 0) << err.str();
-  ASSERT_EQ(run_train(meta, meta_out, meta_err), 0) << meta_err.str();
-  const Trace real = read_trace(a.output_dir), dry = read_trace(meta.output_dir);
-  EXPECT_GT(real.events.size(), 100u);
-  for (size_t i = 0; i < std::min(real.events.size(), dry.events.size()); ++i)
-    ASSERT_EQ(dry.events[i], real.events[i]) << "event " << i;
-  ASSERT_EQ(dry.events.size(), real.events.size());
-  EXPECT_EQ(dry.peak_above_start, real.peak_above_start);
+  const std::string model = folder();
+  for (const char* packing : {"bfd", "wrapped", "none"}) {
+    SCOPED_TRACE(packing);
+    TrainArgs a =
+        args((fs::path(FITGRAD_GOLDEN_DIR) / "sft" / "records" / "sharegpt.jsonl").string(), "cpu");
+    a.model = model;
+    a.output_dir = (root_ / packing).string();
+    a.packing = packing;
+    a.seq_len = 128;
+    a.per_device_train_batch_size = 1;
+    a.gradient_accumulation_steps = 2;
+    a.per_device_eval_batch_size = 1;
+    a.val_fraction = 0.25;
+    a.max_steps = 2;
+    a.save_strategy = "no";
+    ASSERT_EQ(allocator_for(Device::cpu()).stats().allocated_bytes[kAllPools].current, 0);
+    TrainArgs meta = a;
+    meta.output_dir = (root_ / (std::string(packing) + "-meta")).string();
+    meta.device = "meta";
+    std::ostringstream out, err, meta_out, meta_err;
+    ASSERT_EQ(run_train(a, out, err), 0) << err.str();
+    ASSERT_EQ(run_train(meta, meta_out, meta_err), 0) << meta_err.str();
+    EXPECT_NE(out.str().find(std::string("packing: ") + packing + ":"), std::string::npos)
+        << out.str();
+    const Trace real = read_trace(a.output_dir), dry = read_trace(meta.output_dir);
+    EXPECT_GT(real.events.size(), 100u);
+    for (size_t i = 0; i < std::min(real.events.size(), dry.events.size()); ++i)
+      ASSERT_EQ(dry.events[i], real.events[i]) << "event " << i;
+    ASSERT_EQ(dry.events.size(), real.events.size());
+    EXPECT_EQ(dry.peak_above_start, real.peak_above_start);
+  }
 }
 
 }  // namespace

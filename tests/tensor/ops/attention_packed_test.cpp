@@ -1,0 +1,172 @@
+// Attention over packed rows (Note [Packed rows] in tensor/backend/attention_mask.h): each
+// example of a packed row, forward (o, lse) and backward (dq, dk, dv), equals that example
+// run alone under the plain causal mask, for flash and naive attention, grouped-query heads,
+// a sliding window, Gemma's soft cap, f32 and bf16, and rows whose examples straddle the
+// kernels' 64-position tiles. The tolerance is the dtype's (Note [Op test tolerances]) times
+// 4: the packed and the lone call sum their tiles' terms in different groupings. With dropout,
+// where a lone run would draw other elements, no example's outputs or gradients change when
+// the other examples' inputs do.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "tensor/ops/attention.h"
+#include "tests/tensor/ops/op_harness.h"
+
+namespace fitgrad::testing {
+namespace {
+
+using Rows = std::vector<std::vector<int32_t>>;  // example lengths per row, each row's sum T
+
+// (2, B, T) i32: each position's example [begin, end).
+Tensor segments_of(const Rows& rows, int64_t t) {
+  const auto b = int64_t(rows.size());
+  std::vector<int32_t> bounds(size_t(2 * b * t));
+  for (int64_t r = 0; r < b; ++r) {
+    int32_t at = 0;
+    for (const int32_t n : rows[size_t(r)]) {
+      for (int32_t i = at; i < at + n; ++i) {
+        bounds[size_t(r * t + i)] = at;
+        bounds[size_t(b * t + r * t + i)] = at + n;
+      }
+      at += n;
+    }
+  }
+  return Tensor::from_vector(bounds, {2, b, t}, DType::i32);
+}
+
+// Positions [at, at + n) of row b of x (B, H, T, D), as a contiguous (1, H, n, D).
+Tensor piece(const Tensor& x, int64_t b, int64_t at, int64_t n) {
+  return x.narrow(0, b, 1).narrow(2, at, n).contiguous();
+}
+
+struct Case {
+  int64_t hq, hkv, d;
+  Rows rows;
+  backend::AttentionMask mask;
+  DType dtype;
+  bool naive;
+};
+
+void expect_packed_equals_alone(const Case& c) {
+  const auto b = int64_t(c.rows.size());
+  int64_t t = 0;
+  for (const int32_t n : c.rows[0]) t += n;
+  const Tensor q = random_tensor({b, c.hq, t, c.d}, 1, c.dtype, -2, 2);
+  const Tensor k = random_tensor({b, c.hkv, t, c.d}, 2, c.dtype, -2, 2);
+  const Tensor v = random_tensor({b, c.hkv, t, c.d}, 3, c.dtype);
+  const Tensor dout = random_tensor({b, c.hq, t, c.d}, 4, c.dtype);
+  const Tensor segments = segments_of(c.rows, t);
+  const backend::AttentionMask packed = ops::packed_rows_mask(c.mask, segments);
+  Tensor o, lse;
+  ops::AttentionGrads g;
+  if (c.naive) {
+    o = ops::naive_attention(q, k, v, packed);
+    g = ops::naive_attention_backward(dout, q, k, v, packed);
+  } else {
+    ops::AttentionOut out = ops::flash_attention(q, k, v, packed);
+    o = out.o;
+    lse = out.lse;
+    g = ops::flash_attention_backward(dout, q, k, v, o, lse, packed);
+  }
+  for (int64_t row = 0; row < b; ++row) {
+    int64_t at = 0;
+    for (const int32_t n : c.rows[size_t(row)]) {
+      const Tensor qe = piece(q, row, at, n), ke = piece(k, row, at, n), ve = piece(v, row, at, n);
+      const Tensor de = piece(dout, row, at, n);
+      Tensor oe;
+      ops::AttentionGrads ge;
+      const std::string where = "row " + std::to_string(row) + " at " + std::to_string(at);
+      if (c.naive) {
+        oe = ops::naive_attention(qe, ke, ve, c.mask);
+        ge = ops::naive_attention_backward(de, qe, ke, ve, c.mask);
+      } else {
+        const ops::AttentionOut out = ops::flash_attention(qe, ke, ve, c.mask);
+        oe = out.o;
+        ge = ops::flash_attention_backward(de, qe, ke, ve, oe, out.lse, c.mask);
+        EXPECT_TRUE(all_close(to_f64(lse.narrow(0, row, 1).narrow(2, at, n).contiguous()),
+                              to_f64(out.lse), 1e-5, 1e-5))
+            << where;
+      }
+      EXPECT_TRUE(close_for(c.dtype, to_f64(piece(o, row, at, n)), to_f64(oe), 4)) << where;
+      EXPECT_TRUE(close_for(c.dtype, to_f64(piece(g.dq, row, at, n)), to_f64(ge.dq), 4)) << where;
+      EXPECT_TRUE(close_for(c.dtype, to_f64(piece(g.dk, row, at, n)), to_f64(ge.dk), 4)) << where;
+      EXPECT_TRUE(close_for(c.dtype, to_f64(piece(g.dv, row, at, n)), to_f64(ge.dv), 4)) << where;
+      at += n;
+    }
+  }
+}
+
+backend::AttentionMask capped(backend::AttentionMask mask, double cap) {
+  mask.softcap = cap;
+  return mask;
+}
+
+TEST(AttentionPacked, EachExampleEqualsItsLoneRun) {
+  const Rows straddling = {{30, 1, 69, 100}, {200}, {64, 64, 72}};
+  const Rows small = {{5, 12, 3}, {1, 19}};
+  const backend::AttentionMask causal(true);
+  const backend::AttentionMask window = backend::AttentionMask::sliding(20);
+  const std::vector<Case> cases = {
+      {4, 2, 16, straddling, causal, DType::f32, false},
+      {4, 4, 8, straddling, window, DType::f32, false},
+      {4, 1, 16, straddling, capped(causal, 5.0), DType::f32, false},
+      {2, 2, 64, straddling, causal, DType::bf16, false},  // the AMX tiles where the CPU has them
+      {4, 2, 16, straddling, window, DType::bf16, false},
+      {4, 2, 16, small, causal, DType::f32, true},
+      {2, 1, 8, small, window, DType::bf16, true},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE("case " + std::to_string(i));
+    expect_packed_equals_alone(cases[i]);
+  }
+}
+
+TEST(AttentionPacked, WithDropoutNoExampleSeesAnother) {
+  // Row 0 packs examples [0, 40), [40, 130), [130, 150): changing the inputs of the first and
+  // the last leaves the middle one's outputs and gradients as they were, bit for bit.
+  const int64_t b = 1, h = 2, t = 150, d = 16;
+  const Tensor segments = segments_of({{40, 90, 20}}, t);
+  const backend::AttentionMask mask = ops::packed_rows_mask(true, segments);
+  const auto run = [&](uint64_t other_seed) {
+    Tensor q = random_tensor({b, h, t, d}, 1, DType::f32, -2, 2);
+    Tensor k = random_tensor({b, h, t, d}, 2, DType::f32, -2, 2);
+    Tensor v = random_tensor({b, h, t, d}, 3, DType::f32);
+    Tensor dout = random_tensor({b, h, t, d}, 4, DType::f32);
+    for (Tensor* x : {&q, &k, &v, &dout})
+      for (const auto& [at, n] : {std::pair<int64_t, int64_t>{0, 40}, {130, 20}})
+        x->narrow(2, at, n).copy_(random_tensor({b, h, n, d}, other_seed++, DType::f32));
+    Generator gen(7);
+    const ops::AttentionOut out = ops::flash_attention(q, k, v, mask, 0, 0.3, gen);
+    const ops::AttentionGrads g = ops::flash_attention_backward(dout, q, k, v, out.o, out.lse, mask,
+                                                                0, 0.3, out.dropout_state);
+    std::vector<std::vector<double>> middle;
+    for (const Tensor& x : {out.o, g.dq, g.dk, g.dv}) middle.push_back(to_f64(piece(x, 0, 40, 90)));
+    return middle;
+  };
+  const auto first = run(100), second = run(200);
+  for (size_t i = 0; i < first.size(); ++i) EXPECT_EQ(first[i], second[i]) << i;
+  // and the dropout drops some of the middle example's probabilities
+  const Tensor ones = Tensor::full({b, h, t, d}, 1.0);
+  Generator gen(7);
+  const Tensor q = random_tensor({b, h, t, d}, 1, DType::f32, -2, 2);
+  const Tensor with = ops::flash_attention(q, q, ones, mask, 0, 0.3, gen).o;
+  EXPECT_NE(to_f64(piece(with, 0, 40, 90)), to_f64(piece(ones, 0, 40, 90)));
+}
+
+TEST(AttentionPacked, RefusesWhatPackedRowsAreNot) {
+  const Tensor q = random_tensor({1, 2, 8, 4}, 1);
+  const Tensor segments = segments_of({{3, 5}}, 8);
+  expect_error([&] { ops::packed_rows_mask(false, segments); }, "[attention]", "causal");
+  expect_error(
+      [&] {
+        ops::packed_rows_mask(true, Tensor::zeros({2, 1, 8}));
+      },
+      "[attention]", "(2, B, T) i32");
+  const Tensor kv = random_tensor({1, 2, 10, 4}, 2);
+  expect_error([&] { ops::flash_attention(q, kv, kv, ops::packed_rows_mask(true, segments)); },
+               "[flash_attention]", "self-attention");
+}
+
+}  // namespace
+}  // namespace fitgrad::testing
