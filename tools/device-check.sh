@@ -170,7 +170,7 @@ if step binaries 20 "${fg[@]}" "$pack/bin/fitgrad" --help; then
 
   # 2. The CUDA tests, each launch synchronous so that a fault names its kernel.
   CUDA_LAUNCH_BLOCKING=1 gtest_step tests 150 \
-    '*BackendOps.*:CudaMultiTile/*:*CudaErrorFlags.*:*StreamReuse.*:*Loader.PinnedBatchesReachTheDevice:*CudaTrain.*:*HostReads.*:NcclGroup.OneRank*'
+    '*BackendOps.*:CudaMultiTile/*:CudaPacked.*:*CudaErrorFlags.*:*StreamReuse.*:*Loader.PinnedBatchesReachTheDevice:*CudaTrain.*:*HostReads.*:NcclGroup.OneRank*'
 
   # 3. Kernels, fitgrad then PyTorch (python3 without the pack's libraries).
   step bench 60 "${fg[@]}" "$pack/bin/cuda_bench" --device "$device" "${bench_size[@]}"

@@ -22,11 +22,31 @@ void write_file_atomic(const std::string& path, const std::string& text) {
   io::write_file_atomic(path, text, fmt::format("[train {}]", path));
 }
 
-MetricsLog::MetricsLog(std::string path, std::vector<nlohmann::json> history)
+MetricsLog::MetricsLog(std::string path, std::vector<nlohmann::json> history,
+                       const std::string& tensorboard_dir)
     : path_(std::move(path)), history_(std::move(history)) {
   std::string text;
   for (const auto& r : history_) text += r.dump() + "\n";
   write_file_atomic(path_, text);
+  if (!tensorboard_dir.empty()) events_ = std::make_unique<io::TfEventsWriter>(tensorboard_dir);
+}
+
+// Note [Metrics in TensorBoard]
+// With --report_to tensorboard each record of metrics.jsonl is also one event of a TensorBoard
+// event file (io/tfevents.h) in --logging_dir (<output_dir>/runs by default, as transformers'
+// logging_dir): the record's step, the wall time of the append, and its numbers under the tags
+// transformers' TensorBoardCallback gives them (train/loss, train/learning_rate, ..., and
+// eval/loss for eval_loss). A resumed run starts a new event file beside the old ones; its
+// first steps, logged again after the checkpoint, then appear twice, as they do in
+// transformers' runs.
+io::Scalars tensorboard_scalars(const nlohmann::json& record) {
+  io::Scalars out;
+  for (const auto& [key, value] : record.items()) {
+    if (key == "step" || !value.is_number()) continue;
+    out.emplace_back(key.starts_with("eval_") ? "eval/" + key.substr(5) : "train/" + key,
+                     value.get<double>());
+  }
+  return out;
 }
 
 // One write(2) per record; a short write (a full disk) is cut back to the previous end, so
@@ -47,6 +67,9 @@ void MetricsLog::append(const nlohmann::json& record) {
                             cut ? "; the file ends at the previous record" : ""));
   }
   ::close(fd);
+  if (events_)
+    events_->scalars(record.value("step", int64_t(0)), io::unix_time_now(),
+                     tensorboard_scalars(record));
   history_.push_back(record);
 }
 

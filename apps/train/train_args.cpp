@@ -228,6 +228,13 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--seed", a.seed, "Seeds the initialisation, the data order and dropout")
       ->check(u64_digits())
       ->capture_default_str();
+  cmd.add_option("--report_to", a.report_to,
+                 "Where the metrics go besides metrics.jsonl: none, or tensorboard (event files "
+                 "in --logging_dir)")
+      ->check(CLI::IsMember({"none", "tensorboard"}))
+      ->capture_default_str();
+  cmd.add_option("--logging_dir", a.logging_dir,
+                 "TensorBoard's folder for --report_to tensorboard (default <output_dir>/runs)");
   cmd.add_option("--logging_steps", a.logging_steps, "Log (and write metrics) every N steps")
       ->capture_default_str();
   cmd.add_option("--eval_steps", a.eval_steps,

@@ -122,6 +122,8 @@ struct TrainArgs {
   int64_t dataloader_prefetch_factor = 2;
   uint64_t seed = 42;
   int64_t logging_steps = 500;
+  std::string report_to = "none";       // none | tensorboard (Note [Metrics in TensorBoard])
+  std::string logging_dir;              // "" = <output_dir>/runs
   int64_t eval_steps = 0;               // 0: logging_steps
   std::string eval_strategy = "steps";  // steps | no (Hugging Face's; its default is "no")
   int64_t eval_max_batches = 50;        // fitgrad: caps each evaluation (0: the whole split)

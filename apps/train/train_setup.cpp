@@ -252,6 +252,8 @@ void print_summary(TrainRun& r, int64_t warmup) {
         "zeros, groups of {})\n",
         int8, format_bytes(int8_bytes), double(int8_bytes) / double(int8), a.weight_group_size);
   if (r.sft) r.out << r.sft->summary << "\n";
+  if (r.metrics && !r.metrics->tensorboard_file().empty())
+    r.out << "tensorboard: " << r.metrics->tensorboard_file() << "\n";
   if (r.dataset)
     r.out << fmt::format("data: {} -> {} tokens ({}; {} train, {} validation), tokenizer {}\n",
                          a.data, r.dataset->num_tokens(),
@@ -464,7 +466,10 @@ void setup_run(TrainRun& r) {
     if (r.offload) r.offload->sync_from_device();  // the masters take the loaded weights
   }
   if (!r.dry_run && r.writes_outputs())
-    r.metrics.emplace((r.dir / "metrics.jsonl").string(), std::move(history));
+    r.metrics.emplace((r.dir / "metrics.jsonl").string(), std::move(history),
+                      a.report_to != "tensorboard" ? ""
+                      : a.logging_dir.empty()      ? (r.dir / "runs").string()
+                                                   : a.logging_dir);
   print_summary(r, warmup);
 }
 

@@ -3,15 +3,19 @@
 // With a learning rate of 1e-12 the first step's logged loss and the evaluation's are the model's
 // cross-entropy over exactly the trained targets of the examples, as data::SftEncoder (held to
 // jinja2 and `tokenizers` in tests/data/sft_test.cpp) masks them, computed here example by
-// example: the windows, the padding and the masks reach the loss as they should.
+// example: the packed rows (two examples sharing one, Note [Packed rows]), the padding and the
+// masks reach the loss as they should. The run's --report_to tensorboard events hold its
+// metrics; the dry run allocates as the real run for each --packing.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "apps/model_source.h"
+#include "apps/train/metrics.h"
 #include "autograd/grad_mode.h"
 #include "data/sft_encode.h"
 #include "data/sft_records.h"
@@ -42,6 +46,41 @@ class TrainSft : public TrainFixture {
   }
 };
 
+// The one event file in `dir` (--report_to tensorboard) holds the version event, then one event
+// per metrics record, each a whole TFRecord with good masked CRCs whose bytes are the record's
+// scalars at its step (io/tfevents.h, held to TensorBoard's own writer in
+// tests/io/tfevents_test.cpp).
+void expect_events_hold(const fs::path& dir, const std::vector<nlohmann::json>& rows) {
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir)) files.push_back(e.path());
+  ASSERT_EQ(files.size(), 1u) << dir;
+  EXPECT_NE(files[0].filename().string().find("tfevents"), std::string::npos);
+  const std::string bytes = (std::stringstream() << std::ifstream(files[0]).rdbuf()).str();
+  std::vector<std::string> records;
+  for (size_t at = 0; at < bytes.size();) {
+    ASSERT_LE(at + 12, bytes.size());
+    uint64_t n = 0;
+    std::memcpy(&n, bytes.data() + at, 8);
+    ASSERT_LE(at + 16 + n, bytes.size());
+    uint32_t crc = 0;
+    std::memcpy(&crc, bytes.data() + at + 12 + n, 4);
+    records.push_back(bytes.substr(at + 12, n));
+    EXPECT_EQ(crc, io::masked_crc32c(records.back().data(), n));
+    at += 16 + n;
+  }
+  ASSERT_EQ(records.size(), rows.size() + 1);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    double wall_time = 0;  // field 1, a double, first in the event (0x09, 8 bytes)
+    ASSERT_EQ(records[i + 1][0], '\x09');
+    std::memcpy(&wall_time, records[i + 1].data() + 1, 8);
+    EXPECT_EQ(records[i + 1], io::scalar_event(rows[i].at("step").get<int64_t>(), wall_time,
+                                               tensorboard_scalars(rows[i])))
+        << rows[i].dump();
+  }
+  EXPECT_EQ(tensorboard_scalars({{"step", 3}, {"loss", 2.5}, {"eval_loss", 1.0}}),
+            (io::Scalars{{"eval/loss", 1.0}, {"train/loss", 2.5}}));  // in the keys' order
+}
+
 // The mean cross-entropy of `model` over the trained targets of `examples`.
 double masked_loss(const nn::CausalLM& model, const std::vector<data::SftTokens>& examples) {
   autograd::NoGradGuard no_grad;
@@ -70,17 +109,20 @@ TEST_F(TrainSft, TheLossIsTheMeanOverTheAssistantTokens) {
       (fs::path(FITGRAD_GOLDEN_DIR) / "sft" / "records" / "messages.jsonl").string();
   TrainArgs a = args(data, "run");
   a.model = model;
-  a.seq_len = 128;
-  a.per_device_train_batch_size = 3;  // the 3 training examples in one batch
+  a.seq_len = 256;
+  a.per_device_train_batch_size = 2;  // the 3 training examples packed into 2 rows
   a.per_device_eval_batch_size = 1;
   a.val_fraction = 0.25;    // the 4th example
   a.learning_rate = 1e-12;  // the checkpoint keeps the weights the step's loss saw
   a.max_steps = 1;
   a.eval_steps = 1;
   a.save_steps = 0;
+  a.report_to = "tensorboard";
   std::ostringstream out, err;
   ASSERT_EQ(run_train(a, out, err), 0) << err.str();
   EXPECT_NE(out.str().find("4 examples (4 messages; 3 train, 1 validation"), std::string::npos)
+      << out.str();
+  EXPECT_NE(out.str().find("packing: bfd: 3 training examples in 2 rows of 256"), std::string::npos)
       << out.str();
 
   const LoadedModel loaded = load_model((root_ / "run" / "checkpoint-1").string(), "", {});
@@ -105,6 +147,7 @@ TEST_F(TrainSft, TheLossIsTheMeanOverTheAssistantTokens) {
   }
   EXPECT_NEAR(loss, masked_loss(*loaded.model, train), 1e-5);
   EXPECT_NEAR(eval_loss, masked_loss(*loaded.model, val), 1e-5);
+  expect_events_hold(root_ / "run" / "runs", rows);
 
   // --train_on all trains every token after the first: another loss.
   TrainArgs all = a;

@@ -5,11 +5,13 @@
 // kernels' 64-position tiles. The tolerance is the dtype's (Note [Op test tolerances]) times
 // 4: the packed and the lone call sum their tiles' terms in different groupings. With dropout,
 // where a lone run would draw other elements, no example's outputs or gradients change when
-// the other examples' inputs do.
+// the other examples' inputs do. On a card (the device check's CudaPacked) the cuda kernels,
+// both paths, with and without dropout, match the CPU's packed results.
 #include <gtest/gtest.h>
 
 #include <vector>
 
+#include "tensor/device_registry.h"
 #include "tensor/ops/attention.h"
 #include "tests/tensor/ops/op_harness.h"
 
@@ -166,6 +168,43 @@ TEST(AttentionPacked, RefusesWhatPackedRowsAreNot) {
   const Tensor kv = random_tensor({1, 2, 10, 4}, 2);
   expect_error([&] { ops::flash_attention(q, kv, kv, ops::packed_rows_mask(true, segments)); },
                "[flash_attention]", "self-attention");
+}
+
+// o, lse, dq, dk, dv of packed flash attention on `device` (inputs made on the CPU).
+std::vector<Tensor> packed_flash_on(Device device, int64_t d, DType dtype, double dropout) {
+  const Rows rows = {{30, 1, 69, 100}, {200}, {64, 64, 72}};
+  const Tensor q = random_tensor({3, 4, 200, d}, 1, dtype, -2, 2).to(device);
+  const Tensor k = random_tensor({3, 2, 200, d}, 2, dtype, -2, 2).to(device);
+  const Tensor v = random_tensor({3, 2, 200, d}, 3, dtype).to(device);
+  const Tensor dout = random_tensor({3, 4, 200, d}, 4, dtype).to(device);
+  const Tensor segments = segments_of(rows, 200).to(device);
+  const backend::AttentionMask mask = ops::packed_rows_mask(true, segments);
+  Generator gen(5);
+  const ops::AttentionOut out = ops::flash_attention(q, k, v, mask, 0, dropout, gen);
+  const ops::AttentionGrads g = ops::flash_attention_backward(dout, q, k, v, out.o, out.lse, mask,
+                                                              0, dropout, out.dropout_state);
+  std::vector<Tensor> all;
+  for (const Tensor& t : {out.o, out.lse, g.dq, g.dk, g.dv}) all.push_back(t.to(Device::cpu()));
+  return all;
+}
+
+TEST(CudaPacked, TheCardMatchesTheCpu) {
+  if (usable_device_count(DeviceType::cuda) == 0)
+    GTEST_SKIP() << "no usable CUDA device (built without CUDA, or no GPU or driver visible)";
+  // d 64 in bf16 takes the tensor-core path, 36 and f32 the SIMT one; the tolerance is that of
+  // the multi-tile cases (Note [Multi-tile attention tolerances] in cuda_attention_tiles_test).
+  for (const auto& [d, dtype] :
+       {std::pair<int64_t, DType>{64, DType::bf16}, {36, DType::bf16}, {64, DType::f32}})
+    for (const double dropout : {0.0, 0.2}) {
+      SCOPED_TRACE(std::to_string(d) + " " + std::string(dtype_name(dtype)) + " " +
+                   std::to_string(dropout));
+      const std::vector<Tensor> want = packed_flash_on(Device::cpu(), d, dtype, dropout);
+      const std::vector<Tensor> got = packed_flash_on(Device::cuda(0), d, dtype, dropout);
+      for (size_t i = 0; i < want.size(); ++i)
+        EXPECT_TRUE(close_for(i == 1 && dtype != DType::f32 ? DType::bf16 : dtype, to_f64(got[i]),
+                              to_f64(want[i]), i == 0 && dtype != DType::f32 ? 1.0 : 4.0))
+            << i;
+    }
 }
 
 }  // namespace
