@@ -73,10 +73,18 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--data_order", a.data_order, "random (seeded) or sequential")
       ->check(CLI::IsMember({"random", "sequential"}))
       ->capture_default_str();
-  cmd.add_option("--val_fraction", a.val_fraction,
-                 "Fraction of the tokens (the end of the data) held out for validation; of the "
-                 "examples, for instruction data")
-      ->capture_default_str();
+  CLI::Option* val_fraction =
+      cmd.add_option("--val_fraction", a.val_fraction,
+                     "Fraction of the tokens (the end of the data) held out for validation; of the "
+                     "examples, for instruction data")
+          ->capture_default_str();
+  cmd.add_option_function<double>(
+         "--validation_split_percentage", [&a](double p) { a.val_fraction = p / 100; },
+         "--val_fraction in percent (transformers' run_clm name)")
+      ->excludes(val_fraction);
+  cmd.add_option("--eval_data", a.eval_data,
+                 "Instruction data (.jsonl / .json, a file or a folder) to validate on instead of "
+                 "a split of --data");
   // Instruction and chat data (apps/train/train_sft.h): TRL's and transformers' names.
   cmd.add_option("--dataset_format", a.dataset_format,
                  "For .jsonl / .json data: auto (detected per file), text, alpaca, sharegpt, "

@@ -61,6 +61,7 @@ struct TrainArgs {
   bool skip_bad_examples = false;
   std::string chat_template;     // a file; "" = the model's
   std::string packing = "auto";  // auto | bfd | wrapped | none (data/sft_stream.h)
+  std::string eval_data;         // instruction data to validate on; "" = a split of --data
 
   // Hugging Face TrainingArguments.
   int64_t per_device_train_batch_size = 8;

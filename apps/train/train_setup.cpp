@@ -178,6 +178,10 @@ void setup_data(TrainRun& r) {
              "[train] --packing {} lays out instruction data (.jsonl / .json); the text files of "
              "{} are one stream cut into windows",
              a.packing, a.data);
+    FG_CHECK(a.eval_data.empty(),
+             "[train] --eval_data {} goes with instruction data (.jsonl / .json); the text of {} "
+             "is validated on its last --val_fraction",
+             a.eval_data, a.data);
     data::TokenDatasetOptions dopt;
     dopt.val_fraction = a.val_fraction;
     // The token cache sits beside the data (data/token_dataset.h) unless that folder is
@@ -216,6 +220,9 @@ void setup_data(TrainRun& r) {
 
   const int64_t val_windows =
       data::Loader::windows_in(int64_t(r.val_data.tokens.size()), a.seq_len);
+  FG_CHECK(val_windows > 0 || !r.sft || a.eval_data.empty(),
+           "[train] no example of --eval_data {} keeps a trained token within --seq_len {}",
+           a.eval_data, a.seq_len);
   if (val_windows == 0 && r.sft)
     throw Error(fmt::format(
         "[train] the validation split (--val_fraction {} of {} examples) holds no example; raise "

@@ -34,7 +34,8 @@ bool is_sft_data(const TrainArgs& a) {
 // Note [Instruction data in a run]
 // The records are read whole (a malformed one is an error naming its file, line and field, or
 // with --skip_bad_examples counted), the last ceil(--val_fraction x n) of them (in file order,
-// as the text split takes the stream's tail) are the validation split, and each is encoded as
+// as the text split takes the stream's tail) are the validation split, or with --eval_data
+// that data's records are and all of --data trains, and each is encoded as
 // data/sft_encode.h says: conversations through the chat template (the model's, or
 // --chat_template's), the loss on --train_on's part; plain text and plain prompts start with
 // the bos when the tokenizer adds one to a text (data::vocabulary_adds_bos). Each example takes
@@ -51,7 +52,19 @@ SftData load_sft_data(const TrainArgs& a, const LoadedModel& lm, std::ostream& e
   ro.text_field = a.dataset_text_field;
   ro.skip_bad_examples = a.skip_bad_examples;
   data::SftReadReport report;
-  const std::vector<data::SftExample> examples = data::read_sft_examples(a.data, ro, &report);
+  std::vector<data::SftExample> examples = data::read_sft_examples(a.data, ro, &report);
+  // With --eval_data every example of --data trains and the validation split is that data's.
+  const auto n_data = int64_t(examples.size());
+  if (!a.eval_data.empty()) {
+    data::SftReadReport eval_report;
+    std::vector<data::SftExample> val = data::read_sft_examples(a.eval_data, ro, &eval_report);
+    FG_CHECK(!val.empty(), "[train] --eval_data {} holds no example", a.eval_data);
+    report.skipped += eval_report.skipped;
+    report.first_errors.insert(report.first_errors.end(), eval_report.first_errors.begin(),
+                               eval_report.first_errors.end());
+    examples.insert(examples.end(), std::make_move_iterator(val.begin()),
+                    std::make_move_iterator(val.end()));
+  }
   std::map<std::string, int64_t> formats;
   bool conversational = false, all_text = true;
   for (const data::SftExample& e : examples) {
@@ -69,8 +82,10 @@ SftData load_sft_data(const TrainArgs& a, const LoadedModel& lm, std::ostream& e
   const int32_t pad = tok.pad() ? *tok.pad() : tok.eos() ? *tok.eos() : 0;
 
   const auto n = int64_t(examples.size());
-  const int64_t n_val =
-      a.val_fraction > 0 ? std::min<int64_t>(n, int64_t(std::ceil(a.val_fraction * double(n)))) : 0;
+  const int64_t n_val = !a.eval_data.empty() ? n - n_data
+                        : a.val_fraction > 0
+                            ? std::min<int64_t>(n, int64_t(std::ceil(a.val_fraction * double(n))))
+                            : 0;
   SftData d;
   d.packing = a.packing != "auto" ? data::parse_packing(a.packing)
               : all_text && n > 0 ? data::Packing::none

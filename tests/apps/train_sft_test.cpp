@@ -16,6 +16,7 @@
 
 #include "apps/model_source.h"
 #include "apps/train/metrics.h"
+#include "apps/train/train_args.h"
 #include "autograd/grad_mode.h"
 #include "data/sft_encode.h"
 #include "data/sft_records.h"
@@ -158,6 +159,48 @@ TEST_F(TrainSft, TheLossIsTheMeanOverTheAssistantTokens) {
   for (const nlohmann::json& r : metrics(all.output_dir))
     if (r.contains("loss")) all_loss = r.at("loss").get<double>();
   EXPECT_GT(std::fabs(all_loss - loss), 1e-3);
+}
+
+// --eval_data validates on its own examples while every example of --data trains; with text
+// data it is refused by name; --validation_split_percentage is --val_fraction in percent.
+TEST_F(TrainSft, EvalDataIsTheValidationSplit) {
+  const fs::path records = fs::path(FITGRAD_GOLDEN_DIR) / "sft" / "records";
+  TrainArgs a = args((records / "messages.jsonl").string(), "eval-data");
+  a.model = folder();
+  a.seq_len = 256;
+  a.per_device_train_batch_size = 2;
+  a.per_device_eval_batch_size = 1;
+  a.eval_data = (records / "sharegpt.jsonl").string();
+  a.max_steps = 1;
+  a.eval_steps = 1;
+  a.save_strategy = "no";
+  std::ostringstream out, err;
+  ASSERT_EQ(run_train(a, out, err), 0) << err.str();
+  EXPECT_NE(out.str().find("8 examples (4 messages, 4 sharegpt; 4 train, 4 validation"),
+            std::string::npos)
+      << out.str();
+  bool evaluated = false;
+  for (const nlohmann::json& r : metrics(a.output_dir)) evaluated |= r.contains("eval_loss");
+  EXPECT_TRUE(evaluated);
+
+  TrainArgs text = args(write_file("t.txt", std::string(4000, 'a')), "text");
+  text.eval_data = a.eval_data;
+  fitgrad::testing::expect_error([&] { run_train(text, out, err); }, "[train] --eval_data",
+                                 "goes with instruction data");
+
+  const auto parsed = [](std::vector<std::string> argv) {
+    CLI::App app;
+    TrainArgs t;
+    add_train_options(app, t);
+    std::reverse(argv.begin(), argv.end());  // CLI11 takes the arguments last first
+    app.parse(argv);
+    return t;
+  };
+  std::vector<std::string> argv = {
+      "--data", "d", "--output_dir", "o", "--validation_split_percentage", "12.5"};
+  EXPECT_DOUBLE_EQ(parsed(argv).val_fraction, 0.125);
+  argv.insert(argv.end(), {"--val_fraction", "0.1"});
+  EXPECT_THROW(parsed(argv), CLI::ExcludesError);
 }
 
 // A record that is not what its file's format says stops the run naming the file, the line
