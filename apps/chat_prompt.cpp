@@ -16,6 +16,11 @@ Conversation read_conversation(const std::string& path, const char* command) {
   } catch (const nlohmann::json::parse_error& e) {
     throw Error(fmt::format("[{}] {} is not JSON: {}", command, path, e.what()));
   }
+  return conversation_of(j, path, command);
+}
+
+Conversation conversation_of(const nlohmann::ordered_json& j, const std::string& path,
+                             const char* command) {
   Conversation c;
   if (j.is_object()) {
     FG_CHECK(j.contains("messages"),

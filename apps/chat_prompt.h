@@ -25,6 +25,10 @@ inline constexpr const char* kChatTemplateHelp =
 
 // Reads and checks a conversation file; errors name `command` and the file.
 Conversation read_conversation(const std::string& path, const char* command);
+// Checks a conversation given as JSON (a list of messages or an object with "messages");
+// errors name `command` and `where` (a file, or a file and line).
+Conversation conversation_of(const nlohmann::ordered_json& j, const std::string& where,
+                             const char* command);
 
 // The chat template: the file `override_file` when given, else the one the model's tokenizer
 // carries (Note [A folder's chat template] in model_source.cpp). A model without one is an

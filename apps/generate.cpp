@@ -83,11 +83,19 @@ size_t Utf8Stream::incomplete_tail() const {
 
 namespace {
 
-// Generates after `ids` (the prompt's tokens) and streams the text to `out`; *text, when
-// given, receives the generated text without the stop token.
+LoadedModel load_for_generate(const GenerateOptions& o) {
+  LoadedModel loaded = load_inference_model("generate", o);
+  FG_CHECK(loaded.tokenizer,
+           "[generate] {} has no tokenizer to decode with (on meta, text is "
+           "neither read nor made)",
+           o.model);
+  return loaded;
+}
+
+}  // namespace
+
 GenerateStats generate_after(const LoadedModel& loaded, const GenerateOptions& o,
-                             std::vector<int32_t> ids, std::ostream& out,
-                             std::string* text = nullptr) {
+                             std::vector<int32_t> ids, std::ostream& out, std::string* text) {
   const nn::CausalLM& model = *loaded.model;
   const data::Tokenizer& tok = *loaded.tokenizer;
   const Device device = Device::parse(o.device);
@@ -115,7 +123,6 @@ GenerateStats generate_after(const LoadedModel& loaded, const GenerateOptions& o
 
   autograd::NoGradGuard no_grad;
   CachingAllocator& allocator = allocator_for(device);
-  allocator.reset_peak_stats();
   Generator generator(o.seed);
   std::unique_ptr<nn::KvCache> cache;
   if (!o.no_kv_cache)
@@ -155,17 +162,6 @@ GenerateStats generate_after(const LoadedModel& loaded, const GenerateOptions& o
   return stats;
 }
 
-LoadedModel load_for_generate(const GenerateOptions& o) {
-  LoadedModel loaded = load_inference_model("generate", o);
-  FG_CHECK(loaded.tokenizer,
-           "[generate] {} has no tokenizer to decode with (on meta, text is "
-           "neither read nor made)",
-           o.model);
-  return loaded;
-}
-
-}  // namespace
-
 GenerateStats generate(const GenerateOptions& o, std::ostream& out) {
   o.sampling.validate();
   FG_CHECK(!o.max_new_tokens || (*o.max_new_tokens > 0 && *o.max_new_tokens <= (int64_t(1) << 31)),
@@ -180,10 +176,12 @@ GenerateStats generate(const GenerateOptions& o, std::ostream& out) {
     const data::ChatTemplate chat =
         model_chat_template(loaded, o.chat_template, o.model, "generate");
     const std::string prompt = chat_prompt(chat, conversation, *loaded.tokenizer);
+    allocator_for(Device::parse(o.device)).reset_peak_stats();
     return generate_after(loaded, o, loaded.tokenizer->encode(prompt, /*allow_special=*/true), out);
   }
   const std::string prompt = read_prompt(o);
   const LoadedModel loaded = load_for_generate(o);
+  allocator_for(Device::parse(o.device)).reset_peak_stats();
   return generate_after(loaded, o, loaded.tokenizer->encode(prompt, /*allow_special=*/true), out);
 }
 
@@ -212,6 +210,7 @@ int64_t chat(const GenerateOptions& o, std::istream& in, std::ostream& out, std:
     conversation.messages.push_back({{"role", "user"}, {"content", line}});
     const std::string prompt = chat_prompt(chat, conversation, *loaded.tokenizer);
     std::string reply;
+    allocator_for(Device::parse(o.device)).reset_peak_stats();
     const GenerateStats stats = generate_after(
         loaded, o, loaded.tokenizer->encode(prompt, /*allow_special=*/true), out, &reply);
     out << std::endl;

@@ -17,6 +17,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "apps/inference_model.h"
 #include "nn/sampling.h"
@@ -70,6 +71,13 @@ struct GenerateStats {
   std::string stop_reason;     // "max_new_tokens" or "eos"
   int64_t clamped_to = 0;      // > 0: the default 64 new tokens did not fit; this many did
 };
+
+// Generates after `ids` (a prompt's tokens) with `loaded`'s model as it is (a training run's
+// too), streaming the text to `out`; *text, when given, receives the generated text without
+// the stop token. The stats' peak is the device allocator's, which the caller resets.
+GenerateStats generate_after(const LoadedModel& loaded, const GenerateOptions& options,
+                             std::vector<int32_t> ids, std::ostream& out,
+                             std::string* text = nullptr);
 
 // Loads the model, generates and streams the text to `out`; throws fitgrad::Error
 // ("[generate] ...") for bad options, and the loaders' errors. Every ok option value is

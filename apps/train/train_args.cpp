@@ -85,6 +85,12 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--eval_data", a.eval_data,
                  "Instruction data (.jsonl / .json, a file or a folder) to validate on instead of "
                  "a split of --data");
+  cmd.add_option("--eval_prompts", a.eval_prompts,
+                 "A .jsonl of prompts (conversations, or {\"prompt\": text}) the model completes "
+                 "at each evaluation, into metrics.jsonl and eval_samples.jsonl");
+  cmd.add_option("--eval_max_new_tokens", a.eval_max_new_tokens,
+                 "Tokens at most in each --eval_prompts completion")
+      ->capture_default_str();
   // Instruction and chat data (apps/train/train_sft.h): TRL's and transformers' names.
   cmd.add_option("--dataset_format", a.dataset_format,
                  "For .jsonl / .json data: auto (detected per file), text, alpaca, sharegpt, "
@@ -298,6 +304,7 @@ void validate(const TrainArgs& a) {
   require_positive("per_device_eval_batch_size", a.per_device_eval_batch_size, int64_t(1) << 20);
   require_positive("gradient_accumulation_steps", a.gradient_accumulation_steps, 1000000);
   require_positive("logging_steps", a.logging_steps);
+  require_positive("eval_max_new_tokens", a.eval_max_new_tokens);
   require_positive("dataloader_prefetch_factor", a.dataloader_prefetch_factor, 1024);
   require_positive("ddp_timeout", a.ddp_timeout, int64_t(1) << 30);
   require_positive("ddp_bucket_cap_mb", a.ddp_bucket_cap_mb, int64_t(1) << 20);

@@ -62,6 +62,8 @@ struct TrainArgs {
   std::string chat_template;     // a file; "" = the model's
   std::string packing = "auto";  // auto | bfd | wrapped | none (data/sft_stream.h)
   std::string eval_data;         // instruction data to validate on; "" = a split of --data
+  std::string eval_prompts;      // prompts completed at each evaluation (apps/train/eval_prompts.h)
+  int64_t eval_max_new_tokens = 64;
 
   // Hugging Face TrainingArguments.
   int64_t per_device_train_batch_size = 8;

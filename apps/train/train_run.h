@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "apps/model_source.h"
+#include "apps/train/eval_prompts.h"
 #include "apps/train/metrics.h"
 #include "apps/train/output_lock.h"
 #include "apps/train/progress.h"
@@ -108,6 +109,7 @@ struct TrainRun {
   };
   Split train_data, val_data;
   bool packed = false;  // the rows pack several examples (--packing bfd or wrapped)
+  std::vector<EvalPrompt> eval_prompts;              // --eval_prompts
   std::unique_ptr<data::Loader> loader;              // not in a dry run
   std::unique_ptr<optim::OptimizerOffload> offload;  // --offload_optimizer: the host masters
   std::unique_ptr<optim::Optimizer> optimizer;

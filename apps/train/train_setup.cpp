@@ -168,6 +168,7 @@ void prepare_output_dir(TrainRun& r) {
 // evaluation's batches; a real run also builds its training loader.
 void setup_data(TrainRun& r) {
   const TrainArgs& a = r.a;
+  if (!a.eval_prompts.empty()) r.eval_prompts = read_eval_prompts(a, r.lm);
   if (is_sft_data(a)) {  // Note [Instruction data in a run] in train_sft.cpp
     r.sft.emplace(load_sft_data(a, r.lm, r.err));
     r.train_data = {r.sft->train.tokens, r.sft->train.trained, r.sft->train.positions};

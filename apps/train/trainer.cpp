@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <string_view>
 
 #include "apps/train/train_dist.h"
@@ -82,6 +83,17 @@ void run_evaluation(TrainRun& r) {
       json{{"step", r.step}, {"eval_loss", eval_loss}, {"eval_perplexity", std::exp(eval_loss)}});
   r.progress.message(fmt::format("step {}: validation loss {:.4f}, perplexity {:.2f} ({} tokens)",
                                  r.step, eval_loss, std::exp(eval_loss), tokens));
+  if (!r.eval_prompts.empty()) {  // Note [Prompts at evaluation] in eval_prompts.cpp
+    const json samples = complete_prompts(r.a, r.lm, r.eval_prompts, r.a.eval_max_new_tokens);
+    r.metrics->append(json{{"step", r.step}, {"eval_samples", samples}});
+    std::ofstream file(r.dir / "eval_samples.jsonl", std::ios::app);
+    for (const json& s : samples) {
+      json line = s;
+      line["step"] = r.step;
+      file << line.dump() << "\n";
+    }
+    FG_CHECK(file.flush(), "[train {}] cannot append to eval_samples.jsonl", r.dir.string());
+  }
   write_file_atomic((r.dir / "loss_curve.svg").string(),
                     loss_curve_svg(r.metrics->history(), r.loss_curve_title()));
 }

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "apps/generate.h"
 #include "apps/model_source.h"
 #include "apps/train/metrics.h"
 #include "apps/train/train_args.h"
@@ -201,6 +202,55 @@ TEST_F(TrainSft, EvalDataIsTheValidationSplit) {
   EXPECT_DOUBLE_EQ(parsed(argv).val_fraction, 0.125);
   argv.insert(argv.end(), {"--val_fraction", "0.1"});
   EXPECT_THROW(parsed(argv), CLI::ExcludesError);
+}
+
+// --eval_prompts: at each evaluation the model completes each prompt (a conversation through the
+// chat template, or a raw prompt) into metrics.jsonl and eval_samples.jsonl, as `generate`
+// completes it greedily from the checkpoint of that step; a bad line is named.
+TEST_F(TrainSft, EvalPromptsAreCompletedAtEachEvaluation) {
+  const fs::path records = fs::path(FITGRAD_GOLDEN_DIR) / "sft" / "records";
+  TrainArgs a = args((records / "messages.jsonl").string(), "prompts");
+  a.model = folder();
+  a.seq_len = 256;
+  a.per_device_train_batch_size = 1;
+  a.per_device_eval_batch_size = 1;
+  a.max_steps = 2;
+  a.eval_steps = 2;
+  a.save_steps = 2;
+  a.eval_max_new_tokens = 5;
+  a.eval_prompts = write_file("prompts.jsonl", R"([{"role": "user", "content": "Name a colour."}])"
+                                               "\n\n"
+                                               R"({"prompt": "Once upon a time"})"
+                                               "\n");
+  std::ostringstream out, err;
+  ASSERT_EQ(run_train(a, out, err), 0) << err.str();
+  std::vector<nlohmann::json> lines;
+  std::ifstream file(fs::path(a.output_dir) / "eval_samples.jsonl");
+  for (std::string line; std::getline(file, line);) lines.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0].at("step"), 2);
+  EXPECT_EQ(lines[0].at("prompt").get<std::string>().rfind("<|im_start|>", 0), 0u) << lines[0];
+  EXPECT_EQ(lines[1].at("prompt"), "Once upon a time");
+  bool in_metrics = false;
+  for (const nlohmann::json& r : metrics(a.output_dir))
+    if (r.contains("eval_samples")) in_metrics = r.at("eval_samples").size() == 2;
+  EXPECT_TRUE(in_metrics);
+
+  const LoadedModel loaded = load_model((fs::path(a.output_dir) / "checkpoint-2").string(), "", {});
+  for (const nlohmann::json& line : lines) {
+    GenerateOptions o;
+    o.max_new_tokens = 5;
+    std::ostringstream sink;
+    std::string want;
+    const std::string prompt = line.at("prompt");
+    generate_after(loaded, o, loaded.tokenizer->encode(prompt, true), sink, &want);
+    EXPECT_EQ(line.at("completion"), want);
+  }
+
+  a.output_dir = (root_ / "bad-prompts").string();
+  a.eval_prompts = write_file("bad.jsonl", "{\"prompt\": 3}\n");
+  fitgrad::testing::expect_error([&] { run_train(a, out, err); }, "[train] --eval_prompts",
+                                 "bad.jsonl line 1");
 }
 
 // A record that is not what its file's format says stops the run naming the file, the line
