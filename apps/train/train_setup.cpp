@@ -416,6 +416,8 @@ void setup_run(TrainRun& r) {
   } else {  // a dry run without data (Note [A dry run sizes its splits from the data])
     r.eval_batch = a.per_device_eval_batch_size;
     r.eval_batches = a.eval_max_batches > 0 ? a.eval_max_batches : 1;
+    // It plans the packed batches that instruction data with --packing bfd or wrapped gives.
+    r.packed = a.packing == "bfd" || a.packing == "wrapped";
   }
   r.total = a.max_steps > 0
                 ? a.max_steps

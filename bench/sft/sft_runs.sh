@@ -20,19 +20,20 @@ model=${MODEL:-$HOME/.cache/fitgrad/SmolLM2-135M-Instruct.Q4_1.gguf}
 py=${PYTHON:-/work/venv-hf/bin/python}
 set_dir=bench/sft/instructions
 common=(--model "$model" --data "$set_dir/train.jsonl" --seq_len 256 --per_device_train_batch_size 4
-  --lora_r 16 --lora_alpha 16 --learning_rate 2e-4 --logging_steps 1 --save_strategy no
-  --progress plain)
+  --lora_r 16 --lora_alpha 16 --logging_steps 1 --progress plain)
 
 if [ "$what" = speed ]; then
   steps=${STEPS:-5} rounds=${ROUNDS:-1}
   for r in $(seq "$rounds"); do
-    "$fg" train "${common[@]}" --max_steps "$steps" --eval_strategy no --packing none \
-      --output_dir "$out/fg-none-$r" >"$out/fg-none-$r.log" 2>&1
-    "$py" bench/sft/hf_sft_baseline.py --model "$model" --max_steps "$steps" --seq_len 256 \
-      --per_device_train_batch_size 4 --lora_r 16 --lora_alpha 16 --learning_rate 2e-4 \
-      --threads 2 >"$out/hf-$r.log" 2>&1
-    "$fg" train "${common[@]}" --max_steps "$steps" --eval_strategy no --packing bfd \
-      --output_dir "$out/fg-bfd-$r" >"$out/fg-bfd-$r.log" 2>&1
+    "$fg" train "${common[@]}" --learning_rate 2e-4 --max_steps "$steps" --eval_strategy no \
+      --save_strategy no --packing none --output_dir "$out/fg-none-$r" >"$out/fg-none-$r.log" 2>&1
+    for padding in max_length longest; do
+      "$py" bench/sft/hf_sft_baseline.py --model "$model" --max_steps "$steps" --seq_len 256 \
+        --per_device_train_batch_size 4 --lora_r 16 --lora_alpha 16 --learning_rate 2e-4 \
+        --threads 2 --padding "$padding" >"$out/hf-$padding-$r.log" 2>&1
+    done
+    "$fg" train "${common[@]}" --learning_rate 2e-4 --max_steps "$steps" --eval_strategy no \
+      --save_strategy no --packing bfd --output_dir "$out/fg-bfd-$r" >"$out/fg-bfd-$r.log" 2>&1
   done
   for f in "$out"/*.log; do echo "== $f"; grep -E "packing:|RESULT|tok/s" "$f" | tail -3; done
   exit 0
@@ -42,11 +43,13 @@ steps=${TRAIN_STEPS:-40}
 quality=(--eval_data "$set_dir/heldout.jsonl" --eval_prompts "$set_dir/eval_prompts.jsonl"
   --eval_max_new_tokens 32 --eval_max_batches 0 --per_device_eval_batch_size 4)
 "$fg" train "${common[@]}" "${quality[@]}" --learning_rate 1e-12 --max_steps 1 --eval_steps 1 \
-  --output_dir "$out/before" >"$out/before.log" 2>&1
+  --save_strategy no --output_dir "$out/before" >"$out/before.log" 2>&1
 "$fg" train "${common[@]}" "${quality[@]}" --max_steps "$steps" --eval_steps "$steps" \
-  --save_strategy steps --save_steps "$steps" --output_dir "$out/lora" >"$out/lora.log" 2>&1
+  --save_strategy steps --save_steps "$steps" --learning_rate 2e-4 --output_dir "$out/lora" \
+  >"$out/lora.log" 2>&1
 "$fg" train "${common[@]}" "${quality[@]}" --quantize nf4 --max_steps "$steps" \
-  --eval_steps "$steps" --output_dir "$out/qlora" >"$out/qlora.log" 2>&1
+  --eval_steps "$steps" --learning_rate 2e-4 --save_strategy no --output_dir "$out/qlora" \
+  >"$out/qlora.log" 2>&1
 "$fg" eval --model "$model" --data data/assets/mobydick.txt --seq_len 256 --max_windows 20 \
   >"$out/eval-before.log" 2>&1
 "$fg" eval --model "$model" --adapter "$out/lora/checkpoint-$steps" \
