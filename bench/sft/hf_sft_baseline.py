@@ -93,6 +93,9 @@ def parse_args():
     p.add_argument("--attention_mask", action="store_true",
                    help="pass the padding mask (off: right padding needs none)")
     p.add_argument("--gradient_checkpointing", action="store_true")
+    p.add_argument("--bf16", action="store_true",
+                   help="Trainer's bf16=True: the step under torch's CPU bf16 autocast, as "
+                        "fitgrad's --bf16 (the fp32 weights kept)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--logging_steps", type=int, default=1)
@@ -256,7 +259,7 @@ def main():
         learning_rate=a.learning_rate, lr_scheduler_type=a.lr_scheduler_type,
         warmup_steps=a.warmup_steps, weight_decay=a.weight_decay, max_grad_norm=a.max_grad_norm,
         optim="adamw_torch", adam_beta1=0.9, adam_beta2=0.999, adam_epsilon=1e-8,
-        gradient_checkpointing=a.gradient_checkpointing, use_cpu=True, bf16=False, fp16=False,
+        gradient_checkpointing=a.gradient_checkpointing, use_cpu=True, bf16=a.bf16, fp16=False,
         seed=a.seed, data_seed=a.seed, logging_steps=a.logging_steps, save_strategy="no",
         eval_strategy="no", report_to=[], dataloader_num_workers=0,
         remove_unused_columns=False, disable_tqdm=True)
@@ -303,7 +306,8 @@ def main():
           f"real_tokens={counts['real']} padded_tokens={counts['padded']} "
           f"trained_tokens={counts['trained']} seq_len={a.seq_len} "
           f"batch={a.per_device_train_batch_size} grad_accum={a.gradient_accumulation_steps} "
-          f"lora_r={a.lora_r} padding={a.padding} threads={a.threads} dtype=fp32 "
+          f"lora_r={a.lora_r} padding={a.padding} threads={a.threads} "
+          f"dtype={'bf16' if a.bf16 else 'fp32'} "
           f"loss={timer.losses[-1] if timer.losses else float('nan'):.4f}", flush=True)
 
 

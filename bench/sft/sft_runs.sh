@@ -4,7 +4,8 @@
 # (tools/fetch-smollm2.sh):
 #   speed   fitgrad LoRA with --packing none, Hugging Face Trainer + PEFT (hf_sft_baseline.py),
 #           and fitgrad with --packing bfd, alternating, ROUNDS rounds of STEPS steps each: the
-#           same data, seq_len 256, batch 4, rank 16, fp32, 2 threads;
+#           same data, seq_len 256, batch 4, rank 16, 2 threads, fp32 (BF16=1: both arms under
+#           bf16 autocast, the fp32 weights kept);
 #   quality the held-out response loss (--eval_data heldout.jsonl) before (a step at lr 1e-12)
 #           and after a LoRA and a QLoRA fine-tune of TRAIN_STEPS steps, with sample answers to
 #           eval_prompts.jsonl, and `fitgrad eval` on Moby-Dick before and after (the adapter
@@ -23,17 +24,20 @@ common=(--model "$model" --data "$set_dir/train.jsonl" --seq_len 256 --per_devic
   --lora_r 16 --lora_alpha 16 --logging_steps 1 --progress plain)
 
 if [ "$what" = speed ]; then
-  steps=${STEPS:-5} rounds=${ROUNDS:-1}
+  steps=${STEPS:-5} rounds=${ROUNDS:-1} precision=()
+  if [ "${BF16:-0}" = 1 ]; then precision=(--bf16); fi
   for r in $(seq "$rounds"); do
-    "$fg" train "${common[@]}" --learning_rate 2e-4 --max_steps "$steps" --eval_strategy no \
-      --save_strategy no --packing none --output_dir "$out/fg-none-$r" >"$out/fg-none-$r.log" 2>&1
+    "$fg" train "${common[@]}" "${precision[@]}" --learning_rate 2e-4 --max_steps "$steps" \
+      --eval_strategy no --save_strategy no --packing none --output_dir "$out/fg-none-$r" \
+      >"$out/fg-none-$r.log" 2>&1
     for padding in max_length longest; do
       "$py" bench/sft/hf_sft_baseline.py --model "$model" --max_steps "$steps" --seq_len 256 \
         --per_device_train_batch_size 4 --lora_r 16 --lora_alpha 16 --learning_rate 2e-4 \
-        --threads 2 --padding "$padding" >"$out/hf-$padding-$r.log" 2>&1
+        --threads 2 --padding "$padding" "${precision[@]}" >"$out/hf-$padding-$r.log" 2>&1
     done
-    "$fg" train "${common[@]}" --learning_rate 2e-4 --max_steps "$steps" --eval_strategy no \
-      --save_strategy no --packing bfd --output_dir "$out/fg-bfd-$r" >"$out/fg-bfd-$r.log" 2>&1
+    "$fg" train "${common[@]}" "${precision[@]}" --learning_rate 2e-4 --max_steps "$steps" \
+      --eval_strategy no --save_strategy no --packing bfd --output_dir "$out/fg-bfd-$r" \
+      >"$out/fg-bfd-$r.log" 2>&1
   done
   for f in "$out"/*.log; do echo "== $f"; grep -E "packing:|RESULT|tok/s" "$f" | tail -3; done
   exit 0
@@ -54,4 +58,7 @@ quality=(--eval_data "$set_dir/heldout.jsonl" --eval_prompts "$set_dir/eval_prom
   >"$out/eval-before.log" 2>&1
 "$fg" eval --model "$model" --adapter "$out/lora/checkpoint-$steps" \
   --data data/assets/mobydick.txt --seq_len 256 --max_windows 20 >"$out/eval-after.log" 2>&1
-for f in "$out"/*.log; do echo "== $f"; grep -E "validation loss|perplexity|packing:|peak" "$f" | tail -3; done
+for f in "$out"/*.log; do
+  echo "== $f"
+  grep -E "validation loss|perplexity|packing:|peak" "$f" | tail -3
+done
