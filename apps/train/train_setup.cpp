@@ -170,7 +170,14 @@ void setup_data(TrainRun& r) {
   const TrainArgs& a = r.a;
   if (!a.eval_prompts.empty()) r.eval_prompts = read_eval_prompts(a, r.lm);
   if (is_sft_data(a)) {  // Note [Instruction data in a run] in train_sft.cpp
-    r.sft.emplace(load_sft_data(a, r.lm, r.err));
+    // The encodings' cache sits beside the data, as the text's does, unless that folder is
+    // read-only (Note [Encoded examples in the token cache] in data/sft_cache.cpp).
+    const fs::path data_parent = fs::absolute(a.data).parent_path();
+    const fs::path cache_dir =
+        ::access(data_parent.c_str(), W_OK) == 0
+            ? fs::path(fs::absolute(a.data).lexically_normal().string() + ".fitgrad-cache")
+            : r.dir / "data-cache";
+    r.sft.emplace(load_sft_data(a, r.lm, r.err, cache_dir.string()));
     r.train_data = {r.sft->train.tokens, r.sft->train.trained, r.sft->train.positions};
     r.val_data = {r.sft->val.tokens, r.sft->val.trained, r.sft->val.positions};
     r.packed = r.sft->packing != data::Packing::none;

@@ -10,7 +10,9 @@
 #include "apps/chat_prompt.h"
 #include "data/folder_files.h"
 #include "data/hf_tokenizer.h"
+#include "data/sft_cache.h"
 #include "data/sft_records.h"
+#include "io/content_hash.h"
 #include "tensor/error.h"
 
 namespace fitgrad::apps {
@@ -31,6 +33,43 @@ bool is_sft_data(const TrainArgs& a) {
              .empty();
 }
 
+namespace {
+
+// The record files of --data or --eval_data, as data/sft_records.h reads them.
+std::vector<std::string> record_files(const std::string& source) {
+  std::error_code ec;
+  if (!fs::is_directory(source, ec)) return {source};
+  return data::folder_files(
+      source, [](const std::string& n) { return n.ends_with(".jsonl") || n.ends_with(".json"); },
+      "[data " + source + "]");
+}
+
+// What the encodings depend on (Note [Encoded examples in the token cache] in
+// data/sft_cache.cpp).
+std::string encoding_fingerprint(const TrainArgs& a, const LoadedModel& lm, bool add_bos) {
+  const data::Tokenizer& tok = *lm.tokenizer;
+  const std::string chat =
+      a.chat_template.empty()
+          ? lm.tokenizer_vocabulary.is_object() && lm.tokenizer_vocabulary.contains("chat_template")
+                ? lm.tokenizer_vocabulary.at("chat_template").dump()
+                : std::string()
+          : fmt::format("{:016x}", io::file_content_hash(a.chat_template, "[train]"));
+  std::string fp = fmt::format(
+      "fitgrad sft cache\ntokenizer {} {}\nvocab {} bos {} eos {}\ntemplate {:016x}\n"
+      "train_on {} add_bos {} format {} text_field {} skip_bad {}\n",
+      lm.tokenizer_id.size(), lm.tokenizer_id, tok.vocab_size(), tok.bos().value_or(-1),
+      tok.eos().value_or(-1), io::content_hash(chat), a.train_on, add_bos, a.dataset_format,
+      a.dataset_text_field, a.skip_bad_examples);
+  for (const std::string& source : {a.data, a.eval_data})
+    if (!source.empty())
+      for (const std::string& f : record_files(source))
+        fp += fmt::format("file {} {} {:016x}\n", f, fs::file_size(f),
+                          io::file_content_hash(f, "[train]"));
+  return fp;
+}
+
+}  // namespace
+
 // Note [Instruction data in a run]
 // The records are read whole (a malformed one is an error naming its file, line and field, or
 // with --skip_bad_examples counted), the last ceil(--val_fraction x n) of them (in file order,
@@ -43,9 +82,10 @@ bool is_sft_data(const TrainArgs& a) {
 // text, as TRL packs conversational and prompt/completion data), padded with the tokenizer's
 // pad (else its eos, else 0), the padding no target; an example with no target left is
 // dropped and reported. The loss is the mean over the trained targets of the whole accumulated
-// batch (Note [Loss over trained targets] in train/train_step.cpp). The examples are encoded at
-// the start of each run, in memory; the token cache holds text only.
-SftData load_sft_data(const TrainArgs& a, const LoadedModel& lm, std::ostream& err) {
+// batch (Note [Loss over trained targets] in train/train_step.cpp). The encodings are cached beside
+// the data (Note [Encoded examples in the token cache] in data/sft_cache.cpp).
+SftData load_sft_data(const TrainArgs& a, const LoadedModel& lm, std::ostream& err,
+                      const std::string& cache_dir) {
   FG_CHECK(lm.tokenizer, "[train] instruction data needs a tokenizer; {} has none", a.model);
   data::SftReadOptions ro;
   ro.format = data::parse_sft_format(a.dataset_format);
@@ -90,9 +130,25 @@ SftData load_sft_data(const TrainArgs& a, const LoadedModel& lm, std::ostream& e
   d.packing = a.packing != "auto" ? data::parse_packing(a.packing)
               : all_text && n > 0 ? data::Packing::none
                                   : data::Packing::bfd;
-  std::vector<data::SftTokens> train, val;
-  for (int64_t i = 0; i < n; ++i)
-    (i < n - n_val ? train : val).push_back(encoder.encode(examples[size_t(i)]));
+  const std::string fingerprint = encoding_fingerprint(a, lm, eo.add_bos);
+  const std::string cache =
+      (fs::path(cache_dir) /
+       fmt::format("sft-{:016x}.tokens", io::content_hash(fs::absolute(a.data).string() + '\0' +
+                                                          a.eval_data + '\0' + lm.tokenizer_id)))
+          .string();
+  std::optional<std::vector<data::SftTokens>> encoded =
+      data::read_sft_cache(cache, fingerprint, examples.size());
+  const bool cached = encoded.has_value();
+  if (!cached) {
+    encoded.emplace();
+    for (const data::SftExample& e : examples) encoded->push_back(encoder.encode(e));
+    std::error_code ec;
+    fs::create_directories(cache_dir, ec);
+    FG_CHECK(!ec, "[train] cannot create the cache folder {}: {}", cache_dir, ec.message());
+    data::write_sft_cache(cache, fingerprint, *encoded, "[train " + cache + "]");
+  }
+  const std::vector<data::SftTokens> train(encoded->begin(), encoded->begin() + (n - n_val));
+  const std::vector<data::SftTokens> val(encoded->begin() + (n - n_val), encoded->end());
   d.train = data::layout_examples(train, a.seq_len, pad, d.packing);
   d.val = data::layout_examples(val, a.seq_len, pad, d.packing);
   std::vector<std::string> dropped;
@@ -119,7 +175,8 @@ SftData load_sft_data(const TrainArgs& a, const LoadedModel& lm, std::ostream& e
   const auto computed = double(std::max<int64_t>(1, d.train.rows * a.seq_len));
   d.summary = fmt::format(
       "data: {} -> {} examples ({}; {} train, {} validation; {} cut to --seq_len {}, {} left "
-      "without a target), {} tokens of which {} trained ({:.1f}%), --train_on {}{}, tokenizer {}\n"
+      "without a target), {} tokens of which {} trained ({:.1f}%), --train_on {}{}, tokenizer {}, "
+      "encodings {} {}\n"
       "packing: {}: {} training examples in {} rows of {}; of the computed tokens {:.1f}% are "
       "the examples' and {:.1f}% trained",
       a.data, n, kinds, d.train.examples, d.val.examples, d.train.truncated + d.val.truncated,
@@ -128,8 +185,8 @@ SftData load_sft_data(const TrainArgs& a, const LoadedModel& lm, std::ostream& e
       chat ? fmt::format(", chat template of {}",
                          a.chat_template.empty() ? a.model : a.chat_template)
            : std::string(),
-      lm.tokenizer_id, data::packing_name(d.packing), d.train.examples, d.train.rows, a.seq_len,
-      100.0 * double(d.train.real_tokens) / computed,
+      lm.tokenizer_id, cached ? "read from" : "cached in", cache, data::packing_name(d.packing),
+      d.train.examples, d.train.rows, a.seq_len, 100.0 * double(d.train.real_tokens) / computed,
       100.0 * double(d.train.trained_tokens) / computed);
   return d;
 }

@@ -25,7 +25,9 @@ struct SftData {
 bool is_sft_data(const TrainArgs& a);
 
 // Reads, encodes and splits the records (Note [Instruction data in a run] in train_sft.cpp);
-// examples left without a trained token are reported on `err` by their file and line.
-SftData load_sft_data(const TrainArgs& a, const LoadedModel& lm, std::ostream& err);
+// examples left without a trained token are reported on `err` by their file and line. The
+// encodings are cached in `cache_dir` (data/sft_cache.h).
+SftData load_sft_data(const TrainArgs& a, const LoadedModel& lm, std::ostream& err,
+                      const std::string& cache_dir);
 
 }  // namespace fitgrad::apps

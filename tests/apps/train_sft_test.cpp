@@ -46,6 +46,15 @@ class TrainSft : public TrainFixture {
     fs::copy_file(golden / "chat_templates" / "smollm2.jinja", dir / "chat_template.jinja");
     return (dir / "config.json").string();
   }
+  // A copy of a golden record file (tests/golden/sft/records/) in the test's folder, so that
+  // the encodings' cache beside it starts empty and stays out of the source tree.
+  std::string records(const std::string& name) {
+    const fs::path dir = root_ / "records";
+    fs::create_directories(dir);
+    if (!fs::exists(dir / name))
+      fs::copy_file(fs::path(FITGRAD_GOLDEN_DIR) / "sft" / "records" / name, dir / name);
+    return (dir / name).string();
+  }
 };
 
 // The one event file in `dir` (--report_to tensorboard) holds the version event, then one event
@@ -107,8 +116,7 @@ double masked_loss(const nn::CausalLM& model, const std::vector<data::SftTokens>
 
 TEST_F(TrainSft, TheLossIsTheMeanOverTheAssistantTokens) {
   const std::string model = folder();
-  const std::string data =
-      (fs::path(FITGRAD_GOLDEN_DIR) / "sft" / "records" / "messages.jsonl").string();
+  const std::string data = records("messages.jsonl");
   TrainArgs a = args(data, "run");
   a.model = model;
   a.seq_len = 256;
@@ -165,13 +173,12 @@ TEST_F(TrainSft, TheLossIsTheMeanOverTheAssistantTokens) {
 // --eval_data validates on its own examples while every example of --data trains; with text
 // data it is refused by name; --validation_split_percentage is --val_fraction in percent.
 TEST_F(TrainSft, EvalDataIsTheValidationSplit) {
-  const fs::path records = fs::path(FITGRAD_GOLDEN_DIR) / "sft" / "records";
-  TrainArgs a = args((records / "messages.jsonl").string(), "eval-data");
+  TrainArgs a = args(records("messages.jsonl"), "eval-data");
   a.model = folder();
   a.seq_len = 256;
   a.per_device_train_batch_size = 2;
   a.per_device_eval_batch_size = 1;
-  a.eval_data = (records / "sharegpt.jsonl").string();
+  a.eval_data = records("sharegpt.jsonl");
   a.max_steps = 1;
   a.eval_steps = 1;
   a.save_strategy = "no";
@@ -180,9 +187,21 @@ TEST_F(TrainSft, EvalDataIsTheValidationSplit) {
   EXPECT_NE(out.str().find("8 examples (4 messages, 4 sharegpt; 4 train, 4 validation"),
             std::string::npos)
       << out.str();
-  bool evaluated = false;
-  for (const nlohmann::json& r : metrics(a.output_dir)) evaluated |= r.contains("eval_loss");
-  EXPECT_TRUE(evaluated);
+  double eval_loss = NAN;
+  for (const nlohmann::json& r : metrics(a.output_dir))
+    if (r.contains("eval_loss")) eval_loss = r.at("eval_loss").get<double>();
+  EXPECT_TRUE(std::isfinite(eval_loss));
+  // A second run reads the encodings from the cache beside the data and trains alike.
+  EXPECT_NE(out.str().find("encodings cached in"), std::string::npos) << out.str();
+  TrainArgs again = a;
+  again.output_dir = (root_ / "eval-data-again").string();
+  std::ostringstream out2;
+  ASSERT_EQ(run_train(again, out2, err), 0) << err.str();
+  EXPECT_NE(out2.str().find("encodings read from"), std::string::npos) << out2.str();
+  for (const nlohmann::json& r : metrics(again.output_dir))
+    if (r.contains("eval_loss")) {
+      EXPECT_EQ(r.at("eval_loss").get<double>(), eval_loss);
+    }
 
   TrainArgs text = args(write_file("t.txt", std::string(4000, 'a')), "text");
   text.eval_data = a.eval_data;
@@ -208,8 +227,7 @@ TEST_F(TrainSft, EvalDataIsTheValidationSplit) {
 // chat template, or a raw prompt) into metrics.jsonl and eval_samples.jsonl, as `generate`
 // completes it greedily from the checkpoint of that step; a bad line is named.
 TEST_F(TrainSft, EvalPromptsAreCompletedAtEachEvaluation) {
-  const fs::path records = fs::path(FITGRAD_GOLDEN_DIR) / "sft" / "records";
-  TrainArgs a = args((records / "messages.jsonl").string(), "prompts");
+  TrainArgs a = args(records("messages.jsonl"), "prompts");
   a.model = folder();
   a.seq_len = 256;
   a.per_device_train_batch_size = 1;
@@ -297,8 +315,7 @@ TEST_F(TrainSft, MetaAllocatesAsTheRealRun) {
   const std::string model = folder();
   for (const char* packing : {"bfd", "wrapped", "none"}) {
     SCOPED_TRACE(packing);
-    TrainArgs a =
-        args((fs::path(FITGRAD_GOLDEN_DIR) / "sft" / "records" / "sharegpt.jsonl").string(), "cpu");
+    TrainArgs a = args(records("sharegpt.jsonl"), "cpu");
     a.model = model;
     a.output_dir = (root_ / packing).string();
     a.packing = packing;

@@ -7,10 +7,13 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <numeric>
 #include <random>
 
 #include "data/loader.h"
+#include "data/sft_cache.h"
 #include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad::data {
@@ -172,6 +175,32 @@ TEST(SftStream, LoaderGivesEachPackedRowItsExamples) {
   broken[3] = 7;
   Loader bad(s.tokens, o, "train", s.trained, broken);
   testing::expect_error([&] { bad.next(); }, "[data train]", "breaks its example");
+}
+
+// The encodings' cache (data/sft_cache.h) gives back what was written, ids and trained flags,
+// for its fingerprint and count only, and nothing from a damaged file.
+TEST(SftCache, ReadsBackWhatItWroteAndNothingElse) {
+  const std::string path = ::testing::TempDir() + "/sft-cache-test.tokens";
+  const std::vector<SftTokens> ex = {example(10, 3, {0, 1, 1}), example(2147483000, 2, {1, 0}),
+                                     example(7, 0, {})};
+  write_sft_cache(path, "fp", ex, "[test]");
+  const auto back = read_sft_cache(path, "fp", ex.size());
+  ASSERT_TRUE(back.has_value());
+  ASSERT_EQ(back->size(), ex.size());
+  for (size_t i = 0; i < ex.size(); ++i) {
+    EXPECT_EQ((*back)[i].ids, ex[i].ids) << i;
+    EXPECT_EQ((*back)[i].trained, ex[i].trained) << i;
+  }
+  EXPECT_EQ((*back)[0].num_trained, 2);
+  EXPECT_FALSE(read_sft_cache(path, "other", ex.size()).has_value());
+  EXPECT_FALSE(read_sft_cache(path, "fp", ex.size() + 1).has_value());
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-3, std::ios::end);
+    f.put('\x55');
+  }
+  EXPECT_FALSE(read_sft_cache(path, "fp", ex.size()).has_value());
+  std::filesystem::remove(path);
 }
 
 }  // namespace
