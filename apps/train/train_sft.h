@@ -1,7 +1,7 @@
 // A run's instruction and chat data (issue "Instruction and chat fine-tuning"): --data given
 // as .jsonl / .json records (data/sft_records.h) in one of the formats of data/sft_formats.h,
 // encoded with the model's tokenizer and chat template into ids and loss masks
-// (data/sft_encode.h), and laid out one example per window (data/sft_stream.h) for the loader.
+// (data/sft_encode.h), and laid out, packed or one a row (data/sft_stream.h), for the loader.
 #pragma once
 
 #include <optional>

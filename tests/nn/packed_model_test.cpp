@@ -14,31 +14,21 @@
 #include "autograd/variable.h"
 #include "nn/decoder.h"
 #include "tests/tensor/ops/op_harness.h"
+#include "tests/tensor/packed_rows_fixture.h"
 
 namespace fitgrad::nn {
 namespace {
 
 namespace ag = fitgrad::autograd;
-using Rows = std::vector<std::vector<int32_t>>;
+using Rows = testing::PackedLengths;
 
 PackedRows packed_rows_of(const Rows& rows, int64_t t) {
   const auto b = int64_t(rows.size());
-  std::vector<int32_t> bounds(size_t(2 * b * t)), positions;
   int64_t longest = 0;
-  for (int64_t r = 0; r < b; ++r) {
-    int32_t at = 0;
-    for (const int32_t n : rows[size_t(r)]) {
-      for (int32_t i = at; i < at + n; ++i) {
-        bounds[size_t(r * t + i)] = at;
-        bounds[size_t(b * t + r * t + i)] = at + n;
-        positions.push_back(i - at);
-      }
-      at += n;
-      longest = std::max<int64_t>(longest, n);
-    }
-  }
-  return {Tensor::from_vector(bounds, {2, b, t}, DType::i32),
-          {Tensor::from_vector(positions, {b, t}, DType::i32), longest}};
+  for (const auto& row : rows)
+    for (const int32_t n : row) longest = std::max<int64_t>(longest, n);
+  return {Tensor::from_vector(testing::example_bounds(rows, t), {2, b, t}, DType::i32),
+          {Tensor::from_vector(testing::example_positions(rows), {b, t}, DType::i32), longest}};
 }
 
 using Grads = std::map<std::string, std::vector<double>>;

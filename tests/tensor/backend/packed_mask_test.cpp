@@ -10,26 +10,19 @@
 
 #include "tensor/backend/attention_mask.h"
 #include "tensor/backend/cuda_flash_launch.h"
+#include "tests/tensor/packed_rows_fixture.h"
 
 namespace fitgrad::testing {
 namespace {
 
-// The (2, B, T) bounds of rows whose examples have the given lengths (each row's sum is T).
-std::vector<int32_t> bounds_of(const std::vector<std::vector<int32_t>>& rows, int64_t t) {
-  const auto b = int64_t(rows.size());
-  std::vector<int32_t> bounds(size_t(2 * b * t));
-  for (int64_t r = 0; r < b; ++r) {
-    int32_t at = 0;
-    for (const int32_t n : rows[size_t(r)]) {
-      for (int32_t i = at; i < at + n; ++i) {
-        bounds[size_t(r * t + i)] = at;
-        bounds[size_t(b * t + r * t + i)] = at + n;
-      }
-      at += n;
-    }
-    EXPECT_EQ(at, t);
+// The (2, B, T) bounds, each row's sum checked against T.
+std::vector<int32_t> bounds_of(const PackedLengths& rows, int64_t t) {
+  for (const auto& row : rows) {
+    int64_t sum = 0;
+    for (const int32_t n : row) sum += n;
+    EXPECT_EQ(sum, t);
   }
-  return bounds;
+  return example_bounds(rows, t);
 }
 
 struct Packed {

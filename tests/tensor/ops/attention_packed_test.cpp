@@ -14,27 +14,16 @@
 #include "tensor/device_registry.h"
 #include "tensor/ops/attention.h"
 #include "tests/tensor/ops/op_harness.h"
+#include "tests/tensor/packed_rows_fixture.h"
 
 namespace fitgrad::testing {
 namespace {
 
-using Rows = std::vector<std::vector<int32_t>>;  // example lengths per row, each row's sum T
+using Rows = PackedLengths;
 
 // (2, B, T) i32: each position's example [begin, end).
 Tensor segments_of(const Rows& rows, int64_t t) {
-  const auto b = int64_t(rows.size());
-  std::vector<int32_t> bounds(size_t(2 * b * t));
-  for (int64_t r = 0; r < b; ++r) {
-    int32_t at = 0;
-    for (const int32_t n : rows[size_t(r)]) {
-      for (int32_t i = at; i < at + n; ++i) {
-        bounds[size_t(r * t + i)] = at;
-        bounds[size_t(b * t + r * t + i)] = at + n;
-      }
-      at += n;
-    }
-  }
-  return Tensor::from_vector(bounds, {2, b, t}, DType::i32);
+  return Tensor::from_vector(example_bounds(rows, t), {2, int64_t(rows.size()), t}, DType::i32);
 }
 
 // Positions [at, at + n) of row b of x (B, H, T, D), as a contiguous (1, H, n, D).

@@ -6,20 +6,18 @@
 
 #include "tensor/ops/rope.h"
 #include "tests/tensor/ops/op_harness.h"
+#include "tests/tensor/packed_rows_fixture.h"
 
 namespace fitgrad::testing {
 namespace {
 
 // Rows of (B, T) positions from example lengths, and the longest example.
-ops::RopePositions positions_of(const std::vector<std::vector<int32_t>>& rows, int64_t t) {
-  std::vector<int32_t> ids;
+ops::RopePositions positions_of(const PackedLengths& rows, int64_t t) {
   int64_t longest = 0;
   for (const auto& row : rows)
-    for (const int32_t n : row) {
-      for (int32_t i = 0; i < n; ++i) ids.push_back(i);
-      longest = std::max<int64_t>(longest, n);
-    }
-  return {Tensor::from_vector(ids, {int64_t(rows.size()), t}, DType::i32), longest};
+    for (const int32_t n : row) longest = std::max<int64_t>(longest, n);
+  return {Tensor::from_vector(example_positions(rows), {int64_t(rows.size()), t}, DType::i32),
+          longest};
 }
 
 TEST(RopePacked, EachExampleRotatesAsItsLoneRun) {
