@@ -27,7 +27,7 @@
 // tile ranges below (the keys a tile of queries sees, the queries a tile of keys is seen by)
 // stay intervals, and the flash kernels skip the tiles of other examples as they skip those
 // past the diagonal. Packed rows are self-attention (t = s) under the causal mask; the
-// pointers borrow the tensor, which the op's caller keeps alive (nn/packing.h).
+// pointers borrow the tensor, which the op's caller keeps alive (nn/packed_rows.h).
 #pragma once
 
 #include <algorithm>
@@ -72,7 +72,7 @@ struct AttentionMask {
   }
   constexpr int64_t key_begin(int64_t t, int64_t s, int64_t i) const {
     const int64_t begin = windowed() ? std::clamp<int64_t>(i + s - t + 1 - window, 0, s) : 0;
-    // A row past the last (a kernel's partial tile) reads the last row's example.
+    // A query past the last (a kernel's partial tile) reads the last query's example.
     return packed() ? std::max<int64_t>(begin, example_begin[std::clamp<int64_t>(i, 0, t - 1)])
                     : begin;
   }
