@@ -107,6 +107,18 @@ class ClearOnThrow {
 
 }  // namespace
 
+int64_t TrainStep::targets_of_all_ranks(int64_t targets, Device device) const {
+  dist::ProcessGroup& group = *options_.targets_group;
+  Tensor count;
+  {
+    const MemoryContextScope scope({Category::other, intern_label("train.targets")});
+    count = Tensor::full({1}, double(targets), DType::i64, device);
+  }
+  group.all_reduce(count, dist::ReduceOp::sum);
+  // A dry run reads no count; its weights scale as the run's do, whatever their values.
+  return device.has_bytes() ? int64_t(count.item()) : targets * group.size();
+}
+
 StepResult TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>& next) {
   const int64_t accum = options_.gradient_accumulation_steps;
   const ClearOnThrow clear_on_throw(model_, in_backward_, options_.ddp);
@@ -126,17 +138,20 @@ StepResult TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>
   // takes its micro-batches first and weighs micro-batch m by accum n_m / N, n_m its trained
   // targets and N the step's: the loss is then the mean over every trained target of the
   // accumulated batch, as one batch of them all would give, and so is the logged loss. Under
-  // data parallelism each rank weighs its own micro-batches and the ranks' gradients are
-  // averaged: the mean of the ranks' means.
+  // data parallelism N counts the targets of every rank's micro-batches (one all-reduce of a
+  // count) and the weight is W accum n_m / N for W ranks: the ranks' gradients are averaged,
+  // and so are their logged losses, which gives the mean over the global batch's targets.
   std::vector<MicroBatch> taken;
   int64_t step_targets = 0;
+  const int64_t ranks = options_.targets_group ? options_.targets_group->size() : 1;
   if (options_.weight_by_targets) {
     for (int64_t m = 0; m < accum; ++m) {
       taken.push_back(next(m));
       step_targets += taken.back().trained_targets;
     }
+    if (ranks > 1) step_targets = targets_of_all_ranks(step_targets, taken[0].ids.device());
     FG_CHECK(step_targets > 0, "[train step] step {} has no trained target in its {} micro-batches",
-             step + 1, accum);
+             step + 1, accum * ranks);
   }
   model_.train();  // dropout on (Note [Training mode] in nn/module.h)
   CachingAllocator* alloc = nullptr;
@@ -151,7 +166,8 @@ StepResult TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>
       MicroBatch batch = taken.empty() ? next(m) : std::move(taken[size_t(m)]);
       // The micro-batch's weight relative to 1 / accum (1 without weight_by_targets).
       const double weight =
-          weighted ? double(accum) * double(batch.trained_targets) / double(step_targets) : 1.0;
+          weighted ? double(ranks * accum) * double(batch.trained_targets) / double(step_targets)
+                   : 1.0;
       alloc = &allocator_for(batch.ids.device());
       alloc->mark(fmt::format("step {} / forward", step + 1));
       Tensor loss;

@@ -77,6 +77,9 @@ struct TrainStepOptions {
   // by its share of the step's trained targets (instruction data, whose masks leave the
   // micro-batches different numbers of targets). False: each weighs 1 / accumulation.
   bool weight_by_targets = false;
+  // With weight_by_targets under data parallelism: the ranks whose trained targets the step
+  // counts together (the job's group). Null: this process's alone.
+  dist::ProcessGroup* targets_group = nullptr;
 };
 
 // What one optimizer step did.
@@ -112,6 +115,10 @@ class TrainStep {
   StepLog take_log();
 
  private:
+  // The trained targets of every rank's micro-batches of this step (Note [Loss over trained
+  // targets]), counted on `device`.
+  int64_t targets_of_all_ranks(int64_t targets, Device device) const;
+
   nn::CausalLM& model_;
   optim::Optimizer& optimizer_;
   const optim::LrSchedule& schedule_;

@@ -474,7 +474,8 @@ void setup_run(TrainRun& r) {
                               .offload_activations = a.offload_activations,
                               .ddp = r.ddp.get(),
                               .zero = r.zero.get(),
-                              .weight_by_targets = r.sft.has_value()});
+                              .weight_by_targets = r.sft.has_value(),
+                              .targets_group = r.sft ? r.group.get() : nullptr});
 
   std::vector<nlohmann::json> history;
   if (!r.resume_dir.empty()) {

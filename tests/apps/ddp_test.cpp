@@ -143,6 +143,52 @@ TEST_P(DdpTrain, RanksEqualOneProcessWithTheGlobalBatch) {
   fs::remove_all(dir);
 }
 
+// Instruction data whose examples train 1 to 60 tokens: each rank weighs its micro-batches by
+// the job's trained targets (Note [Loss over trained targets]), so 2 ranks of batch 1 follow
+// one process of batch 2, the mean over the global batch's trained targets. (The mean of the
+// ranks' means differs in the second decimal here.)
+TEST(DdpTrainSft, RanksWeighTheJobsTrainedTargetsAsOneProcess) {
+  const fs::path dir = fresh_dir("ddp_sft");
+  const fs::path golden(FITGRAD_GOLDEN_DIR);
+  std::ofstream(dir / "config.json") << R"({"model_type": "llama", "vocab_size": 704,
+    "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 256,
+    "rms_norm_eps": 1e-5, "tie_word_embeddings": false})";
+  fs::copy_file(golden / "hf_tokenizers" / "qwen2_style" / "tokenizer.json",
+                dir / "tokenizer.json");
+  fs::copy_file(golden / "chat_templates" / "smollm2.jinja", dir / "chat_template.jinja");
+  {
+    std::ofstream data(dir / "chats.jsonl");
+    for (int i = 0; i < 10; ++i) {
+      std::string answer;
+      for (int w = 0; w < (i % 2 == 0 ? 1 : 25 + 3 * i); ++w) answer += (w ? " word" : "yes");
+      data << json{{"messages",
+                    {{{"role", "user"}, {"content", "question " + std::to_string(i)}},
+                     {{"role", "assistant"}, {"content", answer}}}}}
+                  .dump()
+           << "\n";
+    }
+  }
+  const auto flags = [&](int64_t batch) {
+    return "--model " + (dir / "config.json").string() + " --data " +
+           (dir / "chats.jsonl").string() +
+           " --seq_len 128 --packing none --data_order sequential --per_device_train_batch_size " +
+           std::to_string(batch) +
+           " --max_steps 4 --learning_rate 1e-2 --logging_steps 1 --eval_strategy no "
+           "--save_strategy no --progress plain --ddp_bucket_cap_mb 1";
+  };
+  ASSERT_EQ(shell(kCli + " train " + flags(2) + " --output_dir " + (dir / "single").string() +
+                  " > " + (dir / "single.log").string() + " 2>&1"),
+            0)
+      << read_text(dir / "single.log");
+  ASSERT_EQ(shell(kCli + " launch --nproc_per_node 2 train " + flags(1) + " --output_dir " +
+                  (dir / "ddp").string() + " > " + (dir / "ddp.log").string() + " 2>&1"),
+            0)
+      << read_text(dir / "ddp.log");
+  expect_same_trajectory(dir / "single", dir / "ddp", 4);
+  fs::remove_all(dir);
+}
+
 TEST_P(DdpTrain, AccumulationReducesOnTheLastMicroBatchAndEqualsOneProcess) {
   const int world = GetParam();
   const fs::path dir = fresh_dir("ddp_accum_" + std::to_string(world));
