@@ -100,8 +100,9 @@ SftData load_sft_data(const TrainArgs& a, const LoadedModel& lm, std::ostream& e
     std::vector<data::SftExample> val = data::read_sft_examples(a.eval_data, ro, &eval_report);
     FG_CHECK(!val.empty(), "[train] --eval_data {} holds no example", a.eval_data);
     report.skipped += eval_report.skipped;
-    report.first_errors.insert(report.first_errors.end(), eval_report.first_errors.begin(),
-                               eval_report.first_errors.end());
+    for (const std::string& e : eval_report.first_errors)
+      if (report.first_errors.size() < data::SftReadReport::kKeptErrors)
+        report.first_errors.push_back(e);
     examples.insert(examples.end(), std::make_move_iterator(val.begin()),
                     std::make_move_iterator(val.end()));
   }

@@ -271,6 +271,36 @@ TEST_F(TrainSft, EvalPromptsAreCompletedAtEachEvaluation) {
                                  "bad.jsonl line 1");
 }
 
+// --skip_bad_examples counts the bad records of --data and --eval_data together and names the
+// first five of them.
+TEST_F(TrainSft, SkippedRecordsOfBothFilesAreCountedAndTheFirstFiveNamed) {
+  std::string good, bad;
+  for (int i = 0; i < 4; ++i)
+    good += R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", )"
+            R"("content": "hello there"}]})"
+            "\n";
+  for (int i = 0; i < 4; ++i) bad += "{\"messages\": 3}\n";
+  TrainArgs a = args(write_file("train.jsonl", good + bad), "skipped");
+  a.model = folder();
+  a.seq_len = 64;
+  a.per_device_train_batch_size = 1;
+  a.per_device_eval_batch_size = 1;
+  a.eval_data = write_file("val.jsonl", bad + good);
+  a.skip_bad_examples = true;
+  a.max_steps = 1;
+  a.save_strategy = "no";
+  std::ostringstream out, err;
+  ASSERT_EQ(run_train(a, out, err), 0) << err.str();
+  const std::string e = err.str();
+  const size_t at = e.find("--skip_bad_examples skipped 8 records, the first: ");
+  ASSERT_NE(at, std::string::npos) << e;
+  const std::string line = e.substr(at, e.find('\n', at) - at);
+  size_t named = 0;
+  for (size_t p = line.find("[sft "); p != std::string::npos; p = line.find("[sft ", p + 1))
+    ++named;
+  EXPECT_EQ(named, 5u) << line;
+}
+
 // A record that is not what its file's format says stops the run naming the file, the line
 // and the field; an example whose trained part lies beyond --seq_len is left out and named.
 TEST_F(TrainSft, BadRecordsAndEmptyExamplesAreNamed) {
