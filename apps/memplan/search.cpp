@@ -131,6 +131,7 @@ std::string setting_flags(const TrainArgs& a) {
   if (a.offload_activations) s += " --offload_activations";
   if (a.allocator != "native") s += " --allocator " + a.allocator;
   if (a.max_grad_norm == 0) s += " --max_grad_norm 0";
+  if (a.packing == "bfd" || a.packing == "wrapped") s += " --packing " + a.packing;
   return s;
 }
 

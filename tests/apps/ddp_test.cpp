@@ -37,6 +37,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/apps/sft_model_folder.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -149,14 +151,7 @@ TEST_P(DdpTrain, RanksEqualOneProcessWithTheGlobalBatch) {
 // ranks' means differs in the second decimal here.)
 TEST(DdpTrainSft, RanksWeighTheJobsTrainedTargetsAsOneProcess) {
   const fs::path dir = fresh_dir("ddp_sft");
-  const fs::path golden(FITGRAD_GOLDEN_DIR);
-  std::ofstream(dir / "config.json") << R"({"model_type": "llama", "vocab_size": 704,
-    "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-    "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 256,
-    "rms_norm_eps": 1e-5, "tie_word_embeddings": false})";
-  fs::copy_file(golden / "hf_tokenizers" / "qwen2_style" / "tokenizer.json",
-                dir / "tokenizer.json");
-  fs::copy_file(golden / "chat_templates" / "smollm2.jinja", dir / "chat_template.jinja");
+  const std::string model = fitgrad::testing::write_sft_model_folder(dir);
   {
     std::ofstream data(dir / "chats.jsonl");
     for (int i = 0; i < 10; ++i) {
@@ -170,8 +165,7 @@ TEST(DdpTrainSft, RanksWeighTheJobsTrainedTargetsAsOneProcess) {
     }
   }
   const auto flags = [&](int64_t batch) {
-    return "--model " + (dir / "config.json").string() + " --data " +
-           (dir / "chats.jsonl").string() +
+    return "--model " + model + " --data " + (dir / "chats.jsonl").string() +
            " --seq_len 128 --packing none --data_order sequential --per_device_train_batch_size " +
            std::to_string(batch) +
            " --max_steps 4 --learning_rate 1e-2 --logging_steps 1 --eval_strategy no "

@@ -23,6 +23,7 @@
 #include "data/sft_records.h"
 #include "tensor/memory/caching_allocator.h"
 #include "tests/apps/memory_trace.h"
+#include "tests/apps/sft_model_folder.h"
 #include "tests/apps/train_fixture.h"
 #include "tests/tensor/ops/op_harness.h"
 
@@ -31,21 +32,8 @@ namespace {
 
 class TrainSft : public TrainFixture {
  protected:
-  // A 2-layer Llama config.json beside the golden qwen2_style tokenizer.json and SmolLM2's
-  // template (chat_template.jinja); returns the config's path.
-  std::string folder() {
-    const fs::path golden(FITGRAD_GOLDEN_DIR);
-    const fs::path dir = root_ / "model";
-    fs::create_directories(dir);
-    std::ofstream(dir / "config.json") << R"({"model_type": "llama", "vocab_size": 704,
-      "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-      "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 256,
-      "rms_norm_eps": 1e-5, "tie_word_embeddings": false})";
-    fs::copy_file(golden / "hf_tokenizers" / "qwen2_style" / "tokenizer.json",
-                  dir / "tokenizer.json");
-    fs::copy_file(golden / "chat_templates" / "smollm2.jinja", dir / "chat_template.jinja");
-    return (dir / "config.json").string();
-  }
+  // The tiny model folder of tests/apps/sft_model_folder.h; returns its config.json's path.
+  std::string folder() { return fitgrad::testing::write_sft_model_folder(root_ / "model"); }
   // A copy of a golden record file (tests/golden/sft/records/) in the test's folder, so that
   // the encodings' cache beside it starts empty and stays out of the source tree.
   std::string records(const std::string& name) {
