@@ -59,10 +59,12 @@ int64_t Loader::batches_in(int64_t num_tokens, const LoaderOptions& options,
 }
 
 Loader::Loader(std::span<const int32_t> tokens, const LoaderOptions& options, std::string what,
-               std::span<const uint8_t> trained, std::span<const int32_t> positions)
+               std::span<const uint8_t> trained, std::span<const int32_t> positions,
+               std::span<const int32_t> lengths)
     : tokens_(tokens),
       trained_(trained),
       positions_(positions),
+      lengths_(lengths),
       options_(options),
       what_(std::move(what)) {
   FG_CHECK(trained_.empty() || trained_.size() == tokens_.size(),
@@ -71,6 +73,13 @@ Loader::Loader(std::span<const int32_t> tokens, const LoaderOptions& options, st
            "[data {}] {} positions for {} tokens", what_, positions_.size(), tokens_.size());
   batches_per_epoch_ = batches_in(int64_t(tokens_.size()), options_, what_);
   num_windows_ = windows_in(int64_t(tokens_.size()), options_.seq_len);
+  FG_CHECK(lengths_.empty() || int64_t(lengths_.size()) == num_windows_,
+           "[data {}] {} lengths for {} windows", what_, lengths_.size(), num_windows_);
+  FG_CHECK(lengths_.empty() || positions_.empty(),
+           "[data {}] packed rows have no length of their own to group by", what_);
+  for (const int32_t n : lengths_)
+    FG_CHECK(n >= 1 && n <= options_.seq_len, "[data {}] a window's length {} is not in [1, {}]",
+             what_, n, options_.seq_len);
   // Fails here, not in a worker, when the device's backend is missing.
   allocator_for(options_.device);
   pinned_ = options_.pin_memory && options_.device.type == DeviceType::cuda;
@@ -90,29 +99,30 @@ Loader::~Loader() { stop_workers(); }
 // The batch counts its trained targets for the step's weights (Note [Loss over trained
 // targets] in train/train_step.cpp).
 Batch Loader::build(int64_t position, OrderCache& cache) const {
-  const int64_t B = options_.batch_size, T = options_.seq_len;
+  const int64_t B = options_.batch_size, S = options_.seq_len;
   Batch batch;
   batch.epoch = position / batches_per_epoch_;
   batch.index = position % batches_per_epoch_;
   if (cache.epoch != batch.epoch) {
-    cache.order = window_order(num_windows_, options_.order, options_.seed, batch.epoch);
+    cache.order = epoch_order(batch.epoch);
     cache.epoch = batch.epoch;
   }
+  const int64_t first = (batch.index * options_.world_size + options_.rank) * B;
+  const int64_t T = row_length(cache.order, first);
   const MemoryContextScope scope({Category::data, label_});
   batch.ids = Tensor::empty({B, T}, DType::i64, Device::cpu(), pinned_);
   batch.targets = Tensor::empty({B, T}, DType::i64, Device::cpu(), pinned_);
   int64_t* ids = batch.ids.data<int64_t>();          // (B, T)
   int64_t* targets = batch.targets.data<int64_t>();  // (B, T)
   for (int64_t b = 0; b < B; ++b) {
-    const int64_t first = (batch.index * options_.world_size + options_.rank) * B;
     const int64_t window = cache.order[size_t(first + b)];
-    const int32_t* src = tokens_.data() + window * T;  // T + 1 tokens
+    const int32_t* src = tokens_.data() + window * S;  // T + 1 tokens
     for (int64_t t = 0; t < T; ++t) {
       ids[b * T + t] = src[t];
       targets[b * T + t] = src[t + 1];
     }
     if (trained_.empty()) continue;
-    const uint8_t* learn = trained_.data() + window * T;  // Note [Trained targets]
+    const uint8_t* learn = trained_.data() + window * S;  // Note [Trained targets]
     for (int64_t t = 0; t < T; ++t)
       if (!learn[t + 1]) targets[b * T + t] = kIgnoredTarget;
   }
@@ -122,6 +132,30 @@ Batch Loader::build(int64_t position, OrderCache& cache) const {
         std::count_if(targets, targets + B * T, [](int64_t x) { return x != kIgnoredTarget; });
   if (!positions_.empty()) pack_rows(batch, cache, B, T);
   return batch;
+}
+
+std::vector<int64_t> Loader::epoch_order(int64_t epoch) const {
+  std::vector<int64_t> order = window_order(num_windows_, options_.order, options_.seed, epoch);
+  if (lengths_.empty()) return order;
+  return length_grouped_order(std::move(order), lengths_,
+                              options_.batch_size * options_.world_size);
+}
+
+int64_t Loader::row_length(const std::vector<int64_t>& order, int64_t first) const {
+  if (lengths_.empty()) return options_.seq_len;
+  int64_t T = 1;
+  for (int64_t b = 0; b < options_.batch_size; ++b)
+    T = std::max<int64_t>(T, lengths_[size_t(order[size_t(first + b)])]);
+  return T;
+}
+
+int64_t Loader::epoch_positions(int64_t epoch) const {
+  const std::vector<int64_t> order = epoch_order(epoch);
+  const int64_t B = options_.batch_size;
+  int64_t positions = 0;
+  for (int64_t i = 0; i < batches_per_epoch_; ++i)
+    positions += B * row_length(order, (i * options_.world_size + options_.rank) * B);
+  return positions;
 }
 
 // Note [Packed batches]

@@ -13,8 +13,14 @@
 // an epoch is the windows at positions [i*B, (i+1)*B) of that order; the windows left
 // over after the last whole batch are dropped for that epoch (a random order drops
 // different ones each epoch). Epochs roll over by themselves. The batches depend only on
-// (tokens, batch_size, seq_len, seed, order, rank, world_size): never on num_workers or on
-// timing.
+// (tokens, batch_size, seq_len, seed, order, rank, world_size, lengths): never on num_workers
+// or on timing.
+//
+// Lengths (--group_by_length). When each window holds one example padded after it and the
+// loader is given each window's length, the epoch's order is regrouped so that a global
+// batch's windows have similar lengths (Note [Batches grouped by length] in
+// data/window_order.h), and each batch is cut to its longest window: (B, T_b) with
+// T_b = max length <= seq_len. The columns cut hold padding only, whose targets are ignored.
 //
 // Note [Data-parallel shards]
 // With world_size N > 1 (data parallelism, dist/ddp.h) the loader of rank r gives rank r's
@@ -68,6 +74,7 @@ struct LoaderOptions {
 inline constexpr int64_t kIgnoredTarget = -100;
 
 struct Batch {
+  // T is seq_len, or the batch's longest window with lengths (Lengths, above).
   Tensor ids;      // (B, T) i64
   Tensor targets;  // (B, T) i64: ids shifted left by one token, kIgnoredTarget where untrained
   int64_t trained_targets = 0;  // targets that are not kIgnoredTarget
@@ -100,9 +107,12 @@ class Loader {
   // whose flag is 0 is no target, its target kIgnoredTarget (Note [Trained targets]).
   // `positions`, when given, holds each token's position within its example (packed rows,
   // data/sft_stream.h; it outlives the loader too), from which batches take their positions
-  // and segments.
+  // and segments. `lengths`, when given, holds each window's length (one example a window,
+  // padded after it; it outlives the loader too): the batches are grouped by it and cut to
+  // their longest window (Lengths, above).
   Loader(std::span<const int32_t> tokens, const LoaderOptions& options, std::string what = "train",
-         std::span<const uint8_t> trained = {}, std::span<const int32_t> positions = {});
+         std::span<const uint8_t> trained = {}, std::span<const int32_t> positions = {},
+         std::span<const int32_t> lengths = {});
   // Stops and joins the workers, also those waiting on a full queue.
   ~Loader();
   Loader(const Loader&) = delete;
@@ -117,6 +127,9 @@ class Loader {
   void restore(const LoaderState& s);
 
   int64_t num_windows() const { return num_windows_; }
+  // The positions (rows times their length) of this rank's batches in epoch `epoch`:
+  // batches_per_epoch() x batch_size x seq_len, or less for batches cut to their longest.
+  int64_t epoch_positions(int64_t epoch) const;
   int64_t batches_per_epoch() const { return batches_per_epoch_; }
   // The windows in `num_tokens` tokens, floor((n - 1) / seq_len) (0 for no tokens).
   static int64_t windows_in(int64_t num_tokens, int64_t seq_len);
@@ -140,6 +153,10 @@ class Loader {
   };
 
   Batch build(int64_t position, OrderCache& cache) const;
+  // The window order of an epoch (window_order, grouped by length when lengths are given).
+  std::vector<int64_t> epoch_order(int64_t epoch) const;
+  // The row length of the batch whose first window is at `first` of `order` (Lengths).
+  int64_t row_length(const std::vector<int64_t>& order, int64_t first) const;
   // The positions and segments of a packed batch (Note [Packed batches] in loader.cpp).
   void pack_rows(Batch& batch, const OrderCache& cache, int64_t B, int64_t T) const;
   void work(int worker, int64_t first);
@@ -149,6 +166,7 @@ class Loader {
   std::span<const int32_t> tokens_;
   std::span<const uint8_t> trained_;    // empty: every target trained
   std::span<const int32_t> positions_;  // empty: one example a row
+  std::span<const int32_t> lengths_;    // empty: every batch seq_len long, in window order
   LoaderOptions options_;
   std::string what_;
   uint32_t label_ = 0;

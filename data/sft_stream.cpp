@@ -117,7 +117,8 @@ SftStream layout_examples(const std::vector<SftTokens>& examples, int64_t seq_le
   const bool packed = packing != Packing::none;
   if (packing == Packing::none) {
     for (const SftTokens* e : kept) {
-      put(s, *e, std::min(e->ids.size(), size_t(seq_len)), false);
+      s.lengths.push_back(int32_t(std::min<int64_t>(int64_t(e->ids.size()), seq_len)));
+      put(s, *e, size_t(s.lengths.back()), false);
       pad_row(s, seq_len, pad, false);
       count(s, *e, seq_len, true);
     }

@@ -1,6 +1,7 @@
 // Epoch permutations for the Loader: a Fisher-Yates shuffle driven by Philox-4x32-10.
 #include "data/window_order.h"
 
+#include <algorithm>
 #include <numeric>
 #include <utility>
 
@@ -41,6 +42,24 @@ std::vector<int64_t> window_order(int64_t num_windows, DataOrder order, uint64_t
     std::swap(perm[size_t(i)], perm[size_t(j)]);
   }
   return perm;
+}
+
+std::vector<int64_t> length_grouped_order(std::vector<int64_t> order,
+                                          std::span<const int32_t> lengths, int64_t batch) {
+  FG_ASSERT(batch >= 1);
+  const auto n = int64_t(order.size());
+  const int64_t mega = std::clamp<int64_t>(n / (4 * batch), 1, 50) * batch;
+  const auto longer = [&](int64_t a, int64_t b) { return lengths[size_t(a)] > lengths[size_t(b)]; };
+  for (int64_t begin = 0; begin < n; begin += mega)
+    std::stable_sort(order.begin() + begin, order.begin() + std::min(n, begin + mega), longer);
+  if (n > 0) {
+    // The megabatches' fronts are their longest: the longest of them goes first.
+    int64_t front = 0;
+    for (int64_t begin = mega; begin < n; begin += mega)
+      if (longer(order[size_t(begin)], order[size_t(front)])) front = begin;
+    std::swap(order[0], order[size_t(front)]);
+  }
+  return order;
 }
 
 }  // namespace fitgrad::data

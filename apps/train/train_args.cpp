@@ -115,6 +115,9 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
                  "none (one padded example a row); auto: bfd, or none for plain text records")
       ->check(CLI::IsMember({"auto", "bfd", "wrapped", "none"}))
       ->capture_default_str();
+  cmd.add_flag("--group_by_length", a.group_by_length,
+               "With --packing none: batch examples of similar lengths together (as transformers' "
+               "LengthGroupedSampler) and cut each batch to its longest example");
 
   cmd.add_option("--per_device_train_batch_size", a.per_device_train_batch_size,
                  "Sequences per micro-batch")

@@ -61,6 +61,7 @@ struct TrainArgs {
   bool skip_bad_examples = false;
   std::string chat_template;     // a file; "" = the model's
   std::string packing = "auto";  // auto | bfd | wrapped | none (data/sft_stream.h)
+  bool group_by_length = false;  // --packing none: batches of similar lengths, cut to their longest
   std::string eval_data;         // instruction data to validate on; "" = a split of --data
   std::string eval_prompts;      // prompts completed at each evaluation (apps/train/eval_prompts.h)
   int64_t eval_max_new_tokens = 64;

@@ -16,7 +16,9 @@
 // --data the dry run sizes its epochs and evaluations from the data's splits as the real
 // run does; without it, it needs --max_steps and evaluates --eval_max_batches full batches
 // (1 when that is 0, the whole split) (Note [A dry run sizes its splits from the data] in
-// train_setup.cpp).
+// train_setup.cpp). With --group_by_length a real run cuts each batch to its longest
+// example; the dry run plans every batch at --seq_len, the longest a batch can be, so its peak
+// is an upper bound of the real run's and its events are not the same.
 #pragma once
 #include <chrono>
 #include <filesystem>

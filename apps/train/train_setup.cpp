@@ -181,7 +181,15 @@ void setup_data(TrainRun& r) {
     r.train_data = {r.sft->train.tokens, r.sft->train.trained, r.sft->train.positions};
     r.val_data = {r.sft->val.tokens, r.sft->val.trained, r.sft->val.positions};
     r.packed = r.sft->packing != data::Packing::none;
+    FG_CHECK(!a.group_by_length || !r.packed,
+             "[train] --group_by_length groups rows of one padded example; the rows of --packing "
+             "{} are full already: add --packing none, or leave --group_by_length out",
+             data::packing_name(r.sft->packing));
   } else {
+    FG_CHECK(!a.group_by_length,
+             "[train] --group_by_length groups instruction examples (.jsonl / .json); the text "
+             "files of {} are one stream cut into full windows",
+             a.data);
     FG_CHECK(a.packing == "auto" || a.packing == "none",
              "[train] --packing {} lays out instruction data (.jsonl / .json); the text files of "
              "{} are one stream cut into windows",
@@ -223,8 +231,21 @@ void setup_data(TrainRun& r) {
   r.batches_per_epoch =
       data::Loader::batches_in(int64_t(r.train_data.tokens.size()), lopt, "train");
   if (!r.dry_run)
-    r.loader = std::make_unique<data::Loader>(r.train_data.tokens, lopt, "train",
-                                              r.train_data.trained, r.train_data.positions);
+    r.loader = std::make_unique<data::Loader>(
+        r.train_data.tokens, lopt, "train", r.train_data.trained, r.train_data.positions,
+        a.group_by_length ? std::span<const int32_t>(r.sft->train.lengths)
+                          : std::span<const int32_t>());
+  if (a.group_by_length) {
+    // What grouping saves: the positions the first epoch's batches compute, against rows of
+    // --seq_len (a dry run plans those).
+    const int64_t padded = r.batches_per_epoch * lopt.batch_size * a.seq_len;
+    const int64_t computed = r.dry_run ? padded : r.loader->epoch_positions(0);
+    r.sft->summary += fmt::format(
+        "\n--group_by_length: the first epoch's batches compute {} positions, {:.1f}% of the {} "
+        "in rows of --seq_len {}{}",
+        computed, 100.0 * double(computed) / double(padded), padded, a.seq_len,
+        r.dry_run ? " (a dry run plans rows of --seq_len)" : "");
+  }
 
   const int64_t val_windows =
       data::Loader::windows_in(int64_t(r.val_data.tokens.size()), a.seq_len);

@@ -110,8 +110,6 @@ int run(TrainRun& r) {
   // saves nothing, so it stops at once (Note [Interruption points]).
   const DeferInterrupts defer(!r.dry_run);
   const int64_t eval_every = a.eval_steps > 0 ? a.eval_steps : a.logging_steps;
-  const int64_t tokens_per_step =
-      a.per_device_train_batch_size * a.seq_len * a.gradient_accumulation_steps;
   Interval interval;
   double last_loss = NAN;
   try {
@@ -130,8 +128,14 @@ int run(TrainRun& r) {
       r.phase = fmt::format("in step {} of {}", r.step + 1, r.total);
       auto t0 = TrainClock::now();
       if (interval.steps == 0) interval.start = t0;
-      const train::StepResult result =
-          r.step_fn->run(r.step, [&](int64_t) { return r.next_batch(); });
+      // The tokens the step computes: its rows times their length (--seq_len, or shorter for
+      // batches cut to their longest example).
+      int64_t tokens_per_step = 0;
+      const train::StepResult result = r.step_fn->run(r.step, [&](int64_t) {
+        train::MicroBatch b = r.next_batch();
+        tokens_per_step += b.ids.numel();
+        return b;
+      });
       r.last_lr = result.learning_rate;
       if (result.skipped) {
         ++r.skipped_steps;

@@ -18,8 +18,8 @@ inline std::string write_sft_model_folder(const std::filesystem::path& dir) {
     "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
     "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 256,
     "rms_norm_eps": 1e-5, "tie_word_embeddings": false})";
-  fs::copy_file(golden / "hf_tokenizers" / "qwen2_style" / "tokenizer.json",
-                dir / "tokenizer.json", fs::copy_options::overwrite_existing);
+  fs::copy_file(golden / "hf_tokenizers" / "qwen2_style" / "tokenizer.json", dir / "tokenizer.json",
+                fs::copy_options::overwrite_existing);
   fs::copy_file(golden / "chat_templates" / "smollm2.jinja", dir / "chat_template.jinja",
                 fs::copy_options::overwrite_existing);
   return (dir / "config.json").string();

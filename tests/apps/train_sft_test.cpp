@@ -5,7 +5,8 @@
 // jinja2 and `tokenizers` in tests/data/sft_test.cpp) masks them, computed here example by
 // example: the packed rows (two examples sharing one, Note [Packed rows]), the padding and the
 // masks reach the loss as they should. The run's --report_to tensorboard events hold its
-// metrics; the dry run allocates as the real run for each --packing.
+// metrics; the dry run allocates as the real run for each --packing. Batches grouped by length
+// are cut to their longest example with the same loss, and planned at --seq_len.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -21,6 +22,7 @@
 #include "autograd/grad_mode.h"
 #include "data/sft_encode.h"
 #include "data/sft_records.h"
+#include "data/window_order.h"
 #include "tensor/memory/caching_allocator.h"
 #include "tests/apps/memory_trace.h"
 #include "tests/apps/sft_model_folder.h"
@@ -359,6 +361,74 @@ TEST_F(TrainSft, MetaAllocatesAsTheRealRun) {
       ASSERT_EQ(dry.events[i], real.events[i]) << "event " << i;
     ASSERT_EQ(dry.events.size(), real.events.size());
     EXPECT_EQ(dry.peak_above_start, real.peak_above_start);
+  }
+}
+
+// --group_by_length: the first batch holds the epoch's longest example and its loss is the
+// mean over its examples' trained targets, the batch cut to that example's length; the dry run
+// plans the batches at --seq_len, above the real run's peak; packed rows and text are refused.
+TEST_F(TrainSft, GroupedBatchesAreCutToTheirLongestExample) {
+  const std::string model = folder();
+  const std::string data = records("messages.jsonl");
+  TrainArgs a = args(data, "grouped");
+  a.model = model;
+  a.seq_len = 256;
+  a.packing = "none";
+  a.group_by_length = true;
+  a.per_device_train_batch_size = 2;
+  a.per_device_eval_batch_size = 1;
+  a.val_fraction = 0.25;
+  a.learning_rate = 1e-12;
+  a.max_steps = 1;
+  a.save_steps = 0;
+  std::ostringstream out, err;
+  ASSERT_EQ(run_train(a, out, err), 0) << err.str();
+  EXPECT_NE(out.str().find("--group_by_length: the first epoch's batches compute"),
+            std::string::npos)
+      << out.str();
+
+  const LoadedModel loaded = load_model((root_ / "grouped" / "checkpoint-1").string(), "", {});
+  const data::ChatTemplate chat = data::ChatTemplate::parse(
+      (std::stringstream()
+       << std::ifstream(fs::path(model).parent_path() / "chat_template.jinja").rdbuf())
+          .str(),
+      "smollm2");
+  const data::SftEncoder encoder(*loaded.tokenizer, &chat, "test", {.add_bos = false});
+  const std::vector<data::SftExample> examples = data::read_sft_examples(data);
+  std::vector<data::SftTokens> train;
+  std::vector<int32_t> lengths;
+  for (size_t i = 0; i < 3; ++i) {
+    train.push_back(encoder.encode(examples[i]));
+    lengths.push_back(int32_t(train.back().ids.size()));
+    ASSERT_LT(lengths.back(), a.seq_len);
+  }
+  const std::vector<int64_t> order = data::length_grouped_order(
+      data::window_order(3, data::DataOrder::random, a.seed, 0), lengths, 2);
+  EXPECT_EQ(lengths[size_t(order[0])], *std::max_element(lengths.begin(), lengths.end()));
+  double loss = NAN;
+  for (const nlohmann::json& r : metrics(a.output_dir))
+    if (r.contains("loss")) loss = r.at("loss").get<double>();
+  EXPECT_NEAR(loss, masked_loss(*loaded.model, {train[size_t(order[0])], train[size_t(order[1])]}),
+              1e-5);
+
+  TrainArgs meta = a;
+  meta.output_dir = (root_ / "grouped-meta").string();
+  meta.device = "meta";
+  a.output_dir = (root_ / "grouped-again").string();
+  a.save_strategy = "no";
+  ASSERT_EQ(run_train(a, out, err), 0) << err.str();
+  ASSERT_EQ(run_train(meta, out, err), 0) << err.str();
+  EXPECT_LT(read_trace(a.output_dir).peak_above_start,
+            read_trace(meta.output_dir).peak_above_start);
+
+  TrainArgs packed = a;
+  packed.output_dir = (root_ / "grouped-packed").string();
+  packed.packing = "bfd";
+  try {
+    run_train(packed, out, err);
+    ADD_FAILURE() << "--group_by_length with --packing bfd ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("add --packing none"), std::string::npos) << e.what();
   }
 }
 

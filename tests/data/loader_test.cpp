@@ -1,8 +1,9 @@
 // Loader: windows, targets and order (sequential, and random epochs that visit every
 // window once), determinism across seeds and worker counts, resume from a saved state
 // (also across an epoch boundary), errors, shutdown with full queues, and the ledger's
-// Category::data bytes. The token stream is mostly 0, 1, 2, ..., so a row's first id
-// names its window (window w starts at token w*T).
+// Category::data bytes; batches grouped by length (the grouping against transformers' own,
+// tests/golden/length_grouped) and cut to their longest window. The token stream is mostly
+// 0, 1, 2, ..., so a row's first id names its window (window w starts at token w*T).
 #include "data/loader.h"
 
 #include <gmock/gmock.h>
@@ -13,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <future>
 #include <map>
 #include <memory>
@@ -22,6 +24,7 @@
 #include <set>
 #include <thread>
 
+#include "data/window_order.h"
 #include "tensor/device_registry.h"
 #include "tensor/error.h"
 #include "tensor/memory/caching_allocator.h"
@@ -395,6 +398,82 @@ TEST(Loader, DataParallelShardsTileTheGlobalBatch) {
   bad.world_size = 2;
   bad.rank = 2;
   EXPECT_THROW(Loader(tokens, bad), Error);
+}
+
+TEST(Loader, LengthGroupedOrderIsTransformers) {
+  std::ifstream in(FITGRAD_GOLDEN_DIR "/length_grouped/cases.json");
+  ASSERT_TRUE(in) << "tests/golden/length_grouped/cases.json is missing";
+  const nlohmann::json golden = nlohmann::json::parse(in);
+  ASSERT_EQ(golden.at("cases").size(), 6u);
+  for (const nlohmann::json& c : golden.at("cases")) {
+    const auto lengths = c.at("lengths").get<std::vector<int32_t>>();
+    EXPECT_EQ(length_grouped_order(c.at("permutation").get<std::vector<int64_t>>(), lengths,
+                                   c.at("batch_size").get<int64_t>()),
+              c.at("order").get<std::vector<int64_t>>())
+        << lengths.size() << " windows, batch " << c.at("batch_size");
+  }
+}
+
+TEST(Loader, BatchesGroupedByLengthAreCutToTheirLongest) {
+  const int64_t S = 16, n = 203;
+  const std::vector<int32_t> tokens = iota_tokens(S * n + 1);
+  std::vector<int32_t> lengths(static_cast<size_t>(n), 0);
+  std::mt19937 rng(3);
+  for (int32_t& x : lengths) x = 1 + int32_t(rng() % uint32_t(S));
+  std::vector<uint8_t> trained(tokens.size(), 0);  // as data/sft_stream.h lays out one example
+  for (int64_t w = 0; w < n; ++w)                  // a window: its first token and the
+    for (int64_t t = 1; t < lengths[size_t(w)]; ++t) trained[size_t(w * S + t)] = 1;  // padding off
+  for (const int world : {1, 2}) {
+    const int64_t B = 3;
+    std::vector<std::unique_ptr<Loader>> ranks;
+    for (int r = 0; r < world; ++r) {
+      LoaderOptions o = options_of(B, S, 7, DataOrder::random, r);
+      o.rank = r;
+      o.world_size = world;
+      ranks.push_back(std::make_unique<Loader>(tokens, o, "train", trained,
+                                               std::span<const int32_t>(), lengths));
+    }
+    const int64_t per_epoch = ranks[0]->batches_per_epoch();
+    EXPECT_EQ(per_epoch, n / (B * world));
+    for (int64_t epoch = 0; epoch < 2; ++epoch) {
+      const std::vector<int64_t> want =
+          length_grouped_order(window_order(n, DataOrder::random, 7, epoch), lengths, B * world);
+      std::vector<int64_t> positions(size_t(world), 0);
+      for (int64_t i = 0; i < per_epoch; ++i)
+        for (int r = 0; r < world; ++r) {
+          const Batch batch = ranks[size_t(r)]->next();
+          const int64_t first = (i * world + r) * B;
+          int64_t longest = 0;
+          for (int64_t b = 0; b < B; ++b)
+            longest = std::max<int64_t>(longest, lengths[size_t(want[size_t(first + b)])]);
+          ASSERT_EQ(batch.ids.shape(), (Shape{B, longest})) << "epoch " << epoch << " batch " << i;
+          positions[size_t(r)] += B * longest;
+          const std::vector<int64_t> ids = batch.ids.to_vector<int64_t>();
+          const std::vector<int64_t> targets = batch.targets.to_vector<int64_t>();
+          int64_t trained_targets = 0;
+          for (int64_t b = 0; b < B; ++b) {
+            const int64_t w = want[size_t(first + b)];
+            for (int64_t t = 0; t < longest; ++t) {
+              ASSERT_EQ(ids[size_t(b * longest + t)], w * S + t);
+              const bool learn = t + 1 < lengths[size_t(w)];
+              trained_targets += learn;
+              ASSERT_EQ(targets[size_t(b * longest + t)], learn ? w * S + t + 1 : kIgnoredTarget);
+            }
+          }
+          EXPECT_EQ(batch.trained_targets, trained_targets);
+          if (i == 0 && r == 0) {  // the longest window of the epoch comes first
+            EXPECT_EQ(longest, *std::max_element(lengths.begin(), lengths.end()));
+          }
+        }
+      for (int r = 0; r < world; ++r) {
+        EXPECT_EQ(ranks[size_t(r)]->epoch_positions(epoch), positions[size_t(r)]);
+        EXPECT_LT(positions[size_t(r)], per_epoch * B * S);
+      }
+    }
+  }
+  EXPECT_THROW(Loader(tokens, options_of(2, S), "train", {}, {},
+                      std::span<const int32_t>(lengths).first(10)),
+               Error);
 }
 
 }  // namespace

@@ -82,6 +82,7 @@ TEST(SftStream, LayoutsWrittenOut) {
               (std::vector<int32_t>{10, 11, 12, p, p, 20, 21, 22, 23, 24, 40, 41, 42, 43, 44, p}));
     EXPECT_EQ(s.trained, (std::vector<uint8_t>{0, 1, 1, 0, 0, 0, 0, 0, 0, 1, 0, 1, 1, 1, 1, 0}));
     EXPECT_TRUE(s.positions.empty());
+    EXPECT_EQ(s.lengths, (std::vector<int32_t>{3, 5, 5}));
     EXPECT_EQ(s.rows, 3);
     EXPECT_EQ(s.examples, 3);
     EXPECT_EQ(s.dropped, std::vector<size_t>{2});
@@ -99,6 +100,7 @@ TEST(SftStream, LayoutsWrittenOut) {
     EXPECT_EQ(s.positions,
               (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 0, 1, 0, 1, 2, 3, 4, 0, 1, 2, 0}));
     EXPECT_EQ(s.rows, 2);
+    EXPECT_TRUE(s.lengths.empty());
     EXPECT_EQ(s.truncated, 0);
     EXPECT_EQ(s.trained_tokens, 2 + 1 + 5);
   }
