@@ -59,6 +59,9 @@ Tensor rope(const Tensor& x, int64_t position_offset, const RopeParams& rope,
 Tensor dropout(const Tensor& x, double p, Generator& gen = default_generator());
 // Mean over non-ignored targets; logits (N, V), targets (N).
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
+// Each sequence's negative log-likelihood summed over its non-ignored targets (Note [Sequence
+// log-probabilities] in functions_nn.cpp): logits (S, T, V), targets (S, T) -> (S) f32.
+Tensor sequence_nll(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
 // q (B, Hq, T, D), k and v (B, Hkv, S, D) -> (B, Hq, T, D); dropout_p > 0 drops the
 // probabilities inside the kernel with draws from `gen` (Note [Dropout inside flash
 // attention] in tensor/ops/attention.h).

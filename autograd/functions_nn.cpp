@@ -5,6 +5,7 @@
 #include "tensor/ops/attention.h"
 #include "tensor/ops/cross_entropy.h"
 #include "tensor/ops/dropout.h"
+#include "tensor/ops/elementwise.h"
 #include "tensor/ops/embedding.h"
 #include "tensor/ops/matmul.h"
 #include "tensor/ops/norm.h"
@@ -230,6 +231,62 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   n->save(r.lse);
   record(n, {&logits}, {&r.loss});
   return r.loss;
+}
+
+// Note [Sequence log-probabilities]
+// Preference objectives (train/preference_loss.h) need each answer's summed log-probability,
+// log p(answer | prompt) = -sum_t nll_t over its trained targets, with a gradient. Each
+// sequence runs through the fused cross-entropy of its own (T, V) rows: its summed NLL is the
+// kernel's double statistic (read on the host, one read a sequence: a preference step reads
+// its log-probabilities anyway), and the backward is the cross-entropy's, its scalar gradient
+// g_s x count_s so that each row gets g_s (softmax - onehot). As in cross_entropy, a sole
+// f32 logits tensor takes its gradient in place, sequence by sequence.
+Tensor sequence_nll(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
+  FG_CHECK(logits.dim() == 3 && targets.shape() == Shape({logits.size(0), logits.size(1)}),
+           "[sequence_nll] logits (S, T, V) and targets (S, T), got {} and {}",
+           shape_str(logits.shape()), shape_str(targets.shape()));
+  const int64_t S = logits.size(0), T = logits.size(1), V = logits.size(2);
+  const bool rec = needs_record({&logits});
+  const Tensor x = logits.is_contiguous() ? logits : logits.contiguous();
+  const Tensor y = targets.is_contiguous() ? targets : targets.contiguous();
+  std::vector<ops::CrossEntropyOut> parts(static_cast<size_t>(S));
+  std::vector<float> nll(static_cast<size_t>(S));
+  std::vector<int64_t> counts(static_cast<size_t>(S));
+  Tensor out;
+  {
+    ForwardScope scope(rec);
+    for (int64_t s = 0; s < S; ++s) {
+      parts[size_t(s)] = ops::cross_entropy(x.narrow(0, s, 1).reshape({T, V}),
+                                            y.narrow(0, s, 1).reshape({T}), ignore_index);
+      counts[size_t(s)] = parts[size_t(s)].count();
+      nll[size_t(s)] = float(parts[size_t(s)].nll_sum());
+    }
+    out = x.device().has_bytes() ? Tensor::from_vector(nll, {S}, DType::f32, x.device())
+                                 : Tensor::empty({S}, DType::f32, x.device());
+  }
+  if (!rec) return out;
+  auto n = make_node("sequence_nll", [parts, counts, ignore_index](Node& node, Grads& g) {
+    const Tensor& saved = node.saved[0];  // (S, T, V)
+    const Tensor& targets = node.saved[1];
+    const int64_t S = saved.size(0), T = saved.size(1), V = saved.size(2);
+    const bool sole = saved.storage() && saved.storage().use_count() == 1 &&
+                      saved.dtype() == DType::f32 && saved.is_contiguous();
+    Tensor grad = sole ? saved : Tensor::empty(saved.shape(), saved.dtype(), saved.device());
+    for (int64_t s = 0; s < S; ++s) {
+      const ops::CrossEntropyOut& p = parts[size_t(s)];
+      const Tensor dloss = ops::scale(g[0].narrow(0, s, 1).reshape({}), double(counts[size_t(s)]));
+      Tensor rows = grad.narrow(0, s, 1).reshape({T, V});
+      const Tensor d = ops::cross_entropy_backward(
+          dloss, sole ? rows : saved.narrow(0, s, 1).reshape({T, V}),
+          targets.narrow(0, s, 1).reshape({T}), p.lse, p.stats, ignore_index, sole);
+      if (!d.same(rows) && d.data_ptr() != rows.data_ptr()) rows.copy_(d);
+    }
+    return Grads{grad};
+  });
+  n->save(x);
+  n->save(y);
+  record(n, {&logits}, {&out});
+  return out;
 }
 
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v,

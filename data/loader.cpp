@@ -33,8 +33,8 @@ void from_json(const nlohmann::json& j, LoaderState& s) {
   j.at("seed").get_to(s.seed);
 }
 
-int64_t Loader::windows_in(int64_t num_tokens, int64_t seq_len) {
-  return num_tokens >= 1 ? (num_tokens - 1) / seq_len : 0;
+int64_t Loader::windows_in(int64_t num_tokens, int64_t seq_len, bool pairs) {
+  return (num_tokens >= 1 ? (num_tokens - 1) / seq_len : 0) / (pairs ? 2 : 1);
 }
 
 int64_t Loader::batches_in(int64_t num_tokens, const LoaderOptions& options,
@@ -49,7 +49,7 @@ int64_t Loader::batches_in(int64_t num_tokens, const LoaderOptions& options,
            options.num_workers);
   FG_CHECK(options.world_size >= 1 && options.rank >= 0 && options.rank < options.world_size,
            "[data {}] rank {} of world size {}", what, options.rank, options.world_size);
-  const int64_t windows = windows_in(num_tokens, T);
+  const int64_t windows = windows_in(num_tokens, T, options.pairs);
   const int64_t global = B * options.world_size;  // Note [Data-parallel shards]
   FG_CHECK(windows >= global,
            "[data {}] {} tokens give {} windows of seq_len {} + 1, fewer than batch_size {}{}",
@@ -72,7 +72,9 @@ Loader::Loader(std::span<const int32_t> tokens, const LoaderOptions& options, st
   FG_CHECK(positions_.empty() || positions_.size() == tokens_.size(),
            "[data {}] {} positions for {} tokens", what_, positions_.size(), tokens_.size());
   batches_per_epoch_ = batches_in(int64_t(tokens_.size()), options_, what_);
-  num_windows_ = windows_in(int64_t(tokens_.size()), options_.seq_len);
+  num_windows_ = windows_in(int64_t(tokens_.size()), options_.seq_len, options_.pairs);
+  FG_CHECK(!options_.pairs || positions_.empty(),
+           "[data {}] preference pairs are rows of one example each, not packed rows", what_);
   FG_CHECK(lengths_.empty() || int64_t(lengths_.size()) == num_windows_,
            "[data {}] {} lengths for {} windows", what_, lengths_.size(), num_windows_);
   FG_CHECK(lengths_.empty() || positions_.empty(),
@@ -109,27 +111,30 @@ Batch Loader::build(int64_t position, OrderCache& cache) const {
   }
   const int64_t first = (batch.index * options_.world_size + options_.rank) * B;
   const int64_t T = row_length(cache.order, first);
+  // Note [Preference batches]: a pair's two rows, the chosen answers' rows first.
+  const int64_t per_window = options_.pairs ? 2 : 1, R = B * per_window;
   const MemoryContextScope scope({Category::data, label_});
-  batch.ids = Tensor::empty({B, T}, DType::i64, Device::cpu(), pinned_);
-  batch.targets = Tensor::empty({B, T}, DType::i64, Device::cpu(), pinned_);
-  int64_t* ids = batch.ids.data<int64_t>();          // (B, T)
-  int64_t* targets = batch.targets.data<int64_t>();  // (B, T)
-  for (int64_t b = 0; b < B; ++b) {
-    const int64_t window = cache.order[size_t(first + b)];
-    const int32_t* src = tokens_.data() + window * S;  // T + 1 tokens
+  batch.ids = Tensor::empty({R, T}, DType::i64, Device::cpu(), pinned_);
+  batch.targets = Tensor::empty({R, T}, DType::i64, Device::cpu(), pinned_);
+  int64_t* ids = batch.ids.data<int64_t>();          // (R, T)
+  int64_t* targets = batch.targets.data<int64_t>();  // (R, T)
+  for (int64_t row = 0; row < R; ++row) {
+    const int64_t b = row % B, half = row / B;
+    const int64_t start = (cache.order[size_t(first + b)] * per_window + half) * S;
+    const int32_t* src = tokens_.data() + start;  // T + 1 tokens
     for (int64_t t = 0; t < T; ++t) {
-      ids[b * T + t] = src[t];
-      targets[b * T + t] = src[t + 1];
+      ids[row * T + t] = src[t];
+      targets[row * T + t] = src[t + 1];
     }
     if (trained_.empty()) continue;
-    const uint8_t* learn = trained_.data() + window * S;  // Note [Trained targets]
+    const uint8_t* learn = trained_.data() + start;  // Note [Trained targets]
     for (int64_t t = 0; t < T; ++t)
-      if (!learn[t + 1]) targets[b * T + t] = kIgnoredTarget;
+      if (!learn[t + 1]) targets[row * T + t] = kIgnoredTarget;
   }
-  batch.trained_targets = B * T;
+  batch.trained_targets = R * T;
   if (!trained_.empty())
     batch.trained_targets =
-        std::count_if(targets, targets + B * T, [](int64_t x) { return x != kIgnoredTarget; });
+        std::count_if(targets, targets + R * T, [](int64_t x) { return x != kIgnoredTarget; });
   if (!positions_.empty()) pack_rows(batch, cache, B, T);
   return batch;
 }
@@ -151,10 +156,10 @@ int64_t Loader::row_length(const std::vector<int64_t>& order, int64_t first) con
 
 int64_t Loader::epoch_positions(int64_t epoch) const {
   const std::vector<int64_t> order = epoch_order(epoch);
-  const int64_t B = options_.batch_size;
+  const int64_t B = options_.batch_size, rows = B * (options_.pairs ? 2 : 1);
   int64_t positions = 0;
   for (int64_t i = 0; i < batches_per_epoch_; ++i)
-    positions += B * row_length(order, (i * options_.world_size + options_.rank) * B);
+    positions += rows * row_length(order, (i * options_.world_size + options_.rank) * B);
   return positions;
 }
 

@@ -35,6 +35,12 @@
 // most `prefetch` batches, so at most W * prefetch batches wait ahead of next(), and
 // next() takes them in order.
 //
+// Note [Preference batches]
+// With pairs (--objective dpo, orpo; data/sft_stream.h's layout_pairs) a window is two rows of
+// the stream, rows 2w and 2w + 1: a pair's chosen and rejected answers. The order, the shards
+// and the lengths are the pairs', and a batch of B pairs has 2B rows: the B chosen answers,
+// then the B rejected ones in the same order, as TRL concatenates them.
+//
 // Memory. Batch tensors are allocated under Category::data with the label "data.<what>",
 // so the memory ledger shows them. With pin_memory and a CUDA device they are built in
 // pinned host memory and next() copies them to the device; pin_memory is ignored for
@@ -68,13 +74,15 @@ struct LoaderOptions {
   Device device = Device::cpu();
   int rank = 0;        // Note [Data-parallel shards]
   int world_size = 1;  // >= 1
+  bool pairs = false;  // Note [Preference batches]
 };
 
 // The target the cross-entropy skips (its ignore_index, Hugging Face's -100).
 inline constexpr int64_t kIgnoredTarget = -100;
 
 struct Batch {
-  // T is seq_len, or the batch's longest window with lengths (Lengths, above).
+  // T is seq_len, or the batch's longest window with lengths (Lengths, above); B is twice the
+  // batch size for preference pairs (Note [Preference batches]).
   Tensor ids;      // (B, T) i64
   Tensor targets;  // (B, T) i64: ids shifted left by one token, kIgnoredTarget where untrained
   int64_t trained_targets = 0;  // targets that are not kIgnoredTarget
@@ -131,8 +139,9 @@ class Loader {
   // batches_per_epoch() x batch_size x seq_len, or less for batches cut to their longest.
   int64_t epoch_positions(int64_t epoch) const;
   int64_t batches_per_epoch() const { return batches_per_epoch_; }
-  // The windows in `num_tokens` tokens, floor((n - 1) / seq_len) (0 for no tokens).
-  static int64_t windows_in(int64_t num_tokens, int64_t seq_len);
+  // The windows in `num_tokens` tokens, floor((n - 1) / seq_len) (0 for no tokens), or
+  // half as many pairs of them.
+  static int64_t windows_in(int64_t num_tokens, int64_t seq_len, bool pairs = false);
   // The batches_per_epoch() of a loader over `num_tokens` tokens with these options, and the
   // constructor's checks of them (the same errors), without building one (`fitgrad train
   // --device meta` sizes its run with it).

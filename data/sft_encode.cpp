@@ -117,6 +117,10 @@ SftEncoder::SftEncoder(const Tokenizer& tok, const ChatTemplate* chat_template, 
 }
 
 SftTokens SftEncoder::encode(const SftExample& ex) const {
+  FG_CHECK(ex.format != SftFormat::preference,
+           "[sft {}] a preference record (prompt, chosen, rejected) trains with --objective dpo "
+           "or orpo, each answer encoded as a completion of the prompt",
+           ex.where);
   SftTokens out;
   if (ex.conversational()) {
     FG_CHECK(template_ != nullptr,

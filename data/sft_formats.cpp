@@ -51,13 +51,14 @@ constexpr std::array<std::pair<const char*, const char*>, 11> kShareGptRoles = {
 
 constexpr std::array<const char*, 4> kRoles = {"system", "user", "assistant", "tool"};
 
-constexpr std::array<std::pair<SftFormat, const char*>, 6> kNames = {{
+constexpr std::array<std::pair<SftFormat, const char*>, 7> kNames = {{
     {SftFormat::auto_detect, "auto"},
     {SftFormat::text, "text"},
     {SftFormat::alpaca, "alpaca"},
     {SftFormat::sharegpt, "sharegpt"},
     {SftFormat::messages, "messages"},
     {SftFormat::prompt_completion, "prompt_completion"},
+    {SftFormat::preference, "preference"},
 }};
 
 // Throws "[sft <where>] field '<field>': <what> (<why>)".
@@ -230,7 +231,55 @@ SftExample prompt_completion(const json& record, const Checker& c, SftExample ex
   return ex;
 }
 
+// Note [Preference records]
+// TRL's explicit-prompt preference datasets: "prompt", "chosen" and "rejected", all three
+// strings or all three message lists (the prompt's turns, each answer's turns after it). The
+// implicit-prompt form (chosen and rejected whole conversations sharing their start) is not
+// read: the record is refused with a message naming the missing prompt.
+SftExample preference(const json& record, const Checker& c, SftExample ex) {
+  const json& prompt = c.field(record, "", "prompt");
+  const json& chosen = c.field(record, "", "chosen");
+  const json& rejected = c.field(record, "", "rejected");
+  if (prompt.is_string()) {
+    for (const auto& [name, answer] : {std::pair{"chosen", &chosen}, {"rejected", &rejected}})
+      if (!answer->is_string())
+        c.fail(name,
+               fmt::format("must be a string, as the prompt is, not {}", answer->type_name()));
+    ex.text = prompt.get<std::string>();
+    ex.completion = chosen.get<std::string>();
+    ex.rejected = rejected.get<std::string>();
+    return ex;
+  }
+  if (!prompt.is_array())
+    c.fail("prompt",
+           fmt::format("must be a string or a list of messages, not {}", prompt.type_name()));
+  for (const auto& [name, answer] : {std::pair{"chosen", &chosen}, {"rejected", &rejected}}) {
+    if (!answer->is_array())
+      c.fail(name, fmt::format("must be a list of messages, as the prompt is, not {}",
+                               answer->type_name()));
+    c.messages(*answer, name);
+  }
+  c.messages(prompt, "prompt");
+  ex.messages = prompt;
+  ex.completion_messages = chosen;
+  ex.rejected_messages = rejected;
+  ex.tools = c.tools(record);
+  return ex;
+}
+
 }  // namespace
+
+std::pair<SftExample, SftExample> preference_answers(const SftExample& pair) {
+  FG_ASSERT(pair.format == SftFormat::preference, "not a preference example");
+  SftExample chosen = pair;
+  chosen.format = SftFormat::prompt_completion;
+  chosen.rejected.clear();
+  chosen.rejected_messages = nullptr;
+  SftExample rejected = chosen;
+  rejected.completion = pair.rejected;
+  rejected.completion_messages = pair.rejected_messages;
+  return {std::move(chosen), std::move(rejected)};
+}
 
 std::string_view sft_format_name(SftFormat format) {
   for (const auto& [f, name] : kNames)
@@ -241,16 +290,18 @@ std::string_view sft_format_name(SftFormat format) {
 SftFormat parse_sft_format(std::string_view name) {
   for (const auto& [f, n] : kNames)
     if (name == n) return f;
-  throw Error(fmt::format(
-      "[sft] unknown dataset format '{}'; use auto, text, alpaca, sharegpt, messages or "
-      "prompt_completion",
-      name));
+  throw Error(
+      fmt::format("[sft] unknown dataset format '{}'; use auto, text, alpaca, sharegpt, messages, "
+                  "prompt_completion or preference",
+                  name));
 }
 
 SftFormat detect_sft_format(const json& record, std::string_view text_field) {
   if (!record.is_object()) return SftFormat::auto_detect;
   if (record.contains("messages")) return SftFormat::messages;
   if (record.contains("conversations")) return SftFormat::sharegpt;
+  if (record.contains("prompt") && record.contains("chosen") && record.contains("rejected"))
+    return SftFormat::preference;
   if (record.contains("prompt") && record.contains("completion"))
     return SftFormat::prompt_completion;
   if (record.contains("instruction")) return SftFormat::alpaca;
@@ -282,6 +333,7 @@ SftExample sft_example_from_json(const json& record, SftFormat format, std::stri
       ex.tools = c.tools(record);
       return ex;
     case SftFormat::prompt_completion: return prompt_completion(record, c, std::move(ex));
+    case SftFormat::preference: return preference(record, c, std::move(ex));
     case SftFormat::auto_detect: break;
   }
   FG_ASSERT(false, "unreachable");

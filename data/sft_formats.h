@@ -13,20 +13,33 @@
 //                      kept (tool_calls, reasoning_content, name...).
 //   prompt_completion  {"prompt", "completion", "tools"?}: two strings, or two message lists
 //                      (TRL's SFTTrainer's prompt-completion datasets).
+//   preference         {"prompt", "chosen", "rejected", "tools"?}: a prompt and two answers,
+//                      three strings or three message lists (TRL's DPOTrainer's explicit-prompt
+//                      preference datasets), for --objective dpo and orpo.
 //
 // Detection looks at the keys of one record, in this order: "messages", "conversations",
-// "prompt" with "completion", "instruction", then text_field.
+// "prompt" with "chosen" and "rejected", "prompt" with "completion", "instruction", then
+// text_field.
 #pragma once
 
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace fitgrad::data {
 
-enum class SftFormat { auto_detect, text, alpaca, sharegpt, messages, prompt_completion };
+enum class SftFormat {
+  auto_detect,
+  text,
+  alpaca,
+  sharegpt,
+  messages,
+  prompt_completion,
+  preference
+};
 
-// "auto", "text", "alpaca", "sharegpt", "messages", "prompt_completion".
+// "auto", "text", "alpaca", "sharegpt", "messages", "prompt_completion", "preference".
 std::string_view sft_format_name(SftFormat format);
 // The inverse, for --dataset_format; throws fitgrad::Error naming the value and the choices.
 SftFormat parse_sft_format(std::string_view name);
@@ -45,12 +58,20 @@ struct SftExample {
   nlohmann::ordered_json messages;
   // prompt_completion of messages: the completion's messages; otherwise null.
   nlohmann::ordered_json completion_messages;
+  // preference: the chosen answer is `completion` or `completion_messages`, the rejected one
+  // this string or these messages.
+  std::string rejected;
+  nlohmann::ordered_json rejected_messages;
   // The tool schemas passed to the chat template as `tools`, or null.
   nlohmann::ordered_json tools;
 
   // Whether the example is rendered with a chat template (messages is a list).
   bool conversational() const { return messages.is_array(); }
 };
+
+// A preference example's two answers, each as a prompt_completion example of the same prompt
+// (and tools): {chosen, rejected}.
+std::pair<SftExample, SftExample> preference_answers(const SftExample& pair);
 
 // The format a record's keys say, or auto_detect when they fit none.
 SftFormat detect_sft_format(const nlohmann::ordered_json& record, std::string_view text_field);

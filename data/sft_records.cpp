@@ -134,10 +134,18 @@ SftExample SftReader::example(const Record& record) {
       if (record.value.is_object())
         for (const auto& [key, value] : record.value.items())
           keys += fmt::format("{}'{}'", keys.empty() ? "" : ", ", key);
+      // Note [Preference records] in sft_formats.cpp: the prompt is never guessed.
+      FG_CHECK(!record.value.is_object() || !record.value.contains("chosen") ||
+                   !record.value.contains("rejected") || record.value.contains("prompt"),
+               "[sft {}] a preference record needs its prompt in a field 'prompt', with "
+               "'chosen' and 'rejected' holding only the answers (as TRL's explicit-prompt "
+               "preference datasets); this one has the keys {}",
+               record.where, keys);
       throw Error(fmt::format(
           "[sft {}] cannot tell the dataset format from {}: expected a field 'messages', "
-          "'conversations', 'prompt' with 'completion', 'instruction' or '{}' (the text "
-          "field, --dataset_text_field); or name the format with --dataset_format",
+          "'conversations', 'prompt' with 'completion' (or with 'chosen' and 'rejected'), "
+          "'instruction' or '{}' (the text field, --dataset_text_field); or name the format "
+          "with --dataset_format",
           record.where,
           record.value.is_object()
               ? fmt::format("the keys {}", keys.empty() ? "(none)" : keys)

@@ -153,4 +153,26 @@ SftStream layout_examples(const std::vector<SftTokens>& examples, int64_t seq_le
   return s;
 }
 
+SftStream layout_pairs(const std::vector<SftTokens>& chosen, const std::vector<SftTokens>& rejected,
+                       int64_t seq_len, int32_t pad) {
+  FG_CHECK(seq_len >= 2, "[data] a window of {} tokens holds no target", seq_len);
+  FG_CHECK(chosen.size() == rejected.size(), "[data] {} chosen answers for {} rejected ones",
+           chosen.size(), rejected.size());
+  std::vector<SftTokens> rows;
+  std::vector<size_t> dropped;
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    if (kept_targets(chosen[i], seq_len) == 0 || kept_targets(rejected[i], seq_len) == 0) {
+      dropped.push_back(i);
+      continue;
+    }
+    rows.push_back(chosen[i]);
+    rows.push_back(rejected[i]);
+  }
+  SftStream s = layout_examples(rows, seq_len, pad, Packing::none);
+  FG_ASSERT(s.dropped.empty());
+  s.examples /= 2;
+  s.dropped = std::move(dropped);
+  return s;
+}
+
 }  // namespace fitgrad::data

@@ -49,6 +49,13 @@ int64_t kept_targets(const SftTokens& example, int64_t limit);
 SftStream layout_examples(const std::vector<SftTokens>& examples, int64_t seq_len, int32_t pad,
                           Packing packing);
 
+// Preference pairs (--objective dpo, orpo): pair i's chosen answer in row 2i and its rejected
+// one in row 2i + 1, each laid out as --packing none lays out an example (cut to seq_len,
+// padded). A pair either of whose answers is left without a target is left out whole, its
+// index listed in `dropped`; `examples` counts the pairs laid out.
+SftStream layout_pairs(const std::vector<SftTokens>& chosen, const std::vector<SftTokens>& rejected,
+                       int64_t seq_len, int32_t pad);
+
 // Best-fit-decreasing bins of `capacity` for items of the given sizes (each <= capacity): the
 // items' indices, bin by bin in the order the bins were opened, each bin's in the order placed.
 std::vector<std::vector<size_t>> bfd_bins(const std::vector<int64_t>& sizes, int64_t capacity);

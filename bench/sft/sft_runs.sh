@@ -3,9 +3,9 @@
 # committed instruction set (bench/sft/make_instructions.py) and SmolLM2-135M-Instruct's GGUF
 # (tools/fetch-smollm2.sh):
 #   speed   fitgrad LoRA with --packing none, Hugging Face Trainer + PEFT (hf_sft_baseline.py),
-#           and fitgrad with --packing bfd, alternating, ROUNDS rounds of STEPS steps each: the
-#           same data, seq_len 256, batch 4, rank 16, 2 threads, fp32 (BF16=1: both arms under
-#           bf16 autocast, the fp32 weights kept);
+#           fitgrad with --packing bfd, and with --packing none --group_by_length, alternating,
+#           ROUNDS rounds of STEPS steps each: the same data, seq_len 256, batch 4, rank 16,
+#           2 threads, fp32 (BF16=1: both arms under bf16 autocast, the fp32 weights kept);
 #   quality the held-out response loss (--eval_data heldout.jsonl) before (a step at lr 1e-12)
 #           and after a LoRA and a QLoRA fine-tune of TRAIN_STEPS steps, with sample answers to
 #           eval_prompts.jsonl, and `fitgrad eval` on Moby-Dick before and after (the adapter
@@ -38,8 +38,14 @@ if [ "$what" = speed ]; then
     "$fg" train "${common[@]}" "${precision[@]}" --learning_rate 2e-4 --max_steps "$steps" \
       --eval_strategy no --save_strategy no --packing bfd --output_dir "$out/fg-bfd-$r" \
       >"$out/fg-bfd-$r.log" 2>&1
+    "$fg" train "${common[@]}" "${precision[@]}" --learning_rate 2e-4 --max_steps "$steps" \
+      --eval_strategy no --save_strategy no --packing none --group_by_length \
+      --output_dir "$out/fg-grouped-$r" >"$out/fg-grouped-$r.log" 2>&1
   done
-  for f in "$out"/*.log; do echo "== $f"; grep -E "packing:|RESULT|tok/s" "$f" | tail -3; done
+  for f in "$out"/*.log; do
+    echo "== $f"
+    grep -E "packing:|group_by_length:|RESULT|tok/s" "$f" | tail -4
+  done
   exit 0
 fi
 

@@ -88,6 +88,11 @@ int64_t CrossEntropyOut::count() const {
   return int64_t(read_double(stats, 1));
 }
 
+double CrossEntropyOut::nll_sum() const {
+  if (!stats.device().has_bytes()) return 0.0;
+  return read_double(stats, 0);
+}
+
 namespace {
 
 // Rows [first_row, first_row + n) of out's N rows: logits (n, V), t64 (n) i64 contiguous.

@@ -21,6 +21,8 @@ struct CrossEntropyOut {
   // That count, read on the host (a host read, Note [Host reads]); N on meta, where targets
   // have no values.
   int64_t count() const;
+  // The summed negative log-likelihood, read on the host with the count; 0 on meta.
+  double nll_sum() const;
 };
 
 // Mean cross-entropy of logits (N, V) against targets (N), i32 or i64. A target must be in

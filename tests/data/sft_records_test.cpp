@@ -158,6 +158,60 @@ TEST_F(SftFiles, AForcedFormatAndTextFieldApplyToEveryFile) {
 }
 
 // Every bad record: the error names the file, the line or index and the field.
+// Preference records: strings or message lists, each answer a completion of the prompt; a
+// mixed record, a missing answer or an implicit prompt is an error naming the field.
+TEST_F(SftFiles, PreferenceRecordsGiveTwoCompletionsOfOnePrompt) {
+  write("p.jsonl", R"({"prompt": "Two and two make", "chosen": " four.", "rejected": " five."}
+{"prompt": [{"role": "user", "content": "Capital of France?"}], "chosen": [{"role": "assistant", "content": "Paris."}], "rejected": [{"role": "assistant", "content": "Lyon."}], "tools": []}
+)");
+  const std::vector<SftExample> pairs = read_sft_examples(path("p.jsonl"));
+  ASSERT_EQ(pairs.size(), 2u);
+  EXPECT_EQ(pairs[0].format, SftFormat::preference);
+  const auto [chosen, rejected] = preference_answers(pairs[0]);
+  EXPECT_EQ(chosen.format, SftFormat::prompt_completion);
+  EXPECT_EQ(chosen.text, "Two and two make");
+  EXPECT_EQ(chosen.completion, " four.");
+  EXPECT_EQ(rejected.text, "Two and two make");
+  EXPECT_EQ(rejected.completion, " five.");
+  const auto [chat_chosen, chat_rejected] = preference_answers(pairs[1]);
+  EXPECT_TRUE(chat_rejected.conversational());
+  EXPECT_EQ(chat_chosen.completion_messages[0]["content"], "Paris.");
+  EXPECT_EQ(chat_rejected.completion_messages[0]["content"], "Lyon.");
+  EXPECT_EQ(chat_rejected.messages, pairs[1].messages);
+  EXPECT_TRUE(chat_rejected.tools.is_array());
+  EXPECT_EQ(parse_sft_format("preference"), SftFormat::preference);
+
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {R"({"prompt": "p", "chosen": "c", "rejected": ["r"]})",
+       "line 1] field 'rejected': must be a string, as the prompt is, not array"},
+      {R"({"prompt": [{"role": "user", "content": "q"}], "chosen": "c", "rejected": []})",
+       "line 1] field 'chosen': must be a list of messages, as the prompt is, not string"},
+      {R"({"chosen": [{"role": "user", "content": "q"}], "rejected": [{"role": "user", "content": "r"}]})",
+       "line 1] a preference record needs its prompt in a field 'prompt'"}};
+  for (const auto& [record, message] : bad) {
+    write("bad.jsonl", record + "\n");
+    try {
+      read_sft_examples(path("bad.jsonl"));
+      ADD_FAILURE() << record;
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr(message));
+    }
+  }
+  SftReadOptions forced;
+  forced.format = SftFormat::preference;
+  write("bad.jsonl", R"({"prompt": "p", "chosen": "c"})" + std::string("\n"));
+  EXPECT_THROW(
+      {
+        try {
+          read_sft_examples(path("bad.jsonl"), forced);
+        } catch (const Error& e) {
+          EXPECT_THAT(e.what(), HasSubstr("field 'rejected': is missing"));
+          throw;
+        }
+      },
+      Error);
+}
+
 TEST_F(SftFiles, BadRecordsAreErrorsNamingFileRecordAndField) {
   struct Row {
     std::string name, file, text;

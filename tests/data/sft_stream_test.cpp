@@ -179,6 +179,47 @@ TEST(SftStream, LoaderGivesEachPackedRowItsExamples) {
   testing::expect_error([&] { bad.next(); }, "[data train]", "breaks its example");
 }
 
+// Preference pairs: a pair's answers in rows 2i and 2i + 1, a pair with an answer left without
+// a target dropped whole; the loader's batch of B pairs is the B chosen rows, then the B
+// rejected rows of the same pairs (Note [Preference batches]), cut to the longest with lengths.
+TEST(SftStream, PairsAreRowsTwoByTwoAndBatchesPutTheChosenFirst) {
+  const std::vector<SftTokens> chosen = {example(10, 3, {0, 1, 1}), example(20, 2, {0, 0}),
+                                         example(30, 4, {0, 0, 1, 1}), example(40, 2, {0, 1})};
+  const std::vector<SftTokens> rejected = {example(50, 2, {0, 1}), example(60, 3, {0, 1, 1}),
+                                           example(70, 3, {0, 1, 1}), example(80, 4, {0, 1, 1, 1})};
+  const int32_t p = 99;
+  const SftStream s = layout_pairs(chosen, rejected, 4, p);
+  EXPECT_EQ(s.dropped, std::vector<size_t>{1});  // pair 1's chosen answer trains nothing
+  EXPECT_EQ(s.examples, 3);
+  EXPECT_EQ(s.rows, 6);
+  EXPECT_EQ(s.lengths, (std::vector<int32_t>{3, 2, 4, 3, 2, 4}));
+  EXPECT_EQ(s.tokens, (std::vector<int32_t>{10, 11, 12, p,  50, 51, p, p,  30, 31, 32, 33, 70,
+                                            71, 72, p,  40, 41, p,  p, 80, 81, 82, 83, p}));
+  LoaderOptions o;
+  o.batch_size = 2;
+  o.seq_len = 4;
+  o.order = DataOrder::sequential;
+  o.pairs = true;
+  Loader loader(s.tokens, o, "train", s.trained);
+  EXPECT_EQ(loader.num_windows(), 3);
+  EXPECT_EQ(loader.batches_per_epoch(), 1);
+  const Batch b = loader.next();
+  ASSERT_EQ(b.ids.shape(), (Shape{4, 4}));
+  // Rows: pair 0 chosen, pair 2 chosen, pair 0 rejected, pair 2 rejected.
+  EXPECT_EQ(b.ids.to_vector<int64_t>(),
+            (std::vector<int64_t>{10, 11, 12, p, 30, 31, 32, 33, 50, 51, p, p, 70, 71, 72, p}));
+  const int64_t x = kIgnoredTarget;
+  EXPECT_EQ(b.targets.to_vector<int64_t>(),
+            (std::vector<int64_t>{11, 12, x, x, x, 32, 33, x, 51, x, x, x, 71, 72, x, x}));
+  EXPECT_EQ(b.trained_targets, 2 + 2 + 1 + 2);
+  // With each pair's length (the longer answer) the batch is cut to its longest pair.
+  const std::vector<int32_t> pair_lengths = {3, 4, 4};
+  Loader cut(s.tokens, o, "train", s.trained, {}, pair_lengths);
+  const Batch c = cut.next();
+  EXPECT_EQ(c.ids.shape(), (Shape{4, 4}));
+  EXPECT_EQ(cut.epoch_positions(0), 16);
+}
+
 // The encodings' cache (data/sft_cache.h) gives back what was written, ids and trained flags,
 // for its fingerprint and count only, and nothing from a damaged file.
 TEST(SftCache, ReadsBackWhatItWroteAndNothingElse) {

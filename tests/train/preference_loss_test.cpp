@@ -1,0 +1,144 @@
+// The preference losses (train/preference_loss.h) against PyTorch float64 on the published
+// formulas (tests/golden/preference, gen_preference_golden.py): DPO's sigmoid (with label
+// smoothing), hinge and IPO losses and ORPO, their gradients with respect to the answers' NLLs
+// and the logged statistics; the same through autograd; and autograd::sequence_nll, each
+// sequence's summed NLL and its gradient, against a float64 log-softmax written out here.
+#include "train/preference_loss.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "autograd/functions.h"
+#include "autograd/tape.h"
+#include "autograd/variable.h"
+#include "tensor/error.h"
+
+namespace fitgrad::train {
+namespace {
+
+nlohmann::json golden_cases() {
+  std::ifstream in(FITGRAD_GOLDEN_DIR "/preference/cases.json");
+  EXPECT_TRUE(in) << "tests/golden/preference/cases.json is missing";
+  return nlohmann::json::parse(in).at("cases");
+}
+
+PreferenceConfig config_of(const nlohmann::json& c) {
+  return {parse_objective(c.at("objective").get<std::string>()),
+          parse_dpo_loss(c.at("loss_type").get<std::string>()), c.at("beta").get<double>(),
+          c.at("label_smoothing").get<double>()};
+}
+
+TEST(PreferenceLoss, EqualsTorchOnThePublishedFormulas) {
+  const nlohmann::json cases = golden_cases();
+  ASSERT_EQ(cases.size(), 8u);
+  for (const nlohmann::json& c : cases) {
+    SCOPED_TRACE(c.at("objective").get<std::string>() + " " + c.at("loss_type").get<std::string>());
+    const auto nll = c.at("nll").get<std::vector<double>>();
+    const auto ref = c.at("ref_nll").get<std::vector<double>>();
+    const auto counts = c.at("counts").get<std::vector<int64_t>>();
+    const PreferenceTerms t = preference_terms(config_of(c), nll, ref, counts);
+    const auto near = [](double got, double want) {
+      EXPECT_NEAR(got, want, 1e-12 * std::max(1.0, std::fabs(want)));
+    };
+    near(t.loss, c.at("loss").get<double>());
+    const auto grad = c.at("grad").get<std::vector<double>>();
+    ASSERT_EQ(t.grad.size(), grad.size());
+    for (size_t i = 0; i < grad.size(); ++i) near(t.grad[i], grad[i]);
+    const auto pairs = double(t.stats.pairs);
+    ASSERT_EQ(t.stats.pairs, int64_t(nll.size() / 2));
+    near(t.stats.reward_chosen / pairs, c.at("rewards_chosen").get<double>());
+    near(t.stats.reward_rejected / pairs, c.at("rewards_rejected").get<double>());
+    near(t.stats.accuracy / pairs, c.at("rewards_accuracies").get<double>());
+    near(t.stats.margin / pairs, c.at("rewards_margins").get<double>());
+    near(t.stats.logps_chosen / pairs, c.at("logps_chosen").get<double>());
+    near(t.stats.logps_rejected / pairs, c.at("logps_rejected").get<double>());
+    if (c.at("objective") == "orpo") {
+      near(t.stats.nll, c.at("nll_loss").get<double>());
+      near(t.stats.log_odds_ratio / pairs, c.at("log_odds_ratio").get<double>());
+      near(t.stats.log_odds_chosen / pairs, c.at("log_odds_chosen").get<double>());
+    }
+
+    // Through autograd: the loss on a tensor of NLLs and the gradient the backward gives them.
+    const Tensor x = Tensor::from_vector(nll, {int64_t(nll.size())}, DType::f32);
+    autograd::set_requires_grad(x);
+    PreferenceStats stats;
+    const Tensor loss = preference_loss(x, ref, counts, config_of(c), &stats);
+    std::vector<double> rounded(nll.size());
+    for (size_t i = 0; i < nll.size(); ++i) rounded[i] = double(float(nll[i]));
+    const PreferenceTerms at_f32 = preference_terms(config_of(c), rounded, ref, counts);
+    EXPECT_NEAR(loss.item(), at_f32.loss, 1e-6 * std::max(1.0, std::fabs(at_f32.loss)));
+    EXPECT_EQ(stats.pairs, t.stats.pairs);
+    autograd::backward(autograd::scale(loss, 2.0));
+    const std::vector<float> g = autograd::grad(x).to_vector<float>();
+    for (size_t i = 0; i < g.size(); ++i)
+      EXPECT_NEAR(g[i], 2 * at_f32.grad[i], 1e-6 * std::max(1.0, std::fabs(2 * at_f32.grad[i])));
+  }
+  EXPECT_THROW(parse_dpo_loss("kto"), Error);
+  EXPECT_THROW(parse_objective("ppo"), Error);
+}
+
+// The gradient at a point where the hinge is inactive for some pairs is zero for them.
+TEST(PreferenceLoss, HingePairsPastTheMarginHaveNoGradient) {
+  const PreferenceConfig cfg{Objective::dpo, DpoLoss::hinge, 1.0, 0.0};
+  // Rows: chosen 0, chosen 1, rejected 0, rejected 1. Pair 0's chosen NLL is 3 below its
+  // reference, its rejected one at it: d = 3, past the margin of 1/beta. Pair 1: d = 0, a
+  // loss of 1 whose gradient is -beta d d / d nll / B: +1/2 for chosen, -1/2 for rejected.
+  const std::vector<double> nll = {1, 5, 10, 5}, ref = {4, 5, 10, 5};
+  const PreferenceTerms t = preference_terms(cfg, nll, ref, std::vector<int64_t>{3, 3, 3, 3});
+  EXPECT_EQ(t.grad[0], 0.0);
+  EXPECT_EQ(t.grad[2], 0.0);
+  EXPECT_EQ(t.grad[1], 0.5);
+  EXPECT_EQ(t.grad[3], -0.5);
+  EXPECT_DOUBLE_EQ(t.loss, 0.5);
+}
+
+// Each sequence's summed NLL over its kept targets, and its gradient g_s (softmax - onehot)
+// on those rows, zero on ignored ones, against float64; the in-place path equals the other.
+TEST(SequenceNll, SumsEachSequenceAndItsGradientAgainstFloat64) {
+  const int64_t S = 3, T = 5, V = 11;
+  std::mt19937 rng(4);
+  std::normal_distribution<float> normal(0, 2);
+  std::vector<float> logits(size_t(S * T * V));
+  for (float& x : logits) x = normal(rng);
+  std::vector<int64_t> targets(size_t(S * T));
+  for (size_t i = 0; i < targets.size(); ++i)
+    targets[i] = i % 4 == 1 ? -100 : int64_t(rng() % uint32_t(V));
+  const std::vector<float> g = {0.5f, -1.25f, 2.0f};
+  for (const bool hold_logits : {true, false}) {
+    SCOPED_TRACE(hold_logits ? "logits held by the caller" : "logits in place");
+    Tensor x = Tensor::from_vector(logits, {S, T, V}, DType::f32);
+    const Tensor leaf = x;
+    autograd::set_requires_grad(leaf);
+    Tensor y = autograd::scale(leaf, 1.0);  // a non-leaf the node may take over
+    const Tensor nll = autograd::sequence_nll(y, Tensor::from_vector(targets, {S, T}, DType::i64));
+    if (!hold_logits) y = Tensor();
+    ASSERT_EQ(nll.shape(), Shape({S}));
+    const std::vector<float> got = nll.to_vector<float>();
+    std::vector<double> want(size_t(S), 0.0), dlogits(size_t(S * T * V), 0.0);
+    for (int64_t s = 0; s < S; ++s)
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t target = targets[size_t(s * T + t)];
+        if (target == -100) continue;
+        const float* row = logits.data() + (s * T + t) * V;
+        double mx = row[0], sum = 0;
+        for (int64_t v = 0; v < V; ++v) mx = std::max(mx, double(row[v]));
+        for (int64_t v = 0; v < V; ++v) sum += std::exp(double(row[v]) - mx);
+        const double lse = mx + std::log(sum);
+        want[size_t(s)] += lse - double(row[target]);
+        for (int64_t v = 0; v < V; ++v)
+          dlogits[size_t((s * T + t) * V + v)] =
+              double(g[size_t(s)]) * (std::exp(double(row[v]) - lse) - (v == target ? 1 : 0));
+      }
+    for (int64_t s = 0; s < S; ++s) EXPECT_NEAR(got[size_t(s)], want[size_t(s)], 1e-4);
+    autograd::backward(autograd::sum(autograd::mul(nll, Tensor::from_vector(g, {S}))));
+    const std::vector<float> d = autograd::grad(leaf).to_vector<float>();
+    for (size_t i = 0; i < d.size(); ++i) ASSERT_NEAR(d[i], dlogits[i], 1e-5) << i;
+  }
+}
+
+}  // namespace
+}  // namespace fitgrad::train
