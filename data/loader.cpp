@@ -131,10 +131,12 @@ Batch Loader::build(int64_t position, OrderCache& cache) const {
     for (int64_t t = 0; t < T; ++t)
       if (!learn[t + 1]) targets[row * T + t] = kIgnoredTarget;
   }
-  batch.trained_targets = R * T;
-  if (!trained_.empty())
-    batch.trained_targets =
-        std::count_if(targets, targets + R * T, [](int64_t x) { return x != kIgnoredTarget; });
+  const auto trained = [](int64_t x) { return x != kIgnoredTarget; };
+  batch.trained_targets = std::count_if(targets, targets + R * T, trained);
+  if (options_.pairs)
+    for (int64_t row = 0; row < R; ++row)
+      batch.row_targets.push_back(
+          std::count_if(targets + row * T, targets + (row + 1) * T, trained));
   if (!positions_.empty()) pack_rows(batch, cache, B, T);
   return batch;
 }

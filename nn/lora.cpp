@@ -45,10 +45,20 @@ LoraLinear::LoraLinear(const LinearSpec& spec, const LoraConfig& config, BuildCo
   init_tensor(b, Init::zeros(), ctx.generator());
 }
 
+namespace {
+thread_local bool adapters_off = false;
+}  // namespace
+
+AdaptersOff::AdaptersOff() : previous_(adapters_off) { adapters_off = true; }
+AdaptersOff::~AdaptersOff() { adapters_off = previous_; }
+bool AdaptersOff::active() { return adapters_off; }
+
 Tensor LoraLinear::forward(const Tensor& x) const {
   ForwardScope scope(*this);
+  FG_CHECK(!(merged_ && adapters_off),
+           "[lora] {} is merged into its base: its adapter cannot be switched off", path());
   Tensor y = base_->forward(x);
-  if (merged_) return y;
+  if (merged_ || adapters_off) return y;
   const Tensor h = b_->forward(a_->forward(dropout_in_training(*this, x, config_.dropout)));
   return autograd::add(y, autograd::scale(h, config_.scaling()));
 }

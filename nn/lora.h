@@ -60,6 +60,21 @@ class LoraLinear final : public LinearLayer {
   bool merged_ = false;
 };
 
+// Note [Adapters off]: while an AdaptersOff lives, every LoraLinear's forward on this thread
+// is its base alone, as PEFT's `with model.disable_adapter():`. Preference tuning runs its
+// reference model so: the base under the adapter, with no second copy of the weights.
+class AdaptersOff {
+ public:
+  AdaptersOff();
+  ~AdaptersOff();
+  AdaptersOff(const AdaptersOff&) = delete;
+  AdaptersOff& operator=(const AdaptersOff&) = delete;
+  static bool active();
+
+ private:
+  bool previous_;
+};
+
 // A factory that makes every layer it is given a LoraLinear over what `base` makes
 // (targeted_factory in nn/target_modules.h chooses which layers get one).
 LinearFactory lora_factory(const LoraConfig& config, LinearFactory base = {});

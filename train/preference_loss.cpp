@@ -6,18 +6,28 @@
 
 #include <cmath>
 
+#include "autograd/functions.h"
+#include "autograd/grad_mode.h"
 #include "autograd/lambda_node.h"
+#include "nn/lora.h"
 #include "tensor/error.h"
+#include "tensor/memory/scope.h"
 #include "tensor/ops/elementwise.h"
 
 namespace fitgrad::train {
 namespace {
 
 // log sigmoid(x) and sigmoid(x), stable for any sign of x.
-double log_sigmoid(double x) { return x >= 0 ? -std::log1p(std::exp(-x)) : x - std::log1p(std::exp(x)); }
-double sigmoid(double x) { return x >= 0 ? 1 / (1 + std::exp(-x)) : std::exp(x) / (1 + std::exp(x)); }
+double log_sigmoid(double x) {
+  return x >= 0 ? -std::log1p(std::exp(-x)) : x - std::log1p(std::exp(x));
+}
+double sigmoid(double x) {
+  return x >= 0 ? 1 / (1 + std::exp(-x)) : std::exp(x) / (1 + std::exp(x));
+}
 // log(1 - e^x) for x < 0, branching at -ln 2 as Maechler's note advises.
-double log1mexp(double x) { return x < -M_LN2 ? std::log1p(-std::exp(x)) : std::log(-std::expm1(x)); }
+double log1mexp(double x) {
+  return x < -M_LN2 ? std::log1p(-std::exp(x)) : std::log(-std::expm1(x));
+}
 
 }  // namespace
 
@@ -66,8 +76,8 @@ PreferenceTerms preference_terms(const PreferenceConfig& cfg, std::span<const do
   for (size_t i = 0; i < B; ++i) chosen_tokens += counts[i];
   for (size_t i = 0; i < B; ++i) {
     const size_t c = i, r = B + i;
-    FG_CHECK(counts[c] >= 1 && counts[r] >= 1, "[preference] pair {} has an answer without a target",
-             i);
+    FG_CHECK(counts[c] >= 1 && counts[r] >= 1,
+             "[preference] pair {} has an answer without a target", i);
     const double pi_c = -nll[c], pi_r = -nll[r];
     const auto n_c = double(counts[c]), n_r = double(counts[r]);
     double reward_c = 0, reward_r = 0;
@@ -158,6 +168,32 @@ Tensor preference_loss(const Tensor& nll, const std::vector<double>& ref_nll,
       });
   autograd::record(node, {&nll}, {&loss});
   return loss;
+}
+
+Tensor preference_objective(nn::CausalLM& model, const Tensor& ids, const Tensor& targets,
+                            const std::vector<int64_t>& row_targets, const PreferenceConfig& config,
+                            PreferenceStats* stats) {
+  FG_CHECK(ids.dim() == 2 && ids.size(0) % 2 == 0 && int64_t(row_targets.size()) == ids.size(0),
+           "[preference] a batch of pairs has 2B rows and a target count for each, got {} rows "
+           "and {} counts",
+           ids.dim() == 2 ? ids.size(0) : -1, row_targets.size());
+  std::vector<double> ref_nll;
+  if (config.objective == Objective::dpo) {
+    const bool training = model.training();
+    model.eval();
+    {
+      const autograd::NoGradGuard no_grad;
+      const nn::AdaptersOff reference;
+      const LabelScope label("reference");
+      const Tensor nll = autograd::sequence_nll(model.forward(ids), targets);  // (2B)
+      ref_nll = nll.device().has_bytes() ? nll.to_vector<double>()
+                                         : std::vector<double>(row_targets.size(), 0.0);
+    }
+    model.train(training);
+  }
+  const Tensor nll = autograd::sequence_nll(model.forward(ids), targets);  // (2B)
+  const LabelScope label("loss");
+  return preference_loss(nll, ref_nll, row_targets, config, stats);
 }
 
 }  // namespace fitgrad::train

@@ -29,6 +29,7 @@
 #include <string_view>
 #include <vector>
 
+#include "nn/decoder.h"
 #include "tensor/tensor.h"
 
 namespace fitgrad::train {
@@ -56,8 +57,8 @@ struct PreferenceStats {
 };
 
 struct PreferenceTerms {
-  double loss = 0;            // the micro-batch's loss
-  std::vector<double> grad;   // (2B): d loss / d nll of each row
+  double loss = 0;           // the micro-batch's loss
+  std::vector<double> grad;  // (2B): d loss / d nll of each row
   PreferenceStats stats;
 };
 
@@ -71,5 +72,15 @@ PreferenceTerms preference_terms(const PreferenceConfig& config, std::span<const
 Tensor preference_loss(const Tensor& nll, const std::vector<double>& ref_nll,
                        const std::vector<int64_t>& counts, const PreferenceConfig& config,
                        PreferenceStats* stats);
+
+// Note [Preference steps]: one micro-batch of B pairs, ids and targets (2B, T) with the B
+// chosen answers' rows first, row_targets each row's trained targets. For DPO the reference
+// pass comes first: the model with its LoRA adapters off (nn::AdaptersOff), in eval mode and
+// without a gradient, so its logits are freed before the policy's forward saves anything.
+// Then the policy's logits, each answer's summed NLL (autograd::sequence_nll), and the loss.
+// DPO needs adapters to switch off (a full fine-tune's frozen copy is refused by the caller).
+Tensor preference_objective(nn::CausalLM& model, const Tensor& ids, const Tensor& targets,
+                            const std::vector<int64_t>& row_targets, const PreferenceConfig& config,
+                            PreferenceStats* stats);
 
 }  // namespace fitgrad::train

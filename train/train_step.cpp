@@ -7,6 +7,7 @@
 #include <cstring>
 #include <exception>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "autograd/autocast.h"
@@ -177,8 +178,11 @@ StepResult TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>
       {
         std::optional<autograd::SavedTensorHooksScope> hooks;
         if (offload) hooks.emplace(offload->hooks());
-        loss = model_.loss(batch.ids, batch.targets,
-                           batch.packed.segments.defined() ? &batch.packed : nullptr);
+        loss = options_.preference
+                   ? preference_objective(model_, batch.ids, batch.targets, batch.row_targets,
+                                          *options_.preference, &preference_stats_)
+                   : model_.loss(batch.ids, batch.targets,
+                                 batch.packed.segments.defined() ? &batch.packed : nullptr);
         if (offload) offload->end_forward();
       }
       {
@@ -237,6 +241,8 @@ StepResult TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>
   model_.zero_grad();
   return result;
 }
+
+PreferenceStats TrainStep::take_preference_stats() { return std::exchange(preference_stats_, {}); }
 
 StepLog TrainStep::take_log() {
   StepLog log;

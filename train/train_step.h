@@ -28,6 +28,7 @@
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "tensor/tensor.h"
+#include "train/preference_loss.h"
 
 namespace fitgrad::train {
 
@@ -39,6 +40,9 @@ struct MicroBatch {
   // Rows that pack several examples (nn/packed_rows.h), held until the backward is done;
   // segments undefined: one example a row.
   nn::PackedRows packed = {};
+  // Preference pairs (Note [Preference steps] in train/preference_loss.h): each row's
+  // trained targets, the B chosen answers' rows first.
+  std::vector<int64_t> row_targets = {};
 };
 
 struct TrainStepOptions {
@@ -80,6 +84,10 @@ struct TrainStepOptions {
   // With weight_by_targets under data parallelism: the ranks whose trained targets the step
   // counts together (the job's group). Null: this process's alone.
   dist::ProcessGroup* targets_group = nullptr;
+  // Each micro-batch's loss is this preference objective of its pairs (Note [Preference
+  // steps] in train/preference_loss.h), each micro-batch weighing 1 / accumulation (every
+  // micro-batch holds the same number of pairs). Null: the cross-entropy of its targets.
+  const PreferenceConfig* preference = nullptr;
 };
 
 // What one optimizer step did.
@@ -113,6 +121,8 @@ class TrainStep {
   // The mean micro-batch loss since the last call and the last step's gradient norm (Note
   // [Loss on the device]): one host read; all NaN on meta.
   StepLog take_log();
+  // The preference statistics of the micro-batches since the last call (none on meta).
+  PreferenceStats take_preference_stats();
 
  private:
   // The trained targets of every rank's micro-batches of this step (Note [Loss over trained
@@ -126,6 +136,7 @@ class TrainStep {
   std::vector<Tensor> params_;
   Tensor log_;  // (4) f32 on the loss's device: the loss sum, unused, the norm^2 (a double)
   int64_t losses_ = 0;
+  PreferenceStats preference_stats_;
   bool clipped_ = false;  // the last step wrote its norm into log_
   // While the last micro-batch's backward steps the optimizer (Note [Optimizer in
   // backward]): the optimizer, which the parameters' hooks read; else null.

@@ -115,6 +115,24 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
                  "none (one padded example a row); auto: bfd, or none for plain text records")
       ->check(CLI::IsMember({"auto", "bfd", "wrapped", "none"}))
       ->capture_default_str();
+  cmd.add_option("--objective", a.objective,
+                 "What the run learns: sft (the cross-entropy of the trained tokens), dpo or "
+                 "orpo (preference pairs: prompt, chosen, rejected)")
+      ->check(CLI::IsMember({"sft", "dpo", "orpo"}))
+      ->capture_default_str();
+  cmd.add_option("--beta", a.beta,
+                 "DPO's beta (the strength of the reference's pull); ORPO's lambda (the weight "
+                 "of the odds-ratio term)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd.add_option("--loss_type", a.loss_type, "DPO's loss: sigmoid, hinge or ipo")
+      ->check(CLI::IsMember({"sigmoid", "hinge", "ipo"}))
+      ->capture_default_str();
+  cmd.add_option("--label_smoothing", a.label_smoothing,
+                 "DPO sigmoid: the assumed share of pairs whose preference is flipped "
+                 "(conservative DPO), in [0, 0.5)")
+      ->check(CLI::Range(0.0, 0.4999999))
+      ->capture_default_str();
   cmd.add_flag("--group_by_length", a.group_by_length,
                "With --packing none: batch examples of similar lengths together (as transformers' "
                "LengthGroupedSampler) and cut each batch to its longest example");

@@ -25,11 +25,16 @@ std::optional<std::pair<double, int64_t>> evaluate(TrainRun& r) {
   r.lm.model->eval();  // no dropout; the next training step switches back
   autograd::AutocastGuard autocast(compute_dtype(a));
   const int64_t tokens = r.eval_batches * r.eval_batch * a.seq_len;
+  // A preference run scores its held-out pairs with its objective (Note [Preference steps]).
+  const auto loss_of = [&](const train::MicroBatch& b) {
+    if (r.preference)
+      return train::preference_objective(*r.lm.model, b.ids, b.targets, b.row_targets,
+                                         *r.preference, &r.eval_preference);
+    return r.lm.model->loss(b.ids, b.targets, r.packed ? &b.packed : nullptr);
+  };
   if (r.dry_run) {
-    for (int64_t i = 0; i < r.eval_batches; ++i) {
-      const train::MicroBatch b = r.meta_batch(r.eval_batch, "data.validation", r.packed);
-      r.lm.model->loss(b.ids, b.targets, r.packed ? &b.packed : nullptr);
-    }
+    for (int64_t i = 0; i < r.eval_batches; ++i)
+      loss_of(r.meta_batch(r.eval_batch, "data.validation", r.packed));
     return std::pair{NAN, tokens};
   }
   data::LoaderOptions lopt;
@@ -37,15 +42,17 @@ std::optional<std::pair<double, int64_t>> evaluate(TrainRun& r) {
   lopt.seq_len = a.seq_len;
   lopt.order = data::DataOrder::sequential;
   lopt.device = r.device;
+  lopt.pairs = r.preference.has_value();
   data::Loader val(r.val_data.tokens, lopt, "validation", r.val_data.trained, r.val_data.positions);
-  // With trained flags, the mean over the trained targets (Note [Loss over trained targets]).
-  const bool weighted = !r.val_data.trained.empty();
+  // With trained flags, the mean over the trained targets (Note [Loss over trained targets]);
+  // a preference objective's loss is a mean over pairs, each batch of the same number.
+  const bool weighted = !r.val_data.trained.empty() && !r.preference;
   double sum = 0;
   int64_t targets = 0;
   for (int64_t i = 0; i < r.eval_batches; ++i) {
     if (interrupt_received()) return std::nullopt;
     const train::MicroBatch b = micro_batch(val.next());
-    const double loss = r.lm.model->loss(b.ids, b.targets, r.packed ? &b.packed : nullptr).item();
+    const double loss = loss_of(b).item();
     sum += weighted ? loss * double(b.trained_targets) : loss;
     targets += b.trained_targets;
   }

@@ -31,7 +31,8 @@ train::MicroBatch micro_batch(data::Batch&& b) {
   return {std::move(b.ids),
           std::move(b.targets),
           b.trained_targets,
-          {std::move(b.segments), {std::move(b.positions), b.longest_example}}};
+          {std::move(b.segments), {std::move(b.positions), b.longest_example}},
+          std::move(b.row_targets)};
 }
 
 train::MicroBatch TrainRun::next_batch() {
@@ -41,11 +42,14 @@ train::MicroBatch TrainRun::next_batch() {
 
 train::MicroBatch TrainRun::meta_batch(int64_t batch, const char* label, bool packed_rows) const {
   const MemoryContextScope scope({Category::data, intern_label(label)});
-  const Shape shape{batch, a.seq_len};
-  train::MicroBatch b{Tensor::empty(shape, DType::i64, device),
-                      Tensor::empty(shape, DType::i64, device),
-                      batch * a.seq_len,
-                      {}};
+  const int64_t rows = preference ? 2 * batch : batch;  // Note [Preference batches]
+  const Shape shape{rows, a.seq_len};
+  train::MicroBatch b{
+      Tensor::empty(shape, DType::i64, device),
+      Tensor::empty(shape, DType::i64, device),
+      rows * a.seq_len,
+      {},
+      preference ? std::vector<int64_t>(size_t(rows), a.seq_len) : std::vector<int64_t>()};
   if (packed_rows) {  // as the loader builds them (Note [Packed batches] in data/loader.cpp)
     b.packed.positions = {Tensor::empty(shape, DType::i32, device), a.seq_len};
     b.packed.segments = Tensor::empty({2, batch, a.seq_len}, DType::i32, device);

@@ -111,6 +111,9 @@ struct TrainRun {
   };
   Split train_data, val_data;
   bool packed = false;  // the rows pack several examples (--packing bfd or wrapped)
+  // --objective dpo or orpo (train/preference_loss.h); the last evaluation's statistics.
+  std::optional<train::PreferenceConfig> preference;
+  train::PreferenceStats eval_preference;
   std::vector<EvalPrompt> eval_prompts;              // --eval_prompts
   std::unique_ptr<data::Loader> loader;              // not in a dry run
   std::unique_ptr<optim::OptimizerOffload> offload;  // --offload_optimizer: the host masters

@@ -222,6 +222,7 @@ void setup_data(TrainRun& r) {
     lopt.rank = r.group->rank();
     lopt.world_size = r.group->size();
   }
+  lopt.pairs = r.sft && r.sft->pairs;  // Note [Preference batches] in data/loader.h
   if (r.sft)
     FG_CHECK(r.sft->train.rows >= lopt.batch_size * lopt.world_size,
              "[train] the training split fills {} rows, fewer than a batch of {}{}; lower "
@@ -238,7 +239,7 @@ void setup_data(TrainRun& r) {
   if (a.group_by_length) {
     // What grouping saves: the positions the first epoch's batches compute, against rows of
     // --seq_len (a dry run plans those).
-    const int64_t padded = r.batches_per_epoch * lopt.batch_size * a.seq_len;
+    const int64_t padded = r.batches_per_epoch * lopt.batch_size * (lopt.pairs ? 2 : 1) * a.seq_len;
     const int64_t computed = r.dry_run ? padded : r.loader->epoch_positions(0);
     r.sft->summary += fmt::format(
         "\n--group_by_length: the first epoch's batches compute {} positions, {:.1f}% of the {} "
@@ -248,7 +249,7 @@ void setup_data(TrainRun& r) {
   }
 
   const int64_t val_windows =
-      data::Loader::windows_in(int64_t(r.val_data.tokens.size()), a.seq_len);
+      data::Loader::windows_in(int64_t(r.val_data.tokens.size()), a.seq_len, lopt.pairs);
   FG_CHECK(val_windows > 0 || !r.sft || a.eval_data.empty(),
            "[train] no example of --eval_data {} keeps a trained token within --seq_len {}",
            a.eval_data, a.seq_len);
@@ -398,6 +399,20 @@ void setup_run(TrainRun& r) {
   // checkpoints hold only the adapter (Note [LoRA runs]).
   r.lm = load_model(a.model, a.resume_from_checkpoint.empty() || r.lora ? a.init : "", build);
   nn::CausalLM& model = *r.lm.model;
+  if (a.objective != "sft") {  // Note [Preference steps] in train/preference_loss.h
+    FG_CHECK(a.objective != "dpo" || r.lora,
+             "[train] --objective dpo needs a reference model: with --lora_r N (and --quantize "
+             "nf4 for QLoRA) it is the base with the adapter off, at no cost in memory; a full "
+             "fine-tune's frozen copy is not made yet. Add --lora_r, or use --objective orpo, "
+             "which needs no reference");
+    FG_CHECK(!a.fused_head_loss,
+             "[train] --fused_head_loss computes a mean cross-entropy without the logits; "
+             "--objective {} needs each answer's log-probability: leave it out",
+             a.objective);
+    r.preference =
+        train::PreferenceConfig{train::parse_objective(a.objective),
+                                train::parse_dpo_loss(a.loss_type), a.beta, a.label_smoothing};
+  }
   if (targets) {
     nn::check_targets_found(*targets);
     const int64_t trainable = nn::mark_only_lora_as_trainable(model);
@@ -445,7 +460,7 @@ void setup_run(TrainRun& r) {
     r.eval_batch = a.per_device_eval_batch_size;
     r.eval_batches = a.eval_max_batches > 0 ? a.eval_max_batches : 1;
     // It plans the packed batches that instruction data with --packing bfd or wrapped gives.
-    r.packed = a.packing == "bfd" || a.packing == "wrapped";
+    r.packed = !r.preference && (a.packing == "bfd" || a.packing == "wrapped");
   }
   r.total = a.max_steps > 0
                 ? a.max_steps
@@ -495,8 +510,9 @@ void setup_run(TrainRun& r) {
                               .offload_activations = a.offload_activations,
                               .ddp = r.ddp.get(),
                               .zero = r.zero.get(),
-                              .weight_by_targets = r.sft.has_value(),
-                              .targets_group = r.sft ? r.group.get() : nullptr});
+                              .weight_by_targets = r.sft && !r.preference,
+                              .targets_group = r.sft ? r.group.get() : nullptr,
+                              .preference = r.preference ? &*r.preference : nullptr});
 
   std::vector<nlohmann::json> history;
   if (!r.resume_dir.empty()) {

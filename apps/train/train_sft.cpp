@@ -56,10 +56,10 @@ std::string encoding_fingerprint(const TrainArgs& a, const LoadedModel& lm, bool
           : fmt::format("{:016x}", io::file_content_hash(a.chat_template, "[train]"));
   std::string fp = fmt::format(
       "fitgrad sft cache\ntokenizer {} {}\nvocab {} bos {} eos {}\ntemplate {:016x}\n"
-      "train_on {} add_bos {} format {} text_field {} skip_bad {}\n",
+      "train_on {} add_bos {} format {} text_field {} skip_bad {} pairs {}\n",
       lm.tokenizer_id.size(), lm.tokenizer_id, tok.vocab_size(), tok.bos().value_or(-1),
       tok.eos().value_or(-1), io::content_hash(chat), a.train_on, add_bos, a.dataset_format,
-      a.dataset_text_field, a.skip_bad_examples);
+      a.dataset_text_field, a.skip_bad_examples, a.objective != "sft");
   for (const std::string& source : {a.data, a.eval_data})
     if (!source.empty())
       for (const std::string& f : record_files(source))
@@ -84,6 +84,14 @@ std::string encoding_fingerprint(const TrainArgs& a, const LoadedModel& lm, bool
 // dropped and reported. The loss is the mean over the trained targets of the whole accumulated
 // batch (Note [Loss over trained targets] in train/train_step.cpp). The encodings are cached beside
 // the data (Note [Encoded examples in the token cache] in data/sft_cache.cpp).
+//
+// Note [Preference runs]
+// With --objective dpo or orpo every record is a preference pair (data/sft_formats.h), and
+// each answer is encoded as a prompt_completion example of its prompt, the answer trained, as
+// TRL's DPOTrainer tokenizes the prompt and prompt + answer. The split counts pairs; the
+// layout is data::layout_pairs (an answer a row, padded), and the loader batches B pairs as
+// 2B rows (Note [Preference batches] in data/loader.h). A pair whose answer has no target
+// within --seq_len is dropped whole and reported.
 SftData load_sft_data(const TrainArgs& a, const LoadedModel& lm, std::ostream& err,
                       const std::string& cache_dir) {
   FG_CHECK(lm.tokenizer, "[train] instruction data needs a tokenizer; {} has none", a.model);
@@ -108,10 +116,20 @@ SftData load_sft_data(const TrainArgs& a, const LoadedModel& lm, std::ostream& e
   }
   std::map<std::string, int64_t> formats;
   bool conversational = false, all_text = true;
+  // Preference objectives train on pairs (Note [Preference runs]), nothing else on pairs.
+  const bool pairs = a.objective != "sft";
   for (const data::SftExample& e : examples) {
     ++formats[std::string(data::sft_format_name(e.format))];
     conversational |= e.conversational();
     all_text &= e.format == data::SftFormat::text;
+    FG_CHECK(!pairs || e.format == data::SftFormat::preference,
+             "[train] --objective {} trains on preference records (prompt, chosen, rejected); {} "
+             "is a {} record",
+             a.objective, e.where, data::sft_format_name(e.format));
+    FG_CHECK(pairs || e.format != data::SftFormat::preference,
+             "[train] {} is a preference record (prompt, chosen, rejected): train on it with "
+             "--objective dpo or orpo",
+             e.where);
   }
   std::optional<data::ChatTemplate> chat;
   if (conversational) chat = model_chat_template(lm, a.chat_template, a.model, "train");
@@ -138,27 +156,53 @@ SftData load_sft_data(const TrainArgs& a, const LoadedModel& lm, std::ostream& e
                                                           a.eval_data + '\0' + lm.tokenizer_id)))
           .string();
   std::optional<std::vector<data::SftTokens>> encoded =
-      data::read_sft_cache(cache, fingerprint, examples.size());
+      data::read_sft_cache(cache, fingerprint, examples.size() * (pairs ? 2 : 1));
   const bool cached = encoded.has_value();
   if (!cached) {
     encoded.emplace();
-    for (const data::SftExample& e : examples) encoded->push_back(encoder.encode(e));
+    for (const data::SftExample& e : examples) {
+      if (!pairs) {
+        encoded->push_back(encoder.encode(e));
+        continue;
+      }
+      const auto [chosen, rejected] = data::preference_answers(e);
+      encoded->push_back(encoder.encode(chosen));
+      encoded->push_back(encoder.encode(rejected));
+    }
     std::error_code ec;
     fs::create_directories(cache_dir, ec);
     FG_CHECK(!ec, "[train] cannot create the cache folder {}: {}", cache_dir, ec.message());
     data::write_sft_cache(cache, fingerprint, *encoded, "[train " + cache + "]");
   }
-  const std::vector<data::SftTokens> train(encoded->begin(), encoded->begin() + (n - n_val));
-  const std::vector<data::SftTokens> val(encoded->begin() + (n - n_val), encoded->end());
-  d.train = data::layout_examples(train, a.seq_len, pad, d.packing);
-  d.val = data::layout_examples(val, a.seq_len, pad, d.packing);
+  const size_t n_train = size_t(n - n_val);
+  d.pairs = pairs;
+  if (pairs) {
+    FG_CHECK(a.packing == "auto" || a.packing == "none",
+             "[train] --objective {} lays out each answer in a row of its own: --packing {} does "
+             "not apply to preference pairs; leave it out",
+             a.objective, a.packing);
+    d.packing = data::Packing::none;
+    std::vector<data::SftTokens> chosen[2], rejected[2];
+    for (size_t i = 0; i < size_t(n); ++i) {
+      chosen[i < n_train ? 0 : 1].push_back((*encoded)[2 * i]);
+      rejected[i < n_train ? 0 : 1].push_back((*encoded)[2 * i + 1]);
+    }
+    d.train = data::layout_pairs(chosen[0], rejected[0], a.seq_len, pad);
+    d.val = data::layout_pairs(chosen[1], rejected[1], a.seq_len, pad);
+  } else {
+    const std::vector<data::SftTokens> train(encoded->begin(),
+                                             encoded->begin() + ptrdiff_t(n_train));
+    const std::vector<data::SftTokens> val(encoded->begin() + ptrdiff_t(n_train), encoded->end());
+    d.train = data::layout_examples(train, a.seq_len, pad, d.packing);
+    d.val = data::layout_examples(val, a.seq_len, pad, d.packing);
+  }
   std::vector<std::string> dropped;
   for (const size_t i : d.train.dropped) dropped.push_back(examples[i].where);
-  for (const size_t i : d.val.dropped) dropped.push_back(examples[train.size() + i].where);
+  for (const size_t i : d.val.dropped) dropped.push_back(examples[n_train + i].where);
   if (!dropped.empty())
     err << fmt::format(
-        "warning: {} examples have no trained token within --seq_len {} and are left out: {}{}\n",
-        dropped.size(), a.seq_len,
+        "warning: {} {} have no trained token within --seq_len {} and are left out: {}{}\n",
+        dropped.size(), pairs ? "pairs (an answer)" : "examples", a.seq_len,
         fmt::join(dropped.begin(),
                   dropped.begin() + std::ptrdiff_t(std::min<size_t>(5, dropped.size())), "; "),
         dropped.size() > 5 ? "; ..." : "");
@@ -178,7 +222,7 @@ SftData load_sft_data(const TrainArgs& a, const LoadedModel& lm, std::ostream& e
       "data: {} -> {} examples ({}; {} train, {} validation; {} cut to --seq_len {}, {} left "
       "without a target), {} tokens of which {} trained ({:.1f}%), --train_on {}{}, tokenizer {}, "
       "encodings {} {}\n"
-      "packing: {}: {} training examples in {} rows of {}; of the computed tokens {:.1f}% are "
+      "packing: {}: {} training {} in {} rows of {}; of the computed tokens {:.1f}% are "
       "the examples' and {:.1f}% trained",
       a.data, n, kinds, d.train.examples, d.val.examples, d.train.truncated + d.val.truncated,
       a.seq_len, dropped.size(), d.train.real_tokens + d.val.real_tokens,
@@ -186,8 +230,10 @@ SftData load_sft_data(const TrainArgs& a, const LoadedModel& lm, std::ostream& e
       chat ? fmt::format(", chat template of {}",
                          a.chat_template.empty() ? a.model : a.chat_template)
            : std::string(),
-      lm.tokenizer_id, cached ? "read from" : "cached in", cache, data::packing_name(d.packing),
-      d.train.examples, d.train.rows, a.seq_len, 100.0 * double(d.train.real_tokens) / computed,
+      lm.tokenizer_id, cached ? "read from" : "cached in", cache,
+      pairs ? "pairs, an answer a row" : data::packing_name(d.packing), d.train.examples,
+      pairs ? "pairs" : "examples", d.train.rows, a.seq_len,
+      100.0 * double(d.train.real_tokens) / computed,
       100.0 * double(d.train.trained_tokens) / computed);
   return d;
 }

@@ -17,6 +17,7 @@ namespace fitgrad::apps {
 struct SftData {
   data::SftStream train, val;  // the validation split: the last examples, by --val_fraction
   data::Packing packing = data::Packing::none;
+  bool pairs = false;   // preference pairs (--objective dpo, orpo): two rows each
   std::string summary;  // the run's data lines
 };
 

@@ -40,8 +40,27 @@ struct Interval {
 // from the device, Note [Loss on the device]) into metrics.jsonl, after the device's error
 // flags (Note [Device error flags] in cuda/error_flags.h); returns the loss (NaN in a dry
 // run).
+// TRL's logged preference statistics (DPOTrainer, ORPOTrainer): means over the pairs, and
+// ORPO's terms over its micro-batches; `prefix` is "" or "eval_".
+void add_preference_metrics(json& rec, const train::PreferenceStats& st, const std::string& prefix,
+                            train::Objective objective) {
+  if (st.pairs == 0) return;
+  const auto pairs = double(st.pairs);
+  rec[prefix + "rewards/chosen"] = st.reward_chosen / pairs;
+  rec[prefix + "rewards/rejected"] = st.reward_rejected / pairs;
+  rec[prefix + "rewards/accuracies"] = st.accuracy / pairs;
+  rec[prefix + "rewards/margins"] = st.margin / pairs;
+  rec[prefix + "logps/chosen"] = st.logps_chosen / pairs;
+  rec[prefix + "logps/rejected"] = st.logps_rejected / pairs;
+  if (objective != train::Objective::orpo) return;
+  rec[prefix + "nll_loss"] = st.nll / double(std::max<int64_t>(1, st.micro_batches));
+  rec[prefix + "log_odds_ratio"] = st.log_odds_ratio / pairs;
+  rec[prefix + "log_odds_chosen"] = st.log_odds_chosen / pairs;
+}
+
 double log_interval(TrainRun& r, Interval& interval) {
   const train::StepLog log = r.step_fn->take_log();
+  const train::PreferenceStats preference = r.step_fn->take_preference_stats();
   interval.seconds = seconds_since(interval.start);
   check_device_errors(r.device);
   // Note [Data-parallel runs]: the global batch's loss, the mean of the ranks'.
@@ -63,6 +82,8 @@ double log_interval(TrainRun& r, Interval& interval) {
     rec["loss_scale"] = r.scaler->scale();
     rec["skipped_steps"] = r.skipped_steps;  // so far, in the whole run
   }
+  // Under data parallelism, rank 0's pairs (Note [Data-parallel runs]).
+  if (r.preference) add_preference_metrics(rec, preference, "", r.preference->objective);
   r.metrics->append(rec);
   return loss;
 }
@@ -79,8 +100,13 @@ void run_evaluation(TrainRun& r) {
     return;
   }
   if (!r.metrics) return;  // Note [Data-parallel runs]: rank 0 writes
-  r.metrics->append(
-      json{{"step", r.step}, {"eval_loss", eval_loss}, {"eval_perplexity", std::exp(eval_loss)}});
+  json rec{{"step", r.step}, {"eval_loss", eval_loss}};
+  if (r.preference)
+    add_preference_metrics(rec, std::exchange(r.eval_preference, {}), "eval_",
+                           r.preference->objective);
+  else
+    rec["eval_perplexity"] = std::exp(eval_loss);
+  r.metrics->append(rec);
   r.progress.message(fmt::format("step {}: validation loss {:.4f}, perplexity {:.2f} ({} tokens)",
                                  r.step, eval_loss, std::exp(eval_loss), tokens));
   if (!r.eval_prompts.empty()) {  // Note [Prompts at evaluation] in eval_prompts.cpp

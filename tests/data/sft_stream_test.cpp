@@ -192,7 +192,7 @@ TEST(SftStream, PairsAreRowsTwoByTwoAndBatchesPutTheChosenFirst) {
   EXPECT_EQ(s.dropped, std::vector<size_t>{1});  // pair 1's chosen answer trains nothing
   EXPECT_EQ(s.examples, 3);
   EXPECT_EQ(s.rows, 6);
-  EXPECT_EQ(s.lengths, (std::vector<int32_t>{3, 2, 4, 3, 2, 4}));
+  EXPECT_EQ(s.lengths, (std::vector<int32_t>{3, 4, 4}));
   EXPECT_EQ(s.tokens, (std::vector<int32_t>{10, 11, 12, p,  50, 51, p, p,  30, 31, 32, 33, 70,
                                             71, 72, p,  40, 41, p,  p, 80, 81, 82, 83, p}));
   LoaderOptions o;
@@ -212,12 +212,18 @@ TEST(SftStream, PairsAreRowsTwoByTwoAndBatchesPutTheChosenFirst) {
   EXPECT_EQ(b.targets.to_vector<int64_t>(),
             (std::vector<int64_t>{11, 12, x, x, x, 32, 33, x, 51, x, x, x, 71, 72, x, x}));
   EXPECT_EQ(b.trained_targets, 2 + 2 + 1 + 2);
-  // With each pair's length (the longer answer) the batch is cut to its longest pair.
-  const std::vector<int32_t> pair_lengths = {3, 4, 4};
-  Loader cut(s.tokens, o, "train", s.trained, {}, pair_lengths);
-  const Batch c = cut.next();
-  EXPECT_EQ(c.ids.shape(), (Shape{4, 4}));
-  EXPECT_EQ(cut.epoch_positions(0), 16);
+  // Grouped by the pairs' lengths (the longer answer): one megabatch of 2 pairs, the longer
+  // first (pair 1 of the stream, 4 tokens, then pair 0, 3), as LengthGroupedSampler orders.
+  Loader grouped(s.tokens, o, "train", s.trained, {}, s.lengths);
+  const Batch c = grouped.next();
+  EXPECT_EQ(c.ids.to_vector<int64_t>(),
+            (std::vector<int64_t>{30, 31, 32, 33, 10, 11, 12, p, 70, 71, 72, p, 50, 51, p, p}));
+  EXPECT_EQ(c.row_targets, (std::vector<int64_t>{2, 2, 2, 1}));
+  EXPECT_EQ(grouped.epoch_positions(0), 16);
+  // Cut to their longest: pair 0 alone in a batch of one is 3 tokens long.
+  o.batch_size = 1;
+  Loader one(s.tokens, o, "train", s.trained, {}, s.lengths);
+  EXPECT_EQ(one.epoch_positions(0), 2 * 4 + 2 * 4 + 2 * 3);
 }
 
 // The encodings' cache (data/sft_cache.h) gives back what was written, ids and trained flags,

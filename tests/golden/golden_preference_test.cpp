@@ -1,0 +1,138 @@
+// Preference steps (train/preference_loss.h, Note [Preference steps]) on a real model against
+// transformers + PEFT (tests/golden/preference/model_steps.gtb, gen_preference_model_golden.py):
+// the tiny Llama of tests/golden/peft_tiny with its adapter (random lora_B, so the policy is not
+// the reference), a batch of two pairs, and through train::TrainStep the loss and the gradient
+// of every LoRA factor for DPO's sigmoid (also with label smoothing and in two accumulated
+// micro-batches), hinge and IPO losses and ORPO. The DPO reference is the model with its
+// adapter off (nn::AdaptersOff), as PEFT's disable_adapter().
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "apps/model_source.h"
+#include "autograd/grad_mode.h"
+#include "nn/lora.h"
+#include "nn/lora_adapter.h"
+#include "nn/target_modules.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+#include "tests/golden/golden_compare.h"
+#include "train/train_step.h"
+
+namespace fitgrad {
+namespace {
+
+using testing::golden_path;
+using testing::GoldenFile;
+
+const GoldenFile& golden() {
+  static const GoldenFile f(golden_path("preference/model_steps.gtb"));
+  return f;
+}
+
+// An optimizer that keeps each gradient it is given and changes nothing.
+class Recorder final : public optim::Optimizer {
+ public:
+  explicit Recorder(std::vector<optim::ParamGroup> groups)
+      : Optimizer(std::move(groups), 0.0, "recorder",
+                  [](const std::string&, const Tensor&) { return std::vector<optim::StateSpec>{}; }) {}
+  std::string name() const override { return "recorder"; }
+  std::map<std::string, Tensor> grads;
+
+ protected:
+  void update(size_t, const optim::ParamGroup&, const std::string& name, const Tensor&,
+              const Tensor& grad) override {
+    grads[name] = grad.clone();
+  }
+};
+
+std::unique_ptr<nn::CausalLM> adapted_model() {
+  const std::string adapter = golden_path("peft_tiny/adapter");
+  const nn::AdapterConfig c = nn::read_adapter_config(adapter);
+  const auto targets =
+      std::make_shared<nn::TargetModules>(nn::TargetModules::parse(c.target_modules));
+  nn::BuildOptions o;
+  o.linear_factory = nn::targeted_factory(targets, nn::lora_factory(c.lora));
+  std::unique_ptr<nn::CausalLM> model =
+      apps::load_model(golden_path("peft_tiny/base"), "", o).model;
+  nn::load_lora_adapter(*model, adapter);
+  nn::mark_only_lora_as_trainable(*model);
+  return model;
+}
+
+// Rows `rows` of the golden batch as a micro-batch of pairs.
+train::MicroBatch micro_batch(const std::vector<int64_t>& rows) {
+  const Tensor ids = golden().tensor("ids"), targets = golden().tensor("targets");
+  const int64_t T = ids.size(1);
+  std::vector<int64_t> id_rows, target_rows, counts;
+  const std::vector<int64_t> all_ids = ids.to_vector<int64_t>(),
+                             all_targets = targets.to_vector<int64_t>();
+  int64_t trained = 0;
+  for (const int64_t r : rows) {
+    id_rows.insert(id_rows.end(), all_ids.begin() + r * T, all_ids.begin() + (r + 1) * T);
+    target_rows.insert(target_rows.end(), all_targets.begin() + r * T,
+                       all_targets.begin() + (r + 1) * T);
+    counts.push_back(std::count_if(all_targets.begin() + r * T, all_targets.begin() + (r + 1) * T,
+                                   [](int64_t x) { return x != -100; }));
+    trained += counts.back();
+  }
+  const auto n = int64_t(rows.size());
+  return {Tensor::from_vector(id_rows, {n, T}, DType::i64),
+          Tensor::from_vector(target_rows, {n, T}, DType::i64),
+          trained,
+          {},
+          counts};
+}
+
+TEST(GoldenPreference, StepsEqualTransformersAndPeft) {
+  const nlohmann::json& cases = golden().meta().at("cases");
+  ASSERT_EQ(cases.size(), 6u);
+  const auto model = adapted_model();
+  for (const auto& [name, c] : cases.items()) {
+    SCOPED_TRACE(name);
+    const train::PreferenceConfig cfg{train::parse_objective(c.at("objective").get<std::string>()),
+                                      train::parse_dpo_loss(c.at("loss_type").get<std::string>()),
+                                      c.at("beta").get<double>(),
+                                      c.at("label_smoothing").get<double>()};
+    const bool accum = name.ends_with("_accum");
+    Recorder recorder({{model->trainable_parameters(), 0.0}});
+    const optim::LrSchedule schedule = optim::make_lr_schedule("constant", 0.0, 0, 1);
+    train::TrainStep step(*model, recorder, schedule,
+                          {.gradient_accumulation_steps = accum ? 2 : 1, .preference = &cfg});
+    step.run(0, [&](int64_t m) {
+      return micro_batch(accum ? (m == 0 ? std::vector<int64_t>{0, 2} : std::vector<int64_t>{1, 3})
+                               : std::vector<int64_t>{0, 1, 2, 3});
+    });
+    const double loss = step.take_log().mean_loss;
+    const double want = c.at("loss").get<double>();
+    EXPECT_NEAR(loss, want, 1e-5 * std::max(1.0, std::fabs(want)));
+    const train::PreferenceStats stats = step.take_preference_stats();
+    EXPECT_EQ(stats.pairs, 2);
+    ASSERT_EQ(recorder.grads.size(), 28u);
+    for (const auto& [param, grad] : recorder.grads)
+      testing::expect_matches_golden(golden(), name + " " + param, grad,
+                                     name + ".grad." + param);
+  }
+}
+
+// With the adapter off the model is its base: the DPO reference of a fresh adapter (lora_B
+// zero) is the policy itself, and of this adapter it is not.
+TEST(GoldenPreference, AdaptersOffGiveTheBase) {
+  const auto model = adapted_model();
+  const auto base = apps::load_model(golden_path("peft_tiny/base"), "", {}).model;
+  const Tensor ids = golden().tensor("ids");
+  autograd::NoGradGuard no_grad;
+  const std::vector<float> want = base->forward(ids).to_vector<float>();
+  std::vector<float> off, on = model->forward(ids).to_vector<float>();
+  {
+    const nn::AdaptersOff reference;
+    EXPECT_TRUE(nn::AdaptersOff::active());
+    off = model->forward(ids).to_vector<float>();
+  }
+  EXPECT_FALSE(nn::AdaptersOff::active());
+  EXPECT_EQ(off, want);
+  EXPECT_NE(on, want);
+}
+
+}  // namespace
+}  // namespace fitgrad
