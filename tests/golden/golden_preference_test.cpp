@@ -34,8 +34,9 @@ const GoldenFile& golden() {
 class Recorder final : public optim::Optimizer {
  public:
   explicit Recorder(std::vector<optim::ParamGroup> groups)
-      : Optimizer(std::move(groups), 0.0, "recorder",
-                  [](const std::string&, const Tensor&) { return std::vector<optim::StateSpec>{}; }) {}
+      : Optimizer(std::move(groups), 0.0, "recorder", [](const std::string&, const Tensor&) {
+          return std::vector<optim::StateSpec>{};
+        }) {}
   std::string name() const override { return "recorder"; }
   std::map<std::string, Tensor> grads;
 
@@ -110,8 +111,7 @@ TEST(GoldenPreference, StepsEqualTransformersAndPeft) {
     EXPECT_EQ(stats.pairs, 2);
     ASSERT_EQ(recorder.grads.size(), 28u);
     for (const auto& [param, grad] : recorder.grads)
-      testing::expect_matches_golden(golden(), name + " " + param, grad,
-                                     name + ".grad." + param);
+      testing::expect_matches_golden(golden(), name + " " + param, grad, name + ".grad." + param);
   }
 }
 

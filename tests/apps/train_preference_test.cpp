@@ -1,0 +1,160 @@
+// `fitgrad train --objective dpo|orpo` on preference pairs (Note [Preference runs] in
+// apps/train/train_sft.cpp) with the tiny model folder of tests/apps/sft_model_folder.h: a fresh
+// LoRA adapter leaves the policy equal to its reference, so the first DPO step's loss is
+// log 2 with zero rewards; training raises the margin; ORPO trains without a reference; the
+// dry run allocates as the real run; and the combinations that cannot work are refused by name.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "apps/train/train_args.h"
+#include "tensor/error.h"
+#include "tests/apps/memory_trace.h"
+#include "tests/apps/sft_model_folder.h"
+#include "tests/apps/train_fixture.h"
+
+namespace fitgrad::apps::test_train {
+namespace {
+
+class TrainPreference : public TrainFixture {
+ protected:
+  // 12 pairs: plain strings and conversations, the chosen answer a sentence of the prompt's
+  // book, the rejected one its words reversed.
+  std::string pairs() {
+    const fs::path path = root_ / "pairs.jsonl";
+    std::ofstream f(path);
+    const std::vector<std::string> lines = {
+        "It is a truth universally acknowledged", "that a single man in possession",
+        "of a good fortune must be in want", "of a wife. However little known the",
+        "feelings or views of such a man", "may be on his first entering a neighbourhood"};
+    for (size_t i = 0; i < 12; ++i) {
+      const std::string& s = lines[i % lines.size()];
+      std::string reversed;
+      std::istringstream words(s);
+      std::vector<std::string> w;
+      for (std::string x; words >> x;) w.push_back(x);
+      for (size_t k = w.size(); k-- > 0;) reversed += (reversed.empty() ? "" : " ") + w[k];
+      nlohmann::json rec;
+      if (i % 2 == 0) {
+        rec = {{"prompt", "Quote the book:"}, {"chosen", " " + s}, {"rejected", " " + reversed}};
+      } else {
+        rec = {{"prompt", {{{"role", "user"}, {"content", "Quote the book."}}}},
+               {"chosen", {{{"role", "assistant"}, {"content", s}}}},
+               {"rejected", {{{"role", "assistant"}, {"content", reversed}}}}};
+      }
+      f << rec.dump() << "\n";
+    }
+    return path.string();
+  }
+
+  TrainArgs preference_args(const std::string& out, const std::string& objective) {
+    TrainArgs a = args(pairs(), out);
+    a.model = fitgrad::testing::write_sft_model_folder(root_ / "model");
+    a.objective = objective;
+    a.lora_r = 4;
+    a.lora_alpha = 8;
+    a.seq_len = 256;
+    a.per_device_train_batch_size = 2;
+    a.per_device_eval_batch_size = 2;
+    a.val_fraction = 0.25;  // 3 pairs
+    a.max_steps = 8;
+    a.eval_steps = 8;
+    a.save_steps = 0;
+    return a;
+  }
+};
+
+TEST_F(TrainPreference, DpoStartsAtLogTwoAndLearnsThePreference) {
+  TrainArgs a = preference_args("dpo", "dpo");
+  a.learning_rate = 5e-3;
+  std::ostringstream out, err;
+  ASSERT_EQ(run_train(a, out, err), 0) << err.str();
+  EXPECT_NE(out.str().find("12 examples (12 preference; 9 train, 3 validation"), std::string::npos)
+      << out.str();
+  EXPECT_NE(out.str().find("9 training pairs in 18 rows of 256"), std::string::npos) << out.str();
+  std::vector<nlohmann::json> steps, evals;
+  for (const nlohmann::json& r : metrics(a.output_dir))
+    (r.contains("loss") ? steps : evals).push_back(r);
+  ASSERT_EQ(steps.size(), 8u);
+  // A fresh adapter (lora_B = 0): the policy is its reference, d = 0, -log sigmoid(0) = log 2.
+  EXPECT_NEAR(steps[0].at("loss").get<double>(), std::log(2.0), 1e-6);
+  EXPECT_EQ(steps[0].at("rewards/chosen").get<double>(), 0.0);
+  EXPECT_EQ(steps[0].at("rewards/margins").get<double>(), 0.0);
+  EXPECT_EQ(steps[0].at("rewards/accuracies").get<double>(), 0.0);
+  EXPECT_LT(steps[0].at("logps/chosen").get<double>(), 0.0);
+  EXPECT_GT(steps.back().at("rewards/margins").get<double>(), 0.0);
+  EXPECT_LT(steps.back().at("loss").get<double>(), std::log(2.0));
+  ASSERT_EQ(evals.size(), 1u);
+  EXPECT_TRUE(evals[0].contains("eval_rewards/accuracies")) << evals[0].dump();
+  EXPECT_FALSE(evals[0].contains("eval_perplexity"));
+}
+
+TEST_F(TrainPreference, OrpoTrainsWithoutAReferenceAndLogsItsTerms) {
+  TrainArgs a = preference_args("orpo", "orpo");
+  a.lora_r = 0;  // no adapter needed: ORPO has no reference
+  a.max_steps = 2;
+  std::ostringstream out, err;
+  ASSERT_EQ(run_train(a, out, err), 0) << err.str();
+  const nlohmann::json first = metrics(a.output_dir).front();
+  for (const char* key : {"nll_loss", "log_odds_ratio", "log_odds_chosen", "rewards/margins"})
+    EXPECT_TRUE(first.contains(key)) << key << " in " << first.dump();
+  // loss = nll_loss - beta * log_odds_ratio (one micro-batch).
+  EXPECT_NEAR(first.at("loss").get<double>(),
+              first.at("nll_loss").get<double>() - 0.1 * first.at("log_odds_ratio").get<double>(),
+              1e-4);
+}
+
+TEST_F(TrainPreference, MetaAllocatesAsTheRealRun) {
+  for (const char* objective : {"dpo", "orpo"}) {
+    SCOPED_TRACE(objective);
+    TrainArgs a = preference_args(std::string(objective) + "-cpu", objective);
+    a.max_steps = 2;
+    a.gradient_accumulation_steps = 2;
+    a.eval_steps = 2;
+    a.save_strategy = "no";
+    TrainArgs meta = a;
+    meta.output_dir = (root_ / (std::string(objective) + "-meta")).string();
+    meta.device = "meta";
+    std::ostringstream out, err;
+    ASSERT_EQ(run_train(a, out, err), 0) << err.str();
+    ASSERT_EQ(run_train(meta, out, err), 0) << err.str();
+    const Trace real = read_trace(a.output_dir), dry = read_trace(meta.output_dir);
+    EXPECT_GT(real.events.size(), 100u);
+    for (size_t i = 0; i < std::min(real.events.size(), dry.events.size()); ++i)
+      ASSERT_EQ(dry.events[i], real.events[i]) << "event " << i;
+    ASSERT_EQ(dry.events.size(), real.events.size());
+    EXPECT_EQ(dry.peak_above_start, real.peak_above_start);
+  }
+}
+
+TEST_F(TrainPreference, WhatCannotWorkIsRefusedByName) {
+  const auto refused = [&](TrainArgs a, const std::string& message) {
+    std::ostringstream out, err;
+    try {
+      run_train(a, out, err);
+      ADD_FAILURE() << "ran: " << message;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  };
+  TrainArgs full = preference_args("full", "dpo");
+  full.lora_r = 0;
+  refused(full, "--objective dpo needs a reference model");
+  TrainArgs sft = preference_args("sft", "sft");
+  refused(sft, "is a preference record (prompt, chosen, rejected): train on it with --objective");
+  TrainArgs packed = preference_args("packed", "dpo");
+  packed.packing = "bfd";
+  refused(packed, "does not apply to preference pairs");
+  TrainArgs fused = preference_args("fused", "orpo");
+  fused.fused_head_loss = true;
+  refused(fused, "--objective orpo needs each answer's log-probability");
+  TrainArgs chat = preference_args("chat", "dpo");
+  chat.data = (fs::path(FITGRAD_GOLDEN_DIR) / "sft" / "records" / "messages.jsonl").string();
+  refused(chat, "trains on preference records (prompt, chosen, rejected)");
+}
+
+}  // namespace
+}  // namespace fitgrad::apps::test_train
