@@ -279,7 +279,7 @@ Tensor sequence_nll(const Tensor& logits, const Tensor& targets, int64_t ignore_
       const Tensor d = ops::cross_entropy_backward(
           dloss, sole ? rows : saved.narrow(0, s, 1).reshape({T, V}),
           targets.narrow(0, s, 1).reshape({T}), p.lse, p.stats, ignore_index, sole);
-      if (!d.same(rows) && d.data_ptr() != rows.data_ptr()) rows.copy_(d);
+      if (!d.same(rows)) rows.copy_(d);
     }
     return Grads{grad};
   });

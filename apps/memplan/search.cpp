@@ -132,6 +132,7 @@ std::string setting_flags(const TrainArgs& a) {
   if (a.allocator != "native") s += " --allocator " + a.allocator;
   if (a.max_grad_norm == 0) s += " --max_grad_norm 0";
   if (a.packing == "bfd" || a.packing == "wrapped") s += " --packing " + a.packing;
+  if (a.objective != "sft") s += " --objective " + a.objective;
   return s;
 }
 
@@ -187,11 +188,14 @@ std::vector<Candidate> fit_candidates(const TrainArgs& base, const nn::ModelConf
                   }
                   // GaLore trains full weights; LoRA's are frozen.
                   if (a.optim.starts_with("galore_") && a.lora_r > 0) continue;
+                  // DPO's reference is the base under the adapter (Note [Preference steps]).
+                  if (a.objective == "dpo" && a.lora_r == 0) continue;
                   a.optim_in_backward = in_backward;
                   // Optimizer-in-backward can neither clip by the global norm nor skip a step.
                   if (in_backward && (base.max_grad_norm != 0 || a.fp16)) continue;
                   // The user's own row chunking or offload stays; the search adds them only.
-                  a.fused_head_loss = base.fused_head_loss || row_chunks;
+                  // A preference objective needs each answer's log-probability: no fused head.
+                  a.fused_head_loss = (base.fused_head_loss || row_chunks) && a.objective == "sft";
                   a.tiled_mlp = base.tiled_mlp || row_chunks;
                   a.offload_activations = base.offload_activations || offload;
                   if ((row_chunks && base.fused_head_loss && base.tiled_mlp) ||

@@ -94,9 +94,9 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   // Instruction and chat data (apps/train/train_sft.h): TRL's and transformers' names.
   cmd.add_option("--dataset_format", a.dataset_format,
                  "For .jsonl / .json data: auto (detected per file), text, alpaca, sharegpt, "
-                 "messages or prompt_completion")
-      ->check(
-          CLI::IsMember({"auto", "text", "alpaca", "sharegpt", "messages", "prompt_completion"}))
+                 "messages, prompt_completion or preference (prompt, chosen, rejected)")
+      ->check(CLI::IsMember(
+          {"auto", "text", "alpaca", "sharegpt", "messages", "prompt_completion", "preference"}))
       ->capture_default_str();
   cmd.add_option("--dataset_text_field", a.dataset_text_field,
                  "The field of a text record that holds its text")

@@ -28,8 +28,8 @@ class TrainPreference : public TrainFixture {
     std::ofstream f(path);
     const std::vector<std::string> lines = {
         "It is a truth universally acknowledged", "that a single man in possession",
-        "of a good fortune must be in want", "of a wife. However little known the",
-        "feelings or views of such a man", "may be on his first entering a neighbourhood"};
+        "of a good fortune must be in want",      "of a wife. However little known the",
+        "feelings or views of such a man",        "may be on his first entering a neighbourhood"};
     for (size_t i = 0; i < 12; ++i) {
       const std::string& s = lines[i % lines.size()];
       std::string reversed;
