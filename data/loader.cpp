@@ -134,9 +134,11 @@ Batch Loader::build(int64_t position, OrderCache& cache) const {
   const auto trained = [](int64_t x) { return x != kIgnoredTarget; };
   batch.trained_targets = std::count_if(targets, targets + R * T, trained);
   if (options_.pairs)
-    for (int64_t row = 0; row < R; ++row)
+    for (int64_t row = 0; row < R; ++row) {
       batch.row_targets.push_back(
           std::count_if(targets + row * T, targets + (row + 1) * T, trained));
+      batch.rows.push_back(cache.order[size_t(first + row % B)] * 2 + row / B);
+    }
   if (!positions_.empty()) pack_rows(batch, cache, B, T);
   return batch;
 }

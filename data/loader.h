@@ -87,6 +87,7 @@ struct Batch {
   Tensor targets;  // (B, T) i64: ids shifted left by one token, kIgnoredTarget where untrained
   int64_t trained_targets = 0;       // targets that are not kIgnoredTarget
   std::vector<int64_t> row_targets;  // pairs: each row's trained targets (else empty)
+  std::vector<int64_t> rows;         // pairs: each row's row of the stream (else empty)
   // Packed rows (Note [Packed rows] in tensor/backend/attention_mask.h), undefined otherwise:
   Tensor positions;             // (B, T) i32: each token's position in its example
   Tensor segments;              // (2, B, T) i32: each token's example [begin, end) in its row

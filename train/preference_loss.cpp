@@ -170,27 +170,35 @@ Tensor preference_loss(const Tensor& nll, const std::vector<double>& ref_nll,
   return loss;
 }
 
+std::vector<double> reference_nll(nn::CausalLM& model, const Tensor& ids, const Tensor& targets) {
+  const bool training = model.training();
+  model.eval();
+  std::vector<double> ref;
+  {
+    const autograd::NoGradGuard no_grad;
+    const nn::AdaptersOff reference;
+    const LabelScope label("reference");
+    const Tensor nll = autograd::sequence_nll(model.forward(ids), targets);  // (2B)
+    ref = nll.device().has_bytes() ? nll.to_vector<double>()
+                                   : std::vector<double>(size_t(ids.size(0)), 0.0);
+  }
+  model.train(training);
+  return ref;
+}
+
 Tensor preference_objective(nn::CausalLM& model, const Tensor& ids, const Tensor& targets,
                             const std::vector<int64_t>& row_targets, const PreferenceConfig& config,
-                            PreferenceStats* stats) {
+                            PreferenceStats* stats, const std::vector<double>& precomputed_ref) {
   FG_CHECK(ids.dim() == 2 && ids.size(0) % 2 == 0 && int64_t(row_targets.size()) == ids.size(0),
            "[preference] a batch of pairs has 2B rows and a target count for each, got {} rows "
            "and {} counts",
            ids.dim() == 2 ? ids.size(0) : -1, row_targets.size());
-  std::vector<double> ref_nll;
-  if (config.objective == Objective::dpo) {
-    const bool training = model.training();
-    model.eval();
-    {
-      const autograd::NoGradGuard no_grad;
-      const nn::AdaptersOff reference;
-      const LabelScope label("reference");
-      const Tensor nll = autograd::sequence_nll(model.forward(ids), targets);  // (2B)
-      ref_nll = nll.device().has_bytes() ? nll.to_vector<double>()
-                                         : std::vector<double>(row_targets.size(), 0.0);
-    }
-    model.train(training);
-  }
+  FG_CHECK(precomputed_ref.empty() || int64_t(precomputed_ref.size()) == ids.size(0),
+           "[preference] {} precomputed reference values for {} rows", precomputed_ref.size(),
+           ids.size(0));
+  std::vector<double> ref_nll = precomputed_ref;
+  if (config.objective == Objective::dpo && ref_nll.empty())
+    ref_nll = reference_nll(model, ids, targets);
   const Tensor nll = autograd::sequence_nll(model.forward(ids), targets);  // (2B)
   const LabelScope label("loss");
   return preference_loss(nll, ref_nll, row_targets, config, stats);

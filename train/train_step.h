@@ -43,6 +43,9 @@ struct MicroBatch {
   // Preference pairs (Note [Preference steps] in train/preference_loss.h): each row's
   // trained targets, the B chosen answers' rows first.
   std::vector<int64_t> row_targets = {};
+  // The reference model's summed NLL of each row, computed before training
+  // (--precompute_ref_log_probs); empty: the step's reference pass computes it.
+  std::vector<double> ref_nll = {};
 };
 
 struct TrainStepOptions {

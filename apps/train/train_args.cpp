@@ -133,6 +133,10 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
                  "(conservative DPO), in [0, 0.5)")
       ->check(CLI::Range(0.0, 0.4999999))
       ->capture_default_str();
+  cmd.add_flag("--precompute_ref_log_probs", a.precompute_ref_log_probs,
+               "DPO: compute the reference model's log-probabilities of every pair in one pass "
+               "before training (kept in the output directory for a resume), so that the steps "
+               "make no reference pass; the only way to run DPO without LoRA");
   cmd.add_flag("--group_by_length", a.group_by_length,
                "With --packing none: batch examples of similar lengths together (as transformers' "
                "LengthGroupedSampler) and cut each batch to its longest example");

@@ -64,10 +64,11 @@ struct TrainArgs {
   bool group_by_length = false;  // --packing none: batches of similar lengths, cut to their longest
   // Preference tuning (train/preference_loss.h): sft | dpo | orpo, TRL's DPOConfig names.
   std::string objective = "sft";
-  double beta = 0.1;                  // DPO's beta; ORPO's lambda
-  std::string loss_type = "sigmoid";  // DPO: sigmoid | hinge | ipo
-  double label_smoothing = 0.0;       // DPO's sigmoid loss, in [0, 0.5)
-  std::string eval_data;              // instruction data to validate on; "" = a split of --data
+  double beta = 0.1;                      // DPO's beta; ORPO's lambda
+  std::string loss_type = "sigmoid";      // DPO: sigmoid | hinge | ipo
+  double label_smoothing = 0.0;           // DPO's sigmoid loss, in [0, 0.5)
+  bool precompute_ref_log_probs = false;  // DPO: the reference's log-probabilities first
+  std::string eval_data;                  // instruction data to validate on; "" = a split of --data
   std::string eval_prompts;  // prompts completed at each evaluation (apps/train/eval_prompts.h)
   int64_t eval_max_new_tokens = 64;
 

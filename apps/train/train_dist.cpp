@@ -58,7 +58,7 @@ std::string config_fingerprint(const TrainRun& r) {
   std::string s = fmt::format(
       "world_size={} model={} init={} data={} output_dir={} seq_len={} device={} batch={} "
       "eval_batch={} accum={} seed={} data_order={} val_fraction={} "
-      "dataset={},{},{},{},{},{},{},{},{},{} objective={},{},{},{} "
+      "dataset={},{},{},{},{},{},{},{},{},{} objective={},{},{},{},{} "
       "optim={} optim_args={} "
       "lr={} betas={},{} eps={} wd={} max_grad_norm={} schedule={} warmup={},{} max_steps={} "
       "epochs={} bf16={} fp16={} tf32={} pure_bf16={} sr={} ckpt={},{} fused={},{},{},{} "
@@ -70,14 +70,15 @@ std::string config_fingerprint(const TrainRun& r) {
       a.seed, a.data_order, a.val_fraction, a.dataset_format, a.dataset_text_field, a.train_on,
       a.skip_bad_examples, a.chat_template, a.packing, a.group_by_length, a.eval_data,
       a.eval_prompts, a.eval_max_new_tokens, a.objective, a.beta, a.loss_type, a.label_smoothing,
-      a.optim, a.optim_args, a.learning_rate, a.adam_beta1, a.adam_beta2, a.adam_epsilon,
-      a.weight_decay, a.max_grad_norm, a.lr_scheduler_type, a.warmup_steps, a.warmup_ratio,
-      a.max_steps, a.num_train_epochs, a.bf16, a.fp16, a.tf32, a.pure_bf16, a.stochastic_rounding,
-      a.gradient_checkpointing, a.checkpoint_segments, a.fused_head_loss, a.head_chunk_size,
-      a.tiled_mlp, a.mlp_tiles, a.offload_optimizer, a.offload_activations, a.lora_r, a.lora_alpha,
-      a.lora_dropout, a.lora_target, a.use_rslora, a.quantize, a.save_steps, a.save_strategy,
-      a.logging_steps, a.eval_steps, a.eval_strategy, a.eval_max_batches, a.ddp_timeout,
-      a.ddp_bucket_cap_mb, a.zero_stage, a.resume_from_checkpoint);
+      a.precompute_ref_log_probs, a.optim, a.optim_args, a.learning_rate, a.adam_beta1,
+      a.adam_beta2, a.adam_epsilon, a.weight_decay, a.max_grad_norm, a.lr_scheduler_type,
+      a.warmup_steps, a.warmup_ratio, a.max_steps, a.num_train_epochs, a.bf16, a.fp16, a.tf32,
+      a.pure_bf16, a.stochastic_rounding, a.gradient_checkpointing, a.checkpoint_segments,
+      a.fused_head_loss, a.head_chunk_size, a.tiled_mlp, a.mlp_tiles, a.offload_optimizer,
+      a.offload_activations, a.lora_r, a.lora_alpha, a.lora_dropout, a.lora_target, a.use_rslora,
+      a.quantize, a.save_steps, a.save_strategy, a.logging_steps, a.eval_steps, a.eval_strategy,
+      a.eval_max_batches, a.ddp_timeout, a.ddp_bucket_cap_mb, a.zero_stage,
+      a.resume_from_checkpoint);
   for (const auto& [name, p] : r.lm.model->named_parameters())
     s += fmt::format(" {}:{}:{}", name, fmt::join(p.shape(), "x"), dtype_name(p.dtype()));
   return s;

@@ -29,7 +29,7 @@ std::optional<std::pair<double, int64_t>> evaluate(TrainRun& r) {
   const auto loss_of = [&](const train::MicroBatch& b) {
     if (r.preference)
       return train::preference_objective(*r.lm.model, b.ids, b.targets, b.row_targets,
-                                         *r.preference, &r.eval_preference);
+                                         *r.preference, &r.eval_preference, b.ref_nll);
     return r.lm.model->loss(b.ids, b.targets, r.packed ? &b.packed : nullptr);
   };
   if (r.dry_run) {
@@ -51,7 +51,7 @@ std::optional<std::pair<double, int64_t>> evaluate(TrainRun& r) {
   int64_t targets = 0;
   for (int64_t i = 0; i < r.eval_batches; ++i) {
     if (interrupt_received()) return std::nullopt;
-    const train::MicroBatch b = micro_batch(val.next());
+    const train::MicroBatch b = pair_batch(val.next(), r.ref_val);
     const double loss = loss_of(b).item();
     sum += weighted ? loss * double(b.trained_targets) : loss;
     targets += b.trained_targets;

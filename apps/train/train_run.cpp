@@ -36,7 +36,7 @@ train::MicroBatch micro_batch(data::Batch&& b) {
 }
 
 train::MicroBatch TrainRun::next_batch() {
-  if (!dry_run) return micro_batch(loader->next());
+  if (!dry_run) return pair_batch(loader->next(), ref_train);
   return meta_batch(a.per_device_train_batch_size, "data.train", packed);
 }
 
@@ -49,7 +49,10 @@ train::MicroBatch TrainRun::meta_batch(int64_t batch, const char* label, bool pa
       Tensor::empty(shape, DType::i64, device),
       rows * a.seq_len,
       {},
-      preference ? std::vector<int64_t>(size_t(rows), a.seq_len) : std::vector<int64_t>()};
+      preference ? std::vector<int64_t>(size_t(rows), a.seq_len) : std::vector<int64_t>(),
+      // --precompute_ref_log_probs: the steps make no reference pass.
+      preference && a.precompute_ref_log_probs ? std::vector<double>(size_t(rows), 0.0)
+                                               : std::vector<double>()};
   if (packed_rows) {  // as the loader builds them (Note [Packed batches] in data/loader.cpp)
     b.packed.positions = {Tensor::empty(shape, DType::i32, device), a.seq_len};
     b.packed.segments = Tensor::empty({2, batch, a.seq_len}, DType::i32, device);

@@ -114,6 +114,9 @@ struct TrainRun {
   // --objective dpo or orpo (train/preference_loss.h); the last evaluation's statistics.
   std::optional<train::PreferenceConfig> preference;
   train::PreferenceStats eval_preference;
+  // --precompute_ref_log_probs: the reference's summed NLL of each row of the training and
+  // validation streams (train_reference.cpp); empty otherwise.
+  std::vector<double> ref_train, ref_val;
   std::vector<EvalPrompt> eval_prompts;              // --eval_prompts
   std::unique_ptr<data::Loader> loader;              // not in a dry run
   std::unique_ptr<optim::OptimizerOffload> offload;  // --offload_optimizer: the host masters
@@ -147,6 +150,11 @@ nlohmann::json trainer_state_json(const TrainRun& run);
 // train_eval.cpp: the mean validation loss (NaN in a dry run) and the tokens it covered;
 // nullopt when a signal arrived during it (Note [Signals act within a batch]).
 std::optional<std::pair<double, int64_t>> evaluate(TrainRun& run);
+// train_reference.cpp: --precompute_ref_log_probs's pass (Note [Precomputed reference]).
+void precompute_reference(TrainRun& run);
+// A loader's batch of pairs as the step takes it, with the precomputed reference values of
+// its rows from `ref` (none when `ref` is empty).
+train::MicroBatch pair_batch(data::Batch&& batch, const std::vector<double>& ref);
 // train_memory.cpp.
 void write_memory_record(const TrainRun& run);
 int report_out_of_memory(TrainRun& run, const OutOfMemory& e, const std::string& when);

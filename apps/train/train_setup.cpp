@@ -399,12 +399,15 @@ void setup_run(TrainRun& r) {
   // checkpoints hold only the adapter (Note [LoRA runs]).
   r.lm = load_model(a.model, a.resume_from_checkpoint.empty() || r.lora ? a.init : "", build);
   nn::CausalLM& model = *r.lm.model;
+  FG_CHECK(!a.precompute_ref_log_probs || a.objective == "dpo",
+           "[train] --precompute_ref_log_probs computes DPO's reference; --objective {} has none",
+           a.objective);
   if (a.objective != "sft") {  // Note [Preference steps] in train/preference_loss.h
-    FG_CHECK(a.objective != "dpo" || r.lora,
+    FG_CHECK(a.objective != "dpo" || r.lora || a.precompute_ref_log_probs,
              "[train] --objective dpo needs a reference model: with --lora_r N (and --quantize "
              "nf4 for QLoRA) it is the base with the adapter off, at no cost in memory; a full "
-             "fine-tune's frozen copy is not made yet. Add --lora_r, or use --objective orpo, "
-             "which needs no reference");
+             "fine-tune keeps no frozen copy, so add --precompute_ref_log_probs (one pass before "
+             "training), or use --objective orpo, which needs no reference");
     FG_CHECK(!a.fused_head_loss,
              "[train] --fused_head_loss computes a mean cross-entropy without the logits; "
              "--objective {} needs each answer's log-probability: leave it out",
@@ -514,6 +517,7 @@ void setup_run(TrainRun& r) {
                               .targets_group = r.sft ? r.group.get() : nullptr,
                               .preference = r.preference ? &*r.preference : nullptr});
 
+  precompute_reference(r);  // before a resume replaces the initial weights
   std::vector<nlohmann::json> history;
   if (!r.resume_dir.empty()) {
     resume_run(r, r.resume_dir);

@@ -130,6 +130,72 @@ TEST_F(TrainPreference, MetaAllocatesAsTheRealRun) {
   }
 }
 
+// --precompute_ref_log_probs: the same losses as the steps' own reference pass; kept in the
+// output directory and read back by a resume; a full fine-tune's DPO starts at log 2 too (its
+// reference is its initial weights) and cannot resume without the stored values.
+TEST_F(TrainPreference, PrecomputedReferenceIsTheStepsReference) {
+  TrainArgs a = preference_args("in-step", "dpo");
+  a.learning_rate = 5e-3;
+  a.max_steps = 4;
+  a.save_strategy = "no";
+  TrainArgs pre = a;
+  pre.output_dir = (root_ / "precomputed").string();
+  pre.precompute_ref_log_probs = true;
+  std::ostringstream out, err;
+  ASSERT_EQ(run_train(a, out, err), 0) << err.str();
+  ASSERT_EQ(run_train(pre, out, err), 0) << err.str();
+  const std::vector<nlohmann::json> x = metrics(a.output_dir), y = metrics(pre.output_dir);
+  ASSERT_EQ(x.size(), y.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    for (const char* key : {"loss", "rewards/margins", "eval_loss"}) {
+      if (!x[i].contains(key)) continue;
+      EXPECT_NEAR(x[i].at(key).get<double>(), y[i].at(key).get<double>(), 1e-5) << key << i;
+    }
+  EXPECT_TRUE(fs::exists(root_ / "precomputed" / "reference_log_probs.bin"));
+
+  // Full fine-tuning, stopped at step 2 and resumed: the stored values are read back.
+  TrainArgs full = preference_args("full", "dpo");
+  full.lora_r = 0;
+  full.precompute_ref_log_probs = true;
+  full.learning_rate = 1e-3;
+  full.max_steps = 2;
+  full.save_steps = 2;
+  std::ostringstream out2, err2;
+  ASSERT_EQ(run_train(full, out2, err2), 0) << err2.str();
+  EXPECT_NEAR(metrics(full.output_dir).front().at("loss").get<double>(), std::log(2.0), 1e-6);
+  TrainArgs resumed = full;
+  resumed.max_steps = 3;
+  resumed.resume_from_checkpoint = "last";
+  std::ostringstream out3, err3;
+  ASSERT_EQ(run_train(resumed, out3, err3), 0) << err3.str();
+  EXPECT_NE(err3.str().find("reference log-probabilities read from"), std::string::npos)
+      << err3.str();
+  fs::remove(root_ / "full" / "reference_log_probs.bin");
+  resumed.max_steps = 4;
+  try {
+    run_train(resumed, out3, err3);
+    ADD_FAILURE() << "a full fine-tune resumed without its reference";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs the reference log-probabilities"),
+              std::string::npos)
+        << e.what();
+  }
+
+  // The dry run plans the pass and the reference-free steps as the real run makes them.
+  TrainArgs real = pre;
+  real.output_dir = (root_ / "pre-cpu").string();
+  real.max_steps = 2;
+  TrainArgs meta = real;
+  meta.output_dir = (root_ / "pre-meta").string();
+  meta.device = "meta";
+  ASSERT_EQ(run_train(real, out, err), 0) << err.str();
+  ASSERT_EQ(run_train(meta, out, err), 0) << err.str();
+  const Trace r = read_trace(real.output_dir), d = read_trace(meta.output_dir);
+  for (size_t i = 0; i < std::min(r.events.size(), d.events.size()); ++i)
+    ASSERT_EQ(d.events[i], r.events[i]) << "event " << i;
+  ASSERT_EQ(d.events.size(), r.events.size());
+}
+
 TEST_F(TrainPreference, WhatCannotWorkIsRefusedByName) {
   const auto refused = [&](TrainArgs a, const std::string& message) {
     std::ostringstream out, err;
@@ -143,6 +209,9 @@ TEST_F(TrainPreference, WhatCannotWorkIsRefusedByName) {
   TrainArgs full = preference_args("full", "dpo");
   full.lora_r = 0;
   refused(full, "--objective dpo needs a reference model");
+  TrainArgs orpo_ref = preference_args("orpo-ref", "orpo");
+  orpo_ref.precompute_ref_log_probs = true;
+  refused(orpo_ref, "--precompute_ref_log_probs computes DPO's reference");
   TrainArgs sft = preference_args("sft", "sft");
   refused(sft, "is a preference record (prompt, chosen, rejected): train on it with --objective");
   TrainArgs packed = preference_args("packed", "dpo");

@@ -137,6 +137,14 @@ TEST(SequenceNll, SumsEachSequenceAndItsGradientAgainstFloat64) {
     autograd::backward(autograd::sum(autograd::mul(nll, Tensor::from_vector(g, {S}))));
     const std::vector<float> d = autograd::grad(leaf).to_vector<float>();
     for (size_t i = 0; i < d.size(); ++i) ASSERT_NEAR(d[i], dlogits[i], 1e-5) << i;
+    // bf16 logits (autocast's head): the gradient comes back in bf16, beside the logits.
+    const Tensor half = Tensor::from_vector(logits, {S, T, V}, DType::f32);
+    autograd::set_requires_grad(half);
+    const Tensor nll16 = autograd::sequence_nll(autograd::cast(half, DType::bf16),
+                                                Tensor::from_vector(targets, {S, T}, DType::i64));
+    autograd::backward(autograd::sum(autograd::mul(nll16, Tensor::from_vector(g, {S}))));
+    const std::vector<float> d16 = autograd::grad(half).to_vector<float>();
+    for (size_t i = 0; i < d16.size(); ++i) ASSERT_NEAR(d16[i], dlogits[i], 2e-2) << i;
   }
 }
 
