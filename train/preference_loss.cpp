@@ -188,7 +188,8 @@ std::vector<double> reference_nll(nn::CausalLM& model, const Tensor& ids, const 
 
 Tensor preference_objective(nn::CausalLM& model, const Tensor& ids, const Tensor& targets,
                             const std::vector<int64_t>& row_targets, const PreferenceConfig& config,
-                            PreferenceStats* stats, const std::vector<double>& precomputed_ref) {
+                            PreferenceStats* stats, const std::vector<double>& precomputed_ref,
+                            nn::CausalLM* reference) {
   FG_CHECK(ids.dim() == 2 && ids.size(0) % 2 == 0 && int64_t(row_targets.size()) == ids.size(0),
            "[preference] a batch of pairs has 2B rows and a target count for each, got {} rows "
            "and {} counts",
@@ -198,7 +199,7 @@ Tensor preference_objective(nn::CausalLM& model, const Tensor& ids, const Tensor
            ids.size(0));
   std::vector<double> ref_nll = precomputed_ref;
   if (config.objective == Objective::dpo && ref_nll.empty())
-    ref_nll = reference_nll(model, ids, targets);
+    ref_nll = reference_nll(reference ? *reference : model, ids, targets);
   const Tensor nll = autograd::sequence_nll(model.forward(ids), targets);  // (2B)
   const LabelScope label("loss");
   return preference_loss(nll, ref_nll, row_targets, config, stats);

@@ -78,12 +78,13 @@ Tensor preference_loss(const Tensor& nll, const std::vector<double>& ref_nll,
 // pass comes first: the model with its LoRA adapters off (nn::AdaptersOff), in eval mode and
 // without a gradient, so its logits are freed before the policy's forward saves anything.
 // Then the policy's logits, each answer's summed NLL (autograd::sequence_nll), and the loss.
-// DPO needs adapters to switch off, or `precomputed_ref`: the reference's NLL of each row,
-// computed before training (--precompute_ref_log_probs), which takes the reference pass's place.
+// The reference pass runs `reference` when given (a full fine-tune's frozen copy), else the
+// model itself with its adapters off; `precomputed_ref`, the reference's NLL of each row
+// computed before training (--precompute_ref_log_probs), takes the pass's place.
 Tensor preference_objective(nn::CausalLM& model, const Tensor& ids, const Tensor& targets,
                             const std::vector<int64_t>& row_targets, const PreferenceConfig& config,
-                            PreferenceStats* stats,
-                            const std::vector<double>& precomputed_ref = {});
+                            PreferenceStats* stats, const std::vector<double>& precomputed_ref = {},
+                            nn::CausalLM* reference = nullptr);
 
 // The reference's summed NLL of each row of ids (2B, T): the model with its adapters off, in
 // eval mode, without a gradient ((2B) zeros on meta, where nothing is read).

@@ -180,7 +180,8 @@ StepResult TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>
         if (offload) hooks.emplace(offload->hooks());
         loss = options_.preference
                    ? preference_objective(model_, batch.ids, batch.targets, batch.row_targets,
-                                          *options_.preference, &preference_stats_, batch.ref_nll)
+                                          *options_.preference, &preference_stats_, batch.ref_nll,
+                                          options_.reference_model)
                    : model_.loss(batch.ids, batch.targets,
                                  batch.packed.segments.defined() ? &batch.packed : nullptr);
         if (offload) offload->end_forward();

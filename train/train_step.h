@@ -91,6 +91,9 @@ struct TrainStepOptions {
   // steps] in train/preference_loss.h), each micro-batch weighing 1 / accumulation (every
   // micro-batch holds the same number of pairs). Null: the cross-entropy of its targets.
   const PreferenceConfig* preference = nullptr;
+  // DPO's reference when it is a model of its own (a full fine-tune's frozen copy); null: the
+  // trained model with its adapters off, or the micro-batches' precomputed values.
+  nn::CausalLM* reference_model = nullptr;
 };
 
 // What one optimizer step did.

@@ -90,6 +90,10 @@ std::string setting_of(const TrainArgs& a) {
   if (a.fused_head_loss || a.tiled_mlp) s += ", fused head + tiled MLP";
   if (a.offload_activations) s += ", offloaded activations";
   if (a.allocator == "expandable") s += ", expandable segments";
+  if (a.objective == "dpo")
+    s += a.lora_r > 0                 ? ", DPO reference: adapter off"
+         : a.precompute_ref_log_probs ? ", DPO reference: precomputed"
+                                      : ", DPO reference: frozen copy";
   return s;
 }
 
@@ -133,6 +137,7 @@ std::string setting_flags(const TrainArgs& a) {
   if (a.max_grad_norm == 0) s += " --max_grad_norm 0";
   if (a.packing == "bfd" || a.packing == "wrapped") s += " --packing " + a.packing;
   if (a.objective != "sft") s += " --objective " + a.objective;
+  if (a.precompute_ref_log_probs) s += " --precompute_ref_log_probs";
   return s;
 }
 
@@ -188,8 +193,6 @@ std::vector<Candidate> fit_candidates(const TrainArgs& base, const nn::ModelConf
                   }
                   // GaLore trains full weights; LoRA's are frozen.
                   if (a.optim.starts_with("galore_") && a.lora_r > 0) continue;
-                  // DPO's reference is the base under the adapter (Note [Preference steps]).
-                  if (a.objective == "dpo" && a.lora_r == 0) continue;
                   a.optim_in_backward = in_backward;
                   // Optimizer-in-backward can neither clip by the global norm nor skip a step.
                   if (in_backward && (base.max_grad_norm != 0 || a.fp16)) continue;
@@ -204,6 +207,13 @@ std::vector<Candidate> fit_candidates(const TrainArgs& base, const nn::ModelConf
                   if (a.offload_activations && !a.gradient_checkpointing) continue;
                   out.push_back(
                       {a, setting_of(a), step_cost(cfg, a, target.rates), std::nullopt, -1});
+                  // DPO's reference without an adapter (Note [Preference steps]): a frozen
+                  // copy, or the log-probabilities computed before training.
+                  if (a.objective == "dpo" && a.lora_r == 0 && !a.precompute_ref_log_probs) {
+                    a.precompute_ref_log_probs = true;
+                    out.push_back(
+                        {a, setting_of(a), step_cost(cfg, a, target.rates), std::nullopt, -1});
+                  }
                 }
           }
         }

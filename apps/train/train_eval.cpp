@@ -29,7 +29,8 @@ std::optional<std::pair<double, int64_t>> evaluate(TrainRun& r) {
   const auto loss_of = [&](const train::MicroBatch& b) {
     if (r.preference)
       return train::preference_objective(*r.lm.model, b.ids, b.targets, b.row_targets,
-                                         *r.preference, &r.eval_preference, b.ref_nll);
+                                         *r.preference, &r.eval_preference, b.ref_nll,
+                                         r.reference_model.get());
     return r.lm.model->loss(b.ids, b.targets, r.packed ? &b.packed : nullptr);
   };
   if (r.dry_run) {

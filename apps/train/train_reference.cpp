@@ -74,7 +74,7 @@ std::optional<std::pair<std::vector<double>, std::vector<double>>> read_stored(
       !in.read(reinterpret_cast<char*>(n), 16))
     return std::nullopt;
   std::pair<std::vector<double>, std::vector<double>> v{std::vector<double>(n[0]),
-                                                       std::vector<double>(n[1])};
+                                                        std::vector<double>(n[1])};
   for (std::vector<double>* x : {&v.first, &v.second})
     if (!in.read(reinterpret_cast<char*>(x->data()), std::streamsize(x->size() * 8)))
       return std::nullopt;
@@ -84,9 +84,7 @@ std::optional<std::pair<std::vector<double>, std::vector<double>>> read_stored(
 void write_stored(const fs::path& path, const std::string& fp, const std::vector<double>& train,
                   const std::vector<double>& val) {
   std::string bytes(kMagic, 8);
-  const auto put = [&](const void* p, size_t n) {
-    bytes.append(static_cast<const char*>(p), n);
-  };
+  const auto put = [&](const void* p, size_t n) { bytes.append(static_cast<const char*>(p), n); };
   const uint64_t header[3] = {fp.size(), train.size(), val.size()};
   put(&header[0], 8);
   bytes += fp;

@@ -117,6 +117,9 @@ struct TrainRun {
   // --precompute_ref_log_probs: the reference's summed NLL of each row of the training and
   // validation streams (train_reference.cpp); empty otherwise.
   std::vector<double> ref_train, ref_val;
+  // DPO of a full fine-tune without --precompute_ref_log_probs: a frozen copy of the initial
+  // weights (Note [Preference steps] in train/preference_loss.h).
+  std::unique_ptr<nn::CausalLM> reference_model;
   std::vector<EvalPrompt> eval_prompts;              // --eval_prompts
   std::unique_ptr<data::Loader> loader;              // not in a dry run
   std::unique_ptr<optim::OptimizerOffload> offload;  // --offload_optimizer: the host masters

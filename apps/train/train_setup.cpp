@@ -403,11 +403,13 @@ void setup_run(TrainRun& r) {
            "[train] --precompute_ref_log_probs computes DPO's reference; --objective {} has none",
            a.objective);
   if (a.objective != "sft") {  // Note [Preference steps] in train/preference_loss.h
-    FG_CHECK(a.objective != "dpo" || r.lora || a.precompute_ref_log_probs,
-             "[train] --objective dpo needs a reference model: with --lora_r N (and --quantize "
-             "nf4 for QLoRA) it is the base with the adapter off, at no cost in memory; a full "
-             "fine-tune keeps no frozen copy, so add --precompute_ref_log_probs (one pass before "
-             "training), or use --objective orpo, which needs no reference");
+    // DPO's reference (Note [Preference steps]): a LoRA run's base with the adapter off; a full
+    // fine-tune's frozen copy of the initial weights, unless precomputed before training.
+    if (a.objective == "dpo" && !r.lora && !a.precompute_ref_log_probs) {
+      r.reference_model = load_model(a.model, a.init, build).model;
+      r.reference_model->freeze("*");
+      r.reference_model->eval();
+    }
     FG_CHECK(!a.fused_head_loss,
              "[train] --fused_head_loss computes a mean cross-entropy without the logits; "
              "--objective {} needs each answer's log-probability: leave it out",
@@ -515,7 +517,8 @@ void setup_run(TrainRun& r) {
                               .zero = r.zero.get(),
                               .weight_by_targets = r.sft && !r.preference,
                               .targets_group = r.sft ? r.group.get() : nullptr,
-                              .preference = r.preference ? &*r.preference : nullptr});
+                              .preference = r.preference ? &*r.preference : nullptr,
+                              .reference_model = r.reference_model.get()});
 
   precompute_reference(r);  // before a resume replaces the initial weights
   std::vector<nlohmann::json> history;

@@ -38,26 +38,27 @@ How it is made
       "rejected": [{"role": "assistant", "content": ...}]}
      train.jsonl    600 pairs from training-side paragraphs.
      heldout.jsonl  100 pairs of the same mix from held-out paragraphs.
-   With SmolLM2's chat template (which adds its ~25-token default system message) the longest
-   prompt + answer of either file is 236 tokens, so --seq_len 256 cuts none (TRL adds one eos
-   token to each answer: 237).
+   In SmolLM2's chat template (its ~25-token default system message included) TRL's rows
+   (prompt + answer + the eos TRL appends) are 84 to 222 tokens in train.jsonl (130.7 a row,
+   156,882 in its 1200 rows) and 82 to 207 in heldout.jsonl, so --seq_len 256 cuts none.
 
 Why it tests preference learning
 --------------------------------
 The chosen and rejected answers of a pair share their prompt and are of about the same length
 (the same words, a sentence within a fifth of its length, or a title), so a pair's margin
 measures what the policy prefers, not how long the answer is. Each rejected answer is a
-plausible corruption a reader of the prompt can rule out: word salad in place of English, a
-sentence in another book's voice and world (Ahab's ship in Highbury), or a wrong title. The
-base model already prefers many chosen answers (the shuffled ones above all), so the reference
-margins are not zero; DPO trains the margin beyond the reference's: as the policy learns fluent
-continuations in each book's style and which book a passage comes from, the implicit reward
-beta * (log pi(chosen) - log pi_ref(chosen)) - (the same for rejected) rises, and the reward
-accuracy (the share of pairs whose chosen reward beats the rejected) on heldout.jsonl, pairs
-from paragraphs the training never saw, should rise from 0 (at step 0 policy and reference are
-one model, every reward 0) toward 1. The three tasks move at different speeds (shuffles are
-learned first, titles need book identity), so the held-out accuracy keeps rising over a run
-of a few hundred steps instead of saturating at once.
+plausible-length corruption that a reader of the prompt can rule out: word salad in place of
+English, a sentence in another book's voice and world (a harpooneer in Highbury), or a wrong
+title. SmolLM2-135M-Instruct itself gives the chosen answer the higher log-probability in 65 of
+the 100 held-out pairs: all 39 shuffled ones, about half of the other_book ones and fewer than
+half of the titles, so there is room to learn, and the tasks differ in difficulty (fluency is
+there already, book identity is not). DPO's implicit reward is beta * (log pi(chosen) -
+log pi_ref(chosen)) - the same for rejected: at step 0 policy and reference are one model and
+every reward is 0 (reward accuracy 0, TRL counting strictly greater), and as the policy learns
+fluent continuations in each book's style and which book a passage comes from, the reward
+accuracy (the share of pairs whose chosen reward beats the rejected) rises. Measured on
+heldout.jsonl, pairs from paragraphs the training never saw, it should rise toward 1 when the
+policy generalizes and stay near chance when it only memorizes the training pairs.
 """
 import argparse
 import collections

@@ -132,7 +132,8 @@ TEST_F(TrainPreference, MetaAllocatesAsTheRealRun) {
 
 // --precompute_ref_log_probs: the same losses as the steps' own reference pass; kept in the
 // output directory and read back by a resume; a full fine-tune's DPO starts at log 2 too (its
-// reference is its initial weights) and cannot resume without the stored values.
+// reference is its initial weights), cannot resume without the stored values, and without the
+// pass keeps a frozen copy with the same losses.
 TEST_F(TrainPreference, PrecomputedReferenceIsTheStepsReference) {
   TrainArgs a = preference_args("in-step", "dpo");
   a.learning_rate = 5e-3;
@@ -181,6 +182,18 @@ TEST_F(TrainPreference, PrecomputedReferenceIsTheStepsReference) {
         << e.what();
   }
 
+  // Without the pass, a full fine-tune's reference is a frozen copy of its initial weights:
+  // the same losses as the precomputed values, and a second model's parameters in the ledger.
+  TrainArgs copy = full;
+  copy.output_dir = (root_ / "full-copy").string();
+  copy.precompute_ref_log_probs = false;
+  copy.save_strategy = "no";
+  std::ostringstream out4, err4;
+  ASSERT_EQ(run_train(copy, out4, err4), 0) << err4.str();
+  const std::vector<nlohmann::json> p = metrics(full.output_dir), q = metrics(copy.output_dir);
+  for (size_t i = 0; i < 2; ++i)
+    EXPECT_NEAR(p[i].at("loss").get<double>(), q[i].at("loss").get<double>(), 1e-5) << i;
+
   // The dry run plans the pass and the reference-free steps as the real run makes them.
   TrainArgs real = pre;
   real.output_dir = (root_ / "pre-cpu").string();
@@ -206,9 +219,6 @@ TEST_F(TrainPreference, WhatCannotWorkIsRefusedByName) {
       EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
     }
   };
-  TrainArgs full = preference_args("full", "dpo");
-  full.lora_r = 0;
-  refused(full, "--objective dpo needs a reference model");
   TrainArgs orpo_ref = preference_args("orpo-ref", "orpo");
   orpo_ref.precompute_ref_log_probs = true;
   refused(orpo_ref, "--precompute_ref_log_probs computes DPO's reference");
