@@ -104,6 +104,9 @@ std::string setting_flags(const TrainArgs& a) {
                               a.per_device_train_batch_size);
   if (a.gradient_accumulation_steps > 1)
     s += fmt::format(" --gradient_accumulation_steps {}", a.gradient_accumulation_steps);
+  // The evaluation's batches (and --precompute_ref_log_probs's pass) are planned too.
+  if (a.per_device_eval_batch_size != TrainArgs().per_device_eval_batch_size)
+    s += fmt::format(" --per_device_eval_batch_size {}", a.per_device_eval_batch_size);
   if (a.gradient_checkpointing) s += " --gradient_checkpointing";
   if (a.checkpoint_segments > 0)
     s += fmt::format(" --checkpoint_segments {}", a.checkpoint_segments);

@@ -101,14 +101,19 @@ void run_evaluation(TrainRun& r) {
   }
   if (!r.metrics) return;  // Note [Data-parallel runs]: rank 0 writes
   json rec{{"step", r.step}, {"eval_loss", eval_loss}};
-  if (r.preference)
-    add_preference_metrics(rec, std::exchange(r.eval_preference, {}), "eval_",
-                           r.preference->objective);
-  else
+  if (r.preference) {
+    const train::PreferenceStats st = std::exchange(r.eval_preference, {});
+    add_preference_metrics(rec, st, "eval_", r.preference->objective);
+    const auto pairs = double(std::max<int64_t>(1, st.pairs));
+    r.progress.message(fmt::format(
+        "step {}: validation loss {:.4f}, reward accuracy {:.3f}, margin {:.4f} ({} pairs)",
+        r.step, eval_loss, st.accuracy / pairs, st.margin / pairs, st.pairs));
+  } else {
     rec["eval_perplexity"] = std::exp(eval_loss);
+    r.progress.message(fmt::format("step {}: validation loss {:.4f}, perplexity {:.2f} ({} tokens)",
+                                   r.step, eval_loss, std::exp(eval_loss), tokens));
+  }
   r.metrics->append(rec);
-  r.progress.message(fmt::format("step {}: validation loss {:.4f}, perplexity {:.2f} ({} tokens)",
-                                 r.step, eval_loss, std::exp(eval_loss), tokens));
   if (!r.eval_prompts.empty()) {  // Note [Prompts at evaluation] in eval_prompts.cpp
     const json samples = complete_prompts(r.a, r.lm, r.eval_prompts, r.a.eval_max_new_tokens);
     r.metrics->append(json{{"step", r.step}, {"eval_samples", samples}});
