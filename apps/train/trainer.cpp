@@ -106,8 +106,8 @@ void run_evaluation(TrainRun& r) {
     add_preference_metrics(rec, st, "eval_", r.preference->objective);
     const auto pairs = double(std::max<int64_t>(1, st.pairs));
     r.progress.message(fmt::format(
-        "step {}: validation loss {:.4f}, reward accuracy {:.3f}, margin {:.4f} ({} pairs)",
-        r.step, eval_loss, st.accuracy / pairs, st.margin / pairs, st.pairs));
+        "step {}: validation loss {:.4f}, reward accuracy {:.3f}, margin {:.4f} ({} pairs)", r.step,
+        eval_loss, st.accuracy / pairs, st.margin / pairs, st.pairs));
   } else {
     rec["eval_perplexity"] = std::exp(eval_loss);
     r.progress.message(fmt::format("step {}: validation loss {:.4f}, perplexity {:.2f} ({} tokens)",

@@ -25,8 +25,14 @@ fitgrad's: "model.layers.0.self_attn.q_proj.lora_A.weight", ...):
   dpo_sigmoid_accum: the same as dpo_sigmoid in two micro-batches of one pair each (rows
   {0, 2} then {1, 3}), each micro-batch's loss divided by 2 (gradient accumulation), the
   gradients summed; its loss is the mean of the two.
+Without LoRA (a full fine-tune of the base, every parameter trained; gtb "full_<case>.loss" and
+"full_<case>.grad.<name>" for the parameters of FULL_PARAMS only, to keep the file small):
+  full_dpo_sigmoid (beta 0.1): the reference a frozen copy of the base (the policy at its start,
+  so d = 0 and the loss is log 2, its gradient -beta/2 (grad pi_c - grad pi_r) per pair);
+  full_orpo (beta 0.2).
 Writes tests/golden/preference/model_steps.gtb.
 """
+import contextlib
 import os
 import sys
 
@@ -79,6 +85,29 @@ def loss_of(model, ids, targets, objective, loss_type, beta, eps):
     return -pi[:B].sum() / n[:B].sum() - (beta * F.logsigmoid(log_odds)).mean()
 
 
+FULL_PARAMS = ["model.layers.0.self_attn.q_proj.weight", "model.layers.1.mlp.down_proj.weight",
+               "model.norm.weight", "lm_head.weight"]
+
+
+class Frozen:
+    """A full model as loss_of's `model`: calls go to the policy, and inside
+    disable_adapter() to its frozen copy, the reference."""
+
+    def __init__(self, policy, reference):
+        self.policy, self.reference, self.active = policy, reference, policy
+
+    def __call__(self, **kw):
+        return self.active(**kw)
+
+    @contextlib.contextmanager
+    def disable_adapter(self):
+        self.active = self.reference
+        try:
+            yield
+        finally:
+            self.active = self.policy
+
+
 def fitgrad_name(peft_name):
     # base_model.model.model.layers.0.self_attn.q_proj.lora_A.default.weight
     return peft_name.replace("base_model.model.", "", 1).replace(".default", "")
@@ -121,6 +150,25 @@ def main():
         meta["cases"][name] = {"objective": objective, "loss_type": loss_type, "beta": beta,
                                "label_smoothing": eps, "loss": value}
         print(name, value)
+    for name, objective, beta in [("full_dpo_sigmoid", "dpo", 0.1), ("full_orpo", "orpo", 0.2)]:
+        policy = LlamaForCausalLM.from_pretrained(os.path.join(HERE, "peft_tiny", "base"),
+                                                  torch_dtype=torch.float32,
+                                                  attn_implementation="eager").eval()
+        reference = LlamaForCausalLM.from_pretrained(os.path.join(HERE, "peft_tiny", "base"),
+                                                     torch_dtype=torch.float32,
+                                                     attn_implementation="eager").eval()
+        for p in reference.parameters():
+            p.requires_grad_(False)
+        loss = loss_of(Frozen(policy, reference), ids, targets, objective, "sigmoid", beta, 0.0)
+        loss.backward()
+        out[f"{name}.loss"] = np.array(loss.item(), dtype=np.float32)
+        grads = dict(policy.named_parameters())
+        for pname in FULL_PARAMS:
+            out[f"{name}.grad.{pname}"] = grads[pname].grad.detach().float().numpy().copy()
+        meta["cases"][name] = {"objective": objective, "loss_type": "sigmoid", "beta": beta,
+                               "label_smoothing": 0.0, "loss": loss.item(), "full": True}
+        print(name, loss.item())
+    meta["full_params"] = FULL_PARAMS
     write_gtb(os.path.join(HERE, "preference", "model_steps.gtb"), out, meta)
 
 

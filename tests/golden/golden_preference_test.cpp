@@ -4,7 +4,8 @@
 // the reference), a batch of two pairs, and through train::TrainStep the loss and the gradient
 // of every LoRA factor for DPO's sigmoid (also with label smoothing and in two accumulated
 // micro-batches), hinge and IPO losses and ORPO. The DPO reference is the model with its
-// adapter off (nn::AdaptersOff), as PEFT's disable_adapter().
+// adapter off (nn::AdaptersOff), as PEFT's disable_adapter(). Without LoRA, a full fine-tune's
+// DPO (its reference a frozen copy) and ORPO, on some of the base's parameters.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -87,9 +88,10 @@ train::MicroBatch micro_batch(const std::vector<int64_t>& rows) {
 
 TEST(GoldenPreference, StepsEqualTransformersAndPeft) {
   const nlohmann::json& cases = golden().meta().at("cases");
-  ASSERT_EQ(cases.size(), 6u);
+  ASSERT_EQ(cases.size(), 8u);
   const auto model = adapted_model();
   for (const auto& [name, c] : cases.items()) {
+    if (c.value("full", false)) continue;
     SCOPED_TRACE(name);
     const train::PreferenceConfig cfg{train::parse_objective(c.at("objective").get<std::string>()),
                                       train::parse_dpo_loss(c.at("loss_type").get<std::string>()),
@@ -112,6 +114,34 @@ TEST(GoldenPreference, StepsEqualTransformersAndPeft) {
     ASSERT_EQ(recorder.grads.size(), 28u);
     for (const auto& [param, grad] : recorder.grads)
       testing::expect_matches_golden(golden(), name + " " + param, grad, name + ".grad." + param);
+  }
+}
+
+// Without LoRA: every parameter of the base trains, DPO's reference a frozen copy of it (so the
+// first step's d is 0 and its loss log 2), ORPO without one.
+TEST(GoldenPreference, FullFineTuningStepsEqualTransformers) {
+  const nlohmann::json& cases = golden().meta().at("cases");
+  for (const char* name : {"full_dpo_sigmoid", "full_orpo"}) {
+    SCOPED_TRACE(name);
+    const nlohmann::json& c = cases.at(name);
+    const train::PreferenceConfig cfg{train::parse_objective(c.at("objective").get<std::string>()),
+                                      train::DpoLoss::sigmoid, c.at("beta").get<double>(), 0.0};
+    const auto model = apps::load_model(golden_path("peft_tiny/base"), "", {}).model;
+    const auto reference = apps::load_model(golden_path("peft_tiny/base"), "", {}).model;
+    reference->freeze("*");
+    Recorder recorder({{model->named_parameters(), 0.0}});
+    const optim::LrSchedule schedule = optim::make_lr_schedule("constant", 0.0, 0, 1);
+    train::TrainStep step(
+        *model, recorder, schedule,
+        {.preference = &cfg,
+         .reference_model = cfg.objective == train::Objective::dpo ? reference.get() : nullptr});
+    step.run(0, [&](int64_t) { return micro_batch({0, 1, 2, 3}); });
+    const double want = c.at("loss").get<double>();
+    EXPECT_NEAR(step.take_log().mean_loss, want, 1e-5 * std::max(1.0, std::fabs(want)));
+    for (const std::string param : golden().meta().at("full_params"))
+      testing::expect_matches_golden(golden(), std::string(name) + " " + param,
+                                     recorder.grads.at(param),
+                                     std::string(name) + ".grad." + param);
   }
 }
 
