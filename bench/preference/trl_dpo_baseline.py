@@ -89,10 +89,12 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CACHE = os.environ.get("FITGRAD_CACHE", os.path.expanduser("~/.cache/fitgrad"))
-DEFAULT_MODEL = os.path.join(CACHE, "SmolLM2-135M-Instruct.Q4_1.gguf")
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "sft"))
+import hf_sft_baseline  # noqa: E402  (load_model, DEFAULT_MODEL, ALL_LINEAR)
+
+DEFAULT_MODEL = hf_sft_baseline.DEFAULT_MODEL
 # fitgrad's default --lora_target all-linear: every Linear but lm_head; for Llama these seven.
-ALL_LINEAR = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
+ALL_LINEAR = hf_sft_baseline.ALL_LINEAR
 
 
 def parse_args():
@@ -153,30 +155,18 @@ def main():
     import transformers
     import trl
     from peft import LoraConfig
-    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from transformers import TrainerCallback
     from trl import DPOConfig, DPOTrainer
     from trl.data_utils import maybe_apply_chat_template
     transformers.logging.set_verbosity_error()
     datasets.disable_progress_bar()
 
-    if a.model.endswith(".gguf"):
-        if not os.path.isfile(a.model):
-            sys.exit(f"no model file {a.model} (tools/fetch-smollm2.sh fetches it)")
-        folder, name = os.path.split(os.path.abspath(a.model))
-        tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name,
-                                                     torch_dtype=torch.float32,
-                                                     tie_word_embeddings=True)
-        if not a.gguf_eos:  # the ids the file gives (see the docstring)
-            for role in ("eos", "pad"):
-                i = getattr(model.config, f"{role}_token_id")
-                if i is not None:
-                    setattr(tok, f"{role}_token", tok.convert_ids_to_tokens(i))
-    else:
-        if not os.path.isfile(os.path.join(a.model, "config.json")):
-            sys.exit(f"{a.model}: not a Hugging Face model folder (no config.json) nor a .gguf")
-        tok = AutoTokenizer.from_pretrained(a.model)
-        model = AutoModelForCausalLM.from_pretrained(a.model, torch_dtype=torch.float32)
+    tok, model = hf_sft_baseline.load_model(a.model)
+    if a.model.endswith(".gguf") and not a.gguf_eos:  # the file's ids (see the docstring)
+        for role in ("eos", "pad"):
+            i = getattr(model.config, f"{role}_token_id")
+            if i is not None:
+                setattr(tok, f"{role}_token", tok.convert_ids_to_tokens(i))
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     print(f"tokenizer: eos {tok.eos_token!r} ({tok.eos_token_id}), pad {tok.pad_token!r} "
@@ -190,7 +180,7 @@ def main():
     # What TRL's tokenize_row makes of each pair (prompt ids + answer ids + eos), to report the
     # lengths and to check that separate tokenization equals the whole rendering's.
     t0 = time.perf_counter()
-    lengths, longest, mismatched, over = [], 0, 0, 0
+    lengths, mismatched, over = [], 0, 0
     for r in train:
         text = maybe_apply_chat_template(r, tok)
         prompt = tok(text["prompt"], add_special_tokens=False)["input_ids"]

@@ -149,29 +149,36 @@ def encode(tok, messages, train_on, seq_len):
     return ids, labels
 
 
+def load_model(path):
+    """The tokenizer and the f32 model of a Hugging Face folder or a .gguf file (dequantized by
+    transformers, its head tied to the embedding as in the file)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    if path.endswith(".gguf"):
+        if not os.path.isfile(path):
+            sys.exit(f"no model file {path} (tools/fetch-smollm2.sh fetches it)")
+        folder, name = os.path.split(os.path.abspath(path))
+        tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name,
+                                                     torch_dtype=torch.float32,
+                                                     tie_word_embeddings=True)
+        return tok, model
+    if not os.path.isfile(os.path.join(path, "config.json")):
+        sys.exit(f"{path}: not a Hugging Face model folder (no config.json) nor a .gguf")
+    return (AutoTokenizer.from_pretrained(path),
+            AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32))
+
+
 def main():
     a = parse_args()
     import torch
     torch.set_num_threads(a.threads)
     import transformers
     from peft import LoraConfig, get_peft_model
-    from transformers import (AutoModelForCausalLM, AutoTokenizer, Trainer, TrainerCallback,
-                              TrainingArguments)
+    from transformers import Trainer, TrainerCallback, TrainingArguments
     transformers.logging.set_verbosity_error()
 
-    if a.model.endswith(".gguf"):
-        if not os.path.isfile(a.model):
-            sys.exit(f"no model file {a.model} (tools/fetch-smollm2.sh fetches it)")
-        folder, name = os.path.split(os.path.abspath(a.model))
-        tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name,
-                                                     torch_dtype=torch.float32,
-                                                     tie_word_embeddings=True)
-    else:
-        if not os.path.isfile(os.path.join(a.model, "config.json")):
-            sys.exit(f"{a.model}: not a Hugging Face model folder (no config.json) nor a .gguf")
-        tok = AutoTokenizer.from_pretrained(a.model)
-        model = AutoModelForCausalLM.from_pretrained(a.model, torch_dtype=torch.float32)
+    tok, model = load_model(a.model)
     pad = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
 
     def dataset(path, val_fraction):

@@ -51,4 +51,16 @@ inline Trace read_trace(const std::filesystem::path& dir) {
   return t;
 }
 
+// A dry run's record (in `dry_dir`) equals the real run's (in `real_dir`) event for event after
+// the start mark, and so does its peak; the real run's trace is no stub.
+inline void expect_dry_run_is_the_run(const std::filesystem::path& real_dir,
+                                      const std::filesystem::path& dry_dir) {
+  const Trace real = read_trace(real_dir), dry = read_trace(dry_dir);
+  EXPECT_GT(real.events.size(), 100u) << real_dir;
+  for (size_t i = 0; i < std::min(real.events.size(), dry.events.size()); ++i)
+    ASSERT_EQ(dry.events[i], real.events[i]) << "event " << i << " of " << dry_dir;
+  ASSERT_EQ(dry.events.size(), real.events.size()) << dry_dir;
+  EXPECT_EQ(dry.peak_above_start, real.peak_above_start) << dry_dir;
+}
+
 }  // namespace fitgrad::apps
