@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <csignal>
 #include <vector>
 
@@ -143,6 +144,29 @@ double mean_over_ranks(TrainRun& r, double value) {
   Tensor t = Tensor::full({1}, value, DType::f32, r.device);  // Note [Control values ...]
   r.group->all_reduce(t, dist::ReduceOp::avg);
   return r.device.has_bytes() ? t.item() : value;
+}
+
+train::PreferenceStats sum_over_ranks(TrainRun& r, const train::PreferenceStats& st) {
+  if (!r.group) return st;
+  std::vector<double*> fields;
+  train::PreferenceStats out = st;
+  for (double* x :
+       {&out.reward_chosen, &out.reward_rejected, &out.accuracy, &out.margin, &out.logps_chosen,
+        &out.logps_rejected, &out.nll, &out.log_odds_ratio, &out.log_odds_chosen})
+    fields.push_back(x);
+  std::vector<double> values;
+  for (const double* x : fields) values.push_back(*x);
+  values.push_back(double(out.pairs));
+  values.push_back(double(out.micro_batches));
+  // Note [Control values on the run's device]; f32 holds these sums to a part in 10^7.
+  Tensor t = Tensor::from_vector(values, {int64_t(values.size())}, DType::f32, r.device);
+  r.group->all_reduce(t, dist::ReduceOp::sum);
+  if (!r.device.has_bytes()) return st;
+  const std::vector<double> summed = t.to_vector<double>();
+  for (size_t i = 0; i < fields.size(); ++i) *fields[i] = summed[i];
+  out.pairs = int64_t(std::llround(summed[fields.size()]));
+  out.micro_batches = int64_t(std::llround(summed[fields.size() + 1]));
+  return out;
 }
 
 int agreed_signal(TrainRun& r, int signal) {

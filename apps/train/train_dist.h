@@ -13,7 +13,8 @@
 // checkpoints, metrics.jsonl, loss_curve.svg and the usual memory record, and prints; the
 // others are silent but for errors. Every rank writes its own ledger as
 // memory.rank<k>.json. A logged training loss is the mean of the ranks' losses (one scalar
-// all-reduce at a logging step), the loss of the global batch. Every rank evaluates the same
+// all-reduce at a logging step), the loss of the global batch, and a preference run's logged
+// rewards are those of the global batch's pairs (their sums, one all-reduce). Every rank evaluates the same
 // validation batches, so the validation loss needs no collective. Whether to stop on a signal
 // is agreed at the top of every step (one scalar all-reduce): a rank that stopped alone
 // would leave the others waiting in a collective. A dry run (--device meta) plans one
@@ -42,6 +43,8 @@ void start_data_parallel(TrainRun& r);
 std::string config_fingerprint(const TrainRun& r);
 // The mean of `value` over the ranks (value itself in one process).
 double mean_over_ranks(TrainRun& r, double value);
+// Preference statistics summed over the ranks (this rank's in one process).
+train::PreferenceStats sum_over_ranks(TrainRun& r, const train::PreferenceStats& stats);
 // The signal to stop on: this rank's, or SIGTERM when another rank received one.
 int agreed_signal(TrainRun& r, int signal);
 

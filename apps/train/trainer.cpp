@@ -60,7 +60,10 @@ void add_preference_metrics(json& rec, const train::PreferenceStats& st, const s
 
 double log_interval(TrainRun& r, Interval& interval) {
   const train::StepLog log = r.step_fn->take_log();
-  const train::PreferenceStats preference = r.step_fn->take_preference_stats();
+  // Note [Data-parallel runs]: the global batch's pairs.
+  const train::PreferenceStats preference =
+      r.preference ? sum_over_ranks(r, r.step_fn->take_preference_stats())
+                   : train::PreferenceStats();
   interval.seconds = seconds_since(interval.start);
   check_device_errors(r.device);
   // Note [Data-parallel runs]: the global batch's loss, the mean of the ranks'.
@@ -82,7 +85,6 @@ double log_interval(TrainRun& r, Interval& interval) {
     rec["loss_scale"] = r.scaler->scale();
     rec["skipped_steps"] = r.skipped_steps;  // so far, in the whole run
   }
-  // Under data parallelism, rank 0's pairs (Note [Data-parallel runs]).
   if (r.preference) add_preference_metrics(rec, preference, "", r.preference->objective);
   r.metrics->append(rec);
   return loss;

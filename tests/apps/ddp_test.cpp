@@ -183,6 +183,57 @@ TEST(DdpTrainSft, RanksWeighTheJobsTrainedTargetsAsOneProcess) {
   fs::remove_all(dir);
 }
 
+// DPO with LoRA: 2 ranks of 1 pair follow one process of 2 pairs (the mean over the global
+// batch's pairs), and the logged rewards are the global batch's (summed over the ranks).
+TEST(DdpTrainPreference, RanksEqualOneProcessAndLogTheGlobalRewards) {
+  const fs::path dir = fresh_dir("ddp_dpo");
+  const std::string model = fitgrad::testing::write_sft_model_folder(dir);
+  {
+    std::ofstream data(dir / "pairs.jsonl");
+    for (int i = 0; i < 10; ++i) {
+      std::string chosen, rejected;
+      for (int w = 0; w < 2 + i; ++w) chosen += " yes";
+      for (int w = 0; w < 12 - i; ++w) rejected += " no";
+      data << json{{"prompt", "Question " + std::to_string(i) + ":"},
+                   {"chosen", chosen},
+                   {"rejected", rejected}}
+                  .dump()
+           << "\n";
+    }
+  }
+  const auto flags = [&](int64_t batch) {
+    return "--model " + model + " --data " + (dir / "pairs.jsonl").string() +
+           " --objective dpo --lora_r 4 --seq_len 64 --data_order sequential "
+           "--per_device_train_batch_size " +
+           std::to_string(batch) +
+           " --max_steps 3 --learning_rate 1e-2 --logging_steps 1 --eval_strategy no "
+           "--save_strategy no --progress plain";
+  };
+  ASSERT_EQ(shell(kCli + " train " + flags(2) + " --output_dir " + (dir / "single").string() +
+                  " > " + (dir / "single.log").string() + " 2>&1"),
+            0)
+      << read_text(dir / "single.log");
+  ASSERT_EQ(shell(kCli + " launch --nproc_per_node 2 train " + flags(1) + " --output_dir " +
+                  (dir / "ddp").string() + " > " + (dir / "ddp.log").string() + " 2>&1"),
+            0)
+      << read_text(dir / "ddp.log");
+  expect_same_trajectory(dir / "single", dir / "ddp", 3);
+  const auto rows = [](const fs::path& run) {
+    std::vector<json> out;
+    std::ifstream in(run / "metrics.jsonl");
+    for (std::string line; std::getline(in, line);) out.push_back(json::parse(line));
+    return out;
+  };
+  const std::vector<json> a = rows(dir / "single"), b = rows(dir / "ddp");
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t s = 1; s < a.size(); ++s)
+    for (const char* key : {"rewards/margins", "rewards/chosen", "logps/rejected"})
+      EXPECT_NEAR(b[s].at(key).get<double>(), a[s].at(key).get<double>(),
+                  1e-3 * std::max(1e-3, std::abs(a[s].at(key).get<double>())))
+          << key << " at step " << s + 1;
+  fs::remove_all(dir);
+}
+
 TEST_P(DdpTrain, AccumulationReducesOnTheLastMicroBatchAndEqualsOneProcess) {
   const int world = GetParam();
   const fs::path dir = fresh_dir("ddp_accum_" + std::to_string(world));
