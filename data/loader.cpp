@@ -79,6 +79,8 @@ Loader::Loader(std::span<const int32_t> tokens, const LoaderOptions& options, st
            "[data {}] {} lengths for {} windows", what_, lengths_.size(), num_windows_);
   FG_CHECK(lengths_.empty() || positions_.empty(),
            "[data {}] packed rows have no length of their own to group by", what_);
+  FG_CHECK(!options_.group_by_length || !lengths_.empty(),
+           "[data {}] group_by_length needs each window's length", what_);
   for (const int32_t n : lengths_)
     FG_CHECK(n >= 1 && n <= options_.seq_len, "[data {}] a window's length {} is not in [1, {}]",
              what_, n, options_.seq_len);
@@ -145,7 +147,7 @@ Batch Loader::build(int64_t position, OrderCache& cache) const {
 
 std::vector<int64_t> Loader::epoch_order(int64_t epoch) const {
   std::vector<int64_t> order = window_order(num_windows_, options_.order, options_.seed, epoch);
-  if (lengths_.empty()) return order;
+  if (lengths_.empty() || !options_.group_by_length) return order;
   return length_grouped_order(std::move(order), lengths_,
                               options_.batch_size * options_.world_size);
 }

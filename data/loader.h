@@ -13,14 +13,16 @@
 // an epoch is the windows at positions [i*B, (i+1)*B) of that order; the windows left
 // over after the last whole batch are dropped for that epoch (a random order drops
 // different ones each epoch). Epochs roll over by themselves. The batches depend only on
-// (tokens, batch_size, seq_len, seed, order, rank, world_size, lengths): never on num_workers
+// (tokens, batch_size, seq_len, seed, order, rank, world_size, lengths, group_by_length): never
+// on num_workers
 // or on timing.
 //
-// Lengths (--group_by_length). When each window holds one example padded after it and the
-// loader is given each window's length, the epoch's order is regrouped so that a global
-// batch's windows have similar lengths (Note [Batches grouped by length] in
-// data/window_order.h), and each batch is cut to its longest window: (B, T_b) with
-// T_b = max length <= seq_len. The columns cut hold padding only, whose targets are ignored.
+// Lengths. When each window holds one example padded after it and the loader is given each
+// window's length, each batch is cut to its longest window, (B, T_b) with T_b = max length
+// <= seq_len, as transformers' collators pad to the batch's longest: the columns cut hold
+// padding only, whose targets are ignored. With group_by_length the epoch's order is also
+// regrouped so that a global batch's windows have similar lengths (Note [Batches grouped by
+// length] in data/window_order.h).
 //
 // Note [Data-parallel shards]
 // With world_size N > 1 (data parallelism, dist/ddp.h) the loader of rank r gives rank r's
@@ -72,9 +74,10 @@ struct LoaderOptions {
   int prefetch = 2;     // batches each worker may hold ready; >= 1
   bool pin_memory = false;
   Device device = Device::cpu();
-  int rank = 0;        // Note [Data-parallel shards]
-  int world_size = 1;  // >= 1
-  bool pairs = false;  // Note [Preference batches]
+  int rank = 0;                  // Note [Data-parallel shards]
+  int world_size = 1;            // >= 1
+  bool pairs = false;            // Note [Preference batches]
+  bool group_by_length = false;  // with lengths: batches of similar lengths (Lengths, above)
 };
 
 // The target the cross-entropy skips (its ignore_index, Hugging Face's -100).
@@ -118,8 +121,8 @@ class Loader {
   // `positions`, when given, holds each token's position within its example (packed rows,
   // data/sft_stream.h; it outlives the loader too), from which batches take their positions
   // and segments. `lengths`, when given, holds each window's length (one example a window,
-  // padded after it; it outlives the loader too): the batches are grouped by it and cut to
-  // their longest window (Lengths, above).
+  // padded after it; it outlives the loader too): the batches are cut to their longest
+  // window, and grouped by length with options.group_by_length (Lengths, above).
   Loader(std::span<const int32_t> tokens, const LoaderOptions& options, std::string what = "train",
          std::span<const uint8_t> trained = {}, std::span<const int32_t> positions = {},
          std::span<const int32_t> lengths = {});
@@ -164,7 +167,7 @@ class Loader {
   };
 
   Batch build(int64_t position, OrderCache& cache) const;
-  // The window order of an epoch (window_order, grouped by length when lengths are given).
+  // The window order of an epoch (window_order, grouped by length with group_by_length).
   std::vector<int64_t> epoch_order(int64_t epoch) const;
   // The row length of the batch whose first window is at `first` of `order` (Lengths).
   int64_t row_length(const std::vector<int64_t>& order, int64_t first) const;

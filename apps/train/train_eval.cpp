@@ -33,18 +33,26 @@ std::optional<std::pair<double, int64_t>> evaluate(TrainRun& r) {
                                          r.reference_model.get());
     return r.lm.model->loss(b.ids, b.targets, r.packed ? &b.packed : nullptr);
   };
+  // The validation loader; a dry run with --data builds its batches on the host for their
+  // shapes only (Note [Dry run on meta]).
+  std::optional<data::Loader> val;
+  if (!r.val_data.tokens.empty()) {
+    data::LoaderOptions lopt;
+    lopt.batch_size = r.eval_batch;
+    lopt.seq_len = a.seq_len;
+    lopt.order = data::DataOrder::sequential;
+    lopt.device = r.dry_run ? Device::cpu() : r.device;
+    lopt.pairs = r.preference.has_value();
+    val.emplace(r.val_data.tokens, lopt, "validation", r.val_data.trained, r.val_data.positions,
+                r.val_data.lengths);
+  }
   if (r.dry_run) {
-    for (int64_t i = 0; i < r.eval_batches; ++i)
-      loss_of(r.meta_batch(r.eval_batch, "data.validation", r.packed));
+    for (int64_t i = 0; i < r.eval_batches; ++i) {
+      const int64_t length = val ? val->next().ids.size(1) : a.seq_len;
+      loss_of(r.meta_batch(r.eval_batch, "data.validation", r.packed, length));
+    }
     return std::pair{NAN, tokens};
   }
-  data::LoaderOptions lopt;
-  lopt.batch_size = r.eval_batch;
-  lopt.seq_len = a.seq_len;
-  lopt.order = data::DataOrder::sequential;
-  lopt.device = r.device;
-  lopt.pairs = r.preference.has_value();
-  data::Loader val(r.val_data.tokens, lopt, "validation", r.val_data.trained, r.val_data.positions);
   // With trained flags, the mean over the trained targets (Note [Loss over trained targets]);
   // a preference objective's loss is a mean over pairs, each batch of the same number.
   const bool weighted = !r.val_data.trained.empty() && !r.preference;
@@ -52,7 +60,7 @@ std::optional<std::pair<double, int64_t>> evaluate(TrainRun& r) {
   int64_t targets = 0;
   for (int64_t i = 0; i < r.eval_batches; ++i) {
     if (interrupt_received()) return std::nullopt;
-    const train::MicroBatch b = pair_batch(val.next(), r.ref_val);
+    const train::MicroBatch b = pair_batch(val->next(), r.ref_val);
     const double loss = loss_of(b).item();
     sum += weighted ? loss * double(b.trained_targets) : loss;
     targets += b.trained_targets;

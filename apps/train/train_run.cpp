@@ -37,22 +37,26 @@ train::MicroBatch micro_batch(data::Batch&& b) {
 
 train::MicroBatch TrainRun::next_batch() {
   if (!dry_run) return pair_batch(loader->next(), ref_train);
-  return meta_batch(a.per_device_train_batch_size, "data.train", packed);
+  // Note [Dry run on meta]: the loader's batch gives the shape only.
+  const int64_t length = loader ? loader->next().ids.size(1) : a.seq_len;
+  return meta_batch(a.per_device_train_batch_size, "data.train", packed, length);
 }
 
-train::MicroBatch TrainRun::meta_batch(int64_t batch, const char* label, bool packed_rows) const {
+train::MicroBatch TrainRun::meta_batch(int64_t batch, const char* label, bool packed_rows,
+                                       int64_t length) const {
   const MemoryContextScope scope({Category::data, intern_label(label)});
   const int64_t rows = preference ? 2 * batch : batch;  // Note [Preference batches]
-  const Shape shape{rows, a.seq_len};
-  train::MicroBatch b{
-      Tensor::empty(shape, DType::i64, device),
-      Tensor::empty(shape, DType::i64, device),
-      rows * a.seq_len,
-      {},
-      preference ? std::vector<int64_t>(size_t(rows), a.seq_len) : std::vector<int64_t>(),
-      // --precompute_ref_log_probs: the steps make no reference pass.
-      preference && a.precompute_ref_log_probs ? std::vector<double>(size_t(rows), 0.0)
-                                               : std::vector<double>()};
+  const int64_t T = length > 0 ? length : a.seq_len;
+  const Shape shape{rows, T};
+  train::MicroBatch b{Tensor::empty(shape, DType::i64, device),
+                      Tensor::empty(shape, DType::i64, device),
+                      rows * T,
+                      {},
+                      preference ? std::vector<int64_t>(size_t(rows), T) : std::vector<int64_t>(),
+                      // --precompute_ref_log_probs: the steps make no reference pass.
+                      preference && a.precompute_ref_log_probs
+                          ? std::vector<double>(size_t(rows), 0.0)
+                          : std::vector<double>()};
   if (packed_rows) {  // as the loader builds them (Note [Packed batches] in data/loader.cpp)
     b.packed.positions = {Tensor::empty(shape, DType::i32, device), a.seq_len};
     b.packed.segments = Tensor::empty({2, batch, a.seq_len}, DType::i32, device);

@@ -16,9 +16,10 @@
 // --data the dry run sizes its epochs and evaluations from the data's splits as the real
 // run does; without it, it needs --max_steps and evaluates --eval_max_batches full batches
 // (1 when that is 0, the whole split) (Note [A dry run sizes its splits from the data] in
-// train_setup.cpp). With --group_by_length a real run cuts each batch to its longest
-// example; the dry run plans every batch at --seq_len, the longest a batch can be, so its peak
-// is an upper bound of the real run's and its events are not the same.
+// train_setup.cpp). Instruction data of one example a row (--packing none, preference pairs)
+// has each batch cut to its longest example; a dry run with --data then builds the loader's
+// batches on the host, for their shapes only, so that its meta batches have the real run's
+// lengths (without --data it plans rows of --seq_len, the longest a batch can be).
 #pragma once
 #include <chrono>
 #include <filesystem>
@@ -72,7 +73,9 @@ struct TrainRun {
   // A dry run's (batch, seq_len) ids and targets on meta, and a packed batch's positions and
   // segments, allocated as the loader labels its batches ("data.train", "data.validation";
   // Note [Dry run on meta]).
-  train::MicroBatch meta_batch(int64_t batch, const char* label, bool packed_rows) const;
+  // rows: the rows' length (--seq_len, or a cut batch's).
+  train::MicroBatch meta_batch(int64_t batch, const char* label, bool packed_rows,
+                               int64_t length = 0) const;
   // Epochs done after `step` optimizer steps (0 in a dry run without data: no epochs).
   double epoch_at(int64_t step) const;
   // The elements of the parameters the optimizer updates (all of them, or the adapters).
@@ -108,6 +111,7 @@ struct TrainRun {
     std::span<const int32_t> tokens;
     std::span<const uint8_t> trained;
     std::span<const int32_t> positions;  // packed rows (data/sft_stream.h); empty: none
+    std::span<const int32_t> lengths;    // one example a row: each row's (pair's) length
   };
   Split train_data, val_data;
   bool packed = false;  // the rows pack several examples (--packing bfd or wrapped)

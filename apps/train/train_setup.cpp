@@ -178,8 +178,9 @@ void setup_data(TrainRun& r) {
             ? fs::path(fs::absolute(a.data).lexically_normal().string() + ".fitgrad-cache")
             : r.dir / "data-cache";
     r.sft.emplace(load_sft_data(a, r.lm, r.err, cache_dir.string()));
-    r.train_data = {r.sft->train.tokens, r.sft->train.trained, r.sft->train.positions};
-    r.val_data = {r.sft->val.tokens, r.sft->val.trained, r.sft->val.positions};
+    r.train_data = {r.sft->train.tokens, r.sft->train.trained, r.sft->train.positions,
+                    r.sft->train.lengths};
+    r.val_data = {r.sft->val.tokens, r.sft->val.trained, r.sft->val.positions, r.sft->val.lengths};
     r.packed = r.sft->packing != data::Packing::none;
     FG_CHECK(!a.group_by_length || !r.packed,
              "[train] --group_by_length groups rows of one padded example; the rows of --packing "
@@ -205,8 +206,8 @@ void setup_data(TrainRun& r) {
     fs::path data_parent = fs::absolute(a.data).parent_path();
     if (::access(data_parent.c_str(), W_OK) != 0) dopt.cache_dir = (r.dir / "data-cache").string();
     r.dataset.emplace(data::TokenDataset::open(a.data, *r.lm.tokenizer, r.lm.tokenizer_id, dopt));
-    r.train_data = {r.dataset->train(), {}, {}};
-    r.val_data = {r.dataset->val(), {}, {}};
+    r.train_data = {r.dataset->train(), {}, {}, {}};
+    r.val_data = {r.dataset->val(), {}, {}, {}};
   }
 
   data::LoaderOptions lopt;
@@ -231,21 +232,27 @@ void setup_data(TrainRun& r) {
              lopt.world_size > 1 ? fmt::format(" on each of {} ranks", lopt.world_size) : "");
   r.batches_per_epoch =
       data::Loader::batches_in(int64_t(r.train_data.tokens.size()), lopt, "train");
-  if (!r.dry_run)
-    r.loader = std::make_unique<data::Loader>(
-        r.train_data.tokens, lopt, "train", r.train_data.trained, r.train_data.positions,
-        a.group_by_length ? std::span<const int32_t>(r.sft->train.lengths)
-                          : std::span<const int32_t>());
-  if (a.group_by_length) {
-    // What grouping saves: the positions the first epoch's batches compute, against rows of
-    // --seq_len (a dry run plans those).
+  lopt.group_by_length = a.group_by_length;
+  // A dry run's loader builds its batches on the host only for their shapes (Note [Dry run on
+  // meta]): rows cut to their longest example have the length the real run's have.
+  if (r.dry_run) {
+    lopt.device = Device::cpu();
+    lopt.pin_memory = false;
+    lopt.num_workers = 0;
+  }
+  r.loader =
+      std::make_unique<data::Loader>(r.train_data.tokens, lopt, "train", r.train_data.trained,
+                                     r.train_data.positions, r.train_data.lengths);
+  if (!r.train_data.lengths.empty()) {
+    // What cutting each batch to its longest example saves: the positions the first epoch's
+    // batches compute, against rows of --seq_len.
     const int64_t padded = r.batches_per_epoch * lopt.batch_size * (lopt.pairs ? 2 : 1) * a.seq_len;
-    const int64_t computed = r.dry_run ? padded : r.loader->epoch_positions(0);
+    const int64_t computed = r.loader->epoch_positions(0);
     r.sft->summary += fmt::format(
-        "\n--group_by_length: the first epoch's batches compute {} positions, {:.1f}% of the {} "
-        "in rows of --seq_len {}{}",
-        computed, 100.0 * double(computed) / double(padded), padded, a.seq_len,
-        r.dry_run ? " (a dry run plans rows of --seq_len)" : "");
+        "\nbatches cut to their longest example{}: the first epoch computes {} positions, "
+        "{:.1f}% of the {} in rows of --seq_len {}",
+        a.group_by_length ? ", grouped by length" : "", computed,
+        100.0 * double(computed) / double(padded), padded, a.seq_len);
   }
 
   const int64_t val_windows =

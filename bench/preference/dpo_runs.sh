@@ -41,7 +41,7 @@ if [ "$what" = speed ]; then
   done
   for f in "$out"/*.log; do
     echo "== $f"
-    grep -E "packing:|group_by_length:|RESULT|^done" "$f" | tail -3
+    grep -E "packing:|batches cut|RESULT|^done" "$f" | tail -3
   done
   exit 0
 fi

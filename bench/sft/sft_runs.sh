@@ -44,7 +44,7 @@ if [ "$what" = speed ]; then
   done
   for f in "$out"/*.log; do
     echo "== $f"
-    grep -E "packing:|group_by_length:|RESULT|tok/s" "$f" | tail -4
+    grep -E "packing:|batches cut|RESULT|tok/s" "$f" | tail -4
   done
   exit 0
 fi

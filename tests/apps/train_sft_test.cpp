@@ -6,7 +6,7 @@
 // example: the packed rows (two examples sharing one, Note [Packed rows]), the padding and the
 // masks reach the loss as they should. The run's --report_to tensorboard events hold its
 // metrics; the dry run allocates as the real run for each --packing. Batches grouped by length
-// are cut to their longest example with the same loss, and planned at --seq_len.
+// are cut to their longest example with the same loss, and the dry run plans them so.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -370,7 +370,7 @@ TEST_F(TrainSft, MetaAllocatesAsTheRealRun) {
 
 // --group_by_length: the first batch holds the epoch's longest example and its loss is the
 // mean over its examples' trained targets, the batch cut to that example's length; the dry run
-// plans the batches at --seq_len, above the real run's peak; packed rows and text are refused.
+// allocates as the real run, batch lengths included; packed rows and text are refused.
 TEST_F(TrainSft, GroupedBatchesAreCutToTheirLongestExample) {
   const std::string model = folder();
   const std::string data = records("messages.jsonl");
@@ -386,8 +386,20 @@ TEST_F(TrainSft, GroupedBatchesAreCutToTheirLongestExample) {
   a.max_steps = 1;
   a.save_steps = 0;
   std::ostringstream out, err;
+  {  // The dry run allocates as the run, the batches' cut lengths included.
+    TrainArgs real = a, meta = a;
+    real.output_dir = (root_ / "grouped-cpu").string();
+    real.save_strategy = "no";
+    meta.output_dir = (root_ / "grouped-meta").string();
+    meta.save_strategy = "no";
+    meta.device = "meta";
+    ASSERT_EQ(run_train(real, out, err), 0) << err.str();
+    ASSERT_EQ(run_train(meta, out, err), 0) << err.str();
+    expect_dry_run_is_the_run(real.output_dir, meta.output_dir);
+  }
   ASSERT_EQ(run_train(a, out, err), 0) << err.str();
-  EXPECT_NE(out.str().find("--group_by_length: the first epoch's batches compute"),
+  EXPECT_NE(out.str().find("batches cut to their longest example, grouped by length: the first "
+                           "epoch computes"),
             std::string::npos)
       << out.str();
 
@@ -408,18 +420,9 @@ TEST_F(TrainSft, GroupedBatchesAreCutToTheirLongestExample) {
   EXPECT_NEAR(loss, masked_loss(*loaded.model, {train[size_t(order[0])], train[size_t(order[1])]}),
               1e-5);
 
-  TrainArgs meta = a;
-  meta.output_dir = (root_ / "grouped-meta").string();
-  meta.device = "meta";
-  a.output_dir = (root_ / "grouped-again").string();
-  a.save_strategy = "no";
-  ASSERT_EQ(run_train(a, out, err), 0) << err.str();
-  ASSERT_EQ(run_train(meta, out, err), 0) << err.str();
-  EXPECT_LT(read_trace(a.output_dir).peak_above_start,
-            read_trace(meta.output_dir).peak_above_start);
-
   TrainArgs packed = a;
   packed.output_dir = (root_ / "grouped-packed").string();
+  packed.save_strategy = "no";
   packed.packing = "bfd";
   try {
     run_train(packed, out, err);

@@ -1,8 +1,8 @@
 // Loader: windows, targets and order (sequential, and random epochs that visit every
 // window once), determinism across seeds and worker counts, resume from a saved state
 // (also across an epoch boundary), errors, shutdown with full queues, and the ledger's
-// Category::data bytes; batches grouped by length (the grouping against transformers' own,
-// tests/golden/length_grouped) and cut to their longest window. The token stream is mostly
+// Category::data bytes; batches cut to their longest window, and grouped by length (the
+// grouping against transformers' own, tests/golden/length_grouped). The token stream is mostly
 // 0, 1, 2, ..., so a row's first id names its window (window w starts at token w*T).
 #include "data/loader.h"
 
@@ -430,6 +430,7 @@ TEST(Loader, BatchesGroupedByLengthAreCutToTheirLongest) {
       LoaderOptions o = options_of(B, S, 7, DataOrder::random, r);
       o.rank = r;
       o.world_size = world;
+      o.group_by_length = true;
       ranks.push_back(std::make_unique<Loader>(tokens, o, "train", trained,
                                                std::span<const int32_t>(), lengths));
     }
@@ -474,6 +475,20 @@ TEST(Loader, BatchesGroupedByLengthAreCutToTheirLongest) {
   EXPECT_THROW(Loader(tokens, options_of(2, S), "train", {}, {},
                       std::span<const int32_t>(lengths).first(10)),
                Error);
+  // Without grouping the order is the epoch's own, and each batch is still cut to its longest.
+  Loader cut(tokens, options_of(3, S, 7), "train", trained, {}, lengths);
+  const std::vector<int64_t> order = window_order(n, DataOrder::random, 7, 0);
+  for (int64_t i = 0; i < 5; ++i) {
+    int64_t longest = 0;
+    for (int64_t b = 0; b < 3; ++b)
+      longest = std::max<int64_t>(longest, lengths[size_t(order[size_t(i * 3 + b)])]);
+    const Batch batch = cut.next();
+    ASSERT_EQ(batch.ids.shape(), (Shape{3, longest}));
+    EXPECT_EQ(batch.ids.to_vector<int64_t>()[0], order[size_t(i * 3)] * S);
+  }
+  LoaderOptions grouped_without_lengths = options_of(2, S);
+  grouped_without_lengths.group_by_length = true;
+  EXPECT_THROW(Loader(tokens, grouped_without_lengths), Error);
 }
 
 }  // namespace

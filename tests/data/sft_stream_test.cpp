@@ -214,6 +214,7 @@ TEST(SftStream, PairsAreRowsTwoByTwoAndBatchesPutTheChosenFirst) {
   EXPECT_EQ(b.trained_targets, 2 + 2 + 1 + 2);
   // Grouped by the pairs' lengths (the longer answer): one megabatch of 2 pairs, the longer
   // first (pair 1 of the stream, 4 tokens, then pair 0, 3), as LengthGroupedSampler orders.
+  o.group_by_length = true;
   Loader grouped(s.tokens, o, "train", s.trained, {}, s.lengths);
   const Batch c = grouped.next();
   EXPECT_EQ(c.ids.to_vector<int64_t>(),
