@@ -47,6 +47,12 @@ bool within(const fs::path& inner, const fs::path& outer) {
 // while later ones exist, or resuming another directory's checkpoint into one that holds
 // checkpoints, would mix two runs, so it is refused unless --overwrite_output_dir moves
 // the others aside first.
+// The files that say a run ran besides its checkpoints: its metrics, loss curve, evaluation
+// samples, TensorBoard events and memory record.
+constexpr const char* kRunRecords[] = {"metrics.jsonl", "loss_curve.svg",  "eval_samples.jsonl",
+                                       "runs",          "memory.json",     "memory_trace.json",
+                                       "memory.html",   "peak_report.txt", "memory_summary.txt"};
+
 void move_aside(TrainRun& r, const std::vector<std::pair<int64_t, std::string>>& checkpoints,
                 bool with_metrics) {
   const fs::path to = r.dir / fmt::format("overwritten-{}-{}",
@@ -61,10 +67,12 @@ void move_aside(TrainRun& r, const std::vector<std::pair<int64_t, std::string>>&
     moved += (moved.empty() ? "" : ", ") + fs::path(path).filename().string();
   }
   std::error_code ec;
-  if (with_metrics && fs::exists(r.dir / "metrics.jsonl", ec)) {
-    fs::rename(r.dir / "metrics.jsonl", to / "metrics.jsonl");
-    moved += ", metrics.jsonl";
-  }
+  if (with_metrics)
+    for (const char* record : kRunRecords)
+      if (fs::exists(r.dir / record, ec)) {
+        fs::rename(r.dir / record, to / record);
+        moved += (moved.empty() ? "" : ", ") + std::string(record);
+      }
   r.out << fmt::format("--overwrite_output_dir: moved {} to {}\n", moved, to.string());
 }
 
@@ -112,13 +120,25 @@ void prepare_output_dir(TrainRun& r) {
     return;
   }
   if (a.resume_from_checkpoint.empty()) {
-    if (existing.empty()) return;
-    if (!a.overwrite_output_dir)
+    // A run saved with --save_strategy no, or one that died before its first save, has no
+    // checkpoint, but its records say it ran: they are not replaced without a word either.
+    std::string records;  // a real run's (a dry run's memory record is a plan, replaced)
+    for (const char* record : {"metrics.jsonl", "loss_curve.svg", "eval_samples.jsonl"})
+      if (fs::exists(r.dir / record, ec))
+        records += (records.empty() ? "" : ", ") + std::string(record);
+    if (existing.empty() && records.empty()) return;
+    if (!a.overwrite_output_dir && !existing.empty())
       throw Error(fmt::format(
           "[train] --output_dir {} already holds {}: pass --resume_from_checkpoint last to "
           "continue it, or --overwrite_output_dir to start over (the old checkpoints are "
           "moved aside, not deleted)",
           a.output_dir, newest));
+    if (!a.overwrite_output_dir)
+      throw Error(fmt::format(
+          "[train] --output_dir {} holds another run's {} and no checkpoint to resume from: "
+          "pass --overwrite_output_dir to start over (they are moved aside, not deleted), or "
+          "choose another --output_dir",
+          a.output_dir, records));
     move_aside(r, existing, /*with_metrics=*/true);
     return;
   }

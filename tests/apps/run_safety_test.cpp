@@ -158,12 +158,40 @@ TEST_F(RunSafety, NeverPickOrOverwriteAnotherRunsCheckpoints) {
   int moved = 0;
   for (const auto& e : fs::directory_iterator(first.output_dir))
     if (e.path().filename().string().starts_with("overwritten-")) {
-      EXPECT_EQ(names_in(e.path()),
-                (std::vector<std::string>{"checkpoint-3", "checkpoint-6", "metrics.jsonl"}));
+      EXPECT_EQ(names_in(e.path()), (std::vector<std::string>{
+                                        "checkpoint-3", "checkpoint-6", "loss_curve.svg",
+                                        "memory.html", "memory.json", "memory_summary.txt",
+                                        "memory_trace.json", "metrics.jsonl", "peak_report.txt"}));
       ++moved;
     }
   EXPECT_EQ(moved, 1);
   EXPECT_EQ(metrics(fresh.output_dir).size(), 2u + 1u);  // two steps and the final evaluation
+}
+
+// A run that saved no checkpoint (--save_strategy no, or killed before its first save) still
+// has records: a second run into its directory is refused by name, and with
+// --overwrite_output_dir moves them aside (issue "Run truth III", finding 3).
+TEST_F(RunSafety, ARunWithoutCheckpointsIsNotReplacedWithoutAWord) {
+  const std::string data = write_text("text.txt", 997, 3);
+  TrainArgs first = args(data, "unsaved");
+  first.max_steps = 2;
+  first.save_strategy = "no";
+  ASSERT_EQ(train(first), 0);
+  const std::string before =
+      test_train::TrainFixture::read_bytes(fs::path(first.output_dir) / "metrics.jsonl");
+  EXPECT_THAT(refusal(first), HasSubstr("holds another run's metrics.jsonl, loss_curve.svg"));
+  EXPECT_EQ(test_train::TrainFixture::read_bytes(fs::path(first.output_dir) / "metrics.jsonl"),
+            before);
+  TrainArgs again = first;
+  again.overwrite_output_dir = true;
+  ASSERT_EQ(train(again), 0);
+  int moved = 0;
+  for (const auto& e : fs::directory_iterator(first.output_dir))
+    if (e.path().filename().string().starts_with("overwritten-")) {
+      EXPECT_EQ(test_train::TrainFixture::read_bytes(e.path() / "metrics.jsonl"), before);
+      ++moved;
+    }
+  EXPECT_EQ(moved, 1);
 }
 
 // 4. Pruning is atomic: a checkpoint is renamed out of the listing before it is deleted,

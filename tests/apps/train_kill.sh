@@ -40,7 +40,12 @@ while true; do
     rm -rf "$work/killed"  # finished before enough kills: start over and keep killing
   fi
   resume=()
-  if ls -d "$work"/killed/checkpoint-* >/dev/null 2>&1; then resume=(--resume_from_checkpoint last); fi
+  # Killed before its first save: the dead run's records are there, so starting over is said.
+  if ls -d "$work"/killed/checkpoint-* >/dev/null 2>&1; then
+    resume=(--resume_from_checkpoint last)
+  elif [[ -e "$work/killed/metrics.jsonl" ]]; then
+    resume=(--overwrite_output_dir)
+  fi
   set +e
   if ((delivered == kills)); then  # one kill inside pruning (Note [Fault hook])
     FITGRAD_FAULT_KILL_IN_PRUNE=1 "$bin" train "${common[@]}" --output_dir "$work/killed" "${resume[@]}" \
