@@ -145,6 +145,20 @@ TEST_P(DdpTrain, RanksEqualOneProcessWithTheGlobalBatch) {
   fs::remove_all(dir);
 }
 
+// `fitgrad train <single>` into dir/single and `fitgrad launch --nproc_per_node 2 train <rank>`
+// into dir/ddp, each logging into dir/<name>.log.
+void run_single_and_two_ranks(const fs::path& dir, const std::string& single,
+                              const std::string& rank) {
+  ASSERT_EQ(shell(kCli + " train " + single + " --output_dir " + (dir / "single").string() + " > " +
+                  (dir / "single.log").string() + " 2>&1"),
+            0)
+      << read_text(dir / "single.log");
+  ASSERT_EQ(shell(kCli + " launch --nproc_per_node 2 train " + rank + " --output_dir " +
+                  (dir / "ddp").string() + " > " + (dir / "ddp.log").string() + " 2>&1"),
+            0)
+      << read_text(dir / "ddp.log");
+}
+
 // Instruction data whose examples train 1 to 60 tokens: each rank weighs its micro-batches by
 // the job's trained targets (Note [Loss over trained targets]), so 2 ranks of batch 1 follow
 // one process of batch 2, the mean over the global batch's trained targets. (The mean of the
@@ -171,14 +185,7 @@ TEST(DdpTrainSft, RanksWeighTheJobsTrainedTargetsAsOneProcess) {
            " --max_steps 4 --learning_rate 1e-2 --logging_steps 1 --eval_strategy no "
            "--save_strategy no --progress plain --ddp_bucket_cap_mb 1";
   };
-  ASSERT_EQ(shell(kCli + " train " + flags(2) + " --output_dir " + (dir / "single").string() +
-                  " > " + (dir / "single.log").string() + " 2>&1"),
-            0)
-      << read_text(dir / "single.log");
-  ASSERT_EQ(shell(kCli + " launch --nproc_per_node 2 train " + flags(1) + " --output_dir " +
-                  (dir / "ddp").string() + " > " + (dir / "ddp.log").string() + " 2>&1"),
-            0)
-      << read_text(dir / "ddp.log");
+  ASSERT_NO_FATAL_FAILURE(run_single_and_two_ranks(dir, flags(2), flags(1)));
   expect_same_trajectory(dir / "single", dir / "ddp", 4);
   fs::remove_all(dir);
 }
@@ -209,14 +216,7 @@ TEST(DdpTrainPreference, RanksEqualOneProcessAndLogTheGlobalRewards) {
            " --max_steps 3 --learning_rate 1e-2 --logging_steps 1 --eval_strategy no "
            "--save_strategy no --progress plain";
   };
-  ASSERT_EQ(shell(kCli + " train " + flags(2) + " --output_dir " + (dir / "single").string() +
-                  " > " + (dir / "single.log").string() + " 2>&1"),
-            0)
-      << read_text(dir / "single.log");
-  ASSERT_EQ(shell(kCli + " launch --nproc_per_node 2 train " + flags(1) + " --output_dir " +
-                  (dir / "ddp").string() + " > " + (dir / "ddp.log").string() + " 2>&1"),
-            0)
-      << read_text(dir / "ddp.log");
+  ASSERT_NO_FATAL_FAILURE(run_single_and_two_ranks(dir, flags(2), flags(1)));
   expect_same_trajectory(dir / "single", dir / "ddp", 3);
   const auto rows = [](const fs::path& run) {
     std::vector<json> out;
