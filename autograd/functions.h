@@ -8,12 +8,14 @@
 // not a mask.
 #pragma once
 
+#include <span>
 #include <vector>
 
 #include "tensor/backend/attention_mask.h"
 #include "tensor/ops/rope.h"
 #include "tensor/random/generator.h"
 #include "tensor/rope_params.h"
+#include "tensor/row_span.h"
 #include "tensor/tensor.h"
 
 namespace fitgrad::autograd {
@@ -60,8 +62,11 @@ Tensor dropout(const Tensor& x, double p, Generator& gen = default_generator());
 // Mean over non-ignored targets; logits (N, V), targets (N).
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
 // Each sequence's negative log-likelihood summed over its non-ignored targets (Note [Sequence
-// log-probabilities] in functions_nn.cpp): logits (S, T, V), targets (S, T) -> (S) f32.
-Tensor sequence_nll(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
+// log-probabilities] in functions_nn.cpp): logits (R, T, V), targets (R, T) -> (N) f32, where
+// sequence n is the positions of spans[n] (rows that pack several sequences), or with no spans
+// row n whole (N = R). Spans must not overlap; positions outside every span get no gradient.
+Tensor sequence_nll(const Tensor& logits, const Tensor& targets,
+                    std::span<const RowSpan> spans = {}, int64_t ignore_index = -100);
 // q (B, Hq, T, D), k and v (B, Hkv, S, D) -> (B, Hq, T, D); dropout_p > 0 drops the
 // probabilities inside the kernel with draws from `gen` (Note [Dropout inside flash
 // attention] in tensor/ops/attention.h).

@@ -1,5 +1,7 @@
 // Differentiable products, normalisations, embedding, rope, dropout, cross-entropy and
 // attention (functions.h). Each rule calls the op's backward front-end in tensor/ops/.
+#include <algorithm>
+
 #include "autograd/functions.h"
 #include "autograd/lambda_node.h"
 #include "tensor/ops/attention.h"
@@ -236,51 +238,86 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
 // Note [Sequence log-probabilities]
 // Preference objectives (train/preference_loss.h) need each answer's summed log-probability,
 // log p(answer | prompt) = -sum_t nll_t over its trained targets, with a gradient. Each
-// sequence runs through the fused cross-entropy of its own (T, V) rows: its summed NLL is the
-// kernel's double statistic (read on the host, one read a sequence: a preference step reads
-// its log-probabilities anyway), and the backward is the cross-entropy's, its scalar gradient
-// g_s x count_s so that each row gets g_s (softmax - onehot). As in cross_entropy, a sole
-// f32 logits tensor takes its gradient in place, sequence by sequence.
-Tensor sequence_nll(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
+// sequence runs through the fused cross-entropy of its own (n, V) rows: a row of the batch, or
+// the span of a row that packs several answers. Its summed NLL is the kernel's double
+// statistic (read on the host, one read a sequence: a preference step reads its
+// log-probabilities anyway), and the backward is the cross-entropy's, its scalar gradient
+// g_s x count_s so that each position gets g_s (softmax - onehot). The positions no span
+// covers (a packed row's padding) get a zero gradient. As in cross_entropy, a sole f32 logits
+// tensor takes its gradient in place, sequence by sequence.
+Tensor sequence_nll(const Tensor& logits, const Tensor& targets, std::span<const RowSpan> spans,
+                    int64_t ignore_index) {
   FG_CHECK(logits.dim() == 3 && targets.shape() == Shape({logits.size(0), logits.size(1)}),
-           "[sequence_nll] logits (S, T, V) and targets (S, T), got {} and {}",
+           "[sequence_nll] logits (R, T, V) and targets (R, T), got {} and {}",
            shape_str(logits.shape()), shape_str(targets.shape()));
-  const int64_t S = logits.size(0), T = logits.size(1), V = logits.size(2);
+  const int64_t R = logits.size(0), T = logits.size(1), V = logits.size(2);
+  std::vector<RowSpan> seqs(spans.begin(), spans.end());
+  if (seqs.empty())
+    for (int64_t r = 0; r < R; ++r) seqs.push_back({r, 0, T});
+  // The uncovered positions of each row, for the backward's zeros.
+  std::vector<RowSpan> gaps;
+  {
+    std::vector<RowSpan> sorted = seqs;
+    std::sort(sorted.begin(), sorted.end(), [](const RowSpan& a, const RowSpan& b) {
+      return a.row != b.row ? a.row < b.row : a.begin < b.begin;
+    });
+    int64_t row = 0, at = 0;
+    for (const RowSpan& q : sorted) {
+      FG_CHECK(q.row >= 0 && q.row < R && q.begin >= 0 && q.begin < q.end && q.end <= T,
+               "[sequence_nll] span row {} [{}, {}) is not within ({}, {})", q.row, q.begin, q.end,
+               R, T);
+      for (; row < q.row; ++row, at = 0)
+        if (at < T) gaps.push_back({row, at, T});
+      FG_CHECK(q.begin >= at, "[sequence_nll] spans overlap in row {} at {}", q.row, q.begin);
+      if (at < q.begin) gaps.push_back({row, at, q.begin});
+      at = q.end;
+    }
+    for (; row < R; ++row, at = 0)
+      if (at < T) gaps.push_back({row, at, T});
+  }
+  const auto N = int64_t(seqs.size());
   const bool rec = needs_record({&logits});
   const Tensor x = logits.is_contiguous() ? logits : logits.contiguous();
   const Tensor y = targets.is_contiguous() ? targets : targets.contiguous();
-  std::vector<ops::CrossEntropyOut> parts(static_cast<size_t>(S));
-  std::vector<float> nll(static_cast<size_t>(S));
-  std::vector<int64_t> counts(static_cast<size_t>(S));
+  // Sequence q's (n, V) logits and (n) targets of t (R, T, ...).
+  const auto part = [T, V](const Tensor& t, const RowSpan& q) {
+    const Tensor row = t.narrow(0, q.row, 1);
+    return (t.dim() == 3 ? row.reshape({T, V}) : row.reshape({T}))
+        .narrow(0, q.begin, q.end - q.begin);
+  };
+  std::vector<ops::CrossEntropyOut> parts(static_cast<size_t>(N));
+  std::vector<float> nll(static_cast<size_t>(N));
+  std::vector<int64_t> counts(static_cast<size_t>(N));
   Tensor out;
   {
     ForwardScope scope(rec);
-    for (int64_t s = 0; s < S; ++s) {
-      parts[size_t(s)] = ops::cross_entropy(x.narrow(0, s, 1).reshape({T, V}),
-                                            y.narrow(0, s, 1).reshape({T}), ignore_index);
+    for (int64_t s = 0; s < N; ++s) {
+      parts[size_t(s)] =
+          ops::cross_entropy(part(x, seqs[size_t(s)]), part(y, seqs[size_t(s)]), ignore_index);
       counts[size_t(s)] = parts[size_t(s)].count();
       nll[size_t(s)] = float(parts[size_t(s)].nll_sum());
     }
-    out = x.device().has_bytes() ? Tensor::from_vector(nll, {S}, DType::f32, x.device())
-                                 : Tensor::empty({S}, DType::f32, x.device());
+    out = x.device().has_bytes() ? Tensor::from_vector(nll, {N}, DType::f32, x.device())
+                                 : Tensor::empty({N}, DType::f32, x.device());
   }
   if (!rec) return out;
-  auto n = make_node("sequence_nll", [parts, counts, ignore_index](Node& node, Grads& g) {
-    const Tensor& saved = node.saved[0];  // (S, T, V)
+  auto n = make_node("sequence_nll", [parts, counts, seqs, gaps, part, ignore_index](Node& node,
+                                                                                     Grads& g) {
+    const Tensor& saved = node.saved[0];  // (R, T, V)
     const Tensor& targets = node.saved[1];
-    const int64_t S = saved.size(0), T = saved.size(1), V = saved.size(2);
     const bool sole = saved.storage() && saved.storage().use_count() == 1 &&
                       saved.dtype() == DType::f32 && saved.is_contiguous();
     Tensor grad = sole ? saved : Tensor::empty(saved.shape(), saved.dtype(), saved.device());
-    for (int64_t s = 0; s < S; ++s) {
-      const ops::CrossEntropyOut& p = parts[size_t(s)];
-      const Tensor dloss = ops::scale(g[0].narrow(0, s, 1).reshape({}), double(counts[size_t(s)]));
-      Tensor rows = grad.narrow(0, s, 1).reshape({T, V});
-      const Tensor d = ops::cross_entropy_backward(
-          dloss, sole ? rows : saved.narrow(0, s, 1).reshape({T, V}),
-          targets.narrow(0, s, 1).reshape({T}), p.lse, p.stats, ignore_index, sole);
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      const ops::CrossEntropyOut& p = parts[s];
+      const Tensor dloss = ops::scale(g[0].narrow(0, int64_t(s), 1).reshape({}), double(counts[s]));
+      Tensor rows = part(grad, seqs[s]);
+      const Tensor d =
+          ops::cross_entropy_backward(dloss, sole ? rows : part(saved, seqs[s]),
+                                      part(targets, seqs[s]), p.lse, p.stats, ignore_index, sole);
       if (!d.same(rows)) rows.copy_(d);
     }
+    for (const RowSpan& q : gaps) part(grad, q).fill_(0.0);
     return Grads{grad};
   });
   n->save(x);

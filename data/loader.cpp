@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "data/sft_stream.h"
 #include "tensor/error.h"
 #include "tensor/memory/caching_allocator.h"
 #include "tensor/memory/scope.h"
@@ -75,15 +76,25 @@ Loader::Loader(std::span<const int32_t> tokens, const LoaderOptions& options, st
   num_windows_ = windows_in(int64_t(tokens_.size()), options_.seq_len, options_.pairs);
   FG_CHECK(!options_.pairs || positions_.empty(),
            "[data {}] preference pairs are rows of one example each, not packed rows", what_);
-  FG_CHECK(lengths_.empty() || int64_t(lengths_.size()) == num_windows_,
-           "[data {}] {} lengths for {} windows", what_, lengths_.size(), num_windows_);
+  const int64_t per_window = options_.pairs ? 2 : 1;
+  FG_CHECK(lengths_.empty() || int64_t(lengths_.size()) == num_windows_ * per_window,
+           "[data {}] {} lengths for {} windows", what_, lengths_.size(),
+           num_windows_ * per_window);
   FG_CHECK(lengths_.empty() || positions_.empty(),
            "[data {}] packed rows have no length of their own to group by", what_);
   FG_CHECK(!options_.group_by_length || !lengths_.empty(),
            "[data {}] group_by_length needs each window's length", what_);
+  FG_CHECK(!options_.pack_pairs || (options_.pairs && !lengths_.empty()),
+           "[data {}] packing pairs needs pairs and each answer's length", what_);
   for (const int32_t n : lengths_)
     FG_CHECK(n >= 1 && n <= options_.seq_len, "[data {}] a window's length {} is not in [1, {}]",
              what_, n, options_.seq_len);
+  window_lengths_ = lengths_;
+  if (options_.pairs && !lengths_.empty()) {
+    for (size_t i = 0; i + 1 < lengths_.size(); i += 2)
+      pair_lengths_.push_back(std::max(lengths_[i], lengths_[i + 1]));
+    window_lengths_ = pair_lengths_;
+  }
   // Fails here, not in a worker, when the device's backend is missing.
   allocator_for(options_.device);
   pinned_ = options_.pin_memory && options_.device.type == DeviceType::cuda;
@@ -112,6 +123,10 @@ Batch Loader::build(int64_t position, OrderCache& cache) const {
     cache.epoch = batch.epoch;
   }
   const int64_t first = (batch.index * options_.world_size + options_.rank) * B;
+  if (options_.pack_pairs) {
+    pack_pairs(batch, cache.order, first);
+    return batch;
+  }
   const int64_t T = row_length(cache.order, first);
   // Note [Preference batches]: a pair's two rows, the chosen answers' rows first.
   const int64_t per_window = options_.pairs ? 2 : 1, R = B * per_window;
@@ -140,6 +155,7 @@ Batch Loader::build(int64_t position, OrderCache& cache) const {
       batch.row_targets.push_back(
           std::count_if(targets + row * T, targets + (row + 1) * T, trained));
       batch.rows.push_back(cache.order[size_t(first + row % B)] * 2 + row / B);
+      batch.spans.push_back({row, 0, T});
     }
   if (!positions_.empty()) pack_rows(batch, cache, B, T);
   return batch;
@@ -148,7 +164,7 @@ Batch Loader::build(int64_t position, OrderCache& cache) const {
 std::vector<int64_t> Loader::epoch_order(int64_t epoch) const {
   std::vector<int64_t> order = window_order(num_windows_, options_.order, options_.seed, epoch);
   if (lengths_.empty() || !options_.group_by_length) return order;
-  return length_grouped_order(std::move(order), lengths_,
+  return length_grouped_order(std::move(order), window_lengths_,
                               options_.batch_size * options_.world_size);
 }
 
@@ -156,16 +172,99 @@ int64_t Loader::row_length(const std::vector<int64_t>& order, int64_t first) con
   if (lengths_.empty()) return options_.seq_len;
   int64_t T = 1;
   for (int64_t b = 0; b < options_.batch_size; ++b)
-    T = std::max<int64_t>(T, lengths_[size_t(order[size_t(first + b)])]);
+    T = std::max<int64_t>(T, window_lengths_[size_t(order[size_t(first + b)])]);
   return T;
+}
+
+// Note [Packed pairs]
+// With pack_pairs a batch holds the same B pairs as without, in the same order and shards, so
+// each micro-batch's loss is still the mean over its B pairs; only the padding goes. Its 2B
+// answers, each cut to seq_len as a row of its own would be, are packed best fit decreasing
+// (Note [Best-fit-decreasing bins] in sft_stream.cpp) into rows of seq_len, and the batch is
+// cut to its fullest row: (R, T) with R <= 2B and T <= seq_len. Inside a row each answer is an
+// example of its own (Note [Packed batches]): its positions restart at 0, it attends to itself
+// only, and its last target (the next answer's first token, or padding) is ignored, so its
+// summed log-probability is the one it has alone. The rest of a row is padding, one more
+// example without targets. Batch::spans names each answer's row and positions. As TRL's
+// padding_free, which puts a batch's sequences in one row, but in rows of seq_len.
+Loader::PairRows Loader::pair_rows(const std::vector<int64_t>& order, int64_t first) const {
+  const int64_t B = options_.batch_size;
+  std::vector<int64_t> sizes(size_t(2 * B));
+  for (int64_t a = 0; a < 2 * B; ++a)
+    sizes[size_t(a)] = lengths_[size_t(order[size_t(first + a % B)] * 2 + a / B)];
+  PairRows p{bfd_bins(sizes, options_.seq_len), 0};
+  for (const std::vector<size_t>& bin : p.bins) {
+    int64_t used = 0;
+    for (const size_t a : bin) used += sizes[a];
+    p.length = std::max(p.length, used);
+  }
+  return p;
+}
+
+void Loader::pack_pairs(Batch& batch, const std::vector<int64_t>& order, int64_t first) const {
+  const int64_t B = options_.batch_size, S = options_.seq_len;
+  const PairRows p = pair_rows(order, first);
+  const auto R = int64_t(p.bins.size());
+  const int64_t T = p.length;
+  const MemoryContextScope scope({Category::data, label_});
+  batch.ids = Tensor::empty({R, T}, DType::i64, Device::cpu(), pinned_);
+  batch.targets = Tensor::empty({R, T}, DType::i64, Device::cpu(), pinned_);
+  batch.positions = Tensor::empty({R, T}, DType::i32, Device::cpu(), pinned_);
+  batch.segments = Tensor::empty({2, R, T}, DType::i32, Device::cpu(), pinned_);
+  int64_t* ids = batch.ids.data<int64_t>();          // (R, T)
+  int64_t* targets = batch.targets.data<int64_t>();  // (R, T)
+  int32_t* pos = batch.positions.data<int32_t>();    // (R, T)
+  int32_t* begin = batch.segments.data<int32_t>();   // (R, T)
+  int32_t* end = begin + R * T;                      // (R, T)
+  batch.row_targets.assign(size_t(2 * B), 0);
+  batch.rows.assign(size_t(2 * B), 0);
+  batch.spans.assign(size_t(2 * B), {});
+  const int32_t pad = tokens_.back();  // the stream ends with its padding token
+  // Puts n positions of one example at [at, at + n) of row r: ids and targets from the stream
+  // at `start` (none for padding), positions from 0.
+  const auto put = [&](int64_t r, int64_t at, int64_t n, const int64_t* start) {
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t k = r * T + at + i;
+      ids[k] = start ? tokens_[size_t(*start + i)] : pad;
+      const bool trained =
+          start && (trained_.empty() || trained_[size_t(*start + i + 1)] != 0) && i + 1 < n;
+      targets[k] = trained ? tokens_[size_t(*start + i + 1)] : kIgnoredTarget;
+      pos[k] = int32_t(i);
+      begin[k] = int32_t(at);
+      end[k] = int32_t(at + n);
+    }
+    batch.longest_example = std::max(batch.longest_example, n);
+  };
+  for (int64_t r = 0; r < R; ++r) {
+    int64_t at = 0;
+    for (const size_t a : p.bins[size_t(r)]) {
+      const int64_t row = order[size_t(first + int64_t(a) % B)] * 2 + int64_t(a) / B;
+      const int64_t n = lengths_[size_t(row)], start = row * S;
+      put(r, at, n, &start);
+      batch.rows[a] = row;
+      batch.spans[a] = {r, at, at + n};
+      batch.row_targets[a] = std::count_if(targets + r * T + at, targets + r * T + at + n,
+                                           [](int64_t x) { return x != kIgnoredTarget; });
+      batch.trained_targets += batch.row_targets[a];
+      at += n;
+    }
+    if (at < T) put(r, at, T - at, nullptr);
+  }
 }
 
 int64_t Loader::epoch_positions(int64_t epoch) const {
   const std::vector<int64_t> order = epoch_order(epoch);
   const int64_t B = options_.batch_size, rows = B * (options_.pairs ? 2 : 1);
   int64_t positions = 0;
-  for (int64_t i = 0; i < batches_per_epoch_; ++i)
-    positions += rows * row_length(order, (i * options_.world_size + options_.rank) * B);
+  for (int64_t i = 0; i < batches_per_epoch_; ++i) {
+    const int64_t first = (i * options_.world_size + options_.rank) * B;
+    if (options_.pack_pairs) {
+      const PairRows p = pair_rows(order, first);
+      positions += int64_t(p.bins.size()) * p.length;
+    } else {
+      positions += rows * row_length(order, first);
+    }
+  }
   return positions;
 }
 

@@ -40,8 +40,10 @@
 // Note [Preference batches]
 // With pairs (--objective dpo, orpo; data/sft_stream.h's layout_pairs) a window is two rows of
 // the stream, rows 2w and 2w + 1: a pair's chosen and rejected answers. The order, the shards
-// and the lengths are the pairs', and a batch of B pairs has 2B rows: the B chosen answers,
-// then the B rejected ones in the same order, as TRL concatenates them.
+// and the lengths are the pairs' (a pair's is its longer answer's), and a batch of B pairs has
+// 2B answers: the B chosen ones, then the B rejected ones in the same order, as TRL
+// concatenates them. Each is a row of its own, or with pack_pairs a span of a packed row
+// (Note [Packed pairs] in loader.cpp); Batch::spans names each answer's positions.
 //
 // Memory. Batch tensors are allocated under Category::data with the label "data.<what>",
 // so the memory ledger shows them. With pin_memory and a CUDA device they are built in
@@ -61,6 +63,7 @@
 #include <vector>
 
 #include "data/window_order.h"
+#include "tensor/row_span.h"
 #include "tensor/tensor.h"
 
 namespace fitgrad::data {
@@ -77,6 +80,7 @@ struct LoaderOptions {
   int rank = 0;                  // Note [Data-parallel shards]
   int world_size = 1;            // >= 1
   bool pairs = false;            // Note [Preference batches]
+  bool pack_pairs = false;       // pairs, with lengths: each batch's answers packed into rows
   bool group_by_length = false;  // with lengths: batches of similar lengths (Lengths, above)
 };
 
@@ -88,9 +92,12 @@ struct Batch {
   // batch size for preference pairs (Note [Preference batches]).
   Tensor ids;      // (B, T) i64
   Tensor targets;  // (B, T) i64: ids shifted left by one token, kIgnoredTarget where untrained
-  int64_t trained_targets = 0;       // targets that are not kIgnoredTarget
-  std::vector<int64_t> row_targets;  // pairs: each row's trained targets (else empty)
-  std::vector<int64_t> rows;         // pairs: each row's row of the stream (else empty)
+  int64_t trained_targets = 0;  // targets that are not kIgnoredTarget
+  // Pairs (else empty), for each answer, the B chosen ones first: its trained targets, its
+  // row of the stream, and its positions in the batch (Note [Preference batches]).
+  std::vector<int64_t> row_targets;
+  std::vector<int64_t> rows;
+  std::vector<RowSpan> spans;
   // Packed rows (Note [Packed rows] in tensor/backend/attention_mask.h), undefined otherwise:
   Tensor positions;             // (B, T) i32: each token's position in its example
   Tensor segments;              // (2, B, T) i32: each token's example [begin, end) in its row
@@ -121,8 +128,9 @@ class Loader {
   // `positions`, when given, holds each token's position within its example (packed rows,
   // data/sft_stream.h; it outlives the loader too), from which batches take their positions
   // and segments. `lengths`, when given, holds each window's length (one example a window,
-  // padded after it; it outlives the loader too): the batches are cut to their longest
-  // window, and grouped by length with options.group_by_length (Lengths, above).
+  // padded after it; for pairs each answer's, two a pair; it outlives the loader too): the
+  // batches are cut to their longest window, and grouped by length with
+  // options.group_by_length (Lengths, above).
   Loader(std::span<const int32_t> tokens, const LoaderOptions& options, std::string what = "train",
          std::span<const uint8_t> trained = {}, std::span<const int32_t> positions = {},
          std::span<const int32_t> lengths = {});
@@ -171,6 +179,15 @@ class Loader {
   std::vector<int64_t> epoch_order(int64_t epoch) const;
   // The row length of the batch whose first window is at `first` of `order` (Lengths).
   int64_t row_length(const std::vector<int64_t>& order, int64_t first) const;
+  // Note [Packed pairs]: the answers of the batch whose first pair is at `first` of `order`,
+  // as bins (rows) of answer indices, and the fullest bin's length.
+  struct PairRows {
+    std::vector<std::vector<size_t>> bins;
+    int64_t length = 0;
+  };
+  PairRows pair_rows(const std::vector<int64_t>& order, int64_t first) const;
+  // Fills a batch of packed pairs (Note [Packed pairs]).
+  void pack_pairs(Batch& batch, const std::vector<int64_t>& order, int64_t first) const;
   // The positions and segments of a packed batch (Note [Packed batches] in loader.cpp).
   void pack_rows(Batch& batch, const OrderCache& cache, int64_t B, int64_t T) const;
   void work(int worker, int64_t first);
@@ -178,9 +195,11 @@ class Loader {
   void stop_workers();
 
   std::span<const int32_t> tokens_;
-  std::span<const uint8_t> trained_;    // empty: every target trained
-  std::span<const int32_t> positions_;  // empty: one example a row
-  std::span<const int32_t> lengths_;    // empty: every batch seq_len long, in window order
+  std::span<const uint8_t> trained_;         // empty: every target trained
+  std::span<const int32_t> positions_;       // empty: one example a row
+  std::span<const int32_t> lengths_;         // empty: every batch seq_len long, in window order
+  std::vector<int32_t> pair_lengths_;        // pairs with lengths: each pair's longer answer
+  std::span<const int32_t> window_lengths_;  // lengths_, or pair_lengths_ for pairs
   LoaderOptions options_;
   std::string what_;
   uint32_t label_ = 0;

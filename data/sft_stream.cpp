@@ -171,10 +171,6 @@ SftStream layout_pairs(const std::vector<SftTokens>& chosen, const std::vector<S
   SftStream s = layout_examples(rows, seq_len, pad, Packing::none);
   FG_ASSERT(s.dropped.empty());
   s.examples /= 2;
-  std::vector<int32_t> pair_lengths;  // the loader's unit is the pair: its longer answer
-  for (size_t i = 0; i + 1 < s.lengths.size(); i += 2)
-    pair_lengths.push_back(std::max(s.lengths[i], s.lengths[i + 1]));
-  s.lengths = std::move(pair_lengths);
   s.dropped = std::move(dropped);
   return s;
 }

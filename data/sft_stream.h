@@ -30,8 +30,8 @@ struct SftStream {
   std::vector<int32_t> tokens;     // windows of seq_len tokens, then one padding token
   std::vector<uint8_t> trained;    // one flag per token: a target the loss learns
   std::vector<int32_t> positions;  // packed layouts: each token's position in its example
-  std::vector<int32_t> lengths;    // none: each row's example length, padding not counted;
-                                   // pairs: each pair's longer answer
+  std::vector<int32_t> lengths;    // none, pairs: each row's example length, padding not
+                                   // counted
   int64_t examples = 0;            // examples laid out
   int64_t rows = 0;                // windows of the loader
   int64_t real_tokens = 0;         // tokens of the examples, padding not counted

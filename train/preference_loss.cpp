@@ -29,6 +29,14 @@ double log1mexp(double x) {
   return x < -M_LN2 ? std::log1p(-std::exp(x)) : std::log(-std::expm1(x));
 }
 
+// Note [A sure answer's odds]
+// ORPO's odds of an answer, p / (1 - p) with log p = a its mean log-probability, are infinite
+// when a = 0: an answer the model is sure of, which float32 sums reach (each token's NLL
+// rounds to 0). TRL computes log1p(-exp(a)) there and gets -inf, and a NaN gradient. Here a is
+// clamped at -1e-9 (odds e^20.7), and a clamped average passes no gradient, as torch.clamp's
+// does: the loss stays finite and the other terms still train.
+constexpr double kMaxMeanLogProb = -1e-9;
+
 }  // namespace
 
 Objective parse_objective(std::string_view name) {
@@ -105,14 +113,17 @@ PreferenceTerms preference_terms(const PreferenceConfig& cfg, std::span<const do
       t.grad[c] = inv_b * dd * dc;
       t.grad[r] = inv_b * dd * dr;
     } else {
-      const double a_c = pi_c / n_c, a_r = pi_r / n_r;
+      // Note [A sure answer's odds]: the averages clamped below 0, no gradient through a clamp.
+      const double a_c = std::min(pi_c / n_c, kMaxMeanLogProb);
+      const double a_r = std::min(pi_r / n_r, kMaxMeanLogProb);
       const double log_odds = (a_c - a_r) - (log1mexp(a_c) - log1mexp(a_r));
       const double ratio = log_sigmoid(log_odds);
       t.loss += -beta * ratio;
       const double dl = -beta * sigmoid(-log_odds);  // d (-beta ratio) / d log_odds
       // d log_odds / d a_c = 1 / (1 - e^{a_c}); / d a_r = -1 / (1 - e^{a_r}); d a / d nll = -1/n.
-      t.grad[c] = inv_b * dl * (-1 / std::expm1(a_c)) * (-1 / n_c);
-      t.grad[r] = inv_b * dl * (1 / std::expm1(a_r)) * (-1 / n_r);
+      const bool free_c = pi_c / n_c < kMaxMeanLogProb, free_r = pi_r / n_r < kMaxMeanLogProb;
+      t.grad[c] = free_c ? inv_b * dl * (-1 / std::expm1(a_c)) * (-1 / n_c) : 0.0;
+      t.grad[r] = free_r ? inv_b * dl * (1 / std::expm1(a_r)) * (-1 / n_r) : 0.0;
       t.grad[c] += 1.0 / double(chosen_tokens);  // the chosen answers' NLL term
       reward_c = beta * a_c;
       reward_r = beta * a_r;
@@ -170,7 +181,18 @@ Tensor preference_loss(const Tensor& nll, const std::vector<double>& ref_nll,
   return loss;
 }
 
-std::vector<double> reference_nll(nn::CausalLM& model, const Tensor& ids, const Tensor& targets) {
+namespace {
+
+// Each answer's summed NLL under `model` (autograd::sequence_nll over its span or row).
+Tensor answer_nll(const nn::CausalLM& model, const MicroBatch& batch) {
+  const nn::PackedRows* packed = batch.packed.segments.defined() ? &batch.packed : nullptr;
+  return autograd::sequence_nll(model.forward(batch.ids, packed), batch.targets,
+                                batch.spans);  // (2B)
+}
+
+}  // namespace
+
+std::vector<double> reference_nll(nn::CausalLM& model, const MicroBatch& batch) {
   const bool training = model.training();
   model.eval();
   std::vector<double> ref;
@@ -178,31 +200,33 @@ std::vector<double> reference_nll(nn::CausalLM& model, const Tensor& ids, const 
     const autograd::NoGradGuard no_grad;
     const nn::AdaptersOff reference;
     const LabelScope label("reference");
-    const Tensor nll = autograd::sequence_nll(model.forward(ids), targets);  // (2B)
+    const Tensor nll = answer_nll(model, batch);
     ref = nll.device().has_bytes() ? nll.to_vector<double>()
-                                   : std::vector<double>(size_t(ids.size(0)), 0.0);
+                                   : std::vector<double>(size_t(nll.numel()), 0.0);
   }
   model.train(training);
   return ref;
 }
 
-Tensor preference_objective(nn::CausalLM& model, const Tensor& ids, const Tensor& targets,
-                            const std::vector<int64_t>& row_targets, const PreferenceConfig& config,
-                            PreferenceStats* stats, const std::vector<double>& precomputed_ref,
+Tensor preference_objective(nn::CausalLM& model, const MicroBatch& batch,
+                            const PreferenceConfig& config, PreferenceStats* stats,
                             nn::CausalLM* reference) {
-  FG_CHECK(ids.dim() == 2 && ids.size(0) % 2 == 0 && int64_t(row_targets.size()) == ids.size(0),
-           "[preference] a batch of pairs has 2B rows and a target count for each, got {} rows "
-           "and {} counts",
-           ids.dim() == 2 ? ids.size(0) : -1, row_targets.size());
-  FG_CHECK(precomputed_ref.empty() || int64_t(precomputed_ref.size()) == ids.size(0),
-           "[preference] {} precomputed reference values for {} rows", precomputed_ref.size(),
-           ids.size(0));
-  std::vector<double> ref_nll = precomputed_ref;
+  const auto answers = int64_t(batch.row_targets.size());
+  FG_CHECK(batch.ids.dim() == 2 && answers % 2 == 0 && answers > 0 &&
+               (batch.spans.empty() ? batch.ids.size(0) == answers
+                                    : int64_t(batch.spans.size()) == answers),
+           "[preference] a batch of B pairs has 2B answers, each with its target count and its "
+           "rows or span; got {} counts, {} spans, {} rows",
+           answers, batch.spans.size(), batch.ids.dim() == 2 ? batch.ids.size(0) : -1);
+  FG_CHECK(batch.ref_nll.empty() || int64_t(batch.ref_nll.size()) == answers,
+           "[preference] {} precomputed reference values for {} answers", batch.ref_nll.size(),
+           answers);
+  std::vector<double> ref_nll = batch.ref_nll;
   if (config.objective == Objective::dpo && ref_nll.empty())
-    ref_nll = reference_nll(reference ? *reference : model, ids, targets);
-  const Tensor nll = autograd::sequence_nll(model.forward(ids), targets);  // (2B)
+    ref_nll = reference_nll(reference ? *reference : model, batch);
+  const Tensor nll = answer_nll(model, batch);
   const LabelScope label("loss");
-  return preference_loss(nll, ref_nll, row_targets, config, stats);
+  return preference_loss(nll, ref_nll, batch.row_targets, config, stats);
 }
 
 }  // namespace fitgrad::train

@@ -31,6 +31,7 @@
 
 #include "nn/decoder.h"
 #include "tensor/tensor.h"
+#include "train/micro_batch.h"
 
 namespace fitgrad::train {
 
@@ -73,21 +74,21 @@ Tensor preference_loss(const Tensor& nll, const std::vector<double>& ref_nll,
                        const std::vector<int64_t>& counts, const PreferenceConfig& config,
                        PreferenceStats* stats);
 
-// Note [Preference steps]: one micro-batch of B pairs, ids and targets (2B, T) with the B
-// chosen answers' rows first, row_targets each row's trained targets. For DPO the reference
+// Note [Preference steps]: one micro-batch of B pairs (train/micro_batch.h): its 2B answers,
+// the B chosen ones first, each a row of its own or a span of a packed row (Note [Packed
+// pairs] in data/loader.h), row_targets each answer's trained targets. For DPO the reference
 // pass comes first: the model with its LoRA adapters off (nn::AdaptersOff), in eval mode and
 // without a gradient, so its logits are freed before the policy's forward saves anything.
 // Then the policy's logits, each answer's summed NLL (autograd::sequence_nll), and the loss.
 // The reference pass runs `reference` when given (a full fine-tune's frozen copy), else the
-// model itself with its adapters off; `precomputed_ref`, the reference's NLL of each row
+// model itself with its adapters off; the batch's ref_nll, the reference's NLL of each answer
 // computed before training (--precompute_ref_log_probs), takes the pass's place.
-Tensor preference_objective(nn::CausalLM& model, const Tensor& ids, const Tensor& targets,
-                            const std::vector<int64_t>& row_targets, const PreferenceConfig& config,
-                            PreferenceStats* stats, const std::vector<double>& precomputed_ref = {},
+Tensor preference_objective(nn::CausalLM& model, const MicroBatch& batch,
+                            const PreferenceConfig& config, PreferenceStats* stats,
                             nn::CausalLM* reference = nullptr);
 
-// The reference's summed NLL of each row of ids (2B, T): the model with its adapters off, in
+// The reference's summed NLL of each answer of the batch: the model with its adapters off, in
 // eval mode, without a gradient ((2B) zeros on meta, where nothing is read).
-std::vector<double> reference_nll(nn::CausalLM& model, const Tensor& ids, const Tensor& targets);
+std::vector<double> reference_nll(nn::CausalLM& model, const MicroBatch& batch);
 
 }  // namespace fitgrad::train

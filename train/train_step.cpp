@@ -179,8 +179,7 @@ StepResult TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>
         std::optional<autograd::SavedTensorHooksScope> hooks;
         if (offload) hooks.emplace(offload->hooks());
         loss = options_.preference
-                   ? preference_objective(model_, batch.ids, batch.targets, batch.row_targets,
-                                          *options_.preference, &preference_stats_, batch.ref_nll,
+                   ? preference_objective(model_, batch, *options_.preference, &preference_stats_,
                                           options_.reference_model)
                    : model_.loss(batch.ids, batch.targets,
                                  batch.packed.segments.defined() ? &batch.packed : nullptr);

@@ -28,25 +28,10 @@
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "tensor/tensor.h"
+#include "train/micro_batch.h"
 #include "train/preference_loss.h"
 
 namespace fitgrad::train {
-
-// One micro-batch: token ids and next-token targets, (batch, seq) i64 on the model's device.
-struct MicroBatch {
-  Tensor ids;
-  Tensor targets;
-  int64_t trained_targets = 0;  // targets not ignored (-100): the weight_by_targets weight
-  // Rows that pack several examples (nn/packed_rows.h), held until the backward is done;
-  // segments undefined: one example a row.
-  nn::PackedRows packed = {};
-  // Preference pairs (Note [Preference steps] in train/preference_loss.h): each row's
-  // trained targets, the B chosen answers' rows first.
-  std::vector<int64_t> row_targets = {};
-  // The reference model's summed NLL of each row, computed before training
-  // (--precompute_ref_log_probs); empty: the step's reference pass computes it.
-  std::vector<double> ref_nll = {};
-};
 
 struct TrainStepOptions {
   int64_t gradient_accumulation_steps = 1;

@@ -112,7 +112,9 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--packing", a.packing,
                  "How instruction data fills the rows: bfd (whole examples, best-fit "
                  "decreasing, each attending to itself), wrapped (end to end, cut at --seq_len), "
-                 "none (one padded example a row); auto: bfd, or none for plain text records")
+                 "none (one padded example a row); auto: bfd, or none for plain text records. "
+                 "Preference pairs: bfd packs each batch's answers into rows, none gives each "
+                 "answer a row")
       ->check(CLI::IsMember({"auto", "bfd", "wrapped", "none"}))
       ->capture_default_str();
   cmd.add_option("--objective", a.objective,
@@ -136,10 +138,11 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_flag("--precompute_ref_log_probs", a.precompute_ref_log_probs,
                "DPO: compute the reference model's log-probabilities of every pair in one pass "
                "before training (kept in the output directory for a resume), so that the steps "
-               "make no reference pass; the only way to run DPO without LoRA");
+               "make no reference pass and a full fine-tune keeps no frozen copy of its weights");
   cmd.add_flag("--group_by_length", a.group_by_length,
-               "With --packing none: batch examples of similar lengths together (as transformers' "
-               "LengthGroupedSampler) and cut each batch to its longest example");
+               "With --packing none, or preference pairs: batch examples (pairs) of similar "
+               "lengths together (as transformers' LengthGroupedSampler) and cut each batch to "
+               "its longest example (its fullest row)");
 
   cmd.add_option("--per_device_train_batch_size", a.per_device_train_batch_size,
                  "Sequences per micro-batch")

@@ -28,8 +28,7 @@ std::optional<std::pair<double, int64_t>> evaluate(TrainRun& r) {
   // A preference run scores its held-out pairs with its objective (Note [Preference steps]).
   const auto loss_of = [&](const train::MicroBatch& b) {
     if (r.preference)
-      return train::preference_objective(*r.lm.model, b.ids, b.targets, b.row_targets,
-                                         *r.preference, &r.eval_preference, b.ref_nll,
+      return train::preference_objective(*r.lm.model, b, *r.preference, &r.eval_preference,
                                          r.reference_model.get());
     return r.lm.model->loss(b.ids, b.targets, r.packed ? &b.packed : nullptr);
   };
@@ -43,14 +42,14 @@ std::optional<std::pair<double, int64_t>> evaluate(TrainRun& r) {
     lopt.order = data::DataOrder::sequential;
     lopt.device = r.dry_run ? Device::cpu() : r.device;
     lopt.pairs = r.preference.has_value();
+    lopt.pack_pairs = lopt.pairs && r.packed;
     val.emplace(r.val_data.tokens, lopt, "validation", r.val_data.trained, r.val_data.positions,
                 r.val_data.lengths);
   }
   if (r.dry_run) {
-    for (int64_t i = 0; i < r.eval_batches; ++i) {
-      const int64_t length = val ? val->next().ids.size(1) : a.seq_len;
-      loss_of(r.meta_batch(r.eval_batch, "data.validation", r.packed, length));
-    }
+    for (int64_t i = 0; i < r.eval_batches; ++i)
+      loss_of(val ? r.meta_of(val->next(), "data.validation")
+                  : r.meta_batch(r.eval_batch, "data.validation", r.packed));
     return std::pair{NAN, tokens};
   }
   // With trained flags, the mean over the trained targets (Note [Loss over trained targets]);

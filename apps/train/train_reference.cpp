@@ -94,45 +94,44 @@ void write_stored(const fs::path& path, const std::string& fp, const std::vector
   io::write_file_atomic(path.string(), bytes, "[train " + path.string() + "]");
 }
 
-// The reference's NLL of every row of a split of `pairs` pairs ("train" or "validation").
+// The reference's NLL of every row of a split of `pairs` pairs ("train" or "validation"),
+// in batches laid out as the steps' are; a dry run plans the same batches on meta (without
+// data, rows of --seq_len) and returns zeros.
 std::vector<double> reference_of(TrainRun& r, const TrainRun::Split& split, int64_t pairs,
                                  const std::string& what) {
   const int64_t B = std::max<int64_t>(1, std::min(r.a.per_device_eval_batch_size, pairs));
+  const std::string label = "data." + what;
   std::vector<double> out(size_t(2 * pairs), 0.0);
-  if (pairs == 0) return out;
-  const auto run = [&](int64_t batch, int64_t first_pair) {
+  const auto run = [&](int64_t batch, int64_t first_pair, int64_t last_pair) {
+    if (split.tokens.empty()) {
+      for (int64_t p = first_pair; p + batch <= last_pair; p += batch)
+        train::reference_nll(*r.lm.model, r.meta_batch(batch, label.c_str(), r.packed));
+      return;
+    }
     data::LoaderOptions lopt;
     lopt.batch_size = batch;
     lopt.seq_len = r.a.seq_len;
     lopt.order = data::DataOrder::sequential;
-    lopt.device = r.device;
+    lopt.device = r.dry_run ? Device::cpu() : r.device;
     lopt.pairs = true;
-    data::Loader loader(split.tokens, lopt, what, split.trained);
+    lopt.pack_pairs = r.packed;
+    data::Loader loader(split.tokens, lopt, what, split.trained, {}, split.lengths);
     loader.restore({0, first_pair / batch, lopt.seed});
-    for (int64_t p = first_pair; p + batch <= pairs; p += batch) {
+    for (int64_t p = first_pair; p + batch <= last_pair; p += batch) {
       data::Batch b = loader.next();
+      if (r.dry_run) {
+        train::reference_nll(*r.lm.model, r.meta_of(b, label.c_str()));
+        continue;
+      }
       const std::vector<int64_t> rows = b.rows;
-      const train::MicroBatch m = micro_batch(std::move(b));
-      const std::vector<double> nll = train::reference_nll(*r.lm.model, m.ids, m.targets);
+      const std::vector<double> nll = train::reference_nll(*r.lm.model, micro_batch(std::move(b)));
       for (size_t k = 0; k < rows.size(); ++k) out[size_t(rows[k])] = nll[k];
     }
   };
-  run(B, 0);
-  if (pairs % B != 0) run(1, pairs - pairs % B);
+  if (pairs == 0) return out;
+  run(B, 0, pairs);
+  if (pairs % B != 0) run(1, pairs - pairs % B, pairs);
   return out;
-}
-
-// A dry run's pass: the real pass's batches, as meta tensors.
-void plan_reference(TrainRun& r, int64_t pairs, const char* label) {
-  const int64_t B = std::max<int64_t>(1, std::min(r.a.per_device_eval_batch_size, pairs));
-  for (int64_t p = 0; p + B <= pairs; p += B) {
-    const train::MicroBatch m = r.meta_batch(B, label, false);
-    train::reference_nll(*r.lm.model, m.ids, m.targets);
-  }
-  for (int64_t p = 0; p < pairs % B; ++p) {
-    const train::MicroBatch m = r.meta_batch(1, label, false);
-    train::reference_nll(*r.lm.model, m.ids, m.targets);
-  }
 }
 
 }  // namespace
@@ -146,8 +145,8 @@ void precompute_reference(TrainRun& r) {
   const int64_t train_pairs = r.sft ? r.sft->train.examples : a.per_device_eval_batch_size;
   const int64_t val_pairs = r.sft ? r.sft->val.examples : a.per_device_eval_batch_size;
   if (r.dry_run) {
-    plan_reference(r, train_pairs, "data.train");
-    plan_reference(r, val_pairs, "data.validation");
+    reference_of(r, r.train_data, train_pairs, "train");
+    reference_of(r, r.val_data, val_pairs, "validation");
     return;
   }
   const fs::path path = r.dir / "reference_log_probs.bin";

@@ -32,36 +32,54 @@ train::MicroBatch micro_batch(data::Batch&& b) {
           std::move(b.targets),
           b.trained_targets,
           {std::move(b.segments), {std::move(b.positions), b.longest_example}},
-          std::move(b.row_targets)};
+          std::move(b.row_targets),
+          std::move(b.spans)};
 }
 
 train::MicroBatch TrainRun::next_batch() {
   if (!dry_run) return pair_batch(loader->next(), ref_train);
-  // Note [Dry run on meta]: the loader's batch gives the shape only.
-  const int64_t length = loader ? loader->next().ids.size(1) : a.seq_len;
-  return meta_batch(a.per_device_train_batch_size, "data.train", packed, length);
+  // Note [Dry run on meta]: the loader's batch gives the shapes only.
+  if (loader) return meta_of(loader->next(), "data.train");
+  return meta_batch(a.per_device_train_batch_size, "data.train", packed);
 }
 
-train::MicroBatch TrainRun::meta_batch(int64_t batch, const char* label, bool packed_rows,
-                                       int64_t length) const {
+namespace {
+
+// Meta ids and targets of `shape` (R, T), and with packed rows their positions and segments,
+// allocated in the loader's order under its label.
+train::MicroBatch meta_tensors(const Shape& shape, bool packed_rows, int64_t longest,
+                               const char* label, Device device) {
   const MemoryContextScope scope({Category::data, intern_label(label)});
-  const int64_t rows = preference ? 2 * batch : batch;  // Note [Preference batches]
-  const int64_t T = length > 0 ? length : a.seq_len;
-  const Shape shape{rows, T};
-  train::MicroBatch b{Tensor::empty(shape, DType::i64, device),
-                      Tensor::empty(shape, DType::i64, device),
-                      rows * T,
-                      {},
-                      preference ? std::vector<int64_t>(size_t(rows), T) : std::vector<int64_t>(),
-                      // --precompute_ref_log_probs: the steps make no reference pass.
-                      preference && a.precompute_ref_log_probs
-                          ? std::vector<double>(size_t(rows), 0.0)
-                          : std::vector<double>()};
+  train::MicroBatch m;
+  m.ids = Tensor::empty(shape, DType::i64, device);
+  m.targets = Tensor::empty(shape, DType::i64, device);
   if (packed_rows) {  // as the loader builds them (Note [Packed batches] in data/loader.cpp)
-    b.packed.positions = {Tensor::empty(shape, DType::i32, device), a.seq_len};
-    b.packed.segments = Tensor::empty({2, batch, a.seq_len}, DType::i32, device);
+    m.packed.positions = {Tensor::empty(shape, DType::i32, device), longest};
+    m.packed.segments = Tensor::empty({2, shape[0], shape[1]}, DType::i32, device);
   }
-  return b;
+  return m;
+}
+
+}  // namespace
+
+train::MicroBatch TrainRun::meta_batch(int64_t batch, const char* label, bool packed_rows) const {
+  const int64_t rows = preference ? 2 * batch : batch;  // Note [Preference batches]
+  train::MicroBatch m = meta_tensors({rows, a.seq_len}, packed_rows, a.seq_len, label, device);
+  m.trained_targets = rows * a.seq_len;
+  if (preference) m.row_targets.assign(size_t(rows), a.seq_len);
+  // --precompute_ref_log_probs: the steps make no reference pass.
+  if (preference && a.precompute_ref_log_probs) m.ref_nll.assign(size_t(rows), 0.0);
+  return m;
+}
+
+train::MicroBatch TrainRun::meta_of(const data::Batch& b, const char* label) const {
+  train::MicroBatch m =
+      meta_tensors(b.ids.shape(), b.positions.defined(), b.longest_example, label, device);
+  m.trained_targets = b.trained_targets;
+  m.row_targets = b.row_targets;
+  m.spans = b.spans;
+  if (preference && a.precompute_ref_log_probs) m.ref_nll.assign(m.row_targets.size(), 0.0);
+  return m;
 }
 
 double TrainRun::epoch_at(int64_t s) const {

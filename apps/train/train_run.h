@@ -70,12 +70,13 @@ struct TrainRun {
 
   // The next training micro-batch: the loader's, or meta tensors in a dry run.
   train::MicroBatch next_batch();
-  // A dry run's (batch, seq_len) ids and targets on meta, and a packed batch's positions and
-  // segments, allocated as the loader labels its batches ("data.train", "data.validation";
-  // Note [Dry run on meta]).
-  // rows: the rows' length (--seq_len, or a cut batch's).
-  train::MicroBatch meta_batch(int64_t batch, const char* label, bool packed_rows,
-                               int64_t length = 0) const;
+  // A dry run's batch without data: (batch, --seq_len) ids and targets on meta (2 batch rows
+  // for pairs), and a packed batch's positions and segments, allocated as the loader labels
+  // its batches ("data.train", "data.validation"; Note [Dry run on meta]).
+  train::MicroBatch meta_batch(int64_t batch, const char* label, bool packed_rows) const;
+  // A dry run's stand-in for a batch its host loader built: meta tensors of the same shapes,
+  // allocated in the loader's order under its label, and the same counts and spans.
+  train::MicroBatch meta_of(const data::Batch& batch, const char* label) const;
   // Epochs done after `step` optimizer steps (0 in a dry run without data: no epochs).
   double epoch_at(int64_t step) const;
   // The elements of the parameters the optimizer updates (all of them, or the adapters).
@@ -114,7 +115,8 @@ struct TrainRun {
     std::span<const int32_t> lengths;    // one example a row: each row's (pair's) length
   };
   Split train_data, val_data;
-  bool packed = false;  // the rows pack several examples (--packing bfd or wrapped)
+  // The rows pack several examples (--packing bfd or wrapped), or a batch's answers (pairs).
+  bool packed = false;
   // --objective dpo or orpo (train/preference_loss.h); the last evaluation's statistics.
   std::optional<train::PreferenceConfig> preference;
   train::PreferenceStats eval_preference;

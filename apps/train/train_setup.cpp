@@ -202,7 +202,7 @@ void setup_data(TrainRun& r) {
                     r.sft->train.lengths};
     r.val_data = {r.sft->val.tokens, r.sft->val.trained, r.sft->val.positions, r.sft->val.lengths};
     r.packed = r.sft->packing != data::Packing::none;
-    FG_CHECK(!a.group_by_length || !r.packed,
+    FG_CHECK(!a.group_by_length || !r.packed || r.sft->pairs,
              "[train] --group_by_length groups rows of one padded example; the rows of --packing "
              "{} are full already: add --packing none, or leave --group_by_length out",
              data::packing_name(r.sft->packing));
@@ -244,6 +244,7 @@ void setup_data(TrainRun& r) {
     lopt.world_size = r.group->size();
   }
   lopt.pairs = r.sft && r.sft->pairs;  // Note [Preference batches] in data/loader.h
+  lopt.pack_pairs = lopt.pairs && r.packed;
   if (r.sft)
     FG_CHECK(r.sft->train.rows >= lopt.batch_size * lopt.world_size,
              "[train] the training split fills {} rows, fewer than a batch of {}{}; lower "
@@ -269,8 +270,10 @@ void setup_data(TrainRun& r) {
     const int64_t padded = r.batches_per_epoch * lopt.batch_size * (lopt.pairs ? 2 : 1) * a.seq_len;
     const int64_t computed = r.loader->epoch_positions(0);
     r.sft->summary += fmt::format(
-        "\nbatches cut to their longest example{}: the first epoch computes {} positions, "
-        "{:.1f}% of the {} in rows of --seq_len {}",
+        "\nbatches {}{}: the first epoch computes {} positions, {:.1f}% of the {} in rows of "
+        "--seq_len {}",
+        lopt.pack_pairs ? "of answers packed into rows, cut to the fullest"
+                        : "cut to their longest example",
         a.group_by_length ? ", grouped by length" : "", computed,
         100.0 * double(computed) / double(padded), padded, a.seq_len);
   }
@@ -421,7 +424,6 @@ void setup_run(TrainRun& r) {
         nn::targeted_factory(int8_targets, nn::int8_factory(a.weight_group_size));
   }
   build.seed = a.seed;
-  // A resume overwrites the weights, so --init is not read then.
   // A resume overwrites the weights, so --init is not read then -- except under LoRA, whose
   // checkpoints hold only the adapter (Note [LoRA runs]).
   r.lm = load_model(a.model, a.resume_from_checkpoint.empty() || r.lora ? a.init : "", build);
@@ -440,6 +442,11 @@ void setup_run(TrainRun& r) {
     FG_CHECK(!a.fused_head_loss,
              "[train] --fused_head_loss computes a mean cross-entropy without the logits; "
              "--objective {} needs each answer's log-probability: leave it out",
+             a.objective);
+    FG_CHECK(a.packing != "wrapped",
+             "[train] --packing wrapped would cut a preference answer in two, and --objective {} "
+             "needs each answer whole: use --packing bfd (each batch's answers packed into rows) "
+             "or none (an answer a row)",
              a.objective);
     r.preference =
         train::PreferenceConfig{train::parse_objective(a.objective),
@@ -492,7 +499,8 @@ void setup_run(TrainRun& r) {
     r.eval_batch = a.per_device_eval_batch_size;
     r.eval_batches = a.eval_max_batches > 0 ? a.eval_max_batches : 1;
     // It plans the packed batches that instruction data with --packing bfd or wrapped gives.
-    r.packed = !r.preference && (a.packing == "bfd" || a.packing == "wrapped");
+    // Preference pairs pack each batch's answers unless --packing none.
+    r.packed = r.preference ? a.packing != "none" : a.packing == "bfd" || a.packing == "wrapped";
   }
   r.total = a.max_steps > 0
                 ? a.max_steps

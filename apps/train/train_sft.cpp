@@ -90,8 +90,9 @@ std::string encoding_fingerprint(const TrainArgs& a, const LoadedModel& lm, bool
 // each answer is encoded as a prompt_completion example of its prompt, the answer trained, as
 // TRL's DPOTrainer tokenizes the prompt and prompt + answer. The split counts pairs; the
 // layout is data::layout_pairs (an answer a row, padded), and the loader batches B pairs as
-// 2B rows (Note [Preference batches] in data/loader.h). A pair whose answer has no target
-// within --seq_len is dropped whole and reported.
+// 2B answers (Note [Preference batches] in data/loader.h): with --packing bfd (auto) packed
+// into rows of --seq_len (Note [Packed pairs] in data/loader.cpp), with none a row each. A
+// pair whose answer has no target within --seq_len is dropped whole and reported.
 SftData load_sft_data(const TrainArgs& a, const LoadedModel& lm, std::ostream& err,
                       const std::string& cache_dir) {
   FG_CHECK(lm.tokenizer, "[train] instruction data needs a tokenizer; {} has none", a.model);
@@ -177,11 +178,7 @@ SftData load_sft_data(const TrainArgs& a, const LoadedModel& lm, std::ostream& e
   const size_t n_train = size_t(n - n_val);
   d.pairs = pairs;
   if (pairs) {
-    FG_CHECK(a.packing == "auto" || a.packing == "none",
-             "[train] --objective {} lays out each answer in a row of its own: --packing {} does "
-             "not apply to preference pairs; leave it out",
-             a.objective, a.packing);
-    d.packing = data::Packing::none;
+    FG_ASSERT(d.packing != data::Packing::wrapped);  // refused with the objective
     std::vector<data::SftTokens> chosen[2], rejected[2];
     for (size_t i = 0; i < size_t(n); ++i) {
       chosen[i < n_train ? 0 : 1].push_back((*encoded)[2 * i]);
@@ -231,8 +228,10 @@ SftData load_sft_data(const TrainArgs& a, const LoadedModel& lm, std::ostream& e
                          a.chat_template.empty() ? a.model : a.chat_template)
            : std::string(),
       lm.tokenizer_id, cached ? "read from" : "cached in", cache,
-      pairs ? "pairs, an answer a row" : data::packing_name(d.packing), d.train.examples,
-      pairs ? "pairs" : "examples", d.train.rows, a.seq_len,
+      pairs ? d.packing == data::Packing::bfd ? "pairs, each batch's answers packed into rows (bfd)"
+                                              : "pairs, an answer a row"
+            : data::packing_name(d.packing),
+      d.train.examples, pairs ? "pairs" : "examples", d.train.rows, a.seq_len,
       100.0 * double(d.train.real_tokens) / computed,
       100.0 * double(d.train.trained_tokens) / computed);
   return d;

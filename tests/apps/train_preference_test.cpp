@@ -107,10 +107,47 @@ TEST_F(TrainPreference, OrpoTrainsWithoutAReferenceAndLogsItsTerms) {
               1e-4);
 }
 
-TEST_F(TrainPreference, MetaAllocatesAsTheRealRun) {
+// Packed pairs (the default, Note [Packed pairs] in data/loader.cpp) train as an answer a row
+// does: the same losses, rewards and evaluation, step after step, in fewer positions.
+TEST_F(TrainPreference, PackedPairsTrainAsAnAnswerARow) {
   for (const char* objective : {"dpo", "orpo"}) {
     SCOPED_TRACE(objective);
-    TrainArgs a = preference_args(std::string(objective) + "-cpu", objective);
+    TrainArgs a = preference_args(std::string(objective) + "-packed", objective);
+    a.learning_rate = 5e-3;
+    a.max_steps = 4;
+    a.gradient_accumulation_steps = 2;
+    a.eval_steps = 2;
+    a.save_strategy = "no";
+    TrainArgs rows = a;
+    rows.output_dir = (root_ / (std::string(objective) + "-rows")).string();
+    rows.packing = "none";
+    std::ostringstream out, err, out2, err2;
+    ASSERT_EQ(run_train(a, out, err), 0) << err.str();
+    ASSERT_EQ(run_train(rows, out2, err2), 0) << err2.str();
+    EXPECT_NE(out.str().find("each batch's answers packed into rows"), std::string::npos)
+        << out.str();
+    EXPECT_NE(out2.str().find("pairs, an answer a row"), std::string::npos) << out2.str();
+    const std::vector<nlohmann::json> x = metrics(a.output_dir), y = metrics(rows.output_dir);
+    ASSERT_EQ(x.size(), y.size());
+    size_t compared = 0;
+    for (size_t i = 0; i < x.size(); ++i)
+      for (const char* key : {"loss", "rewards/margins", "rewards/chosen", "logps/rejected",
+                              "eval_loss", "eval_rewards/margins"}) {
+        if (!x[i].contains(key)) continue;
+        ++compared;
+        EXPECT_NEAR(x[i].at(key).get<double>(), y[i].at(key).get<double>(), 2e-5)
+            << key << " at record " << i;
+      }
+    EXPECT_GE(compared, 4u * 4u);
+  }
+}
+
+TEST_F(TrainPreference, MetaAllocatesAsTheRealRun) {
+  for (const char* objective : {"dpo", "orpo", "dpo-rows"}) {
+    SCOPED_TRACE(objective);
+    const bool rows = std::string(objective) == "dpo-rows";
+    TrainArgs a = preference_args(std::string(objective) + "-cpu", rows ? "dpo" : objective);
+    if (rows) a.packing = "none";
     a.max_steps = 2;
     a.gradient_accumulation_steps = 2;
     a.eval_steps = 2;
@@ -217,8 +254,8 @@ TEST_F(TrainPreference, WhatCannotWorkIsRefusedByName) {
   TrainArgs sft = preference_args("sft", "sft");
   refused(sft, "is a preference record (prompt, chosen, rejected): train on it with --objective");
   TrainArgs packed = preference_args("packed", "dpo");
-  packed.packing = "bfd";
-  refused(packed, "does not apply to preference pairs");
+  packed.packing = "wrapped";
+  refused(packed, "--packing wrapped would cut a preference answer in two");
   TrainArgs fused = preference_args("fused", "orpo");
   fused.fused_head_loss = true;
   refused(fused, "--objective orpo needs each answer's log-probability");

@@ -192,7 +192,7 @@ TEST(SftStream, PairsAreRowsTwoByTwoAndBatchesPutTheChosenFirst) {
   EXPECT_EQ(s.dropped, std::vector<size_t>{1});  // pair 1's chosen answer trains nothing
   EXPECT_EQ(s.examples, 3);
   EXPECT_EQ(s.rows, 6);
-  EXPECT_EQ(s.lengths, (std::vector<int32_t>{3, 4, 4}));
+  EXPECT_EQ(s.lengths, (std::vector<int32_t>{3, 2, 4, 3, 2, 4}));  // each answer's
   EXPECT_EQ(s.tokens, (std::vector<int32_t>{10, 11, 12, p,  50, 51, p, p,  30, 31, 32, 33, 70,
                                             71, 72, p,  40, 41, p,  p, 80, 81, 82, 83, p}));
   LoaderOptions o;
@@ -225,6 +225,43 @@ TEST(SftStream, PairsAreRowsTwoByTwoAndBatchesPutTheChosenFirst) {
   o.batch_size = 1;
   Loader one(s.tokens, o, "train", s.trained, {}, s.lengths);
   EXPECT_EQ(one.epoch_positions(0), 2 * 4 + 2 * 4 + 2 * 3);
+}
+
+// Packed pairs (Note [Packed pairs]): a batch's answers best fit decreasing into rows of
+// seq_len, cut to the fullest; each answer an example of its own (positions from 0, its
+// segment, its last target ignored), the rest of a row one padding example without targets;
+// the spans, counts and stream rows answer by answer, the chosen first.
+TEST(SftStream, PackedPairsFillRowsWithWholeAnswers) {
+  const std::vector<SftTokens> chosen = {example(10, 3, {0, 1, 1}), example(30, 4, {0, 0, 1, 1})};
+  const std::vector<SftTokens> rejected = {example(50, 2, {0, 1}), example(70, 3, {0, 1, 1})};
+  const int32_t p = 99;
+  const SftStream s = layout_pairs(chosen, rejected, 7, p);
+  LoaderOptions o;
+  o.batch_size = 2;
+  o.seq_len = 7;
+  o.order = DataOrder::sequential;
+  o.pairs = true;
+  o.pack_pairs = true;
+  Loader loader(s.tokens, o, "train", s.trained, {}, s.lengths);
+  const Batch b = loader.next();
+  // Answers 3, 4, 2, 3 tokens long: 4 + 3 in row 0, 3 + 2 in row 1 and two of padding.
+  ASSERT_EQ(b.ids.shape(), (Shape{2, 7}));
+  EXPECT_EQ(b.ids.to_vector<int64_t>(),
+            (std::vector<int64_t>{30, 31, 32, 33, 10, 11, 12, 70, 71, 72, 50, 51, p, p}));
+  const int64_t x = kIgnoredTarget;
+  EXPECT_EQ(b.targets.to_vector<int64_t>(),
+            (std::vector<int64_t>{x, 32, 33, x, 11, 12, x, 71, 72, x, 51, x, x, x}));
+  EXPECT_EQ(b.positions.to_vector<int32_t>(),
+            (std::vector<int32_t>{0, 1, 2, 3, 0, 1, 2, 0, 1, 2, 0, 1, 0, 1}));
+  EXPECT_EQ(b.segments.to_vector<int32_t>(),
+            (std::vector<int32_t>{0, 0, 0, 0, 4, 4, 4, 0, 0, 0, 3, 3, 5, 5,     // begin
+                                  4, 4, 4, 4, 7, 7, 7, 3, 3, 3, 5, 5, 7, 7}));  // end
+  EXPECT_EQ(b.spans, (std::vector<RowSpan>{{0, 4, 7}, {0, 0, 4}, {1, 3, 5}, {1, 0, 3}}));
+  EXPECT_EQ(b.row_targets, (std::vector<int64_t>{2, 2, 1, 2}));
+  EXPECT_EQ(b.rows, (std::vector<int64_t>{0, 2, 1, 3}));
+  EXPECT_EQ(b.trained_targets, 7);
+  EXPECT_EQ(b.longest_example, 4);
+  EXPECT_EQ(loader.epoch_positions(0), 14);
 }
 
 // The encodings' cache (data/sft_cache.h) gives back what was written, ids and trained flags,

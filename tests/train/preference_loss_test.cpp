@@ -96,6 +96,23 @@ TEST(PreferenceLoss, HingePairsPastTheMarginHaveNoGradient) {
   EXPECT_DOUBLE_EQ(t.loss, 0.5);
 }
 
+// Note [A sure answer's odds]: ORPO with a chosen answer the model is sure of (its NLL 0) and
+// a rejected one it is sure of too: a finite loss, the clamped answers pass no odds gradient,
+// and the chosen NLL term keeps its own; just below the clamp the loss is continuous.
+TEST(PreferenceLoss, OrpoStaysFiniteOnAnAnswerTheModelIsSureOf) {
+  const PreferenceConfig cfg{Objective::orpo, DpoLoss::sigmoid, 0.1, 0.0};
+  const std::vector<int64_t> counts = {4, 4, 4, 4};
+  const std::vector<double> ref;
+  const PreferenceTerms sure = preference_terms(cfg, std::vector<double>{0, 2, 3, 0}, ref, counts);
+  EXPECT_TRUE(std::isfinite(sure.loss));
+  for (const double g : sure.grad) EXPECT_TRUE(std::isfinite(g));
+  EXPECT_EQ(sure.grad[0], 1.0 / 8);  // chosen 0: the NLL term's 1 / (chosen tokens) alone
+  EXPECT_EQ(sure.grad[3], 0.0);      // rejected 1: clamped, and no NLL term
+  const PreferenceTerms near =
+      preference_terms(cfg, std::vector<double>{4e-9, 2, 3, 4e-9}, ref, counts);
+  EXPECT_NEAR(near.loss, sure.loss, 1e-9);  // the NLL term moves by 4e-9 / 8
+}
+
 // Each sequence's summed NLL over its kept targets, and its gradient g_s (softmax - onehot)
 // on those rows, zero on ignored ones, against float64; the in-place path equals the other.
 TEST(SequenceNll, SumsEachSequenceAndItsGradientAgainstFloat64) {
@@ -146,6 +163,60 @@ TEST(SequenceNll, SumsEachSequenceAndItsGradientAgainstFloat64) {
     const std::vector<float> d16 = autograd::grad(half).to_vector<float>();
     for (size_t i = 0; i < d16.size(); ++i) ASSERT_NEAR(d16[i], dlogits[i], 2e-2) << i;
   }
+}
+
+// Spans of packed rows (Note [Packed pairs] in data/loader.cpp): each span's summed NLL and its
+// gradient against float64, in the spans' order whatever their rows, and a zero gradient on
+// the positions no span covers, also when the gradient is written over the logits.
+TEST(SequenceNll, SpansOfPackedRowsSumEachSequenceAndLeaveTheRestAtZero) {
+  const int64_t R = 2, T = 6, V = 7;
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0, 2);
+  std::vector<float> logits(size_t(R * T * V));
+  for (float& x : logits) x = normal(rng);
+  std::vector<int64_t> targets(size_t(R * T));
+  for (size_t i = 0; i < targets.size(); ++i)
+    targets[i] = i % 5 == 3 ? -100 : int64_t(rng() % uint32_t(V));
+  // Row 0: [1, 4) and [4, 6), position 0 uncovered; row 1: [0, 2) and [3, 6), 2 uncovered.
+  const std::vector<RowSpan> spans = {{1, 0, 2}, {0, 1, 4}, {1, 3, 6}, {0, 4, 6}};
+  const std::vector<float> g = {0.5f, -1.25f, 2.0f, 0.75f};
+  std::vector<double> want(spans.size(), 0.0), dlogits(logits.size(), 0.0);
+  for (size_t s = 0; s < spans.size(); ++s)
+    for (int64_t t = spans[s].begin; t < spans[s].end; ++t) {
+      const int64_t k = spans[s].row * T + t, target = targets[size_t(k)];
+      if (target == -100) continue;
+      const float* row = logits.data() + k * V;
+      double mx = row[0], sum = 0;
+      for (int64_t v = 0; v < V; ++v) mx = std::max(mx, double(row[v]));
+      for (int64_t v = 0; v < V; ++v) sum += std::exp(double(row[v]) - mx);
+      const double lse = mx + std::log(sum);
+      want[s] += lse - double(row[target]);
+      for (int64_t v = 0; v < V; ++v)
+        dlogits[size_t(k * V + v)] =
+            double(g[s]) * (std::exp(double(row[v]) - lse) - (v == target ? 1 : 0));
+    }
+  for (const bool hold_logits : {true, false}) {
+    SCOPED_TRACE(hold_logits ? "logits held by the caller" : "logits in place");
+    const Tensor leaf = Tensor::from_vector(logits, {R, T, V}, DType::f32);
+    autograd::set_requires_grad(leaf);
+    Tensor y = autograd::scale(leaf, 1.0);
+    const Tensor nll =
+        autograd::sequence_nll(y, Tensor::from_vector(targets, {R, T}, DType::i64), spans);
+    if (!hold_logits) y = Tensor();
+    ASSERT_EQ(nll.shape(), Shape({int64_t(spans.size())}));
+    const std::vector<float> got = nll.to_vector<float>();
+    for (size_t s = 0; s < spans.size(); ++s) EXPECT_NEAR(got[s], want[s], 1e-4) << s;
+    autograd::backward(
+        autograd::sum(autograd::mul(nll, Tensor::from_vector(g, {int64_t(g.size())}))));
+    const std::vector<float> d = autograd::grad(leaf).to_vector<float>();
+    for (size_t i = 0; i < d.size(); ++i) ASSERT_NEAR(d[i], dlogits[i], 1e-5) << i;
+  }
+  const Tensor x = Tensor::from_vector(logits, {R, T, V}, DType::f32);
+  const Tensor y = Tensor::from_vector(targets, {R, T}, DType::i64);
+  const std::vector<RowSpan> overlapping = {{0, 0, 3}, {0, 2, 4}};
+  EXPECT_THROW(autograd::sequence_nll(x, y, overlapping), Error);
+  const std::vector<RowSpan> outside = {{2, 0, 3}};
+  EXPECT_THROW(autograd::sequence_nll(x, y, outside), Error);
 }
 
 }  // namespace
