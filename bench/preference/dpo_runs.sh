@@ -2,9 +2,11 @@
 # The end-to-end measurements of preference tuning (bench/RESULTS.md, "Preference tuning"), on
 # the committed pairs (bench/preference/make_pairs.py) and SmolLM2-135M-Instruct's GGUF
 # (tools/fetch-smollm2.sh):
-#   speed   fitgrad DPO with LoRA (its reference the base with the adapter off), TRL's
-#           DPOTrainer + PEFT (trl_dpo_baseline.py, the same reference), and fitgrad with
-#           --group_by_length, alternating, ROUNDS rounds of STEPS steps: the same pairs,
+#   speed   fitgrad DPO with LoRA (its reference the base with the adapter off; each batch's
+#           answers packed into rows, the default), TRL's DPOTrainer + PEFT
+#           (trl_dpo_baseline.py, the same reference), fitgrad with --packing none (an answer a
+#           row, as TRL) and fitgrad with --group_by_length, alternating, ROUNDS rounds of
+#           STEPS steps: the same pairs,
 #           seq_len 256, 2 pairs a step, rank 16, beta 0.1, sigmoid loss, 2 threads, fp32
 #           (BF16=1: both under bf16 autocast over fp32 weights);
 #   quality DPO with LoRA for TRAIN_STEPS steps of 4 pairs, scored on the 100 held-out pairs
@@ -37,11 +39,14 @@ if [ "$what" = speed ]; then
       --threads 2 "${precision[@]}" >"$out/trl-$r.log" 2>&1
     "$fg" train "${common[@]}" "${precision[@]}" --per_device_train_batch_size 2 \
       --learning_rate 5e-5 --max_steps "$steps" --eval_strategy no --save_strategy no \
+      --packing none --output_dir "$out/fg-rows-$r" >"$out/fg-rows-$r.log" 2>&1
+    "$fg" train "${common[@]}" "${precision[@]}" --per_device_train_batch_size 2 \
+      --learning_rate 5e-5 --max_steps "$steps" --eval_strategy no --save_strategy no \
       --group_by_length --output_dir "$out/fg-grouped-$r" >"$out/fg-grouped-$r.log" 2>&1
   done
   for f in "$out"/*.log; do
     echo "== $f"
-    grep -E "packing:|batches cut|RESULT|^done" "$f" | tail -3
+    grep -E "packing:|^batches |RESULT|^done" "$f" | tail -3
   done
   exit 0
 fi
