@@ -3,7 +3,8 @@
 // the tiny Llama of tests/golden/peft_tiny with its adapter (random lora_B, so the policy is not
 // the reference), a batch of two pairs, and through train::TrainStep the loss and the gradient
 // of every LoRA factor for DPO's sigmoid (also with label smoothing and in two accumulated
-// micro-batches), hinge and IPO losses and ORPO. The DPO reference is the model with its
+// micro-batches), hinge and IPO losses and ORPO, each with an answer a row and with the answers
+// packed into one row (Note [Packed pairs]). The DPO reference is the model with its
 // adapter off (nn::AdaptersOff), as PEFT's disable_adapter(). Without LoRA, a full fine-tune's
 // DPO (its reference a frozen copy) and ORPO, on some of the base's parameters.
 #include <gtest/gtest.h>
@@ -86,6 +87,42 @@ train::MicroBatch micro_batch(const std::vector<int64_t>& rows) {
           counts};
 }
 
+// The same answers packed end to end into one row (Note [Packed pairs] in data/loader.cpp):
+// each answer's positions from 0, its own segment, its span; a row's padding left out (an
+// answer ends after its last target's token).
+train::MicroBatch packed_micro_batch(const std::vector<int64_t>& rows) {
+  const train::MicroBatch unpacked = micro_batch(rows);
+  const int64_t T = unpacked.ids.size(1);
+  const std::vector<int64_t> ids = unpacked.ids.to_vector<int64_t>(),
+                             targets = unpacked.targets.to_vector<int64_t>();
+  std::vector<int64_t> packed_ids, packed_targets;
+  std::vector<int32_t> positions, begin, end;
+  train::MicroBatch b;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    int64_t length = 0;
+    for (int64_t t = 0; t < T; ++t)
+      if (targets[r * size_t(T) + size_t(t)] != -100) length = t + 2;
+    const auto at = int64_t(packed_ids.size());
+    for (int64_t t = 0; t < length; ++t) {
+      packed_ids.push_back(ids[r * size_t(T) + size_t(t)]);
+      packed_targets.push_back(targets[r * size_t(T) + size_t(t)]);
+      positions.push_back(int32_t(t));
+      begin.push_back(int32_t(at));
+      end.push_back(int32_t(at + length));
+    }
+    b.spans.push_back({0, at, at + length});
+  }
+  const auto n = int64_t(packed_ids.size());
+  b.ids = Tensor::from_vector(packed_ids, {1, n}, DType::i64);
+  b.targets = Tensor::from_vector(packed_targets, {1, n}, DType::i64);
+  b.trained_targets = unpacked.trained_targets;
+  b.row_targets = unpacked.row_targets;
+  begin.insert(begin.end(), end.begin(), end.end());
+  b.packed.segments = Tensor::from_vector(begin, {2, 1, n}, DType::i32);
+  b.packed.positions = {Tensor::from_vector(positions, {1, n}, DType::i32), T};
+  return b;
+}
+
 TEST(GoldenPreference, StepsEqualTransformersAndPeft) {
   const nlohmann::json& cases = golden().meta().at("cases");
   ASSERT_EQ(cases.size(), 8u);
@@ -98,22 +135,27 @@ TEST(GoldenPreference, StepsEqualTransformersAndPeft) {
                                       c.at("beta").get<double>(),
                                       c.at("label_smoothing").get<double>()};
     const bool accum = name.ends_with("_accum");
-    Recorder recorder({{model->trainable_parameters(), 0.0}});
-    const optim::LrSchedule schedule = optim::make_lr_schedule("constant", 0.0, 0, 1);
-    train::TrainStep step(*model, recorder, schedule,
-                          {.gradient_accumulation_steps = accum ? 2 : 1, .preference = &cfg});
-    step.run(0, [&](int64_t m) {
-      return micro_batch(accum ? (m == 0 ? std::vector<int64_t>{0, 2} : std::vector<int64_t>{1, 3})
-                               : std::vector<int64_t>{0, 1, 2, 3});
-    });
-    const double loss = step.take_log().mean_loss;
-    const double want = c.at("loss").get<double>();
-    EXPECT_NEAR(loss, want, 1e-5 * std::max(1.0, std::fabs(want)));
-    const train::PreferenceStats stats = step.take_preference_stats();
-    EXPECT_EQ(stats.pairs, 2);
-    ASSERT_EQ(recorder.grads.size(), 28u);
-    for (const auto& [param, grad] : recorder.grads)
-      testing::expect_matches_golden(golden(), name + " " + param, grad, name + ".grad." + param);
+    for (const bool packed : {false, true}) {
+      SCOPED_TRACE(packed ? "answers packed into one row" : "an answer a row");
+      Recorder recorder({{model->trainable_parameters(), 0.0}});
+      const optim::LrSchedule schedule = optim::make_lr_schedule("constant", 0.0, 0, 1);
+      train::TrainStep step(*model, recorder, schedule,
+                            {.gradient_accumulation_steps = accum ? 2 : 1, .preference = &cfg});
+      step.run(0, [&](int64_t m) {
+        const std::vector<int64_t> rows =
+            accum ? (m == 0 ? std::vector<int64_t>{0, 2} : std::vector<int64_t>{1, 3})
+                  : std::vector<int64_t>{0, 1, 2, 3};
+        return packed ? packed_micro_batch(rows) : micro_batch(rows);
+      });
+      const double loss = step.take_log().mean_loss;
+      const double want = c.at("loss").get<double>();
+      EXPECT_NEAR(loss, want, 1e-5 * std::max(1.0, std::fabs(want)));
+      const train::PreferenceStats stats = step.take_preference_stats();
+      EXPECT_EQ(stats.pairs, 2);
+      ASSERT_EQ(recorder.grads.size(), 28u);
+      for (const auto& [param, grad] : recorder.grads)
+        testing::expect_matches_golden(golden(), name + " " + param, grad, name + ".grad." + param);
+    }
   }
 }
 
