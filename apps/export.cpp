@@ -14,6 +14,7 @@
 #include "apps/export_parts.h"
 #include "apps/model_source.h"
 #include "apps/output_policy.h"
+#include "apps/train/checkpoint_dir.h"
 #include "data/gguf_tokenizer.h"
 #include "data/hf_tokenizer.h"
 #include "io/gguf.h"
@@ -359,6 +360,8 @@ void declare_inputs(const ExportArgs& a, const std::string& base_file, OutputPol
 }
 
 int64_t export_merged(const ExportArgs& a, std::ostream& out) {
+  verify_before_reading(a.base, "export --base", a.skip_verification);
+  if (!a.merge.empty()) verify_before_reading(a.merge, "export --merge", a.skip_verification);
   if (a.out.ends_with(".safetensors")) return export_file(a, out);
   if (a.out.ends_with(".gguf")) return export_gguf(a, out);
   return export_folder(a, out);
@@ -386,6 +389,7 @@ CLI::App* add_export_command(CLI::App& app, ExportArgs& a) {
                   "the largest shard of a model folder (5GB, 500MB, 2GiB, ...)")
       ->capture_default_str();
   cmd->add_flag("--overwrite", a.overwrite, "replace an existing -o file");
+  cmd->add_flag(kSkipVerificationFlag, a.skip_verification, kSkipVerificationHelp);
   cmd->footer(
       "The output is never an input (the adapter's files, the base), never inside a training "
       "run's directory or a checkpoint and never a special file; an existing file is replaced "

@@ -5,6 +5,7 @@
 
 #include <memory>
 
+#include "apps/train/checkpoint_dir.h"
 #include "nn/lora.h"
 #include "nn/lora_adapter.h"
 #include "nn/nf4_linear.h"
@@ -26,6 +27,7 @@ void add_inference_model_options(CLI::App& cmd, InferenceModelOptions& o) {
                "quantize the 4-bit absmaxes too (4.127 instead of 4.5 bits per weight)");
   cmd.add_option("--adapter", o.adapter,
                  "a PEFT LoRA adapter directory to apply over the model (unmerged)");
+  cmd.add_flag(kSkipVerificationFlag, o.skip_verification, kSkipVerificationHelp);
 }
 
 DType inference_dtype(const char* command, const std::string& name) {
@@ -52,12 +54,14 @@ LoadedModel load_inference_model(const char* command, const InferenceModelOption
   }
   std::shared_ptr<nn::TargetModules> targets;
   if (!o.adapter.empty()) {
+    verify_before_reading(o.adapter, std::string(command) + " --adapter", o.skip_verification);
     const nn::AdapterConfig adapter = nn::read_adapter_config(o.adapter);
     targets = std::make_shared<nn::TargetModules>(nn::TargetModules::parse(adapter.target_modules));
     build.linear_factory =
         nn::targeted_factory(targets, nn::lora_factory(adapter.lora, base), base);
   }
-  LoadedModel loaded = load_model(o.model, o.init, build);
+  LoadedModel loaded =
+      load_model(o.model, o.init, build, o.skip_verification, std::string(command) + " --model");
   if (targets) {
     nn::check_targets_found(*targets);
     nn::load_lora_adapter(*loaded.model, o.adapter);

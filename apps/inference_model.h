@@ -28,7 +28,8 @@ struct InferenceModelOptions {
   std::string quant_type = "nf4";
   bool double_quant = false;
   std::string adapter;
-  uint64_t seed = 0;  // of a random init
+  uint64_t seed = 0;               // of a random init
+  bool skip_verification = false;  // Note [Verified reads] in apps/train/checkpoint_dir.h
 };
 
 // Registers --model (required), --init, --device, --dtype, --quantize, --bnb_4bit_quant_type,

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "apps/cli_checks.h"
+#include "apps/train/checkpoint_dir.h"
 #include "data/bpe_tokenizer.h"
 #include "data/byte_tokenizer.h"
 #include "data/gguf_tokenizer.h"
@@ -444,7 +445,8 @@ TokenizerSpec load_tokenizer_spec(const std::string& dir) {
 }
 
 LoadedModel load_model(const std::string& spec, const std::string& init,
-                       const nn::BuildOptions& options) {
+                       const nn::BuildOptions& options, bool skip_verification,
+                       const std::string& what) {
   LoadedModel out;
   const std::string where = "[model " + spec + "]";
   const bool is_dir = fs::is_directory(spec);
@@ -461,6 +463,7 @@ LoadedModel load_model(const std::string& spec, const std::string& init,
     take_gguf_tokenizer(out, file, spec);
   } else if (is_dir) {
     const fs::path dir(spec);
+    verify_before_reading(spec, what, skip_verification || options.device.type == DeviceType::meta);
     FG_CHECK(fs::is_regular_file(dir / "config.json"),
              "{} the directory has no config.json (a checkpoint directory holds config.json, "
              "model.safetensors and fitgrad_tokenizer.json)",

@@ -66,9 +66,12 @@ inline constexpr const char* kModelSpecHelp =
 inline constexpr const char* kInitHelp = "weights to load: a .safetensors or .gguf file";
 
 // Note [Model specs]. Errors are fitgrad::Errors starting "[model <spec>]" (or the
-// reader's own prefix for a malformed file).
+// reader's own prefix for a malformed file). A checkpoint directory is verified against its
+// manifest first unless `skip_verification` or on meta (Note [Verified reads] in
+// apps/train/checkpoint_dir.h); `what` names the command and option in that error.
 LoadedModel load_model(const std::string& spec, const std::string& init,
-                       const nn::BuildOptions& options);
+                       const nn::BuildOptions& options, bool skip_verification = false,
+                       const std::string& what = "--model");
 
 // The tokenizer of a model without a stored one: vocabulary 256 -> "byte", 50257 ->
 // "gpt2"; any other size is an error naming it. Sets *tokenizer_id when not null.

@@ -8,6 +8,7 @@
 
 #include "apps/model_source.h"
 #include "apps/output_policy.h"
+#include "apps/train/checkpoint_dir.h"
 #include "io/bnb_4bit.h"
 #include "io/gguf.h"
 #include "io/safetensors.h"
@@ -38,6 +39,7 @@ int64_t quantize_model_file(const QuantizeArgs& a, std::ostream& out) {
            "[quantize] --dtype must be bf16, f16 or f32, got '{}'", a.dtype);
   FG_CHECK(a.blocksize >= 32 && a.blocksize <= 4096 && (a.blocksize & (a.blocksize - 1)) == 0,
            "[quantize] --blocksize must be a power of two from 32 to 4096, got {}", a.blocksize);
+  verify_before_reading(a.in, "quantize IN", a.skip_verification);
   OutputPolicy outputs("quantize", a.overwrite);  // Note [Output policy]
   outputs.input("IN", a.in);
   const size_t output = outputs.output("OUT", a.out);
@@ -137,6 +139,7 @@ CLI::App* add_quantize_command(CLI::App& app, QuantizeArgs& a) {
                   "GGUF input: the dtype of the tensors left dense (bf16, f16 or f32)")
       ->capture_default_str();
   cmd->add_flag("--overwrite", a.overwrite, "replace an existing OUT file");
+  cmd->add_flag(kSkipVerificationFlag, a.skip_verification, kSkipVerificationHelp);
   cmd->footer(
       "OUT is never IN (whatever the spelling), never inside a training run's directory or a "
       "checkpoint and never a special file; an existing file is replaced only with "

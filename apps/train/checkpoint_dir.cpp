@@ -162,6 +162,17 @@ void verify_checkpoint(const std::string& dir) {
   }
 }
 
+void verify_before_reading(const std::string& path, const std::string& what, bool skip) {
+  std::error_code ec;
+  if (skip || !fs::is_regular_file(fs::path(path) / kCheckpointManifest, ec)) return;
+  try {
+    verify_checkpoint(path);
+  } catch (const Error& e) {
+    throw Error(fmt::format("[{} {}] {}; to read it anyway, add {}", what, path, e.what(),
+                            kSkipVerificationFlag));
+  }
+}
+
 std::vector<std::string> prune_checkpoints(const std::string& output_dir, int64_t keep) {
   std::vector<std::string> problems;
   if (keep <= 0) return problems;
@@ -189,7 +200,8 @@ std::vector<std::string> prune_checkpoints(const std::string& output_dir, int64_
   return problems;
 }
 
-std::string resolve_resume_dir(const std::string& arg, const std::string& output_dir) {
+std::string resolve_resume_dir(const std::string& arg, const std::string& output_dir,
+                               bool skip_verification) {
   std::string dir = arg;
   if (arg == "last" || arg == "true" || arg == "True") {
     auto all = list_checkpoints(output_dir);
@@ -207,7 +219,7 @@ std::string resolve_resume_dir(const std::string& arg, const std::string& output
           "[train] --resume_from_checkpoint {}: not a complete fitgrad checkpoint (no valid {})",
           arg, kCheckpointManifest));
   }
-  verify_checkpoint(dir);
+  verify_before_reading(dir, "train --resume_from_checkpoint", skip_verification);
   return dir;
 }
 

@@ -21,6 +21,14 @@
 // names its step: a user's own "checkpoint-7" is neither listed, nor pruned, nor replaced.
 // A resume verifies every file against the manifest first, and a mismatch is an error that
 // names the file.
+//
+// Note [Verified reads]
+// So does every other command that reads a directory holding a manifest: train's --model,
+// generate's and eval's --model and --adapter, export's --base and --merge, quantize's IN. A
+// damaged checkpoint is then an error naming the file, never a model with damaged weights. A
+// folder without a manifest (Hugging Face's, PEFT's) is read as it is, and so is a damaged
+// checkpoint with --skip_checkpoint_verification, which the error names. A plan or dry run on
+// meta reads no weights and checks nothing.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -46,12 +54,23 @@ std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string&
 // naming the first file that is missing, of the wrong size or of other content.
 void verify_checkpoint(const std::string& dir);
 
+// The flag that skips Note [Verified reads]'s check, and its help.
+inline constexpr const char* kSkipVerificationFlag = "--skip_checkpoint_verification";
+inline constexpr const char* kSkipVerificationHelp =
+    "Read a checkpoint even when its files do not match its manifest (fitgrad_checkpoint.json)";
+
+// Note [Verified reads]: verifies `path` when it is a directory with a manifest, unless
+// `skip`; the error names `what` (the command and its option) and the flag that skips it.
+void verify_before_reading(const std::string& path, const std::string& what, bool skip);
+
 // Deletes all but the newest `keep` checkpoints (keep 0: deletes none). A checkpoint that
 // cannot be deleted stays; the returned lines say which and why.
 std::vector<std::string> prune_checkpoints(const std::string& output_dir, int64_t keep);
 
 // --resume_from_checkpoint: a checkpoint directory, or "last" for the newest checkpoint in
-// output_dir; verified (verify_checkpoint). Throws fitgrad::Error naming what is wrong.
-std::string resolve_resume_dir(const std::string& arg, const std::string& output_dir);
+// output_dir; verified (verify_before_reading) unless `skip_verification`. Throws
+// fitgrad::Error naming what is wrong.
+std::string resolve_resume_dir(const std::string& arg, const std::string& output_dir,
+                               bool skip_verification = false);
 
 }  // namespace fitgrad::apps

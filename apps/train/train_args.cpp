@@ -8,6 +8,7 @@
 #include "apps/chat_prompt.h"
 #include "apps/cli_checks.h"
 #include "apps/model_source.h"
+#include "apps/train/checkpoint_dir.h"
 #include "optim/factory.h"
 #include "tensor/device.h"
 #include "tensor/error.h"
@@ -300,6 +301,7 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
       ->capture_default_str();
   cmd.add_option("--resume_from_checkpoint", a.resume_from_checkpoint,
                  "A checkpoint directory, or `last` for the newest one in --output_dir");
+  cmd.add_flag(kSkipVerificationFlag, a.skip_checkpoint_verification, kSkipVerificationHelp);
   add_bool(cmd, "overwrite_output_dir", a.overwrite_output_dir,
            "Allow a fresh run into an --output_dir that already holds checkpoints");
   cmd.add_option("--ddp_timeout", a.ddp_timeout,

@@ -132,15 +132,16 @@ struct TrainArgs {
   int64_t dataloader_prefetch_factor = 2;
   uint64_t seed = 42;
   int64_t logging_steps = 500;
-  std::string report_to = "none";       // none | tensorboard (Note [Metrics in TensorBoard])
-  std::string logging_dir;              // "" = <output_dir>/runs
-  int64_t eval_steps = 0;               // 0: logging_steps
-  std::string eval_strategy = "steps";  // steps | no (Hugging Face's; its default is "no")
-  int64_t eval_max_batches = 50;        // fitgrad: caps each evaluation (0: the whole split)
-  int64_t save_steps = 500;             // 0: only the final checkpoint
-  std::string save_strategy = "steps";  // steps | no (Hugging Face's; "epoch" is not offered)
-  int64_t save_total_limit = 0;         // 0: keep every checkpoint
-  std::string resume_from_checkpoint;   // a checkpoint dir, or "last" (newest in output_dir)
+  std::string report_to = "none";             // none | tensorboard (Note [Metrics in TensorBoard])
+  std::string logging_dir;                    // "" = <output_dir>/runs
+  int64_t eval_steps = 0;                     // 0: logging_steps
+  std::string eval_strategy = "steps";        // steps | no (Hugging Face's; its default is "no")
+  int64_t eval_max_batches = 50;              // fitgrad: caps each evaluation (0: the whole split)
+  int64_t save_steps = 500;                   // 0: only the final checkpoint
+  std::string save_strategy = "steps";        // steps | no (Hugging Face's; "epoch" is not offered)
+  int64_t save_total_limit = 0;               // 0: keep every checkpoint
+  std::string resume_from_checkpoint;         // a checkpoint dir, or "last" (newest in output_dir)
+  bool skip_checkpoint_verification = false;  // Note [Verified reads] (checkpoint_dir.h)
   bool overwrite_output_dir = false;
   // Data parallelism under a launcher (Note [Data-parallel runs] in apps/train/train_dist.h),
   // Hugging Face's names and defaults.

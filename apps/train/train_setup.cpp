@@ -82,7 +82,8 @@ void prepare_output_dir(TrainRun& r) {
   if (!r.writes_outputs()) {  // Note [Data-parallel runs]: rank 0 has prepared the directory
     fs::create_directories(r.dir);
     if (!a.resume_from_checkpoint.empty())
-      r.resume_dir = resolve_resume_dir(a.resume_from_checkpoint, a.output_dir);
+      r.resume_dir = resolve_resume_dir(a.resume_from_checkpoint, a.output_dir,
+                                        a.skip_checkpoint_verification);
     return;
   }
   if (!a.data.empty() && fs::is_directory(a.data) && within(r.dir, a.data))
@@ -142,7 +143,8 @@ void prepare_output_dir(TrainRun& r) {
     move_aside(r, existing, /*with_metrics=*/true);
     return;
   }
-  r.resume_dir = resolve_resume_dir(a.resume_from_checkpoint, a.output_dir);
+  r.resume_dir =
+      resolve_resume_dir(a.resume_from_checkpoint, a.output_dir, a.skip_checkpoint_verification);
   auto same = [](const fs::path& x, const fs::path& y) { return within(x, y) && within(y, x); };
   // Resuming one of this directory's checkpoints conflicts only with the later ones; a
   // checkpoint from elsewhere, with every checkpoint here (Note [Whose checkpoints]).
@@ -426,7 +428,8 @@ void setup_run(TrainRun& r) {
   build.seed = a.seed;
   // A resume overwrites the weights, so --init is not read then -- except under LoRA, whose
   // checkpoints hold only the adapter (Note [LoRA runs]).
-  r.lm = load_model(a.model, a.resume_from_checkpoint.empty() || r.lora ? a.init : "", build);
+  r.lm = load_model(a.model, a.resume_from_checkpoint.empty() || r.lora ? a.init : "", build,
+                    a.skip_checkpoint_verification, "train --model");
   nn::CausalLM& model = *r.lm.model;
   FG_CHECK(!a.precompute_ref_log_probs || a.objective == "dpo",
            "[train] --precompute_ref_log_probs computes DPO's reference; --objective {} has none",
@@ -435,7 +438,8 @@ void setup_run(TrainRun& r) {
     // DPO's reference (Note [Preference steps]): a LoRA run's base with the adapter off; a full
     // fine-tune's frozen copy of the initial weights, unless precomputed before training.
     if (a.objective == "dpo" && !r.lora && !a.precompute_ref_log_probs) {
-      r.reference_model = load_model(a.model, a.init, build).model;
+      r.reference_model =
+          load_model(a.model, a.init, build, a.skip_checkpoint_verification, "train --model").model;
       r.reference_model->freeze("*");
       r.reference_model->eval();
     }

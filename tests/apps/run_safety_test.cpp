@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <map>
 #include <new>
@@ -16,10 +17,13 @@
 #include <sstream>
 #include <system_error>
 
+#include "apps/export.h"
 #include "apps/generate.h"
 #include "apps/guard.h"
+#include "apps/inference_model.h"
 #include "apps/inspect.h"
 #include "apps/model_source.h"
+#include "apps/quantize.h"
 #include "apps/train/checkpoint_dir.h"
 #include "apps/train/metrics.h"
 #include "apps/train/output_lock.h"
@@ -256,6 +260,68 @@ TEST_F(RunSafety, CheckpointsAreVerified) {
     const std::string why = refusal(r);
     EXPECT_THAT(why, HasSubstr("trainer_state.json] 'global_step' must be a non-negative integer"));
   }
+}
+
+// Note [Verified reads]: every command that reads a checkpoint checks it against its manifest
+// first, and the error names the command's option, the damaged file and the flag that skips the
+// check; with the flag the checkpoint is read as it is.
+TEST_F(RunSafety, EveryReaderVerifiesTheCheckpoint) {
+  const std::string data = write_text("text.txt", 997, 3);
+  TrainArgs a = args(data, "out");
+  a.max_steps = 2;
+  ASSERT_EQ(train(a), 0);
+  const fs::path ckpt = fs::path(a.output_dir) / "checkpoint-2";
+  const fs::path weights = ckpt / "model.safetensors";
+  std::string bytes = read_bytes(weights);
+  bytes[bytes.size() - 5] ^= 0x40;
+  std::ofstream(weights, std::ios::binary) << bytes;
+  const auto refused = [&](const std::function<void()>& read, const std::string& what) {
+    try {
+      read();
+      ADD_FAILURE() << what << " read a damaged checkpoint";
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr("[" + what + " " + ckpt.string() + "]")) << e.what();
+      EXPECT_THAT(e.what(), HasSubstr("model.safetensors] does not match its content hash"));
+      EXPECT_THAT(e.what(), HasSubstr("add --skip_checkpoint_verification"));
+    }
+  };
+  InferenceModelOptions o;
+  o.model = ckpt.string();
+  refused([&] { load_inference_model("generate", o); }, "generate --model");
+  InferenceModelOptions with_adapter;
+  with_adapter.model = "gpt2-tiny";
+  with_adapter.adapter = ckpt.string();
+  refused([&] { load_inference_model("eval", with_adapter); }, "eval --adapter");
+  ExportArgs e;
+  e.base = ckpt.string();
+  e.out = (root_ / "exported").string();
+  std::ostringstream out;
+  refused([&] { export_merged(e, out); }, "export --base");
+  QuantizeArgs q;
+  q.in = ckpt.string();
+  q.out = (root_ / "q.safetensors").string();
+  q.nf4 = true;
+  refused([&] { quantize_model_file(q, out); }, "quantize IN");
+  TrainArgs from = args(data, "from-checkpoint");
+  from.model = ckpt.string();
+  refused([&] { train(from); }, "train --model");
+  TrainArgs resume = args(data, "out");
+  resume.resume_from_checkpoint = "last";
+  resume.max_steps = 3;
+  refused([&] { train(resume); }, "train --resume_from_checkpoint");
+
+  // Read as it is with the flag; a plan on meta reads no weights and checks nothing.
+  o.skip_verification = true;
+  EXPECT_NO_THROW(load_inference_model("generate", o));
+  e.skip_verification = true;
+  EXPECT_NO_THROW(export_merged(e, out));
+  q.skip_verification = true;
+  EXPECT_NO_THROW(quantize_model_file(q, out));
+  resume.skip_checkpoint_verification = true;
+  EXPECT_EQ(train(resume), 0);
+  nn::BuildOptions meta;
+  meta.device = Device::meta();
+  EXPECT_NO_THROW(load_model(ckpt.string(), "", meta));
 }
 
 // 6. Checkpoints are self-contained: a checkpoint of a model whose tokenizer came from a GGUF
