@@ -6,7 +6,8 @@
 // PEFT (check_target_module_exists) matches a module's full dotted path `key`:
 //   - a list of names: `key == name` or `key` ends with "." + name, so "q_proj" matches
 //     "model.layers.0.self_attn.q_proj" and "self_attn.q_proj" works too;
-//   - a single string: a regular expression that must match the whole of `key`;
+//   - a single string: a regular expression that must match the whole of `key` (re.fullmatch;
+//     io/full_match.h, Note [Patterns in linear time]);
 //   - "all-linear": every linear layer except the output layer (lm_head), GPT-2's
 //     c_attn, c_proj and c_fc included (PEFT counts transformers' Conv1D as linear).
 // A list entry that matches no layer of the model is an error naming it (PEFT raises
@@ -15,11 +16,11 @@
 #pragma once
 
 #include <memory>
-#include <regex>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "io/full_match.h"
 #include "nn/layers.h"
 #include "nn/module.h"
 
@@ -48,7 +49,7 @@ class TargetModules {
   Kind kind_ = Kind::names;
   std::vector<std::string> names_;
   std::string pattern_;
-  std::regex regex_;
+  io::FullMatch regex_;
   mutable std::set<std::string> matched_;
   mutable bool any_ = false;
 };

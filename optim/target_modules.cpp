@@ -2,21 +2,16 @@
 #include "optim/target_modules.h"
 
 #include <algorithm>
-#include <regex>
 
+#include "io/full_match.h"
 #include "tensor/error.h"
 
 namespace fitgrad::optim {
 namespace {
 
-std::regex expression(const std::string& entry) {
-  try {
-    return std::regex(entry);
-  } catch (const std::regex_error& e) {
-    throw Error(fmt::format(
-        "[optim] --optim_target_modules: '{}' is neither a name nor a regular expression ({})",
-        entry, e.what()));
-  }
+// Note [Patterns in linear time] in io/full_match.h.
+io::FullMatch expression(const std::string& entry) {
+  return io::FullMatch(entry, "[optim] --optim_target_modules");
 }
 
 }  // namespace
@@ -43,7 +38,7 @@ bool is_target_module(const std::vector<std::string>& targets, const std::string
   const std::string module = dot == std::string::npos ? std::string() : name.substr(0, dot);
   for (const std::string& t : targets) {
     if (module.find(t) != std::string::npos) return true;  // also when equal
-    if (std::regex_match(module, expression(t))) return true;
+    if (expression(t)(module)) return true;
   }
   return false;
 }

@@ -8,8 +8,8 @@
 // an entry equals its name, is a substring of it, or matches all of it as a regular expression.
 // fitgrad matches a parameter's module path (its name without the last component, so
 // "model.layers.0.self_attn.q_proj" for "model.layers.0.self_attn.q_proj.weight") the same
-// way, the expression in std::regex's ECMAScript grammar, which reads the usual patterns
-// (".*attn.*", "layers\.[0-3]\..*") as Python's re does. transformers then keeps only the
+// way, the expression matched in linear time by RE2 (io/full_match.h), which reads the usual
+// patterns (".*attn.*", "layers\.[0-3]\..*") as Python's re does. transformers then keeps only the
 // nn.Linear weights; fitgrad keeps the 2-D parameters, which are the linear weights and the
 // embeddings, so an embedding is a target only if an entry names it (attn,mlp do not).
 // An entry is split at commas, so an expression cannot hold one. This is the list form of

@@ -12,6 +12,8 @@ packages=(
   libopenblas-dev libdnnl-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format python3
   # dist/'s cpu collectives (it pulls libhiredis-dev and libibverbs-dev).
   libgloo-dev
+  # io/full_match.h: target-module patterns matched in linear time.
+  libre2-dev pkg-config
   # The Makefile's compiler cache: `make cuda-check` recompiles every cpu source of
   # `make test` with the same command, which ccache then answers (Note [ccache] in Makefile).
   ccache

@@ -88,7 +88,7 @@ TEST(MakeOptimizer, GaloreRefusesWhatTrainerWouldNotRead) {
       {{"update_proj_gap=x", "w"}, "[optim]", "update_proj_gap must be an integer, got 'x'"},
       {{"rank=4,rank=8", "w"}, "[optim]", "rank is given twice"},
       {{"", "w,"}, "[optim]", "--optim_target_modules 'w,' has an empty name"},
-      {{"", "*w"}, "[optim]", "'*w' is neither a name nor a regular expression"},
+      {{"", "*w"}, "[optim]", "'*w' is not a regular expression fitgrad reads"},
       {{"", "q_proj"}, "[galore_adamw]", "target_modules 'q_proj' names no 2-D weight"},
   };
   for (const auto& c : cases)

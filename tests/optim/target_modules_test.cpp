@@ -47,7 +47,7 @@ TEST(OptimizerTargetModules, TheCommandLineListAndItsErrors) {
   testing::expect_error([] { parse_target_modules("attn,,mlp"); }, "[optim]",
                         "'attn,,mlp' has an empty name");
   testing::expect_error([] { parse_target_modules("attn,(mlp"); }, "[optim]",
-                        "'(mlp' is neither a name nor a regular expression");
+                        "'(mlp' is not a regular expression fitgrad reads");
 }
 
 }  // namespace
