@@ -219,6 +219,12 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
       FG_CHECK(root.numel() == 1,
                "[backward] root {} has shape {}: pass its gradient (only a scalar gets 1)", i,
                shape_str(root.shape()));
+      // The seed d root / d root: a temporary of the op that made the root (a loss).
+      const std::shared_ptr<AutogradMeta> rm = shared_meta_of(root);
+      const uint32_t label = rm->grad_fn && rm->grad_fn->context.label != 0
+                                 ? rm->grad_fn->context.label
+                                 : intern_label("loss");
+      const MemoryContextScope scope(MemoryContext{Category::temporary, label});
       g = Tensor::full(root.shape(), 1.0, root.dtype(), root.device());
     }
     FG_CHECK(g.shape() == root.shape(), "[backward] root {} has shape {} but its gradient {}", i,
@@ -270,6 +276,8 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
       const Edge& e = n->next[k];
       const Tensor* g = any && grad_inputs[k].defined() ? &grad_inputs[k] : nullptr;
       if (e.node && g) {
+        // A sum of two consumers' gradients: the producing op's temporary.
+        const MemoryContextScope scope(MemoryContext{Category::temporary, e.node->context.label});
         accumulate(e.node->grad_outputs[size_t(e.output_nr)], *g);
       } else if (e.leaf) {
         deliver_to_leaf(e.leaf, g, g ? *g : Tensor());

@@ -12,7 +12,8 @@ FullMatch::FullMatch(const std::string& pattern, const std::string& what) : patt
   RE2::Options options;
   options.set_log_errors(false);
   auto re = std::make_shared<const re2::RE2>(pattern, options);
-  FG_CHECK(re->ok(), "{}: '{}' is not a regular expression fitgrad reads ({}; patterns run in "
+  FG_CHECK(re->ok(),
+           "{}: '{}' is not a regular expression fitgrad reads ({}; patterns run in "
            "linear time, without backreferences or lookaround)",
            what, pattern, re->error());
   re_ = std::move(re);

@@ -197,7 +197,11 @@ StepResult TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>
         ++losses_;
       }
       const double factor = loss_factor * weight;
-      Tensor scaled = weighted || factor != 1.0 ? autograd::scale(loss, factor) : loss;
+      Tensor scaled = loss;
+      if (weighted || factor != 1.0) {
+        const LabelScope label("loss");
+        scaled = autograd::scale(loss, factor);
+      }
       alloc->mark(fmt::format("step {} / backward", step + 1));
       const autograd::MicroBatchScope micro_batch(m, m == accum - 1);
       if (options_.optimizer_in_backward && m == accum - 1) {
@@ -217,12 +221,16 @@ StepResult TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>
     return result;
   }
   alloc->mark(fmt::format("step {} / optimizer", step + 1));
-  if (options_.scaler) result.skipped = options_.scaler->unscale_and_check(params_);
+  if (options_.scaler) {
+    const LabelScope label("loss_scaler");
+    result.skipped = options_.scaler->unscale_and_check(params_);
+  }
   clipped_ = options_.max_grad_norm > 0 && log_.defined();
   if (clipped_) {
     Tensor norm_sq = log_.narrow(0, 2, 2);  // one double
     norm_sq.fill_(0.0);
     dist::ZeroSharding* zero = options_.zero;
+    const LabelScope label("clip_grad_norm");
     optim::clip_grad_norm_(
         params_, options_.max_grad_norm, norm_sq,
         zero ? std::function<void(const Tensor&)>([zero](const Tensor& s) { zero->reduce_norm(s); })

@@ -110,7 +110,6 @@ Plan plan_training(TrainArgs a, const PlanTarget& target, PlanRecord* record, bo
   a.device = "meta";
   a.data.clear();
   a.output_dir = scratch.path().string();
-  a.save_strategy = "no";
   a.progress = "plain";
   a.memory_budget = std::to_string(target.capacity);
   a.write_memory_record = record != nullptr;

@@ -9,8 +9,10 @@
 #include "io/safetensors.h"
 #include "nn/config.h"
 #include "nn/lora_adapter.h"
+#include "tensor/backend/profile.h"
 #include "tensor/device_copy.h"
 #include "tensor/error.h"
+#include "tensor/memory/scope.h"
 #include "tensor/random/generator.h"
 
 namespace fitgrad::apps {
@@ -197,8 +199,35 @@ json trainer_state_json(const TrainRun& r) {
   return state;
 }
 
+namespace {
+
+// Note [A dry run's saves]
+// A save makes host tensors of its own: the optimizer state's step counts and seeds, i64
+// scalars (optim::Optimizer::state_dict), held until the files are written. On a cpu run they
+// are allocations of the run's own ledger ("checkpoint", under other), so a dry run that plans
+// a cpu allocates tensors of their shapes on meta at each save, in the same context, and frees
+// them as the save does: its trace stays the run's to the last event. Planning a card, they
+// are the host's and there is nothing to replay. A dry run writes no file.
+void plan_save(TrainRun& r) {
+  r.last_saved = r.step;
+  if (r.zero || !r.writes_outputs() || backend::profile_for(r.device).backend != DeviceType::cpu)
+    return;
+  const MemoryContextScope scope({Category::other, intern_label("checkpoint")});
+  std::vector<Tensor> held;
+  for (const auto& [name, t] : r.optimizer->state_dict())
+    if (t.device().type == DeviceType::cpu)  // made by state_dict; the state itself is on meta
+      held.push_back(Tensor::empty(t.shape(), t.dtype(), r.device));
+}
+
+}  // namespace
+
 void save_checkpoint(TrainRun& r) {
-  if (r.dry_run || r.a.save_strategy == "no" || r.last_saved == r.step) return;
+  if (r.a.save_strategy == "no" || r.last_saved == r.step) return;
+  if (r.dry_run) {
+    plan_save(r);
+    return;
+  }
+  const MemoryContextScope scope({Category::other, intern_label("checkpoint")});
   // Note [Device error flags] in cuda/error_flags.h: a checkpoint never holds updates from
   // batches whose out-of-range ids a kernel left out. A --save_steps step that is not a
   // logging step, and the checkpoint of a signal, read the records here (issue 46); a

@@ -24,6 +24,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "apps/memplan/plan.h"
@@ -114,7 +115,7 @@ TEST_P(DryRunTest, MetaWritesTheTraceOfTheRealRun) {
   a.logging_steps = 1;
   a.eval_steps = 2;
   a.eval_max_batches = 1;
-  a.save_strategy = "no";
+  a.save_steps = 2;  // a checkpoint after the last evaluation (Note [A dry run's saves])
   a.progress = "plain";
   if (variant == "bf16") a.bf16 = true;
   if (variant == "fp16") a.fp16 = true;
@@ -207,6 +208,26 @@ TEST_P(DryRunTest, MetaWritesTheTraceOfTheRealRun) {
   const Trace real = read_trace(cpu.output_dir);
   EXPECT_GT(real.events.size(), 100u);
   EXPECT_GT(real.peak_above_start, 0);
+  // Every allocation of the run says what it is for. Not yet for these variants, whose
+  // optimizers' and row-chunked heads' temporaries still have no label (issue 43, finding 7).
+  const std::set<std::string> unlabeled_still = {"adafactor",
+                                                 "adafactor_hf",
+                                                 "adamw_8bit",
+                                                 "apollo",
+                                                 "apollo_mini_in_backward",
+                                                 "galore_adamw",
+                                                 "galore_adamw_8bit",
+                                                 "int8_pure_bf16_in_backward",
+                                                 "long_context",
+                                                 "row_chunks"};
+  std::vector<std::string> unlabeled;
+  for (const std::string& e : real.events)
+    if (e.starts_with("\"alloc\" ") && (e.ends_with(" \"\"") || e.ends_with(" -")))
+      unlabeled.push_back(e);
+  if (!unlabeled_still.contains(variant)) {
+    EXPECT_TRUE(unlabeled.empty())
+        << unlabeled.size() << " allocations without a label, the first " << unlabeled.front();
+  }
   for (const fs::path& dir : {fs::path(meta.output_dir), fs::path(plan_dir)})
     expect_trace_of(real, dir);
   if (variant == "expandable" || variant == "long_context") {

@@ -67,7 +67,9 @@ TEST(FullMatch, NestedQuantifiersAnswerAtOnce) {
   EXPECT_EQ(within([&] { return FullMatch("(.*)*Z", "[test]")(path); }), no);
   EXPECT_EQ(within([&] { return nn::TargetModules::regex("(a|aa)*(.*)*Z").matches(path); }), no);
   const Tensor w = Tensor::empty({4, 3});
-  EXPECT_EQ(within([&] { return optim::is_target_module({"zzz", "(.*)*Z"}, path + ".weight", w); }),
+  EXPECT_EQ(within([&] {
+              return optim::is_target_module({"zzz", "(.*)*Z"}, path + ".weight", w);
+            }),
             no);
 }
 
