@@ -53,6 +53,18 @@ class RunSafety : public test_train::TrainFixture {
     ADD_FAILURE() << "the run into " << a.output_dir << " was not refused";
     return "";
   }
+  // Trains `steps` steps on `data` into "out" and flips a byte of its last checkpoint's
+  // weights (their size kept); returns that checkpoint.
+  fs::path damaged_checkpoint(const std::string& data, int64_t steps) {
+    TrainArgs a = args(data, "out");
+    a.max_steps = steps;
+    EXPECT_EQ(train(a), 0);
+    const fs::path ckpt = fs::path(a.output_dir) / fmt::format("checkpoint-{}", steps);
+    std::string bytes = read_bytes(ckpt / "model.safetensors");
+    bytes[bytes.size() - 5] ^= 0x40;
+    std::ofstream(ckpt / "model.safetensors", std::ios::binary) << bytes;
+    return ckpt;
+  }
   static std::vector<std::string> names_in(const fs::path& dir) {
     std::vector<std::string> out;
     for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
@@ -227,14 +239,7 @@ TEST_F(RunSafety, PruningAndSavingAreAtomic) {
 // 5. Checkpoints are verified: flipped bytes and bad trainer_state.json fields name the file.
 TEST_F(RunSafety, CheckpointsAreVerified) {
   const std::string data = write_text("text.txt", 997, 3);
-  TrainArgs a = args(data, "out");
-  a.max_steps = 3;
-  ASSERT_EQ(train(a), 0);
-  const fs::path ckpt = fs::path(a.output_dir) / "checkpoint-3";
-  const fs::path weights = ckpt / "model.safetensors";
-  std::string bytes = read_bytes(weights);
-  bytes[bytes.size() - 5] ^= 0x40;
-  std::ofstream(weights, std::ios::binary) << bytes;
+  damaged_checkpoint(data, 3);
   TrainArgs resume = args(data, "out");
   resume.resume_from_checkpoint = "last";
   EXPECT_THAT(refusal(resume), HasSubstr("model.safetensors] does not match its content hash"));
@@ -267,14 +272,7 @@ TEST_F(RunSafety, CheckpointsAreVerified) {
 // check; with the flag the checkpoint is read as it is.
 TEST_F(RunSafety, EveryReaderVerifiesTheCheckpoint) {
   const std::string data = write_text("text.txt", 997, 3);
-  TrainArgs a = args(data, "out");
-  a.max_steps = 2;
-  ASSERT_EQ(train(a), 0);
-  const fs::path ckpt = fs::path(a.output_dir) / "checkpoint-2";
-  const fs::path weights = ckpt / "model.safetensors";
-  std::string bytes = read_bytes(weights);
-  bytes[bytes.size() - 5] ^= 0x40;
-  std::ofstream(weights, std::ios::binary) << bytes;
+  const fs::path ckpt = damaged_checkpoint(data, 2);
   const auto refused = [&](const std::function<void()>& read, const std::string& what) {
     try {
       read();

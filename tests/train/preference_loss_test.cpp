@@ -113,17 +113,28 @@ TEST(PreferenceLoss, OrpoStaysFiniteOnAnAnswerTheModelIsSureOf) {
   EXPECT_NEAR(near.loss, sure.loss, 1e-9);  // the NLL term moves by 4e-9 / 8
 }
 
+// n positions of random logits over V and their targets, every `every`-th one (from `first`)
+// ignored (-100).
+struct RandomPositions {
+  std::vector<float> logits;     // (n, V)
+  std::vector<int64_t> targets;  // (n)
+  RandomPositions(int64_t n, int64_t V, unsigned seed, size_t every, size_t first)
+      : logits(size_t(n * V)), targets(size_t(n)) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> normal(0, 2);
+    for (float& x : logits) x = normal(rng);
+    for (size_t i = 0; i < targets.size(); ++i)
+      targets[i] = i % every == first ? -100 : int64_t(rng() % uint32_t(V));
+  }
+};
+
 // Each sequence's summed NLL over its kept targets, and its gradient g_s (softmax - onehot)
 // on those rows, zero on ignored ones, against float64; the in-place path equals the other.
 TEST(SequenceNll, SumsEachSequenceAndItsGradientAgainstFloat64) {
   const int64_t S = 3, T = 5, V = 11;
-  std::mt19937 rng(4);
-  std::normal_distribution<float> normal(0, 2);
-  std::vector<float> logits(size_t(S * T * V));
-  for (float& x : logits) x = normal(rng);
-  std::vector<int64_t> targets(size_t(S * T));
-  for (size_t i = 0; i < targets.size(); ++i)
-    targets[i] = i % 4 == 1 ? -100 : int64_t(rng() % uint32_t(V));
+  const RandomPositions data(S * T, V, 4, 4, 1);
+  const std::vector<float>& logits = data.logits;
+  const std::vector<int64_t>& targets = data.targets;
   const std::vector<float> g = {0.5f, -1.25f, 2.0f};
   for (const bool hold_logits : {true, false}) {
     SCOPED_TRACE(hold_logits ? "logits held by the caller" : "logits in place");
@@ -170,13 +181,9 @@ TEST(SequenceNll, SumsEachSequenceAndItsGradientAgainstFloat64) {
 // the positions no span covers, also when the gradient is written over the logits.
 TEST(SequenceNll, SpansOfPackedRowsSumEachSequenceAndLeaveTheRestAtZero) {
   const int64_t R = 2, T = 6, V = 7;
-  std::mt19937 rng(9);
-  std::normal_distribution<float> normal(0, 2);
-  std::vector<float> logits(size_t(R * T * V));
-  for (float& x : logits) x = normal(rng);
-  std::vector<int64_t> targets(size_t(R * T));
-  for (size_t i = 0; i < targets.size(); ++i)
-    targets[i] = i % 5 == 3 ? -100 : int64_t(rng() % uint32_t(V));
+  const RandomPositions data(R * T, V, 9, 5, 3);
+  const std::vector<float>& logits = data.logits;
+  const std::vector<int64_t>& targets = data.targets;
   // Row 0: [1, 4) and [4, 6), position 0 uncovered; row 1: [0, 2) and [3, 6), 2 uncovered.
   const std::vector<RowSpan> spans = {{1, 0, 2}, {0, 1, 4}, {1, 3, 6}, {0, 4, 6}};
   const std::vector<float> g = {0.5f, -1.25f, 2.0f, 0.75f};
