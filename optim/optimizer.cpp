@@ -173,6 +173,9 @@ void Optimizer::step_param(size_t index) {
   FG_CHECK(g.shape() == p.shape() && g.device() == p.device(),
            "[{}] gradient of '{}' is {} on {}, the parameter {} on {}", op_, name,
            shape_str(g.shape()), g.device().str(), shape_str(p.shape()), p.device().str());
+  // What the update allocates besides its state (which has its own context) is the
+  // parameter's: its label, the caller's category.
+  const LabelScope label(name);
   if (p.dtype() != DType::u8) {
     update(index, group, name, p, g);
     return;
