@@ -154,7 +154,7 @@ Batch Loader::build(int64_t position, OrderCache& cache) const {
     for (int64_t row = 0; row < R; ++row) {
       batch.row_targets.push_back(
           std::count_if(targets + row * T, targets + (row + 1) * T, trained));
-      batch.rows.push_back(cache.order[size_t(first + row % B)] * 2 + row / B);
+      batch.rows.push_back(answer_row(cache.order, first, row));
       batch.spans.push_back({row, 0, T});
     }
   if (!positions_.empty()) pack_rows(batch, cache, B, T);
@@ -191,7 +191,7 @@ Loader::PairRows Loader::pair_rows(const std::vector<int64_t>& order, int64_t fi
   const int64_t B = options_.batch_size;
   std::vector<int64_t> sizes(size_t(2 * B));
   for (int64_t a = 0; a < 2 * B; ++a)
-    sizes[size_t(a)] = lengths_[size_t(order[size_t(first + a % B)] * 2 + a / B)];
+    sizes[size_t(a)] = lengths_[size_t(answer_row(order, first, a))];
   PairRows p{bfd_bins(sizes, options_.seq_len), 0};
   for (const std::vector<size_t>& bin : p.bins) {
     int64_t used = 0;
@@ -238,7 +238,7 @@ void Loader::pack_pairs(Batch& batch, const std::vector<int64_t>& order, int64_t
   for (int64_t r = 0; r < R; ++r) {
     int64_t at = 0;
     for (const size_t a : p.bins[size_t(r)]) {
-      const int64_t row = order[size_t(first + int64_t(a) % B)] * 2 + int64_t(a) / B;
+      const int64_t row = answer_row(order, first, int64_t(a));
       const int64_t n = lengths_[size_t(row)], start = row * S;
       put(r, at, n, &start);
       batch.rows[a] = row;

@@ -186,6 +186,10 @@ class Loader {
     int64_t length = 0;
   };
   PairRows pair_rows(const std::vector<int64_t>& order, int64_t first) const;
+  // The stream row of answer a (of 2B, the chosen first) of that batch.
+  int64_t answer_row(const std::vector<int64_t>& order, int64_t first, int64_t a) const {
+    return order[size_t(first + a % options_.batch_size)] * 2 + a / options_.batch_size;
+  }
   // Fills a batch of packed pairs (Note [Packed pairs]).
   void pack_pairs(Batch& batch, const std::vector<int64_t>& order, int64_t first) const;
   // The positions and segments of a packed batch (Note [Packed batches] in loader.cpp).

@@ -114,14 +114,14 @@ PreferenceTerms preference_terms(const PreferenceConfig& cfg, std::span<const do
       t.grad[r] = inv_b * dd * dr;
     } else {
       // Note [A sure answer's odds]: the averages clamped below 0, no gradient through a clamp.
-      const double a_c = std::min(pi_c / n_c, kMaxMeanLogProb);
-      const double a_r = std::min(pi_r / n_r, kMaxMeanLogProb);
+      const double mean_c = pi_c / n_c, mean_r = pi_r / n_r;
+      const double a_c = std::min(mean_c, kMaxMeanLogProb), a_r = std::min(mean_r, kMaxMeanLogProb);
       const double log_odds = (a_c - a_r) - (log1mexp(a_c) - log1mexp(a_r));
       const double ratio = log_sigmoid(log_odds);
       t.loss += -beta * ratio;
       const double dl = -beta * sigmoid(-log_odds);  // d (-beta ratio) / d log_odds
       // d log_odds / d a_c = 1 / (1 - e^{a_c}); / d a_r = -1 / (1 - e^{a_r}); d a / d nll = -1/n.
-      const bool free_c = pi_c / n_c < kMaxMeanLogProb, free_r = pi_r / n_r < kMaxMeanLogProb;
+      const bool free_c = mean_c < kMaxMeanLogProb, free_r = mean_r < kMaxMeanLogProb;
       t.grad[c] = free_c ? inv_b * dl * (-1 / std::expm1(a_c)) * (-1 / n_c) : 0.0;
       t.grad[r] = free_r ? inv_b * dl * (1 / std::expm1(a_r)) * (-1 / n_r) : 0.0;
       t.grad[c] += 1.0 / double(chosen_tokens);  // the chosen answers' NLL term

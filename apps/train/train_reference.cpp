@@ -102,9 +102,9 @@ std::vector<double> reference_of(TrainRun& r, const TrainRun::Split& split, int6
   const int64_t B = std::max<int64_t>(1, std::min(r.a.per_device_eval_batch_size, pairs));
   const std::string label = "data." + what;
   std::vector<double> out(size_t(2 * pairs), 0.0);
-  const auto run = [&](int64_t batch, int64_t first_pair, int64_t last_pair) {
+  const auto run = [&](int64_t batch, int64_t first_pair) {
     if (split.tokens.empty()) {
-      for (int64_t p = first_pair; p + batch <= last_pair; p += batch)
+      for (int64_t p = first_pair; p + batch <= pairs; p += batch)
         train::reference_nll(*r.lm.model, r.meta_batch(batch, label.c_str(), r.packed));
       return;
     }
@@ -117,7 +117,7 @@ std::vector<double> reference_of(TrainRun& r, const TrainRun::Split& split, int6
     lopt.pack_pairs = r.packed;
     data::Loader loader(split.tokens, lopt, what, split.trained, {}, split.lengths);
     loader.restore({0, first_pair / batch, lopt.seed});
-    for (int64_t p = first_pair; p + batch <= last_pair; p += batch) {
+    for (int64_t p = first_pair; p + batch <= pairs; p += batch) {
       data::Batch b = loader.next();
       if (r.dry_run) {
         train::reference_nll(*r.lm.model, r.meta_of(b, label.c_str()));
@@ -129,8 +129,8 @@ std::vector<double> reference_of(TrainRun& r, const TrainRun::Split& split, int6
     }
   };
   if (pairs == 0) return out;
-  run(B, 0, pairs);
-  if (pairs % B != 0) run(1, pairs - pairs % B, pairs);
+  run(B, 0);
+  if (pairs % B != 0) run(1, pairs - pairs % B);
   return out;
 }
 
