@@ -1,8 +1,8 @@
 // Data-parallel training end to end, with the built `fitgrad` binary (FITGRAD_CLI): `fitgrad
 // launch` starts 2 and 3 cpu ranks over Gloo on loopback, and their runs are compared with one
 // process training the same global batch (Note [DDP buckets] in dist/ddp.h); the launcher's
-// exit codes and environment; a killed rank; ranks started with different flags; and which
-// files rank 0 alone writes. Every test works in its own fresh directory under /tmp.
+// exit codes and environment; and which files rank 0 alone writes (the faults and the launcher
+// are ddp_faults_test.cpp's). Every test works in its own fresh directory under /tmp.
 //
 // Note [DDP tolerance]
 // N ranks with micro-batches of B rows and one process with N·B rows compute the same
@@ -21,12 +21,10 @@
 // llama-tiny: 2 ranks, 4 steps: the losses equal to the last printed digit, the gradient
 // norms within 2e-8 relative; 3 ranks with 2 accumulation steps: losses within 1e-7 relative.
 #include <gtest/gtest.h>
-#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -34,72 +32,14 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "tests/apps/ddp_helpers.h"
 #include "tests/apps/sft_model_folder.h"
 
 namespace {
 
-namespace fs = std::filesystem;
-using nlohmann::json;
-
-const std::string kCli = FITGRAD_CLI;
-
-// A fresh directory for one test.
-fs::path fresh_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("dp_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
-// A text corpus of `words` pseudo-random words.
-fs::path write_corpus(const fs::path& dir, int words = 6000) {
-  const fs::path p = dir / "data.txt";
-  std::ofstream out(p);
-  uint32_t x = 12345;
-  for (int i = 0; i < words; ++i) {
-    x = x * 1664525u + 1013904223u;
-    const int len = 1 + int((x >> 8) % 4);
-    for (int c = 0; c < len; ++c) out << char('a' + (x >> (12 + 3 * c)) % 10);
-    out << (i % 12 == 11 ? '\n' : ' ');
-  }
-  return p;
-}
-
-// Runs a shell command; its exit code (128 + signal when killed).
-int shell(const std::string& command) {
-  const int status = std::system(command.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// The training records of metrics.jsonl: (loss, grad_norm) per logged step.
-std::vector<std::pair<double, double>> losses(const fs::path& dir) {
-  std::vector<std::pair<double, double>> out;
-  std::ifstream in(dir / "metrics.jsonl");
-  for (std::string line; std::getline(in, line);) {
-    const json j = json::parse(line);
-    if (j.contains("loss")) out.emplace_back(j["loss"], j.value("grad_norm", 0.0));
-  }
-  return out;
-}
-
-std::string train_flags(const fs::path& data, int64_t batch, int64_t accum, int steps) {
-  return "--model llama-tiny --data " + data.string() +
-         " --seq_len 16 --per_device_train_batch_size " + std::to_string(batch) +
-         " --gradient_accumulation_steps " + std::to_string(accum) + " --max_steps " +
-         std::to_string(steps) +
-         " --learning_rate 1e-3 --logging_steps 1 --eval_strategy no --progress plain "
-         "--ddp_bucket_cap_mb 1";
-}
+using namespace fitgrad::ddp_test;
 
 void expect_same_trajectory(const fs::path& single, const fs::path& ddp, size_t steps) {
   const auto a = losses(single), b = losses(ddp);
@@ -463,168 +403,6 @@ TEST(ZeroFaults, OneProcessAndInt8WeightsAreRefused) {
   EXPECT_NE(read_text(dir / "int8.log").find("cannot run with --weights_int8"), std::string::npos)
       << read_text(dir / "int8.log");
   fs::remove_all(dir);
-}
-
-// Starts `fitgrad train` as rank `rank` of `world` with the launcher's variables set by hand
-// (another launcher's way), its output into `log`.
-pid_t start_rank(int rank, int world, const fs::path& store, const std::string& flags,
-                 const fs::path& log) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::setenv("RANK", std::to_string(rank).c_str(), 1);
-    ::setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
-    ::setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
-    ::setenv("LOCAL_WORLD_SIZE", std::to_string(world).c_str(), 1);
-    ::setenv("MASTER_ADDR", "127.0.0.1", 1);
-    ::setenv("MASTER_PORT", "29500", 1);
-    ::setenv("FITGRAD_STORE", ("file:" + store.string()).c_str(), 1);
-    const std::string command = "exec " + kCli + " train " + flags + " > " + log.string() + " 2>&1";
-    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  return pid;
-}
-
-// Waits for `pid` at most `limit`; its exit code, or -1 when it is still running.
-int wait_for(pid_t pid, std::chrono::seconds limit) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) == pid)
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return -1;
-}
-
-// Returns once rank 0 of the job writing into dir / "out" logged a step (training is under
-// way); fails after 2 minutes with rank 0's log.
-void wait_until_training(const fs::path& dir) {
-  const auto start = std::chrono::steady_clock::now();
-  while (!fs::exists(dir / "out" / "metrics.jsonl") || losses(dir / "out").empty()) {
-    ASSERT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(120))
-        << read_text(dir / "rank0.log");
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-}
-
-TEST(DdpFaults, AKilledRankEndsTheOthersWithAnErrorNamingItWithinTheTimeout) {
-  const fs::path dir = fresh_dir("ddp_kill");
-  const fs::path data = write_corpus(dir);
-  fs::create_directories(dir / "store");
-  const std::string flags = train_flags(data, 2, 1, 100000) +
-                            " --save_strategy no --ddp_timeout 30 --output_dir " +
-                            (dir / "out").string();
-  const int world = 3;
-  std::vector<pid_t> pids;
-  for (int k = 0; k < world; ++k)
-    pids.push_back(
-        start_rank(k, world, dir / "store", flags, dir / ("rank" + std::to_string(k) + ".log")));
-  ASSERT_NO_FATAL_FAILURE(wait_until_training(dir));
-  ::kill(pids[1], SIGKILL);
-  const auto killed = std::chrono::steady_clock::now();
-  ASSERT_EQ(wait_for(pids[1], std::chrono::seconds(10)), 128 + SIGKILL);
-  for (int k : {0, 2}) {
-    const int code = wait_for(pids[size_t(k)], std::chrono::seconds(60));
-    if (code == -1) ::kill(pids[size_t(k)], SIGKILL);
-    ASSERT_EQ(code, 1) << "rank " << k;
-    const std::string log = read_text(dir / ("rank" + std::to_string(k) + ".log"));
-    EXPECT_NE(log.find("[dist]"), std::string::npos) << log;
-    EXPECT_NE(log.find("the peer that failed is rank 1"), std::string::npos) << log;
-  }
-  EXPECT_LT(std::chrono::steady_clock::now() - killed, std::chrono::seconds(30));
-  fs::remove_all(dir);
-}
-
-// A rank that hangs (stopped here) closes no connection: the other times out after
-// --ddp_timeout and names it as the rank that never reached the collective (Note [Naming the
-// failed peer] in dist/gloo_group.cpp).
-TEST(DdpFaults, AHungRankIsNamedWithinTheTimeout) {
-  const fs::path dir = fresh_dir("ddp_hang");
-  const fs::path data = write_corpus(dir);
-  fs::create_directories(dir / "store");
-  const std::string flags = train_flags(data, 2, 1, 100000) +
-                            " --save_strategy no --ddp_timeout 5 --output_dir " +
-                            (dir / "out").string();
-  const pid_t r0 = start_rank(0, 2, dir / "store", flags, dir / "rank0.log");
-  const pid_t r1 = start_rank(1, 2, dir / "store", flags, dir / "rank1.log");
-  ASSERT_NO_FATAL_FAILURE(wait_until_training(dir));
-  ::kill(r1, SIGSTOP);
-  const auto stopped = std::chrono::steady_clock::now();
-  const int code = wait_for(r0, std::chrono::seconds(60));
-  const auto waited = std::chrono::steady_clock::now() - stopped;
-  ::kill(r1, SIGKILL);
-  wait_for(r1, std::chrono::seconds(10));
-  if (code == -1) ::kill(r0, SIGKILL);
-  ASSERT_EQ(code, 1);
-  EXPECT_LT(waited, std::chrono::seconds(20));  // the 5 s timeout, 2 s for the marks, slack
-  const std::string log = read_text(dir / "rank0.log");
-  EXPECT_NE(log.find("the peer that failed is rank 1 (it never reached this collective"),
-            std::string::npos)
-      << log << "\nrank 1:\n"
-      << read_text(dir / "rank1.log");
-  fs::remove_all(dir);
-}
-
-TEST(DdpFaults, RanksWithDifferentFlagsAreRefusedAtStart) {
-  const fs::path dir = fresh_dir("ddp_mismatch");
-  const fs::path data = write_corpus(dir);
-  fs::create_directories(dir / "store");
-  const std::string flags =
-      train_flags(data, 2, 1, 2) + " --ddp_timeout 60 --output_dir " + (dir / "out").string();
-  const pid_t r0 = start_rank(0, 2, dir / "store", flags, dir / "rank0.log");
-  const pid_t r1 = start_rank(1, 2, dir / "store", flags + " --seed 7", dir / "rank1.log");
-  EXPECT_EQ(wait_for(r0, std::chrono::seconds(120)), 1);
-  EXPECT_EQ(wait_for(r1, std::chrono::seconds(120)), 1);
-  for (const char* log : {"rank0.log", "rank1.log"})
-    EXPECT_NE(read_text(dir / log).find("different configurations: rank(s) 1 differ"),
-              std::string::npos)
-        << read_text(dir / log);
-  EXPECT_FALSE(fs::exists(dir / "out" / "checkpoint-2"));
-  fs::remove_all(dir);
-}
-
-TEST(Launch, SetsTorchrunsVariablesForEveryRank) {
-  const fs::path dir = fresh_dir("launch_env");
-  ASSERT_EQ(shell("env -u OMP_NUM_THREADS " + kCli +
-                  " launch --nproc_per_node 3 --master_port 29517 sh -c 'echo "
-                  "$RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $MASTER_ADDR $MASTER_PORT "
-                  "${FITGRAD_STORE%%:*} $OMP_NUM_THREADS > " +
-                  dir.string() + "/$RANK'"),
-            0);
-  // Note [The launcher]: each rank's share of the cores.
-  const unsigned share = std::max(1u, std::max(1u, std::thread::hardware_concurrency()) / 3);
-  for (int k = 0; k < 3; ++k)
-    EXPECT_EQ(read_text(dir / std::to_string(k)), std::to_string(k) + " " + std::to_string(k) +
-                                                      " 3 3 127.0.0.1 29517 file " +
-                                                      std::to_string(share) + "\n");
-  // A budget the user set is kept.
-  ASSERT_EQ(shell("OMP_NUM_THREADS=5 " + kCli +
-                  " launch --nproc_per_node 2 sh -c 'echo $OMP_NUM_THREADS > " + dir.string() +
-                  "/omp$RANK'"),
-            0);
-  EXPECT_EQ(read_text(dir / "omp1"), "5\n");
-  fs::remove_all(dir);
-}
-
-TEST(Launch, AFailingRankStopsTheOthersAndGivesItsExitCode) {
-  const fs::path dir = fresh_dir("launch_fail");
-  const auto start = std::chrono::steady_clock::now();
-  const int code = shell(kCli +
-                         " launch --nproc_per_node 3 sh -c 'if [ $RANK = 1 ]; then sleep 0.5; "
-                         "exit 7; fi; exec sleep 60' 2> " +
-                         (dir / "err").string());
-  EXPECT_EQ(code, 7);
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
-  const std::string err = read_text(dir / "err");
-  EXPECT_NE(err.find("rank 1 (pid"), std::string::npos) << err;
-  EXPECT_NE(err.find("exited with code 7"), std::string::npos) << err;
-  fs::remove_all(dir);
-}
-
-TEST(Launch, ExitsZeroWhenEveryRankDoes) {
-  EXPECT_EQ(shell(kCli + " launch --nproc_per_node 2 true"), 0);
-  EXPECT_EQ(shell(kCli + " launch --nproc_per_node 2 > /dev/null 2>&1"), 1);  // no command
 }
 
 }  // namespace
