@@ -2,7 +2,9 @@
 #include "apps/launch.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,7 +13,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <optional>
 #include <thread>
 
 #include "tensor/error.h"
@@ -40,7 +41,11 @@ std::string self_path() {
 
 // The child's side of fork(): the rank's environment, then the command.
 [[noreturn]] void exec_rank(const LaunchArgs& a, int rank, const std::string& store,
-                            const std::vector<std::string>& argv) {
+                            const std::vector<std::string>& argv, pid_t launcher) {
+  // Note [Ranks in their own sessions]
+  ::setsid();
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (::getppid() != launcher) ::_exit(128 + SIGTERM);  // the launcher died before prctl
   const std::string r = std::to_string(rank), n = std::to_string(a.nproc_per_node);
   ::setenv("RANK", r.c_str(), 1);
   ::setenv("LOCAL_RANK", r.c_str(), 1);
@@ -79,6 +84,11 @@ CLI::App* add_launch_command(CLI::App& app, LaunchArgs& a) {
   cmd->add_option("--master_port", a.master_port, "MASTER_PORT of the ranks")
       ->check(CLI::Range(1, 65535))
       ->capture_default_str();
+  cmd->add_option("--stop_timeout", a.stop_timeout,
+                  "Seconds the ranks get to stop after a signal (a training run finishes its "
+                  "step and saves) before they are killed; a second signal kills them at once")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
   cmd->prefix_command();
   cmd->footer(
       "The command follows the options: `fitgrad launch --nproc_per_node 2 train --model "
@@ -108,6 +118,7 @@ int run_launch(const LaunchArgs& a, std::ostream& err) {
   const std::array<int, 3> forwarded = {SIGINT, SIGTERM, SIGHUP};
   for (size_t i = 0; i < forwarded.size(); ++i) ::sigaction(forwarded[i], &action, &previous[i]);
 
+  const pid_t launcher = ::getpid();
   std::vector<pid_t> pids(size_t(a.nproc_per_node), -1);
   std::vector<bool> running(pids.size(), false);
   for (int rank = 0; rank < a.nproc_per_node; ++rank) {
@@ -115,7 +126,7 @@ int run_launch(const LaunchArgs& a, std::ostream& err) {
     if (pid == 0) {
       for (size_t i = 0; i < forwarded.size(); ++i)
         ::sigaction(forwarded[i], &previous[i], nullptr);
-      exec_rank(a, rank, store, argv);
+      exec_rank(a, rank, store, argv, launcher);
     }
     if (pid < 0) break;  // the ranks started so far are stopped below
     pids[size_t(rank)] = pid;
@@ -131,7 +142,8 @@ int run_launch(const LaunchArgs& a, std::ostream& err) {
     result = 1;
     failed_rank = alive;
   }
-  std::optional<Clock::time_point> kill_at;
+  constexpr Clock::time_point kNever = Clock::time_point::max();
+  Clock::time_point kill_at = kNever;  // when the ranks still running get SIGKILL
   auto signal_all = [&](int sig) {
     for (size_t k = 0; k < pids.size(); ++k)
       if (running[k]) ::kill(pids[k], sig);
@@ -140,16 +152,36 @@ int run_launch(const LaunchArgs& a, std::ostream& err) {
     signal_all(SIGTERM);
     kill_at = Clock::now() + std::chrono::seconds(10);
   }
-  bool interrupted = false;
+  auto still_running = [&] {
+    std::vector<size_t> ranks;
+    for (size_t k = 0; k < pids.size(); ++k)
+      if (running[k]) ranks.push_back(k);
+    return fmt::format("{}", fmt::join(ranks, ", "));
+  };
+  int signals = 0;
   while (alive > 0) {
     if (const int sig = g_signal) {
       g_signal = 0;
-      interrupted = true;
-      signal_all(sig);
+      if (++signals == 1) {
+        // Note [Ranks in their own sessions]: SIGHUP reaches a rank as SIGTERM, which a
+        // training run stops on with a checkpoint.
+        signal_all(sig == SIGHUP ? SIGTERM : sig);
+        const auto deadline = Clock::now() + std::chrono::seconds(a.stop_timeout);
+        kill_at = std::min(kill_at, deadline);
+      } else {
+        err << fmt::format("fitgrad launch: a second signal: killing rank(s) {}\n",
+                           still_running());
+        signal_all(SIGKILL);
+        kill_at = kNever;
+      }
     }
-    if (kill_at && Clock::now() >= *kill_at) {
+    if (Clock::now() >= kill_at) {
+      err << fmt::format(
+          "fitgrad launch: rank(s) {} still running {}; killing them\n", still_running(),
+          signals > 0 ? fmt::format("--stop_timeout {} s after the signal", a.stop_timeout)
+                      : std::string("10 s after they were told to stop"));
       signal_all(SIGKILL);
-      kill_at.reset();
+      kill_at = kNever;
     }
     int status = 0;
     const pid_t pid = ::waitpid(-1, &status, WNOHANG);
@@ -166,7 +198,7 @@ int run_launch(const LaunchArgs& a, std::ostream& err) {
     if (code == 0 || result != 0) continue;
     result = code;
     failed_rank = int(rank);
-    if (interrupted) continue;  // every rank got the signal and stops by itself
+    if (signals > 0) continue;  // every rank got the signal and stops by itself
     err << fmt::format("fitgrad launch: rank {} (pid {}) {} {}; stopping the other ranks\n", rank,
                        pid, WIFSIGNALED(status) ? "was killed by signal" : "exited with code",
                        WIFSIGNALED(status) ? WTERMSIG(status) : code);
@@ -178,7 +210,7 @@ int run_launch(const LaunchArgs& a, std::ostream& err) {
   fs::remove_all(store, ec);
   if (result != 0)
     err << fmt::format("fitgrad launch: {}: rank {} exited with code {}\n",
-                       interrupted ? "stopped by a signal" : "the job failed", failed_rank, result);
+                       signals > 0 ? "stopped by a signal" : "the job failed", failed_rank, result);
   return result;
 }
 

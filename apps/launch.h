@@ -9,10 +9,26 @@
 // by N (at least 1) as its thread budget, so N ranks do not oversubscribe the cores (torchrun
 // sets 1). A command that starts with a fitgrad subcommand (`train ...`) runs this
 // fitgrad; any other runs as given (found on PATH). SIGINT, SIGTERM and SIGHUP are forwarded
-// to every rank (a training run agrees on the step to stop at and saves). When a rank exits
+// to every rank (a training run agrees on the step to stop at and saves; Note [Ranks in their
+// own sessions] says how each rank gets a signal once, however it was sent). When a rank exits
 // with a non-zero code, or is killed, the launcher says which rank, stops the others
 // (SIGTERM, then SIGKILL after 10 s) and exits with that rank's code (128 + the signal of a
 // killed rank); otherwise it exits 0 once every rank has.
+//
+// Note [Ranks in their own sessions]
+// A Ctrl-C at a terminal, `kill -INT -- -PGID`, `timeout N fitgrad launch ...` and most
+// schedulers signal the launcher's whole process group. Were the ranks in that group, each
+// would get the signal twice, directly and forwarded, and the second one, arriving after the
+// handler has restored the default action (apps/interrupt.h), would kill it mid-step with no
+// checkpoint. So each rank starts a session of its own (setsid, as torchrun starts its
+// workers) and gets a signal only from the launcher, once. The ranks then have no
+// controlling terminal, so a terminal's hangup reaches only the launcher, which forwards it
+// as SIGTERM (a rank stops on that with a checkpoint). A launcher that dies, even by SIGKILL,
+// takes its ranks along: each has PR_SET_PDEATHSIG set to SIGTERM, so they agree on a step
+// to stop at and save as after a signal, and release the output directory. After a signal
+// the ranks have --stop_timeout seconds (300 by default: the step in flight, then the save)
+// before the launcher kills them, so a stopped or stuck rank cannot keep the job alive; a
+// second signal kills them at once, as a second Ctrl-C ends one process.
 #pragma once
 #include <CLI/CLI.hpp>
 #include <ostream>
@@ -25,6 +41,7 @@ struct LaunchArgs {
   int nproc_per_node = 1;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
+  int stop_timeout = 300;  // seconds (Note [Ranks in their own sessions])
   std::vector<std::string> command;
 };
 

@@ -10,18 +10,14 @@
 #include <gloo/config.h>
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
-#include <gloo/rendezvous/file_store.h>
 #include <gloo/transport/tcp/device.h>
-#if GLOO_USE_REDIS
-#include <gloo/rendezvous/redis_store.h>
-#endif
-
 #include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <future>
@@ -30,8 +26,10 @@
 #include <sstream>
 #include <thread>
 
+#include "dist/store.h"
 #include "tensor/error.h"
 #include "tensor/half.h"
+#include "tensor/interrupt.h"
 #include "tensor/memory/scope.h"
 
 namespace fitgrad::dist {
@@ -81,23 +79,6 @@ void divide(const Tensor& t, int n) {
   }
 }
 
-std::shared_ptr<gloo::rendezvous::Store> make_store(const std::string& spec) {
-  if (spec.starts_with("file:"))
-    return std::make_shared<gloo::rendezvous::FileStore>(spec.substr(5));
-  if (spec.starts_with("redis:")) {
-#if GLOO_USE_REDIS
-    const std::string rest = spec.substr(6);
-    const size_t colon = rest.rfind(':');
-    FG_CHECK(colon != std::string::npos, "[dist] store {}: expected redis:<host>:<port>", spec);
-    return std::make_shared<gloo::rendezvous::RedisStore>(rest.substr(0, colon),
-                                                          std::stoi(rest.substr(colon + 1)));
-#else
-    throw Error(fmt::format("[dist] store {}: this Gloo was built without Redis", spec));
-#endif
-  }
-  throw Error(fmt::format("[dist] store '{}': expected file:<dir> or redis:<host>:<port>", spec));
-}
-
 // "[127.0.0.1]:40123" out of a transport address or a Gloo error message, or "".
 std::string endpoint_in(const std::string& text) {
   static const std::regex endpoint(R"(\[[^\]]*\]:[0-9]+)");
@@ -118,10 +99,11 @@ class Task final : public Work {
 
 class GlooGroup final : public ProcessGroup {
  public:
-  explicit GlooGroup(const GlooOptions& o) : ProcessGroup(o.rank, o.size, o.timeout) {
+  explicit GlooGroup(const GlooOptions& o)
+      : ProcessGroup(o.rank, o.size, o.timeout), remove_at_end_(o.remove_at_end) {
     FG_CHECK(o.size >= 1 && o.rank >= 0 && o.rank < o.size, "[dist] rank {} of world size {}",
              o.rank, o.size);
-    const auto store = make_store(o.store);
+    const auto store = open_store(o.store, o.timeout);
     // Note [SIGPIPE and a dead peer]
     // Gloo's TCP pairs write with plain write()/writev(): a write to the socket of a peer that
     // died raises SIGPIPE, whose default action ends this process at once (exit status 141),
@@ -135,6 +117,7 @@ class GlooGroup final : public ProcessGroup {
       auto device = gloo::transport::tcp::CreateDevice(attr);
       auto context = std::make_shared<gloo::rendezvous::Context>(o.rank, o.size);
       context->setTimeout(o.timeout);
+      meet_in_store(*store, o.store, o.rank, o.size, o.timeout);
       context->connectFullMesh(*store, device);
       context_ = context;
       // Note [Naming the failed peer]
@@ -176,6 +159,8 @@ class GlooGroup final : public ProcessGroup {
       store_ = store;
     } catch (const Error&) {
       throw;
+    } catch (const Interrupted&) {
+      throw;
     } catch (const std::exception& e) {
       throw Error(fmt::format("[dist] rendezvous of rank {} of {} through {} failed: {}", o.rank,
                               o.size, o.store, e.what()));
@@ -190,6 +175,10 @@ class GlooGroup final : public ProcessGroup {
     }
     ready_.notify_all();
     worker_.join();
+    if (rank() == 0 && !remove_at_end_.empty()) {
+      std::error_code ec;
+      std::filesystem::remove_all(remove_at_end_, ec);
+    }
   }
 
   std::string backend() const override { return "gloo"; }
@@ -452,6 +441,7 @@ class GlooGroup final : public ProcessGroup {
   };
   std::shared_ptr<gloo::Context> context_;
   std::shared_ptr<gloo::rendezvous::Store> store_;
+  std::string remove_at_end_;  // GlooOptions::remove_at_end
   std::vector<Peer> peers_;
   std::string host_;
   uint32_t tag_ = 0;  // advanced by the calling thread only

@@ -37,6 +37,9 @@ struct GlooOptions {
   std::string store;     // "file:<dir>" or "redis:<host>:<port>" (dist/rendezvous.h)
   std::string hostname;  // the address this rank's transport listens on
   std::chrono::milliseconds timeout{std::chrono::seconds(1800)};
+  // A file store's directory that rank 0 removes when the group ends (the job's own store:
+  // Note [Rendezvous stores] in dist/rendezvous.h), or "".
+  std::string remove_at_end;
 };
 
 // Connects to every other rank (a full mesh through the store) and returns the group.

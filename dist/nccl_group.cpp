@@ -4,23 +4,19 @@
 
 #include <cuda_runtime.h>
 #include <fmt/format.h>
-#include <gloo/rendezvous/file_store.h>
-#include <gloo/rendezvous/store.h>
 #include <nccl.h>
 
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 
 #include "cuda/streams.h"
+#include "dist/store.h"
 #include "tensor/error.h"
 #include "tensor/memory/scope.h"
-
-#if GLOO_USE_REDIS
-#include <gloo/rendezvous/redis_store.h>
-#endif
 
 namespace fitgrad::dist {
 namespace {
@@ -44,20 +40,6 @@ ncclDataType_t nccl_type(DType dtype) {
     case DType::i8: return ncclInt8;
   }
   return ncclFloat32;
-}
-
-std::shared_ptr<gloo::rendezvous::Store> open_store(const std::string& spec) {
-  if (spec.starts_with("file:"))
-    return std::make_shared<gloo::rendezvous::FileStore>(spec.substr(5));
-#if GLOO_USE_REDIS
-  if (spec.starts_with("redis:")) {
-    const std::string rest = spec.substr(6);
-    const size_t colon = rest.rfind(':');
-    return std::make_shared<gloo::rendezvous::RedisStore>(rest.substr(0, colon),
-                                                          std::stoi(rest.substr(colon + 1)));
-  }
-#endif
-  throw Error(fmt::format("[dist] store '{}': expected file:<dir> or redis:<host>:<port>", spec));
 }
 
 // Note [One owner of the communicator]
@@ -150,7 +132,8 @@ class NcclGroup final : public ProcessGroup {
   NcclGroup(const DistEnv& env, Device device, std::chrono::milliseconds timeout)
       : ProcessGroup(env.rank, env.world_size, timeout), device_(device) {
     check_cuda(cudaSetDevice(device.index), "cudaSetDevice");
-    const auto store = open_store(env.store);
+    const auto store = open_store(env.store, timeout);
+    meet_in_store(*store, env.store, env.rank, env.world_size, timeout);
     ncclUniqueId id;
     if (env.rank == 0) {
       check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
@@ -163,6 +146,11 @@ class NcclGroup final : public ProcessGroup {
       std::memcpy(&id, bytes.data(), sizeof(id));
     }
     check_nccl(ncclCommInitRank(comm_->slot(), env.world_size, id, env.rank), "ncclCommInitRank");
+    // Every rank has read the id once the communicator exists: the job's own store goes.
+    if (env.rank == 0 && env.own_store) {
+      std::error_code ec;
+      std::filesystem::remove_all(env.store.substr(5), ec);
+    }
     check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
   }
   ~NcclGroup() override {

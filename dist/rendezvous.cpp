@@ -51,6 +51,7 @@ std::optional<DistEnv> dist_env_from_environment() {
   } else if (one_host) {
     const char* tmp = variable("TMPDIR");
     env.store = fmt::format("file:{}/fitgrad-rendezvous-{}", tmp ? tmp : "/tmp", env.master_port);
+    env.own_store = true;
   } else {
     env.store = fmt::format("redis:{}:{}", env.master_addr, env.master_port);
   }
@@ -72,7 +73,8 @@ std::unique_ptr<ProcessGroup> make_process_group(const DistEnv& env, Device devi
   if (device.type == DeviceType::cuda) return make_nccl_group(env, device, timeout);
   FG_CHECK(device.type == DeviceType::cpu,
            "[dist] data parallelism runs on cpu (Gloo) or cuda (NCCL), not {}", device.str());
-  return make_gloo_group({env.rank, env.world_size, env.store, env.hostname, timeout});
+  return make_gloo_group({env.rank, env.world_size, env.store, env.hostname, timeout,
+                          env.own_store ? env.store.substr(5) : std::string()});
 }
 
 }  // namespace fitgrad::dist

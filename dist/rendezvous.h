@@ -7,8 +7,11 @@
 // `file:<dir>` (Gloo's FileStore: a directory every rank can reach, fresh for each job;
 // `fitgrad launch` makes one) or `redis:<host>:<port>` (Gloo's RedisStore; Debian's Gloo
 // is built with Redis: a Redis server the ranks reach). Unset, a job on one host (WORLD_SIZE
-// == LOCAL_WORLD_SIZE) uses the FileStore in $TMPDIR/fitgrad-rendezvous-<MASTER_PORT>, which
-// must not hold an earlier job's keys, and a job across hosts uses the RedisStore at
+// == LOCAL_WORLD_SIZE) uses the FileStore in $TMPDIR/fitgrad-rendezvous-<MASTER_PORT>: rank 0
+// removes it when the job ends (once every rank has met, for NCCL), so the next job on that
+// port starts afresh, as torchrun's habit of reusing a port expects; a store that still holds
+// the keys of a job that died is refused with the command that clears it (Note [Meeting in
+// the store] in dist/store.h). A job across hosts uses the RedisStore at
 // MASTER_ADDR:MASTER_PORT. Each rank's transport listens on 127.0.0.1 on one host and on its
 // host name across hosts (FITGRAD_GLOO_HOSTNAME overrides). An NCCL group (cuda tensors)
 // passes its unique id through the same store.
@@ -31,8 +34,9 @@ struct DistEnv {
   int local_world_size = 1;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
-  std::string store;     // Note [Rendezvous stores]
-  std::string hostname;  // where this rank's transport listens
+  std::string store;       // Note [Rendezvous stores]
+  bool own_store = false;  // the default FileStore, which the job removes at its end
+  std::string hostname;    // where this rank's transport listens
 };
 
 // The launcher's variables, or nullopt when WORLD_SIZE is unset (a single process). Throws

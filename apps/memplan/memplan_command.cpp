@@ -115,11 +115,15 @@ int run_fit(const MemplanArgs& m, const PlanTarget& target, std::ostream& out, s
   const nn::ModelConfig cfg = model_config(m.train);
   const FitResult r = fit_search(m.train, cfg, target, m.allow_qlora, err);
   const double reference = r.tried.empty() ? 1.0 : r.tried.front().cost.seconds;
+  const int64_t per_rank =
+      m.train.per_device_train_batch_size * m.train.gradient_accumulation_steps;
   out << fmt::format(
       "fit: {} at seq {}, effective batch {}; candidates in order of predicted time, relative to "
       "the fastest\n",
       m.train.model, m.train.seq_len,
-      m.train.per_device_train_batch_size * m.train.gradient_accumulation_steps);
+      m.train.plan_world_size > 1 ? fmt::format("{} ({} ranks x {})", global_batch(m.train),
+                                                m.train.plan_world_size, per_rank)
+                                  : std::to_string(per_rank));
   out << fmt::format("  {:>3}  {:<62} {:>9} {:>11} {:>11}  {}\n", "#", "setting", "rel. time",
                      "peak alloc", "peak resv", "verdict");
   for (size_t i = 0; i < r.tried.size(); ++i) {
@@ -143,9 +147,7 @@ int run_fit(const MemplanArgs& m, const PlanTarget& target, std::ostream& out, s
   out << fmt::format("{} slower candidates were not planned\n", r.untried);
   out << fmt::format("the fastest setting that fits: {}\n", w.setting);
   print_plan(*w.plan, target, out);
-  out << fmt::format(
-      "run it with:\n  fitgrad train --model {} {} --data <corpus> --output_dir <dir>\n",
-      m.train.model, setting_flags(w.args));
+  out << fmt::format("run it with:\n  {}\n", run_line(w.args));
   return 0;
 }
 
@@ -196,6 +198,11 @@ int run_memplan(const MemplanArgs& m, std::ostream& out, std::ostream& err) {
   if (m.batch_limit < 1 || m.batch_limit > (int64_t(1) << 20))
     throw Error(
         fmt::format("[memplan] --batch_limit must be in [1, 1048576], got {}", m.batch_limit));
+  if (m.train.zero_stage > 0 && m.train.plan_world_size < 2)
+    throw Error(fmt::format(
+        "[memplan] --zero_stage {} shards the optimizer state across the ranks of a job: give "
+        "--world_size, the job's number of ranks (2 or more), to plan one of them",
+        m.train.zero_stage));
   if (m.train.plan_rank >= m.train.plan_world_size)
     throw Error(fmt::format("[memplan] --rank {} of --world_size {}: the rank must be below it",
                             m.train.plan_rank, m.train.plan_world_size));

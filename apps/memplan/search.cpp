@@ -141,7 +141,23 @@ std::string setting_flags(const TrainArgs& a) {
   if (a.packing == "bfd" || a.packing == "wrapped") s += " --packing " + a.packing;
   if (a.objective != "sft") s += " --objective " + a.objective;
   if (a.precompute_ref_log_probs) s += " --precompute_ref_log_probs";
+  if (a.zero_stage > 0) s += fmt::format(" --zero_stage {}", a.zero_stage);
+  if (a.plan_world_size > 1 && a.ddp_bucket_cap_mb != TrainArgs().ddp_bucket_cap_mb)
+    s += fmt::format(" --ddp_bucket_cap_mb {}", a.ddp_bucket_cap_mb);
   return s;
+}
+
+std::string run_line(const TrainArgs& a) {
+  std::string s = a.plan_world_size > 1
+                      ? fmt::format("fitgrad launch --nproc_per_node {} train", a.plan_world_size)
+                      : std::string("fitgrad train");
+  s += " --model " + a.model;
+  if (a.device != TrainArgs().device) s += " --device " + a.device;
+  return s + " " + setting_flags(a) + " --data <corpus> --output_dir <dir>";
+}
+
+int64_t global_batch(const TrainArgs& a) {
+  return a.per_device_train_batch_size * a.gradient_accumulation_steps * a.plan_world_size;
 }
 
 std::vector<Candidate> fit_candidates(const TrainArgs& base, const nn::ModelConfig& cfg,
@@ -197,8 +213,11 @@ std::vector<Candidate> fit_candidates(const TrainArgs& base, const nn::ModelConf
                   // GaLore trains full weights; LoRA's are frozen.
                   if (a.optim.starts_with("galore_") && a.lora_r > 0) continue;
                   a.optim_in_backward = in_backward;
-                  // Optimizer-in-backward can neither clip by the global norm nor skip a step.
-                  if (in_backward && (base.max_grad_norm != 0 || a.fp16)) continue;
+                  // Optimizer-in-backward can neither clip by the global norm nor skip a step,
+                  // nor run data-parallel (Note [Data-parallel runs] in apps/train/train_dist.h).
+                  if (in_backward &&
+                      (base.max_grad_norm != 0 || a.fp16 || base.plan_world_size > 1))
+                    continue;
                   // The user's own row chunking or offload stays; the search adds them only.
                   // A preference objective needs each answer's log-probability: no fused head.
                   a.fused_head_loss = (base.fused_head_loss || row_chunks) && a.objective == "sft";

@@ -63,6 +63,12 @@ FitResult fit_search(const TrainArgs& base, const nn::ModelConfig& cfg, const Pl
 
 // The `fitgrad train` flags that select a candidate's setting.
 std::string setting_flags(const TrainArgs& a);
+// The command that runs `a`: `fitgrad train ...`, or for one rank of a data-parallel job
+// (--world_size N) `fitgrad launch --nproc_per_node N train ...`, with the device when it
+// is not train's default, and <corpus> and <dir> to fill in.
+std::string run_line(const TrainArgs& a);
+// The global batch in sequences: micro-batch x accumulation x ranks.
+int64_t global_batch(const TrainArgs& a);
 
 // What a bisection varies: --seq_len or --per_device_train_batch_size.
 enum class Knob { seq_len, batch_size };

@@ -1,6 +1,7 @@
 // Data-parallel jobs that go wrong, and the launcher, with the built `fitgrad` binary
 // (FITGRAD_CLI): a killed rank and a hung one are named within --ddp_timeout, ranks started
-// with different flags are refused at the start, and `fitgrad launch` sets torchrun's
+// with different flags are refused at the start, as are a stale store, two processes claiming
+// one rank and ranks that disagree on the world size, and `fitgrad launch` sets torchrun's
 // variables, stops the others when a rank fails and gives its exit code. Every test works in
 // its own fresh directory under /tmp.
 #include <gtest/gtest.h>
@@ -17,49 +18,6 @@
 namespace {
 
 using namespace fitgrad::ddp_test;
-
-// Starts `fitgrad train` as rank `rank` of `world` with the launcher's variables set by hand
-// (another launcher's way), its output into `log`.
-pid_t start_rank(int rank, int world, const fs::path& store, const std::string& flags,
-                 const fs::path& log) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::setenv("RANK", std::to_string(rank).c_str(), 1);
-    ::setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
-    ::setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
-    ::setenv("LOCAL_WORLD_SIZE", std::to_string(world).c_str(), 1);
-    ::setenv("MASTER_ADDR", "127.0.0.1", 1);
-    ::setenv("MASTER_PORT", "29500", 1);
-    ::setenv("FITGRAD_STORE", ("file:" + store.string()).c_str(), 1);
-    const std::string command = "exec " + kCli + " train " + flags + " > " + log.string() + " 2>&1";
-    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  return pid;
-}
-
-// Waits for `pid` at most `limit`; its exit code, or -1 when it is still running.
-int wait_for(pid_t pid, std::chrono::seconds limit) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) == pid)
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return -1;
-}
-
-// Returns once rank 0 of the job writing into dir / "out" logged a step (training is under
-// way); fails after 2 minutes with rank 0's log.
-void wait_until_training(const fs::path& dir) {
-  const auto start = std::chrono::steady_clock::now();
-  while (!fs::exists(dir / "out" / "metrics.jsonl") || losses(dir / "out").empty()) {
-    ASSERT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(120))
-        << read_text(dir / "rank0.log");
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-}
 
 TEST(DdpFaults, AKilledRankEndsTheOthersWithAnErrorNamingItWithinTheTimeout) {
   const fs::path dir = fresh_dir("ddp_kill");
@@ -134,6 +92,77 @@ TEST(DdpFaults, RanksWithDifferentFlagsAreRefusedAtStart) {
               std::string::npos)
         << read_text(dir / log);
   EXPECT_FALSE(fs::exists(dir / "out" / "checkpoint-2"));
+  fs::remove_all(dir);
+}
+
+// Note [Rendezvous stores]: a job without FITGRAD_STORE removes its default store at the end,
+// so the next job on the port starts; a store a killed job left is refused with the fix.
+TEST(DdpFaults, TheDefaultStoreIsRemovedAndAStaleOneIsRefusedWithTheFix) {
+  const fs::path dir = fresh_dir("ddp_stale");
+  const fs::path data = write_corpus(dir);
+  fs::create_directories(dir / "tmp");
+  const fs::path store = dir / "tmp" / "fitgrad-rendezvous-29500";
+  const std::string flags = train_flags(data, 2, 1, 2) + " --ddp_timeout 60 --output_dir ";
+  const std::string out1 = flags + (dir / "out1").string(), out2 = flags + (dir / "out2").string();
+  const pid_t r0 = start_rank(0, 2, {}, out1, dir / "rank0.log", dir / "tmp");
+  const pid_t r1 = start_rank(1, 2, {}, out1, dir / "rank1.log", dir / "tmp");
+  EXPECT_EQ(wait_for(r0, std::chrono::seconds(120)), 0) << read_text(dir / "rank0.log");
+  EXPECT_EQ(wait_for(r1, std::chrono::seconds(120)), 0) << read_text(dir / "rank1.log");
+  EXPECT_FALSE(fs::exists(store));
+  // A job killed in its rendezvous leaves its keys.
+  const pid_t lone = start_rank(0, 2, {}, out2, dir / "lone.log", dir / "tmp");
+  const auto start = std::chrono::steady_clock::now();
+  while ((!fs::exists(store) || fs::is_empty(store)) &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(60))
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ::kill(lone, SIGKILL);
+  ASSERT_EQ(wait_for(lone, std::chrono::seconds(10)), 128 + SIGKILL);
+  const std::string out3 = flags + (dir / "out3").string();
+  const pid_t s0 = start_rank(0, 2, {}, out3, dir / "rank0.log", dir / "tmp");
+  const pid_t s1 = start_rank(1, 2, {}, out3, dir / "rank1.log", dir / "tmp");
+  EXPECT_EQ(wait_for(s0, std::chrono::seconds(90)), 1);
+  EXPECT_EQ(wait_for(s1, std::chrono::seconds(90)), 1);
+  for (const char* log : {"rank0.log", "rank1.log"}) {
+    const std::string text = read_text(dir / log);
+    EXPECT_NE(text.find("holds an earlier job's keys"), std::string::npos) << text;
+    EXPECT_NE(text.find("rm -r " + store.string()), std::string::npos) << text;
+  }
+  fs::remove_all(dir);
+}
+
+TEST(DdpFaults, TwoProcessesClaimingOneRankAreNamed) {
+  const fs::path dir = fresh_dir("ddp_same_rank");
+  fs::create_directories(dir / "store");
+  const std::string flags = train_flags(write_corpus(dir), 2, 1, 2) + " --ddp_timeout 5 ";
+  const pid_t first = start_rank(0, 2, dir / "store",
+                                 flags + "--output_dir " + (dir / "a").string(), dir / "first.log");
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const pid_t second = start_rank(
+      0, 2, dir / "store", flags + "--output_dir " + (dir / "b").string(), dir / "second.log");
+  EXPECT_EQ(wait_for(second, std::chrono::seconds(60)), 1);
+  EXPECT_EQ(wait_for(first, std::chrono::seconds(60)), 1);
+  const std::string second_log = read_text(dir / "second.log");
+  EXPECT_NE(second_log.find("two processes claim RANK 0: pid " + std::to_string(first)),
+            std::string::npos)
+      << second_log;
+  const std::string first_log = read_text(dir / "first.log");
+  EXPECT_NE(first_log.find("for rank 1, which never came"), std::string::npos) << first_log;
+  fs::remove_all(dir);
+}
+
+TEST(DdpFaults, RanksThatDisagreeOnTheWorldSizeAreNamed) {
+  const fs::path dir = fresh_dir("ddp_world");
+  fs::create_directories(dir / "store");
+  const std::string flags = train_flags(write_corpus(dir), 2, 1, 2) +
+                            " --ddp_timeout 30 --output_dir " + (dir / "out").string();
+  const pid_t r0 = start_rank(0, 2, dir / "store", flags, dir / "rank0.log");
+  const pid_t r1 = start_rank(1, 3, dir / "store", flags, dir / "rank1.log");
+  EXPECT_EQ(wait_for(r0, std::chrono::seconds(60)), 1);
+  EXPECT_EQ(wait_for(r1, std::chrono::seconds(60)), 1);
+  for (const char* log : {"rank0.log", "rank1.log"}) {
+    const std::string text = read_text(dir / log);
+    EXPECT_NE(text.find("the ranks disagree on WORLD_SIZE"), std::string::npos) << text;
+  }
   fs::remove_all(dir);
 }
 

@@ -1,11 +1,13 @@
 // What the data-parallel tests (ddp_test.cpp, ddp_faults_test.cpp) share: the built `fitgrad`
-// binary, a fresh directory and a corpus for each test, a shell command's exit code, and the
-// flags and logged losses of their small llama-tiny runs.
+// binary, a fresh directory and a corpus for each test, a shell command's exit code, the
+// flags and logged losses of their small llama-tiny runs, and ranks started by hand.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -13,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -76,6 +79,54 @@ inline std::string train_flags(const fs::path& data, int64_t batch, int64_t accu
          std::to_string(steps) +
          " --learning_rate 1e-3 --logging_steps 1 --eval_strategy no --progress plain "
          "--ddp_bucket_cap_mb 1";
+}
+
+// Starts `fitgrad train` as rank `rank` of `world` with the launcher's variables set by hand
+// (another launcher's way), its output into `log`. Without a store the rank uses the default
+// one under `tmpdir` (Note [Rendezvous stores]).
+inline pid_t start_rank(int rank, int world, const fs::path& store, const std::string& flags,
+                        const fs::path& log, const fs::path& tmpdir = {}) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setenv("RANK", std::to_string(rank).c_str(), 1);
+    ::setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+    ::setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
+    ::setenv("LOCAL_WORLD_SIZE", std::to_string(world).c_str(), 1);
+    ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+    ::setenv("MASTER_PORT", "29500", 1);
+    if (store.empty())
+      ::unsetenv("FITGRAD_STORE");
+    else
+      ::setenv("FITGRAD_STORE", ("file:" + store.string()).c_str(), 1);
+    if (!tmpdir.empty()) ::setenv("TMPDIR", tmpdir.c_str(), 1);
+    const std::string command = "exec " + kCli + " train " + flags + " > " + log.string() + " 2>&1";
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// Waits for `pid` at most `limit`; its exit code, or -1 when it is still running.
+inline int wait_for(pid_t pid, std::chrono::seconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid)
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return -1;
+}
+
+// Returns once rank 0 of the job writing into dir / "out" logged a step (training is under
+// way); fails after 2 minutes with the job's log.
+inline void wait_until_training(const fs::path& dir, const std::string& log = "rank0.log") {
+  const auto start = std::chrono::steady_clock::now();
+  while (!fs::exists(dir / "out" / "metrics.jsonl") || losses(dir / "out").empty()) {
+    ASSERT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(120))
+        << read_text(dir / log);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
 }
 
 }  // namespace fitgrad::ddp_test

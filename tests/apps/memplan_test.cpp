@@ -252,6 +252,54 @@ TEST(MemplanFit, TheFastestFittingSettingAndEverySkippedCandidateRunsOut) {
   EXPECT_THAT(setting_flags(w.args), ::testing::HasSubstr("--optim " + w.args.optim));
 }
 
+// One rank of a ZeRO job (issue 43, finding 2): the search keeps to what data parallelism
+// runs (no optimizer-in-backward), the run line is a `launch` line with the job's ranks,
+// stage and buckets, and that line, parsed as train parses it, plans to fit.
+TEST(MemplanFit, OneRankOfAZeroJobGetsALaunchLineThatFits) {
+  TrainArgs base = tiny_args();
+  base.model = small_llama();
+  base.device = "cuda";
+  base.max_grad_norm = 0;  // let optimizer-in-backward in, but for the ranks
+  base.plan_world_size = 4;
+  base.zero_stage = 2;
+  base.ddp_bucket_cap_mb = 1;
+  const nn::ModelConfig cfg = nn::load_config_json(base.model);
+  const PlanTarget target = plan_target("cuda", "256MiB", "0");
+  for (const Candidate& c : fit_candidates(base, cfg, target, false))
+    EXPECT_FALSE(c.args.optim_in_backward) << c.setting;
+  std::ostringstream progress;
+  const FitResult r = fit_search(base, cfg, target, false, progress);
+  ASSERT_GE(r.winner, 0);
+  const std::string line = run_line(r.tried[size_t(r.winner)].args);
+  const std::string head = "fitgrad launch --nproc_per_node 4 train --model " + base.model;
+  ASSERT_TRUE(line.starts_with(head)) << line;
+  EXPECT_THAT(line, ::testing::HasSubstr(" --device cuda "));
+  EXPECT_THAT(line, ::testing::HasSubstr(" --zero_stage 2"));
+  EXPECT_THAT(line, ::testing::HasSubstr(" --ddp_bucket_cap_mb 1"));
+  EXPECT_EQ(global_batch(r.tried[size_t(r.winner)].args), 16);
+  // The line as a rank of the job parses it.
+  std::string flags = line.substr(std::string("fitgrad launch --nproc_per_node 4 train ").size());
+  flags.replace(flags.find("<corpus>"), 8, "corpus.txt");
+  flags.replace(flags.find("<dir>"), 5, "out");
+  CLI::App app;
+  TrainArgs parsed;
+  add_train_options(app, parsed);
+  app.parse(flags);
+  parsed.max_steps = 2;
+  parsed.eval_strategy = "no";
+  parsed.data.clear();
+  parsed.output_dir.clear();
+  parsed.plan_world_size = 4;  // the job's ranks, which the launcher gives
+  EXPECT_TRUE(plan_training(parsed, target, "").fits) << line;
+  // A stage without the job's ranks is refused by the flag that is missing.
+  MemplanArgs m;
+  m.train.model = "gpt2-tiny";
+  m.train.zero_stage = 1;
+  std::ostringstream out, err;
+  testing::expect_error([&] { run_memplan(m, out, err); }, "[memplan] --zero_stage 1",
+                        "give --world_size");
+}
+
 // GaLore in the search and the cost model: both variants are candidates (never with LoRA);
 // the user's GaLore --optim_args pass between the two GaLores and to no other optimizer, the
 // user's --optim_target_modules go to the low-rank optimizers only, and a GaLore the user

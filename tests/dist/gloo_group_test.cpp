@@ -42,7 +42,7 @@ void run_ranks(int world, const std::function<void(ProcessGroup&)>& fn,
   for (int r = 0; r < world; ++r)
     threads.emplace_back([&, r] {
       try {
-        auto group = make_gloo_group({r, world, store, "127.0.0.1", timeout});
+        auto group = make_gloo_group({r, world, store, "127.0.0.1", timeout, ""});
         fn(*group);
       } catch (...) {
         errors[size_t(r)] = std::current_exception();
