@@ -357,6 +357,19 @@ nn::TensorSource folder_weights(const std::string& dir, std::string* file) {
     if (file) *file = single.string();
     source = safetensors_source(single.string());
   } else {
+    const fs::path adapter = fs::path(dir) / "adapter_config.json";
+    if (fs::is_regular_file(adapter)) {
+      const auto j = io::read_json_file(adapter.string(), "[model " + dir + "]");
+      const std::string base = j.is_object() && j.contains("base_model_name_or_path") &&
+                                       j["base_model_name_or_path"].is_string()
+                                   ? j["base_model_name_or_path"].get<std::string>()
+                                   : std::string("<its base model>");
+      throw Error(fmt::format(
+          "[model {}] is a LoRA adapter (adapter_config.json), not a model: give its base, "
+          "--model {}, with --adapter {} (generate, eval), or merge the two with `fitgrad export "
+          "--base {} --merge {} -o <folder>`",
+          dir, base, dir, base, dir));
+    }
     FG_CHECK(fs::is_regular_file(index),
              "[model {}] the directory has neither model.safetensors nor "
              "model.safetensors.index.json (its shards' index)",

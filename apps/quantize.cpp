@@ -76,6 +76,13 @@ int64_t quantize_model_file(const QuantizeArgs& a, std::ostream& out) {
     for (const io::SafetensorsEntry& e : st->entries()) {
       FG_CHECK(!io::is_bnb_4bit(*st, e.name), "[quantize] {}: '{}' is already quantized", a.in,
                e.name);
+      // Note [Int8 weights as parameters] in nn/int8_linear.h: codes, scales and zeros.
+      FG_CHECK(!e.name.ends_with(".weight_scales"),
+               "[quantize] {}: '{}' is an int8 weight (a --weights_int8 run's u8 codes with its "
+               "scales and zeros), which quantize does not read: write the model dense first "
+               "with `fitgrad export --base <its checkpoint> -o <folder>` and quantize the "
+               "folder",
+               a.in, e.name.substr(0, e.name.size() - std::string("_scales").size()));
       source.entries.push_back({e.name, e.shape, e.dtype});
     }
     source.read = [&st](const std::string& name) { return st->tensor(name); };  // a view

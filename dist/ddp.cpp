@@ -33,16 +33,19 @@ GradBuckets::GradBuckets(ProcessGroup& group,
     const Tensor& p = params_[k];
     const int64_t cap =
         buckets_.size() == 1 ? options.first_bucket_bytes : options.bucket_cap_bytes;
-    if (buckets_.empty() || buckets_.back().dtype != p.dtype() || bytes >= cap) {
+    // An integer leaf (int8 codes) has a floating gradient (autograd::set_requires_float_grad)
+    // in the compute dtype, which its bucket averages in f32.
+    const DType grad_dtype = is_floating(p.dtype()) ? p.dtype() : DType::f32;
+    if (buckets_.empty() || buckets_.back().dtype != grad_dtype || bytes >= cap) {
       buckets_.emplace_back();
-      buckets_.back().dtype = p.dtype();
+      buckets_.back().dtype = grad_dtype;
       bytes = 0;
     }
     Bucket& b = buckets_.back();
     b.params.push_back(k);
     b.offsets.push_back(b.numel);
     b.numel += p.numel();
-    bytes += p.numel() * int64_t(element_size(p.dtype()));
+    bytes += p.numel() * int64_t(element_size(grad_dtype));
     bucket_of_[k] = buckets_.size() - 1;
   }
   for (Bucket& b : buckets_) b.pending = b.params.size();

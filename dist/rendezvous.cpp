@@ -55,7 +55,14 @@ std::optional<DistEnv> dist_env_from_environment() {
   } else {
     env.store = fmt::format("redis:{}:{}", env.master_addr, env.master_port);
   }
-  if (env.store.starts_with("file:")) std::filesystem::create_directories(env.store.substr(5));
+  if (env.store.starts_with("file:")) {
+    std::error_code ec;
+    std::filesystem::create_directories(env.store.substr(5), ec);
+    FG_CHECK(!ec,
+             "[dist] cannot make the rendezvous store's directory {}: {}; give FITGRAD_STORE=file:"
+             "<dir> a directory that every rank can write (or TMPDIR, for the default store)",
+             env.store.substr(5), ec.message());
+  }
   if (const char* host = variable("FITGRAD_GLOO_HOSTNAME")) {
     env.hostname = host;
   } else if (one_host) {

@@ -98,8 +98,7 @@ std::string stale(const std::string& spec, int rank, const RankKey& k) {
 
 }  // namespace
 
-std::shared_ptr<gloo::rendezvous::Store> open_store(const std::string& spec,
-                                                    milliseconds timeout) {
+std::shared_ptr<gloo::rendezvous::Store> open_store(const std::string& spec, milliseconds timeout) {
   std::shared_ptr<gloo::rendezvous::Store> inner;
   if (spec.starts_with("file:")) {
     inner = std::make_shared<gloo::rendezvous::FileStore>(spec.substr(5));
@@ -114,8 +113,7 @@ std::shared_ptr<gloo::rendezvous::Store> open_store(const std::string& spec,
     throw Error(fmt::format("[dist] store {}: this Gloo was built without Redis", spec));
 #endif
   } else {
-    throw Error(
-        fmt::format("[dist] store '{}': expected file:<dir> or redis:<host>:<port>", spec));
+    throw Error(fmt::format("[dist] store '{}': expected file:<dir> or redis:<host>:<port>", spec));
   }
   return std::make_shared<StoppableStore>(std::move(inner), timeout);
 }
@@ -130,10 +128,15 @@ void meet_in_store(gloo::rendezvous::Store& store, const std::string& spec, int 
   } catch (const std::exception& e) {
     RankKey there;
     try {
+      store.wait({key_of(rank)}, milliseconds(1));  // is the key there, or was the write refused?
       there = parse(store.get(key_of(rank)));
     } catch (const std::exception&) {
-      throw Error(fmt::format("[dist] rank {} cannot write its key to the rendezvous store {}: {}",
-                              rank, spec, e.what()));
+      throw Error(
+          fmt::format("[dist] rank {} cannot write its key to the rendezvous store {}: {}; {}",
+                      rank, spec, e.what(),
+                      spec.starts_with("file:")
+                          ? "give FITGRAD_STORE=file:<dir> a directory that every rank can write"
+                          : "check that the store's server runs and accepts writes"));
     }
     if (gone(there, host)) throw Error(stale(spec, rank, there));
     throw Error(fmt::format(

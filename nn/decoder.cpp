@@ -240,6 +240,9 @@ Tensor CausalLM::loss(const Tensor& ids, const Tensor& targets, const PackedRows
   if (chunking_.fused_head_loss) {
     check_ids(ids, 0);
     const Tensor x = body_->forward(ids, plan_, mlp_tiles(n), packed);  // (B, T, C)
+    // The loss's sums, and its node's recompute in backward, are the loss's; each chunk's
+    // logits are the head's.
+    LabelScope label("loss");
     return ag::chunked_head_cross_entropy([this](const Tensor& xc) { return head(xc); },
                                           ag::reshape(x, {n, config_.hidden_size}),
                                           targets.reshape({n}), head_chunk_rows(n));

@@ -43,9 +43,11 @@ StateSpecFn galore_specs(const GaLoreOptions& galore, bool eight_bit) {
         eight_bit ? adam8bit_specs(l.low, min_8bit)
                   : std::vector<StateSpec>{{.name = "exp_avg", .shape = l.low},
                                            {.name = "exp_avg_sq", .shape = l.low}};
-    // Written by the first step's SVD.
+    // Written by the first step's SVD, in the weight's dtype; an int8 weight's update runs on
+    // its dequantized f32 copy (Note [Int8 updates] in optim/optimizer.h), so f32 there.
+    const DType dtype = is_floating(p.dtype()) ? p.dtype() : DType::f32;
     specs.push_back(
-        {.name = "projection", .shape = l.projection, .dtype = p.dtype(), .init = std::nullopt});
+        {.name = "projection", .shape = l.projection, .dtype = dtype, .init = std::nullopt});
     return specs;
   };
 }

@@ -111,7 +111,7 @@ Plan plan_training(TrainArgs a, const PlanTarget& target, PlanRecord* record, bo
   a.data.clear();
   a.output_dir = scratch.path().string();
   a.progress = "plain";
-  a.memory_budget = std::to_string(target.capacity);
+  a.planned_capacity = target.capacity;
   a.write_memory_record = record != nullptr;
   if (!every_step && a.max_steps > kPlannedSteps) {
     validate(a);  // the run's own flags, before they are moved (Note [Steps a plan extrapolates])

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <tuple>
 
+#include "apps/train/train_flags.h"
+
 namespace fitgrad::apps {
 namespace {
 
@@ -100,50 +102,13 @@ std::string setting_of(const TrainArgs& a) {
 }  // namespace
 
 std::string setting_flags(const TrainArgs& a) {
-  std::string s = fmt::format("--seq_len {} --per_device_train_batch_size {}", a.seq_len,
-                              a.per_device_train_batch_size);
-  if (a.gradient_accumulation_steps > 1)
-    s += fmt::format(" --gradient_accumulation_steps {}", a.gradient_accumulation_steps);
-  // The evaluation's batches (and --precompute_ref_log_probs's pass) are planned too.
-  if (a.per_device_eval_batch_size != TrainArgs().per_device_eval_batch_size)
-    s += fmt::format(" --per_device_eval_batch_size {}", a.per_device_eval_batch_size);
-  if (a.gradient_checkpointing) s += " --gradient_checkpointing";
-  if (a.checkpoint_segments > 0)
-    s += fmt::format(" --checkpoint_segments {}", a.checkpoint_segments);
-  if (a.fused_head_loss) s += " --fused_head_loss";
-  if (a.head_chunk_size > 0) s += fmt::format(" --head_chunk_size {}", a.head_chunk_size);
-  if (a.tiled_mlp) s += " --tiled_mlp";
-  if (a.mlp_tiles > 0) s += fmt::format(" --mlp_tiles {}", a.mlp_tiles);
-  s += " --optim " + a.optim;
-  if (!a.optim_args.empty()) s += " --optim_args " + a.optim_args;
-  if (!a.optim_target_modules.empty()) s += " --optim_target_modules " + a.optim_target_modules;
-  if (a.bf16) s += " --bf16";
-  if (a.fp16) s += " --fp16";
-  if (a.pure_bf16) s += " --pure_bf16";
-  if (a.stochastic_rounding) s += " --stochastic_rounding";
-  if (!a.quantize.empty()) {
-    s += fmt::format(" --quantize {} --lora_r {}", a.quantize, a.lora_r);
-    if (a.lora_target != "all-linear") s += " --lora_target " + a.lora_target;
-    if (a.bnb_4bit_use_double_quant) s += " --bnb_4bit_use_double_quant";
-  } else if (a.lora_r > 0) {
-    s += fmt::format(" --lora_r {}", a.lora_r);
+  // Note [One flag table]: the flags memplan's line carries, in the table's order.
+  std::string s;
+  for (const TrainFlag& f : train_flags()) {
+    if (!(f.traits & kPlanLine)) continue;
+    if ((f.traits & kAlwaysOnPlanLine) != kAlwaysOnPlanLine && is_default(f, a)) continue;
+    s += (s.empty() ? "" : " ") + flag_argument(f, a);
   }
-  if (a.weights_int8) {
-    s += " --weights_int8";
-    if (a.weight_group_size != 256)
-      s += fmt::format(" --weight_group_size {}", a.weight_group_size);
-  }
-  if (a.optim_in_backward) s += " --optim_in_backward";
-  if (a.offload_optimizer) s += " --offload_optimizer";
-  if (a.offload_activations) s += " --offload_activations";
-  if (a.allocator != "native") s += " --allocator " + a.allocator;
-  if (a.max_grad_norm == 0) s += " --max_grad_norm 0";
-  if (a.packing == "bfd" || a.packing == "wrapped") s += " --packing " + a.packing;
-  if (a.objective != "sft") s += " --objective " + a.objective;
-  if (a.precompute_ref_log_probs) s += " --precompute_ref_log_probs";
-  if (a.zero_stage > 0) s += fmt::format(" --zero_stage {}", a.zero_stage);
-  if (a.plan_world_size > 1 && a.ddp_bucket_cap_mb != TrainArgs().ddp_bucket_cap_mb)
-    s += fmt::format(" --ddp_bucket_cap_mb {}", a.ddp_bucket_cap_mb);
   return s;
 }
 
@@ -151,9 +116,7 @@ std::string run_line(const TrainArgs& a) {
   std::string s = a.plan_world_size > 1
                       ? fmt::format("fitgrad launch --nproc_per_node {} train", a.plan_world_size)
                       : std::string("fitgrad train");
-  s += " --model " + a.model;
-  if (a.device != TrainArgs().device) s += " --device " + a.device;
-  return s + " " + setting_flags(a) + " --data <corpus> --output_dir <dir>";
+  return s + " --model " + a.model + " " + setting_flags(a) + " --data <corpus> --output_dir <dir>";
 }
 
 int64_t global_batch(const TrainArgs& a) {

@@ -1,4 +1,4 @@
-// The options of `fitgrad train`, named as in Hugging Face TrainingArguments where one
+// The options of `fitgrad train` (each a row of the flag table, train_flags.h), named as in Hugging Face TrainingArguments where one
 // exists there (--per_device_train_batch_size, --gradient_accumulation_steps, ...), plus
 // fitgrad's own (--model, --init, --data, --seq_len, --device, --memory_budget,
 // --data_order). --device meta is the dry run of Note [Dry run on meta] in
@@ -154,6 +154,8 @@ struct TrainArgs {
   // Not a flag: the device a dry run on meta plans for (memplan's --device: cpu or cuda), so
   // that validate() refuses a plan exactly when it refuses the run (Note [One validation]).
   std::string planned_device;
+  // Not a flag: the capacity in bytes a memplan plan has (0: --memory_budget's, if any).
+  int64_t planned_capacity = 0;
   // memplan's --world_size and --rank (not train flags): a dry run plans rank plan_rank of a
   // data-parallel job of plan_world_size ranks (Note [Planning one rank] in
   // dist/meta_group.h).
@@ -161,7 +163,8 @@ struct TrainArgs {
   int64_t plan_rank = 0;
 };
 
-// Registers every option on `cmd` (the `train` subcommand), bound to `args`.
+// Registers every option on `cmd` (the `train` subcommand), bound to `args`: the flag table
+// of train_flags.h, and --validation_split_percentage, which sets --val_fraction in percent.
 void add_train_options(CLI::App& cmd, TrainArgs& args);
 
 // The autocast dtype of the run: bf16 with --bf16, f16 with --fp16, else f32.

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "apps/train/checkpoint_dir.h"
+#include "apps/train/train_flags.h"
 #include "apps/train/train_run.h"
 #include "io/safetensors.h"
 #include "nn/config.h"
@@ -52,15 +53,6 @@ void resume_run(TrainRun& r, const std::string& dir) {
   json state = read_json(d / "trainer_state.json");
   try {
     const json& args = state.at("args");
-    auto same = [&](const char* flag, int64_t now) {
-      int64_t then = args.at(flag).get<int64_t>();
-      if (then != now)
-        throw Error(fmt::format(
-            "[train] --resume_from_checkpoint {}: --{} was {} there and is {} now; a resume "
-            "keeps it (Note [Bitwise resume])",
-            dir, flag, then, now));
-    };
-    same("seq_len", a.seq_len);
     // A data-parallel run keeps the global batch, whatever the world size (Note [ZeRO by
     // whole parameters] in dist/zero.h): the loader's position counts global batches.
     const int64_t world = r.group ? r.group->size() : 1;
@@ -73,26 +65,7 @@ void resume_run(TrainRun& r, const std::string& dir) {
           "[Bitwise resume])",
           dir, then_batch * then_world, then_world, then_batch,
           a.per_device_train_batch_size * world, world, a.per_device_train_batch_size));
-    same("gradient_accumulation_steps", a.gradient_accumulation_steps);
-    same("seed", int64_t(a.seed));
-    same("bf16", int64_t(a.bf16));
-    same("tf32", int64_t(a.tf32));
-    // Flags a checkpoint from before them does not record: absent means off.
-    for (const auto& [flag, now] : {std::pair{"fp16", a.fp16},
-                                    {"pure_bf16", a.pure_bf16},
-                                    {"stochastic_rounding", a.stochastic_rounding},
-                                    {"weights_int8", a.weights_int8}})
-      if (args.value(flag, int64_t(0)) != int64_t(now))
-        throw Error(fmt::format(
-            "[train] --resume_from_checkpoint {}: --{} was {} there and is {} now; a resume "
-            "keeps it (Note [Bitwise resume])",
-            dir, flag, args.value(flag, int64_t(0)), int64_t(now)));
-    const std::string quantize = args.value("quantize", std::string());
-    if (quantize != a.quantize || args.value("lora_r", int64_t(0)) != a.lora_r)
-      throw Error(fmt::format(
-          "[train] --resume_from_checkpoint {}: --quantize '{}' --lora_r {} there, '{}' and {} "
-          "now; a resume keeps them",
-          dir, quantize, args.value("lora_r", int64_t(0)), a.quantize, a.lora_r));
+    check_resume_keeps(args, a, dir);  // Note [One flag table]
     const std::string optimizer = state.value("optimizer", r.optimizer->name());
     if (optimizer != r.optimizer->name())
       throw Error(fmt::format(
@@ -170,26 +143,7 @@ json trainer_state_json(const TrainRun& r) {
       {"rng", {{"seed", rng.seed}, {"offset", rng.offset}}},
       {"tokenizer", r.lm.tokenizer_id},
       {"optimizer", r.optimizer->name()},
-      {"args",
-       {{"model", a.model},
-        {"data", a.data},
-        {"seq_len", a.seq_len},
-        {"per_device_train_batch_size", a.per_device_train_batch_size},
-        {"world_size", r.group ? r.group->size() : 1},
-        {"gradient_accumulation_steps", a.gradient_accumulation_steps},
-        {"seed", int64_t(a.seed)},
-        {"bf16", int64_t(a.bf16)},
-        {"tf32", int64_t(a.tf32)},
-        {"fp16", int64_t(a.fp16)},
-        {"pure_bf16", int64_t(a.pure_bf16)},
-        {"stochastic_rounding", int64_t(a.stochastic_rounding)},
-        {"optim_in_backward", int64_t(a.optim_in_backward)},
-        {"quantize", a.quantize},
-        {"lora_r", a.lora_r},
-        {"weights_int8", int64_t(a.weights_int8)},
-        {"weight_group_size", a.weight_group_size},
-        {"learning_rate", a.learning_rate},
-        {"lr_scheduler_type", a.lr_scheduler_type}}},
+      {"args", run_arguments(a, r.group ? r.group->size() : 1)},
       {"log_history", r.metrics->history()},
       {"skipped_steps", r.skipped_steps},
   };

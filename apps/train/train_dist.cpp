@@ -7,6 +7,7 @@
 #include <csignal>
 #include <vector>
 
+#include "apps/train/train_flags.h"
 #include "autograd/grad_mode.h"
 #include "autograd/variable.h"
 #include "dist/meta_group.h"
@@ -46,6 +47,17 @@ void setup_dist(TrainRun& r) {
           "(RANK/WORLD_SIZE unset): run it under `fitgrad launch --nproc_per_node N` (or plan "
           "a rank with `fitgrad memplan --world_size N`)",
           a.zero_stage));
+    // The same command line serves one process and a job (torchrun's habit): the job's own
+    // flags are noted, not refused.
+    const TrainArgs defaults;
+    for (const auto& [flag, given] :
+         {std::pair{"ddp_timeout", a.ddp_timeout != defaults.ddp_timeout},
+          {"ddp_bucket_cap_mb", a.ddp_bucket_cap_mb != defaults.ddp_bucket_cap_mb}})
+      if (given && !r.dry_run)
+        r.out << fmt::format(
+            "note: --{} applies to the ranks of a data-parallel job (`fitgrad launch`); this "
+            "run is one process\n",
+            flag);
     return;
   }
   check_data_parallel_flags(a);
@@ -55,31 +67,8 @@ void setup_dist(TrainRun& r) {
 }
 
 std::string config_fingerprint(const TrainRun& r) {
-  const TrainArgs& a = r.a;
-  std::string s = fmt::format(
-      "world_size={} model={} init={} data={} output_dir={} seq_len={} device={} batch={} "
-      "eval_batch={} accum={} seed={} data_order={} val_fraction={} "
-      "dataset={},{},{},{},{},{},{},{},{},{} objective={},{},{},{},{} "
-      "optim={} optim_args={} "
-      "lr={} betas={},{} eps={} wd={} max_grad_norm={} schedule={} warmup={},{} max_steps={} "
-      "epochs={} bf16={} fp16={} tf32={} pure_bf16={} sr={} ckpt={},{} fused={},{},{},{} "
-      "offload={},{} lora={},{},{},{},{} quantize={} save={},{} logging={} eval={},{},{} "
-      "ddp={},{},{} resume={}",
-      r.group ? r.group->size() : 1, a.model, a.init, a.data, a.output_dir, a.seq_len,
-      r.device.type == DeviceType::cuda ? std::string("cuda") : a.device,
-      a.per_device_train_batch_size, a.per_device_eval_batch_size, a.gradient_accumulation_steps,
-      a.seed, a.data_order, a.val_fraction, a.dataset_format, a.dataset_text_field, a.train_on,
-      a.skip_bad_examples, a.chat_template, a.packing, a.group_by_length, a.eval_data,
-      a.eval_prompts, a.eval_max_new_tokens, a.objective, a.beta, a.loss_type, a.label_smoothing,
-      a.precompute_ref_log_probs, a.optim, a.optim_args, a.learning_rate, a.adam_beta1,
-      a.adam_beta2, a.adam_epsilon, a.weight_decay, a.max_grad_norm, a.lr_scheduler_type,
-      a.warmup_steps, a.warmup_ratio, a.max_steps, a.num_train_epochs, a.bf16, a.fp16, a.tf32,
-      a.pure_bf16, a.stochastic_rounding, a.gradient_checkpointing, a.checkpoint_segments,
-      a.fused_head_loss, a.head_chunk_size, a.tiled_mlp, a.mlp_tiles, a.offload_optimizer,
-      a.offload_activations, a.lora_r, a.lora_alpha, a.lora_dropout, a.lora_target, a.use_rslora,
-      a.quantize, a.save_steps, a.save_strategy, a.logging_steps, a.eval_steps, a.eval_strategy,
-      a.eval_max_batches, a.ddp_timeout, a.ddp_bucket_cap_mb, a.zero_stage,
-      a.resume_from_checkpoint);
+  // Note [One flag table]: every flag the ranks must agree on, then the model's shapes.
+  std::string s = flags_fingerprint(r.a, r.group ? r.group->size() : 1, r.device);
   for (const auto& [name, p] : r.lm.model->named_parameters())
     s += fmt::format(" {}:{}:{}", name, fmt::join(p.shape(), "x"), dtype_name(p.dtype()));
   return s;
@@ -120,11 +109,14 @@ void start_data_parallel(TrainRun& r) {
           differ, uint64_t(h[0]), uint64_t(h[g.rank() == 0 ? std::stoi(differ) : g.rank()]),
           g.rank() == 0 ? std::stoi(differ) : g.rank()));
   }
-  // The same starting weights everywhere, as DDP's constructor broadcasts them.
-  const auto trained = r.lora ? r.lm.model->trainable_parameters() : r.lm.model->named_parameters();
+  // The same starting weights everywhere, as DDP's constructor broadcasts them: every
+  // parameter (int8 weights' scales and zeros too), or a LoRA run's adapters over the base
+  // each rank loaded. The buckets average the gradients of those that train.
+  const auto trained = r.lm.model->trainable_parameters();
   {
     autograd::NoGradGuard no_grad;
-    for (const auto& [name, p] : trained) g.broadcast(p, 0);
+    for (const auto& [name, p] : r.lora ? trained : r.lm.model->named_parameters())
+      g.broadcast(p, 0);
   }
   dist::DdpOptions options;
   options.bucket_cap_bytes = r.a.ddp_bucket_cap_mb << 20;

@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -18,6 +19,7 @@
 #include "nn/nf4_linear.h"
 #include "nn/target_modules.h"
 #include "optim/factory.h"
+#include "optim/target_modules.h"
 #include "tensor/error.h"
 #include "tensor/memory/bytes.h"
 #include "tensor/random/generator.h"
@@ -27,6 +29,26 @@ namespace fitgrad::apps {
 namespace fs = std::filesystem;
 
 namespace {
+
+// APOLLO accepts a rank above a projected weight's smaller side, as the reference does, though
+// that weight's state then outgrows AdamW's: the run says so, naming the first such weight.
+void note_apollo_rank(TrainRun& r) {
+  const optim::ApolloOptions o =
+      optim::apollo_options(r.a.optim, {r.a.optim_args, r.a.optim_target_modules, r.a.seed});
+  int64_t over = 0;
+  std::string first;
+  for (const optim::ParamGroup& group : r.optimizer->groups())
+    for (const auto& [name, p] : group.params) {
+      if (p.dim() != 2 || !optim::is_target_module(o.target_modules, name, p)) continue;
+      if (o.rank <= std::min(p.size(0), p.size(1))) continue;
+      if (over++ == 0) first = fmt::format("'{}' ({} x {})", name, p.size(0), p.size(1));
+    }
+  if (over > 0)
+    r.out << fmt::format(
+        "note: {}'s rank {} is above the smaller side of {} projected weight(s), {} the first: "
+        "their state outgrows AdamW's; --optim_args rank=N with a smaller N saves memory\n",
+        r.a.optim, o.rank, over, first);
+}
 
 // True when `inner` is `outer` or lies inside it (both made absolute and normal).
 bool within(const fs::path& inner, const fs::path& outer) {
@@ -367,6 +389,7 @@ void print_summary(TrainRun& r, int64_t warmup) {
       "ledger's figure follows the first step\n",
       r.optimizer->name(), state_elements, format_bytes(state),
       double(state) / double(r.optimized_parameters()));
+  if (a.optim.starts_with("apollo")) note_apollo_rank(r);
   r.out << std::flush;
 }
 
@@ -386,7 +409,10 @@ void setup_run(TrainRun& r) {
   // reserves, and the run's segment events do not depend on what ran before), the peak
   // restarts, and the mark starts the run's part of the trace.
   r.alloc.empty_cache();
-  if (!a.memory_budget.empty()) r.alloc.set_capacity(parse_bytes(a.memory_budget));
+  if (a.planned_capacity > 0)
+    r.alloc.set_capacity(a.planned_capacity);
+  else if (!a.memory_budget.empty())
+    r.alloc.set_capacity(parse_bytes(a.memory_budget));
   r.alloc.set_mode(parse_allocator_mode(a.allocator));
   r.alloc.reset_peak_stats();
   if (a.offload_activations) train::far_memory_allocator(r.device).reset_peak_stats();

@@ -99,6 +99,18 @@ void run_single_and_two_ranks(const fs::path& dir, const std::string& single,
       << read_text(dir / "ddp.log");
 }
 
+// Int8 weights under data parallelism (issue 43, finding 6): the codes' floating gradients
+// are averaged in f32 buckets, and the scales and zeros, which never train, are broadcast at
+// the start and reduced never; 2 ranks follow one process of the global batch.
+TEST(DdpTrainInt8, RanksEqualOneProcessWithTheGlobalBatch) {
+  const fs::path dir = fresh_dir("ddp_int8");
+  const fs::path data = write_corpus(dir);
+  run_single_and_two_ranks(dir, train_flags(data, 4, 1, 3) + " --weights_int8",
+                           train_flags(data, 2, 1, 3) + " --weights_int8");
+  expect_same_trajectory(dir / "single", dir / "ddp", 3);
+  fs::remove_all(dir);
+}
+
 // Instruction data whose examples train 1 to 60 tokens: each rank weighs its micro-batches by
 // the job's trained targets (Note [Loss over trained targets]), so 2 ranks of batch 1 follow
 // one process of batch 2, the mean over the global batch's trained targets. (The mean of the

@@ -208,18 +208,13 @@ TEST_P(DryRunTest, MetaWritesTheTraceOfTheRealRun) {
   const Trace real = read_trace(cpu.output_dir);
   EXPECT_GT(real.events.size(), 100u);
   EXPECT_GT(real.peak_above_start, 0);
-  // Every allocation of the run says what it is for. Not yet for these variants, whose
-  // row-chunked head (--fused_head_loss) allocates its sums and its backward's temporaries
-  // without a label (issue 43, finding 7).
-  const std::set<std::string> unlabeled_still = {"long_context", "row_chunks"};
+  // Every allocation of the run says what it is for (issue 43, finding 7).
   std::vector<std::string> unlabeled;
   for (const std::string& e : real.events)
     if (e.starts_with("\"alloc\" ") && (e.ends_with(" \"\"") || e.ends_with(" -")))
       unlabeled.push_back(e);
-  if (!unlabeled_still.contains(variant)) {
-    EXPECT_TRUE(unlabeled.empty())
-        << unlabeled.size() << " allocations without a label, the first " << unlabeled.front();
-  }
+  EXPECT_TRUE(unlabeled.empty()) << unlabeled.size() << " allocations without a label, the first "
+                                 << (unlabeled.empty() ? "" : unlabeled.front());
   for (const fs::path& dir : {fs::path(meta.output_dir), fs::path(plan_dir)})
     expect_trace_of(real, dir);
   if (variant == "expandable" || variant == "long_context") {

@@ -110,7 +110,8 @@ TEST(LaunchSignals, ARankThatDoesNotStopIsKilledAfterTheStopTimeout) {
   const fs::path dir = fresh_dir("launch_stuck");
   const pid_t job = start_launch(
       "--nproc_per_node 2 --stop_timeout 2 sh -c 'if [ $RANK = 1 ]; then kill -STOP $$; fi; "
-      "exec sleep 60' " + dir.string(),
+      "exec sleep 60' " +
+          dir.string(),
       dir / "launch.log");
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   ::kill(job, SIGTERM);

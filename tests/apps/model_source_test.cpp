@@ -149,6 +149,12 @@ TEST(ModelSource, OnMetaAFolderNeedsOnlyItsConfig) {
   EXPECT_NE(m.description.find("weights: not read"), std::string::npos) << m.description;
   expect_error([&] { load_model(dir.string(), "", {}); }, "[model " + dir.string() + "]",
                "has neither model.safetensors nor model.safetensors.index.json");
+  // A LoRA checkpoint or adapter folder given as a model is named, with its base.
+  std::ofstream(dir / "adapter_config.json") << R"({"base_model_name_or_path": "llama-tiny"})";
+  expect_error([&] { load_model(dir.string(), "", {}); }, "[model " + dir.string() + "]",
+               "is a LoRA adapter (adapter_config.json), not a model: give its base, --model "
+               "llama-tiny, with --adapter " +
+                   dir.string());
   fs::remove_all(dir);
 }
 

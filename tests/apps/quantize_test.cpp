@@ -192,6 +192,16 @@ TEST_F(Quantize, BadInputIsAnErrorNamingIt) {
   a.in = a.out;
   a.out = (dir_ / "y.safetensors").string();
   testing::expect_error([&] { quantize_model_file(a, out); }, "[quantize]", "is already quantized");
+  // An int8 weight (Note [Int8 weights as parameters]) is named, with the way to a dense file.
+  a.in = (dir_ / "int8.safetensors").string();
+  io::save_safetensors(
+      a.in, {{"model.layers.0.mlp.up_proj.weight", Tensor::zeros({4, 64}, DType::u8)},
+             {"model.layers.0.mlp.up_proj.weight_scales", Tensor::full({1}, 1.0, DType::f32)},
+             {"model.layers.0.mlp.up_proj.weight_zeros", Tensor::zeros({1}, DType::u8)}});
+  testing::expect_error(
+      [&] { quantize_model_file(a, out); },
+      "[quantize] " + a.in + ": 'model.layers.0.mlp.up_proj.weight' is an int8 weight",
+      "fitgrad export --base");
 }
 
 }  // namespace

@@ -68,6 +68,7 @@ class TrainFixture : public ::testing::Test {
   int train(const TrainArgs& a) {
     std::ostringstream out, err;
     int code = run_train(a, out, err);
+    last_out_ = out.str();
     last_err_ = err.str();
     return code;
   }
@@ -115,6 +116,7 @@ class TrainFixture : public ::testing::Test {
 
   fs::path root_;
   std::string last_err_;
+  std::string last_out_;  // the last train()'s stdout
 };
 
 }  // namespace fitgrad::apps::test_train

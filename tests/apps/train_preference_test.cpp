@@ -95,6 +95,7 @@ TEST_F(TrainPreference, DpoStartsAtLogTwoAndLearnsThePreference) {
 TEST_F(TrainPreference, OrpoTrainsWithoutAReferenceAndLogsItsTerms) {
   TrainArgs a = preference_args("orpo", "orpo");
   a.lora_r = 0;  // no adapter needed: ORPO has no reference
+  a.lora_alpha = TrainArgs().lora_alpha;
   a.max_steps = 2;
   std::ostringstream out, err;
   ASSERT_EQ(run_train(a, out, err), 0) << err.str();
@@ -189,6 +190,7 @@ TEST_F(TrainPreference, PrecomputedReferenceIsTheStepsReference) {
   // Full fine-tuning, stopped at step 2 and resumed: the stored values are read back.
   TrainArgs full = preference_args("full", "dpo");
   full.lora_r = 0;
+  full.lora_alpha = TrainArgs().lora_alpha;
   full.precompute_ref_log_probs = true;
   full.learning_rate = 1e-3;
   full.max_steps = 2;

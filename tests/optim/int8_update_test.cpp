@@ -93,8 +93,11 @@ TEST_P(Int8EveryOptimizer, FollowsTheDenseF32Steps) {
   AdamWOptions o;
   o.lr = 1e-2;
   o.weight_decay = 0.01;
-  // APOLLO at rank 8: its default 256 exceeds this weight's sides.
-  const OptimizerExtras extras{std::string(GetParam()) == "apollo" ? "rank=8" : "", "", 0};
+  // APOLLO and GaLore at rank 8: APOLLO's default 256 exceeds this weight's sides; GaLore
+  // projects only the modules named (Q-GaLore: int8 weights with GaLore's projection).
+  const std::string name = GetParam();
+  const bool galore = name.starts_with("galore_");
+  const OptimizerExtras extras{name == "apollo" || galore ? "rank=8" : "", galore ? "mlp" : "", 0};
   auto opt_q = make_optimizer(GetParam(), group_of(q.codes, 0.01), o, true, extras);
   auto opt_d = make_optimizer(GetParam(), group_of(dense, 0.01), o, true, extras);
   opt_q->set_int8_weights({{kName, q}}, 3);
@@ -116,7 +119,7 @@ TEST_P(Int8EveryOptimizer, FollowsTheDenseF32Steps) {
 
 INSTANTIATE_TEST_SUITE_P(All, Int8EveryOptimizer,
                          ::testing::Values("adamw_torch", "sgd", "adamw_8bit", "adafactor",
-                                           "apollo"));
+                                           "apollo", "galore_adamw", "galore_adamw_8bit"));
 
 TEST(Int8Update, ResumeFromTheStateDictIsBitwise) {
   const Tensor start = testing::random_tensor({32, 64}, 21).to(DType::f32);
