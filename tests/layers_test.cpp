@@ -28,6 +28,10 @@ const std::map<std::string, std::set<std::string>>& allowed() {
       {"data", {"data", "io", "tensor"}},
       {"dist", {"dist", "optim", "cuda", "autograd", "io", "tensor"}},
       {"train", {"train", "nn", "optim", "dist", "autograd", "io", "tensor"}},
+      {"apps",
+       {"apps", "train", "data", "nn", "optim", "dist", "autograd", "io", "tensor", "cuda"}},
+      // A program embedding fitgrad uses the library, never the command line's apps/.
+      {"examples", {"train", "data", "nn", "optim", "dist", "autograd", "io", "tensor", "cuda"}},
   };
   return dag;
 }

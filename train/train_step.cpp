@@ -35,6 +35,9 @@ TrainStep::TrainStep(nn::CausalLM& model, optim::Optimizer& optimizer,
   FG_CHECK(options.max_grad_norm >= 0, "[train step] max_grad_norm must be >= 0, got {}",
            options.max_grad_norm);
   for (auto& [name, p] : model.named_parameters()) params_.push_back(p);
+  FG_CHECK(!(options.objective && options.preference),
+           "[train step] an objective of the caller's and a preference objective conflict: give "
+           "one");
   FG_CHECK(!(options.offload && options.optimizer_in_backward),
            "[train step] optimizer offload and optimizer-in-backward conflict: the offloaded "
            "update runs on the host after the backward");
@@ -178,11 +181,18 @@ StepResult TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>
       {
         std::optional<autograd::SavedTensorHooksScope> hooks;
         if (offload) hooks.emplace(offload->hooks());
-        loss = options_.preference
-                   ? preference_objective(model_, batch, *options_.preference, &preference_stats_,
-                                          options_.reference_model)
-                   : model_.loss(batch.ids, batch.targets,
-                                 batch.packed.segments.defined() ? &batch.packed : nullptr);
+        if (options_.objective) {
+          loss = options_.objective(model_, batch);
+          FG_CHECK(loss.defined() && loss.dim() == 0,
+                   "[train step] the objective must return a scalar loss, got {}",
+                   loss.defined() ? shape_str(loss.shape()) : "an undefined tensor");
+        } else if (options_.preference) {
+          loss = preference_objective(model_, batch, *options_.preference, &preference_stats_,
+                                      options_.reference_model);
+        } else {
+          loss = model_.loss(batch.ids, batch.targets,
+                             batch.packed.segments.defined() ? &batch.packed : nullptr);
+        }
         if (offload) offload->end_forward();
       }
       {

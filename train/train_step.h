@@ -76,6 +76,10 @@ struct TrainStepOptions {
   // steps] in train/preference_loss.h), each micro-batch weighing 1 / accumulation (every
   // micro-batch holds the same number of pairs). Null: the cross-entropy of its targets.
   const PreferenceConfig* preference = nullptr;
+  // A caller's own objective (examples/custom_objective.cpp): each micro-batch's loss is
+  // objective(model, micro-batch), a scalar whose graph reaches the trained parameters, weighing
+  // as the cross-entropy would. Empty: the cross-entropy of its targets, or `preference`.
+  std::function<Tensor(nn::CausalLM&, const MicroBatch&)> objective = {};
   // DPO's reference when it is a model of its own (a full fine-tune's frozen copy); null: the
   // trained model with its adapters off, or the micro-batches' precomputed values.
   nn::CausalLM* reference_model = nullptr;

@@ -112,6 +112,7 @@ Plan plan_training(TrainArgs a, const PlanTarget& target, PlanRecord* record, bo
   a.output_dir = scratch.path().string();
   a.progress = "plain";
   a.planned_capacity = target.capacity;
+  a.planned_profile = target.profile;
   a.write_memory_record = record != nullptr;
   if (!every_step && a.max_steps > kPlannedSteps) {
     validate(a);  // the run's own flags, before they are moved (Note [Steps a plan extrapolates])
@@ -121,7 +122,6 @@ Plan plan_training(TrainArgs a, const PlanTarget& target, PlanRecord* record, bo
   CachingAllocator& alloc = allocator_for(Device::meta());
   CachingAllocator& host = allocator_for(optim::offload_host(Device::meta()));
   host.reset_peak_stats();
-  const backend::MetaTargetScope profile(target.profile);
   const int64_t allocated_before = alloc.stats().allocated_bytes[kAllPools].allocated;
   std::ostringstream out, err;
   const int code = run_train(a, out, err);

@@ -1,8 +1,9 @@
 // One exact plan (apps/memplan/): `fitgrad train`'s run on meta for a target, and what it
 // found. The run is the real one (apps/train/trainer.h) on meta tensors (Note [Dry run on
-// meta] in apps/train/train_run.h), with the target's workspace profile
-// (backend::MetaTargetScope) and its capacity as the allocator's limit, so the plan's
-// events, peak and out-of-memory are those of a real run on that target.
+// meta] in apps/train/train_run.h), given the target's workspace profile and capacity as
+// parameters (TrainArgs::planned_profile, planned_capacity: meta's profile and the
+// allocator's limit for the run's lifetime), so the plan's events, peak and out-of-memory
+// are those of a real run on that target.
 #pragma once
 
 #include <array>

@@ -35,8 +35,10 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <optional>
 #include <string>
 
+#include "tensor/backend/profile.h"
 #include "tensor/dtype.h"
 
 namespace fitgrad::apps {
@@ -156,6 +158,9 @@ struct TrainArgs {
   std::string planned_device;
   // Not a flag: the capacity in bytes a memplan plan has (0: --memory_budget's, if any).
   int64_t planned_capacity = 0;
+  // Not a flag: the target a memplan plan sizes its workspaces for (meta's profile during the
+  // run: TrainRun::meta_target); none: the host's.
+  std::optional<backend::TargetProfile> planned_profile;
   // memplan's --world_size and --rank (not train flags): a dry run plans rank plan_rank of a
   // data-parallel job of plan_world_size ranks (Note [Planning one rank] in
   // dist/meta_group.h).

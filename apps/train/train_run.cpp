@@ -20,7 +20,9 @@ TrainRun::TrainRun(const TrainArgs& args, std::ostream& out_stream, std::ostream
       progress(err_stream, args.progress, &err_stream == &std::cerr),
       capacity_before(alloc.capacity()),
       mode_before(alloc.mode()),
-      tf32(args.tf32) {}
+      tf32(args.tf32) {
+  if (dry_run && args.planned_profile) meta_target.emplace(*args.planned_profile);
+}
 
 TrainRun::~TrainRun() {
   alloc.set_capacity(capacity_before);

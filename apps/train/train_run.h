@@ -49,6 +49,7 @@
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "tensor/backend/math_mode.h"
+#include "tensor/backend/profile.h"
 #include "tensor/memory/caching_allocator.h"
 #include "train/train_step.h"
 
@@ -91,6 +92,9 @@ struct TrainRun {
   std::ostream& err;
   Device device;
   bool dry_run;  // Note [Dry run on meta]
+  // A plan's target (TrainArgs::planned_profile) as meta's, for the run's lifetime: the
+  // first member after the device, so it outlives every tensor the run makes.
+  std::optional<backend::MetaTargetScope> meta_target;
   CachingAllocator& alloc;
   Progress progress;
   size_t capacity_before;

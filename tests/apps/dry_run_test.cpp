@@ -178,7 +178,18 @@ TEST_P(DryRunTest, MetaWritesTheTraceOfTheRealRun) {
     a.optim_in_backward = true;
     a.max_grad_norm = 0;
   }
-  if (variant == "dropout") {  // Note [Dropout as configured]: masks and attention dropout
+  if (variant == "every_feature") {  // all of the above that combine, in one run
+    a.quantize = "nf4";
+    a.lora_r = 4;
+    a.lora_dropout = 0.1;
+    a.bnb_4bit_use_double_quant = a.bf16 = true;
+    a.gradient_checkpointing = a.offload_activations = a.fused_head_loss = a.tiled_mlp = true;
+    a.head_chunk_size = 20;
+    a.mlp_tiles = 2;
+    a.gradient_accumulation_steps = 2;
+    a.allocator = "expandable";
+  }
+  if (variant == "dropout" || variant == "every_feature") {  // Note [Dropout as configured]
     nn::ModelConfig cfg = nn::preset(model);
     cfg.attn_pdrop = 0.1;
     if (cfg.family == nn::Family::gpt2) cfg.embd_pdrop = cfg.resid_pdrop = 0.1;
@@ -345,7 +356,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          "one_segment", "row_chunks", "expandable", "offload",
                                          "long_context", "apollo", "apollo_mini_in_backward",
                                          "galore_adamw", "galore_adamw_8bit", "int8",
-                                         "int8_pure_bf16_in_backward")),
+                                         "int8_pure_bf16_in_backward", "every_feature")),
     [](const auto& info) { return test_name(info.param); });
 
 // Issue 40: every family's memory tricks (QLoRA on every linear, Phi-3's fused qkv_proj and

@@ -4,13 +4,14 @@
 // ranks' configuration hash sees a change of every flag the ranks must agree on and no other;
 // a resume refuses a change of every flag it keeps and no other; and memplan's command line
 // carries every flag it is meant to, parsing back into the same values.
+#include "apps/train/train_flags.h"
+
 #include <gtest/gtest.h>
 
 #include <set>
 #include <string>
 
 #include "apps/memplan/search.h"
-#include "apps/train/train_flags.h"
 #include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad::apps {
