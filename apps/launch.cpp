@@ -46,14 +46,17 @@ std::string self_path() {
   ::setsid();
   ::prctl(PR_SET_PDEATHSIG, SIGTERM);
   if (::getppid() != launcher) ::_exit(128 + SIGTERM);  // the launcher died before prctl
-  const std::string r = std::to_string(rank), n = std::to_string(a.nproc_per_node);
-  ::setenv("RANK", r.c_str(), 1);
-  ::setenv("LOCAL_RANK", r.c_str(), 1);
-  ::setenv("WORLD_SIZE", n.c_str(), 1);
+  // Note [Launching on several hosts]
+  const std::string global = std::to_string(a.node_rank * a.nproc_per_node + rank);
+  const std::string local = std::to_string(rank), n = std::to_string(a.nproc_per_node);
+  ::setenv("RANK", global.c_str(), 1);
+  ::setenv("LOCAL_RANK", local.c_str(), 1);
+  ::setenv("GROUP_RANK", std::to_string(a.node_rank).c_str(), 1);
+  ::setenv("WORLD_SIZE", std::to_string(a.nnodes * a.nproc_per_node).c_str(), 1);
   ::setenv("LOCAL_WORLD_SIZE", n.c_str(), 1);
   ::setenv("MASTER_ADDR", a.master_addr.c_str(), 1);
   ::setenv("MASTER_PORT", std::to_string(a.master_port).c_str(), 1);
-  ::setenv("FITGRAD_STORE", ("file:" + store).c_str(), 1);
+  if (!store.empty()) ::setenv("FITGRAD_STORE", ("file:" + store).c_str(), 1);
   // Note [The launcher]: the cores shared out, unless the user chose.
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const unsigned share = std::max(1u, cores / unsigned(a.nproc_per_node));
@@ -79,6 +82,13 @@ CLI::App* add_launch_command(CLI::App& app, LaunchArgs& a) {
   cmd->add_option("--nproc_per_node", a.nproc_per_node, "Ranks (processes) to start")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
+  cmd->add_option("--nnodes", a.nnodes,
+                  "Hosts of the job, each running this launcher with its own --node_rank")
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
+  cmd->add_option("--node_rank", a.node_rank, "This host's index in [0, --nnodes)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
   cmd->add_option("--master_addr", a.master_addr, "MASTER_ADDR of the ranks")
       ->capture_default_str();
   cmd->add_option("--master_port", a.master_port, "MASTER_PORT of the ranks")
@@ -101,15 +111,25 @@ CLI::App* add_launch_command(CLI::App& app, LaunchArgs& a) {
 int run_launch(const LaunchArgs& a, std::ostream& err) {
   if (a.command.empty())
     throw Error("[launch] no command: `fitgrad launch --nproc_per_node N train ...`");
+  if (a.node_rank >= a.nnodes)
+    throw Error(
+        fmt::format("[launch] --node_rank {} of --nnodes {}: give each host an index "
+                    "in [0, {})",
+                    a.node_rank, a.nnodes, a.nnodes));
   std::vector<std::string> argv = a.command;
   if (is_fitgrad_subcommand(argv.front())) argv.insert(argv.begin(), self_path());
-  const char* tmp = std::getenv("TMPDIR");
-  // mkdtemp's template: six 'X' that it replaces.
-  std::string pattern =
-      fmt::format("{}/fitgrad-launch-{}", tmp && *tmp ? tmp : "/tmp", std::string(6, 'X'));
-  if (!::mkdtemp(pattern.data()))
-    throw Error(fmt::format("[launch] cannot make a store directory {}", pattern));
-  const std::string store = pattern;
+  // The store this launcher makes and removes: one host's job only (Note [Launching on
+  // several hosts]).
+  std::string store;
+  if (a.nnodes == 1) {
+    const char* tmp = std::getenv("TMPDIR");
+    // mkdtemp's template: six 'X' that it replaces.
+    std::string pattern =
+        fmt::format("{}/fitgrad-launch-{}", tmp && *tmp ? tmp : "/tmp", std::string(6, 'X'));
+    if (!::mkdtemp(pattern.data()))
+      throw Error(fmt::format("[launch] cannot make a store directory {}", pattern));
+    store = pattern;
+  }
 
   struct sigaction action = {};
   action.sa_handler = record_signal;
@@ -152,10 +172,12 @@ int run_launch(const LaunchArgs& a, std::ostream& err) {
     signal_all(SIGTERM);
     kill_at = Clock::now() + std::chrono::seconds(10);
   }
+  // A local index's rank in the job (Note [Launching on several hosts]).
+  auto global_rank = [&](size_t k) { return int64_t(a.node_rank) * a.nproc_per_node + int64_t(k); };
   auto still_running = [&] {
-    std::vector<size_t> ranks;
+    std::vector<int64_t> ranks;
     for (size_t k = 0; k < pids.size(); ++k)
-      if (running[k]) ranks.push_back(k);
+      if (running[k]) ranks.push_back(global_rank(k));
     return fmt::format("{}", fmt::join(ranks, ", "));
   };
   int signals = 0;
@@ -199,18 +221,20 @@ int run_launch(const LaunchArgs& a, std::ostream& err) {
     result = code;
     failed_rank = int(rank);
     if (signals > 0) continue;  // every rank got the signal and stops by itself
-    err << fmt::format("fitgrad launch: rank {} (pid {}) {} {}; stopping the other ranks\n", rank,
-                       pid, WIFSIGNALED(status) ? "was killed by signal" : "exited with code",
+    err << fmt::format("fitgrad launch: rank {} (pid {}) {} {}; stopping the other ranks\n",
+                       global_rank(rank), pid,
+                       WIFSIGNALED(status) ? "was killed by signal" : "exited with code",
                        WIFSIGNALED(status) ? WTERMSIG(status) : code);
     signal_all(SIGTERM);
     kill_at = Clock::now() + std::chrono::seconds(10);
   }
   for (size_t i = 0; i < forwarded.size(); ++i) ::sigaction(forwarded[i], &previous[i], nullptr);
   std::error_code ec;
-  fs::remove_all(store, ec);
+  if (!store.empty()) fs::remove_all(store, ec);
   if (result != 0)
     err << fmt::format("fitgrad launch: {}: rank {} exited with code {}\n",
-                       signals > 0 ? "stopped by a signal" : "the job failed", failed_rank, result);
+                       signals > 0 ? "stopped by a signal" : "the job failed",
+                       global_rank(size_t(failed_rank)), result);
   return result;
 }
 

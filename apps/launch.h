@@ -29,6 +29,15 @@
 // the ranks have --stop_timeout seconds (300 by default: the step in flight, then the save)
 // before the launcher kills them, so a stopped or stuck rank cannot keep the job alive; a
 // second signal kills them at once, as a second Ctrl-C ends one process.
+//
+// Note [Launching on several hosts]
+// With --nnodes N (torchrun's name) the launcher runs on each of N hosts with its own
+// --node_rank K, and its ranks are K * nproc_per_node + k of WORLD_SIZE = N * nproc_per_node
+// (LOCAL_RANK = k, LOCAL_WORLD_SIZE = nproc_per_node, GROUP_RANK = K, as torchrun sets them).
+// A job across hosts cannot meet in one host's temporary directory: the launcher passes on
+// the user's FITGRAD_STORE (a directory every host reaches, or a Redis server), else the
+// ranks use the RedisStore at MASTER_ADDR:MASTER_PORT (Note [Rendezvous stores] in
+// dist/rendezvous.h), and it removes no store it did not make.
 #pragma once
 #include <CLI/CLI.hpp>
 #include <ostream>
@@ -39,6 +48,8 @@ namespace fitgrad::apps {
 
 struct LaunchArgs {
   int nproc_per_node = 1;
+  int nnodes = 1;     // Note [Launching on several hosts]
+  int node_rank = 0;  // this host's index in [0, nnodes)
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   int stop_timeout = 300;  // seconds (Note [Ranks in their own sessions])

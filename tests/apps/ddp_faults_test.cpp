@@ -189,6 +189,30 @@ TEST(Launch, SetsTorchrunsVariablesForEveryRank) {
   fs::remove_all(dir);
 }
 
+// Note [Launching on several hosts]: host K's ranks are K * nproc_per_node + k of the whole
+// job, and the launcher passes on the user's store or leaves the ranks to the RedisStore.
+TEST(Launch, SeveralHostsNumberTheRanksAsTorchrunDoes) {
+  const fs::path dir = fresh_dir("launch_hosts");
+  const std::string echo =
+      " sh -c 'echo $RANK $LOCAL_RANK $GROUP_RANK $WORLD_SIZE "
+      "$LOCAL_WORLD_SIZE ${FITGRAD_STORE:-none} > " +
+      dir.string() + "/$RANK'";
+  ASSERT_EQ(shell("env -u FITGRAD_STORE " + kCli +
+                  " launch --nnodes 2 --node_rank 1 --nproc_per_node 2" + echo),
+            0);
+  EXPECT_EQ(read_text(dir / "2"), "2 0 1 4 2 none\n");
+  EXPECT_EQ(read_text(dir / "3"), "3 1 1 4 2 none\n");
+  EXPECT_FALSE(fs::exists(dir / "0"));
+  ASSERT_EQ(shell("FITGRAD_STORE=file:/shared/store " + kCli +
+                  " launch --nnodes 3 --node_rank 0 --nproc_per_node 1" + echo),
+            0);
+  EXPECT_EQ(read_text(dir / "0"), "0 0 0 3 1 file:/shared/store\n");
+  EXPECT_EQ(shell(kCli + " launch --nnodes 2 --node_rank 2 true 2> " + (dir / "err").string()), 1);
+  EXPECT_NE(read_text(dir / "err").find("--node_rank 2 of --nnodes 2"), std::string::npos)
+      << read_text(dir / "err");
+  fs::remove_all(dir);
+}
+
 TEST(Launch, AFailingRankStopsTheOthersAndGivesItsExitCode) {
   const fs::path dir = fresh_dir("launch_fail");
   const auto start = std::chrono::steady_clock::now();

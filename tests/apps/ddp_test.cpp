@@ -99,6 +99,32 @@ void run_single_and_two_ranks(const fs::path& dir, const std::string& single,
       << read_text(dir / "ddp.log");
 }
 
+// Two launchers as two hosts of 2 ranks each (Note [Launching on several hosts]), meeting in
+// a store both reach, train as one launcher of 4 ranks does.
+TEST(DdpTwoHosts, TwoLaunchersOfTwoRanksEqualOneOfFour) {
+  const fs::path dir = fresh_dir("ddp_two_hosts");
+  const fs::path data = write_corpus(dir);
+  fs::create_directories(dir / "store");
+  const std::string flags = train_flags(data, 2, 1, 3);
+  ASSERT_EQ(shell(kCli + " launch --nproc_per_node 4 train " + flags + " --output_dir " +
+                  (dir / "one").string() + " > " + (dir / "one.log").string() + " 2>&1"),
+            0)
+      << read_text(dir / "one.log");
+  const std::string env =
+      "FITGRAD_STORE=file:" + (dir / "store").string() + " FITGRAD_GLOO_HOSTNAME=127.0.0.1 ";
+  auto host = [&](int k) {
+    return env + kCli + " launch --nnodes 2 --node_rank " + std::to_string(k) +
+           " --nproc_per_node 2 train " + flags + " --output_dir " + (dir / "two").string() +
+           " > " + (dir / ("host" + std::to_string(k) + ".log")).string() + " 2>&1";
+  };
+  ASSERT_EQ(shell("(" + host(1) + ") & other=$!; " + host(0) +
+                  "; mine=$?; wait $other; exit $((mine | $?))"),
+            0)
+      << read_text(dir / "host0.log") << read_text(dir / "host1.log");
+  expect_same_trajectory(dir / "one", dir / "two", 3);
+  fs::remove_all(dir);
+}
+
 // Int8 weights under data parallelism (issue 43, finding 6): the codes' floating gradients
 // are averaged in f32 buckets, and the scales and zeros, which never train, are broadcast at
 // the start and reduced never; 2 ranks follow one process of the global batch.
