@@ -49,11 +49,8 @@ void setup_dist(TrainRun& r) {
           a.zero_stage));
     // The same command line serves one process and a job (torchrun's habit): the job's own
     // flags are noted, not refused.
-    const TrainArgs defaults;
-    for (const auto& [flag, given] :
-         {std::pair{"ddp_timeout", a.ddp_timeout != defaults.ddp_timeout},
-          {"ddp_bucket_cap_mb", a.ddp_bucket_cap_mb != defaults.ddp_bucket_cap_mb}})
-      if (given && !r.dry_run)
+    for (const char* flag : {"ddp_timeout", "ddp_bucket_cap_mb"})
+      if (!is_default(train_flag(flag), a) && !r.dry_run)
         r.out << fmt::format(
             "note: --{} applies to the ranks of a data-parallel job (`fitgrad launch`); this "
             "run is one process\n",

@@ -445,17 +445,20 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   });
 }
 
+const TrainFlag& train_flag(std::string_view name) {
+  const auto f = std::find_if(train_flags().begin(), train_flags().end(),
+                              [&](const TrainFlag& g) { return g.name == name; });
+  FG_ASSERT(f != train_flags().end());
+  return *f;
+}
+
 void check_needs(const TrainArgs& a) {
   for (const TrainFlag& f : train_flags()) {
-    if (f.needs.empty() || is_default(f, a)) continue;
-    const auto other = std::find_if(train_flags().begin(), train_flags().end(),
-                                    [&](const TrainFlag& g) { return g.name == f.needs; });
-    FG_ASSERT(other != train_flags().end());
-    if (is_default(*other, a))
-      throw Error(fmt::format(
-          "[train] --{} needs --{}: without it --{} {} does nothing; give --{} as well, or drop "
-          "--{}",
-          f.name, f.needs, f.name, flag_text(f, a), f.needs, f.name));
+    if (f.needs.empty() || is_default(f, a) || !is_default(train_flag(f.needs), a)) continue;
+    throw Error(fmt::format(
+        "[train] --{} needs --{}: without it --{} {} does nothing; give --{} as well, or drop "
+        "--{}",
+        f.name, f.needs, f.name, flag_text(f, a), f.needs, f.name));
   }
 }
 

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -53,6 +54,9 @@ struct TrainFlag {
 
 // The table, in --help order.
 const std::vector<TrainFlag>& train_flags();
+
+// The row named `name` (without --); a name not in the table is a programming error.
+const TrainFlag& train_flag(std::string_view name);
 
 // Throws fitgrad::Error "[train] --x needs --y" for the first flag given (not at its
 // default) whose `needs` is not.
