@@ -21,22 +21,24 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "apps/cli_checks.h"
 #include "apps/guard.h"
-#include "apps/model_source.h"
 #include "autograd/grad_mode.h"
+#include "io/whole_file.h"
 #include "tensor/error.h"
 #include "tensor/memory/bytes.h"
 #include "tensor/memory/caching_allocator.h"
+#include "train/model_source.h"
 
 namespace fitgrad::apps {
+
+using train::LoadedModel;
 
 EvalStats evaluate(const EvalOptions& o, std::ostream& out) {
   FG_CHECK(o.max_windows >= 0, "[eval] --max_windows must be 0 (every window) or positive, got {}",
            o.max_windows);
   FG_CHECK(o.batch_size >= 1, "[eval] --batch_size must be positive, got {}", o.batch_size);
   FG_CHECK(!o.data.empty(), "[eval] --data is required: a UTF-8 text file to score");
-  const std::string text = read_whole_file("eval", "data file", o.data);
+  const std::string text = io::read_whole_file("eval", "data file", o.data);
   const Device device = Device::parse(o.device);
   const LoadedModel loaded = load_inference_model("eval", o);
   FG_CHECK(loaded.tokenizer, "[eval] {} has no tokenizer to read the text with", o.model);

@@ -1,4 +1,4 @@
-// `fitgrad eval`: the perplexity of a model (any spec of apps/model_source.h, with --adapter
+// `fitgrad eval`: the perplexity of a model (any spec of train/model_source.h, with --adapter
 // and --quantize nf4 as in generate) on a text file, in f32 or bf16, as the perplexity users
 // compute with transformers: the text is tokenized whole, cut into windows, and each window's
 // next-token predictions are scored (Note [Eval windows] in eval.cpp). The command ends with

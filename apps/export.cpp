@@ -10,16 +10,14 @@
 #include <optional>
 #include <set>
 
-#include "apps/cli_checks.h"
 #include "apps/export_parts.h"
-#include "apps/model_source.h"
 #include "apps/output_policy.h"
-#include "apps/train/checkpoint_dir.h"
 #include "data/gguf_tokenizer.h"
 #include "data/hf_tokenizer.h"
 #include "io/gguf.h"
 #include "io/json_file.h"
 #include "io/safetensors.h"
+#include "io/whole_file.h"
 #include "nn/config.h"
 #include "nn/gguf_model.h"
 #include "nn/lora_adapter.h"
@@ -29,8 +27,18 @@
 #include "tensor/memory/bytes.h"
 #include "tensor/ops/elementwise.h"
 #include "tensor/ops/matmul.h"
+#include "train/checkpoint_dir.h"
+#include "train/model_source.h"
 
 namespace fitgrad::apps {
+
+using train::folder_weights;
+using train::kSkipVerificationFlag;
+using train::kSkipVerificationHelp;
+using train::load_tokenizer_spec;
+using train::read_weights_file;
+using train::TokenizerSpec;
+using train::verify_before_reading;
 namespace fs = std::filesystem;
 
 namespace {
@@ -170,12 +178,12 @@ std::vector<FolderFile> folder_files(const ExportArgs& a, DType dtype, std::stri
     if (fs::is_regular_file(dir / "generation_config.json"))
       files.push_back(
           {"generation_config.json",
-           read_whole_file("export", "file", (dir / "generation_config.json").string())});
+           io::read_whole_file("export", "file", (dir / "generation_config.json").string())});
     if (fs::is_regular_file(dir / "tokenizer.json")) {
       for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                                "chat_template.jinja"})
         if (fs::is_regular_file(dir / name))
-          files.push_back({name, read_whole_file("export", "file", (dir / name).string())});
+          files.push_back({name, io::read_whole_file("export", "file", (dir / name).string())});
     } else if (fs::is_regular_file(dir / "fitgrad_tokenizer.json")) {
       const TokenizerSpec spec = load_tokenizer_spec(a.base);
       vocabulary = spec.vocabulary;

@@ -26,7 +26,7 @@ struct ExportArgs {
   std::string dtype = "bf16";          // bf16, f16, f32, and q8_0 for a .gguf
   std::string max_shard_size = "5GB";  // a model folder's shards (Note [Model folders written])
   bool overwrite = false;
-  bool skip_verification = false;  // Note [Verified reads] in apps/train/checkpoint_dir.h
+  bool skip_verification = false;  // Note [Verified reads] in train/checkpoint_dir.h
 };
 
 // Runs the command; returns the number of weights merged. Throws "[export] ..." on bad

@@ -32,7 +32,6 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/export_parts.h"
-#include "apps/model_source.h"
 #include "data/hf_tokenizer.h"
 #include "data/spm_tokenizer.h"
 #include "io/gguf_writer.h"
@@ -41,8 +40,12 @@
 #include "nn/llama_names.h"
 #include "tensor/error.h"
 #include "tensor/ops/elementwise.h"
+#include "train/model_source.h"
 
 namespace fitgrad::apps {
+
+using train::load_model;
+using train::LoadedModel;
 namespace {
 
 using nlohmann::json;

@@ -5,14 +5,22 @@
 
 #include <memory>
 
-#include "apps/train/checkpoint_dir.h"
 #include "nn/lora.h"
 #include "nn/lora_adapter.h"
 #include "nn/nf4_linear.h"
 #include "nn/target_modules.h"
 #include "tensor/error.h"
+#include "train/checkpoint_dir.h"
 
 namespace fitgrad::apps {
+
+using train::kInitHelp;
+using train::kModelSpecHelp;
+using train::kSkipVerificationFlag;
+using train::kSkipVerificationHelp;
+using train::load_model;
+using train::LoadedModel;
+using train::verify_before_reading;
 
 void add_inference_model_options(CLI::App& cmd, InferenceModelOptions& o) {
   cmd.add_option("--model", o.model, kModelSpecHelp)->required();

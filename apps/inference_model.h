@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <string>
 
-#include "apps/model_source.h"
 #include "tensor/dtype.h"
+#include "train/model_source.h"
 
 namespace fitgrad::apps {
 
@@ -29,7 +29,7 @@ struct InferenceModelOptions {
   bool double_quant = false;
   std::string adapter;
   uint64_t seed = 0;               // of a random init
-  bool skip_verification = false;  // Note [Verified reads] in apps/train/checkpoint_dir.h
+  bool skip_verification = false;  // Note [Verified reads] in train/checkpoint_dir.h
 };
 
 // Registers --model (required), --init, --device, --dtype, --quantize, --bnb_4bit_quant_type,
@@ -41,6 +41,6 @@ void add_inference_model_options(CLI::App& cmd, InferenceModelOptions& o);
 DType inference_dtype(const char* command, const std::string& name);
 
 // Loads the model the options describe; errors start "[command]" or the loader's prefix.
-LoadedModel load_inference_model(const char* command, const InferenceModelOptions& o);
+train::LoadedModel load_inference_model(const char* command, const InferenceModelOptions& o);
 
 }  // namespace fitgrad::apps

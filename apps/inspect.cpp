@@ -9,15 +9,19 @@
 #include <fstream>
 #include <system_error>
 
-#include "apps/model_source.h"
-#include "apps/train/checkpoint_dir.h"
 #include "io/gguf.h"
 #include "io/safetensors.h"
 #include "nn/config.h"
 #include "tensor/interrupt.h"
 #include "tensor/memory/bytes.h"
+#include "train/checkpoint_dir.h"
+#include "train/model_source.h"
 
 namespace fitgrad::apps {
+
+using train::folder_weights;
+using train::kCheckpointManifest;
+using train::verify_checkpoint;
 
 namespace {
 
@@ -61,7 +65,7 @@ void inspect_gguf(const std::string& path, std::ostream& out) {
 }
 
 // A checkpoint directory: every file verified against the manifest (Note [Verified
-// checkpoints] in apps/train/checkpoint_dir.h), then listed.
+// checkpoints] in train/checkpoint_dir.h), then listed.
 void inspect_checkpoint(const std::string& path, std::ostream& out) {
   verify_checkpoint(path);
   out << fmt::format("{}: fitgrad checkpoint, every file matches {}\n", path, kCheckpointManifest);

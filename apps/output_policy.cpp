@@ -9,10 +9,12 @@
 #include <cstring>
 #include <optional>
 
-#include "apps/train/checkpoint_dir.h"
 #include "tensor/error.h"
+#include "train/checkpoint_dir.h"
 
 namespace fitgrad::apps {
+
+using train::kCheckpointManifest;
 namespace fs = std::filesystem;
 
 struct OutputPolicy::Output {

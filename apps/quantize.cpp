@@ -6,9 +6,7 @@
 #include <filesystem>
 #include <optional>
 
-#include "apps/model_source.h"
 #include "apps/output_policy.h"
-#include "apps/train/checkpoint_dir.h"
 #include "io/bnb_4bit.h"
 #include "io/gguf.h"
 #include "io/safetensors.h"
@@ -16,8 +14,15 @@
 #include "nn/tensor_source.h"
 #include "tensor/error.h"
 #include "tensor/memory/scope.h"
+#include "train/checkpoint_dir.h"
+#include "train/model_source.h"
 
 namespace fitgrad::apps {
+
+using train::folder_weights;
+using train::kSkipVerificationFlag;
+using train::kSkipVerificationHelp;
+using train::verify_before_reading;
 
 bool is_quantized_linear(const std::string& name, const Shape& shape) {
   if (shape.size() != 2 || !name.ends_with(".weight")) return false;

@@ -29,7 +29,7 @@ struct QuantizeArgs {
   bool no_double_quant = false;
   std::string dtype = "bf16";      // GGUF input: the dense tensors' dtype (Note [GGUF input])
   bool overwrite = false;          // replace an existing OUT (Note [Output policy])
-  bool skip_verification = false;  // Note [Verified reads] in apps/train/checkpoint_dir.h
+  bool skip_verification = false;  // Note [Verified reads] in train/checkpoint_dir.h
 };
 
 // Whether a tensor named `name` of shape `shape` is a linear weight that gets quantized.

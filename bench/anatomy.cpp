@@ -27,6 +27,8 @@
 #include "nn/config.h"
 
 namespace fitgrad::apps {
+
+using train::TrainArgs;
 namespace {
 
 struct Row {

@@ -33,7 +33,7 @@
 // wrong never loads.
 // The roles: tokenizer_config.json's bos_token and eos_token (a string or {"content": ...})
 // when the folder has one, else the BOS of the post-processor; the EOS of generation comes
-// from generation_config.json (apps/model_source.cpp).
+// from generation_config.json (train/model_source.cpp).
 #include "data/hf_tokenizer.h"
 
 #include <fmt/format.h>

@@ -6,7 +6,7 @@
 // example's tokens in order, each an id (< 2^31) with its trained flag in bit 31. The
 // fingerprint names everything the encodings depend on: the record files' sizes and content
 // hashes, the tokenizer, the chat template's text, --train_on, whether a bos leads, and the
-// reading options (apps/train/train_sft.cpp). Any change there misses the cache, and the
+// reading options (train/train_sft.cpp). Any change there misses the cache, and the
 // examples are encoded again and the cache rewritten; the cache's own hash catches a damaged
 // file. The records themselves are still read on a hit: their formats and names are reported.
 #include "data/sft_cache.h"

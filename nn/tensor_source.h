@@ -43,7 +43,7 @@ struct TensorSource {
   std::map<std::string, Tensor> read_all() const;
   // The same entries read as meta tensors with no bytes and no ledger entry: what a dry run
   // loads in place of a mapped file (zero-copy reads make no allocation either), so that it
-  // allocates what the real load allocates (Note [Dry run on meta] in apps/train/train_run.h).
+  // allocates what the real load allocates (Note [Dry run on meta] in train/train_run.h).
   TensorSource meta_views() const;
 };
 

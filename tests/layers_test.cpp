@@ -27,7 +27,7 @@ const std::map<std::string, std::set<std::string>>& allowed() {
       {"optim", {"optim", "autograd", "io", "tensor"}},
       {"data", {"data", "io", "tensor"}},
       {"dist", {"dist", "optim", "cuda", "autograd", "io", "tensor"}},
-      {"train", {"train", "nn", "optim", "dist", "autograd", "io", "tensor"}},
+      {"train", {"train", "nn", "optim", "data", "dist", "autograd", "io", "tensor"}},
       {"apps",
        {"apps", "train", "data", "nn", "optim", "dist", "autograd", "io", "tensor", "cuda"}},
       // A program embedding fitgrad uses the library, never the command line's apps/.

@@ -11,6 +11,8 @@
 #include "tensor/error.h"
 
 namespace fitgrad::apps {
+
+using train::TrainArgs;
 namespace {
 
 // Elements per token and hidden unit that a block saves for backward (Korthikanti et al.,

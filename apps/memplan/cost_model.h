@@ -35,8 +35,8 @@
 #include <cstdint>
 
 #include "apps/memplan/targets.h"
-#include "apps/train/train_args.h"
 #include "nn/config.h"
+#include "train/train_args.h"
 
 namespace fitgrad::apps {
 
@@ -48,6 +48,6 @@ struct StepCost {
 
 // The cost of one optimizer step of `args` on a model of `cfg` at `rates`. Throws
 // fitgrad::Error when the precision has no rate there (bf16 on a V100).
-StepCost step_cost(const nn::ModelConfig& cfg, const TrainArgs& args, const Rates& rates);
+StepCost step_cost(const nn::ModelConfig& cfg, const train::TrainArgs& args, const Rates& rates);
 
 }  // namespace fitgrad::apps

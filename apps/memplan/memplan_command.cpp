@@ -10,14 +10,20 @@
 
 #include "apps/guard.h"
 #include "apps/memplan/search.h"
-#include "apps/model_source.h"
 #include "apps/output_policy.h"
-#include "apps/train/trainer.h"
+#include "apps/train/train_options.h"
 #include "nn/decoder.h"
 #include "tensor/error.h"
 #include "tensor/memory/bytes.h"
+#include "train/model_source.h"
+#include "train/trainer.h"
 
 namespace fitgrad::apps {
+
+using train::kExitOutOfMemory;
+using train::load_model;
+using train::TrainArgs;
+using train::validate;
 namespace {
 
 std::string percent(int64_t part, int64_t whole) {

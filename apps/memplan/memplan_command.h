@@ -21,12 +21,12 @@
 #include <CLI/CLI.hpp>
 #include <ostream>
 
-#include "apps/train/train_args.h"
+#include "train/train_args.h"
 
 namespace fitgrad::apps {
 
 struct MemplanArgs {
-  TrainArgs train;              // train's flags; train.output_dir: where the record goes
+  train::TrainArgs train;       // train's flags; train.output_dir: where the record goes
   std::string device_memory;    // a card name or a size; "" the default
   std::string context_reserve;  // "" kCudaContextReserve
   bool fit = false;

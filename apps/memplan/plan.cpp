@@ -13,14 +13,19 @@
 #include <map>
 #include <sstream>
 
-#include "apps/train/trainer.h"
 #include "optim/offload.h"
 #include "tensor/backend/profile.h"
 #include "tensor/memory/bytes.h"
 #include "tensor/memory/caching_allocator.h"
 #include "tensor/memory/scope.h"
+#include "train/trainer.h"
 
 namespace fitgrad::apps {
+
+using train::kExitOutOfMemory;
+using train::run_train;
+using train::TrainArgs;
+using train::validate;
 namespace fs = std::filesystem;
 
 namespace {

@@ -1,6 +1,6 @@
 // One exact plan (apps/memplan/): `fitgrad train`'s run on meta for a target, and what it
-// found. The run is the real one (apps/train/trainer.h) on meta tensors (Note [Dry run on
-// meta] in apps/train/train_run.h), given the target's workspace profile and capacity as
+// found. The run is the real one (train/trainer.h) on meta tensors (Note [Dry run on
+// meta] in train/train_run.h), given the target's workspace profile and capacity as
 // parameters (TrainArgs::planned_profile, planned_capacity: meta's profile and the
 // allocator's limit for the run's lifetime), so the plan's events, peak and out-of-memory
 // are those of a real run on that target.
@@ -14,8 +14,8 @@
 
 #include "apps/memplan/targets.h"
 #include "apps/output_policy.h"
-#include "apps/train/train_args.h"
 #include "tensor/memory/category.h"
+#include "train/train_args.h"
 
 namespace fitgrad::apps {
 
@@ -57,7 +57,7 @@ inline constexpr int64_t kPlannedSteps = 6;
 
 // The run that stands for `a` under Note [Steps a plan extrapolates] (`a` itself when it
 // has kPlannedSteps steps or fewer).
-TrainArgs steps_to_plan(const TrainArgs& a);
+train::TrainArgs steps_to_plan(const train::TrainArgs& a);
 
 // The files of a plan's memory record (memory.json, memory_trace.json, memory.html,
 // peak_report.txt, memory_summary.txt), declared as outputs of `outputs` in `dir`, which is
@@ -82,11 +82,11 @@ struct PlanRecord {
 // record's outputs; the caller commits them (all or none, Note [All outputs or none]).
 // `every_step` plans each of --max_steps steps instead (tests check the extrapolation
 // against it).
-Plan plan_training(TrainArgs args, const PlanTarget& target, PlanRecord* record,
+Plan plan_training(train::TrainArgs args, const PlanTarget& target, PlanRecord* record,
                    bool every_step = false);
 // The same with the record written into `record_dir` (replacing a plan's record there);
 // "" keeps none.
-Plan plan_training(TrainArgs args, const PlanTarget& target, const std::string& record_dir);
+Plan plan_training(train::TrainArgs args, const PlanTarget& target, const std::string& record_dir);
 
 // The module a ledger label belongs to: within a block, the block's part
 // ("model.layers.3.self_attn.q_proj.weight" and "model.layers.3.self_attn/flash" ->

@@ -7,9 +7,17 @@
 #include <cmath>
 #include <tuple>
 
-#include "apps/train/train_flags.h"
+#include "train/train_flags.h"
 
 namespace fitgrad::apps {
+
+using train::flag_argument;
+using train::is_default;
+using train::kAlwaysOnPlanLine;
+using train::kPlanLine;
+using train::train_flags;
+using train::TrainArgs;
+using train::TrainFlag;
 namespace {
 
 enum class Ckpt { none, sqrt_segments, per_block };
@@ -107,7 +115,8 @@ std::string setting_flags(const TrainArgs& a) {
   for (const TrainFlag& f : train_flags()) {
     if (!(f.traits & kPlanLine)) continue;
     if ((f.traits & kAlwaysOnPlanLine) != kAlwaysOnPlanLine && is_default(f, a)) continue;
-    s += (s.empty() ? "" : " ") + flag_argument(f, a);
+    if (!s.empty()) s += ' ';
+    s += flag_argument(f, a);
   }
   return s;
 }
@@ -177,7 +186,7 @@ std::vector<Candidate> fit_candidates(const TrainArgs& base, const nn::ModelConf
                   if (a.optim.starts_with("galore_") && a.lora_r > 0) continue;
                   a.optim_in_backward = in_backward;
                   // Optimizer-in-backward can neither clip by the global norm nor skip a step,
-                  // nor run data-parallel (Note [Data-parallel runs] in apps/train/train_dist.h).
+                  // nor run data-parallel (Note [Data-parallel runs] in train/train_dist.h).
                   if (in_backward &&
                       (base.max_grad_norm != 0 || a.fp16 || base.plan_world_size > 1))
                     continue;

@@ -42,7 +42,7 @@
 namespace fitgrad::apps {
 
 struct Candidate {
-  TrainArgs args;
+  train::TrainArgs args;
   std::string setting;  // "batch 2 x 4, checkpointing, adamw_8bit, bf16"
   StepCost cost;
   std::optional<Plan> plan;  // planned; else implied by `implied_by`
@@ -56,19 +56,19 @@ struct FitResult {
 };
 
 // The candidates of Note [The fit search], unsorted.
-std::vector<Candidate> fit_candidates(const TrainArgs& base, const nn::ModelConfig& cfg,
+std::vector<Candidate> fit_candidates(const train::TrainArgs& base, const nn::ModelConfig& cfg,
                                       const PlanTarget& target, bool allow_qlora);
-FitResult fit_search(const TrainArgs& base, const nn::ModelConfig& cfg, const PlanTarget& target,
-                     bool allow_qlora, std::ostream& progress);
+FitResult fit_search(const train::TrainArgs& base, const nn::ModelConfig& cfg,
+                     const PlanTarget& target, bool allow_qlora, std::ostream& progress);
 
 // The `fitgrad train` flags that select a candidate's setting.
-std::string setting_flags(const TrainArgs& a);
+std::string setting_flags(const train::TrainArgs& a);
 // The command that runs `a`: `fitgrad train ...`, or for one rank of a data-parallel job
 // (--world_size N) `fitgrad launch --nproc_per_node N train ...`, with the device when it
 // is not train's default, and <corpus> and <dir> to fill in.
-std::string run_line(const TrainArgs& a);
+std::string run_line(const train::TrainArgs& a);
 // The global batch in sequences: micro-batch x accumulation x ranks.
-int64_t global_batch(const TrainArgs& a);
+int64_t global_batch(const train::TrainArgs& a);
 
 // What a bisection varies: --seq_len or --per_device_train_batch_size.
 enum class Knob { seq_len, batch_size };
@@ -83,7 +83,7 @@ struct LargestResult {
 // The largest value of `knob` in [1, limit] that fits, by bisection on exact plans (fitting
 // is taken to be monotone in it). The first probe is the limit, the second the base's own
 // value when that is below the limit.
-LargestResult largest_fitting(const TrainArgs& base, const PlanTarget& target, Knob knob,
+LargestResult largest_fitting(const train::TrainArgs& base, const PlanTarget& target, Knob knob,
                               int64_t limit, std::ostream& progress);
 
 }  // namespace fitgrad::apps

@@ -7,14 +7,20 @@
 #include <memory>
 
 #include "apps/guard.h"
-#include "apps/memviz/memviz_trace.h"
-#include "apps/memviz/page.h"
-#include "apps/memviz/timeline.h"
 #include "apps/output_policy.h"
+#include "io/memviz/memviz_trace.h"
+#include "io/memviz/page.h"
+#include "io/memviz/timeline.h"
 #include "tensor/error.h"
 #include "tensor/memory/bytes.h"
 
 namespace fitgrad::apps {
+
+using io::build_timeline;
+using io::memviz_page;
+using io::MemvizTrace;
+using io::read_memviz_trace;
+using io::timeline_svg;
 
 void run_memviz(const MemvizArgs& a, std::ostream& out) {
   FG_CHECK(!a.html.empty() || !a.svg.empty(),

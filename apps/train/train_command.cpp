@@ -7,12 +7,17 @@
 #include <memory>
 
 #include "apps/guard.h"
-#include "apps/train/train_args.h"
-#include "apps/train/trainer.h"
+#include "apps/train/train_options.h"
 #include "nn/config.h"
 #include "tensor/error.h"
+#include "train/train_args.h"
+#include "train/trainer.h"
 
 namespace fitgrad::apps {
+
+using train::kExitOutOfMemory;
+using train::run_train;
+using train::TrainArgs;
 
 void add_train_command(CLI::App& app) {
   auto args = std::make_shared<TrainArgs>();

@@ -1,5 +1,5 @@
 // `fitgrad train --device meta` is the real run without its values (Note [Dry run on meta] in
-// apps/train/train_run.h): for gpt2-tiny and llama-tiny, each in fp32, --bf16, --fp16,
+// train/train_run.h): for gpt2-tiny and llama-tiny, each in fp32, --bf16, --fp16,
 // --gradient_checkpointing, --gradient_accumulation_steps 2, configured dropout, --optim
 // adamw_8bit, adafactor, adafactor_hf, apollo, galore_adamw and galore_adamw_8bit (an SVD at
 // every step), --pure_bf16 --stochastic_rounding, --optim_in_backward, both with --optim
@@ -11,7 +11,7 @@
 // label, in order) and whose peaks allocated and reserved are identical; the plan reports
 // those peaks. The dry run reads no data, writes no checkpoint and no metrics, and says so.
 // Given --data, a dry run sizes its evaluations and epochs from the data's splits as the real
-// run does (Note [A dry run sizes its splits from the data] in apps/train/train_setup.cpp):
+// run does (Note [A dry run sizes its splits from the data] in train/train_setup.cpp):
 // with a validation split of fewer batches than --eval_max_batches, with epochs instead of
 // --max_steps, and with a split too short for the flags, which both runs refuse alike.
 #include <gmock/gmock.h>
@@ -28,13 +28,17 @@
 #include <sstream>
 
 #include "apps/memplan/plan.h"
-#include "apps/train/trainer.h"
 #include "nn/config.h"
 #include "tensor/error.h"
 #include "tensor/memory/caching_allocator.h"
 #include "tests/apps/memory_trace.h"
+#include "train/trainer.h"
 
 namespace fitgrad::apps {
+
+using train::run_train;
+
+using train::TrainArgs;
 namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;

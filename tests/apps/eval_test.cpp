@@ -15,11 +15,14 @@
 #include <sstream>
 
 #include "apps/export.h"
-#include "apps/model_source.h"
 #include "autograd/grad_mode.h"
 #include "tensor/error.h"
+#include "train/model_source.h"
 
 namespace fitgrad::apps {
+
+using train::load_model;
+using train::LoadedModel;
 namespace {
 
 namespace fs = std::filesystem;

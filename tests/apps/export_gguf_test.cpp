@@ -15,7 +15,6 @@
 #include <tuple>
 
 #include "apps/export.h"
-#include "apps/model_source.h"
 #include "autograd/grad_mode.h"
 #include "data/bpe_tokenizer.h"
 #include "data/hf_tokenizer.h"
@@ -23,8 +22,13 @@
 #include "nn/config.h"
 #include "tests/apps/train_fixture.h"
 #include "tests/tensor/ops/op_harness.h"
+#include "train/model_source.h"
 
 namespace fitgrad::apps::test_train {
+
+using train::load_model;
+using train::LoadedModel;
+using train::TrainArgs;
 namespace {
 
 class ExportGguf : public TrainFixture {

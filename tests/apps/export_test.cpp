@@ -12,7 +12,6 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "apps/model_source.h"
 #include "autograd/grad_mode.h"
 #include "io/safetensors.h"
 #include "nn/config.h"
@@ -21,8 +20,12 @@
 #include "nn/target_modules.h"
 #include "tests/golden/golden_file.h"
 #include "tests/tensor/ops/op_harness.h"
+#include "train/model_source.h"
 
 namespace fitgrad::apps {
+
+using train::load_model;
+using train::LoadedModel;
 namespace {
 namespace fs = std::filesystem;
 

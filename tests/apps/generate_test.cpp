@@ -14,13 +14,16 @@
 #include <sstream>
 
 #include "apps/export.h"
-#include "apps/model_source.h"
 #include "data/chat_template.h"
 #include "data/utf8.h"
 #include "tests/golden/golden_file.h"
 #include "tests/tensor/ops/op_harness.h"
+#include "train/model_source.h"
 
 namespace fitgrad::apps {
+
+using train::GenerateStats;
+using train::Utf8Stream;
 namespace {
 
 using fitgrad::testing::expect_error;
@@ -115,7 +118,7 @@ TEST(Generate, StopsAtAnyIdOfGenerationConfig) {
   EXPECT_EQ(s.stop_reason, "eos");
   EXPECT_EQ(stopped.str(), bytes.substr(0, bytes.find(char(third))));
   fs::remove(dir / "generation_config.json");  // config.json's eos_token_id, 2, then
-  EXPECT_EQ(apps::load_model(dir.string(), "", {}).stop_ids, std::vector<int32_t>{2});
+  EXPECT_EQ(train::load_model(dir.string(), "", {}).stop_ids, std::vector<int32_t>{2});
   write_generation_config("[3, 256]");
   std::ostringstream bad;
   expect_error([&] { generate(o, bad); },

@@ -13,13 +13,19 @@
 #include <sstream>
 
 #include "apps/export.h"
-#include "apps/model_source.h"
 #include "autograd/grad_mode.h"
 #include "data/gguf_tokenizer.h"
 #include "data/hf_tokenizer.h"
 #include "tests/apps/train_fixture.h"
+#include "train/model_source.h"
 
 namespace fitgrad::apps::test_train {
+
+using train::load_model;
+
+using train::folder_weights;
+using train::LoadedModel;
+using train::TrainArgs;
 namespace {
 
 class HfFolderFlow : public TrainFixture {};

@@ -15,10 +15,14 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "apps/train/trainer.h"
 #include "nn/config.h"
+#include "train/trainer.h"
 
 namespace fitgrad::apps {
+
+using train::kExitOutOfMemory;
+using train::run_train;
+using train::TrainArgs;
 namespace {
 namespace fs = std::filesystem;
 

@@ -18,10 +18,15 @@
 #include "apps/memplan/memplan_command.h"
 #include "apps/memplan/search.h"
 #include "apps/memplan/targets.h"
+#include "apps/train/train_options.h"
 #include "nn/config.h"
 #include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad::apps {
+
+using train::validate;
+
+using train::TrainArgs;
 namespace {
 
 // A 4-block Llama of 12M parameters, large enough that its settings differ by whole

@@ -13,17 +13,36 @@
 #include <tuple>
 
 #include "apps/memviz/command.h"
-#include "apps/memviz/memviz_trace.h"
-#include "apps/memviz/page.h"
-#include "apps/memviz/streamed_json.h"
-#include "apps/memviz/timeline.h"
-#include "apps/memviz/trace_summary.h"
+#include "io/memviz/memviz_trace.h"
+#include "io/memviz/page.h"
+#include "io/memviz/streamed_json.h"
+#include "io/memviz/timeline.h"
+#include "io/memviz/trace_summary.h"
 #include "tensor/error.h"
 #include "tensor/memory/export.h"
 #include "tensor/memory/raw_source.h"
 #include "tensor/memory/scope.h"
 
 namespace fitgrad::apps {
+
+using io::build_timeline;
+using io::kKeptEvents;
+using io::kPageDataId;
+using io::kTimelinePoints;
+using io::kUnattributedName;
+using io::memviz_page;
+using io::memviz_trace_from_json;
+using io::MemvizTrace;
+using io::parse_streamed_json;
+using io::read_memviz_trace;
+using io::Timeline;
+using io::timeline_svg;
+using io::TimelineLayer;
+using io::TraceSummarizer;
+using io::TraceSummary;
+using io::VizBlock;
+using io::VizEvent;
+using io::VizMark;
 namespace {
 
 using nlohmann::json;

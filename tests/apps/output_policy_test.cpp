@@ -38,6 +38,8 @@
 #include "tests/apps/train_fixture.h"
 
 namespace fitgrad::apps {
+
+using train::TrainArgs;
 namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;

@@ -16,7 +16,6 @@
 #include <sstream>
 
 #include "apps/inspect.h"
-#include "apps/model_source.h"
 #include "io/bnb_4bit.h"
 #include "io/safetensors.h"
 #include "nn/config.h"
@@ -24,8 +23,12 @@
 #include "tensor/memory/caching_allocator.h"
 #include "tests/nn/gguf_fixture.h"
 #include "tests/tensor/ops/op_harness.h"
+#include "train/model_source.h"
 
 namespace fitgrad::apps {
+
+using train::load_model;
+using train::LoadedModel;
 namespace {
 namespace fs = std::filesystem;
 

@@ -22,12 +22,8 @@
 #include "apps/guard.h"
 #include "apps/inference_model.h"
 #include "apps/inspect.h"
-#include "apps/model_source.h"
 #include "apps/quantize.h"
-#include "apps/train/checkpoint_dir.h"
-#include "apps/train/metrics.h"
-#include "apps/train/output_lock.h"
-#include "apps/train/train_args.h"
+#include "apps/train/train_options.h"
 #include "data/gguf_tokenizer.h"
 #include "io/gguf.h"
 #include "io/safetensors.h"
@@ -35,8 +31,31 @@
 #include "nn/decoder.h"
 #include "tensor/error.h"
 #include "tests/apps/train_fixture.h"
+#include "train/checkpoint_dir.h"
+#include "train/metrics.h"
+#include "train/model_source.h"
+#include "train/output_lock.h"
+#include "train/train_args.h"
 
 namespace fitgrad::apps {
+
+using train::commit_checkpoint;
+using train::resolve_resume_dir;
+using train::save_tokenizer_spec;
+using train::validate;
+using train::verify_checkpoint;
+
+using train::GenerateStats;
+using train::kCheckpointManifest;
+using train::kExitOutOfMemory;
+using train::list_checkpoints;
+using train::load_model;
+using train::LoadedModel;
+using train::MetricsLog;
+using train::OutputDirLock;
+using train::prune_checkpoints;
+using train::run_train;
+using train::TrainArgs;
 namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;

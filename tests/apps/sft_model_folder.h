@@ -1,6 +1,6 @@
 // A tiny model folder for instruction-data runs: a 2-layer Llama config.json beside the golden
 // qwen2_style tokenizer.json and SmolLM2's chat template (chat_template.jinja), as the model
-// specs of apps/model_source.h read a Hugging Face folder.
+// specs of train/model_source.h read a Hugging Face folder.
 #pragma once
 
 #include <filesystem>

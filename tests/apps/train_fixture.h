@@ -15,9 +15,12 @@
 #include <string>
 #include <vector>
 
-#include "apps/train/trainer.h"
+#include "train/trainer.h"
 
 namespace fitgrad::apps::test_train {
+
+using train::run_train;
+using train::TrainArgs;
 namespace fs = std::filesystem;
 
 class TrainFixture : public ::testing::Test {

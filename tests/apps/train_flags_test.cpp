@@ -1,20 +1,34 @@
-// The flag table (Note [One flag table] in apps/train/train_flags.h): every option `fitgrad
+// The flag table (Note [One flag table] in train/train_flags.h): every option `fitgrad
 // train` registers is a row of it, and each thing generated from it covers exactly the rows
 // marked for it. Each row is changed in turn, the way a user would change one flag: the
 // ranks' configuration hash sees a change of every flag the ranks must agree on and no other;
 // a resume refuses a change of every flag it keeps and no other; and memplan's command line
 // carries every flag it is meant to, parsing back into the same values.
-#include "apps/train/train_flags.h"
+#include "train/train_flags.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <set>
 #include <string>
 
 #include "apps/memplan/search.h"
+#include "apps/train/train_options.h"
 #include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad::apps {
+
+using train::check_resume_keeps;
+using train::check_values;
+using train::flag_text;
+using train::flags_fingerprint;
+using train::kPlanLine;
+using train::kRanksAgree;
+using train::kResumeKeeps;
+using train::run_arguments;
+using train::train_flags;
+using train::TrainArgs;
+using train::TrainFlag;
 namespace {
 
 // `a` with flag `f` set to another value that train accepts: a bool flipped, a number
@@ -68,6 +82,60 @@ TEST(TrainFlags, EveryRegisteredOptionIsARowAndEveryRowIsRegistered) {
     if (f.name == "optim_target_modules" || f.name.starts_with("bnb_4bit_")) {
       EXPECT_TRUE(f.traits & kRanksAgree) << f.name;
     }
+}
+
+// A program that fills TrainArgs itself (Note [The run as a library] in train/trainer.h) gets
+// the refusals a user gets from the command line: for every row with choices or a check, a
+// few values are typed at the CLI and set directly, and check_values refuses exactly those
+// the CLI refused, naming the flag.
+TEST(TrainFlags, TheLibraryRefusesTheValuesTheCliRefuses) {
+  int refused = 0;
+  for (const TrainFlag& f : train_flags()) {
+    if (!f.check && f.choices.empty()) continue;
+    const std::vector<std::string> tries =
+        f.choices.empty() ? std::vector<std::string>{"-1", "0", "0.25", "0.5", "2", "3", "1e30"}
+                          : std::vector<std::string>{f.choices.front(), f.choices.back(), "bogus"};
+    for (const std::string& text : tries) {
+      if (text.empty()) continue;  // a command line cannot type it
+      TrainArgs direct;
+      // The value set as a program would; skipped where the field's type cannot hold it.
+      const bool holds = std::visit(
+          [&](auto member) {
+            auto& v = direct.*member;
+            using T = std::decay_t<decltype(v)>;
+            if constexpr (std::is_same_v<T, std::string>) {
+              v = text;
+              return true;
+            } else if constexpr (std::is_same_v<T, bool>) {
+              return false;
+            } else {
+              const double d = std::stod(text);
+              if (std::is_integral_v<T> && (d != std::floor(d) || std::abs(d) > 1e9)) return false;
+              if (std::is_unsigned_v<T> && d < 0) return false;
+              v = T(d);
+              return true;
+            }
+          },
+          f.field);
+      if (!holds) continue;
+      CLI::App app;
+      TrainArgs parsed;
+      add_train_options(app, parsed);
+      bool cli_accepts = true;
+      try {
+        app.parse("--output_dir out --" + f.name + " " + text, false);
+      } catch (const CLI::ParseError&) {
+        cli_accepts = false;
+      }
+      if (cli_accepts) {
+        EXPECT_NO_THROW(check_values(direct)) << "--" << f.name << " " << text;
+      } else {
+        ++refused;
+        fitgrad::testing::expect_error([&] { check_values(direct); }, "[train] --" + f.name);
+      }
+    }
+  }
+  EXPECT_GE(refused, 8);  // every kind of check refused something
 }
 
 TEST(TrainFlags, TheRanksCheckCoversEveryFlagMarkedSoAndNoOther) {

@@ -1,4 +1,4 @@
-// `fitgrad train --weights_int8` (Note [Int8 weight training] in apps/train/train_args.h):
+// `fitgrad train --weights_int8` (Note [Int8 weight training] in train/train_args.h):
 // a tiny Llama whose block weights are int8 memorizes a sequence as its bf16 twin does and
 // starts from nearly the same losses; its checkpoints hold the u8 codes, f32 scales and u8
 // zeros, and a resume from one repeats the uninterrupted run bit for bit (under --bf16, and
@@ -10,14 +10,18 @@
 #include <cmath>
 #include <cstring>
 
-#include "apps/model_source.h"
 #include "io/safetensors.h"
 #include "nn/int8_linear.h"
 #include "tensor/error.h"
 #include "tensor/ops/quantize_int8.h"
 #include "tests/apps/train_fixture.h"
+#include "train/model_source.h"
 
 namespace fitgrad::apps {
+
+using train::load_model;
+using train::LoadedModel;
+using train::TrainArgs;
 namespace {
 namespace fs = std::filesystem;
 

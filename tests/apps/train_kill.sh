@@ -4,7 +4,7 @@
 # at seeded random moments, KILLS times, and resumed from `last` after each kill. After
 # every kill, every checkpoint-* directory must verify against its manifest (`fitgrad
 # inspect DIR`); one more kill lands inside pruning through the fault hook (Note [Fault
-# hook] in apps/train/checkpoint_dir.cpp), and the last resume runs to the end. Every run
+# hook] in train/checkpoint_dir.cpp), and the last resume runs to the end. Every run
 # that reaches the end must equal the uninterrupted run in its losses and final weights; one
 # that gets there before all the kills were delivered is started over, so the number of
 # kills never depends on the machine's speed.

@@ -1,4 +1,4 @@
-// `fitgrad train` on instruction and chat data (apps/train/train_sft.h): a messages .jsonl
+// `fitgrad train` on instruction and chat data (train/train_sft.h): a messages .jsonl
 // (tests/golden/sft/records/) with a folder's tokenizer.json and SmolLM2's chat template.
 // With a learning rate of 1e-12 the first step's logged loss and the evaluation's are the model's
 // cross-entropy over exactly the trained targets of the examples, as data::SftEncoder (held to
@@ -16,9 +16,7 @@
 #include <sstream>
 
 #include "apps/generate.h"
-#include "apps/model_source.h"
-#include "apps/train/metrics.h"
-#include "apps/train/train_args.h"
+#include "apps/train/train_options.h"
 #include "autograd/grad_mode.h"
 #include "data/sft_encode.h"
 #include "data/sft_records.h"
@@ -28,8 +26,19 @@
 #include "tests/apps/sft_model_folder.h"
 #include "tests/apps/train_fixture.h"
 #include "tests/tensor/ops/op_harness.h"
+#include "train/metrics.h"
+#include "train/model_source.h"
+#include "train/train_args.h"
 
 namespace fitgrad::apps::test_train {
+
+using train::generate_after;
+using train::run_train;
+using train::tensorboard_scalars;
+
+using train::load_model;
+using train::LoadedModel;
+using train::TrainArgs;
 namespace {
 
 class TrainSft : public TrainFixture {
@@ -255,8 +264,9 @@ TEST_F(TrainSft, EvalPromptsAreCompletedAtEachEvaluation) {
 
   const LoadedModel loaded = load_model((fs::path(a.output_dir) / "checkpoint-2").string(), "", {});
   for (const nlohmann::json& line : lines) {
-    GenerateOptions o;
+    train::DecodeOptions o;  // greedy, as Note [Prompts at evaluation] says
     o.max_new_tokens = 5;
+    o.sampling.temperature = 0;
     std::ostringstream sink;
     std::string want;
     const std::string prompt = line.at("prompt");

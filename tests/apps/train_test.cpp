@@ -1,4 +1,4 @@
-// `fitgrad train` in process (apps/train/trainer.h): a tiny model memorizes a sequence,
+// `fitgrad train` in process (train/trainer.h): a tiny model memorizes a sequence,
 // a resumed run repeats the uninterrupted run bit for bit, an out-of-memory leaves the
 // last checkpoint intact, and every bad input gets an error that names it.
 #include <gtest/gtest.h>
@@ -11,16 +11,20 @@
 #include <random>
 #include <sstream>
 
-#include "apps/train/checkpoint_dir.h"
-#include "apps/train/trainer.h"
 #include "io/safetensors.h"
 #include "tensor/backend/math_mode.h"
 #include "tensor/device_copy.h"
 #include "tensor/error.h"
 #include "tensor/memory/caching_allocator.h"
 #include "tests/apps/train_fixture.h"
+#include "train/checkpoint_dir.h"
+#include "train/trainer.h"
 
 namespace fitgrad::apps {
+
+using train::kExitOutOfMemory;
+using train::list_checkpoints;
+using train::TrainArgs;
 namespace {
 namespace fs = std::filesystem;
 

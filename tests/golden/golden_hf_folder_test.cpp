@@ -1,7 +1,7 @@
 // A Hugging Face model folder as transformers writes it (gen_hf_folder_golden.py): a tiny
 // random Llama 3.1-style model (rope_scaling llama3) saved by save_pretrained in four shards
 // with model.safetensors.index.json, and a tiny Qwen3 (per-head q/k norms) in three. `fitgrad` loads the folder as a --model spec (Note
-// [Sharded model folders] in apps/model_source.cpp) and must give transformers' logits, its
+// [Sharded model folders] in train/model_source.cpp) and must give transformers' logits, its
 // greedy tokens through the KV cache, and one training step's loss and every parameter's
 // gradient, under Note [Golden block tolerances] (transformers' own f32 logits are 2.5e-7
 // normwise from its f64 ones here, meta "f64_err"). The same weights without the llama3
@@ -14,12 +14,12 @@
 #include <map>
 #include <vector>
 
-#include "apps/model_source.h"
 #include "autograd/grad_mode.h"
 #include "autograd/tape.h"
 #include "autograd/variable.h"
 #include "nn/kv_cache.h"
 #include "tests/golden/golden_compare.h"
+#include "train/model_source.h"
 
 namespace fitgrad::testing {
 namespace {
@@ -39,7 +39,7 @@ int64_t argmax_last(const Tensor& logits) {  // (1, T, V): the last position's t
 // `params` parameters in all.
 void expect_folder_matches_transformers(const std::string& name, size_t params) {
   const GoldenFile file(golden_path(name + "/golden.gtb"));
-  const apps::LoadedModel loaded = apps::load_model(golden_path(name + "/model"), "", {});
+  const train::LoadedModel loaded = train::load_model(golden_path(name + "/model"), "", {});
   const nn::CausalLM& model = *loaded.model;
   EXPECT_NE(loaded.description.find("model.safetensors.index.json"), std::string::npos)
       << loaded.description;
@@ -79,7 +79,7 @@ void expect_folder_matches_transformers(const std::string& name, size_t params) 
 }
 
 TEST(GoldenHfFolder, ShardedLlama31FolderMatchesTransformers) {
-  EXPECT_EQ(apps::load_model(kFolder, "", {}).model->config().rope_scaling.type,
+  EXPECT_EQ(train::load_model(kFolder, "", {}).model->config().rope_scaling.type,
             RopeScaling::Type::llama3);
   expect_folder_matches_transformers("hf_llama31_tiny", 1 + 2 * 9 + 2);
 }
@@ -88,7 +88,7 @@ TEST(GoldenHfFolder, ShardedLlama31FolderMatchesTransformers) {
 // o_proj without, a tied head; 26 parameters (per layer 9 and the three biases).
 TEST(GoldenHfFolder, ShardedQwen2FolderWithQkvBiasesMatchesTransformers) {
   const nn::ModelConfig cfg =
-      apps::load_model(golden_path("hf_qwen2_tiny/model"), "", {}).model->config();
+      train::load_model(golden_path("hf_qwen2_tiny/model"), "", {}).model->config();
   EXPECT_TRUE(cfg.attention_qkv_bias);
   EXPECT_FALSE(cfg.attention_out_bias);
   expect_folder_matches_transformers("hf_qwen2_tiny", 1 + 2 * 12 + 1);
@@ -98,7 +98,7 @@ TEST(GoldenHfFolder, ShardedQwen2FolderWithQkvBiasesMatchesTransformers) {
 // hidden / heads, a tied head; 24 parameters (per layer 9 and the two q/k norms).
 TEST(GoldenHfFolder, ShardedQwen3FolderMatchesTransformers) {
   const nn::ModelConfig cfg =
-      apps::load_model(golden_path("hf_qwen3_tiny/model"), "", {}).model->config();
+      train::load_model(golden_path("hf_qwen3_tiny/model"), "", {}).model->config();
   EXPECT_TRUE(cfg.qk_norm);
   EXPECT_EQ(cfg.resolved_head_dim(), 16);
   expect_folder_matches_transformers("hf_qwen3_tiny", 1 + 2 * 11 + 1);
@@ -107,9 +107,10 @@ TEST(GoldenHfFolder, ShardedQwen3FolderMatchesTransformers) {
 // Mistral (transformers 4.46.3) with a sliding window of 7 over 40 positions and 18 greedy
 // steps through the KV cache: each position sees itself and the 6 before it.
 TEST(GoldenHfFolder, ShardedMistralFolderWithASlidingWindowMatchesTransformers) {
-  EXPECT_EQ(
-      apps::load_model(golden_path("hf_mistral_tiny/model"), "", {}).model->config().sliding_window,
-      7);
+  EXPECT_EQ(train::load_model(golden_path("hf_mistral_tiny/model"), "", {})
+                .model->config()
+                .sliding_window,
+            7);
   expect_folder_matches_transformers("hf_mistral_tiny", 1 + 2 * 9 + 2);
 }
 
@@ -117,7 +118,7 @@ TEST(GoldenHfFolder, ShardedMistralFolderWithASlidingWindowMatchesTransformers) 
 // 40 positions take and whose short list the 18 greedy ones take, a sliding window of 20.
 TEST(GoldenHfFolder, ShardedPhi3FolderWithLongRopeMatchesTransformers) {
   const nn::ModelConfig cfg =
-      apps::load_model(golden_path("hf_phi3_tiny/model"), "", {}).model->config();
+      train::load_model(golden_path("hf_phi3_tiny/model"), "", {}).model->config();
   EXPECT_TRUE(cfg.fused_projections);
   EXPECT_EQ(cfg.rope_scaling.type, RopeScaling::Type::longrope);
   EXPECT_NEAR(cfg.rope_scaling.attention_factor, std::sqrt(1 + std::log(4.0) / std::log(32.0)),
@@ -129,7 +130,7 @@ TEST(GoldenHfFolder, ShardedPhi3FolderWithLongRopeMatchesTransformers) {
 // (1.0) and the logits (3.0), a sliding layer of 7 and a global one, a tied head.
 TEST(GoldenHfFolder, ShardedGemma2FolderMatchesTransformers) {
   const nn::ModelConfig cfg =
-      apps::load_model(golden_path("hf_gemma2_tiny/model"), "", {}).model->config();
+      train::load_model(golden_path("hf_gemma2_tiny/model"), "", {}).model->config();
   EXPECT_TRUE(cfg.gemma);
   EXPECT_EQ(cfg.attn_logit_softcapping, 1.0);
   EXPECT_TRUE(cfg.layer_slides(0));
@@ -141,7 +142,7 @@ TEST(GoldenHfFolder, ShardedGemma2FolderMatchesTransformers) {
 // base and a global one with linear scaling.
 TEST(GoldenHfFolder, ShardedGemma3FolderMatchesTransformers) {
   const nn::ModelConfig cfg =
-      apps::load_model(golden_path("hf_gemma3_tiny/model"), "", {}).model->config();
+      train::load_model(golden_path("hf_gemma3_tiny/model"), "", {}).model->config();
   EXPECT_TRUE(cfg.gemma && cfg.qk_norm);
   EXPECT_EQ(cfg.rope_local_theta, 10000.0);
   expect_folder_matches_transformers("hf_gemma3_tiny", 1 + 2 * 13 + 1);
@@ -154,7 +155,7 @@ TEST(GoldenHfFolder, ShardedGemma3FolderMatchesTransformers) {
 // model's logits and its text parameters' gradients.
 TEST(GoldenHfFolder, MultimodalGemma3FolderReadsAsItsTextModel) {
   const nn::ModelConfig cfg =
-      apps::load_model(golden_path("hf_gemma3_mm_tiny/model"), "", {}).model->config();
+      train::load_model(golden_path("hf_gemma3_mm_tiny/model"), "", {}).model->config();
   EXPECT_EQ(cfg.model_type, "gemma3_text");
   EXPECT_EQ(cfg.rope_theta, 1e6);
   EXPECT_EQ(cfg.rope_local_theta, 10000.0);
@@ -167,7 +168,7 @@ TEST(GoldenHfFolder, MultimodalGemma3FolderReadsAsItsTextModel) {
 std::pair<double, double> logit_error_with(const std::string& name,
                                            const std::function<void(nn::ModelConfig&)>& change) {
   const GoldenFile file(golden_path(name + "/golden.gtb"));
-  apps::LoadedModel loaded = apps::load_model(golden_path(name + "/model"), "", {});
+  train::LoadedModel loaded = train::load_model(golden_path(name + "/model"), "", {});
   nn::ModelConfig changed = loaded.model->config();
   change(changed);
   nn::BuildOptions options;
@@ -190,13 +191,13 @@ std::pair<double, double> logit_error_with(const std::string& name,
 // Llama with dynamic NTK (factor 2) and YaRN (factor 4) scaling (transformers 4.46.3) over 40
 // positions past max_position_embeddings 32, the greedy steps inside it.
 TEST(GoldenHfFolder, DynamicAndYarnRopeScalingMatchTransformers) {
-  EXPECT_EQ(apps::load_model(golden_path("hf_llama_dynamic_tiny/model"), "", {})
+  EXPECT_EQ(train::load_model(golden_path("hf_llama_dynamic_tiny/model"), "", {})
                 .model->config()
                 .rope_scaling.type,
             RopeScaling::Type::dynamic);
   expect_folder_matches_transformers("hf_llama_dynamic_tiny", 1 + 2 * 9 + 2);
   const nn::ModelConfig yarn =
-      apps::load_model(golden_path("hf_llama_yarn_tiny/model"), "", {}).model->config();
+      train::load_model(golden_path("hf_llama_yarn_tiny/model"), "", {}).model->config();
   EXPECT_EQ(yarn.rope_scaling.type, RopeScaling::Type::yarn);
   EXPECT_NEAR(yarn.rope_scaling.attention_factor, 0.1 * std::log(4.0) + 1, 1e-12);
   expect_folder_matches_transformers("hf_llama_yarn_tiny", 1 + 2 * 9 + 2);
@@ -220,8 +221,8 @@ TEST(GoldenHfFolder, EveryFamilyInBf16IsWithinItsTolerance) {
     const GoldenFile file(golden_path(std::string(name) + "/golden.gtb"));
     nn::BuildOptions bf16;
     bf16.dtype = DType::bf16;
-    const apps::LoadedModel loaded =
-        apps::load_model(golden_path(std::string(name) + "/model"), "", bf16);
+    const train::LoadedModel loaded =
+        train::load_model(golden_path(std::string(name) + "/model"), "", bf16);
     ag::NoGradGuard no_grad;
     const std::vector<double> got =
         to_f64(loaded.model->forward(file.tensor("input_ids")).to(DType::f32));

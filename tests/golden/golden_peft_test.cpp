@@ -16,13 +16,13 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "apps/model_source.h"
 #include "autograd/grad_mode.h"
 #include "io/safetensors.h"
 #include "nn/lora.h"
 #include "nn/lora_adapter.h"
 #include "nn/target_modules.h"
 #include "tests/golden/golden_compare.h"
+#include "train/model_source.h"
 
 namespace fitgrad {
 namespace {
@@ -47,7 +47,7 @@ std::unique_ptr<nn::CausalLM> load(const std::string& adapter) {
     targets = std::make_shared<nn::TargetModules>(nn::TargetModules::parse(c.target_modules));
     o.linear_factory = nn::targeted_factory(targets, nn::lora_factory(c.lora));
   }
-  std::unique_ptr<nn::CausalLM> model = apps::load_model(dir("base"), "", o).model;
+  std::unique_ptr<nn::CausalLM> model = train::load_model(dir("base"), "", o).model;
   if (targets) {
     nn::check_targets_found(*targets);
     nn::load_lora_adapter(*model, adapter);

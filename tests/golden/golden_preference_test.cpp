@@ -11,7 +11,6 @@
 
 #include <map>
 
-#include "apps/model_source.h"
 #include "autograd/grad_mode.h"
 #include "nn/lora.h"
 #include "nn/lora_adapter.h"
@@ -19,6 +18,7 @@
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "tests/golden/golden_compare.h"
+#include "train/model_source.h"
 #include "train/train_step.h"
 
 namespace fitgrad {
@@ -57,7 +57,7 @@ std::unique_ptr<nn::CausalLM> adapted_model() {
   nn::BuildOptions o;
   o.linear_factory = nn::targeted_factory(targets, nn::lora_factory(c.lora));
   std::unique_ptr<nn::CausalLM> model =
-      apps::load_model(golden_path("peft_tiny/base"), "", o).model;
+      train::load_model(golden_path("peft_tiny/base"), "", o).model;
   nn::load_lora_adapter(*model, adapter);
   nn::mark_only_lora_as_trainable(*model);
   return model;
@@ -168,8 +168,8 @@ TEST(GoldenPreference, FullFineTuningStepsEqualTransformers) {
     const nlohmann::json& c = cases.at(name);
     const train::PreferenceConfig cfg{train::parse_objective(c.at("objective").get<std::string>()),
                                       train::DpoLoss::sigmoid, c.at("beta").get<double>(), 0.0};
-    const auto model = apps::load_model(golden_path("peft_tiny/base"), "", {}).model;
-    const auto reference = apps::load_model(golden_path("peft_tiny/base"), "", {}).model;
+    const auto model = train::load_model(golden_path("peft_tiny/base"), "", {}).model;
+    const auto reference = train::load_model(golden_path("peft_tiny/base"), "", {}).model;
     reference->freeze("*");
     Recorder recorder({{model->named_parameters(), 0.0}});
     const optim::LrSchedule schedule = optim::make_lr_schedule("constant", 0.0, 0, 1);
@@ -191,7 +191,7 @@ TEST(GoldenPreference, FullFineTuningStepsEqualTransformers) {
 // zero) is the policy itself, and of this adapter it is not.
 TEST(GoldenPreference, AdaptersOffGiveTheBase) {
   const auto model = adapted_model();
-  const auto base = apps::load_model(golden_path("peft_tiny/base"), "", {}).model;
+  const auto base = train::load_model(golden_path("peft_tiny/base"), "", {}).model;
   const Tensor ids = golden().tensor("ids");
   autograd::NoGradGuard no_grad;
   const std::vector<float> want = base->forward(ids).to_vector<float>();

@@ -172,7 +172,7 @@ TEST_F(GoldenSmolLM2, GenerateWithTheKvCacheWritesTheReferenceContinuation) {
   o.max_new_tokens = 32;
   o.sampling.temperature = 0;
   std::ostringstream out;
-  const apps::GenerateStats stats = apps::generate(o, out);
+  const train::GenerateStats stats = apps::generate(o, out);
   EXPECT_EQ(stats.new_tokens, 32);
   EXPECT_EQ(out.str(), golden_->meta().at("continuation_text").get<std::string>());
 }

@@ -10,7 +10,6 @@
 
 #include <random>
 
-#include "apps/train/train_args.h"
 #include "autograd/tape.h"
 #include "autograd/variable.h"
 #include "nn/config.h"
@@ -19,6 +18,7 @@
 #include "optim/apollo.h"
 #include "tensor/memory/caching_allocator.h"
 #include "tests/tensor/ops/op_harness.h"
+#include "train/train_args.h"
 
 namespace fitgrad::optim {
 namespace {
@@ -135,15 +135,15 @@ TEST(OptimizerOffload, OnMetaApolloPlansItsLowRankStateAndProjectionsOnTheHost) 
 TEST(OptimizerOffload, TheCpuHasNothingToOffload) {
   EXPECT_THAT([] { offload_host(Device::cpu()); },
               ::testing::ThrowsMessage<Error>(::testing::HasSubstr("the parameters are there")));
-  apps::TrainArgs a;
+  train::TrainArgs a;
   a.data = "x.txt";
   a.offload_optimizer = true;
-  EXPECT_THAT([&] { apps::validate(a); },
+  EXPECT_THAT([&] { train::validate(a); },
               ::testing::ThrowsMessage<Error>(::testing::HasSubstr("--offload_optimizer")));
   a.device = "cuda:0";
   a.optim_in_backward = true;
   a.max_grad_norm = 0;
-  EXPECT_THAT([&] { apps::validate(a); },
+  EXPECT_THAT([&] { train::validate(a); },
               ::testing::ThrowsMessage<Error>(::testing::HasSubstr("--optim_in_backward")));
 }
 

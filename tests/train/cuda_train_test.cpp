@@ -18,12 +18,15 @@
 #include <sstream>
 
 #include "apps/memplan/plan.h"
-#include "apps/train/trainer.h"
 #include "tensor/backend/profile.h"
 #include "tensor/device_registry.h"
 #include "tests/apps/memory_trace.h"
+#include "train/trainer.h"
 
 namespace fitgrad::apps {
+
+using train::run_train;
+using train::TrainArgs;
 namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
