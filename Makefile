@@ -12,6 +12,10 @@
 #   make cuda-check   compile and link the CUDA backend (no GPU needed; skipped without nvcc)
 #   make device-rehearsal  tools/device-check.sh --rehearse: every step of the GPU machine's
 #                     check, on this CPU at small sizes, from a pack of BUILD_DIR's binaries
+#   make multihost-check  as root: two network namespaces as two hosts, a Redis server, and
+#                     the README's two-node job across them: equal to one host's, a link
+#                     down, the store down, shaped links (tools/multihost-check.sh); one line
+#                     says so and it skips where namespaces cannot be made
 #   make fresh-check  as root: a debootstrap root of this Debian release, the checkout copied
 #                     in, and there from nothing: install-deps, configure, the CLI build and a
 #                     short demo (tools/fresh-check.sh; FITGRAD_CACHE keeps its downloads)
@@ -60,6 +64,7 @@ LAUNCHER = $(if $(CCACHE),-DCMAKE_CXX_COMPILER_LAUNCHER=$(CCACHE))
 export CCACHE_DIR ?= $(CURDIR)/.ccache
 
 .PHONY: all deps configure build demo memory-demo test cuda-check device-rehearsal fresh-check \
+  multihost-check \
   bench fuzz format format-check clean
 
 all: build
@@ -139,6 +144,9 @@ endif
 device-rehearsal: build
 	bash tools/device-prepare.sh --rehearse $(BUILD_DIR)
 	OUT=$(BUILD_DIR)/device-check-out bash tools/device-check.sh --rehearse $(BUILD_DIR)/pack
+
+multihost-check: build
+	bash tools/multihost-check.sh $(BUILD_DIR)
 
 FRESH_DEMO_STEPS ?= 30
 fresh-check:

@@ -4,20 +4,12 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
-#include <algorithm>
-#include <chrono>
 #include <iostream>
 #include <memory>
 
 #include "apps/cli_checks.h"
 #include "apps/guard.h"
-#include "autograd/grad_mode.h"
 #include "io/whole_file.h"
-#include "nn/kv_cache.h"
-#include "nn/lora.h"
-#include "nn/lora_adapter.h"
-#include "nn/nf4_linear.h"
-#include "nn/target_modules.h"
 #include "tensor/error.h"
 #include "tensor/memory/bytes.h"
 #include "tensor/memory/caching_allocator.h"

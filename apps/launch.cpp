@@ -57,6 +57,7 @@ std::string self_path() {
   ::setenv("MASTER_ADDR", a.master_addr.c_str(), 1);
   ::setenv("MASTER_PORT", std::to_string(a.master_port).c_str(), 1);
   if (!store.empty()) ::setenv("FITGRAD_STORE", ("file:" + store).c_str(), 1);
+  if (!a.rdzv_endpoint.empty()) ::setenv("FITGRAD_STORE", ("redis:" + a.rdzv_endpoint).c_str(), 1);
   // Note [The launcher]: the cores shared out, unless the user chose.
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const unsigned share = std::max(1u, cores / unsigned(a.nproc_per_node));
@@ -94,6 +95,9 @@ CLI::App* add_launch_command(CLI::App& app, LaunchArgs& a) {
   cmd->add_option("--master_port", a.master_port, "MASTER_PORT of the ranks")
       ->check(CLI::Range(1, 65535))
       ->capture_default_str();
+  cmd->add_option("--rdzv_endpoint", a.rdzv_endpoint,
+                  "HOST:PORT of a Redis server where the ranks of every host meet (default: "
+                  "MASTER_ADDR:MASTER_PORT across hosts, a temporary directory on one)");
   cmd->add_option("--stop_timeout", a.stop_timeout,
                   "Seconds the ranks get to stop after a signal (a training run finishes its "
                   "step and saves) before they are killed; a second signal kills them at once")
@@ -116,12 +120,27 @@ int run_launch(const LaunchArgs& a, std::ostream& err) {
         fmt::format("[launch] --node_rank {} of --nnodes {}: give each host an index "
                     "in [0, {})",
                     a.node_rank, a.nnodes, a.nnodes));
+  if (!a.rdzv_endpoint.empty()) {
+    const size_t colon = a.rdzv_endpoint.rfind(':');
+    const std::string port = colon == std::string::npos ? "" : a.rdzv_endpoint.substr(colon + 1);
+    const bool digits = !port.empty() && port.size() <= 5 &&
+                        port.find_first_not_of("0123456789") == std::string::npos;
+    if (colon == 0 || !digits || std::stoi(port) < 1 || std::stoi(port) > 65535)
+      throw Error(
+          fmt::format("[launch] --rdzv_endpoint {}: give the Redis server as HOST:PORT, such as "
+                      "10.0.0.1:29500",
+                      a.rdzv_endpoint));
+    if (const char* store = std::getenv("FITGRAD_STORE"); store && *store)
+      throw Error(fmt::format(
+          "[launch] --rdzv_endpoint {} and FITGRAD_STORE={} both name the store; keep one",
+          a.rdzv_endpoint, store));
+  }
   std::vector<std::string> argv = a.command;
   if (is_fitgrad_subcommand(argv.front())) argv.insert(argv.begin(), self_path());
   // The store this launcher makes and removes: one host's job only (Note [Launching on
   // several hosts]).
   std::string store;
-  if (a.nnodes == 1) {
+  if (a.nnodes == 1 && a.rdzv_endpoint.empty()) {
     const char* tmp = std::getenv("TMPDIR");
     // mkdtemp's template: six 'X' that it replaces.
     std::string pattern =

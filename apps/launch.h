@@ -35,9 +35,12 @@
 // --node_rank K, and its ranks are K * nproc_per_node + k of WORLD_SIZE = N * nproc_per_node
 // (LOCAL_RANK = k, LOCAL_WORLD_SIZE = nproc_per_node, GROUP_RANK = K, as torchrun sets them).
 // A job across hosts cannot meet in one host's temporary directory: the launcher passes on
-// the user's FITGRAD_STORE (a directory every host reaches, or a Redis server), else the
-// ranks use the RedisStore at MASTER_ADDR:MASTER_PORT (Note [Rendezvous stores] in
-// dist/rendezvous.h), and it removes no store it did not make.
+// the user's FITGRAD_STORE (a directory every host reaches, or a Redis server), or the Redis
+// server that --rdzv_endpoint HOST:PORT names (torchrun's flag, here always a Redis server),
+// else the ranks use the RedisStore at MASTER_ADDR:MASTER_PORT (Note [Rendezvous stores] in
+// dist/rendezvous.h), and it removes no store it did not make. The README's two-node recipe
+// is rehearsed on one machine in network namespaces by `make multihost-check`
+// (tools/multihost-check.sh).
 #pragma once
 #include <CLI/CLI.hpp>
 #include <ostream>
@@ -52,7 +55,8 @@ struct LaunchArgs {
   int node_rank = 0;  // this host's index in [0, nnodes)
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
-  int stop_timeout = 300;  // seconds (Note [Ranks in their own sessions])
+  std::string rdzv_endpoint;  // HOST:PORT of a Redis server (Note [Launching on several hosts])
+  int stop_timeout = 300;     // seconds (Note [Ranks in their own sessions])
   std::vector<std::string> command;
 };
 

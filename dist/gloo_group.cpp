@@ -7,6 +7,7 @@
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
+#include <gloo/common/error.h>
 #include <gloo/config.h>
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
@@ -14,18 +15,19 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <cerrno>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <thread>
 
+#include "dist/local_process.h"
 #include "dist/store.h"
 #include "tensor/error.h"
 #include "tensor/half.h"
@@ -175,6 +177,7 @@ class GlooGroup final : public ProcessGroup {
     }
     ready_.notify_all();
     worker_.join();
+    if (store_ && !failed_) remove_own_keys(*store_);  // Note [A job removes its keys]
     if (rank() == 0 && !remove_at_end_.empty()) {
       std::error_code ec;
       std::filesystem::remove_all(remove_at_end_, ec);
@@ -301,13 +304,18 @@ class GlooGroup final : public ProcessGroup {
     // A killed process closes its sockets a moment before it is seen gone: look for up to
     // a second.
     std::string gone;
-    for (int attempt = 0; attempt < 50 && gone.empty(); ++attempt) {
+    bool store_lost = false;
+    for (int attempt = 0; attempt < 50 && gone.empty() && !store_lost; ++attempt) {
       if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
       for (int r = 0; r < size(); ++r) {
         const Peer& p = peers_[size_t(r)];
         if (r == rank() || p.host != host_ || p.pid <= 0) continue;
-        if (running(p.pid)) continue;
-        if (marked_failed(r)) continue;  // it quit over the failure, as this rank does
+        if (process_runs(p.pid)) continue;  // Note [A pid is a process's]
+        const std::optional<bool> marked = marked_failed(r);
+        // Without the store a peer that quit over the failure, as this rank does, cannot be
+        // told from one that died first.
+        if (!marked) store_lost = true;
+        if (!marked || *marked) continue;
         gone += (gone.empty() ? "rank " : ", rank ") + std::to_string(r);
       }
     }
@@ -315,7 +323,8 @@ class GlooGroup final : public ProcessGroup {
     const std::string endpoint = endpoint_in(message);
     for (int r = 0; r < size() && !endpoint.empty(); ++r)
       if (r != rank() && peers_[size_t(r)].endpoint == endpoint) named = fmt::format("rank {}", r);
-    const std::string behind = gone.empty() && named.empty() ? not_reached(tag) : std::string();
+    const std::string behind =
+        gone.empty() && named.empty() && !store_lost ? not_reached(tag) : std::string();
     const std::string peer =
         !gone.empty()    ? fmt::format("the peer that failed is {} (its process is gone)", gone)
         : !named.empty() ? fmt::format("the peer that failed is {} (its connection failed)", named)
@@ -324,6 +333,10 @@ class GlooGroup final : public ProcessGroup {
                   "the peer that failed is {} (it never reached this collective: stopped "
                   "or hung)",
                   behind)
+        : store_lost
+            ? std::string(
+                  "no peer can be named: the rendezvous store is unreachable from this rank too, "
+                  "so the network between the hosts may be down")
             : std::string("the transport does not say which peer failed");
     return fmt::format("[dist] {}{} failed on rank {} of {} ({}): {}; --ddp_timeout is {} s", op,
                        what, rank(), size(), peer, message,
@@ -362,28 +375,21 @@ class GlooGroup final : public ProcessGroup {
     return out;
   }
 
-  // Whether process `pid` of this host runs (a zombie that its parent has not reaped yet
-  // does not).
-  static bool running(int64_t pid) {
-    std::ifstream stat(fmt::format("/proc/{}/stat", pid));
-    std::string text;
-    if (!std::getline(stat, text)) return ::kill(pid_t(pid), 0) == 0 || errno != ESRCH;
-    const size_t paren = text.rfind(')');
-    return paren == std::string::npos || paren + 2 >= text.size() ||
-           (text[paren + 2] != 'Z' && text[paren + 2] != 'X');
-  }
-
-  // Note [Naming the failed peer]: the store's mark that rank r's collective failed.
-  bool marked_failed(int r) const {
+  // Note [Naming the failed peer]: whether the store holds rank r's mark that its collective
+  // failed; nullopt when the store cannot say (it is unreachable too).
+  std::optional<bool> marked_failed(int r) const {
     try {
       store_->wait({fmt::format("fitgrad.failed.{}", r)}, std::chrono::milliseconds(1));
       return true;
-    } catch (const std::exception&) {
+    } catch (const gloo::IoException&) {
       return false;
+    } catch (const std::exception&) {
+      return std::nullopt;
     }
   }
 
   void mark_failed() {
+    failed_ = true;
     try {
       store_->set(fmt::format("fitgrad.failed.{}", rank()), {'1'});
     } catch (const std::exception&) {
@@ -441,7 +447,8 @@ class GlooGroup final : public ProcessGroup {
   };
   std::shared_ptr<gloo::Context> context_;
   std::shared_ptr<gloo::rendezvous::Store> store_;
-  std::string remove_at_end_;  // GlooOptions::remove_at_end
+  std::string remove_at_end_;        // GlooOptions::remove_at_end
+  std::atomic<bool> failed_{false};  // a collective failed: the store keeps this rank's keys
   std::vector<Peer> peers_;
   std::string host_;
   uint32_t tag_ = 0;  // advanced by the calling thread only

@@ -146,7 +146,9 @@ class NcclGroup final : public ProcessGroup {
       std::memcpy(&id, bytes.data(), sizeof(id));
     }
     check_nccl(ncclCommInitRank(comm_->slot(), env.world_size, id, env.rank), "ncclCommInitRank");
-    // Every rank has read the id once the communicator exists: the job's own store goes.
+    // Every rank has read the id once the communicator exists: the job's own store goes, and
+    // each rank's keys in a Redis server (Note [A job removes its keys] in dist/store.h).
+    remove_own_keys(*store);
     if (env.rank == 0 && env.own_store) {
       std::error_code ec;
       std::filesystem::remove_all(env.store.substr(5), ec);

@@ -2,17 +2,25 @@
 #include "dist/store.h"
 
 #include <fmt/format.h>
+#include <gloo/common/error.h>
+#include <gloo/config.h>  // GLOO_USE_REDIS, which no rendezvous header defines
 #include <gloo/rendezvous/file_store.h>
+#include <hiredis.h>
 #if GLOO_USE_REDIS
 #include <gloo/rendezvous/redis_store.h>
 #endif
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
+#include <atomic>
+#include <future>
+#include <mutex>
 #include <sstream>
+#include <stdexcept>
+#include <string_view>
+#include <thread>
 
+#include "dist/local_process.h"
 #include "tensor/error.h"
 #include "tensor/interrupt.h"
 
@@ -22,18 +30,104 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-// Note [Waits that stop]
+// One request's longest wait for an answer (a healthy store answers in milliseconds).
+constexpr milliseconds kRequestBound{10000};
+
+// Note [A store that stops answering]: `request()` run on a helper thread and waited for in
+// 100 ms slices that read the stop flag, at most `bound`; its answer, or a fitgrad::Error
+// naming the store `spec`. Sets `abandoned` when it leaves the helper running.
+template <class Request>
+auto answer_within(const std::string& spec, const char* what, milliseconds bound, Request request,
+                   std::atomic<bool>& abandoned) -> decltype(request()) {
+  using Answer = decltype(request());
+  auto answer = std::make_shared<std::promise<Answer>>();
+  std::future<Answer> future = answer->get_future();
+  std::thread([answer, request = std::move(request)]() mutable {
+    try {
+      answer->set_value(request());
+    } catch (...) {
+      answer->set_exception(std::current_exception());
+    }
+  }).detach();
+  const auto end = Clock::now() + bound;
+  while (future.wait_for(milliseconds(100)) != std::future_status::ready) {
+    if (const int sig = interrupt_received()) {
+      abandoned = true;
+      throw Interrupted(sig);
+    }
+    if (Clock::now() >= end) {
+      abandoned = true;
+      throw Error(fmt::format(
+          "[dist] the rendezvous store {} did not answer a {} within {} s: its server is down or "
+          "unreachable from this host (a link down, a firewall); check that every host reaches "
+          "it",
+          spec, what, std::chrono::duration_cast<std::chrono::seconds>(bound).count()));
+    }
+  }
+  try {
+    return future.get();
+  } catch (const std::exception& e) {
+    throw Error(fmt::format(
+        "[dist] the rendezvous store {} failed a {}: {}; is its server up, and reachable from "
+        "this host? (a job across hosts meets in a Redis server at MASTER_ADDR:MASTER_PORT or "
+        "--rdzv_endpoint, started before the ranks: redis-server --bind HOST --port PORT "
+        "--protected-mode no --save '')",
+        spec, what, e.what()));
+  }
+}
+
+// Deletes `keys` from the Redis server of `spec` ("redis:<host>:<port>") over a connection of
+// its own, each step bounded by 2 s; best effort: a server that is gone keeps them, and the
+// next job there is refused with the fix (Note [Meeting in the store]).
+void delete_redis_keys(const std::string& spec, const std::vector<std::string>& keys) {
+  const std::string rest = spec.substr(6);
+  const size_t colon = rest.rfind(':');
+  const timeval bound = {2, 0};
+  redisContext* c = redisConnectWithTimeout(rest.substr(0, colon).c_str(),
+                                            std::stoi(rest.substr(colon + 1)), bound);
+  if (!c) return;
+  if (!c->err && redisSetTimeout(c, bound) == REDIS_OK) {
+    std::vector<const char*> argv = {"DEL"};
+    std::vector<size_t> lengths = {3};
+    for (const std::string& k : keys) {
+      argv.push_back(k.data());
+      lengths.push_back(k.size());
+    }
+    if (void* reply = redisCommandArgv(c, int(argv.size()), argv.data(), lengths.data()))
+      freeReplyObject(reply);
+  }
+  redisFree(c);
+}
+
+// Note [Waits that stop], Note [A store that stops answering]
 class StoppableStore final : public gloo::rendezvous::Store {
  public:
-  StoppableStore(std::shared_ptr<gloo::rendezvous::Store> inner, milliseconds timeout)
-      : inner_(std::move(inner)), timeout_(timeout) {}
+  StoppableStore(std::shared_ptr<gloo::rendezvous::Store> inner, std::string spec,
+                 milliseconds timeout)
+      : inner_(std::move(inner)), spec_(std::move(spec)), timeout_(timeout) {}
 
   void set(const std::string& key, const std::vector<char>& data) override {
-    inner_->set(key, data);
+    ask("set", kRequestBound, [key, data](gloo::rendezvous::Store& s) {
+      s.set(key, data);
+      return true;
+    });
+    std::lock_guard lock(mutex_);
+    written_.push_back(key);
+  }
+
+  // Note [A job removes its keys]
+  void remove_written_keys() {
+    if (gone_ || !spec_.starts_with("redis:")) return;
+    std::vector<std::string> keys;
+    {
+      std::lock_guard lock(mutex_);
+      keys.swap(written_);
+    }
+    if (!keys.empty()) delete_redis_keys(spec_, keys);
   }
   std::vector<char> get(const std::string& key) override {
     wait({key}, timeout_);
-    return inner_->get(key);
+    return ask("get", kRequestBound, [key](gloo::rendezvous::Store& s) { return s.get(key); });
   }
   void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
   void wait(const std::vector<std::string>& keys, const milliseconds& timeout) override {
@@ -41,19 +135,52 @@ class StoppableStore final : public gloo::rendezvous::Store {
     const auto end = Clock::now() + timeout;
     for (;;) {
       const auto left = std::chrono::duration_cast<milliseconds>(end - Clock::now());
-      try {
-        inner_->wait(keys, std::clamp(left, milliseconds(1), kSlice));
-        return;
-      } catch (const std::exception&) {
-        if (left <= kSlice) throw;
-      }
+      const milliseconds slice = std::clamp(left, milliseconds(1), kSlice);
+      const bool there =
+          ask("wait", slice + kRequestBound, [keys, slice](gloo::rendezvous::Store& s) {
+            try {
+              s.wait(keys, slice);
+              return true;
+            } catch (const gloo::IoException& e) {
+              // Not yet: Gloo's wait timed out. Any other IoException is the store failing
+              // ("Server closed the connection").
+              if (std::string_view(e.what()).find("Wait timeout") != std::string_view::npos)
+                return false;
+              throw std::runtime_error(e.what());
+            }
+          });
+      if (there) return;
+      if (left <= kSlice)
+        throw gloo::IoException(fmt::format("[dist] timed out waiting for {} in the store {}",
+                                            keys.empty() ? std::string() : keys.front(), spec_));
       if (const int sig = interrupt_received()) throw Interrupted(sig);
     }
   }
 
  private:
+  // `request` on the inner store, answered within `bound` (answer_within), once the store
+  // is not gone.
+  template <class Request>
+  auto ask(const char* what, milliseconds bound, Request request)
+      -> decltype(request(std::declval<gloo::rendezvous::Store&>())) {
+    FG_CHECK(!gone_,
+             "[dist] the rendezvous store {} stopped answering earlier in this process; its "
+             "server is down or unreachable from this host",
+             spec_);
+    // The helper holds the store: a helper left blocked on a dead connection keeps it alive,
+    // and nothing else touches the store after it (gone_).
+    return answer_within(
+        spec_, what, bound,
+        [inner = inner_, request = std::move(request)]() mutable { return request(*inner); },
+        gone_);
+  }
+
   std::shared_ptr<gloo::rendezvous::Store> inner_;
+  std::string spec_;
   milliseconds timeout_;
+  std::atomic<bool> gone_{false};
+  std::mutex mutex_;
+  std::vector<std::string> written_;  // the keys this process set
 };
 
 struct RankKey {
@@ -77,7 +204,7 @@ RankKey parse(const std::vector<char>& bytes) {
 
 // Whether the process that wrote `k` is known to be gone (on this host only).
 bool gone(const RankKey& k, const std::string& host) {
-  return k.host == host && k.pid > 0 && ::kill(pid_t(k.pid), 0) != 0 && errno == ESRCH;
+  return k.host == host && k.pid > 0 && !process_runs(k.pid);  // Note [A pid is a process's]
 }
 
 std::string how_to_clear(const std::string& spec) {
@@ -86,6 +213,14 @@ std::string how_to_clear(const std::string& spec) {
         "remove it (rm -r {}) or give the job a fresh store: another MASTER_PORT, or "
         "FITGRAD_STORE=file:<a new directory>",
         spec.substr(5));
+  if (spec.starts_with("redis:")) {
+    const std::string rest = spec.substr(6);
+    const size_t colon = rest.rfind(':');
+    return fmt::format(
+        "a job that ends removes its keys, one that was killed leaves them: clear them "
+        "(redis-cli -h {} -p {} flushdb) once no job uses the server, or start a fresh server",
+        rest.substr(0, colon), rest.substr(colon + 1));
+  }
   return "clear it, or give the job a fresh store: another MASTER_PORT or FITGRAD_STORE";
 }
 
@@ -106,16 +241,31 @@ std::shared_ptr<gloo::rendezvous::Store> open_store(const std::string& spec, mil
 #if GLOO_USE_REDIS
     const std::string rest = spec.substr(6);
     const size_t colon = rest.rfind(':');
-    FG_CHECK(colon != std::string::npos, "[dist] store {}: expected redis:<host>:<port>", spec);
-    inner = std::make_shared<gloo::rendezvous::RedisStore>(rest.substr(0, colon),
-                                                           std::stoi(rest.substr(colon + 1)));
+    const std::string digits = colon == std::string::npos ? "" : rest.substr(colon + 1);
+    FG_CHECK(colon != std::string::npos && colon > 0 && !digits.empty() && digits.size() <= 5 &&
+                 digits.find_first_not_of("0123456789") == std::string::npos &&
+                 std::stoi(digits) >= 1 && std::stoi(digits) <= 65535,
+             "[dist] store {}: expected redis:<host>:<port>, the port in [1, 65535]", spec);
+    const std::string host = rest.substr(0, colon);
+    const int port = std::stoi(digits);
+    std::atomic<bool> abandoned{false};
+    inner = answer_within(
+        spec, "connection", kRequestBound,
+        [host, port]() -> std::shared_ptr<gloo::rendezvous::Store> {
+          return std::make_shared<gloo::rendezvous::RedisStore>(host, port);
+        },
+        abandoned);
 #else
     throw Error(fmt::format("[dist] store {}: this Gloo was built without Redis", spec));
 #endif
   } else {
     throw Error(fmt::format("[dist] store '{}': expected file:<dir> or redis:<host>:<port>", spec));
   }
-  return std::make_shared<StoppableStore>(std::move(inner), timeout);
+  return std::make_shared<StoppableStore>(std::move(inner), spec, timeout);
+}
+
+void remove_own_keys(gloo::rendezvous::Store& store) {
+  if (auto* s = dynamic_cast<StoppableStore*>(&store)) s->remove_written_keys();
 }
 
 void meet_in_store(gloo::rendezvous::Store& store, const std::string& spec, int rank,
@@ -149,9 +299,7 @@ void meet_in_store(gloo::rendezvous::Store& store, const std::string& spec, int 
     if (r == rank) continue;
     try {
       store.wait({key_of(r)}, timeout);
-    } catch (const Interrupted&) {
-      throw;
-    } catch (const std::exception&) {
+    } catch (const gloo::IoException&) {  // a store that failed throws fitgrad::Error
       throw Error(fmt::format(
           "[dist] rank {} waited {} s in the rendezvous store {} for rank {}, which never came: "
           "start all WORLD_SIZE={} processes of the job with the same store (MASTER_ADDR and "

@@ -11,6 +11,28 @@
 // usual exit code. A key read is always preceded by a wait with the group's timeout, so
 // Gloo's own 30 s default never applies.
 //
+// Note [A store that stops answering]
+// Gloo's RedisStore reads each reply with no timeout, so a store behind a link that went down
+// (or a server that hangs) would hold a rank for ever: in the rendezvous, or in the marks a
+// failing collective leaves there (Note [Naming the failed peer] in dist/gloo_group.cpp).
+// So every request runs on a helper thread that the rank waits for in 100 ms slices, reading
+// the stop flag, for at most 10 s (a healthy store answers in milliseconds; a wait gets its
+// slice on top). A request not answered by then fails, naming the store, and makes the store
+// gone for this process: the helper stays blocked on the dead connection, holding the store,
+// and every later request fails at once, since one connection cannot serve a second request
+// beside it. A store that answers with an error (a Redis server killed, a connection reset)
+// fails the request at once with that error, instead of being waited on as a key not yet
+// there.
+//
+// Note [A job removes its keys]
+// A Redis server outlives the job that met in it, and a second job there would find the
+// first one's keys: Gloo's, and fitgrad's own, which Note [Meeting in the store] refuses as
+// stale. So each rank of a job that ends without a failed collective deletes the keys it set
+// (its group's destructor); a rank whose collective failed keeps its marks, which the other
+// ranks read to name the peer that failed (Note [Naming the failed peer] in
+// dist/gloo_group.cpp), and a job that died leaves its keys to be refused with the fix. A
+// file store is a directory: the job's own is removed whole (Note [Rendezvous stores]).
+//
 // Note [Meeting in the store]
 // Before Gloo writes its keys, each rank writes "fitgrad.rank.<r>" = "<pid> <host>
 // <world size>" and reads every other rank's. The key being there already means another
@@ -35,6 +57,10 @@ namespace fitgrad::dist {
 // on a spec of another form or a Redis store this Gloo cannot open.
 std::shared_ptr<gloo::rendezvous::Store> open_store(const std::string& spec,
                                                     std::chrono::milliseconds timeout);
+
+// Note [A job removes its keys]: the keys this process set in `store` (one open_store made),
+// deleted from a Redis server; nothing for a file store.
+void remove_own_keys(gloo::rendezvous::Store& store);
 
 // Note [Meeting in the store]: returns once every rank of `world_size` has written a key
 // that agrees, or throws fitgrad::Error naming the culprit and the fix.

@@ -12,6 +12,9 @@ packages=(
   libopenblas-dev libdnnl-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format python3
   # dist/'s cpu collectives (it pulls libhiredis-dev and libibverbs-dev).
   libgloo-dev
+  # Jobs across hosts meet in a Redis server (tests/apps/ddp_redis_test.cpp); `make
+  # multihost-check` joins network namespaces (ip) and shapes their links (tc).
+  redis-server iproute2
   # io/full_match.h: target-module patterns matched in linear time.
   libre2-dev pkg-config
   # The Makefile's compiler cache: `make cuda-check` recompiles every cpu source of

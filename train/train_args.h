@@ -165,6 +165,9 @@ struct TrainArgs {
   // dist/meta_group.h).
   int64_t plan_world_size = 1;
   int64_t plan_rank = 0;
+  // memplan's --nnodes: the hosts the job's ranks run on, plan_world_size / plan_nnodes each
+  // (the plan of a rank is the same; the suggested line is one launcher per host).
+  int64_t plan_nnodes = 1;
 };
 
 // The autocast dtype of the run: bf16 with --bf16, f16 with --fp16, else f32.

@@ -209,6 +209,11 @@ int run_memplan(const MemplanArgs& m, std::ostream& out, std::ostream& err) {
         "[memplan] --zero_stage {} shards the optimizer state across the ranks of a job: give "
         "--world_size, the job's number of ranks (2 or more), to plan one of them",
         m.train.zero_stage));
+  if (m.train.plan_world_size % m.train.plan_nnodes != 0)
+    throw Error(fmt::format(
+        "[memplan] --nnodes {} does not divide --world_size {}: give each host the same number "
+        "of ranks",
+        m.train.plan_nnodes, m.train.plan_world_size));
   if (m.train.plan_rank >= m.train.plan_world_size)
     throw Error(fmt::format("[memplan] --rank {} of --world_size {}: the rank must be below it",
                             m.train.plan_rank, m.train.plan_world_size));
@@ -224,9 +229,13 @@ int run_memplan(const MemplanArgs& m, std::ostream& out, std::ostream& err) {
   validate(planned);     // Note [One validation]
   out << fmt::format("target: {}\n", target.name);
   if (m.train.plan_world_size > 1)  // Note [Planning one rank] in dist/meta_group.h
-    out << fmt::format("planned: rank {} of {} ({})\n", m.train.plan_rank, m.train.plan_world_size,
-                       m.train.zero_stage > 0 ? fmt::format("ZeRO stage {}", m.train.zero_stage)
-                                              : std::string("DDP"));
+    out << fmt::format(
+        "planned: rank {} of {}{} ({})\n", m.train.plan_rank, m.train.plan_world_size,
+        m.train.plan_nnodes > 1 ? fmt::format(" on {} hosts of {}", m.train.plan_nnodes,
+                                              m.train.plan_world_size / m.train.plan_nnodes)
+                                : std::string(),
+        m.train.zero_stage > 0 ? fmt::format("ZeRO stage {}", m.train.zero_stage)
+                               : std::string("DDP"));
   if (m.fit) return run_fit(m, target, out, err);
   if (m.max_seq_len) return run_largest(m, Knob::seq_len, target, out, err);
   if (m.max_batch_size) return run_largest(m, Knob::batch_size, target, out, err);
@@ -263,6 +272,11 @@ void add_memplan_command(CLI::App& app) {
                   "Plan one rank of a data-parallel job of this many ranks: DDP's buckets, and "
                   "with --zero_stage the rank's share of the state and gradients")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 20))
+      ->capture_default_str();
+  cmd->add_option("--nnodes", m->train.plan_nnodes,
+                  "With --world_size: the hosts its ranks run on, as many on each (the plan of "
+                  "a rank is the same; the suggested line runs a launcher on each host)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 16))
       ->capture_default_str();
   cmd->add_option("--rank", m->train.plan_rank, "With --world_size: the rank planned")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 20))

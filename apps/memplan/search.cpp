@@ -122,9 +122,16 @@ std::string setting_flags(const TrainArgs& a) {
 }
 
 std::string run_line(const TrainArgs& a) {
-  std::string s = a.plan_world_size > 1
-                      ? fmt::format("fitgrad launch --nproc_per_node {} train", a.plan_world_size)
-                      : std::string("fitgrad train");
+  // Note [Launching on several hosts] in apps/launch.h: one launcher per host.
+  std::string s =
+      a.plan_nnodes > 1
+          ? fmt::format(
+                "fitgrad launch --nnodes {} --node_rank <0..{}> --nproc_per_node {} --master_addr "
+                "<host of node 0> --master_port 29500 train",
+                a.plan_nnodes, a.plan_nnodes - 1, a.plan_world_size / a.plan_nnodes)
+      : a.plan_world_size > 1
+          ? fmt::format("fitgrad launch --nproc_per_node {} train", a.plan_world_size)
+          : std::string("fitgrad train");
   return s + " --model " + a.model + " " + setting_flags(a) + " --data <corpus> --output_dir <dir>";
 }
 

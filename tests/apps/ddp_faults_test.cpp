@@ -207,6 +207,25 @@ TEST(Launch, SeveralHostsNumberTheRanksAsTorchrunDoes) {
                   " launch --nnodes 3 --node_rank 0 --nproc_per_node 1" + echo),
             0);
   EXPECT_EQ(read_text(dir / "0"), "0 0 0 3 1 file:/shared/store\n");
+  // --rdzv_endpoint names the Redis server of every rank, on one host or several.
+  ASSERT_EQ(shell("env -u FITGRAD_STORE " + kCli +
+                  " launch --nnodes 2 --node_rank 0 --nproc_per_node 1 --rdzv_endpoint "
+                  "10.0.0.1:6379" +
+                  echo),
+            0);
+  EXPECT_EQ(read_text(dir / "0"), "0 0 0 2 1 redis:10.0.0.1:6379\n");
+  for (const char* bad : {"10.0.0.1", "10.0.0.1:0", "10.0.0.1:port", ":6379"}) {
+    EXPECT_EQ(shell("env -u FITGRAD_STORE " + kCli + " launch --rdzv_endpoint " + bad +
+                    " true 2> " + (dir / "err").string()),
+              1);
+    EXPECT_NE(read_text(dir / "err").find("give the Redis server as HOST:PORT"), std::string::npos)
+        << bad << ": " << read_text(dir / "err");
+  }
+  EXPECT_EQ(shell("FITGRAD_STORE=file:/x " + kCli + " launch --rdzv_endpoint h:1 true 2> " +
+                  (dir / "err").string()),
+            1);
+  EXPECT_NE(read_text(dir / "err").find("both name the store; keep one"), std::string::npos)
+      << read_text(dir / "err");
   EXPECT_EQ(shell(kCli + " launch --nnodes 2 --node_rank 2 true 2> " + (dir / "err").string()), 1);
   EXPECT_NE(read_text(dir / "err").find("--node_rank 2 of --nnodes 2"), std::string::npos)
       << read_text(dir / "err");

@@ -296,6 +296,17 @@ TEST(MemplanFit, OneRankOfAZeroJobGetsALaunchLineThatFits) {
   parsed.output_dir.clear();
   parsed.plan_world_size = 4;  // the job's ranks, which the launcher gives
   EXPECT_TRUE(plan_training(parsed, target, "").fits) << line;
+  // The same job on 2 hosts: one launcher per host, the same per-rank line after `train`.
+  TrainArgs two_hosts = r.tried[size_t(r.winner)].args;
+  two_hosts.plan_nnodes = 2;
+  const std::string per_host = run_line(two_hosts);
+  EXPECT_TRUE(
+      per_host.starts_with("fitgrad launch --nnodes 2 --node_rank <0..1> "
+                           "--nproc_per_node 2 --master_addr <host of node 0> "
+                           "--master_port 29500 train --model " +
+                           base.model))
+      << per_host;
+  EXPECT_EQ(per_host.substr(per_host.find(" train ")), line.substr(line.find(" train ")));
   // A stage without the job's ranks is refused by the flag that is missing.
   MemplanArgs m;
   m.train.model = "gpt2-tiny";
