@@ -52,15 +52,12 @@ skip() {
 }
 [ "$(id -u)" = 0 ] || skip "network namespaces need root (run it as root, as CI does)"
 command -v ip > /dev/null || skip "no ip command (iproute2)"
-ns_a=fg-mh-a-$$
-ns_b=fg-mh-b-$$
-ip netns add "$ns_a" 2> /dev/null || skip "this machine cannot make a network namespace"
-ip netns add "$ns_b"
 command -v redis-server > /dev/null || {
   echo "multihost-check: redis-server is missing: run tools/install-deps.sh" >&2
   exit 1
 }
-
+ns_a=fg-mh-a-$$
+ns_b=fg-mh-b-$$
 work=$(mktemp -d /tmp/fitgrad-multihost.XXXXXX)
 redis_pid=
 cleanup() {
@@ -75,16 +72,18 @@ trap cleanup EXIT
 
 addr_a=10.231.0.1
 addr_b=10.231.0.2
-# Each host's end of the link is its eth0, as the README's recipe names it.
-ip link add veth-a netns "$ns_a" type veth peer name veth-b netns "$ns_b"
-ip -n "$ns_a" link set veth-a name eth0
-ip -n "$ns_b" link set veth-b name eth0
-ip -n "$ns_a" addr add $addr_a/24 dev eth0
-ip -n "$ns_b" addr add $addr_b/24 dev eth0
-for ns in "$ns_a" "$ns_b"; do
-  ip -n "$ns" link set lo up
-  ip -n "$ns" link set eth0 up
-done
+# The two hosts, each end of the link its eth0 as the README's recipe names it; a machine
+# (a container) that cannot make them gets the skip line with the step that failed.
+make_hosts() {
+  ip netns add "$ns_a" && ip netns add "$ns_b" &&
+    ip link add veth-a netns "$ns_a" type veth peer name veth-b netns "$ns_b" &&
+    ip -n "$ns_a" link set veth-a name eth0 && ip -n "$ns_b" link set veth-b name eth0 &&
+    ip -n "$ns_a" addr add $addr_a/24 dev eth0 && ip -n "$ns_b" addr add $addr_b/24 dev eth0 &&
+    ip -n "$ns_a" link set lo up && ip -n "$ns_b" link set lo up &&
+    ip -n "$ns_a" link set eth0 up && ip -n "$ns_b" link set eth0 up &&
+    ip netns exec "$ns_a" true && ip netns exec "$ns_b" true
+}
+why=$(make_hosts 2>&1) || skip "this machine cannot join two network namespaces: $why"
 
 port=29500
 start_redis() {
