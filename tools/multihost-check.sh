@@ -11,7 +11,8 @@
 #
 # Cases:
 #   equality  DDP, ZeRO-1 and ZeRO-2: the 2 x 2 job's losses equal a 1 x 4 job's bit for bit
-#             (the same four ranks reduce in the same order; only the transport differs).
+#             (the same four ranks reduce in the same order; only the transport differs); the
+#             three jobs meet in one Redis server, one after the other.
 #   linkdown  the second host's link goes down after the first checkpoint: both launchers end
 #             nonzero within --ddp_timeout plus the stop grace, a log names the lost peer, the
 #             checkpoint is whole, and the job resumes on the first host alone (2 ranks of
@@ -127,17 +128,18 @@ fail() {
 }
 
 case_equality() {
+  # One Redis server for the three jobs: each removes its keys when it ends (Note [A job
+  # removes its keys] in dist/store.h), so the next meets there afresh.
+  start_redis
   for zero in 0 1 2; do
     local one=$work/one-$zero two=$work/two-$zero
     ip netns exec "$ns_a" "$cli" launch --nproc_per_node 4 train $(flags 2 4) --zero_stage $zero \
       --output_dir "$one" > "$work/one.log" 2>&1 || fail "1 x 4, zero $zero"
-    start_redis
     host "$ns_b" 1 "$work/b.log" $(flags 2 4) --zero_stage $zero --output_dir "$two" &
     local other=$!
     host "$ns_a" 0 "$work/a.log" $(flags 2 4) --zero_stage $zero --output_dir "$two" ||
       fail "2 x 2, zero $zero, host 0"
     wait $other || fail "2 x 2, zero $zero, host 1"
-    stop_redis
     [ "$(losses "$one" | wc -l)" = 4 ] || fail "1 x 4 logged $(losses "$one" | wc -l) losses"
     diff <(losses "$one") <(losses "$two") > /dev/null ||
       fail "zero $zero: 2 x 2 losses $(losses "$two" | tr '\n' ' ') differ from 1 x 4's" \
@@ -145,6 +147,7 @@ case_equality() {
     echo "multihost-check: equality, zero stage $zero: 2 hosts x 2 ranks = 1 host x 4 ranks," \
       "4 losses bit for bit"
   done
+  stop_redis
 }
 
 case_linkdown() {
