@@ -87,22 +87,27 @@ class DdpRedis : public ::testing::Test {
     return port;
   }
   // Rank 0 of a job of 2 whose rank 1 never comes, meeting in `store`; its exit code and the
-  // seconds it took.
-  std::pair<int, double> lone_rank(const std::string& store, int after_ms_kill_server = -1) {
+  // seconds it took. With kill_server_on, the server on that port is killed once the rank waits
+  // in it (its key is there), and the seconds count from the kill.
+  std::pair<int, double> lone_rank(const std::string& store, int kill_server_on = 0) {
     const std::string cmd = "FITGRAD_STORE=" + store +
                             " RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 "
                             "MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 exec " +
                             kCli + " train " + train_flags(data_, 2, 1, 2) +
                             " --ddp_timeout 60 --output_dir " + (dir_ / "out").string() + " > " +
                             (dir_ / "rank0.log").string() + " 2>&1";
-    const auto start = Clock::now();
+    auto start = Clock::now();
     const pid_t pid = ::fork();
     if (pid == 0) {
       ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
       ::_exit(127);
     }
-    if (after_ms_kill_server >= 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(after_ms_kill_server));
+    if (kill_server_on > 0) {
+      const std::string waiting = fmt::format(
+          "redis-cli -p {} --raw exists fitgrad.rank.0 2> /dev/null | grep -qx 1", kill_server_on);
+      while (shell(waiting) != 0 && Clock::now() - start < std::chrono::seconds(30))
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      start = Clock::now();
       ::kill(server_, SIGKILL);
       ::waitpid(server_, nullptr, 0);
       server_ = -1;
@@ -160,8 +165,11 @@ TEST_F(DdpRedis, AKilledJobsKeysAreRefusedWithTheFix) {
       store);
   const std::string train =
       kCli + " train " + train_flags(data_, 2, 1, 2) + " --ddp_timeout 20 --output_dir ";
-  EXPECT_EQ(shell("timeout -s KILL 3 env " + env + train + (dir_ / "a").string() + " > " +
-                  (dir_ / "a.log").string() + " 2>&1"),
+  // The first job's rank is killed once it waits in the store (its key is there).
+  EXPECT_EQ(shell(fmt::format("env {}{}{} > {} 2>&1 & rank=$!; for i in $(seq 600); do "
+                              "redis-cli -p {} --raw exists fitgrad.rank.0 | grep -qx 1 && break; "
+                              "sleep 0.05; done; kill -9 $rank; wait $rank",
+                              env, train, (dir_ / "a").string(), (dir_ / "a.log").string(), port)),
             128 + SIGKILL);
   EXPECT_EQ(shell("env " + env + train + (dir_ / "b").string() + " > " + (dir_ / "b.log").string() +
                   " 2>&1"),
@@ -183,9 +191,9 @@ TEST_F(DdpRedis, AnAbsentServerIsNamedAtOnce) {
 
 TEST_F(DdpRedis, AServerKilledWhileTheRanksWaitIsNamedAtOnce) {
   const int port = start_server();
-  const auto [code, seconds] = lone_rank(fmt::format("redis:127.0.0.1:{}", port), 1500);
+  const auto [code, seconds] = lone_rank(fmt::format("redis:127.0.0.1:{}", port), port);
   EXPECT_EQ(code, 1);
-  EXPECT_LT(seconds, 10);  // not the --ddp_timeout of 60 s
+  EXPECT_LT(seconds, 5);  // from the kill; not the --ddp_timeout of 60 s
   const std::string log = read_text(dir_ / "rank0.log");
   // Gloo says "Server closed the connection" or "Connection reset by peer", as it finds out.
   EXPECT_NE(log.find("failed a wait"), std::string::npos) << log;
