@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "dist/store.h"
 #include "tensor/error.h"
 
 namespace fitgrad::apps {
@@ -121,11 +122,7 @@ int run_launch(const LaunchArgs& a, std::ostream& err) {
                     "in [0, {})",
                     a.node_rank, a.nnodes, a.nnodes));
   if (!a.rdzv_endpoint.empty()) {
-    const size_t colon = a.rdzv_endpoint.rfind(':');
-    const std::string port = colon == std::string::npos ? "" : a.rdzv_endpoint.substr(colon + 1);
-    const bool digits = !port.empty() && port.size() <= 5 &&
-                        port.find_first_not_of("0123456789") == std::string::npos;
-    if (colon == 0 || !digits || std::stoi(port) < 1 || std::stoi(port) > 65535)
+    if (!dist::parse_endpoint(a.rdzv_endpoint))
       throw Error(
           fmt::format("[launch] --rdzv_endpoint {}: give the Redis server as HOST:PORT, such as "
                       "10.0.0.1:29500",

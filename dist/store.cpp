@@ -76,15 +76,11 @@ auto answer_within(const std::string& spec, const char* what, milliseconds bound
   }
 }
 
-// Deletes `keys` from the Redis server of `spec` ("redis:<host>:<port>") over a connection of
-// its own, each step bounded by 2 s; best effort: a server that is gone keeps them, and the
+// Deletes `keys` from the Redis server `server` over a connection of its own, each step bounded by 2 s; best effort: a server that is gone keeps them, and the
 // next job there is refused with the fix (Note [Meeting in the store]).
-void delete_redis_keys(const std::string& spec, const std::vector<std::string>& keys) {
-  const std::string rest = spec.substr(6);
-  const size_t colon = rest.rfind(':');
+void delete_redis_keys(const Endpoint& server, const std::vector<std::string>& keys) {
   const timeval bound = {2, 0};
-  redisContext* c = redisConnectWithTimeout(rest.substr(0, colon).c_str(),
-                                            std::stoi(rest.substr(colon + 1)), bound);
+  redisContext* c = redisConnectWithTimeout(server.host.c_str(), server.port, bound);
   if (!c) return;
   if (!c->err && redisSetTimeout(c, bound) == REDIS_OK) {
     std::vector<const char*> argv = {"DEL"};
@@ -123,7 +119,7 @@ class StoppableStore final : public gloo::rendezvous::Store {
       std::lock_guard lock(mutex_);
       keys.swap(written_);
     }
-    if (!keys.empty()) delete_redis_keys(spec_, keys);
+    if (!keys.empty()) delete_redis_keys(*parse_endpoint(spec_.substr(6)), keys);
   }
   std::vector<char> get(const std::string& key) override {
     wait({key}, timeout_);
@@ -213,14 +209,12 @@ std::string how_to_clear(const std::string& spec) {
         "remove it (rm -r {}) or give the job a fresh store: another MASTER_PORT, or "
         "FITGRAD_STORE=file:<a new directory>",
         spec.substr(5));
-  if (spec.starts_with("redis:")) {
-    const std::string rest = spec.substr(6);
-    const size_t colon = rest.rfind(':');
+  if (const auto server =
+          spec.starts_with("redis:") ? parse_endpoint(spec.substr(6)) : std::nullopt)
     return fmt::format(
         "a job that ends removes its keys, one that was killed leaves them: clear them "
         "(redis-cli -h {} -p {} flushdb) once no job uses the server, or start a fresh server",
-        rest.substr(0, colon), rest.substr(colon + 1));
-  }
+        server->host, server->port);
   return "clear it, or give the job a fresh store: another MASTER_PORT or FITGRAD_STORE";
 }
 
@@ -233,26 +227,30 @@ std::string stale(const std::string& spec, int rank, const RankKey& k) {
 
 }  // namespace
 
+std::optional<Endpoint> parse_endpoint(const std::string& text) {
+  const size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) return std::nullopt;
+  const std::string port = text.substr(colon + 1);
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  const int number = std::stoi(port);
+  if (number < 1 || number > 65535) return std::nullopt;
+  return Endpoint{text.substr(0, colon), number};
+}
+
 std::shared_ptr<gloo::rendezvous::Store> open_store(const std::string& spec, milliseconds timeout) {
   std::shared_ptr<gloo::rendezvous::Store> inner;
   if (spec.starts_with("file:")) {
     inner = std::make_shared<gloo::rendezvous::FileStore>(spec.substr(5));
   } else if (spec.starts_with("redis:")) {
 #if GLOO_USE_REDIS
-    const std::string rest = spec.substr(6);
-    const size_t colon = rest.rfind(':');
-    const std::string digits = colon == std::string::npos ? "" : rest.substr(colon + 1);
-    FG_CHECK(colon != std::string::npos && colon > 0 && !digits.empty() && digits.size() <= 5 &&
-                 digits.find_first_not_of("0123456789") == std::string::npos &&
-                 std::stoi(digits) >= 1 && std::stoi(digits) <= 65535,
-             "[dist] store {}: expected redis:<host>:<port>, the port in [1, 65535]", spec);
-    const std::string host = rest.substr(0, colon);
-    const int port = std::stoi(digits);
+    const std::optional<Endpoint> server = parse_endpoint(spec.substr(6));
+    FG_CHECK(server, "[dist] store {}: expected redis:<host>:<port>, the port in [1, 65535]", spec);
     std::atomic<bool> abandoned{false};
     inner = answer_within(
         spec, "connection", kRequestBound,
-        [host, port]() -> std::shared_ptr<gloo::rendezvous::Store> {
-          return std::make_shared<gloo::rendezvous::RedisStore>(host, port);
+        [server = *server]() -> std::shared_ptr<gloo::rendezvous::Store> {
+          return std::make_shared<gloo::rendezvous::RedisStore>(server.host, server.port);
         },
         abandoned);
 #else

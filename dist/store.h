@@ -48,9 +48,18 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace fitgrad::dist {
+
+// A Redis server's address, "HOST:PORT" (FITGRAD_STORE's redis:HOST:PORT, launch's
+// --rdzv_endpoint), the port in [1, 65535]; nullopt for any other text.
+struct Endpoint {
+  std::string host;
+  int port = 0;
+};
+std::optional<Endpoint> parse_endpoint(const std::string& text);
 
 // The store that `spec` names ("file:<dir>" or "redis:<host>:<port>"), its waits in slices
 // (Note [Waits that stop]); `timeout` bounds a wait that gives none. Throws fitgrad::Error

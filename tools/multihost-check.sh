@@ -110,12 +110,22 @@ flags() { # batch steps [logging steps]
     "--max_steps $2 --learning_rate 1e-3 --logging_steps ${3:-1} --eval_strategy no" \
     "--progress plain --ddp_bucket_cap_mb 1"
 }
-# Host K of the README's two-node recipe: host ns node_rank log train-args...
+# Host K of the README's two-node recipe: host ns node_rank ranks-per-host log train-args...
 host() {
-  local ns=$1 k=$2 log=$3
-  shift 3
+  local ns=$1 k=$2 n=$3 log=$4
+  shift 4
   ip netns exec "$ns" env GLOO_SOCKET_IFNAME=eth0 "$cli" launch --nnodes 2 --node_rank "$k" \
-    --nproc_per_node 2 --master_addr $addr_a --master_port $port train "$@" > "$log" 2>&1
+    --nproc_per_node "$n" --master_addr $addr_a --master_port $port train "$@" > "$log" 2>&1
+}
+# Both hosts of one job, host 1 in the background: both_hosts ranks-per-host log train-args...
+# (logs log.log and log-b.log); fails naming the host whose launcher failed.
+both_hosts() {
+  local n=$1 log=$2
+  shift 2
+  host "$ns_b" 1 "$n" "$log-b.log" "$@" &
+  local other=$!
+  host "$ns_a" 0 "$n" "$log.log" "$@" || fail "$(basename "$log"): host 0"
+  wait $other || fail "$(basename "$log"): host 1"
 }
 losses() { grep -o '"loss":[^,}]*' "$1/metrics.jsonl"; }
 fail() {
@@ -135,11 +145,7 @@ case_equality() {
     local one=$work/one-$zero two=$work/two-$zero
     ip netns exec "$ns_a" "$cli" launch --nproc_per_node 4 train $(flags 2 4) --zero_stage $zero \
       --output_dir "$one" > "$work/one.log" 2>&1 || fail "1 x 4, zero $zero"
-    host "$ns_b" 1 "$work/b.log" $(flags 2 4) --zero_stage $zero --output_dir "$two" &
-    local other=$!
-    host "$ns_a" 0 "$work/a.log" $(flags 2 4) --zero_stage $zero --output_dir "$two" ||
-      fail "2 x 2, zero $zero, host 0"
-    wait $other || fail "2 x 2, zero $zero, host 1"
+    both_hosts 2 "$work/two-$zero" $(flags 2 4) --zero_stage $zero --output_dir "$two"
     [ "$(losses "$one" | wc -l)" = 4 ] || fail "1 x 4 logged $(losses "$one" | wc -l) losses"
     diff <(losses "$one") <(losses "$two") > /dev/null ||
       fail "zero $zero: 2 x 2 losses $(losses "$two" | tr '\n' ' ') differ from 1 x 4's" \
@@ -154,9 +160,10 @@ case_linkdown() {
   local run=$work/linkdown
   start_redis
   local t0=$SECONDS
-  host "$ns_b" 1 "$work/b.log" $(flags 2 400) --save_steps 2 --ddp_timeout 20 --output_dir "$run" &
+  host "$ns_b" 1 2 "$work/b.log" $(flags 2 400) --save_steps 2 --ddp_timeout 20 \
+    --output_dir "$run" &
   local other=$!
-  host "$ns_a" 0 "$work/a.log" $(flags 2 400) --save_steps 2 --ddp_timeout 20 \
+  host "$ns_a" 0 2 "$work/a.log" $(flags 2 400) --save_steps 2 --ddp_timeout 20 \
     --output_dir "$run" &
   local mine=$!
   for _ in $(seq 600); do
@@ -190,7 +197,7 @@ case_linkdown() {
 case_storedown() {
   local run=$work/storedown
   start_redis
-  host "$ns_a" 0 "$work/a.log" $(flags 2 4) --ddp_timeout 15 --output_dir "$run" &
+  host "$ns_a" 0 2 "$work/a.log" $(flags 2 4) --ddp_timeout 15 --output_dir "$run" &
   local mine=$!
   sleep 2
   stop_redis
@@ -206,17 +213,17 @@ case_storedown() {
 
 case_late() {
   start_redis
-  host "$ns_a" 0 "$work/a.log" $(flags 2 3) --ddp_timeout 20 --output_dir "$work/late" &
+  host "$ns_a" 0 2 "$work/a.log" $(flags 2 3) --ddp_timeout 20 --output_dir "$work/late" &
   local mine=$!
   sleep 5
-  host "$ns_b" 1 "$work/b.log" $(flags 2 3) --ddp_timeout 20 --output_dir "$work/late" ||
+  host "$ns_b" 1 2 "$work/b.log" $(flags 2 3) --ddp_timeout 20 --output_dir "$work/late" ||
     fail "the late host"
   wait $mine || fail "host 0, waiting for a late host"
   stop_redis
   [ "$(losses "$work/late" | wc -l)" = 3 ] || fail "the job with a late host did not train"
   start_redis
   local t0=$SECONDS rc=0
-  host "$ns_a" 0 "$work/a.log" $(flags 2 3) --ddp_timeout 20 --output_dir "$work/never" || rc=$?
+  host "$ns_a" 0 2 "$work/a.log" $(flags 2 3) --ddp_timeout 20 --output_dir "$work/never" || rc=$?
   local took=$((SECONDS - t0))
   stop_redis
   [ $rc != 0 ] || fail "host 0 trained without host 1"
@@ -231,16 +238,8 @@ two_by_one_tx() {
   local before after
   start_redis
   before=$(ip netns exec "$ns_a" cat /sys/class/net/eth0/statistics/tx_bytes)
-  ip netns exec "$ns_b" env GLOO_SOCKET_IFNAME=eth0 "$cli" launch --nnodes 2 --node_rank 1 \
-    --nproc_per_node 1 --master_addr $addr_a --master_port $port train $(flags 2 "$1" 1000) \
-    --save_strategy no --zero_stage "$2" --output_dir "$work/bytes" \
-    > "$work/b.log" 2>&1 &
-  local other=$!
-  ip netns exec "$ns_a" env GLOO_SOCKET_IFNAME=eth0 "$cli" launch --nnodes 2 --node_rank 0 \
-    --nproc_per_node 1 --master_addr $addr_a --master_port $port train $(flags 2 "$1" 1000) \
-    --save_strategy no --zero_stage "$2" --output_dir "$work/bytes" \
-    > "$work/a.log" 2>&1 || fail "the 2 x 1 job of $1 steps, zero $2"
-  wait $other || fail "the 2 x 1 job of $1 steps, zero $2, host 1"
+  both_hosts 1 "$work/bytes-$1-$2" $(flags 2 "$1" 1000) --save_strategy no --zero_stage "$2" \
+    --output_dir "$work/bytes"
   after=$(ip netns exec "$ns_a" cat /sys/class/net/eth0/statistics/tx_bytes)
   stop_redis
   rm -rf "$work/bytes"
@@ -268,7 +267,8 @@ case_bytes() {
 
 # The seconds per step of a finished run's log ("done: N steps in X s").
 per_step() {
-  sed -n 's/^done: \([0-9]*\) steps in \([0-9.]*\) s.*/\2 \1/p' "$1" | awk '{printf "%.3f", $1 / $2}'
+  sed -n 's/^done: \([0-9]*\) steps in \([0-9.]*\) s.*/\2 \1/p' "$1" |
+    awk '{printf "%.3f", $1 / $2}'
 }
 
 case_shaped() {
@@ -282,22 +282,12 @@ case_shaped() {
   local f="--model $root/apps/demo/model.json --data $work/corpus.txt --seq_len 64"
   f+=" --per_device_train_batch_size 2 --max_steps 20 --logging_steps 10 --eval_strategy no"
   f+=" --save_strategy no --progress plain"
-  run_two() { # output log-name
-    start_redis
-    ip netns exec "$ns_b" env GLOO_SOCKET_IFNAME=eth0 "$cli" launch --nnodes 2 \
-      --node_rank 1 --nproc_per_node 1 --master_addr $addr_a --master_port $port train $f \
-      --output_dir "$1" > "$work/$2-b.log" 2>&1 &
-    local other=$!
-    ip netns exec "$ns_a" env GLOO_SOCKET_IFNAME=eth0 "$cli" launch --nnodes 2 \
-      --node_rank 0 --nproc_per_node 1 --master_addr $addr_a --master_port $port train $f \
-      --output_dir "$1" > "$work/$2.log" 2>&1 || fail "the 2 x 1 job ($2)"
-    wait $other || fail "the 2 x 1 job ($2), host 1"
-    stop_redis
-  }
-  run_two "$work/shaped" shaped
+  start_redis
+  both_hosts 1 "$work/shaped" $f --output_dir "$work/shaped"
   ip netns exec "$ns_a" tc qdisc del dev eth0 root
   ip netns exec "$ns_b" tc qdisc del dev eth0 root
-  run_two "$work/plain" plain
+  both_hosts 1 "$work/plain" $f --output_dir "$work/plain"
+  stop_redis
   "$cli" train $f --output_dir "$work/alone" > "$work/alone.log" 2>&1 || fail "the lone process"
   echo "multihost-check: shaped: the 2 x 1 job completed over links shaped by '$shape'$note"
   echo "  seconds per step: shaped $(per_step "$work/shaped.log"), plain" \

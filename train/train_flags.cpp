@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <type_traits>
 
@@ -15,23 +16,29 @@
 
 namespace fitgrad::train {
 
+namespace {
+
+// The whole of `text` as a number, or NaN (which every range check refuses).
+double number(const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  return text.empty() || *end != '\0' ? std::nan("") : v;
+}
+
+}  // namespace
+
 FlagCheck positive_number() {
   return {"POSITIVE", [](const std::string& text) -> std::string {
-            char* end = nullptr;
-            const double v = std::strtod(text.c_str(), &end);
-            if (text.empty() || *end != '\0' || !(v > 0))
-              return fmt::format("must be a positive number, got '{}'", text);
-            return "";
+            return number(text) > 0 ? "" : fmt::format("must be a positive number, got '{}'", text);
           }};
 }
 
 FlagCheck number_in(double lo, double hi) {
   return {fmt::format("[{} - {}]", lo, hi), [lo, hi](const std::string& text) -> std::string {
-            char* end = nullptr;
-            const double v = std::strtod(text.c_str(), &end);
-            if (text.empty() || *end != '\0' || !(v >= lo && v <= hi))
-              return fmt::format("must be a number in [{}, {}], got '{}'", lo, hi, text);
-            return "";
+            const double v = number(text);
+            return v >= lo && v <= hi
+                       ? ""
+                       : fmt::format("must be a number in [{}, {}], got '{}'", lo, hi, text);
           }};
 }
 
