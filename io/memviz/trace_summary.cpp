@@ -77,8 +77,9 @@ void TraceSummarizer::keep_peak_state() {
     s.blocks.push_back(block);
     if (segments_.count(block.segment)) continue;
     // A segment made before the window: known only by its blocks.
-    const auto it = std::find_if(s.segments.begin(), s.segments.end(),
-                                 [&](const VizSegment& g) { return g.id == block.segment; });
+    const auto it =
+        std::find_if(s.segments.begin(), s.segments.end(),
+                     [segment = block.segment](const VizSegment& g) { return g.id == segment; });
     VizSegment& g = it != s.segments.end() ? *it : s.segments.emplace_back();
     g.id = block.segment;
     g.size = std::max(g.size, block.offset + block.size);
