@@ -413,9 +413,10 @@ TEST_F(ExportSafety, HostileExportOutputsAreRefusedAndChangeNothing) {
       {args(p("ckpt/optimizer.safetensors").string(), true), "a training run's directory"},
       {args(p("ckpt/merged.safetensors").string(), true), "fitgrad_checkpoint.json"},
   };
-  for (const auto& [a, error] : cases)
+  for (const auto& [hostile, error] : cases)
     expect_refused(
-        "export -o " + a.out, [&] { export_merged(a, out); }, {"[export] -o", error}, watched);
+        "export -o " + hostile.out, [&, &hostile = hostile] { export_merged(hostile, out); },
+        {"[export] -o", error}, watched);
   // A checkpoint directory given as --base: its model.safetensors is an input too.
   ExportArgs a = args(p("base/model.safetensors").string(), true);
   a.base = p("base").string();

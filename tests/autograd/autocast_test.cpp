@@ -120,7 +120,9 @@ TEST(Autocast, CheckpointRecomputesUnderTheModeOfItsForward) {
   EXPECT_EQ(grad(w).to_vector<float>(), plain);
 }
 
-TEST(Autocast, RejectsANonFloatingComputeDtype) { EXPECT_THROW(AutocastGuard(DType::i32), Error); }
+TEST(Autocast, RejectsANonFloatingComputeDtype) {
+  EXPECT_THROW({ AutocastGuard guard(DType::i32); }, Error);
+}
 
 }  // namespace
 }  // namespace fitgrad::autograd

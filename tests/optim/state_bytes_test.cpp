@@ -114,7 +114,7 @@ TEST(StateBytes, ApolloHoldsItsLowRankMomentsAndMiniAlmostNothing) {
        {std::pair{256, ApolloOptions{}}, std::pair{1, apollo_mini_options()}}) {
     std::map<std::string, int64_t> want;
     int64_t projected_params = 0, projected_want = 0;
-    const Measured m = measure([&, &options = options](std::vector<ParamGroup> g) {
+    const Measured m = measure([&, &options = options, rank = rank](std::vector<ParamGroup> g) {
       auto opt = std::make_unique<Apollo>(std::move(g), options);
       size_t i = 0;
       for (const ParamGroup& group : opt->groups())

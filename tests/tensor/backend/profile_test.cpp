@@ -125,7 +125,7 @@ TEST(TargetProfile, ACudaTargetFollowsItsWorkspaceRules) {
     const int64_t d = left ? m : n;
     const Tensor g = Tensor::empty({m, n}, DType::bf16, meta);
     const Tensor basis = Tensor::empty(left ? Shape{m, 2} : Shape{2, n}, DType::bf16, meta);
-    EXPECT_EQ(requested([&] { ops::svd_basis_(g, basis, left); }),
+    EXPECT_EQ(requested([&, left = left] { ops::svd_basis_(g, basis, left); }),
               (std::vector<uint64_t>{uint64_t(4 * (d * d + d + 2 + 1 + 6 * d + 2 * d * d))}))
         << m << "x" << n << (left ? " left" : " right");
   }
