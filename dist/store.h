@@ -38,8 +38,11 @@
 // <world size>" and reads every other rank's. The key being there already means another
 // process claims the same RANK (its pid is alive on this host) or the store holds an earlier
 // job's keys (its pid is gone): the first is refused naming both processes, the second
-// naming the store and how to clear it. A peer's key whose process on this host is gone is
-// stale too, and a peer with another WORLD_SIZE is refused naming both values. Gloo's own
+// naming the store and how to clear it. A peer with another WORLD_SIZE is refused naming
+// both values, and this is checked before whether the peer is gone: a peer that read this
+// rank's key, found the disagreement and exited is gone by the time its key is read here,
+// and "an earlier job's keys" would then blame the store for the disagreement. A peer's
+// key with the same WORLD_SIZE whose process on this host is gone is stale. Gloo's own
 // message for each of these was "File already exists" or a timeout. Across hosts a pid
 // cannot be checked: the message then gives both causes.
 #pragma once

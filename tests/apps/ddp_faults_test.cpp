@@ -19,6 +19,20 @@ namespace {
 
 using namespace fitgrad::ddp_test;
 
+// Waits up to 60 s for a key in the file store `store`: Gloo writes a key as ".<name>" and
+// then renames it, so a key is there once a file's name does not start with a dot.
+void wait_for_a_key(const fs::path& store) {
+  const auto has_a_key = [&] {
+    std::error_code ec;
+    for (fs::directory_iterator it(store, ec), end; !ec && it != end; it.increment(ec))
+      if (!it->path().filename().string().starts_with(".")) return true;
+    return false;
+  };
+  const auto start = std::chrono::steady_clock::now();
+  while (!has_a_key() && std::chrono::steady_clock::now() - start < std::chrono::seconds(60))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+}
+
 TEST(DdpFaults, AKilledRankEndsTheOthersWithAnErrorNamingItWithinTheTimeout) {
   const fs::path dir = fresh_dir("ddp_kill");
   const fs::path data = write_corpus(dir);
@@ -111,10 +125,7 @@ TEST(DdpFaults, TheDefaultStoreIsRemovedAndAStaleOneIsRefusedWithTheFix) {
   EXPECT_FALSE(fs::exists(store));
   // A job killed in its rendezvous leaves its keys.
   const pid_t lone = start_rank(0, 2, {}, out2, dir / "lone.log", dir / "tmp");
-  const auto start = std::chrono::steady_clock::now();
-  while ((!fs::exists(store) || fs::is_empty(store)) &&
-         std::chrono::steady_clock::now() - start < std::chrono::seconds(60))
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  wait_for_a_key(store);
   ::kill(lone, SIGKILL);
   ASSERT_EQ(wait_for(lone, std::chrono::seconds(10)), 128 + SIGKILL);
   const std::string out3 = flags + (dir / "out3").string();
@@ -136,7 +147,7 @@ TEST(DdpFaults, TwoProcessesClaimingOneRankAreNamed) {
   const std::string flags = train_flags(write_corpus(dir), 2, 1, 2) + " --ddp_timeout 5 ";
   const pid_t first = start_rank(0, 2, dir / "store",
                                  flags + "--output_dir " + (dir / "a").string(), dir / "first.log");
-  std::this_thread::sleep_for(std::chrono::seconds(1));
+  wait_for_a_key(dir / "store");
   const pid_t second = start_rank(
       0, 2, dir / "store", flags + "--output_dir " + (dir / "b").string(), dir / "second.log");
   EXPECT_EQ(wait_for(second, std::chrono::seconds(60)), 1);
