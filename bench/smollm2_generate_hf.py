@@ -16,7 +16,7 @@ decoded text and one machine-readable line:
          [--prompt TEXT] [--model GGUF]
 
 Needs transformers (4.46.3), gguf and accelerate from PyPI, e.g. in a venv made with
---system-site-packages. CI does not run it; bench/smollm2_inference.sh runs both arms.
+--system-site-packages. CI does not run it; bench/RESULTS.md gives the fitgrad arm's command beside it.
 """
 import argparse
 import os

@@ -5,7 +5,7 @@
 //   p <- p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 // States exp_avg (m) and exp_avg_sq (v) are f32 for every parameter dtype and created at
 // the first step (Note [Optimizer state is lazy] in param_state.h); the update is one fused
-// pass per parameter (Note [Optimizer kernels] in cpu/update.cpp).
+// pass per parameter (Note [Optimizer kernels] in tensor/cpu/optim_update.cpp).
 #pragma once
 
 #include "optim/optimizer.h"

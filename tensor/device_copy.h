@@ -55,7 +55,7 @@ void synchronize(Device device);
 // throws fitgrad::Error naming the op for any recorded since the last check (a host read);
 // cpu and meta kernels throw at once, so for them (and for a backend that registered none)
 // it returns at once. A test may register a check for cpu, standing in for a card's records
-// (tests/apps/train_test.cpp); registering null removes one.
+// (tests/train/train_test.cpp); registering null removes one.
 using DeviceErrorCheck = void (*)(int index);
 void register_device_error_check(DeviceType type, DeviceErrorCheck fn);
 void check_device_errors(Device device);

@@ -16,7 +16,7 @@
 // cached keys applies the same rule.
 //
 // Note [Packed rows]
-// A batch row may pack several examples end to end (--packing, data/sft_pack.h). Each then
+// A batch row may pack several examples end to end (--packing, data/sft_stream.h). Each then
 // attends to itself only: query i sees the causal keys of its own example, j in
 // [begin(i), i], block-diagonal causal attention as FlashAttention's varlen kernels and
 // transformers' position_ids path compute it, and within the window if there is one. The

@@ -18,7 +18,7 @@
 #include "tensor/cpu/dnnl_matmul.h"
 #include "tensor/cpu/gemm_bf16.h"
 #include "tensor/cpu_isa.h"
-#include "tests/apps/train_fixture.h"
+#include "tests/train/train_fixture.h"
 
 namespace fitgrad::apps::test_train {
 namespace {

@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "tests/apps/ddp_helpers.h"
-#include "tests/apps/sft_model_folder.h"
+#include "tests/train/sft_model_folder.h"
 
 namespace {
 

@@ -31,7 +31,7 @@
 #include "nn/config.h"
 #include "tensor/error.h"
 #include "tensor/memory/caching_allocator.h"
-#include "tests/apps/memory_trace.h"
+#include "tests/train/memory_trace.h"
 #include "train/trainer.h"
 
 namespace fitgrad::apps {

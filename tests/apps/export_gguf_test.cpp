@@ -20,8 +20,8 @@
 #include "data/hf_tokenizer.h"
 #include "io/gguf.h"
 #include "nn/config.h"
-#include "tests/apps/train_fixture.h"
 #include "tests/tensor/ops/op_harness.h"
+#include "tests/train/train_fixture.h"
 #include "train/model_source.h"
 
 namespace fitgrad::apps::test_train {

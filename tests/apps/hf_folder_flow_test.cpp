@@ -16,7 +16,7 @@
 #include "autograd/grad_mode.h"
 #include "data/gguf_tokenizer.h"
 #include "data/hf_tokenizer.h"
-#include "tests/apps/train_fixture.h"
+#include "tests/train/train_fixture.h"
 #include "train/model_source.h"
 
 namespace fitgrad::apps::test_train {

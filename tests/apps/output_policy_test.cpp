@@ -35,7 +35,7 @@
 #include "tensor/memory/export.h"
 #include "tensor/memory/raw_source.h"
 #include "tensor/memory/scope.h"
-#include "tests/apps/train_fixture.h"
+#include "tests/train/train_fixture.h"
 
 namespace fitgrad::apps {
 

@@ -30,7 +30,7 @@
 #include "nn/config.h"
 #include "nn/decoder.h"
 #include "tensor/error.h"
-#include "tests/apps/train_fixture.h"
+#include "tests/train/train_fixture.h"
 #include "train/checkpoint_dir.h"
 #include "train/metrics.h"
 #include "train/model_source.h"

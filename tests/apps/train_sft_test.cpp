@@ -22,10 +22,10 @@
 #include "data/sft_records.h"
 #include "data/window_order.h"
 #include "tensor/memory/caching_allocator.h"
-#include "tests/apps/memory_trace.h"
-#include "tests/apps/sft_model_folder.h"
-#include "tests/apps/train_fixture.h"
 #include "tests/tensor/ops/op_harness.h"
+#include "tests/train/memory_trace.h"
+#include "tests/train/sft_model_folder.h"
+#include "tests/train/train_fixture.h"
 #include "train/metrics.h"
 #include "train/model_source.h"
 #include "train/train_args.h"
@@ -43,7 +43,7 @@ namespace {
 
 class TrainSft : public TrainFixture {
  protected:
-  // The tiny model folder of tests/apps/sft_model_folder.h; returns its config.json's path.
+  // The tiny model folder of tests/train/sft_model_folder.h; returns its config.json's path.
   std::string folder() { return fitgrad::testing::write_sft_model_folder(root_ / "model"); }
   // A copy of a golden record file (tests/golden/sft/records/) in the test's folder, so that
   // the encodings' cache beside it starts empty and stays out of the source tree.

@@ -20,7 +20,7 @@
 #include "apps/memplan/plan.h"
 #include "tensor/backend/profile.h"
 #include "tensor/device_registry.h"
-#include "tests/apps/memory_trace.h"
+#include "tests/train/memory_trace.h"
 #include "train/trainer.h"
 
 namespace fitgrad::apps {

@@ -14,7 +14,7 @@
 #include "nn/int8_linear.h"
 #include "tensor/error.h"
 #include "tensor/ops/quantize_int8.h"
-#include "tests/apps/train_fixture.h"
+#include "tests/train/train_fixture.h"
 #include "train/model_source.h"
 
 namespace fitgrad::apps {

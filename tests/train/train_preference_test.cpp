@@ -1,5 +1,5 @@
 // `fitgrad train --objective dpo|orpo` on preference pairs (Note [Preference runs] in
-// train/train_sft.cpp) with the tiny model folder of tests/apps/sft_model_folder.h: a fresh
+// train/train_sft.cpp) with the tiny model folder of tests/train/sft_model_folder.h: a fresh
 // LoRA adapter leaves the policy equal to its reference, so the first DPO step's loss is
 // log 2 with zero rewards; training raises the margin; ORPO trains without a reference; the
 // dry run allocates as the real run; and the combinations that cannot work are refused by name.
@@ -11,9 +11,9 @@
 #include <sstream>
 
 #include "tensor/error.h"
-#include "tests/apps/memory_trace.h"
-#include "tests/apps/sft_model_folder.h"
-#include "tests/apps/train_fixture.h"
+#include "tests/train/memory_trace.h"
+#include "tests/train/sft_model_folder.h"
+#include "tests/train/train_fixture.h"
 #include "train/train_args.h"
 
 namespace fitgrad::apps::test_train {

@@ -11,7 +11,7 @@
 #include "tensor/device_copy.h"
 #include "tensor/error.h"
 #include "tensor/memory/caching_allocator.h"
-#include "tests/apps/train_fixture.h"
+#include "tests/train/train_fixture.h"
 #include "train/checkpoint_dir.h"
 #include "train/trainer.h"
 

@@ -13,7 +13,7 @@
 #include "io/safetensors.h"
 #include "tensor/backend/math_mode.h"
 #include "tensor/error.h"
-#include "tests/apps/train_fixture.h"
+#include "tests/train/train_fixture.h"
 #include "train/trainer.h"
 
 namespace fitgrad::apps {
