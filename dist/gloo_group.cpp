@@ -136,16 +136,14 @@ class GlooGroup final : public ProcessGroup {
       // collective's tag, the same on every rank), waits up to 2 s for the others' marks,
       // and names the ranks that never reached it.
       peers_.assign(size_t(o.size), Peer{});
-      char host[256] = {};
-      ::gethostname(host, sizeof(host) - 1);
-      host_ = host;
+      host_ = host_name();
       if (o.size > 1) {
         // "<pid> <host> <endpoint to rank 0> <endpoint to rank 1> ...": this Gloo listens
         // on one address per pair.
         std::string mine = fmt::format("{} {}", ::getpid(), host_);
         for (int r = 0; r < o.size; ++r)
-          mine += " " + (r == o.rank ? std::string("-")
-                                     : endpoint_in(context_->getPair(r)->address().str()));
+          mine += fmt::format(
+              " {}", r == o.rank ? "-" : endpoint_in(context_->getPair(r)->address().str()));
         store->set(fmt::format("fitgrad.peer.{}", o.rank), {mine.begin(), mine.end()});
         for (int r = 0; r < o.size; ++r) {
           if (r == o.rank) continue;

@@ -1,8 +1,9 @@
-// process_runs (local_process.h).
+// process_runs and host_name (local_process.h).
 #include "dist/local_process.h"
 
 #include <fmt/format.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <fstream>
@@ -22,6 +23,12 @@ bool process_runs(int64_t pid) {
   }
   if (tgid < 0) return ::kill(pid_t(pid), 0) == 0 || errno != ESRCH;  // Note [A pid is a process's]
   return tgid == pid && state != 'Z' && state != 'X';
+}
+
+std::string host_name() {
+  char name[256] = {};
+  ::gethostname(name, sizeof(name) - 1);
+  return name;
 }
 
 }  // namespace fitgrad::dist

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "dist/gloo_group.h"
+#include "dist/local_process.h"
 #include "dist/nccl_group.h"
 #include "tensor/error.h"
 
@@ -206,9 +207,7 @@ std::optional<DistEnv> dist_env_from_environment() {
   } else if (one_host) {
     env.hostname = "127.0.0.1";
   } else {
-    char name[256] = {};
-    ::gethostname(name, sizeof(name) - 1);
-    env.hostname = name;
+    env.hostname = host_name();
   }
   return env;
 }

@@ -185,12 +185,6 @@ struct RankKey {
   int world_size = 0;
 };
 
-std::string this_host() {
-  char name[256] = {};
-  ::gethostname(name, sizeof(name) - 1);
-  return name;
-}
-
 RankKey parse(const std::vector<char>& bytes) {
   RankKey k;
   std::istringstream in(std::string(bytes.begin(), bytes.end()));
@@ -268,7 +262,7 @@ void remove_own_keys(gloo::rendezvous::Store& store) {
 
 void meet_in_store(gloo::rendezvous::Store& store, const std::string& spec, int rank,
                    int world_size, milliseconds timeout) {
-  const std::string host = this_host();
+  const std::string host = host_name();
   const auto key_of = [](int r) { return fmt::format("fitgrad.rank.{}", r); };
   const std::string mine = fmt::format("{} {} {}", ::getpid(), host, world_size);
   try {

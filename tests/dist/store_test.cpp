@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <string>
 
+#include "dist/local_process.h"
 #include "tensor/error.h"
 
 namespace fitgrad::dist {
@@ -24,12 +25,6 @@ long gone_pid() {
   if (child == 0) ::_exit(0);
   ::waitpid(child, nullptr, 0);
   return child;
-}
-
-std::string host_name() {
-  char name[256] = {};
-  ::gethostname(name, sizeof(name) - 1);
-  return name;
 }
 
 // meet_in_store for rank 0 of `world_size` after rank 1's key `peer` was written; its error.
