@@ -301,12 +301,15 @@ void meet_in_store(gloo::rendezvous::Store& store, const std::string& spec, int 
     }
     const RankKey peer = parse(store.get(key_of(r)));
     // Note [Meeting in the store]: the disagreement first, then whether the peer is gone.
+    const bool runs_here = peer.host == host && process_runs(peer.pid);
     FG_CHECK(peer.world_size == world_size,
              "[dist] the ranks disagree on WORLD_SIZE: rank {} (pid {} on {}) has {}, rank {} "
              "(pid {} on {}, this one) has {}; start every process of the job with the same "
-             "WORLD_SIZE. If pid {} is an earlier job's, {}",
-             r, peer.pid, peer.host, peer.world_size, rank, ::getpid(), host, world_size, peer.pid,
-             how_to_clear(spec));
+             "WORLD_SIZE{}",
+             r, peer.pid, peer.host, peer.world_size, rank, ::getpid(), host, world_size,
+             runs_here ? std::string()
+                       : fmt::format(". If pid {} is an earlier job's, {}", peer.pid,
+                                     how_to_clear(spec)));
     if (gone(peer, host)) throw Error(stale(spec, r, peer));
   }
 }

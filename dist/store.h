@@ -41,7 +41,8 @@
 // naming the store and how to clear it. A peer with another WORLD_SIZE is refused naming
 // both values, and this is checked before whether the peer is gone: a peer that read this
 // rank's key, found the disagreement and exited is gone by the time its key is read here,
-// and "an earlier job's keys" would then blame the store for the disagreement. A peer's
+// and "an earlier job's keys" would then blame the store for the disagreement (the message
+// adds how to clear the store unless the peer runs on this host). A peer's
 // key with the same WORLD_SIZE whose process on this host is gone is stale. Gloo's own
 // message for each of these was "File already exists" or a timeout. Across hosts a pid
 // cannot be checked: the message then gives both causes.

@@ -1,7 +1,8 @@
 // Note [Meeting in the store] in dist/store.h, over a file store: a peer's key with another
 // WORLD_SIZE is named as the disagreement even when the peer has already exited (as a peer
 // that found the disagreement first does), and a gone peer's key with the same WORLD_SIZE
-// is named as an earlier job's, with the command that clears it.
+// is named as an earlier job's, with the command that clears it. A live peer's disagreement
+// carries no advice about the store.
 #include "dist/store.h"
 
 #include <gtest/gtest.h>
@@ -53,6 +54,15 @@ TEST(MeetInStore, AGonePeerWithAnotherWorldSizeIsNamedAsTheDisagreement) {
             std::string::npos)
       << what;
   EXPECT_NE(what.find("this one) has 2"), std::string::npos) << what;
+  EXPECT_NE(what.find("If pid " + std::to_string(pid) + " is an earlier job's"), std::string::npos)
+      << what;
+}
+
+// A peer that runs on this host (this test's own pid) is no earlier job's: no store advice.
+TEST(MeetInStore, ALivePeerWithAnotherWorldSizeGetsNoStoreAdvice) {
+  const std::string what = refusal(std::to_string(::getpid()) + " " + host_name() + " 3", 2);
+  EXPECT_NE(what.find("the ranks disagree on WORLD_SIZE"), std::string::npos) << what;
+  EXPECT_EQ(what.find("earlier job"), std::string::npos) << what;
 }
 
 TEST(MeetInStore, AGonePeerWithTheSameWorldSizeIsAnEarlierJobs) {
