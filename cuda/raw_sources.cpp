@@ -267,7 +267,7 @@ class PinnedSource final : public RawSource {
 // registrar always runs. It makes no CUDA call: a build with CUDA on a machine without a
 // GPU starts normally and fails only when a cuda:N tensor or pinned memory is asked for.
 // Code that must know beforehand (the GPU tests) asks usable_device_count, which calls
-// device_count: 0 without a device or a usable driver.
+// device_count: 0 without a device or a usable driver (device_count_problem says which).
 struct Registrar {
   Registrar() {
     register_device_count(DeviceType::cuda, device_count);

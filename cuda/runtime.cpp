@@ -13,10 +13,8 @@ void throw_cuda_error(cudaError_t err, const std::string& call) {
 
 int device_count() {
   int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
+  const cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess) throw_cuda_error(err, "cudaGetDeviceCount");
   return n;
 }
 

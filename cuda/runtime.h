@@ -19,7 +19,10 @@ namespace fitgrad::cuda {
 // unrelated check.
 [[noreturn]] void throw_cuda_error(cudaError_t err, const std::string& call);
 
-// Number of visible CUDA devices; 0 when there is no device or no usable driver.
+// Number of visible CUDA devices. Where the runtime cannot count them (no driver, a driver
+// older than the runtime, no device node) it throws fitgrad::Error with cudaGetDeviceCount's
+// error, which usable_device_count turns into 0 and device_count_problem into its reason
+// (tensor/device_registry.h).
 int device_count();
 
 // Throws fitgrad::Error naming `index` when cuda:index is not a visible device.

@@ -58,7 +58,18 @@ GradBuckets::GradBuckets(ProcessGroup& group,
         });
 }
 
-GradBuckets::~GradBuckets() { shared_->owner = nullptr; }
+GradBuckets::~GradBuckets() {
+  shared_->owner = nullptr;
+  // Note [Aborting a group] in process_group.h: a failed step's all-reduces that are still
+  // pending must not hold up this rank's end.
+  size_t pending = 0;
+  for (const auto& work : orphans_) pending += work->done() ? 0 : 1;
+  if (pending > 0)
+    group_.abort(fmt::format(
+        "[ddp] a failed step left {} all-reduce(s) in flight when its buckets ended; the group "
+        "was aborted so that this rank does not wait for peers that may never join them",
+        pending));
+}
 
 void GradBuckets::arm() {
   shared_->armed = true;
@@ -73,7 +84,9 @@ void GradBuckets::arm() {
 // tensor until its collective ends; NCCL's Work is the buffer's only holder (the card writes
 // it from the group's stream). So the Works in flight are kept here, with their buffers, until
 // these buckets end, and the allocator cannot hand those bytes to another tensor meanwhile
-// (issue 46). What they hold is at most kBucketsInFlight buffers per failed step.
+// (issue 46). What they hold is at most kBucketsInFlight buffers per failed step. When the
+// buckets end with one still pending, they abort the group first (Note [Aborting a group] in
+// process_group.h), so the buckets must end before their group (train/train_run.h's order).
 void GradBuckets::disarm() {
   shared_->armed = false;
   for (Bucket& b : buckets_) {

@@ -94,6 +94,9 @@ class Task final : public Work {
   void wait() override {
     if (done_.valid()) done_.get();
   }
+  bool done() override {
+    return !done_.valid() || done_.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  }
 
  private:
   std::future<void> done_;
@@ -183,6 +186,13 @@ class GlooGroup final : public ProcessGroup {
   }
 
   std::string backend() const override { return "gloo"; }
+
+  // Note [Aborting a group] in process_group.h: the queued collectives end at once with the
+  // reason; the one the worker runs ends at its timeout.
+  void abort(const std::string& why) override {
+    std::lock_guard lock(mutex_);
+    if (aborted_.empty()) aborted_ = why;
+  }
 
   std::shared_ptr<Work> all_reduce_async(const Tensor& t, ReduceOp op) override {
     check_tensor("all_reduce", t);
@@ -386,6 +396,11 @@ class GlooGroup final : public ProcessGroup {
     }
   }
 
+  void refuse_if_aborted() {
+    std::lock_guard lock(mutex_);
+    FG_CHECK(aborted_.empty(), "[dist] the Gloo group was aborted: {}", aborted_);
+  }
+
   void mark_failed() {
     failed_ = true;
     try {
@@ -401,9 +416,11 @@ class GlooGroup final : public ProcessGroup {
     // is done: when wait() returns, a buffer the caller dropped is back in the allocator, so
     // the ledger's events do not depend on the worker's timing (a plan makes them on meta
     // in program order, Note [Planning one rank] in dist/meta_group.h).
+    refuse_if_aborted();
     std::packaged_task<void()> task(
         [this, op, tag, what = std::move(what), fn = std::move(fn)]() mutable {
           const std::function<void()> run = std::move(fn);
+          refuse_if_aborted();  // queued before the abort: not run
           try {
             run();
           } catch (const Error&) {
@@ -454,6 +471,7 @@ class GlooGroup final : public ProcessGroup {
   std::condition_variable ready_;
   std::deque<std::packaged_task<void()>> queue_;
   bool stop_ = false;
+  std::string aborted_;  // Note [Aborting a group]; empty while usable
   std::thread worker_;
 };
 

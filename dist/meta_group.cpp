@@ -11,6 +11,7 @@ namespace {
 class Done : public Work {
  public:
   void wait() override {}
+  bool done() override { return true; }
 };
 
 class MetaGroup : public ProcessGroup {
@@ -51,6 +52,8 @@ class MetaGroup : public ProcessGroup {
   }
 
   void barrier() override {}
+  // A plan's collectives are done when they return: nothing is in flight to abort.
+  void abort(const std::string&) override {}
 };
 
 }  // namespace

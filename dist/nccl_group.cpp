@@ -92,7 +92,27 @@ class NcclWork final : public Work {
         timeout_(timeout),
         what_(std::move(what)),
         keep_(std::move(keep)) {}
-  ~NcclWork() override { cudaEventDestroy(done_); }
+  // Note [Aborting a group] in process_group.h: a Work dropped while its collective runs
+  // aborts the communicator, whose kernels then return, and keeps its buffer until the
+  // collective has ended; where it has not within a second (its stream still waits for the
+  // compute stream), the buffer is never freed rather than handed to another tensor the card
+  // may still write through it.
+  ~NcclWork() override {
+    if (cudaEventQuery(done_) == cudaErrorNotReady) {
+      comm_->abort(fmt::format(
+          "[dist] {} was dropped while it ran (a failed step's all-reduce): the communicator "
+          "was aborted so that this rank ends without waiting for its peers",
+          what_));
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      while (cudaEventQuery(done_) == cudaErrorNotReady &&
+             std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (cudaEventQuery(done_) == cudaErrorNotReady) static_cast<void>(new Tensor(keep_));
+    }
+    (void)cudaGetLastError();
+    cudaEventDestroy(done_);
+  }
+  bool done() override { return cudaEventQuery(done_) != cudaErrorNotReady; }
   void wait() override {
     const auto deadline = std::chrono::steady_clock::now() + timeout_;
     for (;;) {
@@ -161,6 +181,8 @@ class NcclGroup final : public ProcessGroup {
   }
 
   std::string backend() const override { return "nccl"; }
+
+  void abort(const std::string& why) override { comm_->abort(why); }  // Note [Aborting a group]
 
   std::shared_ptr<Work> all_reduce_async(const Tensor& t, ReduceOp op) override {
     check_tensor("all_reduce", t);

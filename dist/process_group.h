@@ -14,6 +14,18 @@
 // waits at most the group's timeout (--ddp_timeout); a peer that died or hangs makes it
 // throw fitgrad::Error "[dist] <op> ...", naming the peer's rank when the transport tells
 // which connection failed. After such an error the group is unusable: the job ends.
+//
+// Note [Aborting a group]
+// A rank whose step failed keeps that step's all-reduces in flight (Note [Orphaned
+// all-reduces] in dist/ddp.cpp): a peer may never join them. Waiting for them at the end
+// would hang the failed rank's exit until the launcher kills it (under srun or mpirun without
+// kill-on-bad-exit, for ever): NCCL's ncclCommDestroy waits for a pending collective, and
+// Gloo's worker runs every queued one to its timeout. So when the buckets end with a
+// collective still pending they abort the group, as PyTorch aborts its communicator: NCCL's
+// communicator is aborted (its kernels return; a Work dropped while its collective runs
+// aborts it too, and keeps its buffer until the collective ends), Gloo runs no queued
+// collective (the one running still ends at its timeout, since Gloo cannot cancel it), and the
+// group refuses every later call with the reason.
 #pragma once
 
 #include <chrono>
@@ -32,6 +44,8 @@ class Work {
  public:
   virtual ~Work() = default;
   virtual void wait() = 0;
+  // Whether the collective has ended (well or not), without waiting.
+  virtual bool done() = 0;
 };
 
 // The shard of rank `rank` of a flat tensor of n elements cut into `world` shards.
@@ -68,6 +82,9 @@ class ProcessGroup {
   // `t` on every rank becomes root's `t`.
   virtual void broadcast(const Tensor& t, int root) = 0;
   virtual void barrier() = 0;
+  // Ends the group for `why` (Note [Aborting a group]): the collectives in flight or queued
+  // end without waiting for their peers, and every later call throws an Error naming `why`.
+  virtual void abort(const std::string& why) = 0;
 
  private:
   int rank_;

@@ -4,11 +4,11 @@
 
 #include <fstream>
 
+#include "dist/device_errors.h"
 #include "io/safetensors.h"
 #include "nn/config.h"
 #include "nn/lora_adapter.h"
 #include "tensor/backend/profile.h"
-#include "tensor/device_copy.h"
 #include "tensor/error.h"
 #include "tensor/memory/scope.h"
 #include "tensor/random/generator.h"
@@ -177,16 +177,18 @@ void plan_save(TrainRun& r) {
 
 void save_checkpoint(TrainRun& r) {
   if (r.a.save_strategy == "no" || r.last_saved == r.step) return;
+  // Note [Device error flags] in cuda/error_flags.h: a checkpoint never holds updates from
+  // batches whose out-of-range ids a kernel left out. A --save_steps step that is not a
+  // logging step, and the checkpoint of a signal, read the records here (issue 46); a
+  // recorded id ends the run with its error and the last checkpoint stays the newest, on every
+  // rank of a job (Note [Device errors over the ranks] in dist/device_errors.h), whose plan
+  // makes the same collective.
+  dist::check_device_errors_over_ranks(r.group.get(), r.device);
   if (r.dry_run) {
     plan_save(r);
     return;
   }
   const MemoryContextScope scope({Category::other, intern_label("checkpoint")});
-  // Note [Device error flags] in cuda/error_flags.h: a checkpoint never holds updates from
-  // batches whose out-of-range ids a kernel left out. A --save_steps step that is not a
-  // logging step, and the checkpoint of a signal, read the records here (issue 46); a
-  // recorded id ends the run with its error and the last checkpoint stays the newest.
-  check_device_errors(r.device);
   // Note [ZeRO by whole parameters]: every rank sends its share to rank 0, which writes one
   // process's file.
   std::map<std::string, Tensor> state =

@@ -6,15 +6,29 @@
 #include <algorithm>
 #include <iostream>
 
+#include "dist/rank_device.h"
+#include "tensor/device_registry.h"
 #include "tensor/memory/scope.h"
 
 namespace fitgrad::train {
+
+namespace {
+
+// --device, where a launcher's cuda rank takes its own card (Note [One card per rank] in
+// dist/rank_device.h); the launcher's variables are read here for a cuda run only.
+Device run_device(const std::string& flag) {
+  if (!flag.starts_with("cuda")) return Device::parse(flag);
+  return dist::rank_device(flag, dist::dist_env_from_environment(),
+                           usable_device_count(DeviceType::cuda));
+}
+
+}  // namespace
 
 TrainRun::TrainRun(const TrainArgs& args, std::ostream& out_stream, std::ostream& err_stream)
     : a(args),
       out(out_stream),
       err(err_stream),
-      device(Device::parse(args.device)),
+      device(run_device(args.device)),
       dry_run(device.type == DeviceType::meta),
       alloc(allocator_for(device)),
       progress(err_stream, args.progress, &err_stream == &std::cerr),

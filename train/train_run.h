@@ -137,7 +137,9 @@ struct TrainRun {
   std::optional<optim::LrSchedule> schedule;
   std::optional<optim::LossScaler> scaler;  // --fp16 (Note [Dynamic loss scaling])
   // Under a launcher (Note [Data-parallel runs] in train_dist.h): the group and the
-  // gradient buckets; null in one process. Declared before step_fn, which points at ddp.
+  // gradient buckets; null in one process. Declared before step_fn, which points at ddp, and
+  // the group before ddp: the buckets end first, and may abort the group as they do (a failed
+  // step's all-reduces still pending: Note [Aborting a group] in dist/process_group.h).
   std::unique_ptr<dist::ProcessGroup> group;
   std::unique_ptr<dist::GradBuckets> ddp;
   std::unique_ptr<dist::ZeroSharding> zero;  // --zero_stage 1|2 (dist/zero.h)

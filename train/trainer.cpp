@@ -9,7 +9,7 @@
 #include <fstream>
 #include <string_view>
 
-#include "tensor/device_copy.h"
+#include "dist/device_errors.h"
 #include "tensor/error.h"
 #include "tensor/interrupt.h"
 #include "tensor/memory/bytes.h"
@@ -65,7 +65,8 @@ double log_interval(TrainRun& r, Interval& interval) {
       r.preference ? sum_over_ranks(r, r.step_fn->take_preference_stats())
                    : train::PreferenceStats();
   interval.seconds = seconds_since(interval.start);
-  check_device_errors(r.device);
+  // Note [Device errors over the ranks] in dist/device_errors.h
+  dist::check_device_errors_over_ranks(r.group.get(), r.device);
   // Note [Data-parallel runs]: the global batch's loss, the mean of the ranks'.
   const double loss = mean_over_ranks(r, log.mean_loss), grad_norm = log.grad_norm;
   if (r.dry_run || !r.metrics) return loss;
@@ -93,7 +94,9 @@ double log_interval(TrainRun& r, Interval& interval) {
 void run_evaluation(TrainRun& r) {
   r.phase = fmt::format("in the evaluation after step {}", r.step);
   const auto result = evaluate(r);
-  check_device_errors(r.device);  // Note [Device error flags] in cuda/error_flags.h
+  // Note [Device error flags] in cuda/error_flags.h, on every rank (Note [Device errors over
+  // the ranks] in dist/device_errors.h)
+  dist::check_device_errors_over_ranks(r.group.get(), r.device);
   if (!result) return;  // a signal: the loop saves and exits (Note [Signals act within a batch])
   const auto [eval_loss, tokens] = *result;
   if (r.dry_run) {

@@ -29,6 +29,7 @@
 #include "tensor/error.h"
 #include "tensor/memory/caching_allocator.h"
 #include "tensor/memory/scope.h"
+#include "tests/card.h"
 
 namespace fitgrad::data {
 namespace {
@@ -352,9 +353,7 @@ TEST(Loader, BatchesAreDataInTheLedger) {
 }
 
 TEST(Loader, PinnedBatchesReachTheDevice) {
-  if (usable_device_count(DeviceType::cuda) == 0) {
-    GTEST_SKIP() << "no usable CUDA device (built without CUDA, or no GPU or driver visible)";
-  }
+  FG_SKIP_WITHOUT_CARD();
   const std::vector<int32_t> tokens = iota_tokens(1000);
   LoaderOptions options = options_of(4, 16, 2, DataOrder::random, 2);
   options.pin_memory = true;

@@ -2,16 +2,27 @@
 // is the only holder of the bucket it reduces and never completes: after an exception in the
 // step, disarm() keeps the all-reduces in flight, and so their buffers, alive (Note [Orphaned
 // all-reduces] in dist/ddp.cpp); dropping them would hand bytes the card may still write to
-// the next tensor (issue 46).
+// the next tensor (issue 46). When the buckets end with such an all-reduce still pending they
+// abort the group, so that a failed rank's exit waits for no peer (Note [Aborting a group] in
+// dist/process_group.h, issue 57): through the fake group, and through two Gloo ranks where one
+// never joins its peer's all-reduces.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <chrono>
+#include <filesystem>
 #include <memory>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "autograd/functions.h"
 #include "autograd/tape.h"
 #include "autograd/variable.h"
 #include "dist/ddp.h"
+#include "dist/gloo_group.h"
 #include "tensor/error.h"
 #include "tests/tensor/ops/op_harness.h"
 
@@ -23,6 +34,7 @@ class PendingWork final : public Work {
  public:
   explicit PendingWork(Tensor buffer) : buffer_(std::move(buffer)) {}
   void wait() override { throw Error("[test] this collective never ends"); }
+  bool done() override { return false; }
 
  private:
   Tensor buffer_;
@@ -42,7 +54,9 @@ class PendingGroup final : public ProcessGroup {
   void all_gather(const Tensor&, const Tensor&) override {}
   void broadcast(const Tensor&, int) override {}
   void barrier() override {}
+  void abort(const std::string& why) override { aborted = why; }
   std::vector<std::weak_ptr<Work>> handed_out;
+  std::string aborted;
 };
 
 TEST(DdpBuckets, DisarmKeepsTheAllReducesInFlightAndTheirBuffers) {
@@ -62,6 +76,85 @@ TEST(DdpBuckets, DisarmKeepsTheAllReducesInFlightAndTheirBuffers) {
   buckets.disarm();                        // as after an exception before finish()
   EXPECT_EQ(buckets.orphaned_works(), 2u);
   for (const auto& work : group.handed_out) EXPECT_FALSE(work.expired());
+}
+
+// A backward over parameters of 64 f32 elements each, in buckets of one parameter: every
+// bucket's all-reduce is launched during the backward.
+void backward_over(const std::vector<Tensor>& params) {
+  const Tensor x = testing::random_tensor({64}, 3);
+  Tensor loss;
+  for (const Tensor& p : params) {
+    const Tensor term = autograd::sum(autograd::mul(p, x));
+    loss = loss.defined() ? autograd::add(loss, term) : term;
+  }
+  autograd::backward(loss);
+}
+
+TEST(DdpBuckets, BucketsThatEndWithAPendingAllReduceAbortTheGroup) {
+  PendingGroup group;
+  Tensor a = testing::random_tensor({64}, 1), b = testing::random_tensor({64}, 2);
+  autograd::set_requires_grad(a);
+  autograd::set_requires_grad(b);
+  {
+    GradBuckets buckets(group, {{"a", a}, {"b", b}},
+                        {.bucket_cap_bytes = 256, .first_bucket_bytes = 256});
+    buckets.arm();
+    backward_over({a, b});
+    buckets.disarm();
+    EXPECT_EQ(group.aborted, "");  // kept, not yet aborted: the step may be retried
+  }
+  EXPECT_THAT(group.aborted, ::testing::HasSubstr("[ddp] a failed step left 2 all-reduce(s) in "
+                                                  "flight when its buckets ended"));
+}
+
+// Rank 1 launches two all-reduces (kBucketsInFlight) that rank 0 never joins, as after rank
+// 1's step failed while rank 0 was elsewhere. Its buckets, then its group, end within one
+// timeout (the running all-reduce's; Gloo cannot cancel it) instead of one timeout per queued
+// all-reduce, and the group refuses use after its buckets aborted it.
+TEST(DdpBuckets, AFailedRanksPendingAllReducesDoNotHoldUpItsEnd) {
+  namespace fs = std::filesystem;
+  const fs::path store = fs::temp_directory_path() / ("dp_ddp_abort_" + std::to_string(::getpid()));
+  fs::remove_all(store);
+  fs::create_directories(store);
+  const auto timeout = std::chrono::milliseconds(1500);
+  std::atomic<bool> rank1_done{false};
+  std::chrono::steady_clock::duration end_took{};
+  std::string refused;
+  std::thread rank0([&] {
+    auto group = make_gloo_group({0, 2, "file:" + store.string(), "127.0.0.1", timeout, ""});
+    while (!rank1_done) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  });
+  {
+    auto group = make_gloo_group({1, 2, "file:" + store.string(), "127.0.0.1", timeout, ""});
+    std::vector<Tensor> params;
+    std::vector<std::pair<std::string, Tensor>> named;
+    for (int k = 0; k < 2; ++k) {
+      params.push_back(testing::random_tensor({64}, uint64_t(10 + k)));
+      autograd::set_requires_grad(params.back());
+      named.emplace_back("p" + std::to_string(k), params.back());
+    }
+    auto buckets = std::make_unique<GradBuckets>(
+        *group, named, DdpOptions{.bucket_cap_bytes = 256, .first_bucket_bytes = 256});
+    ASSERT_EQ(buckets->num_buckets(), 2u);
+    buckets->arm();
+    backward_over(params);
+    buckets->disarm();  // as after an exception before finish()
+    const auto t0 = std::chrono::steady_clock::now();
+    buckets.reset();
+    try {
+      group->barrier();
+    } catch (const Error& e) {
+      refused = e.what();
+    }
+    group.reset();
+    end_took = std::chrono::steady_clock::now() - t0;
+  }
+  rank1_done = true;
+  rank0.join();
+  fs::remove_all(store);
+  EXPECT_LT(end_took, timeout * 3 / 2);  // the two, one after the other: 2 timeouts
+  EXPECT_THAT(refused, ::testing::HasSubstr("[dist] the Gloo group was aborted: [ddp] a failed "
+                                            "step left 2 all-reduce(s) in flight"));
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "optim/factory.h"
 #include "tensor/device_registry.h"
 #include "tensor/memory/caching_allocator.h"
+#include "tests/card.h"
 #include "tests/optim/random_steps.h"
 #include "tests/tensor/memory/events_since.h"
 #include "tests/tensor/ops/op_harness.h"
@@ -173,8 +174,7 @@ TEST(Apollo, Bf16ParametersWithStochasticRoundingFollowTheF32Run) {
 // function of seed, parameter and refresh) and applies the same scaled update, so every
 // parameter and state entry agrees to f32 rounding carried over eight steps.
 TEST(Apollo, ACardFollowsTheCpuThroughProjectionRefreshes) {
-  if (usable_device_count(DeviceType::cuda) == 0)
-    GTEST_SKIP() << "no usable CUDA device (built without CUDA, or no GPU or driver visible)";
+  FG_SKIP_WITHOUT_CARD();
   Apollo cpu(params(DType::f32), small());
   Apollo card(params(DType::f32, Device::cuda(0)), small());
   for (int s = 0; s < 8; ++s) {

@@ -20,6 +20,7 @@
 #include "apps/memplan/plan.h"
 #include "tensor/backend/profile.h"
 #include "tensor/device_registry.h"
+#include "tests/card.h"
 #include "tests/train/memory_trace.h"
 #include "train/trainer.h"
 
@@ -44,8 +45,7 @@ std::vector<double> losses(const fs::path& dir) {
 class CudaTrain : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
  protected:
   void SetUp() override {
-    if (usable_device_count(DeviceType::cuda) == 0)
-      GTEST_SKIP() << "no usable CUDA device (built without CUDA, or no GPU or driver visible)";
+    FG_SKIP_WITHOUT_CARD();
     root_ = fs::temp_directory_path() / ("fitgrad_cuda_train_" + std::to_string(::getpid()));
     fs::remove_all(root_);
     fs::create_directories(root_);

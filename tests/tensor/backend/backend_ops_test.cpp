@@ -33,6 +33,7 @@
 #include "tensor/ops/rope.h"
 #include "tensor/ops/softmax.h"
 #include "tensor/ops/svd.h"
+#include "tests/card.h"
 #include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad::testing {
@@ -460,8 +461,7 @@ TEST(BackendOps, MetaAllocatesExactlyAsTheCpu) {
 }
 
 TEST(BackendOps, CudaMatchesTheCpu) {
-  if (usable_device_count(DeviceType::cuda) == 0)
-    GTEST_SKIP() << "no usable CUDA device (built without CUDA, or no GPU or driver visible)";
+  FG_SKIP_WITHOUT_CARD();
   if (!backend::has_kernel(DeviceType::cuda, OpId::add))
     GTEST_SKIP() << "the cuda backend has no op kernels yet";
   for (const OpRow& row : rows())

@@ -26,6 +26,7 @@
 #include "tensor/ops/elementwise.h"
 #include "tensor/ops/matmul.h"
 #include "tensor/ops/softmax.h"
+#include "tests/card.h"
 #include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad::testing {
@@ -106,8 +107,7 @@ TEST_P(AttentionDropoutTiles, CpuFusedForwardMatchesTheComposedOps) {
 }
 
 TEST_P(AttentionDropoutTiles, CudaMatchesTheCpu) {
-  if (usable_device_count(DeviceType::cuda) == 0)
-    GTEST_SKIP() << "no usable CUDA device (built without CUDA, or no GPU or driver visible)";
+  FG_SKIP_WITHOUT_CARD();
   const Case c = GetParam();
   const Inputs in = make_inputs(c);
   const std::vector<Tensor> want = flash_on(in, c, Device::cpu());

@@ -12,6 +12,7 @@
 #include "tensor/device_registry.h"
 #include "tensor/ops/cross_entropy.h"
 #include "tensor/ops/embedding.h"
+#include "tests/card.h"
 #include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad::testing {
@@ -34,8 +35,7 @@ TEST(CudaErrorFlags, TheCpuThrowsAtOnceAndHasNothingToCheckLater) {
 }
 
 TEST(CudaErrorFlags, ACardRecordsOutOfRangeIndicesAndTheCheckNamesThem) {
-  if (usable_device_count(DeviceType::cuda) == 0)
-    GTEST_SKIP() << "no usable CUDA device (built without CUDA, or no GPU or driver visible)";
+  FG_SKIP_WITHOUT_CARD();
   const Device cuda = Device::cuda(0);
   const Tensor weight = random_tensor({5, 3}, 1).to(cuda);
   const Tensor rows = ops::embedding(weight, ids_of({1, 7, 2}).to(cuda));   // no throw here

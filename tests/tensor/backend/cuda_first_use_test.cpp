@@ -29,6 +29,7 @@
 #include "tensor/device_registry.h"
 #include "tensor/memory/caching_allocator.h"
 #include "tensor/ops/embedding.h"
+#include "tests/card.h"
 #include "tests/tensor/ops/op_harness.h"
 
 #if FITGRAD_HAVE_CUDA
@@ -67,20 +68,16 @@ void expect_child_passes(const std::string& test) {
   EXPECT_THAT(log, HasSubstr("[  PASSED  ] 1 test")) << log;
 }
 
-#define SKIP_UNLESS_A_CARD()                      \
-  if (usable_device_count(DeviceType::cuda) == 0) \
-  GTEST_SKIP() << "no usable CUDA device (built without CUDA, or no GPU or driver visible)"
-
 #define SKIP_UNLESS_THE_CHILD(parent) \
   if (!in_child()) GTEST_SKIP() << "runs in a fresh process started by CudaFirstUse." parent
 
 TEST(CudaFirstUse, ABadIdInTheFirstIndexCheckingCallIsReported) {
-  SKIP_UNLESS_A_CARD();
+  FG_SKIP_WITHOUT_CARD();
   expect_child_passes("ChildBadIdBehindABusyLegacyStream");
 }
 
 TEST(CudaFirstUse, TheFirstAllocationCanBeAnExpandableSegment) {
-  SKIP_UNLESS_A_CARD();
+  FG_SKIP_WITHOUT_CARD();
   expect_child_passes("ChildFirstAllocationExpandable");
 }
 

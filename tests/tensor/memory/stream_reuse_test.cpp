@@ -10,6 +10,7 @@
 
 #include "tensor/device_registry.h"
 #include "tensor/memory/caching_allocator.h"
+#include "tests/card.h"
 #include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad {
@@ -130,7 +131,7 @@ TEST(StreamReuse, StreamsOutsideTheRangeAreRefused) {
 // On a GPU, through cudaMalloc's source: a block the copy stream (1) used comes back only
 // once that stream's event is done; empty_cache() waits for it.
 TEST(StreamReuse, CudaEventsGateReuseOnADevice) {
-  if (usable_device_count(DeviceType::cuda) == 0) GTEST_SKIP() << "no CUDA device";
+  FG_SKIP_WITHOUT_CARD();
   CachingAllocator& alloc = allocator_for(Device::cuda(0));
   const Allocation a = alloc.allocate(4096);
   alloc.record_stream(a, 1);

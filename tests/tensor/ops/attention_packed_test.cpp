@@ -6,13 +6,15 @@
 // 4: the packed and the lone call sum their tiles' terms in different groupings. With dropout,
 // where a lone run would draw other elements, no example's outputs or gradients change when
 // the other examples' inputs do. On a card (the device check's CudaPacked) the cuda kernels,
-// both paths, with and without dropout, match the CPU's packed results.
+// both paths, with and without dropout, match the CPU's packed results, as do soft-capped
+// packed rows at head dims 96, 128 and 256 and one packed case with a window and a cap.
 #include <gtest/gtest.h>
 
 #include <vector>
 
 #include "tensor/device_registry.h"
 #include "tensor/ops/attention.h"
+#include "tests/card.h"
 #include "tests/tensor/ops/op_harness.h"
 #include "tests/tensor/packed_rows_fixture.h"
 
@@ -159,15 +161,20 @@ TEST(AttentionPacked, RefusesWhatPackedRowsAreNot) {
                "[flash_attention]", "self-attention");
 }
 
-// o, lse, dq, dk, dv of packed flash attention on `device` (inputs made on the CPU).
-std::vector<Tensor> packed_flash_on(Device device, int64_t d, DType dtype, double dropout) {
+// o, lse, dq, dk, dv of packed flash attention on `device` (inputs made on the CPU), causal
+// within each example, or in a sliding `window` (> 0), scores soft-capped at `softcap` (> 0).
+std::vector<Tensor> packed_flash_on(Device device, int64_t d, DType dtype, double dropout,
+                                    int64_t window = 0, double softcap = 0) {
   const Rows rows = {{30, 1, 69, 100}, {200}, {64, 64, 72}};
   const Tensor q = random_tensor({3, 4, 200, d}, 1, dtype, -2, 2).to(device);
   const Tensor k = random_tensor({3, 2, 200, d}, 2, dtype, -2, 2).to(device);
   const Tensor v = random_tensor({3, 2, 200, d}, 3, dtype).to(device);
   const Tensor dout = random_tensor({3, 4, 200, d}, 4, dtype).to(device);
   const Tensor segments = segments_of(rows, 200).to(device);
-  const backend::AttentionMask mask = ops::packed_rows_mask(true, segments);
+  backend::AttentionMask base =
+      window > 0 ? backend::AttentionMask::sliding(window) : backend::AttentionMask(true);
+  base.softcap = softcap;
+  const backend::AttentionMask mask = ops::packed_rows_mask(base, segments);
   Generator gen(5);
   const ops::AttentionOut out = ops::flash_attention(q, k, v, mask, 0, dropout, gen);
   const ops::AttentionGrads g = ops::flash_attention_backward(dout, q, k, v, out.o, out.lse, mask,
@@ -178,8 +185,7 @@ std::vector<Tensor> packed_flash_on(Device device, int64_t d, DType dtype, doubl
 }
 
 TEST(CudaPacked, TheCardMatchesTheCpu) {
-  if (usable_device_count(DeviceType::cuda) == 0)
-    GTEST_SKIP() << "no usable CUDA device (built without CUDA, or no GPU or driver visible)";
+  FG_SKIP_WITHOUT_CARD();
   // d 64 in bf16 takes the tensor-core path, 36 and f32 the SIMT one; the tolerance is that of
   // the multi-tile cases (Note [Multi-tile attention tolerances] in cuda_attention_tiles_test).
   for (const auto& [d, dtype] :
@@ -194,6 +200,25 @@ TEST(CudaPacked, TheCardMatchesTheCpu) {
                               to_f64(want[i]), i == 0 && dtype != DType::f32 ? 1.0 : 4.0))
             << i;
     }
+}
+
+// Issue 57: packed rows at the head dims whose tiles differ from 64's (96 padded to 128, 128,
+// and 256 on the SIMT path), soft-capped at 1, and at 64 in a window of 50 with the cap.
+TEST(CudaPacked, WideHeadsWindowsAndCapsMatchTheCpu) {
+  FG_SKIP_WITHOUT_CARD();
+  struct Wide {
+    int64_t d;
+    int64_t window;
+  };
+  for (const auto& [d, window] : {Wide{96, 0}, Wide{128, 0}, Wide{256, 0}, Wide{64, 50}}) {
+    SCOPED_TRACE("d " + std::to_string(d) + " window " + std::to_string(window));
+    const std::vector<Tensor> want =
+        packed_flash_on(Device::cpu(), d, DType::bf16, 0.0, window, 1.0);
+    const std::vector<Tensor> got =
+        packed_flash_on(Device::cuda(0), d, DType::bf16, 0.0, window, 1.0);
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_TRUE(close_for(DType::bf16, to_f64(got[i]), to_f64(want[i]), i == 0 ? 1.0 : 4.0)) << i;
+  }
 }
 
 }  // namespace
