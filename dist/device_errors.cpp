@@ -33,12 +33,15 @@ void check_device_errors_over_ranks(ProcessGroup* group, Device device) {
   }
   const int world = group->size();
   const MemoryContextScope scope({Category::other, intern_label("dist.device_errors")});
-  Tensor shard = Tensor::zeros({kMessageBytes}, DType::u8, Device::cpu());  // (kMessageBytes)
-  std::memcpy(shard.data<uint8_t>(), mine.data(),
+  Tensor text = Tensor::zeros({kMessageBytes}, DType::u8, Device::cpu());  // (kMessageBytes)
+  std::memcpy(text.data<uint8_t>(), mine.data(),
               size_t(std::min<int64_t>(int64_t(mine.size()), kMessageBytes)));
+  // On the device before the output, so that a plan's ledger (where the host bytes are not
+  // the device's) records the same allocations in the same order as a rank's.
+  const Tensor shard = text.to(device);
   // (world * kMessageBytes): each rank's message, zero-padded, in rank order
   const Tensor all = Tensor::empty({world * kMessageBytes}, DType::u8, device);
-  group->all_gather(shard.to(device), all);
+  group->all_gather(shard, all);
   if (!device.has_bytes()) return;
   const Tensor host = all.to(Device::cpu());
   std::string ranks, errors;

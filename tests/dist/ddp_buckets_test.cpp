@@ -131,7 +131,7 @@ TEST(DdpBuckets, AFailedRanksPendingAllReducesDoNotHoldUpItsEnd) {
     for (int k = 0; k < 2; ++k) {
       params.push_back(testing::random_tensor({64}, uint64_t(10 + k)));
       autograd::set_requires_grad(params.back());
-      named.emplace_back("p" + std::to_string(k), params.back());
+      named.emplace_back(std::string(1, char('a' + k)), params.back());
     }
     auto buckets = std::make_unique<GradBuckets>(
         *group, named, DdpOptions{.bucket_cap_bytes = 256, .first_bucket_bytes = 256});
