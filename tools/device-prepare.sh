@@ -13,9 +13,10 @@
 # The build directory is reused: it is configured only when it has no build.ninja, so a
 # second call (after a change, or on the day a GPU is lent) recompiles only what changed.
 # The pack's size is printed; above 48 MiB it is replaced by pack.tar.xz beside it, which
-# device-check.sh unpacks (carry that file instead). What is carried (the folder or the
-# file) must stay within 60 MiB, leaving 4 MiB of the carry for the working tree: above
-# that the script fails, naming the largest files.
+# device-check.sh unpacks (carry that file instead); so is one that would not fit the carry
+# beside the working tree (about 23 MiB of tracked files). What is carried (the folder or the
+# file) must stay within 60 MiB, and within 64 MiB with the working tree: above that the
+# script fails, naming the largest files.
 #
 # --rehearse packs the CPU build of `make build` (BUILD_DIR, default build) the same way, for
 # `tools/device-check.sh --rehearse`; nothing is compiled for CUDA, and the libraries that
@@ -102,17 +103,22 @@ while read -r name path; do
   fi
 done < <(needed "$pack"/bin/*)
 bytes=$(du -sb "$pack" | cut -f1)
-echo "device-prepare: $pack is $((bytes / 1048576)) MiB (carry limit 64 MiB with the working tree)"
+# What travels with the pack: the working tree (tracked files, and untracked ones that git
+# does not ignore); the pack's folder is ignored, so it is not counted twice.
+tree=$(git ls-files -z --cached --others --exclude-standard |
+  du -cb --files0-from=- 2>/dev/null | awk 'END {print $1 + 0}')
+echo "device-prepare: $pack is $((bytes / 1048576)) MiB; the working tree $((tree / 1048576)) MiB" \
+  "(the carry takes 64 MiB of both)"
 carried=$pack
-if ((bytes > 48 * 1048576)); then
+if ((bytes > 48 * 1048576 || bytes + tree > 64 * 1048576)); then
   tar -C "$build" -cJf "$build/pack.tar.xz" pack
   carried=$build/pack.tar.xz
   echo "device-prepare: compressed to $carried ($(du -m "$carried" | cut -f1) MiB)"
 fi
 carried_bytes=$(du -sb "$carried" | cut -f1)
-if ((carried_bytes > limit_mib * 1048576)); then
-  echo "device-prepare: $carried is $((carried_bytes / 1048576)) MiB, over the ${limit_mib} MiB" \
-    "that leave room for the working tree in the 64 MiB carry; its largest files:" >&2
+if ((carried_bytes > limit_mib * 1048576 || carried_bytes + tree > 64 * 1048576)); then
+  echo "device-prepare: $carried is $((carried_bytes / 1048576)) MiB: over ${limit_mib} MiB, or" \
+    "with the working tree over the 64 MiB carry; its largest files:" >&2
   find "$pack" -type f -printf '%s %p\n' 2>/dev/null | sort -rn | head -5 | sed 's/^/  /' >&2
   exit 1
 fi
