@@ -5,7 +5,8 @@
 // Each rank runs with torchrun's variables (RANK = LOCAL_RANK = k, WORLD_SIZE =
 // LOCAL_WORLD_SIZE = N, MASTER_ADDR, MASTER_PORT) and FITGRAD_STORE naming a Gloo FileStore
 // in a fresh temporary directory (Note [Rendezvous stores] in dist/rendezvous.h), removed
-// when the job ends. Where OMP_NUM_THREADS is unset, each rank gets the host's cores divided
+// when the job ends; every card stays visible to every rank, and `--device cuda` gives each
+// its own, cuda:LOCAL_RANK (Note [One card per rank] in dist/rank_device.h). Where OMP_NUM_THREADS is unset, each rank gets the host's cores divided
 // by N (at least 1) as its thread budget, so N ranks do not oversubscribe the cores (torchrun
 // sets 1). A command that starts with a fitgrad subcommand (`train ...`) runs this
 // fitgrad; any other runs as given (found on PATH). SIGINT, SIGTERM and SIGHUP are forwarded
