@@ -7,21 +7,16 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <utility>
+
+#include "tests/run_self.h"
 
 namespace fitgrad::testing {
 namespace {
 
-namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
 TEST(CardVerdict, RunsWithACardSkipsWithoutOneAndFailsWhenOneIsRequired) {
@@ -44,18 +39,9 @@ TEST(CardVerdict, RunsWithACardSkipsWithoutOneAndFailsWhenOneIsRequired) {
 // `test` of this binary in a fresh process, with FITGRAD_REQUIRE_CUDA set to `require` (unset
 // when empty): its exit code and output.
 std::pair<int, std::string> run_alone(const std::string& test, const std::string& require) {
-  const fs::path log = fs::temp_directory_path() / ("card_" + std::to_string(::getpid()) + ".log");
-  const std::string command =
-      (require.empty() ? std::string("env -u ") + kRequireCudaVariable
-                       : std::string("env ") + kRequireCudaVariable + "=" + require) +
-      " " + fs::read_symlink("/proc/self/exe").string() + " --gtest_filter=" + test + " > " +
-      log.string() + " 2>&1";
-  const int status = std::system(command.c_str());
-  std::ifstream in(log);
-  std::stringstream text;
-  text << in.rdbuf();
-  fs::remove(log);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), text.str()};
+  return run_self(require.empty() ? std::string("-u ") + kRequireCudaVariable
+                                  : std::string(kRequireCudaVariable) + "=" + require,
+                  test);
 }
 
 TEST(CardVerdict, WithoutACardARequiredCardTestFailsInsteadOfSkipping) {

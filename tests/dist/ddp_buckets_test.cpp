@@ -59,47 +59,51 @@ class PendingGroup final : public ProcessGroup {
   std::string aborted;
 };
 
-TEST(DdpBuckets, DisarmKeepsTheAllReducesInFlightAndTheirBuffers) {
-  PendingGroup group;
-  Tensor a = testing::random_tensor({64}, 1), b = testing::random_tensor({64}, 2);
-  autograd::set_requires_grad(a);
-  autograd::set_requires_grad(b);
-  // Buckets of 256 bytes: one parameter each, both launched during the backward.
-  GradBuckets buckets(group, {{"a", a}, {"b", b}},
-                      {.bucket_cap_bytes = 256, .first_bucket_bytes = 256});
-  ASSERT_EQ(buckets.num_buckets(), 2u);
-  buckets.arm();
-  const Tensor x = testing::random_tensor({64}, 3);
-  autograd::backward(
-      autograd::add(autograd::sum(autograd::mul(a, x)), autograd::sum(autograd::mul(b, x))));
-  ASSERT_EQ(group.handed_out.size(), 2u);  // both buckets' all-reduces are in flight
-  buckets.disarm();                        // as after an exception before finish()
-  EXPECT_EQ(buckets.orphaned_works(), 2u);
-  for (const auto& work : group.handed_out) EXPECT_FALSE(work.expired());
+// `n` trained parameters of 64 f32 elements, named a, b, ...
+std::vector<std::pair<std::string, Tensor>> parameters(int n) {
+  std::vector<std::pair<std::string, Tensor>> named;
+  for (int k = 0; k < n; ++k) {
+    Tensor p = testing::random_tensor({64}, uint64_t(1 + k));
+    autograd::set_requires_grad(p);
+    named.emplace_back(std::string(1, char('a' + k)), p);
+  }
+  return named;
 }
 
-// A backward over parameters of 64 f32 elements each, in buckets of one parameter: every
-// bucket's all-reduce is launched during the backward.
-void backward_over(const std::vector<Tensor>& params) {
-  const Tensor x = testing::random_tensor({64}, 3);
+// Buckets of 256 bytes: one parameter each.
+constexpr DdpOptions kOneParameterABucket{.bucket_cap_bytes = 256, .first_bucket_bytes = 256};
+
+// A backward over `params`: every bucket's all-reduce is launched during it.
+void backward_over(const std::vector<std::pair<std::string, Tensor>>& params) {
+  const Tensor x = testing::random_tensor({64}, 100);
   Tensor loss;
-  for (const Tensor& p : params) {
+  for (const auto& [name, p] : params) {
     const Tensor term = autograd::sum(autograd::mul(p, x));
     loss = loss.defined() ? autograd::add(loss, term) : term;
   }
   autograd::backward(loss);
 }
 
+TEST(DdpBuckets, DisarmKeepsTheAllReducesInFlightAndTheirBuffers) {
+  PendingGroup group;
+  const auto params = parameters(2);
+  GradBuckets buckets(group, params, kOneParameterABucket);
+  ASSERT_EQ(buckets.num_buckets(), 2u);
+  buckets.arm();
+  backward_over(params);
+  ASSERT_EQ(group.handed_out.size(), 2u);  // both buckets' all-reduces are in flight
+  buckets.disarm();                        // as after an exception before finish()
+  EXPECT_EQ(buckets.orphaned_works(), 2u);
+  for (const auto& work : group.handed_out) EXPECT_FALSE(work.expired());
+}
+
 TEST(DdpBuckets, BucketsThatEndWithAPendingAllReduceAbortTheGroup) {
   PendingGroup group;
-  Tensor a = testing::random_tensor({64}, 1), b = testing::random_tensor({64}, 2);
-  autograd::set_requires_grad(a);
-  autograd::set_requires_grad(b);
+  const auto params = parameters(2);
   {
-    GradBuckets buckets(group, {{"a", a}, {"b", b}},
-                        {.bucket_cap_bytes = 256, .first_bucket_bytes = 256});
+    GradBuckets buckets(group, params, kOneParameterABucket);
     buckets.arm();
-    backward_over({a, b});
+    backward_over(params);
     buckets.disarm();
     EXPECT_EQ(group.aborted, "");  // kept, not yet aborted: the step may be retried
   }
@@ -126,16 +130,9 @@ TEST(DdpBuckets, AFailedRanksPendingAllReducesDoNotHoldUpItsEnd) {
   });
   {
     auto group = make_gloo_group({1, 2, "file:" + store.string(), "127.0.0.1", timeout, ""});
-    std::vector<Tensor> params;
-    std::vector<std::pair<std::string, Tensor>> named;
-    for (int k = 0; k < 2; ++k) {
-      params.push_back(testing::random_tensor({64}, uint64_t(10 + k)));
-      autograd::set_requires_grad(params.back());
-      named.emplace_back(std::string(1, char('a' + k)), params.back());
-    }
-    auto buckets = std::make_unique<GradBuckets>(
-        *group, named, DdpOptions{.bucket_cap_bytes = 256, .first_bucket_bytes = 256});
-    ASSERT_EQ(buckets->num_buckets(), 2u);
+    const auto params = parameters(2);
+    auto buckets = std::make_unique<GradBuckets>(*group, params, kOneParameterABucket);
+    EXPECT_EQ(buckets->num_buckets(), 2u);
     buckets->arm();
     backward_over(params);
     buckets->disarm();  // as after an exception before finish()

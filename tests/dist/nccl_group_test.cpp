@@ -50,34 +50,47 @@ std::vector<double> values(const Tensor& t) {
   return std::vector<double>(host.data<float>(), host.data<float>() + host.numel());
 }
 
-// A one-rank NCCL group on cuda:0 through a fresh file store, or nullptr where the build has
-// no NCCL (the reason in *why).
-std::unique_ptr<ProcessGroup> one_rank_group(const fs::path& store,
-                                             std::chrono::milliseconds timeout, std::string* why) {
-  fs::remove_all(store);
-  fs::create_directories(store);
-  DistEnv env;
-  env.store = "file:" + store.string();
-  env.hostname = "127.0.0.1";
-  try {
-    return make_process_group(env, Device::cuda(0), timeout);
-  } catch (const Error& e) {
-    if (std::string(e.what()).find("this build has no NCCL") == std::string::npos) throw;
-    *why = e.what();
-    return nullptr;
+// A one-rank NCCL group on cuda:0 through a fresh file store named after `name`, removed at
+// the end; `group` is null where the build has no NCCL (the reason in `why`).
+struct OneRank {
+  OneRank(const std::string& name, std::chrono::milliseconds timeout)
+      : store(fs::temp_directory_path() / (name + std::to_string(::getpid()))) {
+    fs::remove_all(store);
+    fs::create_directories(store);
+    DistEnv env;
+    env.store = "file:" + store.string();
+    env.hostname = "127.0.0.1";
+    try {
+      group = make_process_group(env, Device::cuda(0), timeout);
+    } catch (const Error& e) {
+      if (std::string(e.what()).find("this build has no NCCL") == std::string::npos) throw;
+      why = e.what();
+    }
   }
-}
+  ~OneRank() {
+    group.reset();
+    fs::remove_all(store);
+  }
+  fs::path store;
+  std::unique_ptr<ProcessGroup> group;
+  std::string why;
+};
+
+// Skips where the build has no NCCL, or fails under FITGRAD_REQUIRE_CUDA (Note [Card tests
+// cannot pass by skipping] in tests/card.h).
+#define SKIP_WITHOUT_NCCL(one)         \
+  if ((one).group) {                   \
+  } else if (testing::card_required()) \
+    FAIL() << (one).why;               \
+  else                                 \
+    GTEST_SKIP() << (one).why
 
 TEST(NcclGroup, OneRankRunsEveryCollectiveOnTheCard) {
   FG_SKIP_WITHOUT_CARD();
-  const fs::path store = fs::temp_directory_path() / ("dp_nccl_test_" + std::to_string(::getpid()));
+  OneRank one("dp_nccl_test_", std::chrono::seconds(60));
+  SKIP_WITHOUT_NCCL(one);
+  const std::unique_ptr<ProcessGroup>& group = one.group;
   const Device card = Device::cuda(0);
-  std::string why;
-  std::unique_ptr<ProcessGroup> group = one_rank_group(store, std::chrono::seconds(60), &why);
-  if (!group) {
-    if (testing::card_required()) FAIL() << why;  // Note [Card tests cannot pass by skipping]
-    GTEST_SKIP() << why;
-  }
   EXPECT_EQ(group->backend(), "nccl");
   for (DType dtype : {DType::f32, DType::bf16}) {
     const std::vector<double> v = {1.5, -2.25, 3, 0.5, 8};
@@ -98,29 +111,28 @@ TEST(NcclGroup, OneRankRunsEveryCollectiveOnTheCard) {
     EXPECT_EQ(values(x), v) << dtype_name(dtype);
   }
   group->barrier();
-  fs::remove_all(store);
 }
 
 #if FITGRAD_HAVE_CUDA
 void sleep_five_seconds(void*) { std::this_thread::sleep_for(std::chrono::seconds(5)); }
+
+// Holds cuda:0's compute stream for five seconds: the group's stream queues its collectives
+// behind it, as behind a peer that has not arrived.
+void hold_the_compute_stream() {
+  ASSERT_EQ(
+      cudaLaunchHostFunc(cuda::stream_of(0, cuda::kComputeStream), sleep_five_seconds, nullptr),
+      cudaSuccess);
+}
 #endif
 
 TEST(NcclGroup, ACollectivePastTheTimeoutEndsWithItsErrorAndTheGroupStillCloses) {
   FG_SKIP_WITHOUT_CARD();
 #if FITGRAD_HAVE_CUDA
-  const fs::path store =
-      fs::temp_directory_path() / ("dp_nccl_timeout_test_" + std::to_string(::getpid()));
-  const Device card = Device::cuda(0);
-  std::string why;
-  std::unique_ptr<ProcessGroup> group = one_rank_group(store, std::chrono::seconds(1), &why);
-  if (!group) {
-    if (testing::card_required()) FAIL() << why;  // Note [Card tests cannot pass by skipping]
-    GTEST_SKIP() << why;
-  }
-  const Tensor x = Tensor::full({1000}, 1.0, DType::f32, card);
-  ASSERT_EQ(
-      cudaLaunchHostFunc(cuda::stream_of(0, cuda::kComputeStream), sleep_five_seconds, nullptr),
-      cudaSuccess);
+  OneRank one("dp_nccl_timeout_test_", std::chrono::seconds(1));
+  SKIP_WITHOUT_NCCL(one);
+  std::unique_ptr<ProcessGroup>& group = one.group;
+  const Tensor x = Tensor::full({1000}, 1.0, DType::f32, Device::cuda(0));
+  hold_the_compute_stream();
   const auto t0 = std::chrono::steady_clock::now();
   // avg, not sum: NCCL turns an in-place sum on one rank into no work, so the abort met an
   // idle communicator; an average launches a kernel (issue 57).
@@ -133,27 +145,17 @@ TEST(NcclGroup, ACollectivePastTheTimeoutEndsWithItsErrorAndTheGroupStillCloses)
                         "timed out after 1 s");
   group.reset();
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  fs::remove_all(store);
 #endif
 }
 
 TEST(NcclGroup, ADroppedRunningAllReduceDoesNotHoldUpTheGroupsEnd) {
   FG_SKIP_WITHOUT_CARD();
 #if FITGRAD_HAVE_CUDA
-  const fs::path store =
-      fs::temp_directory_path() / ("dp_nccl_dropped_test_" + std::to_string(::getpid()));
-  const Device card = Device::cuda(0);
-  std::string why;
-  // A long timeout: nothing here may wait for it.
-  std::unique_ptr<ProcessGroup> group = one_rank_group(store, std::chrono::seconds(60), &why);
-  if (!group) {
-    if (testing::card_required()) FAIL() << why;
-    GTEST_SKIP() << why;
-  }
-  const Tensor x = Tensor::full({1000}, 1.0, DType::f32, card);
-  ASSERT_EQ(
-      cudaLaunchHostFunc(cuda::stream_of(0, cuda::kComputeStream), sleep_five_seconds, nullptr),
-      cudaSuccess);
+  OneRank one("dp_nccl_dropped_test_", std::chrono::seconds(60));  // nothing may wait for it
+  SKIP_WITHOUT_NCCL(one);
+  std::unique_ptr<ProcessGroup>& group = one.group;
+  const Tensor x = Tensor::full({1000}, 1.0, DType::f32, Device::cuda(0));
+  hold_the_compute_stream();
   const auto t0 = std::chrono::steady_clock::now();
   group->all_reduce_async(x, ReduceOp::avg).reset();  // dropped behind the held stream
   testing::expect_error([&] { group->barrier(); }, "[dist] the NCCL communicator was aborted",
@@ -161,7 +163,6 @@ TEST(NcclGroup, ADroppedRunningAllReduceDoesNotHoldUpTheGroupsEnd) {
   group.reset();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(2500));
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  fs::remove_all(store);
 #endif
 }
 

@@ -12,14 +12,9 @@
 // Both skip without a usable GPU; the children skip unless their parent started them.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -30,6 +25,7 @@
 #include "tensor/memory/caching_allocator.h"
 #include "tensor/ops/embedding.h"
 #include "tests/card.h"
+#include "tests/run_self.h"
 #include "tests/tensor/ops/op_harness.h"
 
 #if FITGRAD_HAVE_CUDA
@@ -40,7 +36,6 @@
 namespace fitgrad::testing {
 namespace {
 
-namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
 constexpr const char* kChildVariable = "FITGRAD_FIRST_USE_CHILD";
@@ -49,17 +44,7 @@ bool in_child() { return std::getenv(kChildVariable) != nullptr; }
 
 // Runs CudaFirstUse.<test> alone in a fresh process of this binary; its exit code and output.
 std::pair<int, std::string> run_child(const std::string& test) {
-  const fs::path log =
-      fs::temp_directory_path() / ("first_use_" + std::to_string(::getpid()) + ".log");
-  const std::string command =
-      std::string("env ") + kChildVariable + "=1 " + fs::read_symlink("/proc/self/exe").string() +
-      " --gtest_filter=CudaFirstUse." + test + " > " + log.string() + " 2>&1";
-  const int status = std::system(command.c_str());
-  std::ifstream in(log);
-  std::stringstream text;
-  text << in.rdbuf();
-  fs::remove(log);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), text.str()};
+  return run_self(std::string(kChildVariable) + "=1", "CudaFirstUse." + test);
 }
 
 void expect_child_passes(const std::string& test) {
