@@ -56,7 +56,7 @@ std::optional<std::pair<double, int64_t>> evaluate(TrainRun& r) {
   int64_t targets = 0;
   for (int64_t i = 0; i < r.eval_batches; ++i) {
     if (interrupt_received()) return std::nullopt;
-    const train::MicroBatch b = pair_batch(val->next(), r.ref_val);
+    const train::MicroBatch b = pair_batch(val->next(), r.ref_val, r.val_data);
     const double loss = loss_of(b).item();
     sum += weighted ? loss * double(b.trained_targets) : loss;
     targets += b.trained_targets;

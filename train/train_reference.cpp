@@ -30,11 +30,16 @@ namespace fitgrad::train {
 
 namespace fs = std::filesystem;
 
-train::MicroBatch pair_batch(data::Batch&& batch, const std::vector<double>& ref) {
+train::MicroBatch pair_batch(data::Batch&& batch, const std::vector<double>& ref,
+                             const TrainRun::Split& split) {
   const std::vector<int64_t> rows = batch.rows;
   train::MicroBatch b = micro_batch(std::move(batch));
   if (!ref.empty())
     for (const int64_t row : rows) b.ref_nll.push_back(ref[size_t(row)]);
+  // Example w is rows 2w and 2w + 1; the batch's first half are its examples' own rows.
+  if (!split.labels.empty())
+    for (size_t k = 0; k < rows.size() / 2; ++k)
+      b.labels.push_back(split.labels[size_t(rows[k] / 2)]);
   return b;
 }
 

@@ -117,6 +117,7 @@ struct TrainRun {
     std::span<const uint8_t> trained;
     std::span<const int32_t> positions;  // packed rows (data/sft_stream.h); empty: none
     std::span<const int32_t> lengths;    // one example a row: each row's (pair's) length
+    std::span<const uint8_t> labels;     // unpaired examples (KTO): each example's label
   };
   Split train_data, val_data;
   // The rows pack several examples (--packing bfd or wrapped), or a batch's answers (pairs).
@@ -167,8 +168,10 @@ std::optional<std::pair<double, int64_t>> evaluate(TrainRun& run);
 // train_reference.cpp: --precompute_ref_log_probs's pass (Note [Precomputed reference]).
 void precompute_reference(TrainRun& run);
 // A loader's batch as the step takes it, with the precomputed reference values of its rows
-// from `ref` (none when `ref` is empty).
-train::MicroBatch pair_batch(data::Batch&& batch, const std::vector<double>& ref);
+// from `ref` (none when `ref` is empty) and, for unpaired examples, the labels of its examples
+// from the split's.
+train::MicroBatch pair_batch(data::Batch&& batch, const std::vector<double>& ref,
+                             const TrainRun::Split& split);
 // train_memory.cpp.
 void write_memory_record(const TrainRun& run);
 int report_out_of_memory(TrainRun& run, const OutOfMemory& e, const std::string& when);

@@ -203,8 +203,9 @@ void setup_data(TrainRun& r) {
             : r.dir / "data-cache";
     r.sft.emplace(load_sft_data(a, r.lm, r.err, cache_dir.string()));
     r.train_data = {r.sft->train.tokens, r.sft->train.trained, r.sft->train.positions,
-                    r.sft->train.lengths};
-    r.val_data = {r.sft->val.tokens, r.sft->val.trained, r.sft->val.positions, r.sft->val.lengths};
+                    r.sft->train.lengths, r.sft->train.labels};
+    r.val_data = {r.sft->val.tokens, r.sft->val.trained, r.sft->val.positions, r.sft->val.lengths,
+                  r.sft->val.labels};
     r.packed = r.sft->packing != data::Packing::none;
     FG_CHECK(!a.group_by_length || !r.packed || r.sft->pairs,
              "[train] --group_by_length groups rows of one padded example; the rows of --packing "
@@ -230,8 +231,8 @@ void setup_data(TrainRun& r) {
     fs::path data_parent = fs::absolute(a.data).parent_path();
     if (::access(data_parent.c_str(), W_OK) != 0) dopt.cache_dir = (r.dir / "data-cache").string();
     r.dataset.emplace(data::TokenDataset::open(a.data, *r.lm.tokenizer, r.lm.tokenizer_id, dopt));
-    r.train_data = {r.dataset->train(), {}, {}, {}};
-    r.val_data = {r.dataset->val(), {}, {}, {}};
+    r.train_data = {r.dataset->train(), {}, {}, {}, {}};
+    r.val_data = {r.dataset->val(), {}, {}, {}, {}};
   }
 
   data::LoaderOptions lopt;
@@ -369,7 +370,8 @@ void setup_run(TrainRun& r) {
   r.objective = make_objective(a);  // Note [Objectives as units]
   const bool referenced = r.objective->reference() == train::ObjectiveReference::model;
   FG_CHECK(!a.precompute_ref_log_probs || referenced,
-           "[train] --precompute_ref_log_probs computes DPO's reference; --objective {} has none",
+           "[train] --precompute_ref_log_probs computes DPO's reference (or KTO's); --objective {} "
+           "has none",
            a.objective);
   // The reference (Note [Preference steps]): a LoRA run's base with the adapter off; a full
   // fine-tune's frozen copy of the initial weights, unless precomputed before training.
