@@ -157,8 +157,8 @@ void precompute_reference(TrainRun& r) {
   const fs::path path = r.dir / "reference_log_probs.bin";
   const std::string fp = fingerprint(r);
   if (auto stored = read_stored(path, fp)) {
-    r.ref_train = std::move(stored->first);
-    r.ref_val = std::move(stored->second);
+    r.reference.train = std::move(stored->first);
+    r.reference.val = std::move(stored->second);
     r.progress.message(fmt::format("reference log-probabilities read from {}", path.string()));
     return;
   }
@@ -168,9 +168,9 @@ void precompute_reference(TrainRun& r) {
            "which the checkpoint replaced); that file is missing or belongs to other data or "
            "flags: start the run again without --resume_from_checkpoint",
            path.string());
-  r.ref_train = reference_of(r, r.train_data, train_pairs, "train");
-  r.ref_val = reference_of(r, r.val_data, val_pairs, "validation");
-  if (r.writes_outputs()) write_stored(path, fp, r.ref_train, r.ref_val);
+  r.reference.train = reference_of(r, r.train_data, train_pairs, "train");
+  r.reference.val = reference_of(r, r.val_data, val_pairs, "validation");
+  if (r.writes_outputs()) write_stored(path, fp, r.reference.train, r.reference.val);
   r.progress.message(fmt::format("reference log-probabilities of {} pairs computed into {}",
                                  train_pairs + val_pairs, path.string()));
 }

@@ -126,12 +126,16 @@ struct TrainRun {
   // step runs; the last evaluation's statistics.
   std::shared_ptr<train::TrainObjective> objective;
   train::ObjectiveMetrics eval_metrics;
-  // --precompute_ref_log_probs: the reference's summed NLL of each row of the training and
-  // validation streams (train_reference.cpp); empty otherwise.
-  std::vector<double> ref_train, ref_val;
-  // An objective's reference in a full fine-tune without --precompute_ref_log_probs: a frozen
-  // copy of the initial weights (Note [Preference steps] in train/preference_loss.h).
-  std::unique_ptr<nn::CausalLM> reference_model;
+  // The objective's reference (ObjectiveReference::model) where it is not the model with its
+  // adapters off (Note [Preference steps] in train/preference_loss.h).
+  struct Reference {
+    // A full fine-tune without --precompute_ref_log_probs: a frozen copy of the initial weights.
+    std::unique_ptr<nn::CausalLM> model;
+    // --precompute_ref_log_probs: the reference's summed NLL of each row of the training and
+    // validation streams (train_reference.cpp); empty otherwise.
+    std::vector<double> train, val;
+  };
+  Reference reference;
   std::vector<EvalPrompt> eval_prompts;              // --eval_prompts
   std::unique_ptr<data::Loader> loader;              // not in a dry run
   std::unique_ptr<optim::OptimizerOffload> offload;  // --offload_optimizer: the host masters

@@ -376,10 +376,10 @@ void setup_run(TrainRun& r) {
   // The reference (Note [Preference steps]): a LoRA run's base with the adapter off; a full
   // fine-tune's frozen copy of the initial weights, unless precomputed before training.
   if (referenced && !r.lora && !a.precompute_ref_log_probs) {
-    r.reference_model =
+    r.reference.model =
         load_model(a.model, a.init, build, a.skip_checkpoint_verification, "train --model").model;
-    r.reference_model->freeze("*");
-    r.reference_model->eval();
+    r.reference.model->freeze("*");
+    r.reference.model->eval();
   }
   FG_CHECK(!a.fused_head_loss || !r.objective->needs_row_log_probs(),
            "[train] --fused_head_loss computes a mean cross-entropy without the logits; "
@@ -491,7 +491,7 @@ void setup_run(TrainRun& r) {
                               .zero = r.zero.get(),
                               .targets_group = r.sft ? r.group.get() : nullptr,
                               .objective = r.objective,
-                              .reference_model = r.reference_model.get()});
+                              .reference_model = r.reference.model.get()});
 
   precompute_reference(r);  // before a resume replaces the initial weights
   std::vector<nlohmann::json> history;
