@@ -507,6 +507,12 @@ void check_needs(const TrainArgs& a) {
         "--{}",
         f.name, f.needs, f.name, flag_text(f, a), f.needs, f.name));
   }
+  // The flags only one objective reads (train/objectives/registry.h).
+  for (const ObjectiveEntry& e : objectives())
+    for (const std::string& flag : e.flags)
+      FG_CHECK(e.name == a.objective || is_default(train_flag(flag), a),
+               "[train] --{} is --objective {}'s; --objective {} does not read it: leave it out",
+               flag, e.name, a.objective);
 }
 
 void check_values(const TrainArgs& a) {

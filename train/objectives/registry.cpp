@@ -8,7 +8,6 @@
 #include "train/objectives/kto.h"
 #include "train/objectives/orpo.h"
 #include "train/objectives/sft.h"
-#include "train/train_flags.h"
 
 namespace fitgrad::train {
 
@@ -42,13 +41,7 @@ const ObjectiveEntry& objective_entry(std::string_view name) {
 }
 
 std::unique_ptr<TrainObjective> make_objective(const TrainArgs& a) {
-  const ObjectiveEntry& chosen = objective_entry(a.objective);
-  for (const ObjectiveEntry& e : objectives())
-    for (const std::string& flag : e.flags)
-      FG_CHECK(e.name == chosen.name || is_default(train_flag(flag), a),
-               "[train] --{} is --objective {}'s; --objective {} does not read it: leave it out",
-               flag, e.name, chosen.name);
-  return chosen.make(a);
+  return objective_entry(a.objective).make(a);
 }
 
 }  // namespace fitgrad::train

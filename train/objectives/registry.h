@@ -26,8 +26,8 @@ struct ObjectiveEntry {
 const std::vector<ObjectiveEntry>& objectives();
 // The entry named `name`; an unknown name throws fitgrad::Error naming the registered ones.
 const ObjectiveEntry& objective_entry(std::string_view name);
-// --objective's objective, built from the run's flags; a flag of another objective's, given
-// (not at its default), is refused by name.
+// --objective's objective, built from the run's flags (a flag of another objective's is
+// refused by check_needs, train/train_flags.h).
 std::unique_ptr<TrainObjective> make_objective(const TrainArgs& a);
 
 }  // namespace fitgrad::train

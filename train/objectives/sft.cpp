@@ -1,7 +1,7 @@
 // The SFT objective's factory (sft.h).
 #include "train/objectives/sft.h"
 
-#include "train/train_sft.h"
+#include "train/instruction_data.h"
 
 namespace fitgrad::train {
 
