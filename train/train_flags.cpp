@@ -155,8 +155,8 @@ const std::vector<TrainFlag>& train_flags() {
        objective_names()},
       {"beta",
        &TrainArgs::beta,
-       "DPO's beta (the strength of the reference's pull); ORPO's lambda (the weight of the "
-       "odds-ratio term)",
+       "DPO's and KTO's beta (the strength of the reference's pull); ORPO's lambda (the weight of "
+       "the odds-ratio term)",
        kRanksAgree | kPlanLine,
        {},
        positive_number(),

@@ -13,17 +13,17 @@ namespace fitgrad::train {
 
 const std::vector<ObjectiveEntry>& objectives() {
   static const std::vector<ObjectiveEntry> all = {
-      {"sft", "the cross-entropy of the trained tokens (text, instruction or chat data)",
+      {"sft", "the cross-entropy of the trained tokens of text, instruction or chat data",
        ObjectiveData::tokens, make_sft},
       {"dpo",
-       "DPO on preference pairs (prompt, chosen, rejected)",
+       "DPO on preference pairs: prompt, chosen, rejected",
        ObjectiveData::pairs,
        make_dpo,
        {"label_smoothing"}},
-      {"orpo", "ORPO on preference pairs (prompt, chosen, rejected)", ObjectiveData::pairs,
+      {"orpo", "ORPO on preference pairs: prompt, chosen, rejected", ObjectiveData::pairs,
        make_orpo},
       {"kto",
-       "KTO on unpaired examples (prompt, completion, label)",
+       "KTO on unpaired examples: prompt, completion, label",
        ObjectiveData::unpaired,
        make_kto,
        {"desirable_weight", "undesirable_weight"}},
