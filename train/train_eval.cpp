@@ -38,7 +38,7 @@ std::optional<std::pair<double, int64_t>> evaluate(TrainRun& r) {
     lopt.seq_len = a.seq_len;
     lopt.order = data::DataOrder::sequential;
     lopt.device = r.dry_run ? Device::cpu() : r.device;
-    lopt.pairs = r.objective->rows_per_example() == 2;
+    lopt.pairs = r.objective->data() != train::ObjectiveData::tokens;  // Note [Preference batches]
     lopt.pack_pairs = lopt.pairs && r.packed;
     val.emplace(r.val_data.tokens, lopt, "validation", r.val_data.trained, r.val_data.positions,
                 r.val_data.lengths);

@@ -385,7 +385,7 @@ void setup_run(TrainRun& r) {
            "[train] --fused_head_loss computes a mean cross-entropy without the logits; "
            "--objective {} needs each answer's log-probability: leave it out",
            a.objective);
-  FG_CHECK(a.packing != "wrapped" || r.objective->rows_per_example() == 1,
+  FG_CHECK(a.packing != "wrapped" || r.objective->data() == train::ObjectiveData::tokens,
            "[train] --packing wrapped would cut a preference answer in two, and --objective {} "
            "needs each answer whole: use --packing bfd (each batch's answers packed into rows) "
            "or none (an answer a row)",
@@ -438,8 +438,9 @@ void setup_run(TrainRun& r) {
     r.eval_batches = a.eval_max_batches > 0 ? a.eval_max_batches : 1;
     // It plans the packed batches that instruction data with --packing bfd or wrapped gives.
     // Preference pairs pack each batch's answers unless --packing none.
-    r.packed = r.objective->rows_per_example() == 2 ? a.packing != "none"
-                                                    : a.packing == "bfd" || a.packing == "wrapped";
+    r.packed = r.objective->data() != train::ObjectiveData::tokens
+                   ? a.packing != "none"
+                   : a.packing == "bfd" || a.packing == "wrapped";
   }
   r.total = a.max_steps > 0
                 ? a.max_steps

@@ -98,8 +98,9 @@ class TrainObjective {
   virtual std::string name() const = 0;
   virtual ObjectiveData data() const { return ObjectiveData::tokens; }
   virtual ObjectiveReference reference() const { return ObjectiveReference::none; }
-  // Rows a training example takes in a micro-batch.
-  int64_t rows_per_example() const { return data() == ObjectiveData::tokens ? 1 : 2; }
+  // Rows a training example takes in a micro-batch (a dry run's meta batch has as many): one
+  // for tokens, two for pairs and unpaired examples (their two answers).
+  virtual int64_t rows_per_example() const { return data() == ObjectiveData::tokens ? 1 : 2; }
   // Each micro-batch's loss weighs by its share of the step's trained targets (Note [Loss
   // over trained targets] in train/train_step.cpp): a mean over tokens of instruction data.
   // False: each micro-batch weighs 1 / accumulation (a mean over examples, or over equal
