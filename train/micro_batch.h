@@ -26,6 +26,9 @@ struct MicroBatch {
   // and the reference model's summed NLL of it computed before training
   // (--precompute_ref_log_probs; empty: the step's reference pass computes it).
   std::vector<double> ref_nll = {};
+  // Unpaired examples (train/objectives/kto.h), B for 2B answers: each example's label
+  // (1: its completion is desirable).
+  std::vector<uint8_t> labels = {};
 };
 
 }  // namespace fitgrad::train

@@ -13,6 +13,7 @@
 #include "train/chat_prompt.h"
 #include "train/checkpoint_dir.h"
 #include "train/model_source.h"
+#include "train/objectives/registry.h"
 
 namespace fitgrad::train {
 
@@ -55,6 +56,24 @@ FlagCheck u64_digits() {
             return "";
           }};
 }
+
+namespace {
+
+// --objective's values and help, from the registered objectives (train/objectives/registry.h).
+std::vector<std::string> objective_names() {
+  std::vector<std::string> names;
+  for (const ObjectiveEntry& e : objectives()) names.push_back(e.name);
+  return names;
+}
+std::string objective_help() {
+  std::string help = "What the run learns:";
+  for (const ObjectiveEntry& e : objectives())
+    help +=
+        fmt::format("{} {} ({})", e.name == objectives().front().name ? "" : ";", e.name, e.help);
+  return help;
+}
+
+}  // namespace
 
 const std::vector<TrainFlag>& train_flags() {
   static const std::vector<TrainFlag> table = {
@@ -107,9 +126,11 @@ const std::vector<TrainFlag>& train_flags() {
       {"dataset_format",
        &TrainArgs::dataset_format,
        "For .jsonl / .json data: auto (detected per file), text, alpaca, sharegpt, messages, "
-       "prompt_completion or preference (prompt, chosen, rejected)",
+       "prompt_completion, preference (prompt, chosen, rejected) or unpaired_preference (prompt, "
+       "completion, label)",
        kRanksAgree | kPlanLine,
-       {"auto", "text", "alpaca", "sharegpt", "messages", "prompt_completion", "preference"}},
+       {"auto", "text", "alpaca", "sharegpt", "messages", "prompt_completion", "preference",
+        "unpaired_preference"}},
       {"dataset_text_field", &TrainArgs::dataset_text_field,
        "The field of a text record that holds its text", kRanksAgree | kPlanLine},
       {"train_on",
@@ -130,25 +151,22 @@ const std::vector<TrainFlag>& train_flags() {
        "answers into rows, none gives each answer a row",
        kRanksAgree | kResumeKeeps | kPlanLine,
        {"auto", "bfd", "wrapped", "none"}},
-      {"objective",
-       &TrainArgs::objective,
-       "What the run learns: sft (the cross-entropy of the trained tokens), dpo or orpo "
-       "(preference pairs: prompt, chosen, rejected)",
-       kRanksAgree | kResumeKeeps | kPlanLine,
-       {"sft", "dpo", "orpo"}},
+      {"objective", &TrainArgs::objective, objective_help(), kRanksAgree | kResumeKeeps | kPlanLine,
+       objective_names()},
       {"beta",
        &TrainArgs::beta,
-       "DPO's beta (the strength of the reference's pull); ORPO's lambda (the weight of the "
-       "odds-ratio term)",
+       "DPO's and KTO's beta (the strength of the reference's pull); ORPO's lambda (the weight of "
+       "the odds-ratio term)",
        kRanksAgree | kPlanLine,
        {},
        positive_number(),
        "objective"},
       {"loss_type",
        &TrainArgs::loss_type,
-       "DPO's loss: sigmoid, hinge or ipo",
+       "DPO's loss: sigmoid (its default), hinge or ipo; KTO's: kto (its default) or "
+       "apo_zero_unpaired",
        kRanksAgree | kPlanLine,
-       {"sigmoid", "hinge", "ipo"},
+       {"sigmoid", "hinge", "ipo", "kto", "apo_zero_unpaired"},
        std::nullopt,
        "objective"},
       {"label_smoothing",
@@ -159,10 +177,26 @@ const std::vector<TrainFlag>& train_flags() {
        {},
        number_in(0.0, 0.4999999),
        "objective"},
+      {"desirable_weight",
+       &TrainArgs::desirable_weight,
+       "KTO: the weight of a desirable example's loss (to balance unequal numbers of desirable "
+       "and undesirable examples)",
+       kRanksAgree | kPlanLine,
+       {},
+       positive_number(),
+       "objective"},
+      {"undesirable_weight",
+       &TrainArgs::undesirable_weight,
+       "KTO: the weight of an undesirable example's loss",
+       kRanksAgree | kPlanLine,
+       {},
+       positive_number(),
+       "objective"},
       {"precompute_ref_log_probs",
        &TrainArgs::precompute_ref_log_probs,
-       "DPO: compute the reference model's log-probabilities of every pair in one pass before "
-       "training (kept in the output directory for a resume), so that the steps make no reference "
+       "DPO, KTO: compute the reference model's log-probabilities of every example in one pass "
+       "before training (kept in the output directory for a resume), so that the steps make no "
+       "reference "
        "pass and a full fine-tune keeps no frozen copy of its weights",
        kRanksAgree | kPlanLine,
        {},
@@ -473,6 +507,12 @@ void check_needs(const TrainArgs& a) {
         "--{}",
         f.name, f.needs, f.name, flag_text(f, a), f.needs, f.name));
   }
+  // The flags only one objective reads (train/objectives/registry.h).
+  for (const ObjectiveEntry& e : objectives())
+    for (const std::string& flag : e.flags)
+      FG_CHECK(e.name == a.objective || is_default(train_flag(flag), a),
+               "[train] --{} is --objective {}'s; --objective {} does not read it: leave it out",
+               flag, e.name, a.objective);
 }
 
 void check_values(const TrainArgs& a) {

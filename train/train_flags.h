@@ -75,7 +75,7 @@ const std::vector<TrainFlag>& train_flags();
 const TrainFlag& train_flag(std::string_view name);
 
 // Throws fitgrad::Error "[train] --x needs --y" for the first flag given (not at its
-// default) whose `needs` is not.
+// default) whose `needs` is not, or that only another objective reads.
 void check_needs(const TrainArgs& a);
 // Throws fitgrad::Error "[train] --x ..." for the first flag given (not at its default) whose
 // value is not among its choices or fails its check: what the CLI refuses, for a TrainArgs

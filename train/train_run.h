@@ -72,7 +72,7 @@ struct TrainRun {
   // The next training micro-batch: the loader's, or meta tensors in a dry run.
   train::MicroBatch next_batch();
   // A dry run's batch without data: (batch, --seq_len) ids and targets on meta (2 batch rows
-  // for pairs), and a packed batch's positions and segments, allocated as the loader labels
+  // rows an example for pairs), and a packed batch's positions and segments, allocated as the loader labels
   // its batches ("data.train", "data.validation"; Note [Dry run on meta]).
   train::MicroBatch meta_batch(int64_t batch, const char* label, bool packed_rows) const;
   // A dry run's stand-in for a batch its host loader built: meta tensors of the same shapes,
@@ -117,19 +117,25 @@ struct TrainRun {
     std::span<const uint8_t> trained;
     std::span<const int32_t> positions;  // packed rows (data/sft_stream.h); empty: none
     std::span<const int32_t> lengths;    // one example a row: each row's (pair's) length
+    std::span<const uint8_t> labels;     // unpaired examples (KTO): each example's label
   };
   Split train_data, val_data;
   // The rows pack several examples (--packing bfd or wrapped), or a batch's answers (pairs).
   bool packed = false;
-  // --objective dpo or orpo (train/preference_loss.h); the last evaluation's statistics.
-  std::optional<train::PreferenceConfig> preference;
-  train::PreferenceStats eval_preference;
-  // --precompute_ref_log_probs: the reference's summed NLL of each row of the training and
-  // validation streams (train_reference.cpp); empty otherwise.
-  std::vector<double> ref_train, ref_val;
-  // DPO of a full fine-tune without --precompute_ref_log_probs: a frozen copy of the initial
-  // weights (Note [Preference steps] in train/preference_loss.h).
-  std::unique_ptr<nn::CausalLM> reference_model;
+  // --objective's (Note [Objectives as units] in train/objectives/objective.h), which the
+  // step runs; the last evaluation's statistics.
+  std::shared_ptr<train::TrainObjective> objective;
+  train::ObjectiveMetrics eval_metrics;
+  // The objective's reference (ObjectiveReference::model) where it is not the model with its
+  // adapters off (Note [Preference steps] in train/preference_loss.h).
+  struct Reference {
+    // A full fine-tune without --precompute_ref_log_probs: a frozen copy of the initial weights.
+    std::unique_ptr<nn::CausalLM> model;
+    // --precompute_ref_log_probs: the reference's summed NLL of each row of the training and
+    // validation streams (train_reference.cpp); empty otherwise.
+    std::vector<double> train, val;
+  };
+  Reference reference;
   std::vector<EvalPrompt> eval_prompts;              // --eval_prompts
   std::unique_ptr<data::Loader> loader;              // not in a dry run
   std::unique_ptr<optim::OptimizerOffload> offload;  // --offload_optimizer: the host masters
@@ -167,9 +173,11 @@ nlohmann::json trainer_state_json(const TrainRun& run);
 std::optional<std::pair<double, int64_t>> evaluate(TrainRun& run);
 // train_reference.cpp: --precompute_ref_log_probs's pass (Note [Precomputed reference]).
 void precompute_reference(TrainRun& run);
-// A loader's batch of pairs as the step takes it, with the precomputed reference values of
-// its rows from `ref` (none when `ref` is empty).
-train::MicroBatch pair_batch(data::Batch&& batch, const std::vector<double>& ref);
+// A loader's batch as the step takes it, with the precomputed reference values of its rows
+// from `ref` (none when `ref` is empty) and, for unpaired examples, the labels of its examples
+// from the split's.
+train::MicroBatch pair_batch(data::Batch&& batch, const std::vector<double>& ref,
+                             const TrainRun::Split& split);
 // train_memory.cpp.
 void write_memory_record(const TrainRun& run);
 int report_out_of_memory(TrainRun& run, const OutOfMemory& e, const std::string& when);

@@ -20,6 +20,7 @@
 #include "tensor/random/generator.h"
 #include "train/activation_offload.h"
 #include "train/checkpoint_dir.h"
+#include "train/objectives/registry.h"
 #include "train/train_dist.h"
 #include "train/train_run.h"
 #include "train/train_sft.h"
@@ -202,8 +203,9 @@ void setup_data(TrainRun& r) {
             : r.dir / "data-cache";
     r.sft.emplace(load_sft_data(a, r.lm, r.err, cache_dir.string()));
     r.train_data = {r.sft->train.tokens, r.sft->train.trained, r.sft->train.positions,
-                    r.sft->train.lengths};
-    r.val_data = {r.sft->val.tokens, r.sft->val.trained, r.sft->val.positions, r.sft->val.lengths};
+                    r.sft->train.lengths, r.sft->train.labels};
+    r.val_data = {r.sft->val.tokens, r.sft->val.trained, r.sft->val.positions, r.sft->val.lengths,
+                  r.sft->val.labels};
     r.packed = r.sft->packing != data::Packing::none;
     FG_CHECK(!a.group_by_length || !r.packed || r.sft->pairs,
              "[train] --group_by_length groups rows of one padded example; the rows of --packing "
@@ -229,8 +231,8 @@ void setup_data(TrainRun& r) {
     fs::path data_parent = fs::absolute(a.data).parent_path();
     if (::access(data_parent.c_str(), W_OK) != 0) dopt.cache_dir = (r.dir / "data-cache").string();
     r.dataset.emplace(data::TokenDataset::open(a.data, *r.lm.tokenizer, r.lm.tokenizer_id, dopt));
-    r.train_data = {r.dataset->train(), {}, {}, {}};
-    r.val_data = {r.dataset->val(), {}, {}, {}};
+    r.train_data = {r.dataset->train(), {}, {}, {}, {}};
+    r.val_data = {r.dataset->val(), {}, {}, {}, {}};
   }
 
   data::LoaderOptions lopt;
@@ -365,31 +367,29 @@ void setup_run(TrainRun& r) {
   r.lm = load_model(a.model, a.resume_from_checkpoint.empty() || r.lora ? a.init : "", build,
                     a.skip_checkpoint_verification, "train --model");
   nn::CausalLM& model = *r.lm.model;
-  FG_CHECK(!a.precompute_ref_log_probs || a.objective == "dpo",
-           "[train] --precompute_ref_log_probs computes DPO's reference; --objective {} has none",
+  r.objective = make_objective(a);  // Note [Objectives as units]
+  const bool referenced = r.objective->reference() == train::ObjectiveReference::model;
+  FG_CHECK(!a.precompute_ref_log_probs || referenced,
+           "[train] --precompute_ref_log_probs computes DPO's reference (or KTO's); --objective {} "
+           "has none",
            a.objective);
-  if (a.objective != "sft") {  // Note [Preference steps] in train/preference_loss.h
-    // DPO's reference (Note [Preference steps]): a LoRA run's base with the adapter off; a full
-    // fine-tune's frozen copy of the initial weights, unless precomputed before training.
-    if (a.objective == "dpo" && !r.lora && !a.precompute_ref_log_probs) {
-      r.reference_model =
-          load_model(a.model, a.init, build, a.skip_checkpoint_verification, "train --model").model;
-      r.reference_model->freeze("*");
-      r.reference_model->eval();
-    }
-    FG_CHECK(!a.fused_head_loss,
-             "[train] --fused_head_loss computes a mean cross-entropy without the logits; "
-             "--objective {} needs each answer's log-probability: leave it out",
-             a.objective);
-    FG_CHECK(a.packing != "wrapped",
-             "[train] --packing wrapped would cut a preference answer in two, and --objective {} "
-             "needs each answer whole: use --packing bfd (each batch's answers packed into rows) "
-             "or none (an answer a row)",
-             a.objective);
-    r.preference =
-        train::PreferenceConfig{train::parse_objective(a.objective),
-                                train::parse_dpo_loss(a.loss_type), a.beta, a.label_smoothing};
+  // The reference (Note [Preference steps]): a LoRA run's base with the adapter off; a full
+  // fine-tune's frozen copy of the initial weights, unless precomputed before training.
+  if (referenced && !r.lora && !a.precompute_ref_log_probs) {
+    r.reference.model =
+        load_model(a.model, a.init, build, a.skip_checkpoint_verification, "train --model").model;
+    r.reference.model->freeze("*");
+    r.reference.model->eval();
   }
+  FG_CHECK(!a.fused_head_loss || !r.objective->needs_row_log_probs(),
+           "[train] --fused_head_loss computes a mean cross-entropy without the logits; "
+           "--objective {} needs each answer's log-probability: leave it out",
+           a.objective);
+  FG_CHECK(a.packing != "wrapped" || r.objective->data() == train::ObjectiveData::tokens,
+           "[train] --packing wrapped would cut a preference answer in two, and --objective {} "
+           "needs each answer whole: use --packing bfd (each batch's answers packed into rows) "
+           "or none (an answer a row)",
+           a.objective);
   if (targets) {
     nn::check_targets_found(*targets);
     const int64_t trainable = nn::mark_only_lora_as_trainable(model);
@@ -438,7 +438,9 @@ void setup_run(TrainRun& r) {
     r.eval_batches = a.eval_max_batches > 0 ? a.eval_max_batches : 1;
     // It plans the packed batches that instruction data with --packing bfd or wrapped gives.
     // Preference pairs pack each batch's answers unless --packing none.
-    r.packed = r.preference ? a.packing != "none" : a.packing == "bfd" || a.packing == "wrapped";
+    r.packed = r.objective->data() != train::ObjectiveData::tokens
+                   ? a.packing != "none"
+                   : a.packing == "bfd" || a.packing == "wrapped";
   }
   r.total = a.max_steps > 0
                 ? a.max_steps
@@ -488,10 +490,9 @@ void setup_run(TrainRun& r) {
                               .offload_activations = a.offload_activations,
                               .ddp = r.ddp.get(),
                               .zero = r.zero.get(),
-                              .weight_by_targets = r.sft && !r.preference,
                               .targets_group = r.sft ? r.group.get() : nullptr,
-                              .preference = r.preference ? &*r.preference : nullptr,
-                              .reference_model = r.reference_model.get()});
+                              .objective = r.objective,
+                              .reference_model = r.reference.model.get()});
 
   precompute_reference(r);  // before a resume replaces the initial weights
   std::vector<nlohmann::json> history;

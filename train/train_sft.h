@@ -9,6 +9,7 @@
 #include <string>
 
 #include "data/sft_stream.h"
+#include "train/instruction_data.h"
 #include "train/model_source.h"
 #include "train/train_args.h"
 
@@ -20,10 +21,6 @@ struct SftData {
   bool pairs = false;   // preference pairs (--objective dpo, orpo): two rows each
   std::string summary;  // the run's data lines
 };
-
-// Whether --data is instruction or chat data: a .jsonl or .json file, a folder holding such
-// files (and no .txt), or any data with --dataset_format other than auto.
-bool is_sft_data(const TrainArgs& a);
 
 // Reads, encodes and splits the records (Note [Instruction data in a run] in train_sft.cpp);
 // examples left without a trained token are reported on `err` by their file and line. The
