@@ -67,6 +67,7 @@ TEST(GroupedGeneration, EqualsUnbatchedDecodingWithTheSameDraws) {
   for (double temperature : {0.0, 0.9}) {
     GroupGenerationOptions o = sampled(0);
     o.sampling.temperature = temperature;
+    o.stop_ids = generation_stop_ids(m);  // where generate_after stops
     Generator generator(5);
     const auto completions =
         generate_groups(*m.model, m.tokenizer.get(), {kPrompts[2]}, o, generator);
@@ -80,8 +81,9 @@ TEST(GroupedGeneration, EqualsUnbatchedDecodingWithTheSameDraws) {
     EXPECT_EQ(completions[0].text, text) << "temperature " << temperature;
     EXPECT_EQ(m.tokenizer->decode(completions[0].ids), text);
     EXPECT_TRUE(completions[0].truncated);
-    if (temperature == 0)  // greedy: every row of the group is the same
+    if (temperature == 0) {  // greedy: every row of the group is the same
       for (const Completion& c : completions) EXPECT_EQ(c.ids, completions[0].ids);
+    }
   }
 }
 

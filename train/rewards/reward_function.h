@@ -5,8 +5,8 @@
 // implement RewardFunction; reward_funcs.h builds the list a run names.
 //
 // Note [Rewards as TRL scores them]
-// As TRL's GRPOTrainer (_calculate_rewards and _generate_and_score_completions, trl
-// f2cd577): every function scores every completion; a function that has nothing to say for
+// As TRL's GRPOTrainer (_calculate_rewards and _generate_and_score_completions, TRL
+// 1.16.0): every function scores every completion; a function that has nothing to say for
 // one answers NaN (TRL's None: TRL's accuracy_reward does so when the row's solution does not
 // parse). The rewards are held in float32 (TRL's rewards_per_func tensor), and the reward of a
 // completion is the weighted sum over the functions with NaN terms left out (torch.nansum of
