@@ -57,7 +57,9 @@ struct Completion {
   int64_t prompt = 0;        // the index of its prompt
   std::vector<int32_t> ids;  // the generated tokens, without the stop token
   bool truncated = false;    // it reached max_completion_length without a stop token
-  std::string text;          // ids decoded ("" on meta or without a tokenizer)
+  // ids decoded alone, as TRL's batch_decode of the completion ids ("" on meta or without a
+  // tokenizer); a special token other than the stop token is written as its text.
+  std::string text;
 };
 
 // The ids a model's generation stops at: its spec's (Note [Stop tokens] in model_source.cpp),
