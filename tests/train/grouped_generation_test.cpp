@@ -3,7 +3,7 @@
 // completion 0 and greedy decoding equal generate_after's unbatched decoding with the same
 // draws; rows stop at a stop id (not truncated) or at max_completion_length (truncated); the
 // model's mode is restored and no cache memory outlives the call; the dry run on meta
-// allocates exactly as a full-length run on the CPU.
+// allocates exactly as a full-length run on the CPU, whose rows all stopped early.
 #include "train/grouped_generation.h"
 
 #include <gtest/gtest.h>
@@ -149,14 +149,14 @@ struct Seen {
   bool operator==(const Seen&) const = default;
 };
 
-std::vector<Seen> generation_events(Device device, std::vector<Completion>* out) {
+std::vector<Seen> generation_events(Device device, bool full_length, std::vector<Completion>* out) {
   CachingAllocator& alloc = allocator_for(device);
   alloc.empty_cache();
   LoadedModel m = tiny(device);
   const uint64_t first = alloc.total_events();
   GroupGenerationOptions o = sampled(8);
-  o.full_length = true;
-  o.stop_ids = {3, 4, 5, 6, 7};  // some rows stop early on the CPU; full_length decodes on
+  o.full_length = full_length;
+  for (int32_t id = 0; id < 200; ++id) o.stop_ids.push_back(id);  // every row stops early
   Generator generator(2);
   *out = generate_groups(*m.model, m.tokenizer.get(), kPrompts, o, generator);
   std::vector<Seen> events;
@@ -169,10 +169,13 @@ std::vector<Seen> generation_events(Device device, std::vector<Completion>* out)
 TEST(GroupedGeneration, MetaPlansTheFullLengthRunEventForEvent) {
   const backend::MetaTargetScope target(backend::host_cpu_profile());
   std::vector<Completion> cpu_out, meta_out;
-  const auto cpu = generation_events(Device::cpu(), &cpu_out);
-  const auto meta = generation_events(Device::meta(), &meta_out);
+  const auto cpu = generation_events(Device::cpu(), true, &cpu_out);
+  const auto meta = generation_events(Device::meta(), true, &meta_out);
   ASSERT_GT(cpu.size(), 50u);
   EXPECT_TRUE(cpu == meta) << cpu.size() << " events on the CPU, " << meta.size() << " on meta";
+  for (const Completion& c : cpu_out) EXPECT_FALSE(c.truncated);
+  // Without full_length the CPU run ends its batches early: fewer events than the plan.
+  EXPECT_LT(generation_events(Device::cpu(), false, &cpu_out).size(), cpu.size());
   ASSERT_EQ(meta_out.size(), 12u);
   for (const Completion& c : meta_out) {
     EXPECT_TRUE(c.truncated);

@@ -5,6 +5,7 @@
 // SIGPIPE, and a child (with what it started) is killed at its time bound and on SIGINT.
 #include "train/rewards/reward_command.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -27,7 +28,7 @@ using fitgrad::testing::expect_error;
 std::vector<RewardSample> samples(size_t n, const std::string& completion = "c") {
   std::vector<RewardSample> out(n);
   for (size_t i = 0; i < n; ++i) {
-    out[i].prompt = "p" + std::to_string(i);
+    out[i].prompt = fmt::format("p{}", i);
     out[i].completion = completion;
     out[i].completion_ids = {1, 2};
     out[i].row = {{"answer", int(i)}, {"prompt", "the row's own"}};
@@ -40,13 +41,13 @@ std::string sh(const std::string& script) { return "sh -c '" + script + "'"; }
 
 // A file name under the test's temporary folder.
 fs::path temp_file(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("fitgrad-reward-" + std::to_string(::getpid()));
+  const fs::path dir = fs::temp_directory_path() / fmt::format("fitgrad-reward-{}", ::getpid());
   fs::create_directories(dir);
   return dir / name;
 }
 
 // Whether process `pid` still exists (a zombie counts, as nobody reaped it).
-bool process_exists(pid_t pid) { return fs::exists("/proc/" + std::to_string(pid)); }
+bool process_exists(pid_t pid) { return fs::exists(fmt::format("/proc/{}", pid)); }
 
 // The pid a script wrote to `file`, once it is there.
 pid_t read_pid(const fs::path& file) {
@@ -136,7 +137,7 @@ TEST(RewardCommand, ATimeOutKillsTheProgramAndWhatItStarted) {
   // Killed with the group; reaped by whoever adopted it (a zombie for a moment at most).
   bool gone = false;
   for (int i = 0; i < 500 && !gone; ++i) {
-    std::ifstream stat("/proc/" + std::to_string(grandchild) + "/stat");
+    std::ifstream stat(fmt::format("/proc/{}/stat", grandchild));
     std::string pid, comm, state;
     gone = !(stat >> pid >> comm >> state) || state == "Z";
     if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
