@@ -12,6 +12,7 @@
 
 #include "tensor/backend/profile.h"
 #include "tensor/memory/caching_allocator.h"
+#include "tests/nn/allocation_events.h"
 #include "tests/tensor/ops/op_harness.h"
 #include "train/decode.h"
 
@@ -140,16 +141,8 @@ TEST(GroupedGeneration, PromptAndCompletionMustFitTheContext) {
                "[generate] prompt 0's 5 tokens + max_completion_length", "--max_completion_length");
 }
 
-// What the comparison keeps of an event (as tests/nn/meta_trace_test.cpp).
-struct Seen {
-  EventKind kind;
-  uint64_t size, requested;
-  Category category;
-  uint32_t label;
-  bool operator==(const Seen&) const = default;
-};
-
-std::vector<Seen> generation_events(Device device, bool full_length, std::vector<Completion>* out) {
+std::vector<fitgrad::testing::Seen> generation_events(Device device, bool full_length,
+                                                      std::vector<Completion>* out) {
   CachingAllocator& alloc = allocator_for(device);
   alloc.empty_cache();
   LoadedModel m = tiny(device);
@@ -159,11 +152,7 @@ std::vector<Seen> generation_events(Device device, bool full_length, std::vector
   for (int32_t id = 0; id < 200; ++id) o.stop_ids.push_back(id);  // every row stops early
   Generator generator(2);
   *out = generate_groups(*m.model, m.tokenizer.get(), kPrompts, o, generator);
-  std::vector<Seen> events;
-  for (const MemoryEvent& e : alloc.events())
-    if (e.seq >= first && (e.kind == EventKind::alloc || e.kind == EventKind::free))
-      events.push_back({e.kind, e.size, e.requested, e.category, e.label});
-  return events;
+  return fitgrad::testing::events_since(alloc, first);
 }
 
 TEST(GroupedGeneration, MetaPlansTheFullLengthRunEventForEvent) {
