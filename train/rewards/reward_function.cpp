@@ -60,4 +60,22 @@ std::vector<double> combine_rewards(const std::vector<std::vector<double>>& per_
   return out;
 }
 
+RewardScores score_rewards(const RewardFunctions& functions, std::span<const RewardSample> samples,
+                           const std::vector<double>& weights) {
+  FG_ASSERT(functions.size() == weights.size() && !functions.empty());
+  RewardScores scores;
+  for (const auto& f : functions) {
+    std::vector<double> rewards = f->score(samples);
+    FG_CHECK(rewards.size() == samples.size(), "[reward {}] answered {} rewards for {} completions",
+             f->name(), rewards.size(), samples.size());
+    for (size_t i = 0; i < rewards.size(); ++i)
+      FG_CHECK(!std::isinf(rewards[i]), "[reward {}] the reward of completion {} is infinite",
+               f->name(), i);
+    scores.names.push_back(f->name());
+    scores.per_function.push_back(std::move(rewards));
+  }
+  scores.total = combine_rewards(scores.per_function, weights);
+  return scores;
+}
+
 }  // namespace fitgrad::train::rewards

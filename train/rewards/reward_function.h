@@ -56,6 +56,19 @@ using RewardFunctions = std::vector<std::unique_ptr<RewardFunction>>;
 std::vector<double> parse_reward_weights(const std::string& text,
                                          const std::vector<std::string>& names);
 
+// Every function's rewards of `samples` and their weighted combination.
+struct RewardScores {
+  std::vector<std::string> names;                 // per function, as name() gives it
+  std::vector<std::vector<double>> per_function;  // [function][sample], NaN: no reward
+  std::vector<double> total;                      // combine_rewards(per_function, weights)
+};
+
+// Runs each function on `samples` in order and combines their rewards with `weights` (one per
+// function). Throws "[reward <name>] ..." when a function answers another number of rewards
+// than samples, or an infinite one.
+RewardScores score_rewards(const RewardFunctions& functions, std::span<const RewardSample> samples,
+                           const std::vector<double>& weights);
+
 // The reward of each completion (Note [Rewards as TRL scores them]): per_function[f][i] is
 // function f's reward of completion i; weights has one entry per function. The result is
 // float32 arithmetic widened to double, NaN for an unscorable completion.

@@ -112,6 +112,41 @@ TEST(CombineRewards, IsTrlsWeightedNansumAndUnscorableRowsStayNan) {
   EXPECT_EQ(combined[3], double(0.1f * 1.0f + 0.2f * 0.5f));  // float32, as TRL's tensors
 }
 
+// A function written in a program that answers the wrong number of rewards, or an infinite one.
+class Broken : public RewardFunction {
+ public:
+  explicit Broken(std::vector<double> answer) : answer_(std::move(answer)) {}
+  std::string name() const override { return "broken"; }
+  std::vector<double> score(std::span<const RewardSample>) override { return answer_; }
+
+ private:
+  std::vector<double> answer_;
+};
+
+TEST(ScoreRewards, RunsEveryFunctionAndChecksWhatItAnswers) {
+  RewardFunctions functions;
+  functions.push_back(std::make_unique<AnswerMatchReward>(AnswerExtraction::last_number, "answer"));
+  functions.push_back(std::make_unique<FormatReward>("\\d+$"));
+  const std::vector<RewardSample> samples = {sample("7", {{"answer", 7}}),
+                                             sample("it is 7.", {{"answer", 8}})};
+  const RewardScores scores = score_rewards(functions, samples, {1, 0.5});
+  EXPECT_EQ(scores.names, (std::vector<std::string>{"last_number", "format"}));
+  EXPECT_EQ(scores.per_function, (std::vector<std::vector<double>>{{1, 0}, {1, 0}}));
+  EXPECT_EQ(scores.total, (std::vector<double>{1.5, 0}));
+  functions.push_back(std::make_unique<Broken>(std::vector<double>{1}));
+  expect_error(
+      [&] {
+        score_rewards(functions, samples, {1, 1, 1});
+      },
+      "[reward broken] answered 1 rewards for 2 completions");
+  functions.back() = std::make_unique<Broken>(std::vector<double>{1, INFINITY});
+  expect_error(
+      [&] {
+        score_rewards(functions, samples, {1, 1, 1});
+      },
+      "[reward broken] the reward of completion 1 is infinite");
+}
+
 TEST(RewardWeights, OneFiniteWeightPerFunction) {
   EXPECT_EQ(parse_reward_weights("", {"a", "b"}), (std::vector<double>{1, 1}));
   EXPECT_EQ(parse_reward_weights("1, 0.25", {"a", "b"}), (std::vector<double>{1, 0.25}));
