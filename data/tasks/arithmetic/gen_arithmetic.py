@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Writes the arithmetic word-problem task of issue 59 (GRPO with a verifiable reward).
 
-Every problem is one addition or subtraction of two numbers below 100 dressed as a short
-story; its `answer` is the exact integer result (never negative). The two splits are
+Every problem is one addition or subtraction of a number from 1 to 20 and one from 1 to 9,
+dressed as a short story or asked directly; its `answer` is the exact integer result (never
+negative). The numbers are small so that SmolLM2-135M-Instruct gets some right before any
+training (GRPO learns only from groups whose rewards differ). The two splits are
 disjoint (no problem text appears in both). Deterministic: Python's random.Random(seed)
 only, so the committed files are this script's output byte for byte:
 
@@ -44,7 +46,7 @@ INSTRUCTION = " Answer with the final number only."
 
 def problem(rng):
     op, template = rng.choice(TEMPLATES)
-    a, b = rng.randint(1, 99), rng.randint(1, 99)
+    a, b = rng.randint(1, 20), rng.randint(1, 9)
     if op == "-" and b > a:
         a, b = b, a
     text = template.format(n=rng.choice(NAMES), x=rng.choice(THINGS), a=a, b=b)
