@@ -9,7 +9,10 @@
 //     order. A batch is up to generation_batch_size consecutive rows whose prompts have the
 //     same number of tokens (the cache's rows share one length, so rows of prompts of other
 //     lengths are not padded into one batch): G rows of one prompt by default, several
-//     prompts' groups at once when they are as long and the batch size allows.
+//     prompts' groups at once when they are as long and the batch size allows. (TRL without
+//     vLLM decodes its whole generation batch, generation_batch_size completions, in one
+//     left-padded generate call; here the caller passes the prompts of a generation round and
+//     generation_batch_size bounds the rows, so the cache, decoded at once.)
 //   - A batch's cache holds prompt + max_completion_length - 1 positions (the last token is
 //     never fed), allocated once when the batch starts and freed when it ends. Its prefill is
 //     the batch's prompts, (B, P); then one (B, 1) step per token. A row that has stopped is

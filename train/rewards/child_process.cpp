@@ -91,7 +91,8 @@ int kill_and_reap(pid_t pid) {
 }  // namespace
 
 ChildResult run_child(const std::vector<std::string>& argv, const std::string& input,
-                      std::chrono::milliseconds timeout, const std::string& what) {
+                      std::chrono::milliseconds timeout, size_t out_limit,
+                      const std::string& what) {
   FG_CHECK(!argv.empty(), "{}: the command is empty", what);
   const std::string program = resolve_program(argv[0], what);
   std::vector<char*> args;
@@ -174,6 +175,10 @@ ChildResult run_child(const std::vector<std::string>& argv, const std::string& i
       }
       if (fds[i].fd == from_out) {
         result.out.append(buf, size_t(r));
+        if (result.out.size() > out_limit) {
+          fail_with([&] { result.overflowed = true; });
+          return result;
+        }
       } else {
         result.err.append(buf, size_t(r));
         if (result.err.size() > 2 * kErrTail) result.err.erase(0, result.err.size() - kErrTail);

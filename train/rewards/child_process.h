@@ -26,19 +26,20 @@
 namespace fitgrad::train::rewards {
 
 struct ChildResult {
-  std::string out;         // everything the child wrote to stdout
-  std::string err;         // the last 4 KiB it wrote to stderr
-  int exit_code = -1;      // its exit status, when it exited
-  int signal = 0;          // the signal that ended it, or 0
-  bool timed_out = false;  // killed at the time bound
-  bool input_cut = false;  // it closed its stdin before reading all of it
+  std::string out;          // everything the child wrote to stdout
+  std::string err;          // the last 4 KiB it wrote to stderr
+  int exit_code = -1;       // its exit status, when it exited
+  int signal = 0;           // the signal that ended it, or 0
+  bool timed_out = false;   // killed at the time bound
+  bool input_cut = false;   // it closed its stdin before reading all of it
+  bool overflowed = false;  // killed for writing more than out_limit bytes to stdout
 };
 
 // Runs argv (argv[0] the program) with `input` on its stdin until it exits and its outputs
-// close, or until `timeout`. Throws fitgrad::Error "<what> ..." when the program cannot be
+// close, until `timeout`, or until it has written more than `out_limit` bytes to stdout. Throws fitgrad::Error "<what> ..." when the program cannot be
 // started (not found, not executable) and Interrupted on SIGINT/SIGTERM (Note [Running a
 // child program]).
 ChildResult run_child(const std::vector<std::string>& argv, const std::string& input,
-                      std::chrono::milliseconds timeout, const std::string& what);
+                      std::chrono::milliseconds timeout, size_t out_limit, const std::string& what);
 
 }  // namespace fitgrad::train::rewards

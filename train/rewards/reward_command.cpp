@@ -90,7 +90,13 @@ std::vector<double> CommandReward::score(std::span<const RewardSample> samples) 
   const std::string what = fmt::format("[reward_command '{}']", command_);
   std::string input;
   for (const RewardSample& s : samples) input += reward_input_line(s) + "\n";
-  const ChildResult r = run_child(argv_, input, timeout_, what);
+  // Room for a long number on every line, and then some: more is a program gone astray.
+  const size_t out_limit = (1 << 20) + 128 * samples.size();
+  const ChildResult r = run_child(argv_, input, timeout_, out_limit, what);
+  FG_CHECK(!r.overflowed,
+           "{} wrote more than {} bytes to stdout for {} completions and was killed; it must "
+           "print one number per input line",
+           what, out_limit, samples.size());
   FG_CHECK(!r.timed_out,
            "{} gave no answer for {} completions within {} s (--reward_timeout) and was "
            "killed{}",

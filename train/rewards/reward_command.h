@@ -20,8 +20,8 @@
 //   - Any failure is a fitgrad::Error naming the command: the program not found or not
 //     runnable; a non-zero exit or death by a signal (with the end of its stderr); not
 //     exactly one line per completion; a line that is not a number, or an infinite one (its
-//     line number and text); no answer within --reward_timeout seconds (the program is
-//     killed). A run that meets one stops with the error before the step trains, so its last
+//     line number and text); no answer within --reward_timeout seconds, or more than 1 MiB
+//     + 128 bytes per completion written to stdout (the program is killed). A run that meets one stops with the error before the step trains, so its last
 //     checkpoint stands.
 #pragma once
 

@@ -115,6 +115,8 @@ TEST(RewardCommand, EachFailureNamesTheCommand) {
                "[reward_command", "line 2 of its output, 'abc', is not a finite number");
   expect_error([] { CommandReward(sh("cat >/dev/null; echo inf"), 30).score(samples(1)); },
                "[reward_command", "line 1 of its output, 'inf'");
+  expect_error([] { CommandReward("yes", 30).score(samples(2)); }, "[reward_command 'yes']",
+               "wrote more than 1048832 bytes to stdout for 2 completions and was killed");
   expect_error([] { CommandReward("fitgrad-no-such-reward-program", 30).score(samples(1)); },
                "[reward_command 'fitgrad-no-such-reward-program']", "not found on PATH");
   expect_error([] { CommandReward("/dev/null", 30).score(samples(1)); }, "[reward_command",
@@ -170,7 +172,7 @@ TEST(RunChild, SigintKillsAndReapsTheChild) {
   bool interrupted = false;
   try {
     run_child({"sh", "-c", "echo $$ > " + pid_file.string() + "; exec sleep 30"}, "",
-              std::chrono::seconds(60), "[test]");
+              std::chrono::seconds(60), 1024, "[test]");
   } catch (const Interrupted& e) {
     interrupted = e.signal() == SIGINT;
   }
