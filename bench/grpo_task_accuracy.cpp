@@ -19,33 +19,20 @@
 #include <string>
 #include <vector>
 
+#include "tests/io/smollm2_file.h"
 #include "train/chat_prompt.h"
 #include "train/grouped_generation.h"
 #include "train/model_source.h"
 #include "train/rewards/answer_match.h"
 
-namespace {
-
 using namespace fitgrad;
-
-std::string default_model() {
-  if (const char* p = std::getenv("FITGRAD_SMOLLM2"); p && *p) return p;
-  std::string cache;
-  if (const char* c = std::getenv("FITGRAD_CACHE"); c && *c)
-    cache = c;
-  else if (const char* h = std::getenv("HOME"); h && *h)
-    cache = std::string(h) + "/.cache/fitgrad";
-  return cache + "/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   const std::string split = argc > 1 ? argv[1] : "data/tasks/arithmetic/heldout.jsonl";
   const int64_t g = argc > 2 ? std::atoll(argv[2]) : 1;
   const double temperature = argc > 3 ? std::atof(argv[3]) : 0.0;
   const int64_t length = argc > 4 ? std::atoll(argv[4]) : 32;
-  const std::string model = argc > 5 ? argv[5] : default_model();
+  const std::string model = argc > 5 ? argv[5] : test::smollm2_path();
   if (!std::filesystem::exists(model)) {
     std::printf("no model at %s: run tools/fetch-smollm2.sh first\n", model.c_str());
     return 0;
