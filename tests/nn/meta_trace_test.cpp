@@ -24,6 +24,7 @@
 #include "tensor/backend/profile.h"
 #include "tensor/memory/caching_allocator.h"
 #include "tensor/memory/scope.h"
+#include "tests/nn/allocation_events.h"
 
 namespace fitgrad::testing {
 namespace {
@@ -57,15 +58,6 @@ std::vector<TraceCase> trace_cases() {
   }
   return cases;
 }
-
-// What the comparison keeps of an event: everything but time, address and segment ids.
-struct Seen {
-  EventKind kind;
-  uint64_t size, requested;
-  Category category;
-  uint32_t label;
-  bool operator==(const Seen&) const = default;
-};
 
 struct TraceRun {
   std::vector<Seen> events;  // alloc and free
@@ -105,12 +97,7 @@ TraceRun train_two_steps(const TraceCase& c, Device device) {
     }
   }
   TraceRun run;
-  for (const MemoryEvent& e : alloc.events()) {
-    if (e.seq < first || e.kind == EventKind::segment_alloc || e.kind == EventKind::segment_free ||
-        e.kind == EventKind::mark || e.kind == EventKind::oom)
-      continue;
-    run.events.push_back({e.kind, e.size, e.requested, e.category, e.label});
-  }
+  run.events = events_since(alloc, first);
   run.peak = alloc.stats().allocated_bytes[kAllPools].peak - base;
   return run;
 }
