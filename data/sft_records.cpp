@@ -10,7 +10,9 @@
 #include <fstream>
 
 #include "data/folder_files.h"
+#include "io/json_depth.h"
 #include "tensor/error.h"
+#include "tensor/interrupt.h"
 
 namespace fitgrad::data {
 
@@ -81,8 +83,9 @@ bool SftReader::open_next_file() {
   open->in.open(open->path, std::ios::binary);
   FG_CHECK(open->in.is_open(), "[sft {}] cannot open the file", open->path);
   if (open->array) {
+    const std::string text(std::istreambuf_iterator<char>(open->in), {});
     try {
-      open->records = json::parse(open->in);
+      open->records = io::parse_json<json>(text, fmt::format("[sft {}]", open->path));
     } catch (const json::exception& e) {
       throw Error(fmt::format("[sft {}] invalid JSON: {}", open->path, e.what()));
     }
@@ -113,8 +116,11 @@ std::optional<SftReader::Record> SftReader::read_record() {
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
     Record record{json(), fmt::format("{} line {}", f.path, f.line), {}};
     try {
+      io::check_json_depth(line, "");
       record.value = json::parse(line);
     } catch (const json::exception& e) {
+      record.parse_error = e.what();
+    } catch (const Error& e) {
       record.parse_error = e.what();
     }
     return record;
@@ -161,6 +167,7 @@ SftExample SftReader::example(const Record& record) {
 
 std::optional<SftExample> SftReader::next() {
   for (;;) {
+    interruption_point();  // Note [Interruption points]: each record read
     if (!open_ && !open_next_file()) {
       if (report_.examples > 0) return std::nullopt;
       FG_CHECK(report_.skipped == 0,
