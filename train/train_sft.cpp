@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -13,6 +14,7 @@
 #include "data/sft_records.h"
 #include "io/content_hash.h"
 #include "tensor/error.h"
+#include "tensor/interrupt.h"
 #include "train/chat_prompt.h"
 
 namespace fitgrad::train {
@@ -103,7 +105,7 @@ SftData load_sft_data(const TrainArgs& a, const LoadedModel& lm, std::ostream& e
   data::SftReadReport report;
   std::vector<data::SftExample> examples = data::read_sft_examples(a.data, ro, &report);
   // With --eval_data every example of --data trains and the validation split is that data's.
-  const auto n_data = int64_t(examples.size());
+  auto n_data = int64_t(examples.size());
   if (!a.eval_data.empty()) {
     data::SftReadReport eval_report;
     std::vector<data::SftExample> val = data::read_sft_examples(a.eval_data, ro, &eval_report);
@@ -141,15 +143,6 @@ SftData load_sft_data(const TrainArgs& a, const LoadedModel& lm, std::ostream& e
   const data::Tokenizer& tok = *lm.tokenizer;
   const int32_t pad = tok.pad() ? *tok.pad() : tok.eos() ? *tok.eos() : 0;
 
-  const auto n = int64_t(examples.size());
-  const int64_t n_val = !a.eval_data.empty() ? n - n_data
-                        : a.val_fraction > 0
-                            ? std::min<int64_t>(n, int64_t(std::ceil(a.val_fraction * double(n))))
-                            : 0;
-  SftData d;
-  d.packing = a.packing != "auto" ? data::parse_packing(a.packing)
-              : all_text && n > 0 ? data::Packing::none
-                                  : data::Packing::bfd;
   const std::string fingerprint = encoding_fingerprint(a, lm, eo.add_bos);
   const std::string cache =
       (fs::path(cache_dir) /
@@ -161,20 +154,59 @@ SftData load_sft_data(const TrainArgs& a, const LoadedModel& lm, std::ostream& e
   const bool cached = encoded.has_value();
   if (!cached) {
     encoded.emplace();
-    for (const data::SftExample& e : examples) {
-      if (!pairs) {
-        encoded->push_back(encoder.encode(e));
-        continue;
+    // A record the template refuses (raise_exception, a type error) is a bad record too
+    // (Note [Bad records] in data/sft_records.cpp): with --skip_bad_examples it is counted and
+    // left out, and the cache is not written, so every run skips and reports the same ones.
+    std::vector<bool> bad(examples.size(), false);
+    for (size_t i = 0; i < examples.size(); ++i) {
+      interruption_point();  // Note [Interruption points]: loading stops at once
+      try {
+        if (!pairs) {
+          encoded->push_back(encoder.encode(examples[i]));
+        } else {
+          const auto [chosen, rejected] = data::preference_answers(examples[i]);
+          data::SftTokens c = encoder.encode(chosen);
+          data::SftTokens r = encoder.encode(rejected);
+          encoded->push_back(std::move(c));
+          encoded->push_back(std::move(r));
+        }
+      } catch (const Error& e) {
+        if (!a.skip_bad_examples)
+          throw Error(
+              fmt::format("{}; fix the record, or pass --skip_bad_examples to count and "
+                          "skip bad records",
+                          e.what()));
+        bad[i] = true;
+        ++report.skipped;
+        if (report.first_errors.size() < data::SftReadReport::kKeptErrors)
+          report.first_errors.push_back(e.what());
       }
-      const auto [chosen, rejected] = data::preference_answers(e);
-      encoded->push_back(encoder.encode(chosen));
-      encoded->push_back(encoder.encode(rejected));
     }
-    std::error_code ec;
-    fs::create_directories(cache_dir, ec);
-    FG_CHECK(!ec, "[train] cannot create the cache folder {}: {}", cache_dir, ec.message());
-    data::write_sft_cache(cache, fingerprint, *encoded, "[train " + cache + "]");
+    if (std::find(bad.begin(), bad.end(), true) != bad.end()) {
+      std::vector<data::SftExample> kept;
+      for (size_t i = 0; i < examples.size(); ++i)
+        if (!bad[i]) kept.push_back(std::move(examples[i]));
+      n_data -= std::count(bad.begin(), bad.begin() + n_data, true);
+      FG_CHECK(!kept.empty(),
+               "[train] {} has no good record: all {} were bad (skip_bad_examples); the first: {}",
+               a.data, report.skipped, report.first_errors.front());
+      examples = std::move(kept);
+    } else {
+      std::error_code ec;
+      fs::create_directories(cache_dir, ec);
+      FG_CHECK(!ec, "[train] cannot create the cache folder {}: {}", cache_dir, ec.message());
+      data::write_sft_cache(cache, fingerprint, *encoded, "[train " + cache + "]");
+    }
   }
+  const auto n = int64_t(examples.size());
+  const int64_t n_val = !a.eval_data.empty() ? n - n_data
+                        : a.val_fraction > 0
+                            ? std::min<int64_t>(n, int64_t(std::ceil(a.val_fraction * double(n))))
+                            : 0;
+  SftData d;
+  d.packing = a.packing != "auto" ? data::parse_packing(a.packing)
+              : all_text && n > 0 ? data::Packing::none
+                                  : data::Packing::bfd;
   const size_t n_train = size_t(n - n_val);
   d.pairs = pairs;
   if (pairs) {
