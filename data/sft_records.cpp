@@ -165,6 +165,14 @@ SftExample SftReader::example(const Record& record) {
   return sft_example_from_json(record.value, f.format, options_.text_field, record.where, f.why);
 }
 
+void SftReadReport::bad_record(const Error& e, bool skip) {
+  if (!skip)
+    throw Error(fmt::format(
+        "{}; fix the record, or pass --skip_bad_examples to count and skip bad records", e.what()));
+  ++skipped;
+  if (first_errors.size() < kKeptErrors) first_errors.push_back(e.what());
+}
+
 std::optional<SftExample> SftReader::next() {
   for (;;) {
     interruption_point();  // Note [Interruption points]: each record read
@@ -185,14 +193,7 @@ std::optional<SftExample> SftReader::next() {
       ++report_.examples;
       return ex;
     } catch (const Error& e) {
-      if (!options_.skip_bad_examples)
-        throw Error(
-            fmt::format("{}; fix the record, or pass --skip_bad_examples to count and "
-                        "skip bad records",
-                        e.what()));
-      ++report_.skipped;
-      if (report_.first_errors.size() < SftReadReport::kKeptErrors)
-        report_.first_errors.push_back(e.what());
+      report_.bad_record(e, options_.skip_bad_examples);
     }
   }
 }

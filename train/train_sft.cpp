@@ -171,15 +171,8 @@ SftData load_sft_data(const TrainArgs& a, const LoadedModel& lm, std::ostream& e
           encoded->push_back(std::move(r));
         }
       } catch (const Error& e) {
-        if (!a.skip_bad_examples)
-          throw Error(
-              fmt::format("{}; fix the record, or pass --skip_bad_examples to count and "
-                          "skip bad records",
-                          e.what()));
+        report.bad_record(e, a.skip_bad_examples);
         bad[i] = true;
-        ++report.skipped;
-        if (report.first_errors.size() < data::SftReadReport::kKeptErrors)
-          report.first_errors.push_back(e.what());
       }
     }
     if (std::find(bad.begin(), bad.end(), true) != bad.end()) {
