@@ -30,9 +30,10 @@
 //     nested steps: jinja2's RecursionError, which a macro that calls itself without end
 //     meets (jinja2 stops at about 180 nested macro calls, each of which is a few steps
 //     here, so no template jinja2 renders is refused);
-//   - counts the steps of the whole rendering and refuses more than kMaxRenderSteps (a
-//     chat template over a 10,000-message conversation takes about 500,000; two nested
-//     range(100000) loops take 10^10);
+//   - counts the steps of the whole rendering and refuses more than kMaxRenderSteps (the
+//     real templates of tests/golden/chat_templates render a 10,000-message conversation,
+//     far beyond any model's context, within it; Qwen3's, the costliest, stops between
+//     10,000 and 40,000 messages; two nested range(100000) loops would take 10^10 steps);
 //   - is an interruption point (Note [Interruption points]), so SIGINT stops a long
 //     rendering within a second.
 // The text a template builds is bounded too: no string above kMaxTextBytes, no list above

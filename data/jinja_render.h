@@ -32,7 +32,7 @@ class Raised : public std::runtime_error {
 
 // Note [Jinja render bounds] in jinja_render.cpp.
 inline constexpr int kMaxRenderDepth = 2000;
-inline constexpr uint64_t kMaxRenderSteps = 5'000'000;
+inline constexpr uint64_t kMaxRenderSteps = 2'000'000;
 
 class Renderer {
  public:
