@@ -35,7 +35,8 @@
 //     far beyond any model's context, within it; Qwen3's, the costliest, stops between
 //     10,000 and 40,000 messages; two nested range(100000) loops would take 10^10 steps);
 //   - is an interruption point (Note [Interruption points]), so SIGINT stops a long
-//     rendering within a second.
+//     rendering within a second: the flag is read at every step, since one step (a filter
+//     over 64 MiB of text) may take a tenth of a second.
 // The text a template builds is bounded too: no string above kMaxTextBytes, no list above
 // kMaxItems (Value checks itself; repeating and padding check before they build), and the
 // output checked as it grows. So is a value's depth: lists and dicts know theirs
@@ -165,7 +166,8 @@ void Scope::set(std::string_view name, Value value) {
 }
 
 void Renderer::tick() {
-  if ((++steps_ & 1023) == 0) interruption_point();  // Note [Interruption points]
+  interruption_point();  // Note [Interruption points]
+  ++steps_;
   FG_CHECK(steps_ <= kMaxRenderSteps,
            "the template takes more than {} steps to render (a loop that does not end?)",
            kMaxRenderSteps);

@@ -45,7 +45,9 @@ interrupt() {
 
 chatml='{% for m in messages %}{{ "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n" }}{% endfor %}'
 printf '%s' "$chatml" >"$work/chatml.jinja"
-printf '%s' '{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}' >"$work/loop.jinja"
+# Within the work bound (Note [Jinja render bounds]) but for many minutes: each step scans
+# 50 MB of text.
+printf '%s' "{% set big = ('a' * 10000) * 5000 %}{% for i in range(100000) %}{{ big | replace('x', 'y') | length }}{% endfor %}" >"$work/loop.jinja"
 printf '%s' '[{"role": "user", "content": "hi"}]' >"$work/messages.json"
 
 interrupt template-loop 1 -- "$bin" generate --model "$model" --messages "$work/messages.json" \
