@@ -3,9 +3,9 @@
 #   fuzz/run_campaigns.sh BUILD_DIR SECONDS [TARGET...]
 # Each target starts from a temporary copy of its committed seeds, fuzz/corpus/<name>/, or of
 # golden files of the tests (golden_seeds below), so the repository is never written, and
-# uses fuzz/<name>.dict. Each input runs on a thread with a bounded stack
-# (fuzz/small_stack.h) and within -timeout seconds and -rss_limit_mb of memory. A crash, a sanitizer report,
-# a leak, a timeout (-timeout, seconds per input) or running out of memory fails the
+# uses fuzz/<name>.dict. The targets of the input surfaces run each input on a thread with a
+# bounded stack (fuzz/small_stack.h). A crash, a sanitizer report, a stack overflow, a leak, a
+# timeout (-timeout, seconds per input) or running out of memory (-rss_limit_mb) fails the
 # script; the input that did it is kept as BUILD_DIR/fuzz/artifacts/<name>-crash-<sha1>
 # and the end of the target's log is printed. The last line per target has its speed.
 set -euo pipefail
@@ -59,7 +59,7 @@ for name in "${targets[@]}"; do
   log="$work/$name.log"
   echo "fuzz: $name for ${seconds}s (seeds: $(ls "$work/$name" | wc -l))"
   status=0
-  "$bin" -max_total_time="$seconds" -dict="fuzz/$name.dict" -timeout=10 -rss_limit_mb=2048 \
+  "$bin" -max_total_time="$seconds" -dict="fuzz/$name.dict" -timeout=30 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="$artifacts/$name-" "$work/$name" >"$log" 2>&1 ||
     status=$?
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
