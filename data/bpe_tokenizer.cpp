@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "data/nfc.h"
+#include "io/json_depth.h"
 #include "tensor/error.h"
 
 namespace fitgrad::data {
@@ -189,7 +190,7 @@ BpeTokenizer BpeTokenizer::from_gpt2_files(const std::string& encoder_json_path,
   const std::string json_text = read_file(encoder_json_path);
   nlohmann::json json;
   try {
-    json = nlohmann::json::parse(json_text);
+    json = io::parse_json<nlohmann::json>(json_text, fmt::format("[{}]", encoder_json_path));
   } catch (const nlohmann::json::parse_error& e) {
     const auto [line, col] = line_col(json_text, e.byte > 0 ? e.byte - 1 : 0);
     throw Error(

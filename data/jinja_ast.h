@@ -56,6 +56,7 @@ struct Expr {
   };
   Kind kind;
   int line = 0;
+  int height = 1;  // the longest path to a leaf (Note [Jinja nesting bound])
   Value value;
   std::string name;
   std::vector<std::unique_ptr<Expr>> kids;

@@ -188,11 +188,12 @@ Value dict(Renderer&, const Args& a) {
   return Value::dict(std::move(d));
 }
 
-Value namespace_(Renderer&, const Args& a) {
+Value namespace_(Renderer& r, const Args& a) {
   Dict d;
   fill_dict(d, a, "namespace");
   auto ns = std::make_shared<Namespace>();
   for (auto& [k, v] : d.items) ns->set(to_str(k), v);
+  r.keep(ns);
   return Value::object(std::move(ns));
 }
 
@@ -244,6 +245,14 @@ constexpr NamedGlobal kGlobals[] = {
 }  // namespace
 
 std::string Namespace::repr() const {
+  // A namespace inside itself prints as Python's dict repr does on recursion: {...}.
+  static thread_local std::vector<const Namespace*> printing;
+  if (std::find(printing.begin(), printing.end(), this) != printing.end())
+    return "<Namespace {...}>";
+  printing.push_back(this);
+  struct Pop {
+    ~Pop() { printing.pop_back(); }
+  } pop;
   std::string out = "<Namespace {";
   bool first = true;
   for (const auto& [k, v] : attrs_.items) {

@@ -23,6 +23,8 @@ class Namespace : public Object {
   std::string repr() const override;
   Value attr(std::string_view name) const override;
   void set(std::string_view name, Value value);
+  // Drops every attribute (Renderer's end: Note [Jinja render bounds]).
+  void clear() { attrs_.items.clear(); }
 
  private:
   Dict attrs_;

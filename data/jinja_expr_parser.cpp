@@ -14,6 +14,41 @@
 
 namespace fitgrad::data::jinja {
 
+// Note [Jinja nesting bound]
+// The parser and the renderer recurse: each bracket, unary operator and block costs the parser
+// a dozen frames, and each level of the tree a frame or two of the renderer and of the tree's
+// destructor. So 100,000 nested parentheses or 20,000 nested {% if %} blocks ran the stack
+// out. The parser therefore counts how deep it is (Nested: expressions, unary operators,
+// blocks) and refuses more than kMaxTemplateNesting levels, and it keeps each expression's
+// height (the longest path to a leaf, which a chain of `+`, filters or attributes grows by one
+// per link, with no recursion of the parser) and refuses a tree higher than
+// kMaxExpressionHeight, both naming the line. jinja2 fails far earlier (RecursionError at
+// about 100 nested parentheses or blocks and 500 links of a chain), so no template that
+// transformers renders is refused. The renderer's own bound: Note [Jinja render bounds].
+ExprParser::Nested::Nested(ExprParser& p) : p_(p) {
+  if (++p_.nesting_ > kMaxTemplateNesting) {
+    --p_.nesting_;
+    p_.fail(p_.cur().line, fmt::format("the template nests deeper than {} levels (brackets, "
+                                       "unary operators, blocks); jinja2 stops far earlier",
+                                       kMaxTemplateNesting));
+  }
+}
+
+void ExprParser::grow(Expr& parent, const Expr* kid) {
+  if (!kid || kid->height < parent.height) return;
+  parent.height = kid->height + 1;
+  if (parent.height > kMaxExpressionHeight)
+    fail(parent.line, fmt::format("an expression deeper than {} levels (a chain of that many "
+                                  "operators, filters, attributes or calls); split it with "
+                                  "{{% set %}}",
+                                  kMaxExpressionHeight));
+}
+
+void ExprParser::adopt(Expr& parent, ExprPtr kid) {
+  grow(parent, kid.get());
+  parent.kids.push_back(std::move(kid));
+}
+
 ExprPtr ExprParser::node(Expr::Kind kind, int line) {
   auto e = std::make_unique<Expr>();
   e->kind = kind;
@@ -28,15 +63,16 @@ ExprPtr ExprParser::parse_expression(bool with_condexpr) {
 }
 
 ExprPtr ExprParser::parse_condexpr() {
+  const Nested nested(*this);
   ExprPtr e = parse_or();
   while (is_name("if")) {
     const int line = next().line;
     auto c = node(Expr::Kind::cond, line);
     ExprPtr test = parse_or();
     ExprPtr otherwise = skip_name("else") ? parse_condexpr() : nullptr;
-    c->kids.push_back(std::move(e));
-    c->kids.push_back(std::move(test));
-    c->kids.push_back(std::move(otherwise));
+    adopt(*c, std::move(e));
+    adopt(*c, std::move(test));
+    adopt(*c, std::move(otherwise));
     e = std::move(c);
   }
   return e;
@@ -47,8 +83,8 @@ ExprPtr ExprParser::binary_chain(Expr::Kind kind, std::string_view word,
   ExprPtr left = (this->*sub)();
   while (is_name(word)) {
     auto e = node(kind, next().line);
-    e->kids.push_back(std::move(left));
-    e->kids.push_back((this->*sub)());
+    adopt(*e, std::move(left));
+    adopt(*e, (this->*sub)());
     left = std::move(e);
   }
   return left;
@@ -62,8 +98,9 @@ ExprPtr ExprParser::parse_and() {
 
 ExprPtr ExprParser::parse_not() {
   if (is_name("not")) {
+    const Nested nested(*this);
     auto e = node(Expr::Kind::not_, next().line);
-    e->kids.push_back(parse_not());
+    adopt(*e, parse_not());
     return e;
   }
   return parse_compare();
@@ -98,10 +135,10 @@ ExprPtr ExprParser::parse_compare() {
     next();
     if (!cmp) {
       cmp = node(Expr::Kind::compare, line);
-      cmp->kids.push_back(std::move(first));
+      adopt(*cmp, std::move(first));
     }
     cmp->ops.push_back(op);
-    cmp->kids.push_back(parse_math1());
+    adopt(*cmp, parse_math1());
   }
   return cmp ? std::move(cmp) : std::move(first);
 }
@@ -109,8 +146,8 @@ ExprPtr ExprParser::parse_compare() {
 ExprPtr ExprParser::binop(BinOp op, ExprPtr a, ExprPtr b, int line) {
   auto e = node(Expr::Kind::binary, line);
   e->ops.push_back(op);
-  e->kids.push_back(std::move(a));
-  e->kids.push_back(std::move(b));
+  adopt(*e, std::move(a));
+  adopt(*e, std::move(b));
   return e;
 }
 
@@ -128,8 +165,8 @@ ExprPtr ExprParser::parse_concat() {
   ExprPtr first = parse_math2();
   if (!is_op("~")) return first;
   auto e = node(Expr::Kind::concat, line);
-  e->kids.push_back(std::move(first));
-  while (skip_op("~")) e->kids.push_back(parse_math2());
+  adopt(*e, std::move(first));
+  while (skip_op("~")) adopt(*e, parse_math2());
   return e;
 }
 
@@ -158,9 +195,10 @@ ExprPtr ExprParser::parse_pow() {
 ExprPtr ExprParser::parse_unary(bool with_filter) {
   ExprPtr e;
   if (is_op("-") || is_op("+")) {
+    const Nested nested(*this);
     const Token& t = next();
     e = node(t.text == "-" ? Expr::Kind::neg : Expr::Kind::pos, t.line);
-    e->kids.push_back(parse_unary(false));
+    adopt(*e, parse_unary(false));
   } else {
     e = parse_primary();
   }
@@ -213,7 +251,7 @@ ExprPtr ExprParser::parse_primary() {
     while (!is_op("]")) {
       if (!e->kids.empty()) expect_op(",");
       if (is_op("]")) break;
-      e->kids.push_back(parse_expression(true));
+      adopt(*e, parse_expression(true));
     }
     next();
     return e;
@@ -223,9 +261,9 @@ ExprPtr ExprParser::parse_primary() {
     while (!is_op("}")) {
       if (!e->kids.empty()) expect_op(",");
       if (is_op("}")) break;
-      e->kids.push_back(parse_expression(true));
+      adopt(*e, parse_expression(true));
       expect_op(":");
-      e->kids.push_back(parse_expression(true));
+      adopt(*e, parse_expression(true));
     }
     next();
     return e;
@@ -257,7 +295,7 @@ ExprPtr ExprParser::parse_tuple(bool simplified, bool with_condexpr, Names extra
     if (!explicit_parens) fail(line, "expected an expression, got " + describe(cur()));
   }
   auto e = node(Expr::Kind::tuple, line);
-  e->kids = std::move(items);
+  for (ExprPtr& item : items) adopt(*e, std::move(item));
   return e;
 }
 
@@ -292,15 +330,15 @@ ExprPtr ExprParser::parse_subscript(ExprPtr obj) {
     if (attr.type == T::name) {
       auto e = node(Expr::Kind::getattr, t.line);
       e->name = attr.text;
-      e->kids.push_back(std::move(obj));
+      adopt(*e, std::move(obj));
       return e;
     }
     if (attr.type != T::integer) fail(attr.line, "expected a name or number after '.'");
     auto e = node(Expr::Kind::getitem, t.line);
-    e->kids.push_back(std::move(obj));
+    adopt(*e, std::move(obj));
     auto index = node(Expr::Kind::constant, attr.line);
     index->value = Value::integer(attr.integer);
-    e->kids.push_back(std::move(index));
+    adopt(*e, std::move(index));
     return e;
   }
   std::vector<ExprPtr> args;
@@ -310,17 +348,18 @@ ExprPtr ExprParser::parse_subscript(ExprPtr obj) {
   }
   next();
   if (args.size() == 1 && args[0]->kind == Expr::Kind::slice) {
+    grow(*args[0], obj.get());
     args[0]->kids[0] = std::move(obj);
     return std::move(args[0]);
   }
   auto e = node(Expr::Kind::getitem, t.line);
-  e->kids.push_back(std::move(obj));
+  adopt(*e, std::move(obj));
   if (args.size() == 1) {
-    e->kids.push_back(std::move(args[0]));
+    adopt(*e, std::move(args[0]));
   } else {
     auto tuple = node(Expr::Kind::tuple, t.line);
-    tuple->kids = std::move(args);
-    e->kids.push_back(std::move(tuple));
+    for (ExprPtr& arg : args) adopt(*tuple, std::move(arg));
+    adopt(*e, std::move(tuple));
   }
   return e;
 }
@@ -335,12 +374,12 @@ ExprPtr ExprParser::parse_subscribed() {
   }
   next();
   auto e = node(Expr::Kind::slice, line);
-  e->kids.push_back(nullptr);
-  e->kids.push_back(std::move(start));
-  e->kids.push_back(is_op("]") || is_op(",") || is_op(":") ? nullptr : parse_expression(true));
+  adopt(*e, nullptr);
+  adopt(*e, std::move(start));
+  adopt(*e, is_op("]") || is_op(",") || is_op(":") ? nullptr : parse_expression(true));
   ExprPtr step;
   if (skip_op(":") && !is_op("]") && !is_op(",")) step = parse_expression(true);
-  e->kids.push_back(std::move(step));
+  adopt(*e, std::move(step));
   return e;
 }
 
@@ -356,10 +395,10 @@ void ExprParser::parse_call_args(Expr& e) {
     if (cur().type == T::name && look().type == T::op && look().text == "=") {
       e.keywords.push_back(next().text);
       next();
-      e.kids.push_back(parse_expression(true));
+      adopt(e, parse_expression(true));
     } else {
       if (!e.keywords.empty()) fail(cur().line, "positional argument after a keyword argument");
-      e.kids.push_back(parse_expression(true));
+      adopt(e, parse_expression(true));
       ++e.positional;
     }
   }
@@ -376,7 +415,7 @@ ExprPtr ExprParser::parse_call(ExprPtr callee) {
     fail(line, fmt::format("unknown method '{}'", callee->name));
   }
   auto e = node(Expr::Kind::call, line);
-  e->kids.push_back(std::move(callee));
+  adopt(*e, std::move(callee));
   parse_call_args(*e);
   return e;
 }
@@ -399,7 +438,7 @@ ExprPtr ExprParser::parse_filter(ExprPtr input, bool start_inline) {
     e->name = dotted_name();
     e->filter = find_filter(e->name);
     if (!e->filter) fail(line, fmt::format("unknown filter '{}'", e->name));
-    e->kids.push_back(std::move(input));
+    adopt(*e, std::move(input));
     if (is_op("(")) parse_call_args(*e);
     input = std::move(e);
   }
@@ -413,19 +452,19 @@ ExprPtr ExprParser::parse_test(ExprPtr value) {
   e->name = dotted_name();
   e->test = find_test(e->name);
   if (!e->test) fail(line, fmt::format("unknown test '{}'", e->name));
-  e->kids.push_back(std::move(value));
+  adopt(*e, std::move(value));
   if (is_op("(")) {
     parse_call_args(*e);
   } else if ((cur().type == T::name || cur().type == T::string || cur().type == T::integer ||
               cur().type == T::real || is_op("(") || is_op("[") || is_op("{")) &&
              !is_name("else") && !is_name("or") && !is_name("and")) {
     if (is_name("is")) fail(cur().line, "you cannot chain multiple tests with 'is'");
-    e->kids.push_back(parse_postfix(parse_primary()));
+    adopt(*e, parse_postfix(parse_primary()));
     e->positional = 1;
   }
   if (!negated) return e;
   auto n = node(Expr::Kind::not_, line);
-  n->kids.push_back(std::move(e));
+  adopt(*n, std::move(e));
   return n;
 }
 

@@ -25,6 +25,10 @@ inline bool contains(Names names, std::string_view s) {
   return false;
 }
 
+// Note [Jinja nesting bound] in jinja_expr_parser.cpp.
+inline constexpr int kMaxTemplateNesting = 256;
+inline constexpr int kMaxExpressionHeight = 1000;
+
 class ExprParser {
  public:
   explicit ExprParser(std::string_view source) : tokens_(tokenize(source)) {}
@@ -92,6 +96,22 @@ class ExprParser {
     expect(T::block_end, "'%}'");
   }
 
+  // One level of the parser's nesting, while it lives; throws past kMaxTemplateNesting.
+  class Nested {
+   public:
+    explicit Nested(ExprParser& p);
+    ~Nested() { --p_.nesting_; }
+    Nested(const Nested&) = delete;
+    Nested& operator=(const Nested&) = delete;
+
+   private:
+    ExprParser& p_;
+  };
+
+  // `kid` (may be null) becomes a child of `parent`: grow raises parent's height to cover it,
+  // throwing past kMaxExpressionHeight; adopt also appends it to parent.kids.
+  void grow(Expr& parent, const Expr* kid);
+  void adopt(Expr& parent, ExprPtr kid);
   ExprPtr node(Expr::Kind kind, int line);
   ExprPtr block_input(int line);
   ExprPtr parse_expression(bool with_condexpr);
@@ -122,6 +142,7 @@ class ExprParser {
 
   std::vector<Token> tokens_;
   size_t pos_ = 0;
+  int nesting_ = 0;
   // Names called as functions, with their lines: checked once all macros are known.
   std::vector<std::pair<std::string, int>> called_;
   // For each macro being parsed, the names its body reads (varargs, kwargs).

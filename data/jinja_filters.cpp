@@ -263,13 +263,22 @@ Value to_int(Renderer&, const Value& v, const Args& a) {
   const int64_t base = arg_or(a, 1, "base", Value::integer(10)).as_int();
   if (v.is_string()) {
     if (const auto i = parse_int(v.str(), int(base))) return Value::integer(*i);
-    if (const auto f = parse_float(v.str()); f && std::isfinite(*f))
+    if (const auto f = parse_float(v.str()); f && std::isfinite(*f)) {
+      FG_CHECK(std::trunc(*f) >= -0x1p63 && std::trunc(*f) < 0x1p63,
+               "integer overflow (fitgrad's Jinja integers are 64-bit)");
       return Value::integer(int64_t(std::trunc(*f)));
+    }
     return fallback;
   }
   if (v.is_int()) return Value::integer(v.as_int());
-  if (v.is_number() && std::isfinite(v.as_real()))
-    return Value::integer(int64_t(std::trunc(v.as_real())));
+  if (v.is_number()) {
+    // Python's int(): infinity raises OverflowError, NaN a ValueError (the default).
+    const double x = std::trunc(v.as_real());
+    FG_CHECK(!std::isinf(x), "cannot convert float infinity to integer");
+    if (std::isnan(x)) return fallback;
+    FG_CHECK(x >= -0x1p63 && x < 0x1p63, "integer overflow (fitgrad's Jinja integers are 64-bit)");
+    return Value::integer(int64_t(x));
+  }
   if (v.is_undefined()) throw Error(v.undefined_hint());
   return fallback;
 }
@@ -452,10 +461,12 @@ Value indent(Renderer&, const Value& v, const Args& a) {
   const Value width = arg_or(a, 0, "width", Value::integer(4));
   const bool first_ = arg_or(a, 1, "first", Value::boolean(false)).truthy();
   const bool blank = arg_or(a, 2, "blank", Value::boolean(false)).truthy();
+  if (!width.is_string()) check_text(size_t(std::max<int64_t>(0, width.as_int())), "indent");
   const std::string pad = width.is_string()
                               ? width.str()
                               : std::string(size_t(std::max<int64_t>(0, width.as_int())), ' ');
   const std::vector<std::string> lines = py_splitlines(to_str(v) + "\n", false);
+  check_text(pad.size() * (lines.size() + 1), "indent");
   std::string out;
   for (size_t i = 0; i < lines.size(); ++i) {
     if (i) out += '\n';
@@ -471,6 +482,7 @@ Value center(Renderer&, const Value& v, const Args& a) {
   const int64_t width = arg_or(a, 0, "width", Value::integer(80)).as_int();
   const int64_t n = int64_t(code_point_count(s));
   if (width <= n) return Value::string(s);
+  check_text(size_t(width), "center");
   const int64_t margin = width - n;
   const int64_t left = margin / 2 + (margin & width & 1);
   return Value::string(std::string(size_t(left), ' ') + s +

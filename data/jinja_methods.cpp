@@ -188,6 +188,7 @@ Value pad_impl(const Value& s, const Args& a, int where) {  // -1 ljust, 0 cente
   FG_CHECK(code_point_count(fill) == 1, "The fill character must be exactly one character long");
   const int64_t n = int64_t(code_point_count(s.str()));
   if (width <= n) return s;
+  check_text(size_t(width - n) * fill.size() + s.str().size(), "padding a string");
   const int64_t margin = width - n;
   const int64_t left = where < 0 ? 0 : where > 0 ? margin : margin / 2 + (margin & width & 1);
   std::string out;

@@ -45,12 +45,16 @@ void check_overflow(bool overflow) {
 
 Value repeat(const Value& seq, int64_t times) {
   const size_t n = times > 0 ? size_t(times) : 0;
+  const size_t size = seq.is_string() ? seq.str().size() : seq.list().items.size();
+  const size_t total = n == 0 || size == 0 ? 0 : size > SIZE_MAX / n ? SIZE_MAX : size * n;
   if (seq.is_string()) {
+    check_text(total, "repeating a string");
     std::string out;
     out.reserve(seq.str().size() * n);
     for (size_t i = 0; i < n; ++i) out += seq.str();
     return seq.is_markup() ? Value::markup(std::move(out)) : Value::string(std::move(out));
   }
+  check_items(total, "repeating a list");
   std::vector<Value> out;
   for (size_t i = 0; i < n; ++i)
     out.insert(out.end(), seq.list().items.begin(), seq.list().items.end());
@@ -146,17 +150,25 @@ Value arithmetic(BinOp op, const Value& a, const Value& b) {
         FG_CHECK(!(fx == 0 && fy < 0), "0.0 cannot be raised to a negative power");
         FG_CHECK(!(fx < 0 && std::floor(fy) != fy),
                  "a negative number to a fractional power is complex, which Jinja values lack");
-        return Value::real(std::pow(fx, fy));
+        if (const double p = std::pow(fx, fy);
+            !std::isinf(p) || std::isinf(fx) || std::isinf(fy) || std::isnan(fx) || std::isnan(fy))
+          return Value::real(p);
+        // Python's float pow raises where a finite base and exponent overflow; * and + do not.
+        throw Error(
+            "numerical result out of range: the power overflows a float (Python "
+            "raises OverflowError)");
       default: break;
     }
   }
   if (op == BinOp::add) {
     if (a.is_string() && b.is_string()) {
+      check_text(a.str().size() + b.str().size(), "adding strings");
       if (!a.is_markup() && !b.is_markup()) return Value::string(a.str() + b.str());
       return Value::markup((a.is_markup() ? a.str() : html_escape(a.str())) +
                            (b.is_markup() ? b.str() : html_escape(b.str())));
     }
     if (is_sequence(a) && is_sequence(b) && a.list().type == b.list().type) {
+      check_items(a.list().items.size() + b.list().items.size(), "adding lists");
       std::vector<Value> out = a.list().items;
       out.insert(out.end(), b.list().items.begin(), b.list().items.end());
       return a.list().type == List::Type::tuple ? Value::tuple(std::move(out))

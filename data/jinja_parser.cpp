@@ -78,6 +78,7 @@ class Parser : public ExprParser {
 
   // The body of a block statement after its opening tag, up to one of `ends` (consumed).
   Body block_body(Names ends) {
+    const Nested nested(*this);
     end_of_tag();
     Body body = subparse(ends);
     return body;

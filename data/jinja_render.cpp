@@ -20,6 +20,31 @@
 // count the top level), and a block is not recorded when nothing has been output and no
 // span recorded yet (the tracker tests `rendered_blocks or generation_indices`, both
 // empty). fitgrad's offsets are bytes of the UTF-8 text; Python's count code points.
+//
+// Note [Jinja render bounds]
+// A template is a program, and a hostile or broken one may loop for ever, recurse without
+// end or build text without end; rendering it must still end in a clear error naming the
+// template and line (ChatTemplate::render adds both) or stop on a signal. So every statement
+// and expression rendered is a Step, which
+//   - counts the depth of the renderer's recursion and refuses more than kMaxRenderDepth
+//     nested steps: jinja2's RecursionError, which a macro that calls itself without end
+//     meets (jinja2 stops at about 180 nested macro calls, each of which is a few steps
+//     here, so no template jinja2 renders is refused);
+//   - counts the steps of the whole rendering and refuses more than kMaxRenderSteps (the
+//     real templates of tests/golden/chat_templates render a 10,000-message conversation,
+//     far beyond any model's context, within it; Qwen3's, the costliest, stops between
+//     10,000 and 40,000 messages; two nested range(100000) loops would take 10^10 steps);
+//   - is an interruption point (Note [Interruption points]), so SIGINT stops a long
+//     rendering within a second: the flag is read at every step, since one step (a filter
+//     over 64 MiB of text) may take a tenth of a second.
+// The text a template builds is bounded too: no string above kMaxTextBytes, no list above
+// kMaxItems (Value checks itself; repeating and padding check before they build), and the
+// output checked as it grows. So is a value's depth: lists and dicts know theirs
+// (kMaxValueDepth), and printing counts its own, for namespaces that hold namespaces. A
+// namespace can hold itself or a chain of 100,000 others, which reference counting would
+// leak or free by a recursion as deep; so the Renderer keeps every namespace() until the
+// rendering ends, then clears them all before dropping them, one level each. The parser's
+// bound is Note [Jinja nesting bound].
 #include "data/jinja_render.h"
 
 #include <algorithm>
@@ -27,6 +52,7 @@
 #include "data/jinja_builtins.h"
 #include "data/jinja_ops.h"
 #include "tensor/error.h"
+#include "tensor/interrupt.h"
 
 namespace fitgrad::data::jinja {
 namespace {
@@ -139,6 +165,35 @@ void Scope::set(std::string_view name, Value value) {
   vars.emplace_back(std::string(name), std::move(value));
 }
 
+void Renderer::tick() {
+  interruption_point();  // Note [Interruption points]
+  ++steps_;
+  FG_CHECK(steps_ <= kMaxRenderSteps,
+           "the template takes more than {} steps to render (a loop that does not end?)",
+           kMaxRenderSteps);
+}
+
+Renderer::Step::Step(Renderer& r) : r_(r) {
+  r_.tick();
+  if (++r_.depth_ <= kMaxRenderDepth) return;
+  --r_.depth_;
+  if (r_.macros_.empty())
+    throw Error(fmt::format("maximum recursion depth exceeded: more than {} nested steps",
+                            kMaxRenderDepth));
+  throw Error(
+      fmt::format("maximum recursion depth exceeded in macro '{}' ({} nested macro "
+                  "calls; jinja2 raises RecursionError)",
+                  r_.macros_.back()->text, r_.macros_.size()));
+}
+
+Renderer::~Renderer() {
+  for (const auto& ns : namespaces_) ns->clear();
+}
+
+void Renderer::check_output(const std::string& text) const {
+  check_text(text.size(), "the rendered text");
+}
+
 void Renderer::render(const Template& t, std::shared_ptr<Scope> root, std::string& out,
                       std::vector<std::pair<size_t, size_t>>& spans) {
   scope_ = std::move(root);
@@ -164,11 +219,16 @@ std::string Renderer::capture(const Body& body) {
 }
 
 Renderer::Flow Renderer::exec(const Stmt& s) {
+  const Step step(*this);
   line_ = s.line;
   switch (s.kind) {
-    case Stmt::Kind::text: *out_ += s.text; break;
+    case Stmt::Kind::text:
+      *out_ += s.text;
+      check_output(*out_);
+      break;
     case Stmt::Kind::output:
       for (const auto& e : s.exprs) append_str(eval(*e), *out_);
+      check_output(*out_);
       break;
     case Stmt::Kind::if_:
       for (size_t i = 0; i < s.exprs.size(); ++i)
@@ -189,6 +249,7 @@ Renderer::Flow Renderer::exec(const Stmt& s) {
     case Stmt::Kind::filter_block: {
       Restore<Value> input(block_input_, Value::string(capture(s.bodies[0])));
       append_str(eval(*s.exprs[0]), *out_);
+      check_output(*out_);
       break;
     }
     case Stmt::Kind::with: {
@@ -223,6 +284,7 @@ Renderer::Flow Renderer::exec_for(const Stmt& s) {
   const Value loop_value = Value::object(loop);
   const std::shared_ptr<Scope> outer = scope_;
   for (size_t i = 0; i < loop->items().size(); ++i) {
+    tick();
     auto iteration = child_of(outer);
     loop->index = i;
     assign(s.targets[0], loop->items()[i], *iteration);
@@ -242,6 +304,7 @@ void Renderer::exec_generation(const Stmt& s) {
   const size_t start = root_->size();
   if (!root_->empty() || !spans_->empty()) spans_->emplace_back(start, start + text.size());
   *out_ += text;
+  check_output(*out_);
 }
 
 Value Renderer::call_macro(const Stmt& def, const std::shared_ptr<Scope>& closure,
@@ -277,6 +340,11 @@ Value Renderer::call_macro(const Stmt& def, const std::shared_ptr<Scope>& closur
   std::string text;
   Restore<std::shared_ptr<Scope>> scope(scope_, frame);
   Restore<std::string*> out(out_, &text);
+  macros_.push_back(&def);
+  struct Pop {
+    std::vector<const Stmt*>& macros;
+    ~Pop() { macros.pop_back(); }
+  } pop{macros_};
   for (size_t i = 0; i < n; ++i) {
     if (given[i]) continue;
     frame->set(def.params[i], def.exprs[i]
@@ -327,6 +395,7 @@ Args Renderer::eval_args(const Expr& e) {
 }
 
 Value Renderer::eval(const Expr& e) {
+  const Step step(*this);
   line_ = e.line;
   switch (e.kind) {
     case Expr::Kind::constant: return e.value;
@@ -404,7 +473,10 @@ Value Renderer::eval(const Expr& e) {
     }
     case Expr::Kind::concat: {
       std::string out;
-      for (const auto& k : e.kids) append_str(eval(*k), out);
+      for (const auto& k : e.kids) {
+        append_str(eval(*k), out);
+        check_text(out.size(), "the ~ operator");
+      }
       return Value::string(std::move(out));
     }
     case Expr::Kind::compare: {

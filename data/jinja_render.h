@@ -30,10 +30,21 @@ class Raised : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Note [Jinja render bounds] in jinja_render.cpp.
+inline constexpr int kMaxRenderDepth = 2000;
+inline constexpr uint64_t kMaxRenderSteps = 2'000'000;
+
 class Renderer {
  public:
   // `now` is the local time strftime_now() formats.
   explicit Renderer(const std::tm& now) : now_(now) {}
+  // Clears the namespaces it kept, then drops them (Note [Jinja render bounds]).
+  ~Renderer();
+  Renderer(const Renderer&) = delete;
+  Renderer& operator=(const Renderer&) = delete;
+
+  // Holds a namespace() the template made until the rendering ends.
+  void keep(std::shared_ptr<Namespace> ns) { namespaces_.push_back(std::move(ns)); }
 
   // Renders `t` with `root` as its top scope into `out`; appends the byte span [start, end)
   // of each {% generation %} block's output to `spans` (Note [Generation spans]).
@@ -49,6 +60,23 @@ class Renderer {
 
  private:
   enum class Flow : uint8_t { normal, break_, continue_ };
+
+  // One statement or expression being rendered, while it lives: counts the depth and the
+  // steps and reads the interrupt flag (Note [Jinja render bounds]).
+  class Step {
+   public:
+    explicit Step(Renderer& r);
+    ~Step() { --r_.depth_; }
+    Step(const Step&) = delete;
+    Step& operator=(const Step&) = delete;
+
+   private:
+    Renderer& r_;
+  };
+  // Counts a step, reads the interrupt flag; throws past kMaxRenderSteps.
+  void tick();
+  // Throws when `text` has grown past kMaxTextBytes.
+  void check_output(const std::string& text) const;
 
   Flow exec_body(const Body& body);
   Flow exec(const Stmt& s);
@@ -68,6 +96,10 @@ class Renderer {
   Value block_input_;
   std::tm now_;
   int line_ = 0;
+  int depth_ = 0;
+  std::vector<const Stmt*> macros_;  // the macro calls in progress, innermost last
+  uint64_t steps_ = 0;
+  std::vector<std::shared_ptr<Namespace>> namespaces_;
 };
 
 }  // namespace fitgrad::data::jinja

@@ -96,7 +96,21 @@ Value Value::real(double d) {
   return v;
 }
 
+void check_text(size_t bytes, std::string_view what) {
+  FG_CHECK(bytes <= kMaxTextBytes,
+           "{} would make a string of {} bytes, more than the {} MiB a template may build", what,
+           bytes, kMaxTextBytes >> 20);
+}
+
+void check_items(size_t items, std::string_view what) {
+  FG_CHECK(items <= kMaxItems,
+           "{} would make a list of {} items, more than the {} a template "
+           "may build",
+           what, items, kMaxItems);
+}
+
 Value Value::string(std::string s) {
+  check_text(s.size(), "an operation");
   Value v;
   v.kind_ = Kind::string;
   v.p_ = std::make_shared<const std::string>(std::move(s));
@@ -109,8 +123,28 @@ Value Value::markup(std::string s) {
   return v;
 }
 
+namespace {
+
+// The nesting of a list's or dict's children, +1; throws past kMaxValueDepth.
+int depth_over(int child_depth) {
+  FG_CHECK(child_depth < kMaxValueDepth,
+           "a value nests deeper than {} lists and dicts, more than a template may build",
+           kMaxValueDepth);
+  return child_depth + 1;
+}
+
+int depth_of(const Value& v) {
+  return v.is_list() ? v.list().depth : v.is_dict() ? v.dict().depth : 0;
+}
+
+}  // namespace
+
 Value Value::sequence(uint8_t type, std::vector<Value> items) {
+  check_items(items.size(), "an operation");
+  int deepest = 0;
+  for (const Value& item : items) deepest = std::max(deepest, depth_of(item));
   auto l = std::make_shared<List>();
+  l->depth = depth_over(deepest);
   l->type = List::Type(type);
   l->items = std::move(items);
   Value v;
@@ -130,6 +164,10 @@ Value Value::generator(std::vector<Value> items) {
 }
 
 Value Value::dict(std::shared_ptr<Dict> d) {
+  int deepest = 0;
+  for (const auto& [key, value] : d->items)
+    deepest = std::max({deepest, depth_of(key), depth_of(value)});
+  d->depth = depth_over(deepest);
   Value v;
   v.kind_ = Kind::dict;
   v.p_ = std::move(d);
@@ -307,7 +345,31 @@ std::string to_str(const Value& v) {
   return out;
 }
 
+namespace {
+
+// The depth of append_repr's recursion on this thread, which namespaces inside namespaces
+// (no depth of their own) could take past any stack (Note [Jinja render bounds]).
+class ReprDepth {
+ public:
+  ReprDepth() {
+    if (++depth_ <= kMaxValueDepth) return;
+    --depth_;
+    throw Error(
+        fmt::format("a value nests deeper than {} levels, too deep to print", kMaxValueDepth));
+  }
+  ~ReprDepth() { --depth_; }
+  ReprDepth(const ReprDepth&) = delete;
+  ReprDepth& operator=(const ReprDepth&) = delete;
+
+ private:
+  static thread_local int depth_;
+};
+thread_local int ReprDepth::depth_ = 0;
+
+}  // namespace
+
 void append_repr(const Value& v, std::string& out) {
+  const ReprDepth depth;
   switch (v.kind()) {
     case Value::Kind::undefined: out += "Undefined"; return;
     case Value::Kind::none: out += "None"; return;

@@ -19,6 +19,18 @@ namespace fitgrad::data::jinja {
 class Value;
 class Renderer;
 
+// The largest string and the longest list a template may build (Note [Jinja render bounds]
+// in jinja_render.cpp): check_text throws when `bytes` exceed kMaxTextBytes, check_items when
+// `items` exceed kMaxItems, naming `what`; Value::string and the sequences check themselves,
+// and what repeats or pads checks the size before it builds.
+inline constexpr size_t kMaxTextBytes = size_t(64) << 20;
+inline constexpr size_t kMaxItems = size_t(10'000'000);
+// The deepest value (lists and dicts inside each other, or namespaces printed inside each
+// other) a template may build or print: recursion over a deeper one would run the stack out.
+inline constexpr int kMaxValueDepth = 1000;
+void check_text(size_t bytes, std::string_view what);
+void check_items(size_t items, std::string_view what);
+
 // Call arguments: positional, then keyword (name = value), in the order written.
 struct Args {
   std::vector<Value> positional;
@@ -128,11 +140,13 @@ struct List {
   enum class Type : uint8_t { list, tuple, generator };
   Type type = Type::list;
   std::vector<Value> items;
+  int depth = 1;  // lists and dicts nested, this one included (kMaxValueDepth)
 };
 
 // Keys in insertion order, as Python's dict keeps them.
 struct Dict {
   std::vector<std::pair<Value, Value>> items;
+  int depth = 1;  // as List's, set when a Value wraps the dict
 
   const Value* find(const Value& key) const;
   const Value* find(std::string_view key) const;

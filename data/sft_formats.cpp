@@ -8,6 +8,7 @@
 #include <array>
 #include <utility>
 
+#include "io/json_depth.h"
 #include "tensor/error.h"
 
 namespace fitgrad::data {
@@ -101,6 +102,11 @@ class Checker {
     json tools = record.at("tools");
     if (tools.is_string()) {
       const std::string text = tools.get<std::string>();
+      try {
+        io::check_json_depth(text, "is a string whose");
+      } catch (const Error& e) {
+        fail("tools", e.what());
+      }
       tools = json::parse(text, nullptr, false);
       if (tools.is_discarded()) fail("tools", "is a string that is not valid JSON");
     }

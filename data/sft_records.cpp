@@ -10,7 +10,9 @@
 #include <fstream>
 
 #include "data/folder_files.h"
+#include "io/json_depth.h"
 #include "tensor/error.h"
+#include "tensor/interrupt.h"
 
 namespace fitgrad::data {
 
@@ -81,8 +83,9 @@ bool SftReader::open_next_file() {
   open->in.open(open->path, std::ios::binary);
   FG_CHECK(open->in.is_open(), "[sft {}] cannot open the file", open->path);
   if (open->array) {
+    const std::string text(std::istreambuf_iterator<char>(open->in), {});
     try {
-      open->records = json::parse(open->in);
+      open->records = io::parse_json<json>(text, fmt::format("[sft {}]", open->path));
     } catch (const json::exception& e) {
       throw Error(fmt::format("[sft {}] invalid JSON: {}", open->path, e.what()));
     }
@@ -113,8 +116,11 @@ std::optional<SftReader::Record> SftReader::read_record() {
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
     Record record{json(), fmt::format("{} line {}", f.path, f.line), {}};
     try {
+      io::check_json_depth(line, "");
       record.value = json::parse(line);
     } catch (const json::exception& e) {
+      record.parse_error = e.what();
+    } catch (const Error& e) {
       record.parse_error = e.what();
     }
     return record;
@@ -159,8 +165,17 @@ SftExample SftReader::example(const Record& record) {
   return sft_example_from_json(record.value, f.format, options_.text_field, record.where, f.why);
 }
 
+void SftReadReport::bad_record(const Error& e, bool skip) {
+  if (!skip)
+    throw Error(fmt::format(
+        "{}; fix the record, or pass --skip_bad_examples to count and skip bad records", e.what()));
+  ++skipped;
+  if (first_errors.size() < kKeptErrors) first_errors.push_back(e.what());
+}
+
 std::optional<SftExample> SftReader::next() {
   for (;;) {
+    interruption_point();  // Note [Interruption points]: each record read
     if (!open_ && !open_next_file()) {
       if (report_.examples > 0) return std::nullopt;
       FG_CHECK(report_.skipped == 0,
@@ -178,14 +193,7 @@ std::optional<SftExample> SftReader::next() {
       ++report_.examples;
       return ex;
     } catch (const Error& e) {
-      if (!options_.skip_bad_examples)
-        throw Error(
-            fmt::format("{}; fix the record, or pass --skip_bad_examples to count and "
-                        "skip bad records",
-                        e.what()));
-      ++report_.skipped;
-      if (report_.first_errors.size() < SftReadReport::kKeptErrors)
-        report_.first_errors.push_back(e.what());
+      report_.bad_record(e, options_.skip_bad_examples);
     }
   }
 }

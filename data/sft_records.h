@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "data/sft_formats.h"
+#include "tensor/error.h"
 
 namespace fitgrad::data {
 
@@ -50,6 +51,10 @@ struct SftReadReport {
   int64_t skipped = 0;   // bad records skipped (skip_bad_examples)
   // The messages of the first kKeptErrors skipped records.
   std::vector<std::string> first_errors;
+
+  // A bad record's error (Note [Bad records] in sft_records.cpp): counted when `skip`, else
+  // thrown again with the way on (fix the record, or --skip_bad_examples).
+  void bad_record(const Error& e, bool skip);
 };
 
 class SftReader {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "io/json_depth.h"
 #include "tensor/error.h"
 #include "tensor/quant/dynamic_map.h"
 
@@ -85,8 +86,9 @@ ops::FourBit read_bnb_4bit(const SafetensorsFile& file, const std::string& name,
   const Tensor s = state_bytes.contiguous();
   json state;
   try {
-    state = json::parse(
-        std::string(reinterpret_cast<const char*>(s.data<uint8_t>()), size_t(s.numel())));
+    state = parse_json<json>(
+        std::string_view(reinterpret_cast<const char*>(s.data<uint8_t>()), size_t(s.numel())),
+        fmt::format("{}: the quant state", where));
   } catch (const json::exception& e) {
     throw Error(fmt::format("{}: the quant state is not JSON ({})", where, e.what()));
   }

@@ -10,6 +10,7 @@
 #include "io/gguf.h"
 #include "tensor/convert.h"
 #include "tensor/error.h"
+#include "tensor/interrupt.h"
 
 namespace fitgrad::io {
 namespace {
@@ -141,6 +142,7 @@ void GgufWriter::write(AtomicFile& file) const {
   file.write(head.data(), head.size());
   const std::string zeros(kAlignment, '\0');
   for (const Info& t : tensors_) {
+    interruption_point();  // Note [Interruption points]: each tensor written
     file.write(t.data.data(), t.data.size());
     const size_t pad = (kAlignment - t.data.size() % kAlignment) % kAlignment;
     file.write(zeros.data(), pad);

@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "io/atomic_file.h"
+#include "io/json_depth.h"
 #include "tensor/error.h"
 #include "tensor/interrupt.h"
 
@@ -119,6 +120,7 @@ class HeaderParser {
     KeyCheck keys(where_, top_keys);
     Json doc;
     try {
+      check_json_depth(text, fmt::format("{} header", where_));
       Json::sax_parse(text.begin(), text.end(), &keys);
       doc = Json::parse(text.begin(), text.end());
     } catch (const Json::exception& e) {
@@ -374,9 +376,16 @@ void write_safetensors(AtomicFile& out, const std::string& where,
   const uint64_t header_size = header.size();  // little-endian, Note [Little-endian host]
   out.write(&header_size, 8);
   out.write(header.data(), header.size());
+  // Note [Interruption points]: a file of gigabytes stops within a second of a signal, in
+  // pieces of 64 MiB; the caller's AtomicFile is then never committed.
+  constexpr size_t kPiece = size_t(64) << 20;
   for (const auto& [name, t] : tensors) {
     const Tensor host = t.to(Device::cpu()).contiguous();
-    if (host.nbytes() > 0) out.write(host.data_ptr(), host.nbytes());
+    const auto* bytes = static_cast<const char*>(host.data_ptr());
+    for (size_t at = 0; at < host.nbytes(); at += kPiece) {
+      interruption_point();
+      out.write(bytes + at, std::min(kPiece, host.nbytes() - at));
+    }
   }
 }
 

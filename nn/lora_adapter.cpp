@@ -16,6 +16,7 @@
 
 #include "autograd/grad_mode.h"
 #include "io/atomic_file.h"
+#include "io/json_depth.h"
 #include "io/safetensors.h"
 #include "nn/target_modules.h"
 #include "tensor/error.h"
@@ -124,7 +125,7 @@ AdapterConfig read_adapter_config(const std::string& dir) {
   const fs::path p = fs::path(dir) / "adapter_config.json";
   json j;
   try {
-    j = json::parse(read_text(p));
+    j = io::parse_json<json>(read_text(p), fmt::format("[adapter] {}:", p.string()));
   } catch (const json::exception& e) {
     throw Error(fmt::format("[adapter] {}: not valid JSON ({})", p.string(), e.what()));
   }

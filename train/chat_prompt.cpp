@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "io/json_depth.h"
 #include "io/whole_file.h"
 #include "tensor/error.h"
 
@@ -12,7 +13,7 @@ Conversation read_conversation(const std::string& path, const char* command) {
   const std::string text = io::read_whole_file(command, "conversation file", path);
   nlohmann::ordered_json j;
   try {
-    j = nlohmann::ordered_json::parse(text);
+    j = io::parse_json<nlohmann::ordered_json>(text, fmt::format("[{}] {}:", command, path));
   } catch (const nlohmann::json::parse_error& e) {
     throw Error(fmt::format("[{}] {} is not JSON: {}", command, path, e.what()));
   }

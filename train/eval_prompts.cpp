@@ -18,6 +18,7 @@
 
 #include <sstream>
 
+#include "io/json_depth.h"
 #include "io/whole_file.h"
 #include "tensor/error.h"
 #include "train/chat_prompt.h"
@@ -36,7 +37,8 @@ std::vector<EvalPrompt> read_eval_prompts(const TrainArgs& a, const LoadedModel&
     const std::string where = fmt::format("{} line {}", a.eval_prompts, n);
     nlohmann::ordered_json j;
     try {
-      j = nlohmann::ordered_json::parse(line);
+      j = io::parse_json<nlohmann::ordered_json>(line,
+                                                 fmt::format("[train] --eval_prompts {}:", where));
     } catch (const nlohmann::json::parse_error& e) {
       throw Error(fmt::format("[train] --eval_prompts {} is not JSON: {}", where, e.what()));
     }

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "dist/device_errors.h"
+#include "io/json_depth.h"
 #include "io/safetensors.h"
 #include "nn/config.h"
 #include "nn/lora_adapter.h"
@@ -30,7 +31,7 @@ std::string read_text(const fs::path& p) {
 
 json read_json(const fs::path& p) {
   try {
-    return json::parse(read_text(p));
+    return io::parse_json<json>(read_text(p), fmt::format("[train {}]", p.string()));
   } catch (const json::exception& e) {
     throw Error(fmt::format("[train {}] not valid JSON: {}", p.string(), e.what()));
   }

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -14,6 +15,7 @@
 #include "data/sft_records.h"
 #include "io/content_hash.h"
 #include "tensor/error.h"
+#include "tensor/interrupt.h"
 #include "train/chat_prompt.h"
 #include "train/objectives/registry.h"
 
@@ -110,7 +112,7 @@ SftData load_sft_data(const TrainArgs& a, const LoadedModel& lm, std::ostream& e
   data::SftReadReport report;
   std::vector<data::SftExample> examples = data::read_sft_examples(a.data, ro, &report);
   // With --eval_data every example of --data trains and the validation split is that data's.
-  const auto n_data = int64_t(examples.size());
+  auto n_data = int64_t(examples.size());
   if (!a.eval_data.empty()) {
     data::SftReadReport eval_report;
     std::vector<data::SftExample> val = data::read_sft_examples(a.eval_data, ro, &eval_report);
@@ -160,15 +162,6 @@ SftData load_sft_data(const TrainArgs& a, const LoadedModel& lm, std::ostream& e
   const data::Tokenizer& tok = *lm.tokenizer;
   const int32_t pad = tok.pad() ? *tok.pad() : tok.eos() ? *tok.eos() : 0;
 
-  const auto n = int64_t(examples.size());
-  const int64_t n_val = !a.eval_data.empty() ? n - n_data
-                        : a.val_fraction > 0
-                            ? std::min<int64_t>(n, int64_t(std::ceil(a.val_fraction * double(n))))
-                            : 0;
-  SftData d;
-  d.packing = a.packing != "auto" ? data::parse_packing(a.packing)
-              : all_text && n > 0 ? data::Packing::none
-                                  : data::Packing::bfd;
   const std::string fingerprint = encoding_fingerprint(a, lm, eo.add_bos);
   const std::string cache =
       (fs::path(cache_dir) /
@@ -178,29 +171,72 @@ SftData load_sft_data(const TrainArgs& a, const LoadedModel& lm, std::ostream& e
   std::optional<std::vector<data::SftTokens>> encoded =
       data::read_sft_cache(cache, fingerprint, examples.size() * (pairs ? 2 : 1));
   const bool cached = encoded.has_value();
+  bool any_bad = false;  // a record the template refused: no cache is written
   if (!cached) {
     encoded.emplace();
+    // A record the template refuses (raise_exception, a type error) is a bad record too
+    // (Note [Bad records] in data/sft_records.cpp): with --skip_bad_examples it is counted and
+    // left out, and the cache is not written, so every run skips and reports the same ones.
+    // An unpaired example's rows wait for the split (its mismatched partner depends on it):
+    // here its own answer is encoded only to find whether the template takes it.
+    std::vector<bool> bad(examples.size(), false);
     for (size_t i = 0; i < examples.size(); ++i) {
+      interruption_point();  // Note [Interruption points]: loading stops at once
       const data::SftExample& e = examples[i];
-      if (!pairs) {
-        encoded->push_back(encoder.encode(e));
-        continue;
+      try {
+        if (!pairs) {
+          encoded->push_back(encoder.encode(e));
+        } else if (kind == ObjectiveData::pairs) {
+          const auto [chosen, rejected] = data::preference_answers(e);
+          data::SftTokens c = encoder.encode(chosen);
+          data::SftTokens r = encoder.encode(rejected);
+          encoded->push_back(std::move(c));
+          encoded->push_back(std::move(r));
+        } else {
+          encoder.encode(data::unpaired_answers(e, e).first);
+        }
+      } catch (const Error& error) {
+        report.bad_record(error, a.skip_bad_examples);
+        bad[i] = true;
       }
-      const auto [chosen, rejected] =
-          kind == ObjectiveData::pairs
-              ? data::preference_answers(e)
-              : data::unpaired_answers(
-                    e, examples[mismatched_partner(i, size_t(n - n_val),
-                                                   size_t(a.per_device_train_batch_size),
-                                                   examples.size())]);
+    }
+    any_bad = std::find(bad.begin(), bad.end(), true) != bad.end();
+    if (any_bad) {
+      std::vector<data::SftExample> kept;
+      for (size_t i = 0; i < examples.size(); ++i)
+        if (!bad[i]) kept.push_back(std::move(examples[i]));
+      n_data -= std::count(bad.begin(), bad.begin() + n_data, true);
+      FG_CHECK(!kept.empty(),
+               "[train] {} has no good record: all {} were bad (skip_bad_examples); the first: {}",
+               a.data, report.skipped, report.first_errors.front());
+      examples = std::move(kept);
+    }
+  }
+  const auto n = int64_t(examples.size());
+  const int64_t n_val = !a.eval_data.empty() ? n - n_data
+                        : a.val_fraction > 0
+                            ? std::min<int64_t>(n, int64_t(std::ceil(a.val_fraction * double(n))))
+                            : 0;
+  if (!cached && kind == ObjectiveData::unpaired)
+    for (size_t i = 0; i < examples.size(); ++i) {
+      interruption_point();
+      const auto [chosen, rejected] = data::unpaired_answers(
+          examples[i],
+          examples[mismatched_partner(i, size_t(n - n_val), size_t(a.per_device_train_batch_size),
+                                      examples.size())]);
       encoded->push_back(encoder.encode(chosen));
       encoded->push_back(encoder.encode(rejected));
     }
+  if (!cached && !any_bad) {
     std::error_code ec;
     fs::create_directories(cache_dir, ec);
     FG_CHECK(!ec, "[train] cannot create the cache folder {}: {}", cache_dir, ec.message());
     data::write_sft_cache(cache, fingerprint, *encoded, "[train " + cache + "]");
   }
+  SftData d;
+  d.packing = a.packing != "auto" ? data::parse_packing(a.packing)
+              : all_text && n > 0 ? data::Packing::none
+                                  : data::Packing::bfd;
   const size_t n_train = size_t(n - n_val);
   d.pairs = pairs;
   if (pairs) {

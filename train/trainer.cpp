@@ -138,13 +138,22 @@ int run(TrainRun& r) {
     while (r.step < r.total) {
       interruption_point();
       if (int sig = agreed_signal(r, interrupt_received())) {
+        // With --save_strategy no nothing is saved, and the messages do not say otherwise.
+        const bool saves = a.save_strategy != "no";
         r.progress.message(
-            fmt::format("signal {} received: saving a checkpoint at step {}", sig, r.step));
+            saves ? fmt::format("signal {} received: saving a checkpoint at step {}", sig, r.step)
+                  : fmt::format("signal {} received: stopping at step {} (--save_strategy no: "
+                                "no checkpoint is saved)",
+                                sig, r.step));
         save_checkpoint(r);
         write_memory_record(r);
         r.progress.finish();
-        r.out << fmt::format("interrupted at step {}; resume with --resume_from_checkpoint last\n",
-                             r.step);
+        r.out << (saves ? fmt::format(
+                              "interrupted at step {}; resume with --resume_from_checkpoint last\n",
+                              r.step)
+                        : fmt::format("interrupted at step {}; --save_strategy no saved nothing "
+                                      "to resume from\n",
+                                      r.step));
         return 128 + sig;
       }
       r.phase = fmt::format("in step {} of {}", r.step + 1, r.total);

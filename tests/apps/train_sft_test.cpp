@@ -310,6 +310,46 @@ TEST_F(TrainSft, SkippedRecordsOfBothFilesAreCountedAndTheFirstFiveNamed) {
   EXPECT_EQ(named, 5u) << line;
 }
 
+// A record the chat template refuses (raise_exception, as transformers' templates refuse roles
+// that do not alternate) is a bad record: it stops the run naming it and the way on, and
+// --skip_bad_examples counts it and trains on the others (issue 58).
+TEST_F(TrainSft, RecordsTheTemplateRefusesAreBadRecords) {
+  std::string records;
+  for (const char* content : {"hi", "refuse me", "hello"})
+    records += std::string(R"({"messages": [{"role": "user", "content": ")") + content +
+               R"("}, {"role": "assistant", "content": "hello there"}]})"
+               "\n";
+  TrainArgs a = args(write_file("train.jsonl", records), "refused");
+  a.model = folder();
+  a.chat_template =
+      write_file("refusing.jinja",
+                 "{% for m in messages %}{% if m.content == 'refuse me' %}"
+                 "{{ raise_exception('no refusals here') }}{% endif %}"
+                 "{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{% endfor %}");
+  a.seq_len = 64;
+  a.per_device_train_batch_size = 1;
+  a.max_steps = 1;
+  a.save_strategy = "no";
+  std::ostringstream out, err;
+  try {
+    run_train(a, out, err);
+    ADD_FAILURE() << "a record the template refuses trained";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("train.jsonl line 2] rendering"), std::string::npos) << what;
+    EXPECT_NE(what.find("no refusals here; fix the record, or pass --skip_bad_examples"),
+              std::string::npos)
+        << what;
+  }
+  a.skip_bad_examples = true;
+  a.output_dir = (root_ / "refused-skipped").string();
+  ASSERT_EQ(run_train(a, out, err), 0) << err.str();
+  EXPECT_NE(err.str().find("--skip_bad_examples skipped 1 records, the first: [sft "),
+            std::string::npos)
+      << err.str();
+  EXPECT_NE(out.str().find("-> 2 examples"), std::string::npos) << out.str();
+}
+
 // A record that is not what its file's format says stops the run naming the file, the line
 // and the field; an example whose trained part lies beyond --seq_len is left out and named.
 TEST_F(TrainSft, BadRecordsAndEmptyExamplesAreNamed) {

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -18,6 +19,7 @@
 #include <iterator>
 #include <sstream>
 
+#include "tensor/interrupt.h"
 #include "tests/tensor/ops/op_harness.h"
 
 namespace fitgrad::io {
@@ -193,6 +195,21 @@ TEST_F(SafetensorsTest, SavingOverTheMappedFileIsSafe) {
   const SafetensorsFile reread = SafetensorsFile::open(path("o.safetensors"));
   EXPECT_TRUE(same_bytes(reread.tensor("w"), updated));
   EXPECT_TRUE(same_bytes(reread.tensor("b"), w.select(0, 0)));
+}
+
+// A signal stops a write (as `export` writes a model folder, issue 58): the file being
+// replaced keeps its old contents and no temporary file is left (Note [Interruption points]).
+TEST_F(SafetensorsTest, ASignalStopsAWriteAndKeepsTheOldFile) {
+  const Tensor old = sample({3, 3}, DType::f32, 1), big = sample({256, 1024}, DType::f32, 2);
+  save_safetensors(path("o.safetensors"), {{"w", old}});
+  {
+    const InterruptScope scope;
+    note_interrupt(SIGINT);
+    EXPECT_THROW(save_safetensors(path("o.safetensors"), {{"w", big}}), Interrupted);
+    clear_interrupt();
+  }
+  EXPECT_TRUE(same_bytes(SafetensorsFile::open(path("o.safetensors")).tensor("w"), old));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
 }
 
 // The format does not align tensors; a misaligned one is copied, with the same values.
