@@ -151,6 +151,28 @@ void check_targets(const char* op, const Tensor& x, const Tensor& targets) {
            targets.defined() ? shape_str(targets.shape()) : "undefined");
 }
 
+// The forward of the fused heads: head over x's chunks of node.rows rows, in row order, with
+// grad off and charged as the forward's, noting each chunk's generator state in node (the
+// parameters head uses go to the caller's LeafCollector); take(r0, m, logits) consumes the
+// chunk's logits (m, V).
+template <typename Take>
+void head_chunks(RowChunkNode& node, const Tensor& x, const Take& take) {
+  CategoryScope cat(forward_category());
+  NoGradGuard no_grad;
+  const int64_t n = x.size(0);
+  for (int64_t r0 = 0; r0 < n; r0 += node.rows) {
+    const int64_t m = std::min(node.rows, n - r0);
+    node.rng.push_back(default_generator().state());
+    take(r0, m, node.fn(x.narrow(0, r0, m)));
+  }
+}
+
+// Whether a fused head's node is recorded: grad mode on, and x or a parameter of the head
+// needing a gradient.
+bool head_records(const Tensor& x, const LeafCollector& leaves) {
+  return grad_enabled() && (requires_grad(x) || !leaves.leaves().empty());
+}
+
 }  // namespace
 
 int64_t even_chunk_rows(int64_t n, int64_t target) {
@@ -201,17 +223,10 @@ Tensor chunked_head_cross_entropy(const RowFn& head, const Tensor& x, const Tens
   const Tensor t64 = targets.to(DType::i64).contiguous();  // (N)
   ops::CrossEntropyOut ce = ops::cross_entropy_begin(n, x.device());
   LeafCollector leaves;
-  {
-    CategoryScope cat(forward_category());
-    NoGradGuard no_grad;
-    for (int64_t r0 = 0; r0 < n; r0 += chunk) {
-      const int64_t m = std::min(chunk, n - r0);
-      node->rng.push_back(default_generator().state());
-      const Tensor logits = head(x.narrow(0, r0, m));  // (m, V)
-      ops::cross_entropy_add_rows(ce, logits, t64.narrow(0, r0, m), r0, ignore_index);
-    }
-  }
-  if (!grad_enabled() || (!requires_grad(x) && leaves.leaves().empty())) return ce.loss;
+  head_chunks(*node, x, [&](int64_t r0, int64_t m, const Tensor& logits) {
+    ops::cross_entropy_add_rows(ce, logits, t64.narrow(0, r0, m), r0, ignore_index);
+  });
+  if (!head_records(x, leaves)) return ce.loss;
   node->save(x);
   node->save(t64);
   node->save(ce.lse);
@@ -253,36 +268,30 @@ Tensor chunked_head_token_logprobs(const RowFn& head, const Tensor& x, const Ten
   Tensor ent;
   if (entropy) ent = Tensor::empty({n}, DType::f32, device);  // (N)
   LeafCollector leaves;
-  {
-    CategoryScope cat(forward_category());
-    NoGradGuard no_grad;
-    for (int64_t r0 = 0; r0 < n; r0 += chunk) {
-      const int64_t m = std::min(chunk, n - r0);
-      node->rng.push_back(default_generator().state());
-      const Tensor logits = head(x.narrow(0, r0, m)).contiguous();  // (m, V)
-      const int64_t v = logits.size(1);
-      ops::cross_entropy_add_rows(ce, logits, safe.narrow(0, r0, m), r0, ignore_index);
-      // Row i's target logit is element i V + t_i of the logits seen as (m V, 1).
-      Tensor at;  // (m) i64
-      if (device.has_bytes()) {
-        std::vector<int64_t> flat(static_cast<size_t>(m));
-        for (int64_t i = 0; i < m; ++i) flat[size_t(i)] = i * v + safe_host[size_t(r0 + i)];
-        at = Tensor::from_vector(flat, {m}, DType::i64, device);
-      } else {
-        at = Tensor::empty({m}, DType::i64, device);
-      }
-      const Tensor picked = ops::embedding(logits.reshape({m * v, 1}), at).reshape({m});
-      const Tensor lse = ce.lse.narrow(0, r0, m), ok = valid.narrow(0, r0, m);  // (m)
-      out.narrow(0, r0, m).copy_(ops::mul(ops::sub(picked.to(DType::f32), lse), ok));
-      if (entropy) {
-        const Tensor l32 = logits.to(DType::f32);                                      // (m, V)
-        const Tensor mean_logit = ops::sum(ops::mul(ops::softmax(l32, 1), l32), {1});  // (m)
-        ent.narrow(0, r0, m).copy_(ops::mul(ops::sub(lse, mean_logit), ok));
-      }
+  head_chunks(*node, x, [&](int64_t r0, int64_t m, const Tensor& chunk_logits) {
+    const Tensor logits = chunk_logits.contiguous();  // (m, V)
+    const int64_t v = logits.size(1);
+    ops::cross_entropy_add_rows(ce, logits, safe.narrow(0, r0, m), r0, ignore_index);
+    // Row i's target logit is element i V + t_i of the logits seen as (m V, 1).
+    Tensor at;  // (m) i64
+    if (device.has_bytes()) {
+      std::vector<int64_t> flat(static_cast<size_t>(m));
+      for (int64_t i = 0; i < m; ++i) flat[size_t(i)] = i * v + safe_host[size_t(r0 + i)];
+      at = Tensor::from_vector(flat, {m}, DType::i64, device);
+    } else {
+      at = Tensor::empty({m}, DType::i64, device);
     }
-  }
+    const Tensor picked = ops::embedding(logits.reshape({m * v, 1}), at).reshape({m});
+    const Tensor lse = ce.lse.narrow(0, r0, m), ok = valid.narrow(0, r0, m);  // (m)
+    out.narrow(0, r0, m).copy_(ops::mul(ops::sub(picked.to(DType::f32), lse), ok));
+    if (entropy) {
+      const Tensor l32 = logits.to(DType::f32);                                      // (m, V)
+      const Tensor mean_logit = ops::sum(ops::mul(ops::softmax(l32, 1), l32), {1});  // (m)
+      ent.narrow(0, r0, m).copy_(ops::mul(ops::sub(lse, mean_logit), ok));
+    }
+  });
   if (entropy) *entropy = ent;
-  if (!grad_enabled() || (!requires_grad(x) && leaves.leaves().empty())) return out;
+  if (!head_records(x, leaves)) return out;
   node->save(x);
   node->save(safe);
   node->save(valid);
