@@ -1,6 +1,8 @@
 // Training through the library, as a program that embeds fitgrad would: a Llama-shaped model
 // from a preset, the bytes of a text as tokens, AdamW, and an objective of the program's own
-// handed to the library's training step (train/train_step.h, TrainStepOptions::objective):
+// handed to the library's training step (train/train_step.h, TrainStepOptions::objective)
+// through the interface every objective of `fitgrad train` implements
+// (train/objectives/objective.h, Note [Objectives as units]):
 // label-smoothed cross-entropy (Szegedy et al. 2016), whose target is (1 - eps) the one-hot
 // next token plus eps the uniform distribution:
 //   loss = (1 - eps) * CE(logits, targets) + eps * mean over tokens of -mean_v log p_v.
@@ -22,6 +24,7 @@
 #include "nn/decoder.h"
 #include "optim/factory.h"
 #include "optim/schedule.h"
+#include "train/objectives/objective.h"
 #include "train/train_step.h"
 
 namespace {
@@ -42,6 +45,20 @@ Tensor label_smoothed_loss(nn::CausalLM& model, const train::MicroBatch& b, doub
   const Tensor uniform = ag::neg(ag::mean(ag::log_softmax(flat, 1)));  // ()
   return ag::add(ag::scale(ce, 1 - eps), ag::scale(uniform, eps));
 }
+
+// The objective as the step runs it: the label-smoothed loss of each micro-batch.
+class LabelSmoothed final : public train::TrainObjective {
+ public:
+  explicit LabelSmoothed(double eps) : eps_(eps) {}
+  std::string name() const override { return "label_smoothed"; }
+  bool is_cross_entropy() const override { return true; }
+  Tensor loss(nn::CausalLM& model, const train::MicroBatch& b, const train::LossContext&) override {
+    return label_smoothed_loss(model, b, eps_);
+  }
+
+ private:
+  double eps_;
+};
 
 // SplitMix64: a position for window `r` of draw `draw`.
 uint64_t mix(uint64_t draw, uint64_t r) {
@@ -116,9 +133,7 @@ int main(int argc, char** argv) {
   }
 
   train::TrainStepOptions options;
-  options.objective = [](nn::CausalLM& m, const train::MicroBatch& b) {
-    return label_smoothed_loss(m, b, kSmoothing);
-  };
+  options.objective = std::make_shared<LabelSmoothed>(kSmoothing);
   train::TrainStep step(*model, *optimizer, schedule, options);
   double first = NAN, last = NAN;
   for (int64_t s = 0; s < steps; ++s) {

@@ -40,10 +40,9 @@ constexpr double kMaxMeanLogProb = -1e-9;
 }  // namespace
 
 Objective parse_objective(std::string_view name) {
-  if (name == "sft") return Objective::sft;
   if (name == "dpo") return Objective::dpo;
   if (name == "orpo") return Objective::orpo;
-  throw Error(fmt::format("[train] --objective {} is none of sft, dpo, orpo", name));
+  throw Error(fmt::format("[preference] {} is none of the pair losses dpo, orpo", name));
 }
 
 DpoLoss parse_dpo_loss(std::string_view name) {
@@ -147,50 +146,54 @@ PreferenceTerms preference_terms(const PreferenceConfig& cfg, std::span<const do
   return t;
 }
 
-Tensor preference_loss(const Tensor& nll, const std::vector<double>& ref_nll,
-                       const std::vector<int64_t>& counts, const PreferenceConfig& config,
-                       PreferenceStats* stats) {
-  FG_CHECK(nll.dim() == 1 && nll.dtype() == DType::f32, "[preference] nll must be (2B) f32");
+Tensor host_loss_of_nll(
+    const Tensor& nll, const char* name,
+    const std::function<std::pair<double, std::vector<double>>(const std::vector<double>&)>&
+        terms) {
+  FG_CHECK(nll.dim() == 1 && nll.dtype() == DType::f32, "[{}] nll must be (n) f32", name);
   const Device device = nll.device();
   std::vector<double> grad;
   Tensor loss;
   {
     const autograd::ForwardScope scope(autograd::requires_grad(nll));
     if (device.has_bytes()) {
-      const std::vector<double> values = nll.to_vector<double>();
-      PreferenceTerms t = preference_terms(config, values, ref_nll, counts);
-      if (stats) stats->add(t.stats);
-      grad = std::move(t.grad);
-      loss = Tensor::from_vector(std::vector<float>{float(t.loss)}, {}, DType::f32, device);
+      auto [value, g] = terms(nll.to_vector<double>());
+      grad = std::move(g);
+      loss = Tensor::from_vector(std::vector<float>{float(value)}, {}, DType::f32, device);
     } else {
       grad.assign(size_t(nll.numel()), 0.0);
       loss = Tensor::empty({}, DType::f32, device);
     }
   }
   if (!autograd::needs_record({&nll})) return loss;
-  auto node = autograd::make_node(
-      "preference_loss", [grad, device](autograd::Node&, std::vector<Tensor>& g) {
-        const auto n = int64_t(grad.size());
-        const Tensor d = device.has_bytes()
-                             ? Tensor::from_vector(std::vector<float>(grad.begin(), grad.end()),
-                                                   {n}, DType::f32, device)
-                             : Tensor::empty({n}, DType::f32, device);
-        return std::vector<Tensor>{ops::mul(d, g[0])};
-      });
+  auto node = autograd::make_node(name, [grad, device](autograd::Node&, std::vector<Tensor>& g) {
+    const auto n = int64_t(grad.size());
+    const Tensor d = device.has_bytes()
+                         ? Tensor::from_vector(std::vector<float>(grad.begin(), grad.end()), {n},
+                                               DType::f32, device)
+                         : Tensor::empty({n}, DType::f32, device);
+    return std::vector<Tensor>{ops::mul(d, g[0])};
+  });
   autograd::record(node, {&nll}, {&loss});
   return loss;
 }
 
-namespace {
+Tensor preference_loss(const Tensor& nll, const std::vector<double>& ref_nll,
+                       const std::vector<int64_t>& counts, const PreferenceConfig& config,
+                       PreferenceStats* stats) {
+  FG_CHECK(nll.dim() == 1 && nll.dtype() == DType::f32, "[preference] nll must be (2B) f32");
+  return host_loss_of_nll(nll, "preference_loss", [&](const std::vector<double>& values) {
+    PreferenceTerms t = preference_terms(config, values, ref_nll, counts);
+    if (stats) stats->add(t.stats);
+    return std::pair{t.loss, std::move(t.grad)};
+  });
+}
 
-// Each answer's summed NLL under `model` (autograd::sequence_nll over its span or row).
 Tensor answer_nll(const nn::CausalLM& model, const MicroBatch& batch) {
   const nn::PackedRows* packed = batch.packed.segments.defined() ? &batch.packed : nullptr;
   return autograd::sequence_nll(model.forward(batch.ids, packed), batch.targets,
                                 batch.spans);  // (2B)
 }
-
-}  // namespace
 
 std::vector<double> reference_nll(nn::CausalLM& model, const MicroBatch& batch) {
   const bool training = model.training();

@@ -1,4 +1,5 @@
-// Preference objectives (`fitgrad train --objective dpo|orpo`): the loss of a micro-batch of
+// The losses of preference pairs (`fitgrad train --objective dpo|orpo`, whose objectives are
+// train/objectives/dpo.h and orpo.h): the loss of a micro-batch of
 // B pairs from each answer's summed negative log-likelihood under the policy (and, for DPO,
 // under the reference model), with TRL's logged statistics.
 //
@@ -25,8 +26,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "nn/decoder.h"
@@ -35,9 +38,10 @@
 
 namespace fitgrad::train {
 
-enum class Objective { sft, dpo, orpo };
+// Which pair loss (the objectives themselves are train/objectives/dpo.h and orpo.h).
+enum class Objective { dpo, orpo };
 enum class DpoLoss { sigmoid, hinge, ipo };
-Objective parse_objective(std::string_view name);  // "sft", "dpo", "orpo"
+Objective parse_objective(std::string_view name);  // "dpo", "orpo"
 DpoLoss parse_dpo_loss(std::string_view name);     // "sigmoid", "hinge", "ipo"
 
 struct PreferenceConfig {
@@ -67,6 +71,18 @@ struct PreferenceTerms {
 // ref_nll the reference's (DPO; ignored by ORPO); counts each row's trained targets (>= 1).
 PreferenceTerms preference_terms(const PreferenceConfig& config, std::span<const double> nll,
                                  std::span<const double> ref_nll, std::span<const int64_t> counts);
+
+// A loss computed on the host in double from rows' summed NLLs, nll (n) f32 (from
+// autograd::sequence_nll): terms(values) gives the loss and its gradient with respect to each
+// value, which a node named `name` hands back to nll. One read of n floats; on a device
+// without bytes (meta) nothing is read, terms is not called, and the loss is an empty ().
+Tensor host_loss_of_nll(
+    const Tensor& nll, const char* name,
+    const std::function<std::pair<double, std::vector<double>>(const std::vector<double>&)>& terms);
+
+// Each answer's (row's) summed NLL under `model`: autograd::sequence_nll over its span or
+// row; (2B) for B pairs.
+Tensor answer_nll(const nn::CausalLM& model, const MicroBatch& batch);
 
 // The differentiable loss () on nll's device: nll (2B) f32 from autograd::sequence_nll. On a
 // device without bytes (meta) nothing is read and `stats` is left alone.

@@ -63,10 +63,11 @@ struct TrainArgs {
   std::string chat_template;     // a file; "" = the model's
   std::string packing = "auto";  // auto | bfd | wrapped | none (data/sft_stream.h)
   bool group_by_length = false;  // --packing none: batches of similar lengths, cut to their longest
-  // Preference tuning (train/preference_loss.h): sft | dpo | orpo, TRL's DPOConfig names.
+  // The objective (train/objectives/registry.h) and its settings, TRL's names (DPOConfig,
+  // ORPOConfig, KTOConfig).
   std::string objective = "sft";
-  double beta = 0.1;                      // DPO's beta; ORPO's lambda
-  std::string loss_type = "sigmoid";      // DPO: sigmoid | hinge | ipo
+  double beta = 0.1;                      // DPO's and KTO's beta; ORPO's lambda
+  std::string loss_type = "";             // DPO: sigmoid (default) | hinge | ipo
   double label_smoothing = 0.0;           // DPO's sigmoid loss, in [0, 0.5)
   bool precompute_ref_log_probs = false;  // DPO: the reference's log-probabilities first
   std::string eval_data;                  // instruction data to validate on; "" = a split of --data

@@ -135,26 +135,22 @@ double mean_over_ranks(TrainRun& r, double value) {
   return r.device.has_bytes() ? t.item() : value;
 }
 
-train::PreferenceStats sum_over_ranks(TrainRun& r, const train::PreferenceStats& st) {
-  if (!r.group) return st;
-  std::vector<double*> fields;
-  train::PreferenceStats out = st;
-  for (double* x :
-       {&out.reward_chosen, &out.reward_rejected, &out.accuracy, &out.margin, &out.logps_chosen,
-        &out.logps_rejected, &out.nll, &out.log_odds_ratio, &out.log_odds_chosen})
-    fields.push_back(x);
+train::ObjectiveMetrics sum_over_ranks(TrainRun& r, const train::ObjectiveMetrics& metrics) {
+  // Every rank's objective adds the same names (ObjectiveMetrics), so the ranks reduce alike.
+  if (!r.group || metrics.empty()) return metrics;
+  train::ObjectiveMetrics out = metrics;
   std::vector<double> values;
-  for (const double* x : fields) values.push_back(*x);
-  values.push_back(double(out.pairs));
-  values.push_back(double(out.micro_batches));
+  for (const auto& [name, v] : out.sums()) values.insert(values.end(), {v.first, v.second});
   // Note [Control values on the run's device]; f32 holds these sums to a part in 10^7.
   Tensor t = Tensor::from_vector(values, {int64_t(values.size())}, DType::f32, r.device);
   r.group->all_reduce(t, dist::ReduceOp::sum);
-  if (!r.device.has_bytes()) return st;
+  if (!r.device.has_bytes()) return metrics;
   const std::vector<double> summed = t.to_vector<double>();
-  for (size_t i = 0; i < fields.size(); ++i) *fields[i] = summed[i];
-  out.pairs = int64_t(std::llround(summed[fields.size()]));
-  out.micro_batches = int64_t(std::llround(summed[fields.size() + 1]));
+  size_t i = 0;
+  for (auto& [name, v] : out.sums()) {
+    v = {summed[i], summed[i + 1]};
+    i += 2;
+  }
   return out;
 }
 

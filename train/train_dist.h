@@ -43,8 +43,8 @@ void start_data_parallel(TrainRun& r);
 std::string config_fingerprint(const TrainRun& r);
 // The mean of `value` over the ranks (value itself in one process).
 double mean_over_ranks(TrainRun& r, double value);
-// Preference statistics summed over the ranks (this rank's in one process).
-train::PreferenceStats sum_over_ranks(TrainRun& r, const train::PreferenceStats& stats);
+// An objective's statistics summed over the ranks (this rank's in one process).
+train::ObjectiveMetrics sum_over_ranks(TrainRun& r, const train::ObjectiveMetrics& metrics);
 // The signal to stop on: this rank's, or SIGTERM when another rank received one.
 int agreed_signal(TrainRun& r, int signal);
 

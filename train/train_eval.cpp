@@ -1,5 +1,5 @@
-// Evaluation during a run: the mean cross-entropy over the validation batches, under the
-// run's autocast and without gradients. In a dry run the batches are meta tensors and no
+// Evaluation during a run: the objective's mean loss over the validation batches (the mean
+// cross-entropy of a causal LM), under the run's autocast and without gradients. In a dry run the batches are meta tensors and no
 // loss is read (Note [Dry run on meta]).
 //
 // Note [Signals act within a batch]
@@ -25,12 +25,9 @@ std::optional<std::pair<double, int64_t>> evaluate(TrainRun& r) {
   r.lm.model->eval();  // no dropout; the next training step switches back
   autograd::AutocastGuard autocast(compute_dtype(a));
   const int64_t tokens = r.eval_batches * r.eval_batch * a.seq_len;
-  // A preference run scores its held-out pairs with its objective (Note [Preference steps]).
+  // The run's objective scores its held-out examples (Note [Objectives as units]).
   const auto loss_of = [&](const train::MicroBatch& b) {
-    if (r.preference)
-      return train::preference_objective(*r.lm.model, b, *r.preference, &r.eval_preference,
-                                         r.reference_model.get());
-    return r.lm.model->loss(b.ids, b.targets, r.packed ? &b.packed : nullptr);
+    return r.objective->loss(*r.lm.model, b, {r.reference_model.get(), &r.eval_metrics});
   };
   // The validation loader; a dry run with --data builds its batches on the host for their
   // shapes only (Note [Dry run on meta]).
@@ -41,7 +38,7 @@ std::optional<std::pair<double, int64_t>> evaluate(TrainRun& r) {
     lopt.seq_len = a.seq_len;
     lopt.order = data::DataOrder::sequential;
     lopt.device = r.dry_run ? Device::cpu() : r.device;
-    lopt.pairs = r.preference.has_value();
+    lopt.pairs = r.objective->rows_per_example() == 2;
     lopt.pack_pairs = lopt.pairs && r.packed;
     val.emplace(r.val_data.tokens, lopt, "validation", r.val_data.trained, r.val_data.positions,
                 r.val_data.lengths);
@@ -53,8 +50,8 @@ std::optional<std::pair<double, int64_t>> evaluate(TrainRun& r) {
     return std::pair{NAN, tokens};
   }
   // With trained flags, the mean over the trained targets (Note [Loss over trained targets]);
-  // a preference objective's loss is a mean over pairs, each batch of the same number.
-  const bool weighted = !r.val_data.trained.empty() && !r.preference;
+  // an objective of examples (pairs) has a mean over its examples, each batch of the same number.
+  const bool weighted = !r.val_data.trained.empty() && r.objective->weighs_by_targets();
   double sum = 0;
   int64_t targets = 0;
   for (int64_t i = 0; i < r.eval_batches; ++i) {

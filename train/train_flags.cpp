@@ -13,6 +13,7 @@
 #include "train/chat_prompt.h"
 #include "train/checkpoint_dir.h"
 #include "train/model_source.h"
+#include "train/objectives/registry.h"
 
 namespace fitgrad::train {
 
@@ -55,6 +56,24 @@ FlagCheck u64_digits() {
             return "";
           }};
 }
+
+namespace {
+
+// --objective's values and help, from the registered objectives (train/objectives/registry.h).
+std::vector<std::string> objective_names() {
+  std::vector<std::string> names;
+  for (const ObjectiveEntry& e : objectives()) names.push_back(e.name);
+  return names;
+}
+std::string objective_help() {
+  std::string help = "What the run learns:";
+  for (const ObjectiveEntry& e : objectives())
+    help +=
+        fmt::format("{} {} ({})", e.name == objectives().front().name ? "" : ";", e.name, e.help);
+  return help;
+}
+
+}  // namespace
 
 const std::vector<TrainFlag>& train_flags() {
   static const std::vector<TrainFlag> table = {
@@ -130,12 +149,8 @@ const std::vector<TrainFlag>& train_flags() {
        "answers into rows, none gives each answer a row",
        kRanksAgree | kResumeKeeps | kPlanLine,
        {"auto", "bfd", "wrapped", "none"}},
-      {"objective",
-       &TrainArgs::objective,
-       "What the run learns: sft (the cross-entropy of the trained tokens), dpo or orpo "
-       "(preference pairs: prompt, chosen, rejected)",
-       kRanksAgree | kResumeKeeps | kPlanLine,
-       {"sft", "dpo", "orpo"}},
+      {"objective", &TrainArgs::objective, objective_help(), kRanksAgree | kResumeKeeps | kPlanLine,
+       objective_names()},
       {"beta",
        &TrainArgs::beta,
        "DPO's beta (the strength of the reference's pull); ORPO's lambda (the weight of the "
@@ -146,7 +161,7 @@ const std::vector<TrainFlag>& train_flags() {
        "objective"},
       {"loss_type",
        &TrainArgs::loss_type,
-       "DPO's loss: sigmoid, hinge or ipo",
+       "DPO's loss: sigmoid (its default), hinge or ipo",
        kRanksAgree | kPlanLine,
        {"sigmoid", "hinge", "ipo"},
        std::nullopt,

@@ -65,12 +65,13 @@ train::MicroBatch meta_tensors(const Shape& shape, bool packed_rows, int64_t lon
 }  // namespace
 
 train::MicroBatch TrainRun::meta_batch(int64_t batch, const char* label, bool packed_rows) const {
-  const int64_t rows = preference ? 2 * batch : batch;  // Note [Preference batches]
+  const int64_t rows = objective->rows_per_example() * batch;  // Note [Preference batches]
   train::MicroBatch m = meta_tensors({rows, a.seq_len}, packed_rows, a.seq_len, label, device);
   m.trained_targets = rows * a.seq_len;
-  if (preference) m.row_targets.assign(size_t(rows), a.seq_len);
+  if (rows > batch) m.row_targets.assign(size_t(rows), a.seq_len);
   // --precompute_ref_log_probs: the steps make no reference pass.
-  if (preference && a.precompute_ref_log_probs) m.ref_nll.assign(size_t(rows), 0.0);
+  if (a.precompute_ref_log_probs) m.ref_nll.assign(size_t(rows), 0.0);
+  objective->plan_batch(m, batch);
   return m;
 }
 
@@ -80,7 +81,8 @@ train::MicroBatch TrainRun::meta_of(const data::Batch& b, const char* label) con
   m.trained_targets = b.trained_targets;
   m.row_targets = b.row_targets;
   m.spans = b.spans;
-  if (preference && a.precompute_ref_log_probs) m.ref_nll.assign(m.row_targets.size(), 0.0);
+  if (a.precompute_ref_log_probs) m.ref_nll.assign(m.row_targets.size(), 0.0);
+  objective->plan_batch(m, int64_t(m.row_targets.size()) / 2);
   return m;
 }
 

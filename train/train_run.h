@@ -72,7 +72,7 @@ struct TrainRun {
   // The next training micro-batch: the loader's, or meta tensors in a dry run.
   train::MicroBatch next_batch();
   // A dry run's batch without data: (batch, --seq_len) ids and targets on meta (2 batch rows
-  // for pairs), and a packed batch's positions and segments, allocated as the loader labels
+  // rows an example for pairs), and a packed batch's positions and segments, allocated as the loader labels
   // its batches ("data.train", "data.validation"; Note [Dry run on meta]).
   train::MicroBatch meta_batch(int64_t batch, const char* label, bool packed_rows) const;
   // A dry run's stand-in for a batch its host loader built: meta tensors of the same shapes,
@@ -121,14 +121,15 @@ struct TrainRun {
   Split train_data, val_data;
   // The rows pack several examples (--packing bfd or wrapped), or a batch's answers (pairs).
   bool packed = false;
-  // --objective dpo or orpo (train/preference_loss.h); the last evaluation's statistics.
-  std::optional<train::PreferenceConfig> preference;
-  train::PreferenceStats eval_preference;
+  // --objective's (Note [Objectives as units] in train/objectives/objective.h), which the
+  // step runs; the last evaluation's statistics.
+  std::shared_ptr<train::TrainObjective> objective;
+  train::ObjectiveMetrics eval_metrics;
   // --precompute_ref_log_probs: the reference's summed NLL of each row of the training and
   // validation streams (train_reference.cpp); empty otherwise.
   std::vector<double> ref_train, ref_val;
-  // DPO of a full fine-tune without --precompute_ref_log_probs: a frozen copy of the initial
-  // weights (Note [Preference steps] in train/preference_loss.h).
+  // An objective's reference in a full fine-tune without --precompute_ref_log_probs: a frozen
+  // copy of the initial weights (Note [Preference steps] in train/preference_loss.h).
   std::unique_ptr<nn::CausalLM> reference_model;
   std::vector<EvalPrompt> eval_prompts;              // --eval_prompts
   std::unique_ptr<data::Loader> loader;              // not in a dry run
@@ -165,8 +166,8 @@ nlohmann::json trainer_state_json(const TrainRun& run);
 std::optional<std::pair<double, int64_t>> evaluate(TrainRun& run);
 // train_reference.cpp: --precompute_ref_log_probs's pass (Note [Precomputed reference]).
 void precompute_reference(TrainRun& run);
-// A loader's batch of pairs as the step takes it, with the precomputed reference values of
-// its rows from `ref` (none when `ref` is empty).
+// A loader's batch as the step takes it, with the precomputed reference values of its rows
+// from `ref` (none when `ref` is empty).
 train::MicroBatch pair_batch(data::Batch&& batch, const std::vector<double>& ref);
 // train_memory.cpp.
 void write_memory_record(const TrainRun& run);

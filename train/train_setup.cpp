@@ -20,6 +20,7 @@
 #include "tensor/random/generator.h"
 #include "train/activation_offload.h"
 #include "train/checkpoint_dir.h"
+#include "train/objectives/registry.h"
 #include "train/train_dist.h"
 #include "train/train_run.h"
 #include "train/train_sft.h"
@@ -365,31 +366,28 @@ void setup_run(TrainRun& r) {
   r.lm = load_model(a.model, a.resume_from_checkpoint.empty() || r.lora ? a.init : "", build,
                     a.skip_checkpoint_verification, "train --model");
   nn::CausalLM& model = *r.lm.model;
-  FG_CHECK(!a.precompute_ref_log_probs || a.objective == "dpo",
+  r.objective = make_objective(a);  // Note [Objectives as units]
+  const bool referenced = r.objective->reference() == train::ObjectiveReference::model;
+  FG_CHECK(!a.precompute_ref_log_probs || referenced,
            "[train] --precompute_ref_log_probs computes DPO's reference; --objective {} has none",
            a.objective);
-  if (a.objective != "sft") {  // Note [Preference steps] in train/preference_loss.h
-    // DPO's reference (Note [Preference steps]): a LoRA run's base with the adapter off; a full
-    // fine-tune's frozen copy of the initial weights, unless precomputed before training.
-    if (a.objective == "dpo" && !r.lora && !a.precompute_ref_log_probs) {
-      r.reference_model =
-          load_model(a.model, a.init, build, a.skip_checkpoint_verification, "train --model").model;
-      r.reference_model->freeze("*");
-      r.reference_model->eval();
-    }
-    FG_CHECK(!a.fused_head_loss,
-             "[train] --fused_head_loss computes a mean cross-entropy without the logits; "
-             "--objective {} needs each answer's log-probability: leave it out",
-             a.objective);
-    FG_CHECK(a.packing != "wrapped",
-             "[train] --packing wrapped would cut a preference answer in two, and --objective {} "
-             "needs each answer whole: use --packing bfd (each batch's answers packed into rows) "
-             "or none (an answer a row)",
-             a.objective);
-    r.preference =
-        train::PreferenceConfig{train::parse_objective(a.objective),
-                                train::parse_dpo_loss(a.loss_type), a.beta, a.label_smoothing};
+  // The reference (Note [Preference steps]): a LoRA run's base with the adapter off; a full
+  // fine-tune's frozen copy of the initial weights, unless precomputed before training.
+  if (referenced && !r.lora && !a.precompute_ref_log_probs) {
+    r.reference_model =
+        load_model(a.model, a.init, build, a.skip_checkpoint_verification, "train --model").model;
+    r.reference_model->freeze("*");
+    r.reference_model->eval();
   }
+  FG_CHECK(!a.fused_head_loss || !r.objective->needs_row_log_probs(),
+           "[train] --fused_head_loss computes a mean cross-entropy without the logits; "
+           "--objective {} needs each answer's log-probability: leave it out",
+           a.objective);
+  FG_CHECK(a.packing != "wrapped" || r.objective->rows_per_example() == 1,
+           "[train] --packing wrapped would cut a preference answer in two, and --objective {} "
+           "needs each answer whole: use --packing bfd (each batch's answers packed into rows) "
+           "or none (an answer a row)",
+           a.objective);
   if (targets) {
     nn::check_targets_found(*targets);
     const int64_t trainable = nn::mark_only_lora_as_trainable(model);
@@ -438,7 +436,8 @@ void setup_run(TrainRun& r) {
     r.eval_batches = a.eval_max_batches > 0 ? a.eval_max_batches : 1;
     // It plans the packed batches that instruction data with --packing bfd or wrapped gives.
     // Preference pairs pack each batch's answers unless --packing none.
-    r.packed = r.preference ? a.packing != "none" : a.packing == "bfd" || a.packing == "wrapped";
+    r.packed = r.objective->rows_per_example() == 2 ? a.packing != "none"
+                                                    : a.packing == "bfd" || a.packing == "wrapped";
   }
   r.total = a.max_steps > 0
                 ? a.max_steps
@@ -488,9 +487,8 @@ void setup_run(TrainRun& r) {
                               .offload_activations = a.offload_activations,
                               .ddp = r.ddp.get(),
                               .zero = r.zero.get(),
-                              .weight_by_targets = r.sft && !r.preference,
                               .targets_group = r.sft ? r.group.get() : nullptr,
-                              .preference = r.preference ? &*r.preference : nullptr,
+                              .objective = r.objective,
                               .reference_model = r.reference_model.get()});
 
   precompute_reference(r);  // before a resume replaces the initial weights

@@ -14,6 +14,7 @@
 #include "io/content_hash.h"
 #include "tensor/error.h"
 #include "train/chat_prompt.h"
+#include "train/objectives/registry.h"
 
 namespace fitgrad::train {
 
@@ -59,7 +60,8 @@ std::string encoding_fingerprint(const TrainArgs& a, const LoadedModel& lm, bool
       "train_on {} add_bos {} format {} text_field {} skip_bad {} pairs {}\n",
       lm.tokenizer_id.size(), lm.tokenizer_id, tok.vocab_size(), tok.bos().value_or(-1),
       tok.eos().value_or(-1), io::content_hash(chat), a.train_on, add_bos, a.dataset_format,
-      a.dataset_text_field, a.skip_bad_examples, a.objective != "sft");
+      a.dataset_text_field, a.skip_bad_examples,
+      objective_entry(a.objective).data != ObjectiveData::tokens);
   for (const std::string& source : {a.data, a.eval_data})
     if (!source.empty())
       for (const std::string& f : record_files(source))
@@ -118,7 +120,7 @@ SftData load_sft_data(const TrainArgs& a, const LoadedModel& lm, std::ostream& e
   std::map<std::string, int64_t> formats;
   bool conversational = false, all_text = true;
   // Preference objectives train on pairs (Note [Preference runs]), nothing else on pairs.
-  const bool pairs = a.objective != "sft";
+  const bool pairs = objective_entry(a.objective).data == ObjectiveData::pairs;
   for (const data::SftExample& e : examples) {
     ++formats[std::string(data::sft_format_name(e.format))];
     conversational |= e.conversational();

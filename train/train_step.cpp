@@ -23,6 +23,8 @@
 #include "tensor/ops/elementwise.h"
 #include "tensor/ops/optim_update.h"
 #include "train/activation_offload.h"
+#include "train/objectives/pairs.h"
+#include "train/objectives/sft.h"
 
 namespace fitgrad::train {
 
@@ -35,9 +37,15 @@ TrainStep::TrainStep(nn::CausalLM& model, optim::Optimizer& optimizer,
   FG_CHECK(options.max_grad_norm >= 0, "[train step] max_grad_norm must be >= 0, got {}",
            options.max_grad_norm);
   for (auto& [name, p] : model.named_parameters()) params_.push_back(p);
-  FG_CHECK(!(options.objective && options.preference),
-           "[train step] an objective of the caller's and a preference objective conflict: give "
+  FG_CHECK(int(bool(options.objective)) + int(bool(options.preference)) +
+                   int(options.weight_by_targets) <=
+               1,
+           "[train step] an objective, a preference config and weight_by_targets conflict: give "
            "one");
+  objective_ = options.objective           ? options.objective
+               : options.preference        ? std::make_shared<PairObjective>(*options.preference)
+               : options.weight_by_targets ? std::make_shared<SftObjective>()
+                                           : causal_lm_objective();
   FG_CHECK(!(options.offload && options.optimizer_in_backward),
            "[train step] optimizer offload and optimizer-in-backward conflict: the offloaded "
            "update runs on the host after the backward");
@@ -123,8 +131,10 @@ int64_t TrainStep::targets_of_all_ranks(int64_t targets, Device device) const {
   return device.has_bytes() ? int64_t(count.item()) : targets * group.size();
 }
 
-StepResult TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>& next) {
+StepResult TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>& records) {
   const int64_t accum = options_.gradient_accumulation_steps;
+  // Note [Objectives as units]: the objective's phase before the micro-batches, if it has one.
+  const MicroBatches next = objective_->step_batches(model_, step, accum, records);
   const ClearOnThrow clear_on_throw(model_, in_backward_, options_.ddp);
   StepResult result;
   clipped_ = false;
@@ -138,7 +148,8 @@ StepResult TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>
   // The cross-entropy of a micro-batch is the mean over its trained targets. Instruction data
   // leaves micro-batches different numbers of them, and the mean of the means would weigh a
   // target of a short example above one of a long example (the gradient-accumulation bug
-  // transformers fixed in 4.46 with num_items_in_batch). With weight_by_targets the step
+  // transformers fixed in 4.46 with num_items_in_batch). For an objective that weighs by
+  // trained targets (SFT's, train/objectives/sft.h) the step
   // takes its micro-batches first and weighs micro-batch m by accum n_m / N, n_m its trained
   // targets and N the step's: the loss is then the mean over every trained target of the
   // accumulated batch, as one batch of them all would give, and so is the logged loss. Under
@@ -148,7 +159,7 @@ StepResult TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>
   std::vector<MicroBatch> taken;
   int64_t step_targets = 0;
   const int64_t ranks = options_.targets_group ? options_.targets_group->size() : 1;
-  if (options_.weight_by_targets) {
+  if (objective_->weighs_by_targets()) {
     for (int64_t m = 0; m < accum; ++m) {
       taken.push_back(next(m));
       step_targets += taken.back().trained_targets;
@@ -168,7 +179,7 @@ StepResult TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>
     const bool weighted = !taken.empty();
     for (int64_t m = 0; m < accum; ++m) {
       MicroBatch batch = taken.empty() ? next(m) : std::move(taken[size_t(m)]);
-      // The micro-batch's weight relative to 1 / accum (1 without weight_by_targets).
+      // The micro-batch's weight relative to 1 / accum (1 for an objective that does not weigh by targets).
       const double weight =
           weighted ? double(ranks * accum) * double(batch.trained_targets) / double(step_targets)
                    : 1.0;
@@ -181,18 +192,11 @@ StepResult TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>
       {
         std::optional<autograd::SavedTensorHooksScope> hooks;
         if (offload) hooks.emplace(offload->hooks());
-        if (options_.objective) {
-          loss = options_.objective(model_, batch);
-          FG_CHECK(loss.defined() && loss.dim() == 0,
-                   "[train step] the objective must return a scalar loss, got {}",
-                   loss.defined() ? shape_str(loss.shape()) : "an undefined tensor");
-        } else if (options_.preference) {
-          loss = preference_objective(model_, batch, *options_.preference, &preference_stats_,
-                                      options_.reference_model);
-        } else {
-          loss = model_.loss(batch.ids, batch.targets,
-                             batch.packed.segments.defined() ? &batch.packed : nullptr);
-        }
+        loss = objective_->loss(model_, batch, {options_.reference_model, &metrics_});
+        FG_CHECK(loss.defined() && loss.dim() == 0,
+                 "[train step] the objective {} must return a scalar loss, got {}",
+                 objective_->name(),
+                 loss.defined() ? shape_str(loss.shape()) : "an undefined tensor");
         if (offload) offload->end_forward();
       }
       {
@@ -260,7 +264,9 @@ StepResult TrainStep::run(int64_t step, const std::function<MicroBatch(int64_t)>
   return result;
 }
 
-PreferenceStats TrainStep::take_preference_stats() { return std::exchange(preference_stats_, {}); }
+ObjectiveMetrics TrainStep::take_metrics() { return std::exchange(metrics_, {}); }
+
+PreferenceStats TrainStep::take_preference_stats() { return preference_stats_of(take_metrics()); }
 
 StepLog TrainStep::take_log() {
   StepLog log;

@@ -29,6 +29,7 @@
 #include "optim/schedule.h"
 #include "tensor/tensor.h"
 #include "train/micro_batch.h"
+#include "train/objectives/objective.h"
 #include "train/preference_loss.h"
 
 namespace fitgrad::train {
@@ -65,22 +66,23 @@ struct TrainStepOptions {
   // parameters and their broadcast instead of optimizer.step(); with stage 2 the clipping
   // norm adds the ranks' shares. Needs ddp. Null: every rank steps every parameter.
   dist::ZeroSharding* zero = nullptr;
-  // Note [Loss over trained targets] in train_step.cpp: each micro-batch's mean loss weighted
-  // by its share of the step's trained targets (instruction data, whose masks leave the
-  // micro-batches different numbers of targets). False: each weighs 1 / accumulation.
+  // Without an objective: SFT's (train/objectives/sft.h), each micro-batch's mean loss weighted
+  // by its share of the step's trained targets (Note [Loss over trained targets] in
+  // train_step.cpp), instead of the causal LM's, each weighing 1 / accumulation.
   bool weight_by_targets = false;
-  // With weight_by_targets under data parallelism: the ranks whose trained targets the step
-  // counts together (the job's group). Null: this process's alone.
+  // With an objective that weighs by trained targets (Note [Loss over trained targets] in
+  // train_step.cpp) under data parallelism: the ranks whose trained targets the step counts
+  // together (the job's group). Null: this process's alone.
   dist::ProcessGroup* targets_group = nullptr;
-  // Each micro-batch's loss is this preference objective of its pairs (Note [Preference
-  // steps] in train/preference_loss.h), each micro-batch weighing 1 / accumulation (every
-  // micro-batch holds the same number of pairs). Null: the cross-entropy of its targets.
+  // The one objective the step runs (Note [Objectives as units] in
+  // train/objectives/objective.h): `fitgrad train`'s --objective, or a program's own
+  // (examples/custom_objective.cpp). Null: the causal LM's cross-entropy, SFT's with
+  // weight_by_targets, or `preference`'s.
+  std::shared_ptr<TrainObjective> objective = nullptr;
+  // A shorthand for the pair objective of this config (train/objectives/pairs.h), for a caller
+  // that drives the step with a loss of train/preference_loss.h; conflicts with `objective`.
   const PreferenceConfig* preference = nullptr;
-  // A caller's own objective (examples/custom_objective.cpp): each micro-batch's loss is
-  // objective(model, micro-batch), a scalar whose graph reaches the trained parameters, weighing
-  // as the cross-entropy would. Empty: the cross-entropy of its targets, or `preference`.
-  std::function<Tensor(nn::CausalLM&, const MicroBatch&)> objective = {};
-  // DPO's reference when it is a model of its own (a full fine-tune's frozen copy); null: the
+  // The reference when it is a model of its own (a full fine-tune's frozen copy); null: the
   // trained model with its adapters off, or the micro-batches' precomputed values.
   nn::CausalLM* reference_model = nullptr;
 };
@@ -107,7 +109,8 @@ class TrainStep {
 
   // Training step `step` (0-based; it names the ledger marks "step <step + 1> / forward",
   // "/ backward" and "/ optimizer" in the ledger of the batches' device): micro-batch m of
-  // gradient_accumulation_steps comes from next(m). The learning rate is
+  // gradient_accumulation_steps comes from next(m), through the objective's step_batches.
+  // The learning rate is
   // schedule.lr_at(optimizer.steps()), so a step the loss scaler skips does not advance the
   // schedule, as in the Hugging Face Trainer. Puts the model in training mode (Note
   // [Training mode] in nn/module.h).
@@ -116,8 +119,11 @@ class TrainStep {
   // The mean micro-batch loss since the last call and the last step's gradient norm (Note
   // [Loss on the device]): one host read; all NaN on meta.
   StepLog take_log();
-  // The preference statistics of the micro-batches since the last call (none on meta).
+  // The objective's statistics of the micro-batches since the last call (none on meta).
+  ObjectiveMetrics take_metrics();
+  // The same of a pair objective (train/objectives/pairs.h) as PreferenceStats.
   PreferenceStats take_preference_stats();
+  TrainObjective& objective() { return *objective_; }
 
  private:
   // The trained targets of every rank's micro-batches of this step (Note [Loss over trained
@@ -131,7 +137,8 @@ class TrainStep {
   std::vector<Tensor> params_;
   Tensor log_;  // (4) f32 on the loss's device: the loss sum, unused, the norm^2 (a double)
   int64_t losses_ = 0;
-  PreferenceStats preference_stats_;
+  std::shared_ptr<TrainObjective> objective_;
+  ObjectiveMetrics metrics_;
   bool clipped_ = false;  // the last step wrote its norm into log_
   // While the last micro-batch's backward steps the optimizer (Note [Optimizer in
   // backward]): the optimizer, which the parameters' hooks read; else null.

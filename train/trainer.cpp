@@ -40,30 +40,17 @@ struct Interval {
 // from the device, Note [Loss on the device]) into metrics.jsonl, after the device's error
 // flags (Note [Device error flags] in cuda/error_flags.h); returns the loss (NaN in a dry
 // run).
-// TRL's logged preference statistics (DPOTrainer, ORPOTrainer): means over the pairs, and
-// ORPO's terms over its micro-batches; `prefix` is "" or "eval_".
-void add_preference_metrics(json& rec, const train::PreferenceStats& st, const std::string& prefix,
-                            train::Objective objective) {
-  if (st.pairs == 0) return;
-  const auto pairs = double(st.pairs);
-  rec[prefix + "rewards/chosen"] = st.reward_chosen / pairs;
-  rec[prefix + "rewards/rejected"] = st.reward_rejected / pairs;
-  rec[prefix + "rewards/accuracies"] = st.accuracy / pairs;
-  rec[prefix + "rewards/margins"] = st.margin / pairs;
-  rec[prefix + "logps/chosen"] = st.logps_chosen / pairs;
-  rec[prefix + "logps/rejected"] = st.logps_rejected / pairs;
-  if (objective != train::Objective::orpo) return;
-  rec[prefix + "nll_loss"] = st.nll / double(std::max<int64_t>(1, st.micro_batches));
-  rec[prefix + "log_odds_ratio"] = st.log_odds_ratio / pairs;
-  rec[prefix + "log_odds_chosen"] = st.log_odds_chosen / pairs;
+// The objective's statistics into a metrics record (Note [Objectives as units]), each name
+// with `prefix` ("" or "eval_").
+void add_objective_metrics(json& rec, const train::ObjectiveMetrics& metrics,
+                           const std::string& prefix) {
+  for (const auto& [name, mean] : metrics.means()) rec[prefix + name] = mean;
 }
 
 double log_interval(TrainRun& r, Interval& interval) {
   const train::StepLog log = r.step_fn->take_log();
-  // Note [Data-parallel runs]: the global batch's pairs.
-  const train::PreferenceStats preference =
-      r.preference ? sum_over_ranks(r, r.step_fn->take_preference_stats())
-                   : train::PreferenceStats();
+  // Note [Data-parallel runs]: the global batch's statistics.
+  const train::ObjectiveMetrics objective = sum_over_ranks(r, r.step_fn->take_metrics());
   interval.seconds = seconds_since(interval.start);
   check_device_errors(r.device);
   // Note [Data-parallel runs]: the global batch's loss, the mean of the ranks'.
@@ -85,7 +72,7 @@ double log_interval(TrainRun& r, Interval& interval) {
     rec["loss_scale"] = r.scaler->scale();
     rec["skipped_steps"] = r.skipped_steps;  // so far, in the whole run
   }
-  if (r.preference) add_preference_metrics(rec, preference, "", r.preference->objective);
+  add_objective_metrics(rec, objective, "");
   r.metrics->append(rec);
   return loss;
 }
@@ -103,13 +90,12 @@ void run_evaluation(TrainRun& r) {
   }
   if (!r.metrics) return;  // Note [Data-parallel runs]: rank 0 writes
   json rec{{"step", r.step}, {"eval_loss", eval_loss}};
-  if (r.preference) {
-    const train::PreferenceStats st = std::exchange(r.eval_preference, {});
-    add_preference_metrics(rec, st, "eval_", r.preference->objective);
-    const auto pairs = double(std::max<int64_t>(1, st.pairs));
-    r.progress.message(fmt::format(
-        "step {}: validation loss {:.4f}, reward accuracy {:.3f}, margin {:.4f} ({} pairs)", r.step,
-        eval_loss, st.accuracy / pairs, st.margin / pairs, st.pairs));
+  const train::ObjectiveMetrics metrics = std::exchange(r.eval_metrics, {});
+  add_objective_metrics(rec, metrics, "eval_");
+  if (!r.objective->is_cross_entropy()) {
+    const std::string summary = r.objective->eval_summary(metrics);
+    r.progress.message(fmt::format("step {}: validation loss {:.4f}{}{}", r.step, eval_loss,
+                                   summary.empty() ? "" : ", ", summary));
   } else {
     rec["eval_perplexity"] = std::exp(eval_loss);
     r.progress.message(fmt::format("step {}: validation loss {:.4f}, perplexity {:.2f} ({} tokens)",

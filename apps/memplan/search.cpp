@@ -7,6 +7,7 @@
 #include <cmath>
 #include <tuple>
 
+#include "train/objectives/registry.h"
 #include "train/train_flags.h"
 
 namespace fitgrad::apps {
@@ -100,10 +101,14 @@ std::string setting_of(const TrainArgs& a) {
   if (a.fused_head_loss || a.tiled_mlp) s += ", fused head + tiled MLP";
   if (a.offload_activations) s += ", offloaded activations";
   if (a.allocator == "expandable") s += ", expandable segments";
-  if (a.objective == "dpo")
-    s += a.lora_r > 0                 ? ", DPO reference: adapter off"
-         : a.precompute_ref_log_probs ? ", DPO reference: precomputed"
-                                      : ", DPO reference: frozen copy";
+  if (train::make_objective(a)->reference() == train::ObjectiveReference::model) {
+    std::string name = a.objective;
+    std::transform(name.begin(), name.end(), name.begin(), ::toupper);
+    s += fmt::format(", {} reference: {}", name,
+                     a.lora_r > 0                 ? "adapter off"
+                     : a.precompute_ref_log_probs ? "precomputed"
+                                                  : "frozen copy");
+  }
   return s;
 }
 
@@ -149,6 +154,7 @@ std::vector<Candidate> fit_candidates(const TrainArgs& base, const nn::ModelConf
   // Activation offload copies to host memory and back over a card's link; on the CPU it
   // has nowhere to go (train refuses it there).
   const bool card = target.profile.backend == DeviceType::cuda;
+  const std::unique_ptr<train::TrainObjective> objective = train::make_objective(base);
   std::vector<Candidate> out;
   for (int64_t micro = 1; micro <= effective; ++micro) {
     if (effective % micro != 0) continue;
@@ -198,8 +204,9 @@ std::vector<Candidate> fit_candidates(const TrainArgs& base, const nn::ModelConf
                       (base.max_grad_norm != 0 || a.fp16 || base.plan_world_size > 1))
                     continue;
                   // The user's own row chunking or offload stays; the search adds them only.
-                  // A preference objective needs each answer's log-probability: no fused head.
-                  a.fused_head_loss = (base.fused_head_loss || row_chunks) && a.objective == "sft";
+                  // An objective of each answer's log-probability has no fused head.
+                  a.fused_head_loss =
+                      (base.fused_head_loss || row_chunks) && !objective->needs_row_log_probs();
                   a.tiled_mlp = base.tiled_mlp || row_chunks;
                   a.offload_activations = base.offload_activations || offload;
                   if ((row_chunks && base.fused_head_loss && base.tiled_mlp) ||
@@ -208,9 +215,10 @@ std::vector<Candidate> fit_candidates(const TrainArgs& base, const nn::ModelConf
                   if (a.offload_activations && !a.gradient_checkpointing) continue;
                   out.push_back(
                       {a, setting_of(a), step_cost(cfg, a, target.rates), std::nullopt, -1});
-                  // DPO's reference without an adapter (Note [Preference steps]): a frozen
-                  // copy, or the log-probabilities computed before training.
-                  if (a.objective == "dpo" && a.lora_r == 0 && !a.precompute_ref_log_probs) {
+                  // A reference without an adapter (Note [Preference steps]): a frozen copy,
+                  // or the log-probabilities computed before training.
+                  if (objective->reference() == train::ObjectiveReference::model && a.lora_r == 0 &&
+                      !a.precompute_ref_log_probs) {
                     a.precompute_ref_log_probs = true;
                     out.push_back(
                         {a, setting_of(a), step_cost(cfg, a, target.rates), std::nullopt, -1});
