@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "nn/packed_rows.h"
@@ -10,6 +11,8 @@
 #include "tensor/tensor.h"
 
 namespace fitgrad::train {
+
+struct GrpoMicroBatch;  // train/objectives/grpo.h
 
 struct MicroBatch {
   Tensor ids;                   // (R, T) i64
@@ -26,6 +29,10 @@ struct MicroBatch {
   // and the reference model's summed NLL of it computed before training
   // (--precompute_ref_log_probs; empty: the step's reference pass computes it).
   std::vector<double> ref_nll = {};
+  // GRPO's completions, rows laid out as Note [GRPO rows] (train/objectives/grpo_rows.h)
+  // says: each row's advantage, the old and reference log-probabilities and the loss mask;
+  // null for the other objectives.
+  std::shared_ptr<const GrpoMicroBatch> grpo = {};
 };
 
 }  // namespace fitgrad::train

@@ -3,7 +3,8 @@
 // completions of one prompt, and for dapo with token ratios and beta > 0, grpo with GSPO's
 // sequence ratio, and bnpo on-policy: the per-token log-probabilities at TRL's temperature
 // (CausalLM::token_logprobs, the fused head), the reference's with the adapter off, the loss
-// (train::grpo_loss), its statistics and the gradient of every LoRA factor.
+// (train::grpo_loss), its statistics and the gradient of every LoRA factor; and the same
+// through train::TrainStep running the GRPO objective on rows laid out by grpo_rows.
 #include <gtest/gtest.h>
 
 #include "autograd/functions.h"
@@ -11,9 +12,13 @@
 #include "autograd/tape.h"
 #include "autograd/variable.h"
 #include "nn/lora.h"
+#include "optim/schedule.h"
 #include "tests/golden/golden_compare.h"
 #include "tests/golden/peft_tiny_model.h"
+#include "train/objectives/grpo.h"
 #include "train/objectives/grpo_loss.h"
+#include "train/objectives/grpo_rows.h"
+#include "train/train_step.h"
 
 namespace fitgrad {
 namespace {
@@ -112,6 +117,67 @@ TEST(GoldenGrpoModel, LogProbabilitiesLossAndLoraGradientsEqualTrl) {
       ++compared;
     }
     EXPECT_EQ(compared, 28);
+  }
+}
+
+// The objective in a training step: the golden batch as GRPO rows (Note [GRPO rows]), the old
+// log-probabilities moved onto them, the reference's computed by grpo_host_logprobs.
+TEST(GoldenGrpoModel, TheObjectiveInATrainStepEqualsTrl) {
+  const nlohmann::json& meta = golden().meta();
+  const int64_t p = meta.at("P").get<int64_t>(), t = meta.at("T").get<int64_t>();
+  const double temperature = meta.at("temperature").get<double>();
+  const auto model = testing::peft_tiny_adapted_model();
+  const Tensor ids = golden().tensor("ids");
+  const int64_t b = ids.size(0), l = ids.size(1);
+  const std::vector<int64_t> id = ids.to_vector<int64_t>(),
+                             mask = golden().tensor("completion_mask").to_vector<int64_t>();
+  const std::vector<double> old = golden().tensor("old_logp").to_vector<double>();
+  std::vector<std::vector<int32_t>> prompts, completions;
+  for (int64_t r = 0; r < b; ++r) {
+    prompts.emplace_back(id.begin() + r * l, id.begin() + r * l + p);
+    completions.emplace_back();
+    for (int64_t k = 0; k < t && mask[size_t(r * t + k)]; ++k)
+      completions.back().push_back(int32_t(id[size_t(r * l + p + k)]));
+  }
+  for (const char* name : {"dapo_token_beta", "grpo_sequence"}) {
+    SCOPED_TRACE(name);
+    const nlohmann::json& c = meta.at("cases").at(name);
+    train::GrpoConfig cfg;
+    cfg.loss_type = train::parse_grpo_loss_type(c.at("loss_type").get<std::string>());
+    cfg.importance_sampling_level =
+        train::parse_importance_sampling(c.at("importance_sampling_level").get<std::string>());
+    cfg.beta = c.at("beta").get<double>();
+    cfg.epsilon_high = meta.at("epsilon_high").get<double>();
+    cfg.max_completion_length = t;
+    const train::GrpoRows rows =
+        train::grpo_rows(prompts, completions, std::vector<bool>(size_t(b), false), cfg, 0);
+    auto g = std::make_shared<train::GrpoMicroBatch>();
+    g->advantages = golden().tensor("advantages").to_vector<double>();
+    g->mask = rows.mask;
+    g->old_logp.assign(rows.mask.size(), 0.0);
+    for (int64_t r = 0; r < b; ++r)
+      for (int64_t k = 0; k < t; ++k)
+        if (mask[size_t(r * t + k)])
+          g->old_logp[size_t(r * rows.length + p - 1 + k)] = old[size_t(r * t + k)];
+    if (cfg.beta != 0) g->ref_logp = train::grpo_host_logprobs(*model, rows, temperature, true);
+    for (double m : rows.mask) g->num_items_in_batch += m;
+    train::MicroBatch batch{rows.ids, rows.targets, int64_t(g->num_items_in_batch)};
+    batch.grpo = g;
+    testing::Recorder recorder({{model->trainable_parameters(), 0.0}});
+    const optim::LrSchedule schedule = optim::make_lr_schedule("constant", 0.0, 0, 1);
+    train::TrainStep step(*model, recorder, schedule,
+                          {.objective = std::make_shared<train::GrpoObjective>(cfg, temperature)});
+    step.run(0, [&](int64_t) { return batch; });
+    const double want = c.at("loss").get<double>();
+    EXPECT_NEAR(step.take_log().mean_loss, want, 1e-5 * std::max(1.0, std::fabs(want)));
+    const train::ObjectiveMetrics metrics = step.take_metrics();
+    EXPECT_NEAR(metrics.means().at("clip_ratio/region_mean"),
+                c.at("metrics").at("clip_ratio/region_mean").get<double>(), 1e-6);
+    EXPECT_NEAR(metrics.means().at("entropy"), c.at("metrics").at("entropy").get<double>(), 1e-4);
+    ASSERT_EQ(recorder.grads.size(), 28u);
+    for (const auto& [param, grad] : recorder.grads)
+      testing::expect_matches_golden(golden(), std::string(name) + " " + param, grad,
+                                     std::string(name) + ".grad." + param);
   }
 }
 

@@ -31,22 +31,7 @@ const GoldenFile& golden() {
   return f;
 }
 
-// An optimizer that keeps each gradient it is given and changes nothing.
-class Recorder final : public optim::Optimizer {
- public:
-  explicit Recorder(std::vector<optim::ParamGroup> groups)
-      : Optimizer(std::move(groups), 0.0, "recorder", [](const std::string&, const Tensor&) {
-          return std::vector<optim::StateSpec>{};
-        }) {}
-  std::string name() const override { return "recorder"; }
-  std::map<std::string, Tensor> grads;
-
- protected:
-  void update(size_t, const optim::ParamGroup&, const std::string& name, const Tensor&,
-              const Tensor& grad) override {
-    grads[name] = grad.clone();
-  }
-};
+using testing::Recorder;
 
 std::unique_ptr<nn::CausalLM> adapted_model() { return testing::peft_tiny_adapted_model(); }
 
