@@ -51,6 +51,20 @@ Tensor completion_columns(const Tensor& full, int64_t p, int64_t t) {
   return ag::contiguous(ag::narrow(full, 1, p - 1, t));
 }
 
+// A case's configuration, with the generator's clipping bounds and completion length.
+train::GrpoConfig config_of(const nlohmann::json& c) {
+  const nlohmann::json& meta = golden().meta();
+  train::GrpoConfig cfg;
+  cfg.loss_type = train::parse_grpo_loss_type(c.at("loss_type").get<std::string>());
+  cfg.importance_sampling_level =
+      train::parse_importance_sampling(c.at("importance_sampling_level").get<std::string>());
+  cfg.beta = c.at("beta").get<double>();
+  cfg.epsilon = meta.at("epsilon").get<double>();
+  cfg.epsilon_high = meta.at("epsilon_high").get<double>();
+  cfg.max_completion_length = meta.at("T").get<int64_t>();
+  return cfg;
+}
+
 TEST(GoldenGrpoModel, LogProbabilitiesLossAndLoraGradientsEqualTrl) {
   const nlohmann::json& meta = golden().meta();
   const int64_t p = meta.at("P").get<int64_t>(), t = meta.at("T").get<int64_t>();
@@ -74,14 +88,7 @@ TEST(GoldenGrpoModel, LogProbabilitiesLossAndLoraGradientsEqualTrl) {
                                  Tensor::from_vector(ref, {b, t}, DType::f32), "ref_logp");
   for (const auto& [name, c] : meta.at("cases").items()) {
     SCOPED_TRACE(name);
-    train::GrpoConfig cfg;
-    cfg.loss_type = train::parse_grpo_loss_type(c.at("loss_type").get<std::string>());
-    cfg.importance_sampling_level =
-        train::parse_importance_sampling(c.at("importance_sampling_level").get<std::string>());
-    cfg.beta = c.at("beta").get<double>();
-    cfg.epsilon = meta.at("epsilon").get<double>();
-    cfg.epsilon_high = meta.at("epsilon_high").get<double>();
-    cfg.max_completion_length = t;
+    const train::GrpoConfig cfg = config_of(c);
     train::GrpoInputs in;
     in.rows = b;
     in.cols = t;
@@ -142,13 +149,7 @@ TEST(GoldenGrpoModel, TheObjectiveInATrainStepEqualsTrl) {
   for (const char* name : {"dapo_token_beta", "grpo_sequence"}) {
     SCOPED_TRACE(name);
     const nlohmann::json& c = meta.at("cases").at(name);
-    train::GrpoConfig cfg;
-    cfg.loss_type = train::parse_grpo_loss_type(c.at("loss_type").get<std::string>());
-    cfg.importance_sampling_level =
-        train::parse_importance_sampling(c.at("importance_sampling_level").get<std::string>());
-    cfg.beta = c.at("beta").get<double>();
-    cfg.epsilon_high = meta.at("epsilon_high").get<double>();
-    cfg.max_completion_length = t;
+    const train::GrpoConfig cfg = config_of(c);
     const train::GrpoRows rows =
         train::grpo_rows(prompts, completions, std::vector<bool>(size_t(b), false), cfg, 0);
     auto g = std::make_shared<train::GrpoMicroBatch>();
