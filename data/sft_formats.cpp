@@ -51,7 +51,7 @@ constexpr std::array<std::pair<const char*, const char*>, 11> kShareGptRoles = {
 
 constexpr std::array<const char*, 4> kRoles = {"system", "user", "assistant", "tool"};
 
-constexpr std::array<std::pair<SftFormat, const char*>, 7> kNames = {{
+constexpr std::array<std::pair<SftFormat, const char*>, 8> kNames = {{
     {SftFormat::auto_detect, "auto"},
     {SftFormat::text, "text"},
     {SftFormat::alpaca, "alpaca"},
@@ -59,6 +59,7 @@ constexpr std::array<std::pair<SftFormat, const char*>, 7> kNames = {{
     {SftFormat::messages, "messages"},
     {SftFormat::prompt_completion, "prompt_completion"},
     {SftFormat::preference, "preference"},
+    {SftFormat::unpaired_preference, "unpaired_preference"},
 }};
 
 // Throws "[sft <where>] field '<field>': <what> (<why>)".
@@ -231,6 +232,19 @@ SftExample prompt_completion(const json& record, const Checker& c, SftExample ex
   return ex;
 }
 
+// TRL's unpaired preference datasets (KTOTrainer): a prompt_completion record and a boolean
+// "label", true where the completion is desirable.
+SftExample unpaired_preference(const json& record, const Checker& c, SftExample ex) {
+  const json& label = c.field(record, "", "label");
+  if (!label.is_boolean())
+    c.fail("label", fmt::format("must be true (a desirable completion) or false (an undesirable "
+                                "one), not {} {}",
+                                label.type_name(), label.dump()));
+  ex = prompt_completion(record, c, std::move(ex));
+  ex.label = label.get<bool>();
+  return ex;
+}
+
 // Note [Preference records]
 // TRL's explicit-prompt preference datasets: "prompt", "chosen" and "rejected", all three
 // strings or all three message lists (the prompt's turns, each answer's turns after it). The
@@ -281,6 +295,24 @@ std::pair<SftExample, SftExample> preference_answers(const SftExample& pair) {
   return {std::move(chosen), std::move(rejected)};
 }
 
+std::pair<SftExample, SftExample> unpaired_answers(const SftExample& example,
+                                                   const SftExample& other) {
+  FG_ASSERT(example.format == SftFormat::unpaired_preference &&
+                other.format == SftFormat::unpaired_preference,
+            "not unpaired preference examples");
+  if (example.conversational() != other.conversational())
+    throw Error(fmt::format(
+        "[sft {}] pairs its prompt with the completion of {} for KTO's KL estimate, and one is "
+        "made of strings, the other of messages: give every record in one form",
+        example.where, other.where));
+  SftExample own = example;
+  own.format = SftFormat::prompt_completion;
+  SftExample mismatched = own;
+  mismatched.completion = other.completion;
+  mismatched.completion_messages = other.completion_messages;
+  return {std::move(own), std::move(mismatched)};
+}
+
 std::string_view sft_format_name(SftFormat format) {
   for (const auto& [f, name] : kNames)
     if (f == format) return name;
@@ -292,7 +324,7 @@ SftFormat parse_sft_format(std::string_view name) {
     if (name == n) return f;
   throw Error(
       fmt::format("[sft] unknown dataset format '{}'; use auto, text, alpaca, sharegpt, messages, "
-                  "prompt_completion or preference",
+                  "prompt_completion, preference or unpaired_preference",
                   name));
 }
 
@@ -302,6 +334,8 @@ SftFormat detect_sft_format(const json& record, std::string_view text_field) {
   if (record.contains("conversations")) return SftFormat::sharegpt;
   if (record.contains("prompt") && record.contains("chosen") && record.contains("rejected"))
     return SftFormat::preference;
+  if (record.contains("prompt") && record.contains("completion") && record.contains("label"))
+    return SftFormat::unpaired_preference;
   if (record.contains("prompt") && record.contains("completion"))
     return SftFormat::prompt_completion;
   if (record.contains("instruction")) return SftFormat::alpaca;
@@ -334,6 +368,7 @@ SftExample sft_example_from_json(const json& record, SftFormat format, std::stri
       return ex;
     case SftFormat::prompt_completion: return prompt_completion(record, c, std::move(ex));
     case SftFormat::preference: return preference(record, c, std::move(ex));
+    case SftFormat::unpaired_preference: return unpaired_preference(record, c, std::move(ex));
     case SftFormat::auto_detect: break;
   }
   FG_ASSERT(false, "unreachable");

@@ -16,9 +16,14 @@
 //   preference         {"prompt", "chosen", "rejected", "tools"?}: a prompt and two answers,
 //                      three strings or three message lists (TRL's DPOTrainer's explicit-prompt
 //                      preference datasets), for --objective dpo and orpo.
+//   unpaired_preference {"prompt", "completion", "label", "tools"?}: a prompt_completion
+//                      record and whether its completion is desirable (label true) or not
+//                      (false): TRL's KTOTrainer's unpaired preference datasets, for
+//                      --objective kto.
 //
 // Detection looks at the keys of one record, in this order: "messages", "conversations",
-// "prompt" with "chosen" and "rejected", "prompt" with "completion", "instruction", then
+// "prompt" with "chosen" and "rejected", "prompt" with "completion" and "label", "prompt" with
+// "completion", "instruction", then
 // text_field.
 #pragma once
 
@@ -36,10 +41,12 @@ enum class SftFormat {
   sharegpt,
   messages,
   prompt_completion,
-  preference
+  preference,
+  unpaired_preference
 };
 
-// "auto", "text", "alpaca", "sharegpt", "messages", "prompt_completion", "preference".
+// "auto", "text", "alpaca", "sharegpt", "messages", "prompt_completion", "preference",
+// "unpaired_preference".
 std::string_view sft_format_name(SftFormat format);
 // The inverse, for --dataset_format; throws fitgrad::Error naming the value and the choices.
 SftFormat parse_sft_format(std::string_view name);
@@ -62,6 +69,8 @@ struct SftExample {
   // this string or these messages.
   std::string rejected;
   nlohmann::ordered_json rejected_messages;
+  // unpaired_preference: whether the completion is desirable (the record's "label").
+  bool label = false;
   // The tool schemas passed to the chat template as `tools`, or null.
   nlohmann::ordered_json tools;
 
@@ -72,6 +81,12 @@ struct SftExample {
 // A preference example's two answers, each as a prompt_completion example of the same prompt
 // (and tools): {chosen, rejected}.
 std::pair<SftExample, SftExample> preference_answers(const SftExample& pair);
+// An unpaired example's completion and a mismatched one, `other`'s completion after its prompt
+// (KTO's KL estimate, Note [KTO's mismatched completions] in train/objectives/kto.h), each as a
+// prompt_completion example; throws fitgrad::Error when one holds strings and the other
+// messages.
+std::pair<SftExample, SftExample> unpaired_answers(const SftExample& example,
+                                                   const SftExample& other);
 
 // The format a record's keys say, or auto_detect when they fit none.
 SftFormat detect_sft_format(const nlohmann::ordered_json& record, std::string_view text_field);

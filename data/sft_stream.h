@@ -38,6 +38,7 @@ struct SftStream {
   int64_t trained_tokens = 0;      // targets the loss learns
   int64_t truncated = 0;           // examples cut to seq_len (none, bfd)
   std::vector<size_t> dropped;     // the indices of the examples left without a target
+  std::vector<uint8_t> labels;     // unpaired preference pairs (KTO): each example's label
 };
 
 // The targets an example keeps within its first `limit` tokens: its trained tokens but the

@@ -29,6 +29,9 @@ struct MicroBatch {
   // and the reference model's summed NLL of it computed before training
   // (--precompute_ref_log_probs; empty: the step's reference pass computes it).
   std::vector<double> ref_nll = {};
+  // Unpaired examples (train/objectives/kto.h), B for 2B answers: each example's label
+  // (1: its completion is desirable).
+  std::vector<uint8_t> labels = {};
   // GRPO's completions, rows laid out as Note [GRPO rows] (train/objectives/grpo_rows.h)
   // says: each row's advantage, the old and reference log-probabilities and the loss mask;
   // null for the other objectives.

@@ -69,6 +69,8 @@ struct TrainArgs {
   double beta = 0.1;                      // DPO's and KTO's beta; ORPO's lambda
   std::string loss_type = "";             // DPO: sigmoid (default) | hinge | ipo
   double label_smoothing = 0.0;           // DPO's sigmoid loss, in [0, 0.5)
+  double desirable_weight = 1.0;          // KTO: the weight of a desirable example's loss
+  double undesirable_weight = 1.0;        // KTO: the weight of an undesirable example's loss
   bool precompute_ref_log_probs = false;  // DPO: the reference's log-probabilities first
   std::string eval_data;                  // instruction data to validate on; "" = a split of --data
   std::string eval_prompts;  // prompts completed at each evaluation (train/eval_prompts.h)

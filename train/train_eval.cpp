@@ -27,7 +27,7 @@ std::optional<std::pair<double, int64_t>> evaluate(TrainRun& r) {
   const int64_t tokens = r.eval_batches * r.eval_batch * a.seq_len;
   // The run's objective scores its held-out examples (Note [Objectives as units]).
   const auto loss_of = [&](const train::MicroBatch& b) {
-    return r.objective->loss(*r.lm.model, b, {r.reference_model.get(), &r.eval_metrics});
+    return r.objective->loss(*r.lm.model, b, {r.reference.model.get(), &r.eval_metrics});
   };
   // The validation loader; a dry run with --data builds its batches on the host for their
   // shapes only (Note [Dry run on meta]).
@@ -56,7 +56,7 @@ std::optional<std::pair<double, int64_t>> evaluate(TrainRun& r) {
   int64_t targets = 0;
   for (int64_t i = 0; i < r.eval_batches; ++i) {
     if (interrupt_received()) return std::nullopt;
-    const train::MicroBatch b = pair_batch(val->next(), r.ref_val);
+    const train::MicroBatch b = pair_batch(val->next(), r.reference.val, r.val_data);
     const double loss = loss_of(b).item();
     sum += weighted ? loss * double(b.trained_targets) : loss;
     targets += b.trained_targets;

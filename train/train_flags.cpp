@@ -126,9 +126,11 @@ const std::vector<TrainFlag>& train_flags() {
       {"dataset_format",
        &TrainArgs::dataset_format,
        "For .jsonl / .json data: auto (detected per file), text, alpaca, sharegpt, messages, "
-       "prompt_completion or preference (prompt, chosen, rejected)",
+       "prompt_completion, preference (prompt, chosen, rejected) or unpaired_preference (prompt, "
+       "completion, label)",
        kRanksAgree | kPlanLine,
-       {"auto", "text", "alpaca", "sharegpt", "messages", "prompt_completion", "preference"}},
+       {"auto", "text", "alpaca", "sharegpt", "messages", "prompt_completion", "preference",
+        "unpaired_preference"}},
       {"dataset_text_field", &TrainArgs::dataset_text_field,
        "The field of a text record that holds its text", kRanksAgree | kPlanLine},
       {"train_on",
@@ -161,9 +163,10 @@ const std::vector<TrainFlag>& train_flags() {
        "objective"},
       {"loss_type",
        &TrainArgs::loss_type,
-       "DPO's loss: sigmoid (its default), hinge or ipo",
+       "DPO's loss: sigmoid (its default), hinge or ipo; KTO's: kto (its default) or "
+       "apo_zero_unpaired",
        kRanksAgree | kPlanLine,
-       {"sigmoid", "hinge", "ipo"},
+       {"sigmoid", "hinge", "ipo", "kto", "apo_zero_unpaired"},
        std::nullopt,
        "objective"},
       {"label_smoothing",
@@ -174,10 +177,26 @@ const std::vector<TrainFlag>& train_flags() {
        {},
        number_in(0.0, 0.4999999),
        "objective"},
+      {"desirable_weight",
+       &TrainArgs::desirable_weight,
+       "KTO: the weight of a desirable example's loss (to balance unequal numbers of desirable "
+       "and undesirable examples)",
+       kRanksAgree | kPlanLine,
+       {},
+       positive_number(),
+       "objective"},
+      {"undesirable_weight",
+       &TrainArgs::undesirable_weight,
+       "KTO: the weight of an undesirable example's loss",
+       kRanksAgree | kPlanLine,
+       {},
+       positive_number(),
+       "objective"},
       {"precompute_ref_log_probs",
        &TrainArgs::precompute_ref_log_probs,
-       "DPO: compute the reference model's log-probabilities of every pair in one pass before "
-       "training (kept in the output directory for a resume), so that the steps make no reference "
+       "DPO, KTO: compute the reference model's log-probabilities of every example in one pass "
+       "before training (kept in the output directory for a resume), so that the steps make no "
+       "reference "
        "pass and a full fine-tune keeps no frozen copy of its weights",
        kRanksAgree | kPlanLine,
        {},

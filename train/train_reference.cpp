@@ -30,11 +30,16 @@ namespace fitgrad::train {
 
 namespace fs = std::filesystem;
 
-train::MicroBatch pair_batch(data::Batch&& batch, const std::vector<double>& ref) {
+train::MicroBatch pair_batch(data::Batch&& batch, const std::vector<double>& ref,
+                             const TrainRun::Split& split) {
   const std::vector<int64_t> rows = batch.rows;
   train::MicroBatch b = micro_batch(std::move(batch));
   if (!ref.empty())
     for (const int64_t row : rows) b.ref_nll.push_back(ref[size_t(row)]);
+  // Example w is rows 2w and 2w + 1; the batch's first half are its examples' own rows.
+  if (!split.labels.empty())
+    for (size_t k = 0; k < rows.size() / 2; ++k)
+      b.labels.push_back(split.labels[size_t(rows[k] / 2)]);
   return b;
 }
 
@@ -152,8 +157,8 @@ void precompute_reference(TrainRun& r) {
   const fs::path path = r.dir / "reference_log_probs.bin";
   const std::string fp = fingerprint(r);
   if (auto stored = read_stored(path, fp)) {
-    r.ref_train = std::move(stored->first);
-    r.ref_val = std::move(stored->second);
+    r.reference.train = std::move(stored->first);
+    r.reference.val = std::move(stored->second);
     r.progress.message(fmt::format("reference log-probabilities read from {}", path.string()));
     return;
   }
@@ -163,9 +168,9 @@ void precompute_reference(TrainRun& r) {
            "which the checkpoint replaced); that file is missing or belongs to other data or "
            "flags: start the run again without --resume_from_checkpoint",
            path.string());
-  r.ref_train = reference_of(r, r.train_data, train_pairs, "train");
-  r.ref_val = reference_of(r, r.val_data, val_pairs, "validation");
-  if (r.writes_outputs()) write_stored(path, fp, r.ref_train, r.ref_val);
+  r.reference.train = reference_of(r, r.train_data, train_pairs, "train");
+  r.reference.val = reference_of(r, r.val_data, val_pairs, "validation");
+  if (r.writes_outputs()) write_stored(path, fp, r.reference.train, r.reference.val);
   r.progress.message(fmt::format("reference log-probabilities of {} pairs computed into {}",
                                  train_pairs + val_pairs, path.string()));
 }

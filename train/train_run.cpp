@@ -39,7 +39,7 @@ train::MicroBatch micro_batch(data::Batch&& b) {
 }
 
 train::MicroBatch TrainRun::next_batch() {
-  if (!dry_run) return pair_batch(loader->next(), ref_train);
+  if (!dry_run) return pair_batch(loader->next(), reference.train, train_data);
   // Note [Dry run on meta]: the loader's batch gives the shapes only.
   if (loader) return meta_of(loader->next(), "data.train");
   return meta_batch(a.per_device_train_batch_size, "data.train", packed);

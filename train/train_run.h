@@ -117,6 +117,7 @@ struct TrainRun {
     std::span<const uint8_t> trained;
     std::span<const int32_t> positions;  // packed rows (data/sft_stream.h); empty: none
     std::span<const int32_t> lengths;    // one example a row: each row's (pair's) length
+    std::span<const uint8_t> labels;     // unpaired examples (KTO): each example's label
   };
   Split train_data, val_data;
   // The rows pack several examples (--packing bfd or wrapped), or a batch's answers (pairs).
@@ -125,12 +126,16 @@ struct TrainRun {
   // step runs; the last evaluation's statistics.
   std::shared_ptr<train::TrainObjective> objective;
   train::ObjectiveMetrics eval_metrics;
-  // --precompute_ref_log_probs: the reference's summed NLL of each row of the training and
-  // validation streams (train_reference.cpp); empty otherwise.
-  std::vector<double> ref_train, ref_val;
-  // An objective's reference in a full fine-tune without --precompute_ref_log_probs: a frozen
-  // copy of the initial weights (Note [Preference steps] in train/preference_loss.h).
-  std::unique_ptr<nn::CausalLM> reference_model;
+  // The objective's reference (ObjectiveReference::model) where it is not the model with its
+  // adapters off (Note [Preference steps] in train/preference_loss.h).
+  struct Reference {
+    // A full fine-tune without --precompute_ref_log_probs: a frozen copy of the initial weights.
+    std::unique_ptr<nn::CausalLM> model;
+    // --precompute_ref_log_probs: the reference's summed NLL of each row of the training and
+    // validation streams (train_reference.cpp); empty otherwise.
+    std::vector<double> train, val;
+  };
+  Reference reference;
   std::vector<EvalPrompt> eval_prompts;              // --eval_prompts
   std::unique_ptr<data::Loader> loader;              // not in a dry run
   std::unique_ptr<optim::OptimizerOffload> offload;  // --offload_optimizer: the host masters
@@ -167,8 +172,10 @@ std::optional<std::pair<double, int64_t>> evaluate(TrainRun& run);
 // train_reference.cpp: --precompute_ref_log_probs's pass (Note [Precomputed reference]).
 void precompute_reference(TrainRun& run);
 // A loader's batch as the step takes it, with the precomputed reference values of its rows
-// from `ref` (none when `ref` is empty).
-train::MicroBatch pair_batch(data::Batch&& batch, const std::vector<double>& ref);
+// from `ref` (none when `ref` is empty) and, for unpaired examples, the labels of its examples
+// from the split's.
+train::MicroBatch pair_batch(data::Batch&& batch, const std::vector<double>& ref,
+                             const TrainRun::Split& split);
 // train_memory.cpp.
 void write_memory_record(const TrainRun& run);
 int report_out_of_memory(TrainRun& run, const OutOfMemory& e, const std::string& when);

@@ -203,8 +203,9 @@ void setup_data(TrainRun& r) {
             : r.dir / "data-cache";
     r.sft.emplace(load_sft_data(a, r.lm, r.err, cache_dir.string()));
     r.train_data = {r.sft->train.tokens, r.sft->train.trained, r.sft->train.positions,
-                    r.sft->train.lengths};
-    r.val_data = {r.sft->val.tokens, r.sft->val.trained, r.sft->val.positions, r.sft->val.lengths};
+                    r.sft->train.lengths, r.sft->train.labels};
+    r.val_data = {r.sft->val.tokens, r.sft->val.trained, r.sft->val.positions, r.sft->val.lengths,
+                  r.sft->val.labels};
     r.packed = r.sft->packing != data::Packing::none;
     FG_CHECK(!a.group_by_length || !r.packed || r.sft->pairs,
              "[train] --group_by_length groups rows of one padded example; the rows of --packing "
@@ -230,8 +231,8 @@ void setup_data(TrainRun& r) {
     fs::path data_parent = fs::absolute(a.data).parent_path();
     if (::access(data_parent.c_str(), W_OK) != 0) dopt.cache_dir = (r.dir / "data-cache").string();
     r.dataset.emplace(data::TokenDataset::open(a.data, *r.lm.tokenizer, r.lm.tokenizer_id, dopt));
-    r.train_data = {r.dataset->train(), {}, {}, {}};
-    r.val_data = {r.dataset->val(), {}, {}, {}};
+    r.train_data = {r.dataset->train(), {}, {}, {}, {}};
+    r.val_data = {r.dataset->val(), {}, {}, {}, {}};
   }
 
   data::LoaderOptions lopt;
@@ -369,15 +370,16 @@ void setup_run(TrainRun& r) {
   r.objective = make_objective(a);  // Note [Objectives as units]
   const bool referenced = r.objective->reference() == train::ObjectiveReference::model;
   FG_CHECK(!a.precompute_ref_log_probs || referenced,
-           "[train] --precompute_ref_log_probs computes DPO's reference; --objective {} has none",
+           "[train] --precompute_ref_log_probs computes DPO's reference (or KTO's); --objective {} "
+           "has none",
            a.objective);
   // The reference (Note [Preference steps]): a LoRA run's base with the adapter off; a full
   // fine-tune's frozen copy of the initial weights, unless precomputed before training.
   if (referenced && !r.lora && !a.precompute_ref_log_probs) {
-    r.reference_model =
+    r.reference.model =
         load_model(a.model, a.init, build, a.skip_checkpoint_verification, "train --model").model;
-    r.reference_model->freeze("*");
-    r.reference_model->eval();
+    r.reference.model->freeze("*");
+    r.reference.model->eval();
   }
   FG_CHECK(!a.fused_head_loss || !r.objective->needs_row_log_probs(),
            "[train] --fused_head_loss computes a mean cross-entropy without the logits; "
@@ -489,7 +491,7 @@ void setup_run(TrainRun& r) {
                               .zero = r.zero.get(),
                               .targets_group = r.sft ? r.group.get() : nullptr,
                               .objective = r.objective,
-                              .reference_model = r.reference_model.get()});
+                              .reference_model = r.reference.model.get()});
 
   precompute_reference(r);  // before a resume replaces the initial weights
   std::vector<nlohmann::json> history;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "data/folder_files.h"
 #include "data/hf_tokenizer.h"
@@ -62,6 +63,11 @@ std::string encoding_fingerprint(const TrainArgs& a, const LoadedModel& lm, bool
       tok.eos().value_or(-1), io::content_hash(chat), a.train_on, add_bos, a.dataset_format,
       a.dataset_text_field, a.skip_bad_examples,
       objective_entry(a.objective).data != ObjectiveData::tokens);
+  // Unpaired examples: which completion each mismatched row takes (Note [KTO's mismatched
+  // completions] in train/objectives/kto.h).
+  if (objective_entry(a.objective).data == ObjectiveData::unpaired)
+    fp += fmt::format("unpaired chunks {} val_fraction {}\n", a.per_device_train_batch_size,
+                      a.val_fraction);
   for (const std::string& source : {a.data, a.eval_data})
     if (!source.empty())
       for (const std::string& f : record_files(source))
@@ -87,6 +93,19 @@ std::string encoding_fingerprint(const TrainArgs& a, const LoadedModel& lm, bool
 // batch (Note [Loss over trained targets] in train/train_step.cpp). The encodings are cached beside
 // the data (Note [Encoded examples in the token cache] in data/sft_cache.cpp).
 //
+namespace {
+
+// Note [KTO's mismatched completions] (train/objectives/kto.h): the example whose completion
+// example i's mismatched row takes: the one before it in its chunk of `chunk` examples of its
+// split (the first n_train examples, then the rest), the chunk's last for its first.
+size_t mismatched_partner(size_t i, size_t n_train, size_t chunk, size_t n) {
+  const size_t split = i < n_train ? 0 : n_train, split_end = i < n_train ? n_train : n;
+  const size_t start = split + (i - split) / chunk * chunk;
+  return i > start ? i - 1 : std::min(start + chunk, split_end) - 1;
+}
+
+}  // namespace
+
 // Note [Preference runs]
 // With --objective dpo or orpo every record is a preference pair (data/sft_formats.h), and
 // each answer is encoded as a prompt_completion example of its prompt, the answer trained, as
@@ -119,19 +138,31 @@ SftData load_sft_data(const TrainArgs& a, const LoadedModel& lm, std::ostream& e
   }
   std::map<std::string, int64_t> formats;
   bool conversational = false, all_text = true;
-  // Preference objectives train on pairs (Note [Preference runs]), nothing else on pairs.
-  const bool pairs = objective_entry(a.objective).data == ObjectiveData::pairs;
+  // Preference objectives train on pairs (Note [Preference runs]), KTO on unpaired examples
+  // laid out as pairs (Note [KTO's mismatched completions]), nothing else on either.
+  const ObjectiveData kind = objective_entry(a.objective).data;
+  const bool pairs = kind != ObjectiveData::tokens;
   for (const data::SftExample& e : examples) {
     ++formats[std::string(data::sft_format_name(e.format))];
     conversational |= e.conversational();
     all_text &= e.format == data::SftFormat::text;
-    FG_CHECK(!pairs || e.format == data::SftFormat::preference,
+    FG_CHECK(kind != ObjectiveData::pairs || e.format == data::SftFormat::preference,
              "[train] --objective {} trains on preference records (prompt, chosen, rejected); {} "
              "is a {} record",
              a.objective, e.where, data::sft_format_name(e.format));
+    FG_CHECK(kind != ObjectiveData::unpaired || e.format == data::SftFormat::unpaired_preference,
+             "[train] --objective {} trains on unpaired preference records (prompt, completion, "
+             "label: true where the completion is desirable, false where it is not); {} is a {} "
+             "record{}",
+             a.objective, e.where, data::sft_format_name(e.format),
+             e.format == data::SftFormat::prompt_completion ? ": give it a boolean \"label\"" : "");
     FG_CHECK(pairs || e.format != data::SftFormat::preference,
              "[train] {} is a preference record (prompt, chosen, rejected): train on it with "
              "--objective dpo or orpo",
+             e.where);
+    FG_CHECK(pairs || e.format != data::SftFormat::unpaired_preference,
+             "[train] {} is an unpaired preference record (prompt, completion, label): train on "
+             "it with --objective kto",
              e.where);
   }
   std::optional<data::ChatTemplate> chat;
@@ -163,12 +194,19 @@ SftData load_sft_data(const TrainArgs& a, const LoadedModel& lm, std::ostream& e
   const bool cached = encoded.has_value();
   if (!cached) {
     encoded.emplace();
-    for (const data::SftExample& e : examples) {
+    for (size_t i = 0; i < examples.size(); ++i) {
+      const data::SftExample& e = examples[i];
       if (!pairs) {
         encoded->push_back(encoder.encode(e));
         continue;
       }
-      const auto [chosen, rejected] = data::preference_answers(e);
+      const auto [chosen, rejected] =
+          kind == ObjectiveData::pairs
+              ? data::preference_answers(e)
+              : data::unpaired_answers(
+                    e, examples[mismatched_partner(i, size_t(n - n_val),
+                                                   size_t(a.per_device_train_batch_size),
+                                                   examples.size())]);
       encoded->push_back(encoder.encode(chosen));
       encoded->push_back(encoder.encode(rejected));
     }
@@ -188,6 +226,13 @@ SftData load_sft_data(const TrainArgs& a, const LoadedModel& lm, std::ostream& e
     }
     d.train = data::layout_pairs(chosen[0], rejected[0], a.seq_len, pad);
     d.val = data::layout_pairs(chosen[1], rejected[1], a.seq_len, pad);
+    if (kind == ObjectiveData::unpaired)  // each laid-out example's label
+      for (auto [s, first] : {std::pair{&d.train, size_t(0)}, std::pair{&d.val, n_train}}) {
+        const std::set<size_t> left_out(s->dropped.begin(), s->dropped.end());
+        const size_t count = first == 0 ? n_train : size_t(n) - n_train;
+        for (size_t i = 0; i < count; ++i)
+          if (!left_out.contains(i)) s->labels.push_back(examples[first + i].label ? 1 : 0);
+      }
   } else {
     const std::vector<data::SftTokens> train(encoded->begin(),
                                              encoded->begin() + ptrdiff_t(n_train));

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <tuple>
 
+#include "tensor/error.h"
 #include "train/objectives/registry.h"
 #include "train/train_flags.h"
 
@@ -87,7 +88,7 @@ int changes(const TrainArgs& base, const TrainArgs& a) {
          int(a.allocator != base.allocator);
 }
 
-std::string setting_of(const TrainArgs& a) {
+std::string setting_of(const TrainArgs& a, const train::TrainObjective& objective) {
   std::string s =
       fmt::format("batch {} x {}", a.per_device_train_batch_size, a.gradient_accumulation_steps);
   if (a.gradient_checkpointing)
@@ -101,7 +102,7 @@ std::string setting_of(const TrainArgs& a) {
   if (a.fused_head_loss || a.tiled_mlp) s += ", fused head + tiled MLP";
   if (a.offload_activations) s += ", offloaded activations";
   if (a.allocator == "expandable") s += ", expandable segments";
-  if (train::make_objective(a)->reference() == train::ObjectiveReference::model) {
+  if (objective.reference() == train::ObjectiveReference::model) {
     std::string name = a.objective;
     std::transform(name.begin(), name.end(), name.begin(), ::toupper);
     s += fmt::format(", {} reference: {}", name,
@@ -213,15 +214,21 @@ std::vector<Candidate> fit_candidates(const TrainArgs& base, const nn::ModelConf
                       (offload && base.offload_activations))
                     continue;
                   if (a.offload_activations && !a.gradient_checkpointing) continue;
-                  out.push_back(
-                      {a, setting_of(a), step_cost(cfg, a, target.rates), std::nullopt, -1});
+                  // A batch the objective refuses (KTO's KL estimate needs two examples).
+                  try {
+                    train::make_objective(a);
+                  } catch (const Error&) {
+                    continue;
+                  }
+                  out.push_back({a, setting_of(a, *objective), step_cost(cfg, a, target.rates),
+                                 std::nullopt, -1});
                   // A reference without an adapter (Note [Preference steps]): a frozen copy,
                   // or the log-probabilities computed before training.
                   if (objective->reference() == train::ObjectiveReference::model && a.lora_r == 0 &&
                       !a.precompute_ref_log_probs) {
                     a.precompute_ref_log_probs = true;
-                    out.push_back(
-                        {a, setting_of(a), step_cost(cfg, a, target.rates), std::nullopt, -1});
+                    out.push_back({a, setting_of(a, *objective), step_cost(cfg, a, target.rates),
+                                   std::nullopt, -1});
                   }
                 }
           }

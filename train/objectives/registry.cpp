@@ -5,6 +5,7 @@
 
 #include "tensor/error.h"
 #include "train/objectives/dpo.h"
+#include "train/objectives/kto.h"
 #include "train/objectives/orpo.h"
 #include "train/objectives/sft.h"
 #include "train/train_flags.h"
@@ -22,6 +23,11 @@ const std::vector<ObjectiveEntry>& objectives() {
        {"label_smoothing"}},
       {"orpo", "ORPO on preference pairs (prompt, chosen, rejected)", ObjectiveData::pairs,
        make_orpo},
+      {"kto",
+       "KTO on unpaired examples (prompt, completion, label)",
+       ObjectiveData::unpaired,
+       make_kto,
+       {"desirable_weight", "undesirable_weight"}},
   };
   return all;
 }
