@@ -252,6 +252,25 @@ Tensor CausalLM::loss(const Tensor& ids, const Tensor& targets, const PackedRows
   return ag::cross_entropy(ag::reshape(logits, {n, config_.vocab_size}), targets.reshape({n}));
 }
 
+Tensor CausalLM::token_logprobs(const Tensor& ids, const Tensor& targets, double temperature,
+                                Tensor* entropy, const PackedRows* packed) const {
+  FG_CHECK(targets.shape() == ids.shape(), "[{}] targets must have the shape of ids", config_.name);
+  FG_CHECK(temperature > 0, "[{}] temperature {} (need > 0)", config_.name, temperature);
+  check_ids(ids, 0);
+  const int64_t b = ids.size(0), t = ids.size(1), n = b * t;
+  const Tensor x = body_->forward(ids, plan_, mlp_tiles(n), packed);  // (B, T, C)
+  LabelScope label("loss");
+  const ag::RowFn chunk_head = [this, temperature](const Tensor& xc) {
+    const Tensor logits = head(xc);  // (m, V)
+    return temperature == 1.0 ? logits : ag::scale(logits, 1.0 / temperature);
+  };
+  const Tensor logp = ag::chunked_head_token_logprobs(
+      chunk_head, ag::reshape(x, {n, config_.hidden_size}), targets.reshape({n}),
+      head_chunk_rows(n), -100, entropy);  // (N)
+  if (entropy) *entropy = entropy->reshape({b, t});
+  return ag::reshape(logp, {b, t});
+}
+
 bool CausalLM::ignorable_key(const std::string& key) const {
   // A tied head's copy of the embedding (some exporters write it).
   if (config_.tie_word_embeddings && key == "lm_head.weight") return true;

@@ -191,6 +191,15 @@ class CausalLM : public Module {
   // Mean cross-entropy of the logits of ids against targets (B, T) (ignore_index -100),
   // through autograd::cross_entropy on (B T, V). A scalar.
   Tensor loss(const Tensor& ids, const Tensor& targets, const PackedRows* packed = nullptr) const;
+  // Each position's log-probability of its target, log softmax(logits / temperature)[target],
+  // (B, T) f32 for ids and targets (B, T), 0 where the target is -100; always through the
+  // fused, chunked head (autograd::chunked_head_token_logprobs: never a (B T, V) tensor, in
+  // chunks of row_chunking()'s head_chunk or the rule), with a gradient when grad mode is on,
+  // none under NoGradGuard (old and reference log-probabilities). entropy, when not null,
+  // receives each position's entropy of softmax(logits / temperature) (B, T) f32, without
+  // gradient. The per-token terms of GRPO (train/objectives/grpo_loss.h).
+  Tensor token_logprobs(const Tensor& ids, const Tensor& targets, double temperature = 1.0,
+                        Tensor* entropy = nullptr, const PackedRows* packed = nullptr) const;
   // ids (B, T_new) of the positions after cache.length() -> their logits (B, T_new, V),
   // under NoGradGuard; the cache then holds T_new more positions (Note [Cached decoding]).
   // The cache must come from this model's config, with batch B.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "nn/packed_rows.h"
@@ -10,6 +11,8 @@
 #include "tensor/tensor.h"
 
 namespace fitgrad::train {
+
+struct GrpoMicroBatch;  // train/objectives/grpo.h
 
 struct MicroBatch {
   Tensor ids;                   // (R, T) i64
@@ -29,6 +32,10 @@ struct MicroBatch {
   // Unpaired examples (train/objectives/kto.h), B for 2B answers: each example's label
   // (1: its completion is desirable).
   std::vector<uint8_t> labels = {};
+  // GRPO's completions, rows laid out as Note [GRPO rows] (train/objectives/grpo_rows.h)
+  // says: each row's advantage, the old and reference log-probabilities and the loss mask;
+  // null for the other objectives.
+  std::shared_ptr<const GrpoMicroBatch> grpo = {};
 };
 
 }  // namespace fitgrad::train

@@ -1,10 +1,12 @@
 // Row-chunked recompute (autograd/row_chunks.h): tiled_rows and the fused, chunked head and
 // loss against the plain autograd ops (float tolerance: only the order of the weight
 // gradients' sums over rows differs), the generator replayed per tile, parameter hooks
-// firing once with the final gradient, and the peak memory falling to one chunk.
+// firing once with the final gradient, and the peak memory falling to one chunk (also for the
+// per-token log-probabilities, whose values token_logprobs_test.cpp checks).
 #include "autograd/row_chunks.h"
 
 #include <cmath>
+#include <functional>
 
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
@@ -182,27 +184,35 @@ TEST(ChunkedHead, TargetsOutOfRangeNameTheRow) {
   }
 }
 
-// The unfused path holds the (N, V) logits and their gradient; the fused one a chunk's.
+// The unfused path holds the (N, V) logits and their gradient; the fused ones a chunk's: the
+// mean cross-entropy, and the per-token log-probabilities (token_logprobs_test.cpp), whose
+// backward also holds the chunk's scaled gradient.
 TEST(ChunkedHead, PeakFallsToOneChunkOfLogits) {
   constexpr int64_t n = 512, v = 4096, c = 16, chunk = 64;
   const Tensor w = random_tensor({v, c}, 1, DType::f32, -0.1, 0.1);
   set_requires_grad(w);
   const RowFn head = [&](const Tensor& x) { return ag::matmul(x, w, false, true); };
   const Tensor t = Tensor::from_vector(std::vector<double>(size_t(n), 7.0), {n}, DType::i64);
+  const Tensor u = random_tensor({n}, 3);  // the per-token log-probabilities' gradient
   CachingAllocator& cpu = allocator_for(Device::cpu());
-  auto peak = [&](int64_t k) {
+  auto peak = [&](const std::function<void(const Tensor&)>& forward_backward) {
     Tensor x = random_tensor({n, c}, 2);
     set_requires_grad(x);
     cpu.reset_peak_stats();
     const int64_t base = cpu.stats().allocated_bytes[0].current;
-    backward(k == 0 ? ag::cross_entropy(head(x), t) : chunked_head_cross_entropy(head, x, t, k));
+    forward_backward(x);
     clear_grad(w);
     return cpu.stats().allocated_bytes[0].peak - base;
   };
   const int64_t logits = n * v * 4, weight_grad = v * c * 4;
-  const int64_t plain = peak(0), fused = peak(chunk);
+  const int64_t plain = peak([&](const Tensor& x) { backward(ag::cross_entropy(head(x), t)); });
+  const int64_t fused =
+      peak([&](const Tensor& x) { backward(chunked_head_cross_entropy(head, x, t, chunk)); });
+  const int64_t per_token = peak(
+      [&](const Tensor& x) { backward({chunked_head_token_logprobs(head, x, t, chunk)}, {u}); });
   EXPECT_GE(plain, logits);
   EXPECT_LT(fused, 2 * chunk * v * 4 + 2 * weight_grad + 64 * 1024) << "plain " << plain;
+  EXPECT_LT(per_token, 3 * chunk * v * 4 + 2 * weight_grad + 64 * 1024) << "plain " << plain;
 }
 
 }  // namespace

@@ -13,11 +13,10 @@
 
 #include "autograd/grad_mode.h"
 #include "nn/lora.h"
-#include "nn/lora_adapter.h"
-#include "nn/target_modules.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "tests/golden/golden_compare.h"
+#include "tests/golden/peft_tiny_model.h"
 #include "train/model_source.h"
 #include "train/train_step.h"
 
@@ -32,36 +31,9 @@ const GoldenFile& golden() {
   return f;
 }
 
-// An optimizer that keeps each gradient it is given and changes nothing.
-class Recorder final : public optim::Optimizer {
- public:
-  explicit Recorder(std::vector<optim::ParamGroup> groups)
-      : Optimizer(std::move(groups), 0.0, "recorder", [](const std::string&, const Tensor&) {
-          return std::vector<optim::StateSpec>{};
-        }) {}
-  std::string name() const override { return "recorder"; }
-  std::map<std::string, Tensor> grads;
+using testing::Recorder;
 
- protected:
-  void update(size_t, const optim::ParamGroup&, const std::string& name, const Tensor&,
-              const Tensor& grad) override {
-    grads[name] = grad.clone();
-  }
-};
-
-std::unique_ptr<nn::CausalLM> adapted_model() {
-  const std::string adapter = golden_path("peft_tiny/adapter");
-  const nn::AdapterConfig c = nn::read_adapter_config(adapter);
-  const auto targets =
-      std::make_shared<nn::TargetModules>(nn::TargetModules::parse(c.target_modules));
-  nn::BuildOptions o;
-  o.linear_factory = nn::targeted_factory(targets, nn::lora_factory(c.lora));
-  std::unique_ptr<nn::CausalLM> model =
-      train::load_model(golden_path("peft_tiny/base"), "", o).model;
-  nn::load_lora_adapter(*model, adapter);
-  nn::mark_only_lora_as_trainable(*model);
-  return model;
-}
+std::unique_ptr<nn::CausalLM> adapted_model() { return testing::peft_tiny_adapted_model(); }
 
 // Rows `rows` of the golden batch as a micro-batch of pairs.
 train::MicroBatch micro_batch(const std::vector<int64_t>& rows) {

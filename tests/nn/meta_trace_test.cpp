@@ -1,9 +1,9 @@
 // A dry run on meta is the real run's exact double (Note [Meta plans for a target] in
 // tensor/backend/profile.h): two AdamW steps of gpt2-tiny and llama-tiny, in fp32, bf16 and
-// fp16 autocast, pure bf16, TF32, with checkpointing and with gradient accumulation, make on meta
-// (planning for this machine's CPU) the same sequence of allocations and frees as on the
-// CPU: kind (alloc, free, retag), size, requested bytes, category and label, event for event,
-// and the same peak.
+// fp16 autocast, pure bf16, TF32, with checkpointing, with gradient accumulation and through
+// the fused head's per-token log-probabilities (GRPO's), make on meta (planning for this
+// machine's CPU) the same sequence of allocations and frees as on the CPU: kind (alloc, free,
+// retag), size, requested bytes, category and label, event for event, and the same peak.
 // A front-end that stages an input after deciding not to compute, or a workspace sized
 // differently on meta, shows up here as the first differing event.
 #include <gtest/gtest.h>
@@ -39,6 +39,9 @@ struct TraceCase {
   bool checkpointing = false;
   int64_t accumulation = 1;
   bool tf32 = false;  // TF32 matmuls: the staged GEMM's workspace (Note [TF32 on the CPU])
+  // The per-token log-probabilities of the targets (CausalLM::token_logprobs, GRPO's) instead
+  // of the mean cross-entropy, backpropagated from a constant gradient.
+  bool token_logprobs = false;
 };
 
 std::vector<TraceCase> trace_cases() {
@@ -55,6 +58,9 @@ std::vector<TraceCase> trace_cases() {
     cases.push_back({p + "_bf16_autocast_checkpointing", preset, DType::f32, DType::bf16, true});
     cases.push_back({p + "_accumulation_2", preset, DType::f32, DType::f32, false, 2});
     cases.push_back({p + "_tf32", preset, DType::f32, DType::f32, false, 1, true});
+    cases.push_back({p + "_token_logprobs", preset, DType::f32, DType::f32, false, 1, false, true});
+    cases.push_back({p + "_token_logprobs_bf16_autocast", preset, DType::f32, DType::bf16, false, 1,
+                     false, true});
   }
   return cases;
 }
@@ -88,6 +94,11 @@ TraceRun train_two_steps(const TraceCase& c, Device device) {
           for (int64_t& id : ids) id = int64_t(rng() % uint64_t(cfg.vocab_size));
           const Tensor all = Tensor::from_vector(ids, {B, T + 1}, DType::i64).to(device);
           const Tensor x = all.narrow(1, 0, T).contiguous(), y = all.narrow(1, 1, T).contiguous();
+          if (c.token_logprobs) {
+            const Tensor logp = model->token_logprobs(x, y, 0.9);  // (B, T)
+            ag::backward({logp}, {Tensor::full(logp.shape(), -0.5, DType::f32, device)});
+            continue;
+          }
           const Tensor loss = model->loss(x, y);
           ag::backward(c.accumulation > 1 ? ag::scale(loss, 1.0 / double(c.accumulation)) : loss);
         }

@@ -1,0 +1,57 @@
+// GRPO's objective (issue 59; TRL 1.16's GRPOTrainer, Shao et al. 2024 "DeepSeekMath", with
+// DAPO's, Dr. GRPO's, BNPO's and GSPO's variants): the loss of a micro-batch of sampled
+// completions from their advantages, each completion token's log-probability through the
+// fused head (nn::CausalLM::token_logprobs at the sampling temperature), and the old
+// policy's and the reference's (train/objectives/grpo_loss.h), with TRL's statistics.
+//
+// What this file has: the micro-batch's GRPO data and the loss side of the objective (loss,
+// metrics, the dry run's batch). What `--objective grpo` still needs before it is registered
+// (Note [Adding an objective]): prompt records in the data layer, and step_batches, which
+// samples G completions per prompt (train/grouped_generation.h), scores them
+// (train/rewards/), computes the advantages (grpo_advantages), the rows (grpo_rows) and, for
+// num_iterations > 1 and beta > 0, the old and reference log-probabilities
+// (grpo_host_logprobs), and hands out the micro-batches of a generation batch; and its flags.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "train/objectives/grpo_loss.h"
+#include "train/objectives/objective.h"
+
+namespace fitgrad::train {
+
+// One micro-batch's GRPO data, on the (B, L) grid of its rows (Note [GRPO rows]).
+struct GrpoMicroBatch {
+  std::vector<double> advantages;    // (B)
+  std::vector<double> old_logp;      // (B, L); empty: on-policy (the logp of this pass)
+  std::vector<double> ref_logp;      // (B, L); empty without the KL term (beta 0)
+  std::vector<double> mask;          // (B, L): grpo_rows' loss mask
+  double num_items_in_batch = 0;     // dapo: trained tokens of the whole generation batch
+  int64_t steps_per_generation = 1;  // dapo: micro-batches of the generation batch
+  // The loss's inputs for rows x length (B, L), the entropies given.
+  GrpoInputs inputs(int64_t rows, int64_t length, std::span<const double> entropy) const;
+};
+
+class GrpoObjective : public TrainObjective {
+ public:
+  // temperature: the sampling temperature, which TRL's log-probabilities divide the logits by.
+  GrpoObjective(const GrpoConfig& config, double temperature);
+  std::string name() const override { return "grpo"; }
+  ObjectiveReference reference() const override;
+  bool needs_row_log_probs() const override { return false; }
+  Tensor loss(nn::CausalLM& model, const MicroBatch& batch, const LossContext& context) override;
+  void plan_batch(MicroBatch& batch, int64_t examples) const override;
+  const GrpoConfig& config() const { return config_; }
+
+ private:
+  GrpoConfig config_;
+  double temperature_;
+};
+
+// TRL's names for GrpoStats (clip_ratio/low_mean, ..., kl, entropy), one value per
+// micro-batch (a statistic the micro-batch has none of, NaN, is left out).
+void add_grpo_metrics(ObjectiveMetrics& metrics, const GrpoStats& stats);
+
+}  // namespace fitgrad::train
