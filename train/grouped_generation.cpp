@@ -108,6 +108,7 @@ std::vector<Completion> generate_groups(nn::CausalLM& model, const data::Tokeniz
           next[size_t(r)] = token;
           if (std::find(o.stop_ids.begin(), o.stop_ids.end(), token) != o.stop_ids.end()) {
             done[size_t(r)] = true;
+            out[c].stop = token;
             continue;
           }
           out[c].ids.push_back(token);

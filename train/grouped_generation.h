@@ -60,6 +60,9 @@ struct Completion {
   int64_t prompt = 0;        // the index of its prompt
   std::vector<int32_t> ids;  // the generated tokens, without the stop token
   bool truncated = false;    // it reached max_completion_length without a stop token
+  // The stop token that ended it (-1: none, a truncated completion): TRL trains it with the
+  // completion (its completion mask covers the first eos), so GRPO's rows append it.
+  int32_t stop = -1;
   // ids decoded alone, as TRL's batch_decode of the completion ids ("" on meta or without a
   // tokenizer); a special token other than the stop token is written as its text.
   std::string text;

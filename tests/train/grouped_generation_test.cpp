@@ -110,11 +110,13 @@ TEST(GroupedGeneration, RowsStopAtAStopIdOrAreTruncated) {
   const auto stopped = generate_groups(*m.model, nullptr, {kPrompts[0]}, o, again);
   EXPECT_EQ(stopped[1].ids, std::vector<int32_t>(row.begin(), row.begin() + std::ptrdiff_t(k)));
   EXPECT_FALSE(stopped[1].truncated);
+  EXPECT_EQ(stopped[1].stop, row[k]);            // the stop token that ended it, trained by GRPO
   for (size_t c = 0; c < stopped.size(); ++c) {  // every row is its unstopped prefix
     const auto& full = unstopped[c].ids;
     const auto stop = std::find(full.begin(), full.end(), row[k]);
     EXPECT_EQ(stopped[c].ids, std::vector<int32_t>(full.begin(), stop)) << c;
     EXPECT_EQ(stopped[c].truncated, stop == full.end()) << c;
+    EXPECT_EQ(stopped[c].stop, stop == full.end() ? -1 : row[k]) << c;
   }
 }
 

@@ -6,11 +6,9 @@
 //
 // What this file has: the micro-batch's GRPO data and the loss side of the objective (loss,
 // metrics, the dry run's batch). What `--objective grpo` still needs before it is registered
-// (Note [Adding an objective]): prompt records in the data layer, and step_batches, which
-// samples G completions per prompt (train/grouped_generation.h), scores them
-// (train/rewards/), computes the advantages (grpo_advantages), the rows (grpo_rows) and, for
-// num_iterations > 1 and beta > 0, the old and reference log-probabilities
-// (grpo_host_logprobs), and hands out the micro-batches of a generation batch; and its flags.
+// (Note [Adding an objective]): prompt records in the data layer, step_batches, which hands
+// out the micro-batches of a generation batch (grpo_generation.h makes them: sampling,
+// rewards, advantages, rows, old and reference log-probabilities), and its flags.
 #pragma once
 
 #include <memory>
