@@ -59,7 +59,39 @@ Tensor GrpoObjective::loss(nn::CausalLM& model, const MicroBatch& batch,
   GrpoStats stats;
   const Tensor loss = grpo_loss(logp, batch.grpo->inputs(rows, length, entropies), config_, &stats);
   if (context.metrics && logp.device().has_bytes()) add_grpo_metrics(*context.metrics, stats);
+  if (context.metrics && !pending_.empty()) {
+    context.metrics->merge(pending_);
+    pending_ = ObjectiveMetrics();
+  }
   return loss;
+}
+
+void GrpoObjective::sample_with(GrpoSampling sampling) {
+  FG_CHECK(sampling.prompts, "[grpo] sampling without a source of prompts");
+  sampling.settings.config = config_;
+  sampling.settings.temperature = temperature_;
+  generator_.manual_seed(sampling.seed);
+  sampling_.emplace(std::move(sampling));
+  generation_.reset();
+  generation_index_ = -1;
+}
+
+MicroBatches GrpoObjective::step_batches(nn::CausalLM& model, int64_t step, int64_t micro_batches,
+                                         MicroBatches records) {
+  if (!sampling_) return records;
+  GrpoSampling& s = *sampling_;
+  const int64_t n = step / s.settings.num_iterations;
+  if (n != generation_index_) {
+    generation_.reset();  // the last batch's rows go before the next batch's are made
+    generation_.emplace(grpo_generation(model, s.tokenizer, s.prompts(n), s.settings, s.functions,
+                                        micro_batches, generator_, s.reference_model));
+    generation_index_ = n;
+    pending_ = generation_->metrics;
+  }
+  FG_CHECK(int64_t(generation_->micro_batches.size()) == micro_batches,
+           "[grpo] a generation batch of {} micro-batches for a step of {}",
+           generation_->micro_batches.size(), micro_batches);
+  return [this](int64_t m) { return generation_->micro_batches[size_t(m)]; };
 }
 
 void GrpoObjective::plan_batch(MicroBatch& batch, int64_t examples) const {

@@ -11,10 +11,13 @@
 // rewards, advantages, rows, old and reference log-probabilities), and its flags.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "train/objectives/grpo_generation.h"
 #include "train/objectives/grpo_loss.h"
 #include "train/objectives/objective.h"
 
@@ -32,6 +35,26 @@ struct GrpoMicroBatch {
   GrpoInputs inputs(int64_t rows, int64_t length, std::span<const double> entropy) const;
 };
 
+// What step_batches samples with (Note [GRPO steps]).
+struct GrpoSampling {
+  GrpoGenerationSettings settings;  // settings.config is the objective's
+  rewards::RewardFunctions functions;
+  const data::Tokenizer* tokenizer = nullptr;  // decodes the completions' text (may be null)
+  nn::CausalLM* reference_model = nullptr;     // null: the model with its adapters off
+  uint64_t seed = 0;                           // of the completions' draws
+  // The prompts of generation batch n (0-based), per_device_train_batch_size x
+  // gradient_accumulation_steps / num_generations of them.
+  std::function<std::vector<GrpoPrompt>(int64_t n)> prompts;
+};
+
+// Note [GRPO steps]
+// With sampling set, step_batches makes generation batch n = step / num_iterations at the
+// first step of each n (or at the first step a run takes, resumed in the middle of one) with
+// grpo_generation, its micro-batches the step's gradient_accumulation_steps, and hands them
+// to the step and to the next num_iterations - 1 steps (TRL's reuse of a generation batch:
+// its old log-probabilities are the sampling policy's). The generation's statistics go to
+// the metrics of the first micro-batch's loss after it. Without sampling the loader's
+// micro-batches, which must carry their GRPO data, pass on (a dry run's plan batches).
 class GrpoObjective : public TrainObjective {
  public:
   // temperature: the sampling temperature, which TRL's log-probabilities divide the logits by.
@@ -41,11 +64,22 @@ class GrpoObjective : public TrainObjective {
   bool needs_row_log_probs() const override { return false; }
   Tensor loss(nn::CausalLM& model, const MicroBatch& batch, const LossContext& context) override;
   void plan_batch(MicroBatch& batch, int64_t examples) const override;
+  MicroBatches step_batches(nn::CausalLM& model, int64_t step, int64_t micro_batches,
+                            MicroBatches records) override;
   const GrpoConfig& config() const { return config_; }
+  // Samples each step's completions (Note [GRPO steps]).
+  void sample_with(GrpoSampling sampling);
+  // The last generation batch (null before the first).
+  const GrpoGeneration* last_generation() const { return generation_ ? &*generation_ : nullptr; }
 
  private:
   GrpoConfig config_;
   double temperature_;
+  std::optional<GrpoSampling> sampling_;
+  Generator generator_;  // the completions' draws, from sampling_'s seed
+  std::optional<GrpoGeneration> generation_;
+  int64_t generation_index_ = -1;  // the batch generation_ holds
+  ObjectiveMetrics pending_;       // its statistics, not yet logged
 };
 
 // TRL's names for GrpoStats (clip_ratio/low_mean, ..., kl, entropy), one value per
