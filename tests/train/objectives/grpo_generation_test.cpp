@@ -14,6 +14,7 @@
 
 #include "autograd/tape.h"
 #include "optim/sgd.h"
+#include "tests/train/objectives/even_share_reward.h"
 #include "train/model_source.h"
 #include "train/objectives/grpo.h"
 #include "train/objectives/grpo_rows.h"
@@ -22,20 +23,7 @@
 namespace fitgrad::train {
 namespace {
 
-// The share of a completion's tokens that are even.
-class EvenShare : public rewards::RewardFunction {
- public:
-  std::string name() const override { return "even_share"; }
-  std::vector<double> score(std::span<const rewards::RewardSample> samples) override {
-    std::vector<double> out;
-    for (const rewards::RewardSample& s : samples) {
-      double even = 0;
-      for (const int32_t id : s.completion_ids) even += id % 2 == 0 ? 1 : 0;
-      out.push_back(s.completion_ids.empty() ? 0.0 : even / double(s.completion_ids.size()));
-    }
-    return out;
-  }
-};
+using testing::EvenShare;
 
 LoadedModel tiny() { return load_model("llama-tiny", "", {.seed = 7}); }
 

@@ -8,6 +8,7 @@
 
 #include "optim/adamw.h"
 #include "optim/schedule.h"
+#include "tests/train/objectives/even_share_reward.h"
 #include "train/model_source.h"
 #include "train/objectives/grpo.h"
 #include "train/rewards/reward_command.h"
@@ -16,20 +17,7 @@
 namespace fitgrad::train {
 namespace {
 
-// The share of a completion's tokens that are even.
-class EvenShare : public rewards::RewardFunction {
- public:
-  std::string name() const override { return "even_share"; }
-  std::vector<double> score(std::span<const rewards::RewardSample> samples) override {
-    std::vector<double> out;
-    for (const rewards::RewardSample& s : samples) {
-      double even = 0;
-      for (const int32_t id : s.completion_ids) even += id % 2 == 0 ? 1 : 0;
-      out.push_back(s.completion_ids.empty() ? 0.0 : even / double(s.completion_ids.size()));
-    }
-    return out;
-  }
-};
+using testing::EvenShare;
 
 std::shared_ptr<GrpoObjective> grpo(int64_t num_iterations) {
   GrpoConfig cfg;
@@ -51,13 +39,23 @@ std::shared_ptr<GrpoObjective> grpo(int64_t num_iterations) {
   return objective;
 }
 
+// llama-tiny trained by AdamW at a constant `lr`, two micro-batches a step.
+struct GrpoRun {
+  GrpoRun(std::shared_ptr<GrpoObjective> objective, double lr)
+      : m(load_model("llama-tiny", "", {.seed = 7})),
+        opt(optim::decay_groups(m.model->named_parameters(), 0.0), {}),
+        schedule(optim::make_lr_schedule("constant", lr, 0, 100)),
+        step(*m.model, opt, schedule,
+             {.gradient_accumulation_steps = 2, .objective = std::move(objective)}) {}
+  LoadedModel m;
+  optim::AdamW opt;
+  optim::LrSchedule schedule;
+  TrainStep step;
+};
+
 TEST(TrainGrpo, TheRewardRisesOverTheSteps) {
-  LoadedModel m = load_model("llama-tiny", "", {.seed = 7});
-  const auto objective = grpo(1);
-  optim::AdamW opt(optim::decay_groups(m.model->named_parameters(), 0.0), {});
-  const optim::LrSchedule schedule = optim::make_lr_schedule("constant", 1e-2, 0, 100);
-  TrainStep step(*m.model, opt, schedule,
-                 {.gradient_accumulation_steps = 2, .objective = objective});
+  GrpoRun run(grpo(1), 1e-2);
+  TrainStep& step = run.step;
   std::vector<double> rewards;
   for (int64_t t = 0; t < 24; ++t) {
     step.run(t, nullptr);
@@ -73,12 +71,9 @@ TEST(TrainGrpo, TheRewardRisesOverTheSteps) {
 }
 
 TEST(TrainGrpo, AGenerationBatchIsReusedNumIterationsTimes) {
-  LoadedModel m = load_model("llama-tiny", "", {.seed = 7});
   const auto objective = grpo(2);
-  optim::AdamW opt(optim::decay_groups(m.model->named_parameters(), 0.0), {});
-  const optim::LrSchedule schedule = optim::make_lr_schedule("constant", 1e-3, 0, 100);
-  TrainStep step(*m.model, opt, schedule,
-                 {.gradient_accumulation_steps = 2, .objective = objective});
+  GrpoRun run(objective, 1e-3);
+  TrainStep& step = run.step;
   std::vector<const GrpoGeneration*> seen;
   std::vector<bool> logged;
   for (int64_t t = 0; t < 4; ++t) {
