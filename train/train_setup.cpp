@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "autograd/checkpoint.h"
+#include "data/hf_tokenizer.h"
 #include "nn/int8_linear.h"
 #include "nn/lora.h"
 #include "nn/nf4_linear.h"
@@ -210,6 +211,10 @@ void setup_data(TrainRun& r) {
              "{} are full already: add --packing none, or leave --group_by_length out",
              data::packing_name(r.sft->packing));
   } else {
+    FG_CHECK(a.objective == "sft",
+             "[train] --objective {} needs preference records (prompt, chosen, rejected) in a "
+             ".jsonl or .json file; the text of {} has no pairs",
+             a.objective, a.data);
     FG_CHECK(!a.group_by_length,
              "[train] --group_by_length groups instruction examples (.jsonl / .json); the text "
              "files of {} are one stream cut into full windows",
@@ -224,6 +229,7 @@ void setup_data(TrainRun& r) {
              a.eval_data, a.data);
     data::TokenDatasetOptions dopt;
     dopt.val_fraction = a.val_fraction;
+    dopt.add_bos = data::vocabulary_adds_bos(r.lm.tokenizer_vocabulary);
     // The token cache sits beside the data (data/token_dataset.h) unless that folder is
     // read-only; then it goes into the output directory.
     fs::path data_parent = fs::absolute(a.data).parent_path();

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <string_view>
 
+#include "io/json_file.h"
 #include "tensor/device_copy.h"
 #include "tensor/error.h"
 #include "tensor/interrupt.h"
@@ -123,7 +124,7 @@ void run_evaluation(TrainRun& r) {
     for (const json& s : samples) {
       json line = s;
       line["step"] = r.step;
-      file << line.dump() << "\n";
+      file << io::json_text(line) << "\n";
     }
     FG_CHECK(file.flush(), "[train {}] cannot append to eval_samples.jsonl", r.dir.string());
   }

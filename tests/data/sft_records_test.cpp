@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 
+#include "data/utf8.h"
 #include "tensor/error.h"
 #include "tests/data/scratch_folder.h"
 
@@ -333,6 +334,21 @@ TEST_F(SftFiles, BadRecordsAreErrorsNamingFileRecordAndField) {
       for (const std::string& s : r.expected) EXPECT_THAT(e.what(), HasSubstr(s));
       EXPECT_THAT(e.what(), HasSubstr("fix the record, or pass --skip_bad_examples"));
     }
+  }
+}
+
+// A megabyte of role is named by its first characters and its length, not echoed whole.
+TEST_F(SftFiles, AHugeValueIsCutInTheErrorLine) {
+  const std::string file =
+      write("r.jsonl", R"({"messages": [{"role": ")" + std::string(1'000'000, 'r') +
+                           R"(", "content": "q"}]})" + "\n");
+  try {
+    read_sft_examples(file);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("unknown role '" + std::string(64, 'r') +
+                                    "... (1000000 bytes)'; use system, user"));
+    EXPECT_LT(std::string(e.what()).size(), 1000u);
   }
 }
 

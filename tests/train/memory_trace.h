@@ -1,6 +1,7 @@
 // The memory record of a training run as the run-equality tests compare it: the ledger's
-// events after the "train: start" mark (kind, size, requested bytes, category, label) and
-// the peaks above that mark, read from the memory.json a run writes (docs/memory.md).
+// events after the "train: start" mark (kind, size, requested bytes, category, label; and
+// apart, each block's segment and offset, so that the order of frees counts too) and the peaks
+// above that mark, read from the memory.json a run writes (docs/memory.md).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -16,6 +17,7 @@ namespace fitgrad::apps {
 
 struct Trace {
   std::vector<std::string> events;  // "kind size requested category label", from the start
+  std::vector<std::string> places;  // each event's "segment:offset" ("-:-" for a mark)
   int64_t peak_above_start = 0;     // the run's peak allocated minus allocated at its start
   int64_t reserved_peak_above_start = 0;
   uint64_t peak_events_after_start = 0;
@@ -39,6 +41,7 @@ inline Trace read_trace(const std::filesystem::path& dir) {
     };
     t.events.push_back(text("kind") + " " + text("size") + " " + text("requested") + " " +
                        text("category") + " " + text("label"));
+    t.places.push_back(text("segment") + ":" + text("offset"));
   }
   const nlohmann::json& peak = m.at("peak");
   t.peak_above_start =
@@ -57,8 +60,10 @@ inline void expect_dry_run_is_the_run(const std::filesystem::path& real_dir,
                                       const std::filesystem::path& dry_dir) {
   const Trace real = read_trace(real_dir), dry = read_trace(dry_dir);
   EXPECT_GT(real.events.size(), 100u) << real_dir;
-  for (size_t i = 0; i < std::min(real.events.size(), dry.events.size()); ++i)
+  for (size_t i = 0; i < std::min(real.events.size(), dry.events.size()); ++i) {
     ASSERT_EQ(dry.events[i], real.events[i]) << "event " << i << " of " << dry_dir;
+    ASSERT_EQ(dry.places[i], real.places[i]) << "event " << i << " of " << dry_dir;
+  }
   ASSERT_EQ(dry.events.size(), real.events.size()) << dry_dir;
   EXPECT_EQ(dry.peak_above_start, real.peak_above_start) << dry_dir;
 }
