@@ -190,8 +190,8 @@ std::vector<std::string> rank_problems(const AdapterConfig& config,
     if ((!a && !b) || t.dim() != 2) continue;
     const int64_t rank = a ? t.size(0) : t.size(1);
     if (rank != config.lora.r)
-      problems.push_back(fmt::format("'{}' ({}) has rank {}, adapter_config.json's r is {}", key,
-                                     shape_str(t.shape()), rank, config.lora.r));
+      problems.push_back(fmt::format("'{}' has rank {} (shape {}), adapter_config.json's r is {}",
+                                     key, rank, shape_str(t.shape()), config.lora.r));
   }
   return problems;
 }

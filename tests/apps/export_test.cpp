@@ -127,8 +127,9 @@ TEST_F(Export, AnAdapterConfigWhoseRIsNotTheWeightsRankIsRefused) {
   a.base = (dir_ / "base.safetensors").string();
   a.out = (dir_ / "merged.safetensors").string();
   std::ostringstream out;
-  testing::expect_error([&] { export_merged(a, out); }, "[export] --merge",
-                        "lora_A.weight' ([4, 64]) has rank 4, adapter_config.json's r is 8");
+  testing::expect_error(
+      [&] { export_merged(a, out); }, "[export] --merge",
+      "q_proj.lora_A.weight' has rank 4 (shape (4, 64)), adapter_config.json's r is 8");
   EXPECT_FALSE(fs::exists(a.out));
   nn::LoraConfig eight = lora_config_;
   eight.r = 8;
@@ -138,7 +139,8 @@ TEST_F(Export, AnAdapterConfigWhoseRIsNotTheWeightsRankIsRefused) {
       nn::lora_factory(eight));
   const auto model = nn::build_model(nn::preset("llama-tiny"), o);
   testing::expect_error([&] { nn::load_lora_adapter(*model, a.merge); }, "[adapter]",
-                        "has rank 4, adapter_config.json's r is 8");
+                        "q_proj.lora_A.weight' has rank 4 (shape (4, 64)), adapter_config.json's "
+                        "r is 8");
 }
 
 // Note [Model folders written]: the transformers-saved tiny Llama 3.1 folder exported in

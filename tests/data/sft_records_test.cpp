@@ -59,7 +59,7 @@ TEST_F(SftFiles, AFolderReadsItsDatasetFilesInPathOrderEachWithItsOwnFormat) {
   write("a/y.jsonl", "\n\r\n{\"messages\": [{\"role\": \"user\", \"content\": \"m\"}]}\r\n");
   write(".hidden.jsonl", "not json");
   write(".hidden_dir/c.jsonl", "not json");
-  write("notes.txt", "not json");
+  write("notes.md", "not json");  // no data file
   SftReader reader(dir_.string());
   EXPECT_EQ(reader.files(),
             (std::vector<std::string>{path("a/y.jsonl"), path("a/z.json"), path("b.jsonl")}));
@@ -72,6 +72,18 @@ TEST_F(SftFiles, AFolderReadsItsDatasetFilesInPathOrderEachWithItsOwnFormat) {
   EXPECT_EQ(got[2].format, SftFormat::text);
   EXPECT_EQ(got[2].text, "b");
   EXPECT_FALSE(reader.next().has_value());
+  // A .txt file among them is named (Note [One kind of data a folder] in data/folder_files.cpp).
+  write("notes.txt", "not json");
+  EXPECT_THROW(
+      {
+        try {
+          SftReader again(dir_.string());
+        } catch (const Error& e) {
+          EXPECT_THAT(e.what(), HasSubstr("b.jsonl) and text files (.txt: notes.txt)"));
+          throw;
+        }
+      },
+      Error);
 }
 
 TEST_F(SftFiles, AlpacaJoinsInstructionAndInputAndAddsSystemAndHistory) {

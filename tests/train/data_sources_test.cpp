@@ -95,10 +95,10 @@ TEST_F(DataSources, AFolderOfRecordFilesIsReadAndAnEditedFileEncodedAgain) {
   EXPECT_NE(edited.summary.find("7 examples"), std::string::npos) << edited.summary;
 
   // The folder as --eval_data: its records are the validation split.
-  TrainArgs e = sft_args(copy_records("prompt_completion.jsonl", "pc.jsonl"));
+  TrainArgs e = sft_args(copy_records("text.jsonl", "text.jsonl"));
   e.eval_data = (root_ / "recs").string();
   const SftData with_eval = load(e, lm, "eval-cache");
-  EXPECT_EQ(with_eval.train.examples, 4);
+  EXPECT_EQ(with_eval.train.examples, int64_t(data::read_sft_examples(e.data).size()));
   EXPECT_EQ(with_eval.val.examples, 7);
 }
 
@@ -125,18 +125,23 @@ TEST_F(DataSources, ExtensionsCountInAnyCase) {
             data::read_sft_examples(copy_records("alpaca.json", "a.json")).size());
   EXPECT_EQ(data::data_kind("notes.TXT"), data::DataKind::text);
   EXPECT_EQ(data::data_kind("notes.md"), data::DataKind::none);
+  fs::create_directories(root_ / "texts");
   write_file("texts/A.TXT", "some text");
   EXPECT_EQ(data::folder_kind(root_ / "texts", "[data]"), data::DataKind::text);
   EXPECT_FALSE(is_sft_data(sft_args((root_ / "texts").string())));
 }
 
 // The held-out examples are the last of those that keep a trained token: a last record whose
-// completion --seq_len cuts away is left out (and reported), not the whole validation split.
+// completion --seq_len cuts away is left out (and reported), not the whole validation split:
+// of 5 records 1 is held out, but of the 4 that keep a target.
 TEST_F(DataSources, TheValidationSplitIsCutAmongTheExamplesThatKeepATarget) {
-  const std::string data = copy_records("prompt_completion.jsonl", "pc.jsonl");
-  std::ofstream(data, std::ios::app)
-      << R"({"prompt": ")" << std::string(400, 'x') << R"(", "completion": " cut away"})"
-      << "\n";
+  std::string records;
+  for (const char* country : {"France", "Italy", "Spain", "Japan"})
+    records += std::string(R"({"prompt": "The capital of )") + country +
+               R"( is", "completion": " a city."})" + "\n";
+  const std::string data =
+      write_file("pc.jsonl", records + R"({"prompt": ")" + std::string(400, 'x') +
+                                 R"(", "completion": " cut away"})" + "\n");
   TrainArgs a = sft_args(data);
   a.seq_len = 32;
   a.val_fraction = 0.2;  // 1 of 5 records, or of the 4 that keep a target

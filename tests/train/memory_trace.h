@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -17,8 +18,9 @@ namespace fitgrad::apps {
 
 struct Trace {
   std::vector<std::string> events;  // "kind size requested category label", from the start
-  std::vector<std::string> places;  // each event's "segment:offset" ("-:-" for a mark)
-  int64_t peak_above_start = 0;     // the run's peak allocated minus allocated at its start
+  // Each event's "segment:offset", the segment numbered by its first use after the start.
+  std::vector<std::string> places;
+  int64_t peak_above_start = 0;  // the run's peak allocated minus allocated at its start
   int64_t reserved_peak_above_start = 0;
   uint64_t peak_events_after_start = 0;
 };
@@ -34,6 +36,7 @@ inline Trace read_trace(const std::filesystem::path& dir) {
   EXPECT_LT(start, events.size()) << "no start mark in " << dir;
   Trace t;
   if (start == events.size()) return t;
+  std::map<std::string, size_t> segments;
   for (size_t i = start + 1; i < events.size(); ++i) {
     const nlohmann::json& e = events[i];
     auto text = [&](const char* key) {
@@ -41,7 +44,11 @@ inline Trace read_trace(const std::filesystem::path& dir) {
     };
     t.events.push_back(text("kind") + " " + text("size") + " " + text("requested") + " " +
                        text("category") + " " + text("label"));
-    t.places.push_back(text("segment") + ":" + text("offset"));
+    // Segments by their order of first use after the start: their ids count the segments
+    // made before it, which differ between a run and its dry run.
+    const std::string segment = text("segment");
+    const auto known = segments.emplace(segment, segments.size()).first;
+    t.places.push_back(std::to_string(known->second) + ":" + text("offset"));
   }
   const nlohmann::json& peak = m.at("peak");
   t.peak_above_start =
