@@ -237,7 +237,9 @@ TEST_P(DryRunTest, MetaWritesTheTraceOfTheRealRun) {
       unlabeled.push_back(e);
   EXPECT_TRUE(unlabeled.empty()) << unlabeled.size() << " allocations without a label, the first "
                                  << (unlabeled.empty() ? "" : unlabeled.front());
-  expect_trace_of(real, meta.output_dir, /*same_blocks=*/true);
+  // An expandable segment's offsets were seen to differ from run to run: its blocks are not
+  // compared (issue 58, finding 15 holds for the native allocator).
+  expect_trace_of(real, meta.output_dir, /*same_blocks=*/a.allocator != "expandable");
   expect_trace_of(real, plan_dir, /*same_blocks=*/false);  // from an empty allocator
   if (variant == "expandable" || variant == "long_context") {
     const auto maps = std::count_if(real.events.begin(), real.events.end(),
