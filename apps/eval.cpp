@@ -1,8 +1,10 @@
 // `fitgrad eval` (see eval.h).
 //
 // Note [Eval windows]
-// The text is tokenized whole, with no BOS (the tokenizer's own special tokens in the text
-// stay text). Window w feeds tokens [L w, L w + L) and scores the predictions of tokens
+// The text is tokenized whole, after the tokenizer's bos when it starts every text with one,
+// as transformers' perplexity guide tokenizes the joined text (Note [The bos a text starts
+// with] in data/hf_tokenizer.cpp; the tokenizer's own special tokens in the text stay text).
+// Window w feeds tokens [L w, L w + L) and scores the predictions of tokens
 // [L w + 1, L w + L + 1), for L = --seq_len: the windows' scored tokens are disjoint and each
 // window starts with a fresh context, as bench/smollm2_perplexity's windows (and the
 // stride = length case of transformers' perplexity guide) do. A last window with fewer than L
@@ -23,6 +25,7 @@
 
 #include "apps/guard.h"
 #include "autograd/grad_mode.h"
+#include "data/hf_tokenizer.h"
 #include "io/whole_file.h"
 #include "tensor/error.h"
 #include "tensor/memory/bytes.h"
@@ -46,7 +49,9 @@ EvalStats evaluate(const EvalOptions& o, std::ostream& out) {
   const int64_t context = model.config().max_position_embeddings;
   FG_CHECK(o.seq_len >= 1 && o.seq_len <= context,
            "[eval] --seq_len must be in [1, {}] (the model's context), got {}", context, o.seq_len);
-  const std::vector<int32_t> ids = loaded.tokenizer->encode(text, /*allow_special=*/false);
+  const std::vector<int32_t> ids =
+      data::text_ids(*loaded.tokenizer, loaded.tokenizer_vocabulary, text,
+                     /*allow_special=*/false);
   FG_CHECK(ids.size() >= 2,
            "[eval] {} holds {} token(s): at least 2 are needed to score one prediction", o.data,
            ids.size());

@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <regex>
 #include <set>
 
 #include "apps/export_parts.h"
@@ -158,7 +160,7 @@ const char* torch_dtype_name(DType d) {
 std::vector<FolderFile> folder_files(const ExportArgs& a, DType dtype, std::string* notes) {
   std::vector<FolderFile> files;
   const auto add_json = [&](const std::string& name, const nlohmann::json& j) {
-    files.push_back({name, j.dump(2) + "\n"});
+    files.push_back({name, io::json_text(j, 2) + "\n"});
   };
   nlohmann::json vocabulary;  // a vocabulary to write a tokenizer.json from, if any
   if (fs::is_directory(a.base)) {
@@ -222,6 +224,33 @@ std::vector<FolderFile> folder_files(const ExportArgs& a, DType dtype, std::stri
   return files;
 }
 
+// Note [An export replaces an export]
+// A folder's weights are model.safetensors, or shards model-<k>-of-<n>.safetensors with
+// model.safetensors.index.json, and a loader that follows the index (vLLM, transformers when
+// there is no model.safetensors) reads whatever shards it names. So an export into a folder
+// holding an earlier export's weight files of other names (3 shards then, 1 file or 2 shards
+// now) removes them with --overwrite, after the new files are in place, and without it is
+// refused naming them (apps/output_policy.h, stale()). Only files of those names are the
+// export's; whatever else the folder holds (a README, the user's notes) stays.
+
+// The weight files in `dir` of an earlier export that this one, of `n` shards named by
+// `shard_name`, does not write.
+std::vector<std::string> earlier_weight_files(
+    const std::string& dir, size_t n, const std::function<std::string(size_t)>& shard_name) {
+  std::set<std::string> now;
+  for (size_t k = 0; k < n; ++k) now.insert(shard_name(k));
+  if (n > 1) now.insert("model.safetensors.index.json");
+  static const std::regex weights(R"(model(-\d{5}-of-\d{5})?\.safetensors(\.index\.json)?)");
+  std::vector<std::string> earlier;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (std::regex_match(name, weights) && !now.count(name)) earlier.push_back(name);
+  }
+  std::sort(earlier.begin(), earlier.end());
+  return earlier;
+}
+
 int64_t export_folder(const ExportArgs& a, std::ostream& out) {
   const DType dtype = parse_dtype(a.dtype);
   const int64_t max_shard = max_shard_bytes(a.max_shard_size);
@@ -258,6 +287,9 @@ int64_t export_folder(const ExportArgs& a, std::ostream& out) {
   for (size_t k = 0; k < n; ++k) shard_outputs.push_back(declare(shard_name(k)));
   constexpr size_t kNone = ~size_t(0);
   const size_t index_output = n > 1 ? declare("model.safetensors.index.json") : kNone;
+  // Note [An export replaces an export]
+  for (const std::string& name : earlier_weight_files(a.out, n, shard_name))
+    outputs.stale("-o", (fs::path(a.out) / name).string());
   std::vector<size_t> file_outputs;
   for (const FolderFile& f : files) file_outputs.push_back(declare(f.name));
 
@@ -273,10 +305,10 @@ int64_t export_folder(const ExportArgs& a, std::ostream& out) {
                           {{"format", "pt"}});
   }
   if (index_output != kNone)
-    outputs.text(
-        index_output,
-        nlohmann::json{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}.dump(2) +
-            "\n");
+    outputs.text(index_output, io::json_text(nlohmann::json{{"metadata", {{"total_size", total}}},
+                                                            {"weight_map", weight_map}},
+                                             2) +
+                                   "\n");
   for (size_t k = 0; k < files.size(); ++k) outputs.text(file_outputs[k], files[k].text);
   outputs.commit(out);
   std::string written;
@@ -316,6 +348,8 @@ Exported exported_weights(const ExportArgs& a, const nn::TensorSource& source, D
       auto& [A, B] = pairs[path + ".weight"];
       (key.ends_with(".lora_A.weight") ? A : B) = t;
     }
+    const std::vector<std::string> ranks = nn::rank_problems(config, adapter);
+    FG_CHECK(ranks.empty(), "[export] --merge {}: {}", a.merge, fmt::join(ranks, "; "));
     scaling = config.lora.scaling();
     for (const auto& [name, ab] : pairs) {  // everything checked before anything is read
       const auto& [A, B] = ab;
@@ -368,6 +402,13 @@ void declare_inputs(const ExportArgs& a, const std::string& base_file, OutputPol
 }
 
 int64_t export_merged(const ExportArgs& a, std::ostream& out) {
+  std::error_code ec;
+  FG_CHECK(a.out.ends_with(".safetensors") || a.out.ends_with(".gguf") || !fs::exists(a.out, ec) ||
+               fs::is_directory(a.out, ec),
+           "[export] -o {} is an existing file, and a path without the extension .gguf (a GGUF "
+           "file) or .safetensors (a merge) is a Hugging Face model folder, a directory: give "
+           "a folder's path, or a path ending in .gguf or .safetensors",
+           a.out);
   verify_before_reading(a.base, "export --base", a.skip_verification);
   if (!a.merge.empty()) verify_before_reading(a.merge, "export --merge", a.skip_verification);
   if (a.out.ends_with(".safetensors")) return export_file(a, out);

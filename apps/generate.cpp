@@ -9,6 +9,7 @@
 
 #include "apps/cli_checks.h"
 #include "apps/guard.h"
+#include "data/hf_tokenizer.h"
 #include "io/whole_file.h"
 #include "tensor/error.h"
 #include "tensor/memory/bytes.h"
@@ -83,8 +84,11 @@ GenerateStats generate(const GenerateOptions& o, std::ostream& out) {
   const std::string prompt = read_prompt(o);
   const LoadedModel loaded = load_for_generate(o);
   allocator_for(Device::parse(o.device)).reset_peak_stats();
+  // The bos where transformers' tokenizer(prompt) puts it; a chat template above writes its own.
   return generate_after(loaded, decode_options(o),
-                        loaded.tokenizer->encode(prompt, /*allow_special=*/true), out);
+                        data::text_ids(*loaded.tokenizer, loaded.tokenizer_vocabulary, prompt,
+                                       /*allow_special=*/true),
+                        out);
 }
 
 // Note [Chat in the terminal]

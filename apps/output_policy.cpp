@@ -24,6 +24,7 @@ struct OutputPolicy::Output {
   bool existed = false;
   dev_t dev = 0;
   ino_t ino = 0;
+  bool remove = false;  // stale(): removed by commit()
   std::optional<io::AtomicFile> file;
   std::string buffer;  // what goes to standard output
 };
@@ -264,11 +265,24 @@ void OutputPolicy::text(size_t i, std::string_view text) {
     file(i).write(text.data(), text.size());
 }
 
+size_t OutputPolicy::stale(const std::string& flag, const std::string& path) {
+  const size_t i = output(flag, path);
+  outputs_[i]->remove = true;
+  return i;
+}
+
 void OutputPolicy::commit(std::ostream& out) {
   for (const auto& o : outputs_)
     if (o->file) o->file->sync();
   for (const auto& o : outputs_)
     if (o->file) o->file->commit();
+  for (const auto& o : outputs_) {
+    std::error_code ec;
+    FG_CHECK(!o->remove || fs::remove(o->target, ec) || !ec,
+             "[{}] {} {}: cannot remove this file of an earlier output ({}); the new outputs are "
+             "in place beside it",
+             command_, o->flag, o->path, ec.message());
+  }
   committed_ = true;
   for (const auto& o : outputs_)
     if (o->to_stdout) out << o->buffer << std::flush;

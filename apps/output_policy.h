@@ -87,6 +87,12 @@ class OutputPolicy {
   // `stdout_ok`: "-" writes to standard output at commit().
   size_t output(const std::string& flag, const std::string& path, bool stdout_ok = false);
 
+  // An existing file that the outputs make stale (an earlier export's shards and index beside
+  // a new one): checked as an output, so removed only with --overwrite and never when
+  // write-protected or hard-linked, and removed by commit() after the renames (Note [All
+  // outputs or none]). Returns its index; nothing is written to it.
+  size_t stale(const std::string& flag, const std::string& path);
+
   bool to_stdout(size_t i) const;
   // "[command] flag path:", how errors about output i start.
   std::string where(size_t i) const;
@@ -94,8 +100,8 @@ class OutputPolicy {
   io::AtomicFile& file(size_t i);
   // Appends `text` to output i (a file or standard output).
   void text(size_t i, std::string_view text);
-  // Renames every staged output over its target, in the order they were declared, and
-  // writes the standard-output ones to `out` (Note [All outputs or none]).
+  // Renames every staged output over its target, in the order they were declared, removes the
+  // stale ones, and writes the standard-output ones to `out` (Note [All outputs or none]).
   void commit(std::ostream& out);
 
  private:

@@ -68,9 +68,13 @@ SpmOptions spm_options_from_json(const json& vocab) {
 namespace {
 
 // The vocabulary with the file's chat template (tokenizer.chat_template), when it has one.
-json with_chat_template(json vocabulary, const io::GgufMetadata& meta) {
+// The file's chat template and, when it says, whether a text starts with the bos (Note [The
+// bos a text starts with] in hf_tokenizer.cpp).
+json with_file_keys(json vocabulary, const io::GgufMetadata& meta) {
   if (meta.has("tokenizer.chat_template"))
     vocabulary["chat_template"] = meta.get_string("tokenizer.chat_template");
+  if (meta.has("tokenizer.ggml.add_bos_token"))
+    vocabulary["add_bos"] = meta.get_bool("tokenizer.ggml.add_bos_token");
   return vocabulary;
 }
 
@@ -117,9 +121,9 @@ json gguf_vocabulary(const io::GgufFile& file) {
               {"pad", id("tokenizer.ggml.padding_token_id")},
               {"unk", id("tokenizer.ggml.unknown_token_id")},
               {"spm", spm_options_json(o)}};
-    return with_chat_template(std::move(v), meta);
+    return with_file_keys(std::move(v), meta);
   }
-  return with_chat_template(
+  return with_file_keys(
       {{"pre", meta.has("tokenizer.ggml.pre") ? meta.get_string("tokenizer.ggml.pre")
                                               : std::string("default")},
        {"tokens", tokens},
@@ -163,6 +167,8 @@ std::unique_ptr<Tokenizer> tokenizer_from_vocabulary(const json& vocab, const st
                                  pre_tokenizer_from_gguf(pre), std::move(options)));
   } catch (const json::exception& e) {
     throw Error(fmt::format("{} the stored vocabulary is malformed: {}", where, e.what()));
+  } catch (const Error& e) {  // a merge or a role the tokenizer refuses: name the file
+    throw Error(fmt::format("{} {}", where, e.what()));
   }
 }
 

@@ -12,8 +12,9 @@
 //                  (individual_digits), ByteLevel with regex] (SmolLM); never add_prefix_space.
 //                  Each maps to the hand-written matcher of data/pretokenizer.h;
 //   decoder        ByteLevel;
-//   post_processor ByteLevel, none, or TemplateProcessing whose single sequence starts with
-//                  a special token: that token is the BOS;
+//   post_processor ByteLevel, none, or TemplateProcessing, alone or in a Sequence after
+//                  ByteLevel: a special token first in its single sequence is the BOS, which
+//                  every text starts with (Note [The bos a text starts with]);
 //   added_tokens   each one an id in the model's vocabulary with the same text, or the next
 //                  id past it; special ones are special tokens, the others are matched in the
 //                  text as they stand (as tokenizers does), with their lstrip, rstrip and
@@ -237,6 +238,64 @@ json pre_tokenizer_json(const std::string& pre) {
   throw Error(fmt::format("[tokenizer] pre-tokenizer '{}' has no tokenizer.json form", pre));
 }
 
+// Note [The bos a text starts with]
+// transformers' tokenizer(text) puts the bos first when the tokenizer's post-processor says so:
+// a TemplateProcessing whose single sequence starts with a special token (SentencePiece
+// vocabularies, Llama 3, and any other byte-level BPE saved so), alone or in a Sequence after
+// ByteLevel (Llama 3's own file). tokenizer_config.json's add_bos_token does not change it:
+// transformers 5 keeps tokenizer.json's post-processor for every tokenizer class (4.46 rebuilt
+// it from add_bos_token for Llama's and Gemma's classes, so a folder whose config says false
+// beside a template that adds the bos, as Phi-3's, started texts without it there). The
+// vocabulary records the outcome as "add_bos"; a vocabulary without it (an older checkpoint's,
+// a GGUF file without tokenizer.ggml.add_bos_token) adds the bos for SentencePiece and Llama
+// 3's pre-tokenizer, as llama.cpp defaults. Every path that turns text into ids adds it where
+// transformers does (text_ids in hf_tokenizer.h; data/sft_encode.h;
+// data/token_dataset.h); a chat template writes its own, as apply_chat_template tokenizes
+// with add_special_tokens=False.
+
+// The TemplateProcessing that puts the vocabulary's bos before each sequence.
+json bos_template(const json& vocabulary) {
+  const json bos = vocabulary.at("bos");
+  const std::string text = vocabulary.at("tokens").at(bos.get<size_t>()).get<std::string>();
+  const auto token = [&](int type_id) {
+    return json{{"SpecialToken", {{"id", text}, {"type_id", type_id}}}};
+  };
+  const auto sequence = [](const char* id, int type_id) {
+    return json{{"Sequence", {{"id", id}, {"type_id", type_id}}}};
+  };
+  return {{"type", "TemplateProcessing"},
+          {"single", {token(0), sequence("A", 0)}},
+          {"pair", {token(0), sequence("A", 0), token(1), sequence("B", 1)}},
+          {"special_tokens", {{text, {{"id", text}, {"ids", {bos}}, {"tokens", {text}}}}}}};
+}
+
+// The text of the special token that the post-processor puts before a single sequence, if any.
+std::optional<std::string> post_processor_bos(const json& j, const std::string& who) {
+  const json post = j.value("post_processor", json());
+  const bool sequence = type_of(post) == "Sequence";
+  FG_CHECK(!sequence || (post.contains("processors") && post.at("processors").is_array()),
+           "{} post_processor Sequence without a list 'processors'", who);
+  const json steps = sequence ? post.at("processors") : json::array({post});
+  std::optional<std::string> bos;
+  for (const json& step : steps) {
+    const std::string type = type_of(step);
+    FG_CHECK(type == "none" || type == "ByteLevel" || type == "TemplateProcessing",
+             "{} post_processor {} is not supported (ByteLevel, TemplateProcessing, or a "
+             "Sequence of them)",
+             who, type);
+    if (type != "TemplateProcessing") continue;
+    const json single = step.value("single", json());
+    if (single.is_array() && !single.empty() && single[0].is_object() &&
+        single[0].contains("SpecialToken")) {
+      const json& id = single[0].at("SpecialToken").value("id", json());
+      FG_CHECK(id.is_string(),
+               "{} post_processor TemplateProcessing: a SpecialToken without a string id", who);
+      bos = id.get<std::string>();
+    }
+  }
+  return bos;
+}
+
 }  // namespace
 
 json hf_tokenizer_json(const json& vocabulary) {
@@ -309,24 +368,7 @@ json hf_tokenizer_json(const json& vocabulary) {
                                 {"prepend_scheme", "always"},
                                 {"split", false}}
                          : json{{"type", "Sequence"}, {"decoders", steps}};
-    const json bos = vocabulary.value("bos", json());
-    out["post_processor"] =
-        bos.is_null()
-            ? json()
-            : json{{"type", "TemplateProcessing"},
-                   {"single",
-                    {{{"SpecialToken", {{"id", tokens.at(bos.get<size_t>())}, {"type_id", 0}}}},
-                     {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
-                   {"pair",
-                    {{{"SpecialToken", {{"id", tokens.at(bos.get<size_t>())}, {"type_id", 0}}}},
-                     {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
-                     {{"SpecialToken", {{"id", tokens.at(bos.get<size_t>())}, {"type_id", 1}}}},
-                     {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
-                   {"special_tokens",
-                    {{tokens.at(bos.get<size_t>()),
-                      {{"id", tokens.at(bos.get<size_t>())},
-                       {"ids", {bos}},
-                       {"tokens", {tokens.at(bos.get<size_t>())}}}}}}};
+    out["post_processor"] = vocabulary_adds_bos(vocabulary) ? bos_template(vocabulary) : json();
     json& m = out["model"];
     const json unk = vocabulary.value("unk", json());
     m["unk_token"] = unk.is_null() ? json() : json(tokens.at(unk.get<size_t>()));
@@ -337,10 +379,14 @@ json hf_tokenizer_json(const json& vocabulary) {
   out["normalizer"] =
       vocabulary.value("normalizer", std::string()) == "NFC" ? json{{"type", "NFC"}} : json();
   out["pre_tokenizer"] = pre_tokenizer_json(vocabulary.at("pre").get<std::string>());
-  out["post_processor"] = {{"type", "ByteLevel"},
-                           {"add_prefix_space", true},
-                           {"trim_offsets", false},
-                           {"use_regex", true}};
+  const json byte_level_post = {{"type", "ByteLevel"},
+                                {"add_prefix_space", true},
+                                {"trim_offsets", false},
+                                {"use_regex", true}};
+  out["post_processor"] =
+      vocabulary_adds_bos(vocabulary)
+          ? json{{"type", "Sequence"}, {"processors", {byte_level_post, bos_template(vocabulary)}}}
+          : byte_level_post;
   out["decoder"] = byte_level(true);
   return out;
 }
@@ -363,7 +409,11 @@ json hf_tokenizer_vocabulary(const std::string& path, const json& config) {
   FG_CHECK(j.is_object() && j.contains("model") && j.at("model").is_object(),
            "{} has no object 'model' (not a tokenizers tokenizer.json)", who);
   const json& model = j.at("model");
-  const std::string model_type = type_of(model);
+  // A model without "type" is read by tokenizers as the first kind its keys fit: BPE for a
+  // vocab with merges.
+  const std::string model_type = model.contains("type")     ? type_of(model)
+                                 : model.contains("merges") ? "BPE"
+                                                            : "(none given, and no merges)";
   FG_CHECK(model_type == "BPE",
            "{} model type '{}' is not supported (fitgrad reads BPE, byte-level or "
            "SentencePiece-style; Unigram, WordPiece and WordLevel are not implemented)",
@@ -377,8 +427,15 @@ json hf_tokenizer_vocabulary(const std::string& path, const json& config) {
            "{} model BPE with dropout is not supported", who);
   const json normalizer = j.value("normalizer", json());
   const json decoder = j.value("decoder", json());
-  // Note [tokenizer.json components]: a decoder other than ByteLevel is SentencePiece's.
-  const bool spm = type_of(decoder) != "ByteLevel";
+  // Note [tokenizer.json components]: the decoder tells byte-level BPE from SentencePiece's.
+  const std::string decoder_type = type_of(decoder);
+  FG_CHECK(decoder_type == "ByteLevel" || decoder_type == "Metaspace" ||
+               decoder_type == "Sequence" || decoder_type == "Replace",
+           "{} decoder {} is not supported (ByteLevel for byte-level BPE; Metaspace or "
+           "Sequence[Replace(\"▁\" -> \" \"), ByteFallback, Fuse, Strip] for SentencePiece-style "
+           "BPE)",
+           who, decoder_type);
+  const bool spm = decoder_type != "ByteLevel";
   SpmOptions spm_options;
   if (spm) {
     read_spm_pipeline(j, who, spm_options);
@@ -479,26 +536,18 @@ json hf_tokenizer_vocabulary(const std::string& path, const json& config) {
     FG_CHECK(it != added.end(), "{} the {} '{}' is not an added token", who, role, text);
     return it->second;
   };
-  const json post = j.value("post_processor", json());
-  const std::string post_type = type_of(post);
-  FG_CHECK(post_type == "none" || post_type == "ByteLevel" || post_type == "TemplateProcessing",
-           "{} post_processor {} is not supported", who, post_type);
-  if (post_type == "TemplateProcessing" && post.contains("single") &&
-      post.at("single").is_array() && !post.at("single").empty() &&
-      post.at("single")[0].contains("SpecialToken"))
-    bos = id_of(post.at("single")[0].at("SpecialToken").at("id").get<std::string>(), "BOS");
+  const std::optional<std::string> template_bos = post_processor_bos(j, who);
+  if (template_bos) bos = id_of(*template_bos, "BOS");
   if (const auto text = role_text(config, "bos_token")) bos = id_of(*text, "bos_token");
   if (const auto text = role_text(config, "eos_token")) eos = id_of(*text, "eos_token");
   if (const auto text = role_text(config, "pad_token")) pad = id_of(*text, "pad_token");
+  const bool add_bos = bos.has_value() && template_bos.has_value();  // Note [The bos a text ...]
 
   const auto id_json = [](std::optional<int32_t> id) { return id ? json(*id) : json(); };
-  json out = {{"tokens", tokens},
-              {"merges", merges},
-              {"token_types", types},
-              {"bos", id_json(bos)},
-              {"eos", id_json(eos)},
-              {"pad", id_json(pad)},
-              {"ignore_merges", flag(model, "ignore_merges", false)},
+  json out = {{"tokens", tokens},     {"merges", merges},
+              {"token_types", types}, {"add_bos", add_bos},
+              {"bos", id_json(bos)},  {"eos", id_json(eos)},
+              {"pad", id_json(pad)},  {"ignore_merges", flag(model, "ignore_merges", false)},
               {"added_rules", rules}};
   if (spm) {
     std::optional<int32_t> unk;
@@ -523,7 +572,17 @@ json hf_tokenizer_vocabulary(const std::string& path, const json& config) {
 
 bool vocabulary_adds_bos(const nlohmann::json& v) {
   if (!v.is_object() || !v.contains("bos") || v.at("bos").is_null()) return false;
+  if (v.contains("add_bos") && v.at("add_bos").is_boolean()) return v.at("add_bos").get<bool>();
   return v.value("model", std::string()) == "spm" || v.value("pre", std::string()) == "llama-bpe";
+}
+
+std::vector<int32_t> text_ids(const Tokenizer& tok, const nlohmann::json& vocabulary,
+                              std::string_view text, bool allow_special) {
+  std::vector<int32_t> ids;
+  if (vocabulary_adds_bos(vocabulary)) ids.push_back(*tok.bos());
+  const std::vector<int32_t> body = tok.encode(text, allow_special);
+  ids.insert(ids.end(), body.begin(), body.end());
+  return ids;
 }
 
 }  // namespace fitgrad::data

@@ -6,8 +6,13 @@
 // what is refused.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
+#include <vector>
+
+#include "data/tokenizer.h"
 
 namespace fitgrad::data {
 
@@ -28,8 +33,17 @@ nlohmann::json hf_tokenizer_json(const nlohmann::json& vocabulary);
 nlohmann::json hf_tokenizer_config(const nlohmann::json& vocabulary);
 
 // Whether the tokenizer of a vocabulary JSON starts a text with its bos, as transformers'
-// tokenizer(text) does: SentencePiece-style vocabularies (Llama 2, Mistral, Gemma) and Llama
-// 3's byte-level one, when they have a bos role (llama.cpp's add_bos_token default likewise).
+// tokenizer(text) does: its "add_bos" (the post-processor's template; GGUF's
+// tokenizer.ggml.add_bos_token), else for SentencePiece-style vocabularies and Llama 3's
+// byte-level one, when they have a bos role (Note [The bos a text starts with] in
+// hf_tokenizer.cpp).
 bool vocabulary_adds_bos(const nlohmann::json& vocabulary);
+
+// The ids of `text` as transformers' tokenizer(text) gives them: the bos of `tok` first when
+// its vocabulary JSON `vocabulary` says it starts every text with it (vocabulary_adds_bos),
+// then the text's tokens, special tokens' texts recognized when `allow_special`. For a prompt
+// (generate --prompt, --eval_prompts) and a scored text (eval).
+std::vector<int32_t> text_ids(const Tokenizer& tok, const nlohmann::json& vocabulary,
+                              std::string_view text, bool allow_special);
 
 }  // namespace fitgrad::data

@@ -178,6 +178,14 @@ SftTokens SftEncoder::conversation(const SftExample& ex) const {
     const size_t end =
         prefix_tokens(tok_, ex, full, out.ids, render(ex, first_messages(messages, k + 1), false),
                       message, prefix_name(k + 1, false));
+    const json& content = messages[k].contains("content") ? messages[k].at("content") : json();
+    FG_CHECK(end > begin || !content.is_string() ||
+                 content.get<std::string>().find_first_not_of(" \t\r\n") == std::string::npos,
+             "[sft {}] {}: the chat template renders it as no text ({} ends where {} does), so "
+             "its answer has nothing to train: the template does not write assistant turns; give "
+             "one that does with --chat_template FILE, or train on every token with --train_on "
+             "all",
+             ex.where, message, prefix_name(k + 1, false), prefix_name(k, true));
     std::fill(out.trained.begin() + ptrdiff_t(begin),
               out.trained.begin() + ptrdiff_t(std::max(begin, end)), uint8_t(1));
   }

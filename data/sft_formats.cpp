@@ -8,11 +8,26 @@
 #include <array>
 #include <utility>
 
+#include "data/utf8.h"
 #include "io/json_depth.h"
 #include "tensor/error.h"
 
 namespace fitgrad::data {
 namespace {
+
+// `text` for an error line: itself when it has at most `limit` bytes, else its first
+// characters within `limit` bytes and "... (N bytes)", so that a 1 MB role does not become a
+// 1 MB message.
+std::string excerpt(std::string_view text, size_t limit = 64) {
+  if (text.size() <= limit) return std::string(text);
+  size_t end = 0;
+  while (end < text.size()) {
+    const size_t next = end + decode_utf8(text, end).length;
+    if (next > limit) break;
+    end = next;
+  }
+  return std::string(text.substr(0, end)) + fmt::format("... ({} bytes)", text.size());
+}
 
 using json = nlohmann::ordered_json;
 
@@ -131,7 +146,7 @@ class Checker {
       for (const char* r : kRoles) known = known || role == r;
       if (!known)
         fail(at + ".role",
-             fmt::format("unknown role '{}'; use system, user, assistant or tool", role));
+             fmt::format("unknown role '{}'; use system, user, assistant or tool", excerpt(role)));
       const bool calls = m.contains("tool_calls") && !m.at("tool_calls").is_null();
       if (calls && !m.at("tool_calls").is_array())
         fail(at + ".tool_calls",
@@ -206,7 +221,7 @@ SftExample sharegpt(const json& record, const Checker& c, SftExample ex) {
       c.fail(at + ".from",
              fmt::format("unknown role '{}'; use system, human/user/input, "
                          "gpt/assistant/model/output or tool/observation/function_response",
-                         from));
+                         excerpt(from)));
     ex.messages.push_back(message(role, c.string(c.field(turns[i], at, "value"), at + ".value")));
   }
   ex.tools = c.tools(record);

@@ -31,9 +31,7 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-bool dataset_file(const std::string& name) {
-  return name.ends_with(".jsonl") || name.ends_with(".json");
-}
+bool dataset_file(const std::string& name) { return data_kind(name) == DataKind::records; }
 
 std::vector<std::string> list_files(const std::string& source) {
   const std::string where = fmt::format("[sft {}]", source);
@@ -48,7 +46,7 @@ std::vector<std::string> list_files(const std::string& source) {
     return {source};
   }
   FG_CHECK(fs::is_directory(status), "{} is neither a regular file nor a folder", where);
-  const std::vector<std::string> relative = folder_files(source, dataset_file, where);
+  const std::vector<std::string> relative = folder_files_of(source, DataKind::records, where);
   FG_CHECK(!relative.empty(), "{} the folder holds no .jsonl or .json file", where);
   std::vector<std::string> files;
   for (const std::string& r : relative) files.push_back((fs::path(source) / r).string());
@@ -79,7 +77,7 @@ bool SftReader::open_next_file() {
   if (next_file_ == files_.size()) return false;
   auto open = std::make_unique<Open>();
   open->path = files_[next_file_++];
-  open->array = open->path.ends_with(".json");
+  open->array = data_extension(open->path) == ".json";
   open->in.open(open->path, std::ios::binary);
   FG_CHECK(open->in.is_open(), "[sft {}] cannot open the file", open->path);
   if (open->array) {

@@ -5,9 +5,11 @@
 //   SftReader reader("data/chat/", {.format = SftFormat::auto_detect});
 //   while (std::optional<SftExample> ex = reader.next()) encoder.encode(*ex);
 //
-// Sources. A folder contributes every regular file whose name ends in ".jsonl" or ".json",
-// found recursively, skipping hidden entries (a name starting with '.'), in byte order of
-// their paths relative to the folder, as data/token_dataset.h lists ".txt" files. A ".jsonl"
+// Sources. A folder contributes every regular file whose name ends in ".jsonl" or ".json" (in
+// any case), found recursively, skipping hidden entries (a name starting with '.'), in byte
+// order of their paths relative to the folder, as data/token_dataset.h lists ".txt" files; a
+// folder that also holds .txt files is refused, naming them (Note [One kind of data a folder]
+// in data/folder_files.cpp). A ".jsonl"
 // file streams: one line is in memory at a time. A ".json" file is parsed whole. Keys keep
 // their order (nlohmann::ordered_json), so a template that walks a message's keys sees them
 // as written.

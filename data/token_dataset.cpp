@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <vector>
 
 #include "data/folder_files.h"
@@ -21,8 +22,11 @@ namespace fs = std::filesystem;
 // are tokenized one at a time, so no token spans two files, and joined with the
 // tokenizer's eos id between consecutive documents when it has one (the GPT-2 BPE's
 // "<|endoftext|>"), so the model sees where one text ends and the next begins. Without an
-// eos (a plain ByteTokenizer) they are simply concatenated. Nothing is added before the
-// first or after the last document, so a single file's stream is exactly tok.encode(text).
+// eos (a plain ByteTokenizer) they are simply concatenated. With options.add_bos (a tokenizer
+// that starts every text with its bos, as Llama's and Gemma's do: Note [The bos a text starts
+// with] in hf_tokenizer.cpp) each document starts with the bos, as transformers'
+// tokenizer(document) gives it; otherwise nothing is added before the first or after the last
+// document, so a single file's stream is exactly tok.encode(text).
 // A 0-byte file joins nothing (no eos for it), though it is part of the fingerprint.
 //
 // Note [Validation split]: with n tokens, the last llround(val_fraction * n) are the
@@ -50,8 +54,7 @@ std::vector<SourceFile> list_sources(const fs::path& source, const std::string& 
   }
   FG_CHECK(fs::is_directory(status), "{} is neither a regular file nor a folder", where);
   std::vector<SourceFile> files;
-  for (const std::string& relative : folder_files(
-           source, [](const std::string& name) { return name.ends_with(".txt"); }, where))
+  for (const std::string& relative : folder_files_of(source, DataKind::text, where))
     files.push_back({(source / relative).string(), relative, {}, 0});
   FG_CHECK(!files.empty(), "{} holds no .txt files (hidden ones are skipped)", where);
   return files;
@@ -75,10 +78,11 @@ void check_utf8(std::string_view text, const std::string& path) {
 }
 
 std::string fingerprint(const std::vector<SourceFile>& files, const Tokenizer& tok,
-                        const std::string& tokenizer_id) {
+                        const std::string& tokenizer_id, std::optional<int32_t> bos) {
   std::string fp = fmt::format("fitgrad token cache\ntokenizer {} {}\nvocab {}\neos {}\nfiles {}\n",
                                tokenizer_id.size(), tokenizer_id, tok.vocab_size(),
                                tok.eos().value_or(-1), files.size());
+  if (bos) fp += fmt::format("bos {}\n", *bos);
   for (const SourceFile& f : files) {
     fp += fmt::format("file {} {:016x} {} {}\n", f.file.size(), f.hash, f.relative.size(),
                       f.relative);
@@ -97,13 +101,15 @@ std::string cache_file_name(const fs::path& absolute_source, const std::string& 
   return fmt::format("{}-{:016x}.tokens", name, key);
 }
 
-std::vector<int32_t> tokenize(const std::vector<SourceFile>& files, const Tokenizer& tok) {
+std::vector<int32_t> tokenize(const std::vector<SourceFile>& files, const Tokenizer& tok,
+                              std::optional<int32_t> bos) {
   std::vector<int32_t> tokens;
   bool first = true;
   for (const SourceFile& f : files) {
     if (f.file.size() == 0) continue;
     check_utf8(f.file.bytes(), f.path);
     if (!first && tok.eos()) tokens.push_back(*tok.eos());
+    if (bos) tokens.push_back(*bos);
     const std::vector<int32_t> ids = tok.encode(f.file.bytes());
     tokens.insert(tokens.end(), ids.begin(), ids.end());
     first = false;
@@ -131,7 +137,8 @@ TokenDataset TokenDataset::open(const std::string& source, const Tokenizer& tok,
     ds.num_documents_ += f.file.size() > 0 ? 1 : 0;
   }
   FG_CHECK(total_bytes > 0, "{} is empty: 0 bytes of text in {} file(s)", where, files.size());
-  const std::string fp = fingerprint(files, tok, tokenizer_id);
+  const std::optional<int32_t> bos = options.add_bos ? tok.bos() : std::nullopt;
+  const std::string fp = fingerprint(files, tok, tokenizer_id, bos);
 
   fs::path absolute = fs::absolute(source).lexically_normal();
   if (absolute.filename().empty()) absolute = absolute.parent_path();  // "corpus/" -> "corpus"
@@ -144,7 +151,7 @@ TokenDataset TokenDataset::open(const std::string& source, const Tokenizer& tok,
   if (!cached) {
     // The folder is made only once the text has tokenized, and removed again if it stays
     // empty, so a failed run leaves nothing beside the user's data.
-    const std::vector<int32_t> tokens = tokenize(files, tok);
+    const std::vector<int32_t> tokens = tokenize(files, tok, bos);
     std::error_code ec;
     const bool made = fs::create_directories(dir, ec);
     FG_CHECK(!ec, "{} cannot create the cache folder {}: {}", where, dir.string(), ec.message());

@@ -6,8 +6,10 @@
 //   Loader train(ds.train(), options);   // data/loader.h
 //
 // Sources. A file is one document. A folder contributes every regular file whose name ends
-// in ".txt", found recursively, skipping hidden entries (a file or folder whose name
-// starts with '.'), in byte order of their paths relative to the folder. Each document must
+// in ".txt" (in any case), found recursively, skipping hidden entries (a file or folder whose
+// name starts with '.'), in byte order of their paths relative to the folder; a folder that
+// also holds .jsonl/.json records is refused (Note [One kind of data a folder] in
+// data/folder_files.cpp). Each document must
 // be valid UTF-8. Documents are joined as Note [Joining documents] in token_dataset.cpp
 // says: with the tokenizer's eos token between them when it has one.
 //
@@ -39,6 +41,9 @@ struct TokenDatasetOptions {
   std::string cache_dir;
   // The last val_fraction of the token stream is the validation split; in [0, 1).
   double val_fraction = 0.05;
+  // Each document starts with the tokenizer's bos, as transformers' tokenizer(text) starts it
+  // when the tokenizer adds one (data::vocabulary_adds_bos; Note [Joining documents]).
+  bool add_bos = false;
 };
 
 class TokenDataset {

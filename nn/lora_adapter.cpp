@@ -17,6 +17,7 @@
 #include "autograd/grad_mode.h"
 #include "io/atomic_file.h"
 #include "io/json_depth.h"
+#include "io/json_file.h"
 #include "io/safetensors.h"
 #include "nn/target_modules.h"
 #include "tensor/error.h"
@@ -90,8 +91,8 @@ void save_lora_adapter(const Module& model, const std::string& dir, const Adapte
   fs::create_directories(dir);
   io::save_safetensors((fs::path(dir) / "adapter_model.safetensors").string(), tensors,
                        {{"format", "pt"}});
-  io::write_file_atomic((fs::path(dir) / "adapter_config.json").string(), j.dump(2) + "\n",
-                        "[adapter]");
+  io::write_file_atomic((fs::path(dir) / "adapter_config.json").string(),
+                        io::json_text(j, 2) + "\n", "[adapter]");
 }
 
 namespace {
@@ -182,6 +183,20 @@ AdapterConfig read_adapter_config(const std::string& dir) {
   }
 }
 
+std::vector<std::string> rank_problems(const AdapterConfig& config,
+                                       const std::map<std::string, Tensor>& tensors) {
+  std::vector<std::string> problems;
+  for (const auto& [key, t] : tensors) {
+    const bool a = key.ends_with(".lora_A.weight"), b = key.ends_with(".lora_B.weight");
+    if ((!a && !b) || t.dim() != 2) continue;
+    const int64_t rank = a ? t.size(0) : t.size(1);
+    if (rank != config.lora.r)
+      problems.push_back(fmt::format("'{}' has rank {} (shape {}), adapter_config.json's r is {}",
+                                     key, rank, shape_str(t.shape()), config.lora.r));
+  }
+  return problems;
+}
+
 void load_lora_adapter(const Module& model, const std::string& dir) {
   const AdapterConfig config = read_adapter_config(dir);
   const auto layers = lora_layers(model);
@@ -189,7 +204,7 @@ void load_lora_adapter(const Module& model, const std::string& dir) {
   const auto file =
       io::SafetensorsFile::open((fs::path(dir) / "adapter_model.safetensors").string());
   const auto tensors = file.tensors();
-  std::vector<std::string> problems;
+  std::vector<std::string> problems = rank_problems(config, tensors);
   std::map<std::string, int> expected;
   for (const LoraLinear* l : layers) {
     const LoraConfig& have = l->config();

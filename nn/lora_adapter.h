@@ -11,7 +11,9 @@
 // anything is wrong.
 #pragma once
 
+#include <map>
 #include <string>
+#include <vector>
 
 #include "nn/lora.h"
 
@@ -31,6 +33,13 @@ AdapterConfig read_adapter_config(const std::string& dir);
 // Copies the adapter in `dir` into the LoRA layers of `model`, which must have been built
 // with the adapter's r, lora_alpha and use_rslora.
 void load_lora_adapter(const Module& model, const std::string& dir);
+
+// The factors of `tensors` (an adapter_model.safetensors) whose rank, lora_A's rows or lora_B's
+// columns, is not adapter_config.json's r, each named with both ranks: PEFT builds the layers
+// with r and refuses such factors, and a merge scaled by lora_alpha / r would be wrong. Every
+// reader of an adapter checks it (load_lora_adapter, export --merge).
+std::vector<std::string> rank_problems(const AdapterConfig& config,
+                                       const std::map<std::string, Tensor>& tensors);
 
 // "base_model.model." + path + ".lora_A.weight" (or lora_B).
 std::string peft_key(const std::string& layer_path, const char* factor);

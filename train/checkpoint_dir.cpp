@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/content_hash.h"
+#include "io/json_file.h"
 #include "tensor/error.h"
 #include "train/metrics.h"
 
@@ -76,7 +77,7 @@ void write_manifest(const fs::path& dir, int64_t step) {
         {"hash", fmt::format("{:016x}", io::file_content_hash(e.path().string(), where))}};
   }
   const json m = {{"format", kFormat}, {"version", 1}, {"step", step}, {"files", files}};
-  write_file_atomic((dir / kCheckpointManifest).string(), m.dump(1) + "\n");
+  write_file_atomic((dir / kCheckpointManifest).string(), io::json_text(m, 1) + "\n");
 }
 
 // Note [Fault hook]

@@ -6,7 +6,10 @@
 // eval mode, completes every prompt greedily through the KV cache, at most
 // --eval_max_new_tokens tokens or up to its stop ids, and the run appends
 // {"step", "eval_samples": [{"prompt", "completion"}, ...]} to metrics.jsonl and one line per
-// prompt {"step", "prompt", "completion"} to eval_samples.jsonl in the output directory.
+// prompt {"step", "prompt", "completion"} to eval_samples.jsonl in the output directory; a
+// completion that is not UTF-8 (cut inside a character) is written with U+FFFD in its place
+// and the record marked "invalid_utf8_replaced": true (Note [Invalid UTF-8 in written JSON] in
+// io/json_file.h).
 // Generation runs outside the step's autocast, with a KV cache in the parameters' dtype (bf16
 // under --pure_bf16, else f32). A dry run generates nothing: how many tokens a completion
 // takes is known only from the values, so its cache and logits are not in the plan; they are
@@ -18,6 +21,8 @@
 
 #include <sstream>
 
+#include "data/hf_tokenizer.h"
+#include "data/utf8.h"
 #include "io/json_depth.h"
 #include "io/whole_file.h"
 #include "tensor/error.h"
@@ -43,15 +48,20 @@ std::vector<EvalPrompt> read_eval_prompts(const TrainArgs& a, const LoadedModel&
       throw Error(fmt::format("[train] --eval_prompts {} is not JSON: {}", where, e.what()));
     }
     EvalPrompt p{where, "", {}};
+    // A raw prompt starts with the bos where transformers' tokenizer(prompt) adds it; a
+    // conversation's template writes its own (Note [The bos a text starts with] in
+    // data/hf_tokenizer.cpp).
     if (j.is_object() && j.contains("prompt")) {
       FG_CHECK(j.at("prompt").is_string(), "[train] --eval_prompts {}: \"prompt\" is no string",
                where);
       p.text = j.at("prompt").get<std::string>();
+      p.ids = data::text_ids(*lm.tokenizer, lm.tokenizer_vocabulary, p.text,
+                             /*allow_special=*/true);
     } else {
       if (!chat) chat = model_chat_template(lm, a.chat_template, a.model, "train");
       p.text = chat_prompt(*chat, conversation_of(j, where, "train"), *lm.tokenizer);
+      p.ids = lm.tokenizer->encode(p.text, /*allow_special=*/true);
     }
-    p.ids = lm.tokenizer->encode(p.text, /*allow_special=*/true);
     const int64_t context = lm.model->config().max_position_embeddings;
     FG_CHECK(!p.ids.empty() && int64_t(p.ids.size()) + a.eval_max_new_tokens - 1 <= context,
              "[train] --eval_prompts {}: {} prompt tokens + --eval_max_new_tokens {} do not fit "
@@ -75,7 +85,11 @@ nlohmann::json complete_prompts(const TrainArgs& a, const LoadedModel& lm,
     std::ostringstream sink;
     std::string completion;
     generate_after(lm, o, p.ids, sink, &completion);
-    samples.push_back({{"prompt", p.text}, {"completion", completion}});
+    nlohmann::json sample{{"prompt", p.text}, {"completion", completion}};
+    // Note [Invalid UTF-8 in written JSON] in io/json_file.h: the files get U+FFFD for it.
+    if (!data::is_valid_utf8(p.text) || !data::is_valid_utf8(completion))
+      sample["invalid_utf8_replaced"] = true;
+    samples.push_back(std::move(sample));
   }
   return samples;
 }

@@ -14,6 +14,7 @@
 #include <fstream>
 
 #include "io/atomic_file.h"
+#include "io/json_file.h"
 #include "tensor/error.h"
 
 namespace fitgrad::train {
@@ -26,7 +27,7 @@ MetricsLog::MetricsLog(std::string path, std::vector<nlohmann::json> history,
                        const std::string& tensorboard_dir)
     : path_(std::move(path)), history_(std::move(history)) {
   std::string text;
-  for (const auto& r : history_) text += r.dump() + "\n";
+  for (const auto& r : history_) text += io::json_text(r) + "\n";
   write_file_atomic(path_, text);
   if (!tensorboard_dir.empty()) events_ = std::make_unique<io::TfEventsWriter>(tensorboard_dir);
 }
@@ -52,7 +53,7 @@ io::Scalars tensorboard_scalars(const nlohmann::json& record) {
 // One write(2) per record; a short write (a full disk) is cut back to the previous end, so
 // the file never holds half a line, and the error says why.
 void MetricsLog::append(const nlohmann::json& record) {
-  const std::string line = record.dump() + "\n";
+  const std::string line = io::json_text(record) + "\n";
   const int fd = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
   FG_CHECK(fd >= 0, "[train {}] cannot open to append a metrics record: {}", path_,
            std::strerror(errno));

@@ -352,6 +352,14 @@ nn::TensorSource folder_weights(const std::string& dir, std::string* file) {
   const fs::path single = fs::path(dir) / "model.safetensors";
   const fs::path index = fs::path(dir) / "model.safetensors.index.json";
   const fs::path config = fs::path(dir) / "config.json";
+  for (const fs::path& p : {single, index}) {
+    std::error_code ec;
+    FG_CHECK(!fs::exists(p, ec) || fs::is_regular_file(p, ec),
+             "[model {}] {} is {}: a folder's weights are the file model.safetensors, or shards "
+             "named by the file model.safetensors.index.json",
+             dir, p.filename().string(),
+             fs::is_directory(p, ec) ? "a directory" : "not a regular file");
+  }
   nn::TensorSource source;
   if (fs::is_regular_file(single)) {
     if (file) *file = single.string();
@@ -436,7 +444,7 @@ void save_tokenizer_spec(const std::string& dir, const std::string& tokenizer_id
   }
   const std::string path = (fs::path(dir) / "fitgrad_tokenizer.json").string();
   std::ofstream out(path);
-  out << j.dump(2) << "\n";
+  out << io::json_text(j, 2) << "\n";
   FG_CHECK(out.good(), "[tokenizer {}] cannot write the file", path);
 }
 
@@ -486,8 +494,9 @@ LoadedModel load_model(const std::string& spec, const std::string& init,
         io::read_json_file(config_path, "[config " + config_path + "]");
     const nn::ModelConfig cfg = nn::config_from_json(config_json, config_path);
     out.model = nn::build_model(cfg, without_init(options));
-    const bool has_weights = fs::is_regular_file(dir / "model.safetensors") ||
-                             fs::is_regular_file(dir / "model.safetensors.index.json");
+    std::error_code ec;  // one that is no file is refused by folder_weights
+    const bool has_weights = fs::exists(dir / "model.safetensors", ec) ||
+                             fs::exists(dir / "model.safetensors.index.json", ec);
     if (init.empty() && options.device.type == DeviceType::meta) {
       // A plan or dry run on meta holds no values: a folder needs only its config.json. With
       // weights there, it loads their headers' shapes as the run loads the bytes (an NF4

@@ -2,10 +2,14 @@
 // checks of Note [Bitwise resume] (trainer.h), and trainer_state.json.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
+#include <functional>
+#include <vector>
 
 #include "dist/device_errors.h"
 #include "io/json_depth.h"
+#include "io/json_file.h"
 #include "io/safetensors.h"
 #include "nn/config.h"
 #include "nn/lora_adapter.h"
@@ -161,8 +165,18 @@ namespace {
 // scalars (optim::Optimizer::state_dict), held until the files are written. On a cpu run they
 // are allocations of the run's own ledger ("checkpoint", under other), so a dry run that plans
 // a cpu allocates tensors of their shapes on meta at each save, in the same context, and frees
-// them as the save does: its trace stays the run's to the last event. Planning a card, they
-// are the host's and there is nothing to replay. A dry run writes no file.
+// them as the save does: its trace stays the run's to the last event, the blocks' offsets
+// included. The order the two make them in differs (state_dict's, the keys'), but they are
+// all one size, so the k-th takes the same block in both; both then free them in the order of
+// their addresses (release_by_address), not in a container's order. Planning a card, they are
+// the host's and there is nothing to replay. A dry run writes no file.
+void release_by_address(std::vector<Tensor> held) {
+  std::sort(held.begin(), held.end(), [](const Tensor& a, const Tensor& b) {
+    return std::less<const void*>()(a.storage()->data(), b.storage()->data());
+  });
+  for (Tensor& t : held) t = Tensor();
+}
+
 void plan_save(TrainRun& r) {
   r.last_saved = r.step;
   if (r.zero || !r.writes_outputs() || backend::profile_for(r.device).backend != DeviceType::cpu)
@@ -172,6 +186,7 @@ void plan_save(TrainRun& r) {
   for (const auto& [name, t] : r.optimizer->state_dict())
     if (t.device().type == DeviceType::cpu)  // made by state_dict; the state itself is on meta
       held.push_back(Tensor::empty(t.shape(), t.dtype(), r.device));
+  release_by_address(std::move(held));
 }
 
 }  // namespace
@@ -207,13 +222,17 @@ void save_checkpoint(TrainRun& r) {
       io::save_safetensors((d / "model.safetensors").string(), model.named_parameters(),
                            {{"format", "pt"}});
     write_file_atomic((d / "config.json").string(),
-                      nn::config_to_json(model.config()).dump(2) + "\n");
+                      io::json_text(nn::config_to_json(model.config()), 2) + "\n");
     save_tokenizer_spec(dir, r.lm.tokenizer_id, r.lm.tokenizer_vocabulary);
     if (!r.zero) state = r.optimizer->state_dict();
     io::save_safetensors((d / "optimizer.safetensors").string(),
                          std::vector<std::pair<std::string, Tensor>>(state.begin(), state.end()));
-    write_file_atomic((d / "trainer_state.json").string(), trainer_state_json(r).dump(1) + "\n");
+    write_file_atomic((d / "trainer_state.json").string(),
+                      io::json_text(trainer_state_json(r), 1) + "\n");
   });
+  std::vector<Tensor> made;  // Note [A dry run's saves]: state_dict's scalars, and shared state
+  for (auto& [name, t] : state) made.push_back(std::move(t));
+  release_by_address(std::move(made));
   r.last_saved = r.step;
   r.progress.message(fmt::format("saved {}", path));
   for (const std::string& problem : prune_checkpoints(r.a.output_dir, r.a.save_total_limit))

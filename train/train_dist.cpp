@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <vector>
@@ -63,15 +64,18 @@ void setup_dist(TrainRun& r) {
                 : dist::make_meta_group(int(a.plan_rank), int(a.plan_world_size));
 }
 
-std::string config_fingerprint(const TrainRun& r) {
-  // Note [One flag table]: every flag the ranks must agree on, then the model's shapes.
-  std::string s = flags_fingerprint(r.a, r.group ? r.group->size() : 1, r.device);
-  for (const auto& [name, p] : r.lm.model->named_parameters())
-    s += fmt::format(" {}:{}:{}", name, fmt::join(p.shape(), "x"), dtype_name(p.dtype()));
-  return s;
-}
-
 namespace {
+
+// What the ranks compare, an item each (Note [One flag table]): every flag the ranks must agree
+// on, then the model's shapes.
+std::vector<std::string> config_items(const TrainRun& r) {
+  std::vector<std::string> items = flags_items(r.a, r.group ? r.group->size() : 1, r.device);
+  std::string shapes = "the model's parameters";
+  for (const auto& [name, p] : r.lm.model->named_parameters())
+    shapes += fmt::format(" {}:{}:{}", name, fmt::join(p.shape(), "x"), dtype_name(p.dtype()));
+  items.push_back(std::move(shapes));
+  return items;
+}
 
 // FNV-1a, 64 bits.
 int64_t fnv1a(const std::string& s) {
@@ -80,7 +84,48 @@ int64_t fnv1a(const std::string& s) {
   return int64_t(h);
 }
 
+// Each rank's `values` (n each), gathered: (world x n) on the host.
+std::vector<int64_t> gather_all(TrainRun& r, const std::vector<int64_t>& values) {
+  const auto n = int64_t(values.size());
+  Tensor all = Tensor::zeros({r.group->size() * n}, DType::i64, r.device);
+  r.group->all_gather(Tensor::from_vector(values, {n}, DType::i64).to(r.device), all);
+  const Tensor host = all.to(Device::cpu());
+  return {host.data<int64_t>(), host.data<int64_t>() + host.numel()};
+}
+
+// The first item of the configuration that rank `other` and rank 0 disagree on, with both
+// values, as "rank 1 has --seed 7 where rank 0 has --seed 42". Every rank calls it, since
+// every rank saw the same hashes: the collectives match.
+std::string first_difference(TrainRun& r, int other) {
+  const std::vector<std::string> items = config_items(r);
+  std::vector<int64_t> hashes;
+  for (const std::string& item : items) hashes.push_back(fnv1a(item));
+  const std::vector<int64_t> all = gather_all(r, hashes);
+  const size_t n = items.size();
+  size_t j = 0;
+  while (j < n && all[size_t(other) * n + j] == all[j]) ++j;
+  if (j == n) return fmt::format("rank {} has another configuration hash", other);
+  // Item j's text on every rank: the lengths, then the bytes (at most 200 of them).
+  const std::string mine = items[j].substr(0, 200);
+  const std::vector<int64_t> lengths = gather_all(r, {int64_t(mine.size())});
+  const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
+  std::vector<int64_t> bytes(size_t(longest), 0);
+  for (size_t i = 0; i < mine.size(); ++i) bytes[i] = int64_t(uint8_t(mine[i]));
+  const std::vector<int64_t> texts = gather_all(r, bytes);
+  const auto text_of = [&](int rank) {
+    std::string t;
+    for (int64_t i = 0; i < lengths[size_t(rank)]; ++i)
+      t += char(texts[size_t(rank * longest + i)]);
+    return t + (int64_t(t.size()) == 200 ? "..." : "");
+  };
+  return fmt::format("rank {} has {} where rank 0 has {}", other, text_of(other), text_of(0));
+}
+
 }  // namespace
+
+std::string config_fingerprint(const TrainRun& r) {
+  return fmt::format("{}", fmt::join(config_items(r), " "));
+}
 
 void start_data_parallel(TrainRun& r) {
   if (!r.group) return;
@@ -101,10 +146,8 @@ void start_data_parallel(TrainRun& r) {
     if (!differ.empty())
       throw Error(fmt::format(
           "[train] the ranks of this job run different configurations: rank(s) {} differ from "
-          "rank 0 in the model, the world size, the seed or a flag (configuration hash {:016x} "
-          "on rank 0, {:016x} on rank {}); start every rank with the same command",
-          differ, uint64_t(h[0]), uint64_t(h[g.rank() == 0 ? std::stoi(differ) : g.rank()]),
-          g.rank() == 0 ? std::stoi(differ) : g.rank()));
+          "rank 0: {}; start every rank with the same command",
+          differ, first_difference(r, std::stoi(differ))));
   }
   // The same starting weights everywhere, as DDP's constructor broadcasts them: every
   // parameter (int8 weights' scales and zeros too), or a LoRA run's adapters over the base

@@ -30,7 +30,10 @@ double number(const std::string& text) {
 
 FlagCheck positive_number() {
   return {"POSITIVE", [](const std::string& text) -> std::string {
-            return number(text) > 0 ? "" : fmt::format("must be a positive number, got '{}'", text);
+            const double v = number(text);  // NaN and infinity refused alike
+            return v > 0 && std::isfinite(v)
+                       ? ""
+                       : fmt::format("must be a positive finite number, got '{}'", text);
           }};
 }
 
@@ -81,8 +84,8 @@ const std::vector<TrainFlag>& train_flags() {
        std::string(kModelSpecHelp) + " (presets: `fitgrad train --help` footer)", kRanksAgree},
       {"init", &TrainArgs::init, kInitHelp, kRanksAgree | kPlanLine},
       {"data", &TrainArgs::data,
-       "A UTF-8 text file or a folder of them (required, except for --device meta, which sizes its "
-       "batches from it when given)",
+       "A UTF-8 text file, a .jsonl or .json file of records, or a folder of one of the two kinds "
+       "(required, except for --device meta, which sizes its batches from it when given)",
        kRanksAgree},
       {"output_dir", &TrainArgs::output_dir,
        "Where checkpoints, metrics, the loss curve and the memory trace go",
@@ -554,14 +557,19 @@ bool is_default(const TrainFlag& f, const TrainArgs& a) {
   return flag_text(f, a) == flag_text(f, TrainArgs());
 }
 
-std::string flags_fingerprint(const TrainArgs& a, int world_size, Device device) {
-  std::string s = fmt::format("world_size={}", world_size);
+std::vector<std::string> flags_items(const TrainArgs& a, int world_size, Device device) {
+  std::vector<std::string> items = {fmt::format("world size {}", world_size)};
   for (const TrainFlag& f : train_flags()) {
     if (!(f.traits & kRanksAgree)) continue;
     const bool own_card = f.name == "device" && device.type == DeviceType::cuda;
-    s += fmt::format(" {}={}", f.name, own_card ? std::string("cuda") : flag_text(f, a));
+    items.push_back(fmt::format("--{} {}", f.name,
+                                own_card ? std::string("cuda") : shell_word(flag_text(f, a))));
   }
-  return s;
+  return items;
+}
+
+std::string flags_fingerprint(const TrainArgs& a, int world_size, Device device) {
+  return fmt::format("{}", fmt::join(flags_items(a, world_size, device), " "));
 }
 
 nlohmann::json run_arguments(const TrainArgs& a, int world_size) {

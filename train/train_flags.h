@@ -89,9 +89,10 @@ std::string flag_text(const TrainFlag& f, const TrainArgs& a);
 std::string flag_argument(const TrainFlag& f, const TrainArgs& a);
 bool is_default(const TrainFlag& f, const TrainArgs& a);
 
-// What the ranks of a job compare (Note [Data-parallel runs] in train/train_dist.h):
-// the world size and every flag the ranks must agree on, the device by its type (each rank
-// has its own cuda:N).
+// What the ranks of a job compare (Note [Data-parallel runs] in train/train_dist.h), an item
+// each: "world size N", then "--flag value" for every flag the ranks must agree on, the device
+// by its type (each rank has its own cuda:N); and those items joined.
+std::vector<std::string> flags_items(const TrainArgs& a, int world_size, Device device);
 std::string flags_fingerprint(const TrainArgs& a, int world_size, Device device);
 
 // The run's arguments as trainer_state.json keeps them: every flag (a bool as 0 or 1) and

@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "autograd/checkpoint.h"
+#include "data/hf_tokenizer.h"
 #include "nn/int8_linear.h"
 #include "nn/lora.h"
 #include "nn/nf4_linear.h"
@@ -212,6 +213,14 @@ void setup_data(TrainRun& r) {
              "{} are full already: add --packing none, or leave --group_by_length out",
              data::packing_name(r.sft->packing));
   } else {
+    const ObjectiveData records = objective_entry(a.objective).data;
+    FG_CHECK(records == ObjectiveData::tokens,
+             "[train] --objective {} needs {} in a .jsonl or .json file; the text of {} has none",
+             a.objective,
+             records == ObjectiveData::pairs
+                 ? "preference records (prompt, chosen, rejected)"
+                 : "unpaired preference records (prompt, completion, label)",
+             a.data);
     FG_CHECK(!a.group_by_length,
              "[train] --group_by_length groups instruction examples (.jsonl / .json); the text "
              "files of {} are one stream cut into full windows",
@@ -226,6 +235,7 @@ void setup_data(TrainRun& r) {
              a.eval_data, a.data);
     data::TokenDatasetOptions dopt;
     dopt.val_fraction = a.val_fraction;
+    dopt.add_bos = data::vocabulary_adds_bos(r.lm.tokenizer_vocabulary);
     // The token cache sits beside the data (data/token_dataset.h) unless that folder is
     // read-only; then it goes into the output directory.
     fs::path data_parent = fs::absolute(a.data).parent_path();

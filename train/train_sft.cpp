@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -24,15 +25,6 @@ namespace fitgrad::train {
 namespace fs = std::filesystem;
 
 namespace {
-
-// The record files of --data or --eval_data, as data/sft_records.h reads them.
-std::vector<std::string> record_files(const std::string& source) {
-  std::error_code ec;
-  if (!fs::is_directory(source, ec)) return {source};
-  return data::folder_files(
-      source, [](const std::string& n) { return n.ends_with(".jsonl") || n.ends_with(".json"); },
-      "[data " + source + "]");
-}
 
 // What the encodings depend on (Note [Encoded examples in the token cache] in
 // data/sft_cache.cpp).
@@ -56,20 +48,46 @@ std::string encoding_fingerprint(const TrainArgs& a, const LoadedModel& lm, bool
   if (objective_entry(a.objective).data == ObjectiveData::unpaired)
     fp += fmt::format("unpaired chunks {} val_fraction {}\n", a.per_device_train_batch_size,
                       a.val_fraction);
-  for (const std::string& source : {a.data, a.eval_data})
-    if (!source.empty())
-      for (const std::string& f : record_files(source))
-        fp += fmt::format("file {} {} {:016x}\n", f, fs::file_size(f),
-                          io::file_content_hash(f, "[train]"));
+  for (const std::string& source : {a.data, a.eval_data}) {
+    if (source.empty()) continue;
+    const data::SftReader reader(source);  // the files it reads, as paths to open
+    for (const std::string& f : reader.files())
+      fp += fmt::format("file {} {} {:016x}\n", f, fs::file_size(f),
+                        io::file_content_hash(f, "[train]"));
+  }
   return fp;
+}
+
+// The first validation example: the last ceil(--val_fraction x k) of the k examples that keep a
+// trained token within --seq_len are the validation split, so that the examples left out (and
+// reported) count in neither split (Note [Instruction data in a run]).
+size_t validation_cut(const std::vector<data::SftTokens>& encoded, bool pairs, const TrainArgs& a,
+                      data::Packing packing) {
+  // A wrapped example is cut nowhere (data/sft_stream.h).
+  const int64_t limit =
+      packing == data::Packing::wrapped ? std::numeric_limits<int64_t>::max() : a.seq_len;
+  const size_t n = pairs ? encoded.size() / 2 : encoded.size();
+  const auto kept = [&](size_t i) {
+    return pairs ? data::kept_targets(encoded[2 * i], limit) > 0 &&
+                       data::kept_targets(encoded[2 * i + 1], limit) > 0
+                 : data::kept_targets(encoded[i], limit) > 0;
+  };
+  int64_t k = 0;
+  for (size_t i = 0; i < n; ++i) k += kept(i) ? 1 : 0;
+  int64_t n_val =
+      a.val_fraction > 0 ? std::min<int64_t>(k, int64_t(std::ceil(a.val_fraction * double(k)))) : 0;
+  size_t cut = n;
+  while (n_val > 0) n_val -= kept(--cut) ? 1 : 0;
+  return cut;
 }
 
 }  // namespace
 
 // Note [Instruction data in a run]
 // The records are read whole (a malformed one is an error naming its file, line and field, or
-// with --skip_bad_examples counted), the last ceil(--val_fraction x n) of them (in file order,
-// as the text split takes the stream's tail) are the validation split, or with --eval_data
+// with --skip_bad_examples counted), the last ceil(--val_fraction x k) of the k that keep a
+// trained token (in file order, as the text split takes the stream's tail) are the validation
+// split, the others left out in either split, or with --eval_data
 // that data's records are and all of --data trains, and each is encoded as
 // data/sft_encode.h says: conversations through the chat template (the model's, or
 // --chat_template's), the loss on --train_on's part; plain text and plain prompts start with
@@ -237,7 +255,13 @@ SftData load_sft_data(const TrainArgs& a, const LoadedModel& lm, std::ostream& e
   d.packing = a.packing != "auto" ? data::parse_packing(a.packing)
               : all_text && n > 0 ? data::Packing::none
                                   : data::Packing::bfd;
-  const size_t n_train = size_t(n - n_val);
+  // Unpaired examples were paired with their mismatched completions by the plain split above
+  // (their partners depend on it); the others' split counts only the examples that keep a
+  // trained token (validation_cut).
+  const size_t n_train = !a.eval_data.empty() ? size_t(n_data)
+                         : kind == ObjectiveData::unpaired
+                             ? size_t(n - n_val)
+                             : validation_cut(*encoded, pairs, a, d.packing);
   d.pairs = pairs;
   if (pairs) {
     FG_ASSERT(d.packing != data::Packing::wrapped);  // refused with the objective

@@ -10,6 +10,8 @@
 #include <string_view>
 
 #include "dist/device_errors.h"
+#include "io/json_file.h"
+#include "tensor/device_copy.h"
 #include "tensor/error.h"
 #include "tensor/interrupt.h"
 #include "tensor/memory/bytes.h"
@@ -112,7 +114,7 @@ void run_evaluation(TrainRun& r) {
     for (const json& s : samples) {
       json line = s;
       line["step"] = r.step;
-      file << line.dump() << "\n";
+      file << io::json_text(line) << "\n";
     }
     FG_CHECK(file.flush(), "[train {}] cannot append to eval_samples.jsonl", r.dir.string());
   }

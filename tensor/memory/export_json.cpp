@@ -194,7 +194,9 @@ void write_memory_json(const CachingAllocator& a, const std::string& path) {
 void detail::write_json_file(const json& doc, const std::string& path, std::string_view what) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   FG_CHECK(out.is_open(), "[memory] cannot open '{}' to write the {}", path, what);
-  out << dump_interruptibly(doc) << '\n';  // Note [Interruption points]
+  // Note [Interruption points]; a label's bytes that are not UTF-8 (a path's) are written with
+  // U+FFFD, as every record of a run is (Note [Invalid UTF-8 in written JSON] in io/json_file.h).
+  out << dump_interruptibly(doc, json::error_handler_t::replace) << '\n';
   out.close();
   FG_CHECK(!out.fail(), "[memory] writing the {} to '{}' failed", what, path);
 }

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "autograd/grad_mode.h"
@@ -113,6 +114,35 @@ TEST_F(Export, AnAdapterForALayerTheBaseLacksIsAnError) {
                         "--dtype must be bf16, f16 or f32");
 }
 
+// The rank is the weights': an adapter_config.json whose r disagrees with the factors is refused
+// by a merge (its lora_alpha / r would scale the merge wrongly) as by loading the adapter, both
+// naming a factor and both ranks.
+TEST_F(Export, AnAdapterConfigWhoseRIsNotTheWeightsRankIsRefused) {
+  const fs::path config = dir_ / "adapter" / "adapter_config.json";
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(config));
+  j["r"] = 8;
+  std::ofstream(config, std::ios::trunc) << j.dump();
+  ExportArgs a;
+  a.merge = (dir_ / "adapter").string();
+  a.base = (dir_ / "base.safetensors").string();
+  a.out = (dir_ / "merged.safetensors").string();
+  std::ostringstream out;
+  testing::expect_error(
+      [&] { export_merged(a, out); }, "[export] --merge",
+      "q_proj.lora_A.weight' has rank 4 (shape (4, 64)), adapter_config.json's r is 8");
+  EXPECT_FALSE(fs::exists(a.out));
+  nn::LoraConfig eight = lora_config_;
+  eight.r = 8;
+  nn::BuildOptions o;
+  o.linear_factory = nn::targeted_factory(
+      std::make_shared<nn::TargetModules>(nn::TargetModules::parse("q_proj,down_proj")),
+      nn::lora_factory(eight));
+  const auto model = nn::build_model(nn::preset("llama-tiny"), o);
+  testing::expect_error([&] { nn::load_lora_adapter(*model, a.merge); }, "[adapter]",
+                        "q_proj.lora_A.weight' has rank 4 (shape (4, 64)), adapter_config.json's "
+                        "r is 8");
+}
+
 // Note [Model folders written]: the transformers-saved tiny Llama 3.1 folder exported in
 // f32 with small shards loads back (shards, index, config.json with every key and the new
 // torch_dtype) to the same logits; a merge into a folder gives PEFT's merged logits for the
@@ -153,6 +183,49 @@ TEST_F(Export, AModelFolderLoadsBackAsItsSource) {
   testing::expect_error([&] { export_merged(a, log); }, "[export] -o", "--overwrite");
 }
 
+// Note [An export replaces an export]: 4 shards and their index, then one file with --overwrite,
+// then 2 shards: each export leaves none of the earlier one's weight files, and never the
+// user's other files; without --overwrite the earlier shards are named.
+TEST_F(Export, AnOverwrittenFolderKeepsNoWeightFileOfTheEarlierExport) {
+  ExportArgs a;
+  a.base = std::string(FITGRAD_GOLDEN_DIR) + "/hf_llama31_tiny/model";
+  a.out = (dir_ / "folder").string();
+  a.dtype = "f32";
+  a.max_shard_size = "40KB";
+  std::ostringstream log;
+  export_merged(a, log);
+  std::ofstream(dir_ / "folder" / "notes.txt") << "mine";
+  std::ofstream(dir_ / "folder" / "model-extra.safetensors") << "mine";
+  const auto listing = [&] {
+    std::set<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir_ / "folder"))
+      names.insert(e.path().filename().string());
+    return names;
+  };
+  const std::set<std::string> others = {"config.json", "generation_config.json", "notes.txt",
+                                        "model-extra.safetensors"};
+  a.max_shard_size = "5GB";
+  testing::expect_error([&] { export_merged(a, log); }, "[export] -o",
+                        "model-00001-of-00004.safetensors exists; pass --overwrite");
+  EXPECT_TRUE(fs::exists(dir_ / "folder" / "model-00004-of-00004.safetensors"));
+  a.overwrite = true;
+  export_merged(a, log);
+  std::set<std::string> want = others;
+  want.insert("model.safetensors");
+  EXPECT_EQ(listing(), want);
+  a.max_shard_size = "100KB";
+  export_merged(a, log);
+  want = others;
+  want.insert({"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+               "model.safetensors.index.json"});
+  EXPECT_EQ(listing(), want);
+  const LoadedModel original = load_model(a.base, "", {}), exported = load_model(a.out, "", {});
+  autograd::NoGradGuard no_grad;
+  const Tensor ids = Tensor::from_vector(std::vector<int32_t>{5, 77, 200}, {1, 3}, DType::i32);
+  EXPECT_EQ(exported.model->forward(ids).to_vector<float>(),
+            original.model->forward(ids).to_vector<float>());
+}
+
 TEST_F(Export, AMergeIntoAFolderGivesPeftsMergedLogits) {
   const std::string fixture = std::string(FITGRAD_GOLDEN_DIR) + "/peft_tiny";
   ExportArgs a;
@@ -182,6 +255,12 @@ TEST_F(Export, WhatAFolderCannotBeIsNamed) {
   a.out = (dir_ / "folder").string();
   testing::expect_error([&] { export_merged(a, log); }, "[export] --base",
                         "a model folder needs its config.json, and there is none beside the file");
+  // An existing file as -o without an extension says what each kind of output needs.
+  std::ofstream(dir_ / "notes") << "mine";
+  a.out = (dir_ / "notes").string();
+  testing::expect_error([&] { export_merged(a, log); }, "[export] -o " + a.out,
+                        "is an existing file, and a path without the extension .gguf");
+  a.out = (dir_ / "folder").string();
   a.base = std::string(FITGRAD_GOLDEN_DIR) + "/hf_llama31_tiny/model";
   a.max_shard_size = "big";
   testing::expect_error([&] { export_merged(a, log); }, "[export] --max_shard_size", "got 'big'");

@@ -138,6 +138,20 @@ TEST(TrainFlags, TheLibraryRefusesTheValuesTheCliRefuses) {
   EXPECT_GE(refused, 8);  // every kind of check refused something
 }
 
+// A positive number is a finite one: --beta inf would make every loss NaN, as --beta nan does.
+TEST(TrainFlags, APositiveNumberRefusesInfinityAsNan) {
+  for (const std::string text : {"inf", "-inf", "nan", "1e400"}) {
+    CLI::App app;
+    TrainArgs parsed;
+    add_train_options(app, parsed);
+    EXPECT_THROW(app.parse("--output_dir out --beta " + text, false), CLI::ParseError) << text;
+    TrainArgs direct;
+    direct.beta = std::strtod(text.c_str(), nullptr);
+    fitgrad::testing::expect_error([&] { check_values(direct); }, "[train] --beta",
+                                   "must be a positive finite number");
+  }
+}
+
 TEST(TrainFlags, TheRanksCheckCoversEveryFlagMarkedSoAndNoOther) {
   const TrainArgs a;
   const std::string base = flags_fingerprint(a, 2, Device::cpu());

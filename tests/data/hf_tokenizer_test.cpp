@@ -192,6 +192,36 @@ TEST(HfTokenizer, UnsupportedComponentsAreNamed) {
   expect_refused([](json& j) { j["added_tokens"][0]["content"] = "<s>"; },
                  "added token '<s>' has id 0, which the vocab gives to '<|begin_of_text|>'");
   expect_refused([](json& j) { j["model"]["vocab"]["extra"] = 5000; }, "vocab['extra'] = 5000");
+  // A decoder of neither kind is named as the decoder, not blamed on another component.
+  expect_refused(
+      [](json& j) {
+        j["decoder"] = {{"type", "WordPiece"}, {"prefix", "##"}};
+      },
+      "decoder WordPiece is not supported");
+  expect_refused([](json& j) { j.erase("decoder"); }, "decoder none is not supported");
+  expect_refused(
+      [](json& j) {
+        j["model"].erase("type");
+        j["model"].erase("merges");
+      },
+      "model type '(none given, and no merges)'");
+  // A merge of tokens the vocab lacks: named with the file (tokenizers: "Token `zzzq` out of
+  // vocabulary").
+  {
+    json j = read_json(path);
+    j["model"]["merges"].push_back({"zzzq", "qqqz"});
+    std::ofstream(bad) << j.dump();
+    fitgrad::testing::expect_error(
+        [&] { tokenizer_from_vocabulary(hf_tokenizer_vocabulary(bad.string()), "[tokenizer x]"); },
+        "[tokenizer x]", "'zzzq' is not a token");
+  }
+  // Without "type" a model with merges is BPE, as tokenizers reads it.
+  {
+    json j = read_json(path);
+    j["model"].erase("type");
+    std::ofstream(bad) << j.dump();
+    EXPECT_TRUE(hf_tokenizer_vocabulary(bad.string()) == hf_tokenizer_vocabulary(path));
+  }
   fitgrad::testing::expect_error(
       [&] {
         hf_tokenizer_vocabulary(path, json{{"eos_token", "</s>"}});

@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 
+#include "data/utf8.h"
 #include "tensor/error.h"
 #include "tests/data/scratch_folder.h"
 
@@ -58,7 +59,7 @@ TEST_F(SftFiles, AFolderReadsItsDatasetFilesInPathOrderEachWithItsOwnFormat) {
   write("a/y.jsonl", "\n\r\n{\"messages\": [{\"role\": \"user\", \"content\": \"m\"}]}\r\n");
   write(".hidden.jsonl", "not json");
   write(".hidden_dir/c.jsonl", "not json");
-  write("notes.txt", "not json");
+  write("notes.md", "not json");  // no data file
   SftReader reader(dir_.string());
   EXPECT_EQ(reader.files(),
             (std::vector<std::string>{path("a/y.jsonl"), path("a/z.json"), path("b.jsonl")}));
@@ -71,6 +72,18 @@ TEST_F(SftFiles, AFolderReadsItsDatasetFilesInPathOrderEachWithItsOwnFormat) {
   EXPECT_EQ(got[2].format, SftFormat::text);
   EXPECT_EQ(got[2].text, "b");
   EXPECT_FALSE(reader.next().has_value());
+  // A .txt file among them is named (Note [One kind of data a folder] in data/folder_files.cpp).
+  write("notes.txt", "not json");
+  EXPECT_THROW(
+      {
+        try {
+          SftReader again(dir_.string());
+        } catch (const Error& e) {
+          EXPECT_THAT(e.what(), HasSubstr("b.jsonl) and text files (.txt: notes.txt)"));
+          throw;
+        }
+      },
+      Error);
 }
 
 TEST_F(SftFiles, AlpacaJoinsInstructionAndInputAndAddsSystemAndHistory) {
@@ -333,6 +346,21 @@ TEST_F(SftFiles, BadRecordsAreErrorsNamingFileRecordAndField) {
       for (const std::string& s : r.expected) EXPECT_THAT(e.what(), HasSubstr(s));
       EXPECT_THAT(e.what(), HasSubstr("fix the record, or pass --skip_bad_examples"));
     }
+  }
+}
+
+// A megabyte of role is named by its first characters and its length, not echoed whole.
+TEST_F(SftFiles, AHugeValueIsCutInTheErrorLine) {
+  const std::string file =
+      write("r.jsonl", R"({"messages": [{"role": ")" + std::string(1'000'000, 'r') +
+                           R"(", "content": "q"}]})" + "\n");
+  try {
+    read_sft_examples(file);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("unknown role '" + std::string(64, 'r') +
+                                    "... (1000000 bytes)'; use system, user"));
+    EXPECT_LT(std::string(e.what()).size(), 1000u);
   }
 }
 

@@ -237,6 +237,27 @@ TEST(SftEncode, ARewrittenEarlierTurnIsAnErrorNamingTheMessage) {
   EXPECT_EQ(SftEncoder(tok, &t, "test", {.train_on = TrainOn::all}).encode(ex).num_trained, 5);
 }
 
+// A template that writes only the users' turns leaves an answer nothing to train: named as
+// such, not dropped later as an example "without a target within --seq_len".
+TEST(SftEncode, ATemplateThatNeverWritesAnswersIsNamed) {
+  const ByteTokenizer tok({"<|im_end|>"});
+  const ChatTemplate t = ChatTemplate::parse(
+      "{% for m in messages %}{% if m.role == 'user' %}{{ m.content }}<|im_end|>{% endif %}"
+      "{% endfor %}",
+      "users only");
+  const SftExample ex =
+      conversation(R"([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])");
+  EXPECT_THAT([&] { SftEncoder(tok, &t, "test").encode(ex); },
+              ::testing::ThrowsMessage<Error>(HasSubstr(
+                  "[sft test.jsonl line 1] message 1 (assistant): the chat template renders it "
+                  "as no text (messages[:2] ends where messages[:1] with the generation prompt "
+                  "does)")));
+  // An answer without text may render as nothing.
+  const SftExample empty =
+      conversation(R"([{"role": "user", "content": "a"}, {"role": "assistant", "content": " "}])");
+  EXPECT_EQ(SftEncoder(tok, &t, "test").encode(empty).num_trained, 0);
+}
+
 TEST(SftEncode, APromptEndingWithAnAssistantMessageStillGetsTheGenerationPrompt) {
   const ByteTokenizer tok({"<|im_start|>", "<|im_end|>"});
   const ChatTemplate chatml = ChatTemplate::parse(kChatMl, "chatml");

@@ -1,6 +1,7 @@
 // The memory record of a training run as the run-equality tests compare it: the ledger's
-// events after the "train: start" mark (kind, size, requested bytes, category, label) and
-// the peaks above that mark, read from the memory.json a run writes (docs/memory.md).
+// events after the "train: start" mark (kind, size, requested bytes, category, label; and
+// apart, each block's segment and offset, so that the order of frees counts too) and the peaks
+// above that mark, read from the memory.json a run writes (docs/memory.md).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -16,7 +18,9 @@ namespace fitgrad::apps {
 
 struct Trace {
   std::vector<std::string> events;  // "kind size requested category label", from the start
-  int64_t peak_above_start = 0;     // the run's peak allocated minus allocated at its start
+  // Each event's "segment:offset", the segment numbered by its first use after the start.
+  std::vector<std::string> places;
+  int64_t peak_above_start = 0;  // the run's peak allocated minus allocated at its start
   int64_t reserved_peak_above_start = 0;
   uint64_t peak_events_after_start = 0;
 };
@@ -32,6 +36,7 @@ inline Trace read_trace(const std::filesystem::path& dir) {
   EXPECT_LT(start, events.size()) << "no start mark in " << dir;
   Trace t;
   if (start == events.size()) return t;
+  std::map<std::string, size_t> segments;
   for (size_t i = start + 1; i < events.size(); ++i) {
     const nlohmann::json& e = events[i];
     auto text = [&](const char* key) {
@@ -39,6 +44,11 @@ inline Trace read_trace(const std::filesystem::path& dir) {
     };
     t.events.push_back(text("kind") + " " + text("size") + " " + text("requested") + " " +
                        text("category") + " " + text("label"));
+    // Segments by their order of first use after the start: their ids count the segments
+    // made before it, which differ between a run and its dry run.
+    const std::string segment = text("segment");
+    const auto known = segments.emplace(segment, segments.size()).first;
+    t.places.push_back(std::to_string(known->second) + ":" + text("offset"));
   }
   const nlohmann::json& peak = m.at("peak");
   t.peak_above_start =
@@ -57,8 +67,10 @@ inline void expect_dry_run_is_the_run(const std::filesystem::path& real_dir,
                                       const std::filesystem::path& dry_dir) {
   const Trace real = read_trace(real_dir), dry = read_trace(dry_dir);
   EXPECT_GT(real.events.size(), 100u) << real_dir;
-  for (size_t i = 0; i < std::min(real.events.size(), dry.events.size()); ++i)
+  for (size_t i = 0; i < std::min(real.events.size(), dry.events.size()); ++i) {
     ASSERT_EQ(dry.events[i], real.events[i]) << "event " << i << " of " << dry_dir;
+    ASSERT_EQ(dry.places[i], real.places[i]) << "event " << i << " of " << dry_dir;
+  }
   ASSERT_EQ(dry.events.size(), real.events.size()) << dry_dir;
   EXPECT_EQ(dry.peak_above_start, real.peak_above_start) << dry_dir;
 }

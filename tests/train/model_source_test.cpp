@@ -167,6 +167,23 @@ TEST(ModelSource, OnMetaAFolderNeedsOnlyItsConfig) {
   fs::remove_all(dir);
 }
 
+// A folder whose model.safetensors (or index) is a directory is refused by that name, on the
+// CPU and on meta alike, not read as a folder without weights.
+TEST(ModelSource, AWeightsEntryThatIsNoFileIsNamed) {
+  const fs::path dir = fresh_dir("weights_dir");
+  std::ofstream(dir / "config.json") << nn::config_to_json(nn::preset("llama-tiny")).dump(2);
+  for (const char* name : {"model.safetensors", "model.safetensors.index.json"}) {
+    fs::create_directories(dir / name);
+    nn::BuildOptions meta;
+    meta.device = Device::meta();
+    for (const nn::BuildOptions& o : {nn::BuildOptions{}, meta})
+      expect_error([&] { load_model(dir.string(), "", o); }, "[model " + dir.string() + "]",
+                   std::string(name) + " is a directory: a folder's weights are the file");
+    fs::remove(dir / name);
+  }
+  fs::remove_all(dir);
+}
+
 TEST(ModelSource, ShardsThatDisagreeWithTheirIndexAreNamed) {
   const fs::path dir = fresh_dir("shard_errors");
   const auto original = nn::build_model(nn::preset("llama-tiny"), {.seed = 11});
