@@ -1,4 +1,4 @@
-// The fixture of the in-process `fitgrad train` tests (train_test.cpp, run_safety_test.cpp):
+// The fixture of the in-process `fitgrad train` tests (train_test.cpp, run_safety_test.cpp, ...):
 // a fresh temporary root per test, pseudo-random text files, a small quick llama-tiny run,
 // and readers for metrics.jsonl and for comparing two runs' losses.
 #pragma once
@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "tensor/error.h"
 #include "train/trainer.h"
 
 namespace fitgrad::apps::test_train {
@@ -22,6 +23,17 @@ namespace fitgrad::apps::test_train {
 using train::run_train;
 using train::TrainArgs;
 namespace fs = std::filesystem;
+
+// That run_train(a) refuses with an error whose text holds `message`.
+inline void expect_refused(const TrainArgs& a, const std::string& message) {
+  std::ostringstream out, err;
+  try {
+    run_train(a, out, err);
+    ADD_FAILURE() << "ran: " << message;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+  }
+}
 
 class TrainFixture : public ::testing::Test {
  protected:

@@ -245,29 +245,21 @@ TEST_F(TrainPreference, PrecomputedReferenceIsTheStepsReference) {
 }
 
 TEST_F(TrainPreference, WhatCannotWorkIsRefusedByName) {
-  const auto refused = [&](TrainArgs a, const std::string& message) {
-    std::ostringstream out, err;
-    try {
-      run_train(a, out, err);
-      ADD_FAILURE() << "ran: " << message;
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
-    }
-  };
   TrainArgs orpo_ref = preference_args("orpo-ref", "orpo");
   orpo_ref.precompute_ref_log_probs = true;
-  refused(orpo_ref, "--precompute_ref_log_probs computes DPO's reference");
+  expect_refused(orpo_ref, "--precompute_ref_log_probs computes DPO's reference");
   TrainArgs sft = preference_args("sft", "sft");
-  refused(sft, "is a preference record (prompt, chosen, rejected): train on it with --objective");
+  expect_refused(sft,
+                 "is a preference record (prompt, chosen, rejected): train on it with --objective");
   TrainArgs packed = preference_args("packed", "dpo");
   packed.packing = "wrapped";
-  refused(packed, "--packing wrapped would cut a preference answer in two");
+  expect_refused(packed, "--packing wrapped would cut a preference answer in two");
   TrainArgs fused = preference_args("fused", "orpo");
   fused.fused_head_loss = true;
-  refused(fused, "--objective orpo needs each answer's log-probability");
+  expect_refused(fused, "--objective orpo needs each answer's log-probability");
   TrainArgs chat = preference_args("chat", "dpo");
   chat.data = (fs::path(FITGRAD_GOLDEN_DIR) / "sft" / "records" / "messages.jsonl").string();
-  refused(chat, "trains on preference records (prompt, chosen, rejected)");
+  expect_refused(chat, "trains on preference records (prompt, chosen, rejected)");
 }
 
 }  // namespace

@@ -124,30 +124,21 @@ TEST_F(TrainKto, PrecomputedReferenceAndTheDryRunAreTheRunsOwn) {
 }
 
 TEST_F(TrainKto, WhatCannotWorkIsRefusedByName) {
-  const auto refused = [&](TrainArgs a, const std::string& message) {
-    std::ostringstream out, err;
-    try {
-      run_train(a, out, err);
-      ADD_FAILURE() << "ran: " << message;
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
-    }
-  };
   TrainArgs unlabelled = kto_args("unlabelled");
   unlabelled.data = examples(false);
-  refused(unlabelled, "is a prompt_completion record: give it a boolean \"label\"");
+  expect_refused(unlabelled, "is a prompt_completion record: give it a boolean \"label\"");
   TrainArgs forced = unlabelled;
   forced.dataset_format = "unpaired_preference";
-  refused(forced, "field 'label': is missing");
+  expect_refused(forced, "field 'label': is missing");
   TrainArgs sft = kto_args("sft");
   sft.objective = "sft";
-  refused(sft,
-          "is an unpaired preference record (prompt, completion, label): train on it with "
-          "--objective kto");
+  expect_refused(sft,
+                 "is an unpaired preference record (prompt, completion, label): train on it with "
+                 "--objective kto");
   TrainArgs dpo = kto_args("dpo");
   dpo.objective = "dpo";
   dpo.desirable_weight = 2.0;
-  refused(dpo, "--desirable_weight is --objective kto's; --objective dpo does not read it");
+  expect_refused(dpo, "--desirable_weight is --objective kto's; --objective dpo does not read it");
 }
 
 }  // namespace
