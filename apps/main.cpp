@@ -20,6 +20,7 @@
 #include "apps/quantize.h"
 #include "apps/train/train_command.h"
 #include "tensor/backend/kernel_table.h"
+#include "tensor/cpu/gemm.h"
 #include "tensor/cpu_isa.h"
 #include "tensor/error.h"
 
@@ -58,8 +59,10 @@ static void choose_openmp_waits(char** argv) {
 // it is a file or a pipe (std::cout writes through stdio, which it is synchronised with).
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  try {  // a bad FITGRAD_CPU_ISA is one line before anything runs (Note [CPU ISA levels])
+  try {  // a bad FITGRAD_CPU_ISA or FITGRAD_GEMM is one line before anything runs (Note [CPU ISA
+         // levels], Note [GEMM backend per machine])
     fitgrad::cpu_isa();
+    fitgrad::cpu::gemm_backend();
   } catch (const fitgrad::Error& e) {
     std::cerr << "error: " << e.what() << "\n";
     return fitgrad::apps::kExitBadInput;

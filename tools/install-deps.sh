@@ -2,7 +2,8 @@
 # Installs the Debian packages fitgrad builds with (DESIGN.md, Conventions), and only the
 # missing ones: with everything present it makes no network call and changes nothing, so
 # `make test` can run it every time. Runs as root, or through sudo when available.
-# The CUDA Toolkit is optional and not installed here (see README.md). oneDNN's OpenCL
+# The CUDA Toolkit is optional and not installed here (see README.md). Last, it runs
+# tools/install-mkl.sh (oneMKL from PyPI into .deps/mkl, for the GEMM; optional). oneDNN's OpenCL
 # dependencies are not needed: CMake finds oneDNN without its package config (Note
 # [Finding oneDNN] in CMakeLists.txt). `make fresh-check` proves this list on a bare root.
 set -euo pipefail
@@ -41,9 +42,12 @@ for p in "${packages[@]}"; do
   [[ "$status" == "installed" ]] || missing+=("$p")
 done
 
+# oneMKL, from PyPI into the checkout's own prefix, once the Debian packages (pip is one) are in.
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+
 if ((${#missing[@]} == 0)); then
   echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
+  exec bash "$here/install-mkl.sh"
 fi
 
 echo "install-deps: missing: ${missing[*]}"
@@ -66,3 +70,4 @@ if ! "${apt[@]}" update || ! "${apt[@]}" install --no-install-recommends "${miss
   exit 1
 fi
 echo "install-deps: installed ${missing[*]}"
+exec bash "$here/install-mkl.sh"

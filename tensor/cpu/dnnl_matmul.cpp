@@ -167,6 +167,11 @@ void matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, DType i
 
 bool dnnl_available() { return true; }
 
+std::string dnnl_description() {
+  const dnnl_version_t* v = ::dnnl_version();
+  return fmt::format("oneDNN {}.{}.{}", v->major, v->minor, v->patch);
+}
+
 bool dnnl_bf16_matmul_available() { return !bf16_matmul_impl().empty(); }
 
 bool dnnl_bf16_matmul_on_amx() { return bf16_matmul_impl().find("amx") != std::string::npos; }
@@ -189,6 +194,8 @@ void dnnl_matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, DT
 #else
 
 bool dnnl_available() { return false; }
+
+std::string dnnl_description() { return "no oneDNN"; }
 
 bool dnnl_bf16_matmul_available() { return false; }
 

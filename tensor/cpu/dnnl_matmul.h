@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "tensor/dtype.h"
 
@@ -12,6 +13,9 @@ namespace fitgrad::cpu {
 
 // True when this build links oneDNN.
 bool dnnl_available();
+
+// "oneDNN 2.6.3": the version of the library this process loaded.
+std::string dnnl_description();
 
 // True when oneDNN has a bf16 matmul on this CPU at the ISA level in force, decided once
 // (Note [oneDNN's bf16 matmul needs AVX-512] in dnnl_matmul.cpp).

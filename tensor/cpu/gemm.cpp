@@ -38,6 +38,7 @@
 #include "tensor/cpu/gemm.h"
 
 #include "tensor/cpu/dnnl_matmul.h"
+#include "tensor/cpu/mkl_blas.h"
 
 // GCC 12 reports its own AVX-512 intrinsics (the `__Y = __Y` idiom in avx512fintrin.h) as
 // maybe-uninitialized once Eigen's packing code inlines them (FITGRAD_NATIVE builds): a false
@@ -50,11 +51,15 @@
 #include <atomic>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
+#include "tensor/cpu_isa.h"
 #include "tensor/error.h"
 
 #ifdef FITGRAD_HAVE_OPENBLAS
@@ -67,15 +72,62 @@
 namespace fitgrad::cpu {
 namespace {
 
-#if defined(FITGRAD_HAVE_DNNL)
-constexpr GemmBackend kDefaultBackend = GemmBackend::dnnl;
-#elif defined(FITGRAD_HAVE_OPENBLAS)
-constexpr GemmBackend kDefaultBackend = GemmBackend::openblas;
-#else
-constexpr GemmBackend kDefaultBackend = GemmBackend::eigen;
-#endif
+// Why `backend` cannot run here.
+std::string unavailable_reason(GemmBackend backend) {
+  switch (backend) {
+    case GemmBackend::eigen: break;
+    case GemmBackend::openblas:
+      return "this build has no OpenBLAS (CMake found no libopenblas-dev)";
+    case GemmBackend::dnnl: return "this build has no oneDNN (CMake found no libdnnl-dev)";
+    case GemmBackend::mkl:
+      return mkl_description() + "; tools/install-deps.sh installs it, or FITGRAD_MKL names it";
+  }
+  return "";
+}
 
-std::atomic<GemmBackend> g_backend{kDefaultBackend};
+// Note [GEMM backend per machine]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Issue 60 measured the libraries a user's PyTorch builds on against Debian's oneDNN 2.6 at the
+// training step's shapes (bench/gemm_libraries.sh, bench/RESULTS.md "GEMM libraries"). On a
+// 2-core AMX Xeon, oneMKL 2026.2's sgemm (PyTorch's own fp32 GEMM) ran the GPT-2 step's
+// products at 1.0-1.3x oneDNN 2.6's fp32 matmul. So where oneMKL loads (Note [oneMKL at run
+// time] in mkl_blas.cpp) and the CPU is Intel's, it is the default; on other CPUs oneMKL was
+// not measured and oneDNN stays (then OpenBLAS, then Eigen, as Note [GEMM backend] says). The
+// choice is a fact of the machine, never a timing, so load never changes a run's rounding.
+// FITGRAD_GEMM=eigen|openblas|dnnl|mkl overrides it (an unknown or missing library is an
+// error naming why), and `fitgrad` commands print the GEMM in use (gemm_description()).
+GemmBackend machine_default_backend() {
+  if (mkl_available() && cpu_is_intel()) return GemmBackend::mkl;
+#if defined(FITGRAD_HAVE_DNNL)
+  return GemmBackend::dnnl;
+#elif defined(FITGRAD_HAVE_OPENBLAS)
+  return GemmBackend::openblas;
+#else
+  return GemmBackend::eigen;
+#endif
+}
+
+GemmBackend chosen_backend() {
+  const char* asked = std::getenv("FITGRAD_GEMM");
+  if (asked == nullptr || *asked == '\0') return machine_default_backend();
+  for (GemmBackend b :
+       {GemmBackend::eigen, GemmBackend::openblas, GemmBackend::dnnl, GemmBackend::mkl}) {
+    if (std::string_view(asked) != gemm_backend_name(b)) continue;
+    FG_CHECK(gemm_backend_available(b), "FITGRAD_GEMM={}: {}", asked, unavailable_reason(b));
+    return b;
+  }
+  throw Error(
+      fmt::format("FITGRAD_GEMM={} names no GEMM backend: use eigen, openblas, dnnl or mkl "
+                  "(or unset it for this machine's default)",
+                  asked));
+}
+
+// The backend in force; FITGRAD_GEMM is read at the first question.
+std::atomic<GemmBackend>& backend_slot() {
+  static std::atomic<GemmBackend> slot{chosen_backend()};
+  return slot;
+}
+
 std::atomic<int> g_threads{0};  // 0: not yet applied to the backends
 std::once_flag g_threads_once;
 
@@ -174,12 +226,11 @@ void eigen_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, flo
   if (trans_a && trans_b) eigen_product(am.transpose(), bm.transpose(), alpha, beta, cm);
 }
 
-#ifdef FITGRAD_HAVE_OPENBLAS
-// Debian's libopenblas takes 32-bit int sizes (USE_64BITINT is off).
-bool fits_blasint(int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldc) {
+// Debian's libopenblas and oneMKL's LP64 interface take 32-bit int sizes; a larger product
+// runs on Eigen.
+bool fits_int(int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldc) {
   return std::max({m, n, k, lda, ldb, ldc}) <= int64_t(INT_MAX);
 }
-#endif
 
 // The product itself, arguments already checked and m, n, k, alpha all nonzero.
 // Note [Panels of a long output]
@@ -236,13 +287,18 @@ void dnnl_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
 void gemm_unchecked(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                     const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                     int64_t ldc) {
-  if (g_backend.load(std::memory_order_relaxed) == GemmBackend::dnnl) {
+  const GemmBackend backend = backend_slot().load(std::memory_order_relaxed);
+  if (backend == GemmBackend::dnnl) {
     dnnl_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
+  if (backend == GemmBackend::mkl && fits_int(m, n, k, lda, ldb, ldc)) {
+    mkl_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+              g_threads.load(std::memory_order_relaxed));
+    return;
+  }
 #ifdef FITGRAD_HAVE_OPENBLAS
-  if (g_backend.load(std::memory_order_relaxed) == GemmBackend::openblas &&
-      fits_blasint(m, n, k, lda, ldb, ldc)) {
+  if (backend == GemmBackend::openblas && fits_int(m, n, k, lda, ldb, ldc)) {
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                 trans_b ? CblasTrans : CblasNoTrans, blasint(m), blasint(n), blasint(k), alpha, a,
                 blasint(lda), b, blasint(ldb), beta, c, blasint(ldc));
@@ -307,12 +363,13 @@ void gemm_f32_batched(bool trans_a, bool trans_b, int64_t batch, int64_t m, int6
   }
 }
 
-GemmBackend gemm_backend() { return g_backend.load(); }
+GemmBackend gemm_backend() { return backend_slot().load(); }
 
 bool gemm_backend_available(GemmBackend backend) {
   switch (backend) {
     case GemmBackend::eigen: return true;
     case GemmBackend::dnnl: return dnnl_available();
+    case GemmBackend::mkl: return mkl_available();
     case GemmBackend::openblas:
 #ifdef FITGRAD_HAVE_OPENBLAS
       return true;
@@ -324,9 +381,9 @@ bool gemm_backend_available(GemmBackend backend) {
 }
 
 void set_gemm_backend(GemmBackend backend) {
-  FG_CHECK(gemm_backend_available(backend), "[gemm] backend {} was not built (CMake found no {})",
-           gemm_backend_name(backend), backend == GemmBackend::dnnl ? "oneDNN" : "OpenBLAS");
-  g_backend.store(backend);
+  FG_CHECK(gemm_backend_available(backend), "[gemm] backend {} is not available: {}",
+           gemm_backend_name(backend), unavailable_reason(backend));
+  backend_slot().store(backend);
 }
 
 const char* gemm_backend_name(GemmBackend backend) {
@@ -334,8 +391,22 @@ const char* gemm_backend_name(GemmBackend backend) {
     case GemmBackend::eigen: return "eigen";
     case GemmBackend::openblas: return "openblas";
     case GemmBackend::dnnl: return "dnnl";
+    case GemmBackend::mkl: return "mkl";
   }
   return "?";
+}
+
+std::string gemm_description() {
+  const GemmBackend backend = gemm_backend();
+  std::string what;
+  switch (backend) {
+    case GemmBackend::eigen: what = "Eigen"; break;
+    case GemmBackend::openblas: what = "OpenBLAS"; break;
+    case GemmBackend::dnnl: what = dnnl_description(); break;
+    case GemmBackend::mkl: what = mkl_description(); break;
+  }
+  return fmt::format("{} ({}{})", gemm_backend_name(backend), what,
+                     std::getenv("FITGRAD_GEMM") ? ", FITGRAD_GEMM" : ", this machine's default");
 }
 
 int gemm_threads() {

@@ -2,17 +2,19 @@
 // dimensions, row-major, BLAS semantics: C = alpha * op(A) @ op(B) + beta * C. The op
 // front-ends in tensor/ own shapes and strides and hand this kernel only what it needs.
 //
-// Three backends sit behind one entry point: Eigen (always built), OpenBLAS (when CMake
-// found it, FITGRAD_HAVE_OPENBLAS) and oneDNN's matmul (FITGRAD_HAVE_DNNL). Which one runs by default, and why, is in
-// Note [GEMM backend] in gemm.cpp. Results are bitwise reproducible run to run for a fixed
+// Four backends sit behind one entry point: Eigen (always built), OpenBLAS (when CMake found
+// it, FITGRAD_HAVE_OPENBLAS), oneDNN's matmul (FITGRAD_HAVE_DNNL) and oneMKL's sgemm (loaded
+// at run time when present, mkl_blas.h). Which one runs by default, and why, is in Note [GEMM
+// backend] and Note [GEMM backend per machine] in gemm.cpp. Results are bitwise reproducible run to run for a fixed
 // thread count (DESIGN.md, Numerics).
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace fitgrad::cpu {
 
-enum class GemmBackend { eigen, openblas, dnnl };
+enum class GemmBackend { eigen, openblas, dnnl, mkl };
 
 // Row-major C(m,n) = alpha * op(A)(m,k) @ op(B)(k,n) + beta * C, op(X) = X^T when the flag is
 // set. A is stored (m,k) with row stride lda, or (k,m) when trans_a; B is (k,n), or (n,k)
@@ -47,12 +49,17 @@ void gemm_f32_batched(bool trans_a, bool trans_b, int64_t batch, int64_t m, int6
 // x rounded to the nearest TF32 value, returned as an fp32.
 float round_to_tf32(float x);
 
-// The backend gemm_f32 uses. The default is chosen at build time (Note [GEMM backend]);
-// set_gemm_backend exists for tests and benchmarks and throws when the backend was not built.
+// The backend gemm_f32 uses: FITGRAD_GEMM's, else this machine's default (Note [GEMM backend
+// per machine]), chosen at the first question, which throws an Error naming FITGRAD_GEMM for
+// an unknown or unavailable name. set_gemm_backend exists for tests and benchmarks and throws
+// when the backend is not available.
 GemmBackend gemm_backend();
 void set_gemm_backend(GemmBackend backend);
 bool gemm_backend_available(GemmBackend backend);
 const char* gemm_backend_name(GemmBackend backend);
+// The backend in force, its library and why it was chosen, for the line commands print:
+// "mkl (oneMKL 2026.2 (/path/libmkl_rt.so.3), this machine's default)".
+std::string gemm_description();
 
 // Threads a single GEMM uses (every backend). The default is the process's one thread
 // budget, OpenMP's omp_get_max_threads() (OMP_NUM_THREADS, else every core; Note [One thread

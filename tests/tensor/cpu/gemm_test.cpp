@@ -101,7 +101,7 @@ struct AlphaBeta {
 class GemmTest : public ::testing::TestWithParam<GemmBackend> {
  protected:
   void SetUp() override {
-    if (!gemm_backend_available(GetParam())) GTEST_SKIP() << "backend not built";
+    if (!gemm_backend_available(GetParam())) GTEST_SKIP() << "backend not available here";
     saved_ = gemm_backend();
     set_gemm_backend(GetParam());
   }
@@ -251,7 +251,7 @@ TEST_P(GemmTest, TwoRunsAreBitwiseEqual) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, GemmTest,
                          ::testing::Values(GemmBackend::eigen, GemmBackend::openblas,
-                                           GemmBackend::dnnl),
+                                           GemmBackend::dnnl, GemmBackend::mkl),
                          [](const auto& info) {
                            return std::string(gemm_backend_name(info.param));
                          });
@@ -305,7 +305,11 @@ TEST(GemmErrorTest, BadArgumentsNameTheCulprit) {
   for (const Row& r : rows) EXPECT_THAT(error_of(r.call), HasSubstr(r.expect));
   if (!gemm_backend_available(GemmBackend::openblas)) {
     EXPECT_THAT(error_of([] { set_gemm_backend(GemmBackend::openblas); }),
-                HasSubstr("[gemm] backend openblas was not built"));
+                HasSubstr("[gemm] backend openblas is not available: this build has no OpenBLAS"));
+  }
+  if (!gemm_backend_available(GemmBackend::mkl)) {
+    EXPECT_THAT(error_of([] { set_gemm_backend(GemmBackend::mkl); }),
+                HasSubstr("[gemm] backend mkl is not available: oneMKL not found"));
   }
 }
 
