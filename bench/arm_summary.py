@@ -17,9 +17,9 @@ fitgrad run with the wall clock ($EPOCHREALTIME) as it is printed (`--progress p
 last step is the time of steps 2 to N, loading their batches and logging included (the
 reference arms' callbacks leave loading out, so the ratio does not favour fitgrad). The work
 of those steps: DPO, their pairs (batch x steps); SFT, their example tokens, taken as the
-packing line's share of computed tokens that are the examples' (over the whole training set)
-times the positions each step computes (batch x --seq_len, the rows of --packing bfd and none
-being --seq_len long): an average, where the TRL arm counts its batches' own tokens.
+training set's mean example tokens per row (the packing line's share of rows x --seq_len that
+are the examples') times the rows a step takes (batch): an average over the set, where the
+TRL arm counts its batches' own tokens.
 """
 import glob
 import os

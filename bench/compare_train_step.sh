@@ -50,7 +50,7 @@ done
 bench="$build/bench/train_step_bench"
 [[ -x "$bench" ]] || { echo "compare_train_step: $bench not built (FITGRAD_BENCH=ON)" >&2; exit 1; }
 if [[ -z $torch_python ]]; then
-  root="$here/.."
+  root="$(cd "$here/.." && pwd)"
   source "$here/reference-python.sh"
   torch_python="$ref_python"
 fi

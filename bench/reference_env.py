@@ -22,8 +22,9 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "reference-env.sh")
-HOW = ("make it with bench/reference-env.sh (it creates .reference-env/ at the checkout's root; "
-       "REFERENCE_ENV names another folder), then run this script with $REFERENCE_ENV/bin/python")
+HOW = ("this script runs in the reference environment: make it with bench/reference-env.sh (it "
+       "creates .reference-env/ at the checkout's root; REFERENCE_ENV names another folder), "
+       "then run this script with $REFERENCE_ENV/bin/python")
 
 
 def pins():
@@ -41,8 +42,7 @@ def require(names):
         try:
             importlib.import_module(name)
         except ImportError as e:
-            sys.exit(f"{os.path.basename(sys.argv[0])}: {e} under {sys.executable}: this script "
-                     f"runs in the reference environment; {HOW}")
+            sys.exit(f"{os.path.basename(sys.argv[0])}: {e} under {sys.executable}: {HOW}")
         want = pinned.get(name)
         have = importlib.metadata.version(name)
         if want and have.split("+")[0] != want:

@@ -21,13 +21,17 @@ and one machine-readable line the driver parses:
 import argparse
 import math
 import statistics
+import sys
 import time
 
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
-
 import reference_env
+
+try:
+    import torch
+except ImportError as e:
+    sys.exit(f"train_step_torch.py: {e} under {sys.executable}: {reference_env.HOW}")
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 SDPA = hasattr(F, "scaled_dot_product_attention")
 

@@ -41,9 +41,9 @@ TRL packs whole examples into rows of --seq_len by best-fit decreasing, as fitgr
 --packing bfd, and runs a batch padding-free (its rows end to end in one sequence, the
 positions restarting at each example; transformers 5 builds the block-diagonal causal mask
 from the positions, so each example attends to itself, as in fitgrad). none: one example a
-row, padded (labels -100) to --seq_len (--padding max_length: SFTConfig pad_to_multiple_of
---seq_len, every row the length of fitgrad's --packing none rows) or to the batch's longest
-(--padding longest, TRL's default), with the attention mask.
+row, padded (labels -100) to the batch's longest (--padding longest, TRL's default; fitgrad's
+--packing none cuts each batch to its longest example too) or to --seq_len (--padding
+max_length: SFTConfig pad_to_multiple_of --seq_len), with the attention mask.
 
 Trainer. SFTConfig: AdamW (torch) at --learning_rate with a linear schedule, no warmup, no
 weight decay, clipping at 1.0, seed 42, logging every step, no evaluation, no saving, and
@@ -55,9 +55,8 @@ Timing. A callback times each optimizer step (on_step_begin to on_step_end: forw
 clipping, AdamW and the scheduler for every micro-batch of the step); batch loading and the
 trainer's set-up (packing) are outside it. example_tokens_per_second counts the tokens of the
 examples the steps trained (prompt and answer; no padding) over the summed step time;
-position_tokens_per_second counts every position computed (padding too: with --padding
-max_length, what fitgrad's tok/s counts); the *_steady values leave the first step out. The
-last line is machine-readable:
+position_tokens_per_second counts every position computed (padding too, as fitgrad's tok/s);
+the *_steady values leave the first step out. The last line is machine-readable:
 
   RESULT arm=trl_sft_peft example_tokens_per_second=... example_tokens_per_second_steady=...
          position_tokens_per_second=... steps=... seconds=... packing=... dtype=... loss=...
@@ -105,8 +104,8 @@ def parse_args():
     p.add_argument("--packing", choices=["bfd", "none"], default="bfd",
                    help="bfd: whole examples packed into rows (TRL's packing_strategy bfd); "
                         "none: one padded example a row")
-    p.add_argument("--padding", choices=["max_length", "longest"], default="max_length",
-                   help="with --packing none: rows padded to --seq_len or to the batch's longest")
+    p.add_argument("--padding", choices=["longest", "max_length"], default="longest",
+                   help="with --packing none: rows padded to the batch's longest or to --seq_len")
     p.add_argument("--gradient_checkpointing", action="store_true")
     p.add_argument("--bf16", action="store_true",
                    help="bf16=True: the step under torch's CPU bf16 autocast, the fp32 weights "

@@ -6,8 +6,9 @@
 #           environment: bench/reference-env.sh), arms alternating, ROUNDS rounds (default 2)
 #           of STEPS steps (default 5, at least 2) for each mode of MODES (default "packed
 #           padded"): packed, fitgrad --packing bfd against TRL's packing_strategy bfd; padded,
-#           fitgrad --packing none against TRL with one example a row, padded to --seq_len
-#           (TRL_PADDING=longest: to the batch's longest, TRL's default). Both arms read the
+#           fitgrad --packing none against TRL with one example a row, each batch padded to
+#           its longest, as both do by default (TRL_PADDING=max_length: TRL's rows padded to
+#           --seq_len). Both arms read the
 #           folder `fitgrad export` writes (bench/smollm2-folder.sh); the same data, seq_len
 #           256, batch 4, rank 16 on the seven projections, THREADS threads (default 2), fp32
 #           (BF16=1: both under bf16 autocast, the fp32 weights kept). Prints each round's
@@ -39,7 +40,7 @@ if [ "$what" = speed ]; then
     for mode in ${MODES:-packed padded}; do
       case $mode in
         packed) fg_packing=bfd trl_rows=(--packing bfd) ;;
-        padded) fg_packing=none trl_rows=(--packing none --padding "${TRL_PADDING:-max_length}") ;;
+        padded) fg_packing=none trl_rows=(--packing none --padding "${TRL_PADDING:-longest}") ;;
         *) echo "sft_runs.sh: MODES holds packed and padded, not $mode" >&2 && exit 1 ;;
       esac
       cmd=("$fg" train --model "$smollm2_folder" "${common[@]}" "${precision[@]}"
