@@ -50,7 +50,9 @@ done
 bench="$build/bench/train_step_bench"
 [[ -x "$bench" ]] || { echo "compare_train_step: $bench not built (FITGRAD_BENCH=ON)" >&2; exit 1; }
 if [[ -z $torch_python ]]; then
+  # shellcheck disable=SC2034 # reference-python.sh reads it
   root="$(cd "$here/.." && pwd)"
+  # shellcheck source=bench/reference-python.sh
   source "$here/reference-python.sh"
   torch_python="$ref_python"
 fi
@@ -59,10 +61,12 @@ log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "torch arm: $torch_python"
-if "$torch_python" -c 'import sys, torch; sys.exit("openblas" not in torch.__config__.show().lower())'; then
-  echo "torch arm's OpenBLAS kernel: $(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "${coretype[@]}" \
-    OPENBLAS_VERBOSE=2 "$torch_python" -c 'import torch; torch.ones(2, 2) @ torch.ones(2, 2)' 2>&1 |
-    sed -n 's/^Core: //p' | head -n 1)"
+if "$torch_python" -c 'import sys, torch
+sys.exit("openblas" not in torch.__config__.show().lower())'; then
+  echo "torch arm's OpenBLAS kernel: $(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE \
+    "${coretype[@]}" OPENBLAS_VERBOSE=2 "$torch_python" \
+    -c 'import torch; torch.ones(2, 2) @ torch.ones(2, 2)' 2>&1 | sed -n 's/^Core: //p' |
+    head -n 1)"
 fi
 for ((r = 1; r <= rounds; r++)); do
   env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$bench" "${args[@]}" | tee -a "$log"

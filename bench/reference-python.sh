@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # bench/reference-python.sh — sourced by the comparison drivers (issue 60). Sets ref_python to
 # the reference environment's interpreter, $REFERENCE_ENV/bin/python, where REFERENCE_ENV
 # defaults to .reference-env/ at the root of this checkout, or stops with how to make the

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # bench/smollm2-folder.sh — sourced by the drivers that compare fitgrad with transformers on
 # SmolLM2-135M-Instruct (issue 60): sets smollm2_folder to the Hugging Face folder that
 # `fitgrad export` writes, in f32, from the Q4_1 GGUF tools/fetch-smollm2.sh fetches, writing
@@ -7,6 +8,7 @@
 
 smollm2_gguf="${MODEL:-${FITGRAD_CACHE:-$HOME/.cache/fitgrad}/SmolLM2-135M-Instruct.Q4_1.gguf}"
 smollm2_folder="${SMOLLM2_FOLDER:-${smollm2_gguf%.gguf}-f32}"
+# shellcheck disable=SC2154 # fg: the sourcing driver sets it
 if [[ ! -f $smollm2_folder/config.json ]]; then
   if [[ ! -f $smollm2_gguf ]]; then
     echo "${0##*/}: no $smollm2_gguf: tools/fetch-smollm2.sh fetches it" >&2

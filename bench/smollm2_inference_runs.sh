@@ -21,12 +21,15 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 threads=${THREADS:-2} dtype=${DTYPE:-bf16} rounds=${ROUNDS:-3}
 export OMP_NUM_THREADS=$threads
 fg=${FITGRAD:-build/fitgrad}
+# shellcheck source=bench/reference-python.sh
 source "$root/bench/reference-python.sh"
+# shellcheck source=bench/smollm2-folder.sh
 source "$root/bench/smollm2-folder.sh"
 
 case $what in
   generate)
-    prompt="It is a truth universally acknowledged, that a single man in possession of a good fortune"
+    prompt="It is a truth universally acknowledged, that a single man in possession of a good"
+    prompt+=" fortune"
     new=${MAX_NEW_TOKENS:-128}
     fg_cmd=("$fg" generate --model "$smollm2_folder" --prompt "$prompt" --temperature 0
       --max_new_tokens "$new" --dtype "$dtype")
@@ -50,7 +53,8 @@ echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq "$rounds"); do
   { echo "command: ${fg_cmd[*]}" && "${fg_cmd[@]}"; } >"$out/fg-$what-$r.log" 2>&1
   { echo "command: ${hf_cmd[*]}" && "${hf_cmd[@]}"; } >"$out/hf-$what-$r.log" 2>&1
-  echo "round $r: fitgrad $(grep -Eo '(decode: [0-9.]+|[0-9.]+) tokens/s' "$out/fg-$what-$r.log" | tail -1);" \
+  echo "round $r: fitgrad" \
+    "$(grep -Eo '(decode: [0-9.]+|[0-9.]+) tokens/s' "$out/fg-$what-$r.log" | tail -1);" \
     "transformers $(grep -Eo '(decode_tokens_per_s|tokens_per_s)=[^ ]*' "$out/hf-$what-$r.log")"
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -30,7 +30,9 @@ common=(--data "$pairs/train.jsonl" --objective dpo --beta 0.1 --loss_type sigmo
   --seq_len 256 --lora_r 16 --lora_alpha 16 --logging_steps 1 --progress plain)
 
 if [ "$what" = speed ]; then
+  # shellcheck source=bench/reference-python.sh
   source "$root/bench/reference-python.sh"
+  # shellcheck source=bench/smollm2-folder.sh
   source "$root/bench/smollm2-folder.sh"
   steps=${STEPS:-8} rounds=${ROUNDS:-2} precision=()
   if [ "${BF16:-0}" = 1 ]; then precision=(--bf16); fi

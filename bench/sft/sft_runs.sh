@@ -32,7 +32,9 @@ common=(--data "$set_dir/train.jsonl" --seq_len 256 --per_device_train_batch_siz
   --lora_r 16 --lora_alpha 16 --logging_steps 1 --progress plain)
 
 if [ "$what" = speed ]; then
+  # shellcheck source=bench/reference-python.sh
   source "$root/bench/reference-python.sh"
+  # shellcheck source=bench/smollm2-folder.sh
   source "$root/bench/smollm2-folder.sh"
   steps=${STEPS:-5} rounds=${ROUNDS:-2} precision=()
   if [ "${BF16:-0}" = 1 ]; then precision=(--bf16); fi
