@@ -8,9 +8,9 @@
 #           padded"): packed, fitgrad --packing bfd against TRL's packing_strategy bfd; padded,
 #           fitgrad --packing none against TRL with one example a row, each batch padded to
 #           its longest, as both do by default (TRL_PADDING=max_length: TRL's rows padded to
-#           --seq_len). Both arms read the
-#           folder `fitgrad export` writes (bench/smollm2-folder.sh); the same data, seq_len
-#           256, batch 4, rank 16 on the seven projections, THREADS threads (default 2), fp32
+#           --seq_len). Both arms read the folder `fitgrad export` writes
+#           (bench/smollm2-folder.sh); the same data, seq_len 256, batch 4, rank 16 on the
+#           seven projections, THREADS threads (default 2), fp32
 #           (BF16=1: both under bf16 autocast, the fp32 weights kept). Prints each round's
 #           example tokens per second of both arms and the ratio (bench/arm_summary.py).
 #   quality the held-out response loss (--eval_data heldout.jsonl) before (a step at lr 1e-12)
