@@ -10,9 +10,10 @@ in 300 MB shards with model.safetensors.index.json, to FOLDER (kept for reruns),
 bf16 tensor widened as it loads) and in bf16, and prints the peak resident set beside the
 model's own bytes and its largest tensor.
 
-    /work/venv-hf/bin/python bench/hf_folder_load.py [--fitgrad build/fitgrad] [--folder DIR]
+    $REFERENCE_ENV/bin/python bench/hf_folder_load.py [--fitgrad build/fitgrad] [--folder DIR]
 
-Needs transformers and torch (the venv of tests/golden/gen_hf_folder_golden.py).
+Needs transformers and torch: the reference environment bench/reference-env.sh makes
+(REFERENCE_ENV defaults to .reference-env/ at the checkout's root).
 """
 
 import argparse

@@ -1,48 +1,57 @@
-"""The Hugging Face arm of the SmolLM2 inference comparison (issue 45, item 4).
+"""The transformers arm of the SmolLM2 inference comparison (issues 45 and 60).
 
 Greedy decoding of the same prompt as `fitgrad generate --temperature 0`, with a KV cache,
 in bf16 or f32 on the CPU: the prompt is one forward (the prefill), then each new token is
-one forward of that token with the cache (`past_key_values`), its argmax the next token.
-transformers' generate() is not used: on Python 3.11 with Debian's torch 1.13 it imports
-torch.distributed, which fails; a plain loop of forwards is what generate() runs for greedy
-search. The model is the same Q4_1 GGUF, which transformers dequantizes to f32 when it loads
-it, then casts to --dtype; its head is the token embedding (tied), as in fitgrad. Prints the
-decoded text and one machine-readable line:
+one forward of that token with the cache (`past_key_values`), its argmax the next token. That
+plain loop of forwards is what generate() runs for greedy search, without its per-token
+bookkeeping, so the rate is transformers' best. The model is the Hugging Face folder
+`fitgrad export` writes from the GGUF fitgrad reads (tools/fetch-smollm2.sh), loaded in f32 and
+cast to --dtype; fitgrad's arm reads the same folder. Prints the decoded text and one
+machine-readable line:
 
   RESULT arm=transformers dtype=... prompt_tokens=... new_tokens=... prefill_ms=...
-         decode_tokens_per_s=... threads=...
+         decode_tokens_per_s=... threads=... transformers=... torch=...
 
-  python bench/smollm2_generate_hf.py [--dtype bf16] [--max_new_tokens 128] [--threads 2]
-         [--prompt TEXT] [--model GGUF]
+  $REFERENCE_ENV/bin/python bench/smollm2_generate_hf.py --model FOLDER [--dtype bf16]
+         [--max_new_tokens 128] [--threads 2] [--prompt TEXT]
 
-Needs transformers (4.46.3), gguf and accelerate from PyPI, e.g. in a venv made with
---system-site-packages. CI does not run it; bench/RESULTS.md gives the fitgrad arm's command beside it.
+It runs in the reference environment (bench/reference-env.sh: transformers 5.23, torch 2.15);
+bench/smollm2_inference_runs.sh generate runs it alternately with fitgrad's arm. CI does not
+run it.
 """
 import argparse
 import os
+import sys
 import time
 
-import torch
-import transformers
-from transformers import AutoModelForCausalLM, AutoTokenizer
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import reference_env  # noqa: E402
+
+PACKAGES = ("torch", "transformers")
 
 
 def main():
-    cache = os.environ.get("FITGRAD_CACHE", os.path.expanduser("~/.cache/fitgrad"))
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--model", default=os.path.join(cache, "SmolLM2-135M-Instruct.Q4_1.gguf"))
+    p.add_argument("--model", required=True, help="the Hugging Face folder `fitgrad export` writes")
     p.add_argument("--prompt", default="It is a truth universally acknowledged, that a single "
                    "man in possession of a good fortune")
     p.add_argument("--max_new_tokens", type=int, default=128)
     p.add_argument("--dtype", choices=["f32", "bf16"], default="bf16")
     p.add_argument("--threads", type=int, default=2)
     a = p.parse_args()
+    reference_env.require(PACKAGES)
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    if not os.path.isfile(os.path.join(a.model, "config.json")):
+        sys.exit(f"{a.model}: not a Hugging Face model folder (no config.json); write one with "
+                 f"`build/fitgrad export`")
     torch.set_num_threads(a.threads)
+    print(f"config: {reference_env.torch_line()}, transformers {transformers.__version__}",
+          flush=True)
     dtype = torch.bfloat16 if a.dtype == "bf16" else torch.float32
-    folder, name = os.path.split(os.path.abspath(a.model))
-    tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, torch_dtype=torch.float32,
-                                                 tie_word_embeddings=True).to(dtype)
+    tok = AutoTokenizer.from_pretrained(a.model)
+    model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.float32).to(dtype)
     model.eval()
     ids = tok(a.prompt, add_special_tokens=False)["input_ids"]
     out = []

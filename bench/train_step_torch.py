@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The PyTorch arm of the training-step comparison (bench/compare_train_step.sh, issue 5).
 
 The same GPT-2-style decoder as bench/train_step_bench.cpp, written with plain torch
@@ -8,26 +8,39 @@ token embedding; fp32 on the CPU. One step is forward, mean cross-entropy, backw
 AdamW.step() (unless --optimizer=none) and zero_grad(set_to_none=True). Weight decay applies to the matrices and
 embeddings, not to biases and norm weights, as fitgrad's optim::decay_groups does.
 
-torch 1.13 has no fused scaled_dot_product_attention, so attention is the composed
-q k^T -> mask -> softmax -> @ v that GPT-2 implementations of that era ran.
+Attention (--attention): sdpa, torch's fused F.scaled_dot_product_attention(is_causal=True),
+as GPT-2 code written for torch 2 calls it (the default where torch has it, 2.0 on), or
+composed, the q k^T -> mask -> softmax -> @ v that GPT-2 implementations ran before it (the
+only one torch 1.13 has, and the torch arm of bench/RESULTS.md's rows before issue 60).
 
-Prints one machine-readable line the driver parses:
-  RESULT arm=torch median_ms=... min_ms=... tokens_per_s=... steps=... threads=...
+It runs in the reference environment (bench/reference-env.sh) or, for the older rows, on
+Debian's PyTorch 1.13. Prints the torch build on a `config:` line (reference_env.torch_line)
+and one machine-readable line the driver parses:
+  RESULT arm=torch median_ms=... min_ms=... tokens_per_s=... steps=... threads=... attention=...
 """
 import argparse
 import math
 import statistics
+import sys
 import time
 
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+import reference_env
+
+try:
+    import torch
+except ImportError as e:
+    sys.exit(f"train_step_torch.py: {e} under {sys.executable}: {reference_env.HOW}")
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+SDPA = hasattr(F, "scaled_dot_product_attention")
 
 
 class Block(nn.Module):
-    def __init__(self, d, heads, ctx):
+    def __init__(self, d, heads, ctx, attention):
         super().__init__()
         self.heads = heads
+        self.fused = attention == "sdpa"
         self.ln_1 = nn.LayerNorm(d)
         self.c_attn = nn.Linear(d, 3 * d)
         self.attn_proj = nn.Linear(d, d)
@@ -42,9 +55,12 @@ class Block(nn.Module):
         q, k, v = self.c_attn(x).split(c, dim=2)
         hd = c // self.heads
         q, k, v = (z.view(b, t, self.heads, hd).transpose(1, 2) for z in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))  # (B, H, T, T)
-        att = att.masked_fill(~self.mask[:, :, :t, :t], float("-inf"))
-        y = F.softmax(att, dim=-1) @ v  # (B, H, T, D)
+        if self.fused:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, D)
+        else:
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))  # (B, H, T, T)
+            att = att.masked_fill(~self.mask[:, :, :t, :t], float("-inf"))
+            y = F.softmax(att, dim=-1) @ v  # (B, H, T, D)
         return self.attn_proj(y.transpose(1, 2).contiguous().view(b, t, c))
 
     def forward(self, x):
@@ -53,11 +69,11 @@ class Block(nn.Module):
 
 
 class Gpt2(nn.Module):
-    def __init__(self, vocab, ctx, layers, d, heads):
+    def __init__(self, vocab, ctx, layers, d, heads, attention):
         super().__init__()
         self.wte = nn.Embedding(vocab, d)
         self.wpe = nn.Embedding(ctx, d)
-        self.h = nn.ModuleList(Block(d, heads, ctx) for _ in range(layers))
+        self.h = nn.ModuleList(Block(d, heads, ctx, attention) for _ in range(layers))
         self.ln_f = nn.LayerNorm(d)
         for name, p in self.named_parameters():
             if name.endswith("proj.weight"):
@@ -90,11 +106,17 @@ def main():
                    help="forward under torch.autocast('cpu', torch.bfloat16)")
     p.add_argument("--optimizer", choices=["adamw", "none"], default="adamw",
                    help="none: forward and backward only")
+    p.add_argument("--attention", choices=["sdpa", "composed"],
+                   default="sdpa" if SDPA else "composed",
+                   help="fused scaled_dot_product_attention (torch 2) or the composed ops")
     a = p.parse_args()
+    if a.attention == "sdpa" and not SDPA:
+        p.error(f"torch {torch.__version__} has no scaled_dot_product_attention")
 
     torch.set_num_threads(a.threads)
+    print(f"config: {reference_env.torch_line()}, attention {a.attention}", flush=True)
     torch.manual_seed(0)
-    model = Gpt2(a.vocab, a.ctx, a.layers, a.d, a.heads)
+    model = Gpt2(a.vocab, a.ctx, a.layers, a.d, a.heads, a.attention)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW(
@@ -120,7 +142,8 @@ def main():
     med = statistics.median(times)
     print(f"RESULT arm=torch median_ms={med:.1f} min_ms={min(times):.1f} "
           f"tokens_per_s={a.batch * a.seq / (med / 1e3):.0f} steps={a.steps} threads={a.threads} "
-          f"optimizer={a.optimizer} precision={'bf16' if a.bf16 else 'fp32'}",
+          f"optimizer={a.optimizer} precision={'bf16' if a.bf16 else 'fp32'} "
+          f"attention={a.attention} torch={torch.__version__}",
           flush=True)
 
 

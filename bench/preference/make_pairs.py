@@ -4,7 +4,7 @@
     python3 bench/preference/make_pairs.py [AUSTEN [MOBYDICK]] [--out DIR] [--seed N]
 
 AUSTEN and MOBYDICK default to the corpora bench/sft/make_instructions.py reads
-(/work/shared/data/corpora/{austen,mobydick}.txt, else the byte-identical copies in data/assets/).
+(data/assets/{austen,mobydick}.txt).
 DIR defaults to bench/preference/pairs/ beside this script. Standard library only (Python 3.11);
 the output depends only on the two files and --seed, so a rerun rewrites the same bytes (the
 SHA-256 of each input and output is printed).

@@ -3,10 +3,10 @@
 
     python3 bench/sft/make_instructions.py [AUSTEN [MOBYDICK]] [--out DIR]
 
-AUSTEN and MOBYDICK default to /work/shared/data/corpora/{austen,mobydick}.txt, else the
-byte-identical copies in data/assets/. DIR defaults to bench/sft/instructions/ beside this
-script. Standard library only (Python 3.11); the output depends only on the two files and
---seed, so a rerun rewrites the same bytes (the SHA-256 of each input and output is printed).
+AUSTEN and MOBYDICK default to data/assets/{austen,mobydick}.txt. DIR defaults to
+bench/sft/instructions/ beside this script. Standard library only (Python 3.11); the output
+depends only on the two files and --seed, so a rerun rewrites the same bytes (the SHA-256 of
+each input and output is printed).
 
 How it is made
 --------------
@@ -79,7 +79,6 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-SHARED = "/work/shared/data/corpora"
 
 AUSTEN_TITLES = {  # the title line in austen.txt -> the title as an answer
     "EMMA": "Emma",
@@ -141,8 +140,7 @@ def sha256_file(path):
 
 
 def default_corpus(name):
-    shared = os.path.join(SHARED, name)
-    return shared if os.path.exists(shared) else os.path.join(REPO, "data", "assets", name)
+    return os.path.join(REPO, "data", "assets", name)
 
 
 def paragraphs(lines):

@@ -49,7 +49,7 @@ def main():
     path, kw = load(args.source, torch_dtype=torch.float32)
     if args.source.endswith(".gguf"):
         # transformers 4.46 does not read a GGUF file's tied head (no output.weight) as tied,
-        # and would leave lm_head random (bench/smollm2_perplexity_hf.py does the same).
+        # and would leave lm_head random.
         kw["tie_word_embeddings"] = model.config.tie_word_embeddings
     reference = AutoModelForCausalLM.from_pretrained(path, **kw)
     vocab = model.config.vocab_size
