@@ -21,14 +21,26 @@
 # (generation, rewards, forward, backward and the optimizer). fitgrad's step k is the time
 # between its progress lines of steps k - 1 and k (--progress plain --logging_steps 1, each line
 # stamped on arrival): the same work plus its own logging of step k (metrics.jsonl and
-# samples.jsonl, a few milliseconds), which TRL's timing leaves out.
+# samples.jsonl, a few milliseconds), which TRL's timing leaves out. The table also gives
+# completion tokens per second (completions per second times the mean completion length, the
+# stop token counted, as TRL's completions/mean_length): the arms sample with different random
+# streams, so their completions differ in length, and this rate does not favour the shorter.
+# What the arms still do differently, by design: TRL decodes a step's P G rows in one
+# left-padded generate() call, fitgrad decodes together only the rows of prompts with the same
+# number of tokens (Note [Grouped generation] in train/grouped_generation.h), so P prompts of
+# different lengths are P batches of G rows; and the rewards read a completion's text as TRL's
+# batch_decode(skip_special_tokens=True) writes it, while fitgrad writes a special token other
+# than the stop token as its text (no SmolLM2 special token holds a digit, so last_number
+# scores the same).
 #
 # Usage: bench/grpo/grpo_runs.sh OUT_DIR
 # Settings (environment): ROUNDS 3, WARMUP 1, STEPS 6, G 4, PROMPTS 2, LENGTH 32, RANK 8,
-# ALPHA 16, LR 1e-5, SEED 42, THREADS 2, BF16 0; FITGRAD (build/fitgrad), MODEL_DIR (an HF
+# ALPHA 16, LR 1e-5, SEED 42, THREADS 2, BF16 0, CPUS (taskset's CPU list for both arms, e.g.
+# 0,1 on a larger machine; default: not pinned); FITGRAD (build/fitgrad), MODEL_DIR (an HF
 # folder; default OUT_DIR/smollm2-f32, exported once), GGUF (the export's source; default
 # tools/fetch-smollm2.sh's file), REFERENCE_ENV (default .reference-env of this checkout, made
-# by bench/reference-env.sh). The fitgrad command is fitgrad_flags below: adjust it there.
+# by bench/reference-env.sh); relative paths are taken from the checkout's root. The fitgrad
+# command is fitgrad_flags below: adjust it there.
 # OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are unset for this script alone. The logs, metrics and
 # RESULT lines stay in OUT_DIR; the table goes to stdout and OUT_DIR/table.md.
 set -euo pipefail
@@ -37,15 +49,16 @@ set -euo pipefail
   exit 2
 }
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+mkdir -p "$1"
+out="$(cd "$1" && pwd)"
 cd "$root"
-out=$1
-mkdir -p "$out"
-out="$(cd "$out" && pwd)"
 unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
 
 rounds=${ROUNDS:-3} warmup=${WARMUP:-1} steps=${STEPS:-6} g=${G:-4} prompts=${PROMPTS:-2}
 length=${LENGTH:-32} rank=${RANK:-8} alpha=${ALPHA:-16} lr=${LR:-1e-5} seed=${SEED:-42}
 threads=${THREADS:-2} bf16=${BF16:-0}
+pin=()
+if [ -n "${CPUS:-}" ]; then pin=(taskset -c "$CPUS"); fi
 fg=${FITGRAD:-build/fitgrad}
 reference=${REFERENCE_ENV:-$root/.reference-env}
 py="$reference/bin/python"
@@ -84,7 +97,8 @@ fitgrad_flags() {
   local dir=$1
   printf '%s\n' train --objective grpo --model "$model" --data "$data" --data_order sequential \
     --num_generations "$g" --per_device_train_batch_size "$((prompts * g))" \
-    --gradient_accumulation_steps 1 --max_completion_length "$length" \
+    --gradient_accumulation_steps 1 --generation_batch_size "$((prompts * g))" \
+    --max_completion_length "$length" \
     --temperature 1.0 --top_p 1.0 --top_k 0 --reward_funcs last_number:answer \
     --beta 0 --loss_type dapo --epsilon 0.2 --num_iterations 1 --scale_rewards group \
     --lora_r "$rank" --lora_alpha "$alpha" --lora_dropout 0 --lora_target "$targets" \
@@ -101,7 +115,7 @@ fitgrad_arm() {
   mapfile -t flags < <(fitgrad_flags "$dir")
   echo "$fg ${flags[*]}" >"$out/fg-$1.cmd"
   set +e
-  "$fg" "${flags[@]}" 2>&1 | while IFS= read -r line; do
+  "${pin[@]}" "$fg" "${flags[@]}" 2>&1 | while IFS= read -r line; do
     printf '%s\t%s\n' "$EPOCHREALTIME" "$line"
   done >"$out/fg-$1.log"
   local rc=${PIPESTATUS[0]}
@@ -120,7 +134,7 @@ trl_arm() {
     --warmup "$warmup" --steps "$steps" --threads "$threads" --output_dir "$out/trl-$1.run"
     "${precision[@]}")
   echo "$py ${flags[*]}" >"$out/trl-$1.cmd"
-  "$py" "${flags[@]}" >"$out/trl-$1.log" 2>&1 || {
+  "${pin[@]}" "$py" "${flags[@]}" >"$out/trl-$1.log" 2>&1 || {
     echo "[grpo_runs] the TRL arm failed; the end of $out/trl-$1.log:" >&2
     tail -20 "$out/trl-$1.log" >&2
     exit 1
@@ -128,9 +142,12 @@ trl_arm() {
 }
 
 {
-  echo "machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores visible, $(free -g | awk '/^Mem:/ {print $2}') GiB"
+  cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
+  echo "machine: $cpu, $(nproc) cores visible, $(free -g | awk '/^Mem:/ {print $2}') GiB"
   echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "settings: rounds $rounds, warm-up $warmup + $steps timed steps, G $g, $prompts prompts a step, max_completion_length $length, LoRA r $rank alpha $alpha, lr $lr, seed $seed, $threads threads, $([ "$bf16" = 1 ] && echo bf16 autocast || echo fp32)"
+  echo "settings: rounds $rounds, warm-up $warmup + $steps timed steps, G $g, $prompts prompts" \
+    "a step, max_completion_length $length, LoRA r $rank alpha $alpha, lr $lr, seed $seed," \
+    "$threads threads${CPUS:+ on CPUs $CPUS}, $([ "$bf16" = 1 ] && echo bf16 autocast || echo fp32)"
   echo "fitgrad: $fg ($(git -C "$root" rev-parse --short HEAD)); model: $model"
 } | tee "$out/machine.txt"
 
@@ -169,6 +186,7 @@ def fitgrad_result(r):
             if "loss" in rec:
                 records[rec["step"]] = rec
     timed = [records.get(k, {}) for k in range(warmup + 1, total + 1)]
+    rewards = [records.get(k, {}).get("reward", math.nan) for k in range(1, total + 1)]
 
     def mean(key):
         values = [x[key] for x in timed if key in x]
@@ -182,7 +200,9 @@ def fitgrad_result(r):
     with open(f"{out}/fg-{r}.result", "w", encoding="utf-8") as f:
         f.write("RESULT arm=fitgrad " + " ".join(f"{k}={v:.4f}" for k, v in result.items())
                 + f" steps={steps} warmup={warmup} completions={per_step * steps}"
-                + " step_s=" + ",".join(f"{t:.3f}" for t in times) + "\n")
+                + " step_s=" + ",".join(f"{t:.3f}" for t in times)
+                + " rewards=" + ",".join(f"{x:.3f}" for x in rewards) + "\n")
+    result["rewards"] = rewards
     return result
 
 
@@ -192,23 +212,35 @@ def trl_result(r):
     if not lines:
         sys.exit(f"trl-{r}.log has no RESULT line")
     fields = dict(kv.split("=", 1) for kv in lines[-1].split()[1:])
-    return {k: float(fields[k]) for k in ("completions_per_s", "mean_step_s", "mean_reward",
-                                          "mean_completion_length", "clipped_ratio")}
+    result = {k: float(fields[k]) for k in ("completions_per_s", "mean_step_s", "mean_reward",
+                                            "mean_completion_length", "clipped_ratio")}
+    result["rewards"] = [float(x) for x in fields["rewards"].split(",")]
+    return result
 
 
 rows = {"fitgrad": [], "TRL + PEFT": []}
-print("| round | arm | completions/s | mean step (s) | mean reward | mean completion length "
-      "| truncated share |")
-print("|---|---|---|---|---|---|---|")
+print("| round | arm | completions/s | completion tokens/s | mean step (s) | mean completion "
+      "length | truncated share | mean reward | reward at each step (warm-up first) |")
+print("|---|---|---|---|---|---|---|---|---|")
 for r in range(1, rounds + 1):
     for arm, result in (("fitgrad", fitgrad_result(r)), ("TRL + PEFT", trl_result(r))):
         rows[arm].append(result)
-        print(f"| {r} | {arm} | {result['completions_per_s']:.3f} | {result['mean_step_s']:.2f} "
-              f"| {result['mean_reward']:.3f} | {result['mean_completion_length']:.1f} "
-              f"| {result['clipped_ratio']:.2f} |")
-fg = statistics.median(x["completions_per_s"] for x in rows["fitgrad"])
-trl = statistics.median(x["completions_per_s"] for x in rows["TRL + PEFT"])
+        tokens = result["completions_per_s"] * result["mean_completion_length"]
+        trend = " ".join(f"{x:.2f}" for x in result["rewards"])
+        print(f"| {r} | {arm} | {result['completions_per_s']:.3f} | {tokens:.1f} "
+              f"| {result['mean_step_s']:.2f} | {result['mean_completion_length']:.1f} "
+              f"| {result['clipped_ratio']:.2f} | {result['mean_reward']:.3f} | {trend} |")
+
+
+def median(arm, tokens=False):
+    return statistics.median(x["completions_per_s"] * (x["mean_completion_length"] if tokens else 1)
+                             for x in rows[arm])
+
+
+fg, trl = median("fitgrad"), median("TRL + PEFT")
+fg_tok, trl_tok = median("fitgrad", True), median("TRL + PEFT", True)
 print()
 print(f"Median over {rounds} rounds: fitgrad {fg:.3f} completions/s, TRL + PEFT {trl:.3f} "
-      f"completions/s; ratio fitgrad / TRL **{fg / trl:.2f}x**.")
+      f"completions/s: fitgrad / TRL **{fg / trl:.2f}x** (completion tokens per second: "
+      f"{fg_tok:.1f} against {trl_tok:.1f}, {fg_tok / trl_tok:.2f}x).")
 PY

@@ -63,6 +63,10 @@ completions/mean_length. The last line is machine-readable:
 
   RESULT arm=trl completions_per_s=... mean_step_s=... steps=... warmup=... completions=...
          mean_reward=... mean_completion_length=... clipped_ratio=... threads=... dtype=...
+         step_s=T1,T2,... rewards=R1,R2,...
+
+mean_reward, mean_completion_length and clipped_ratio are over the timed steps; step_s and
+rewards list every step, the warm-up's included.
 """
 import argparse
 import json
@@ -378,6 +382,9 @@ def main():
         values = [x[key] for x in logs if key in x]
         return sum(values) / len(values) if values else math.nan
 
+    # Every step's time and reward, the warm-up's included, for the table's trend column.
+    step_s = ",".join(f"{t:.3f}" for t in timer.times)
+    rewards = ",".join(f"{x.get('reward', math.nan):.3f}" for x in timer.logs)
     print(f"RESULT arm=trl completions_per_s={completions / seconds:.4f} "
           f"mean_step_s={seconds / len(timed):.4f} steps={len(timed)} warmup={a.warmup} "
           f"completions={completions} mean_reward={mean('reward'):.4f} "
@@ -385,7 +392,8 @@ def main():
           f"clipped_ratio={mean('completions/clipped_ratio'):.3f} "
           f"num_generations={g} prompts_per_step={p} "
           f"max_completion_length={a.max_completion_length} lora_r={a.lora_r} "
-          f"threads={a.threads} dtype={'bf16' if a.bf16 else 'fp32'}", flush=True)
+          f"threads={a.threads} dtype={'bf16' if a.bf16 else 'fp32'} "
+          f"step_s={step_s} rewards={rewards}", flush=True)
 
 
 if __name__ == "__main__":
