@@ -46,11 +46,11 @@ nothing.
 Training. GRPOConfig's loss settings are TRL's defaults unless given: beta 0 (no reference
 pass), loss_type dapo, epsilon 0.2, num_iterations 1, scale_rewards group; temperature 1,
 top_p 1, top_k 0. LoRA: r --lora_r, alpha --lora_alpha, dropout 0 on --lora_target (the seven
-projections of a Llama block). AdamW (torch) at --learning_rate, linear schedule, no warm-up,
-no weight decay, gradient clipping at 1; seed 42; fp32 (bf16=False: GRPOConfig defaults to
-bf16=True) or, with --bf16, torch's CPU bf16 autocast over fp32 weights. Gradient
-checkpointing is off (GRPOConfig defaults it on; it recomputes the forward and only slows a
-135M model on the CPU) unless --gradient_checkpointing.
+projections of a Llama block). AdamW (torch) at --learning_rate (default 1e-5; GRPOConfig's is
+1e-6), linear schedule, no warm-up, no weight decay, gradient clipping at 1; --seed 42; fp32
+(bf16=False: GRPOConfig defaults to bf16=True) or, with --bf16, torch's CPU bf16 autocast over
+fp32 weights. Gradient checkpointing is off (GRPOConfig defaults it on; it recomputes the
+forward and only slows a 135M model on the CPU) unless --gradient_checkpointing.
 
 Timing. A callback times each optimizer step from on_step_begin to on_step_end: the
 generation, the rewards, the advantages, the forward and backward, clipping, AdamW and the
@@ -272,12 +272,16 @@ def main():
     if not os.path.isfile(os.path.join(a.model, "config.json")):
         sys.exit(f"--model {a.model} is not a Hugging Face model folder (no config.json); "
                  "write one with `build/fitgrad export --base MODEL.gguf -o DIR --dtype f32`")
-    import torch
-    torch.set_num_threads(a.threads)
-    import datasets
-    import peft
-    import transformers
-    import trl
+    try:
+        import torch
+        torch.set_num_threads(a.threads)
+        import datasets
+        import peft
+        import transformers
+        import trl
+    except ImportError as e:
+        sys.exit(f"{e}: run this with the reference environment's Python, which "
+                 "bench/reference-env.sh makes ($REFERENCE_ENV/bin/python)")
     from peft import LoraConfig
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
