@@ -38,7 +38,8 @@ fi
 
 src="$root/bench/gemm_libraries.cpp"
 g++ -O2 -std=c++20 "$src" -ldnnl -o "$out/debian"
-g++ -O2 -std=c++20 "$src" -I"$onednn/include" -L"$onednn/lib" -ldnnl -o "$out/pypi"
+g++ -O2 -std=c++20 "$src" -I"$onednn/include" -L"$onednn/lib" -Wl,-rpath-link,"$onednn/lib" -ldnnl \
+  -o "$out/pypi"
 pypi_env=(LD_LIBRARY_PATH="$onednn/lib" OCL_ICD_FILENAMES="$onednn/lib/libintelocl.so")
 
 log="$out/results.txt"

@@ -89,8 +89,9 @@ std::string unavailable_reason(GemmBackend backend) {
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Issue 60 measured the libraries a user's PyTorch builds on against Debian's oneDNN 2.6 at the
 // training step's shapes (bench/gemm_libraries.sh, bench/RESULTS.md "GEMM libraries"). On a
-// 2-core AMX Xeon, oneMKL 2026.2's sgemm (PyTorch's own fp32 GEMM) ran the GPT-2 step's
-// products at 1.0-1.3x oneDNN 2.6's fp32 matmul. So where oneMKL loads (Note [oneMKL at run
+// 2-core AMX Xeon, oneMKL 2026.2's sgemm (the library PyTorch's fp32 GEMM is) ran every
+// product of the GPT-2 and SmolLM2 steps at 1.01-1.22x oneDNN 2.6's fp32 matmul (1.13x over
+// all of them; PyPI's oneDNN 2026.1 gave 1.02x). So where oneMKL loads (Note [oneMKL at run
 // time] in mkl_blas.cpp) and the CPU is Intel's, it is the default; on other CPUs oneMKL was
 // not measured and oneDNN stays (then OpenBLAS, then Eigen, as Note [GEMM backend] says). The
 // choice is a fact of the machine, never a timing, so load never changes a run's rounding.
