@@ -70,7 +70,8 @@ struct Args {
   bool adamw = true;  // --optimizer=none: forward and backward only
   bool bf16 = false;  // --bf16: forward under bf16 autocast (Note [Autocast])
   bool peak_report = false;
-  std::string gemm;  // --gemm=dnnl|openblas|eigen: the fp32 GEMM backend (default: the build's)
+  std::string
+      gemm;  // --gemm=dnnl|openblas|eigen|mkl: the fp32 GEMM backend (default: the machine's)
 };
 
 Args parse(int argc, char** argv) {
@@ -109,11 +110,12 @@ Args parse(int argc, char** argv) {
     else if (s.starts_with("--benchmark_"))  // `make bench` passes BENCH_ARGS to every program
       continue;
     else {
-      std::fprintf(stderr,
-                   "usage: train_step_bench [--layers=6] [--d=384] [--heads=6] [--seq=256] "
-                   "[--batch=8] [--vocab=50257] [--ctx=1024] [--warmup=2] [--steps=5] "
-                   "[--threads=2] [--optimizer=adamw|none] [--bf16] [--gemm=dnnl|openblas|eigen] "
-                   "[--peak_report]\n");
+      std::fprintf(
+          stderr,
+          "usage: train_step_bench [--layers=6] [--d=384] [--heads=6] [--seq=256] "
+          "[--batch=8] [--vocab=50257] [--ctx=1024] [--warmup=2] [--steps=5] "
+          "[--threads=2] [--optimizer=adamw|none] [--bf16] [--gemm=dnnl|openblas|eigen|mkl] "
+          "[--peak_report]\n");
       std::exit(2);
     }
   }
@@ -158,14 +160,14 @@ int run(const Args& a) {
   cpu::set_gemm_threads(a.threads);
   if (!a.gemm.empty()) {
     bool known = false;
-    for (cpu::GemmBackend b :
-         {cpu::GemmBackend::dnnl, cpu::GemmBackend::openblas, cpu::GemmBackend::eigen})
+    for (cpu::GemmBackend b : {cpu::GemmBackend::dnnl, cpu::GemmBackend::openblas,
+                               cpu::GemmBackend::eigen, cpu::GemmBackend::mkl})
       if (a.gemm == cpu::gemm_backend_name(b)) {
         cpu::set_gemm_backend(b);
         known = true;
       }
     if (!known) {
-      std::fprintf(stderr, "train_step_bench: unknown --gemm=%s (dnnl, openblas or eigen)\n",
+      std::fprintf(stderr, "train_step_bench: unknown --gemm=%s (dnnl, openblas, eigen or mkl)\n",
                    a.gemm.c_str());
       std::exit(2);
     }
