@@ -78,7 +78,7 @@ struct TrainArgs {
   bool precompute_ref_log_probs = false;  // DPO: the reference's log-probabilities first
   // GRPO (train/objectives/grpo.h), TRL 1.16 GRPOConfig's names and defaults.
   int64_t num_generations = 8;          // G: completions sampled per prompt
-  int64_t max_completion_length = 256;  // tokens per completion, the stop token included
+  int64_t max_completion_length = 512;  // tokens per completion, the stop token included
   double temperature = 1.0;             // sampling temperature (also the loss's)
   double top_p = 1.0;                   // nucleus sampling; 1: off
   int64_t top_k = 0;                    // 0: off

@@ -69,14 +69,16 @@ std::vector<std::string> objective_names() {
   for (const ObjectiveEntry& e : objectives()) names.push_back(e.name);
   return names;
 }
-// --beta's help: what it weighs, then each objective's default (registry.h's BetaRule).
+// --beta's help: what it weighs, then the objectives whose default differs from the table's
+// (registry.h's BetaRule).
 std::string beta_help() {
   std::string help =
       "DPO's, KTO's and GRPO's beta (the strength of the reference's pull); ORPO's lambda (the "
-      "weight of the odds-ratio term). Default:";
+      "weight of the odds-ratio term)";
   for (const ObjectiveEntry& e : objectives())
-    help += fmt::format("{} {} {}{}", e.name == objectives().front().name ? "" : ";", e.name,
-                        e.beta.fallback, e.beta.zero ? " (0: no reference)" : "");
+    if (e.beta.fallback != TrainArgs().beta)
+      help += fmt::format("; {}'s default {}{}", e.name, e.beta.fallback,
+                          e.beta.zero ? " (0: no reference)" : "");
   return help;
 }
 

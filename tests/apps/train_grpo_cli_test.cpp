@@ -3,7 +3,9 @@
 // trains and writes TRL's reward metrics and the samples file; a reward program that fails
 // (a line that is not a number, a non-zero exit, too few lines, a time-out) stops the run
 // with an error naming the command and the line, its last checkpoint kept and resumable;
-// and bad flags and data are refused with messages that say what is wrong.
+// and bad flags and data are refused with messages that say what is wrong. A step samples
+// TRL's default 8 completions of one prompt (--per_device_train_batch_size 4 x
+// --gradient_accumulation_steps 2).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -40,7 +42,7 @@ class GrpoCli : public ::testing::Test {
     const std::string command =
         std::string(FITGRAD_CLI) + " train --model " + model_ + " --output_dir " +
         (root_ / out).string() +
-        " --objective grpo --lora_r 4 --num_generations 4 --per_device_train_batch_size 4 "
+        " --objective grpo --lora_r 4 --per_device_train_batch_size 4 "
         "--gradient_accumulation_steps 2 --max_completion_length 8 --logging_steps 1 "
         "--progress plain " +
         flags + " > " + log.string() + " 2>&1";
@@ -159,7 +161,7 @@ TEST_F(GrpoCli, BadFlagsAndDataAreRefusedByName) {
       {task() + reward + " --num_generations 3",
        "--num_generations 3 does not divide the 8 completions of a step"},
       {task() + reward + " --generation_batch_size 6",
-       "--generation_batch_size 6 must be a multiple of --num_generations 4"},
+       "--generation_batch_size 6 must be a multiple of --num_generations 8"},
       {task() + reward + " --reward_weights 1,2",
        "--reward_weights has 2 weights and there are 1 rewards"},
       {task() + reward + " --epsilon_high x", "--epsilon_high 'x': not a finite number"},
