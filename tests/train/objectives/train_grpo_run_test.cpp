@@ -32,6 +32,7 @@ class TrainGrpoRun : public TrainFixture {
     a.learning_rate = 2e-2;
     a.max_steps = 4;
     a.save_steps = 2;
+    a.write_memory_record = false;  // the memory record of a run is tested elsewhere
     return a;
   }
 };
