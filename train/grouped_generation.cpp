@@ -128,8 +128,16 @@ std::vector<Completion> generate_groups(nn::CausalLM& model, const data::Tokeniz
       }
     }
   }
+  // An id past the tokenizer's vocabulary (a model whose embedding is padded beyond it, as
+  // Qwen2.5's is) decodes to nothing, as the Hugging Face tokenizers' decode skips ids it does
+  // not know; its token still trains.
   if (tokenizer && !dry)
-    for (Completion& c : out) c.text = tokenizer->decode(c.ids);
+    for (Completion& c : out) {
+      std::vector<int32_t> known;
+      for (const int32_t id : c.ids)
+        if (id >= 0 && id < tokenizer->vocab_size()) known.push_back(id);
+      c.text = tokenizer->decode(known);
+    }
   return out;
 }
 

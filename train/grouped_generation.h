@@ -64,7 +64,8 @@ struct Completion {
   // completion (its completion mask covers the first eos), so GRPO's rows append it.
   int32_t stop = -1;
   // ids decoded alone, as TRL's batch_decode of the completion ids ("" on meta or without a
-  // tokenizer); a special token other than the stop token is written as its text.
+  // tokenizer); a special token other than the stop token is written as its text, an id past
+  // the tokenizer's vocabulary as nothing.
   std::string text;
 };
 

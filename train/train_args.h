@@ -64,15 +64,36 @@ struct TrainArgs {
   std::string packing = "auto";  // auto | bfd | wrapped | none (data/sft_stream.h)
   bool group_by_length = false;  // --packing none: batches of similar lengths, cut to their longest
   // The objective (train/objectives/registry.h) and its settings, TRL's names (DPOConfig,
-  // ORPOConfig, KTOConfig).
+  // ORPOConfig, KTOConfig, GRPOConfig).
   std::string objective = "sft";
-  double beta = 0.1;                      // DPO's and KTO's beta; ORPO's lambda
-  std::string loss_type = "";             // DPO: sigmoid (default) | hinge | ipo
+  // DPO's, KTO's and GRPO's beta; ORPO's lambda. An objective whose default differs (GRPO's
+  // 0) takes its own when beta is at this value and beta_given is false (objective_beta in
+  // train/objectives/registry.h).
+  double beta = 0.1;
+  bool beta_given = false;                // not a flag: --beta was on the command line
+  std::string loss_type = "";             // "": the objective's (DPO sigmoid, KTO kto, GRPO dapo)
   double label_smoothing = 0.0;           // DPO's sigmoid loss, in [0, 0.5)
   double desirable_weight = 1.0;          // KTO: the weight of a desirable example's loss
   double undesirable_weight = 1.0;        // KTO: the weight of an undesirable example's loss
   bool precompute_ref_log_probs = false;  // DPO: the reference's log-probabilities first
-  std::string eval_data;                  // instruction data to validate on; "" = a split of --data
+  // GRPO (train/objectives/grpo.h), TRL 1.16 GRPOConfig's names and defaults.
+  int64_t num_generations = 8;          // G: completions sampled per prompt
+  int64_t max_completion_length = 512;  // tokens per completion, the stop token included
+  double temperature = 1.0;             // sampling temperature (also the loss's)
+  double top_p = 1.0;                   // nucleus sampling; 1: off
+  int64_t top_k = 0;                    // 0: off
+  int64_t generation_batch_size = 0;    // rows decoded at once; 0: per-device batch x accumulation
+  std::string reward_funcs;             // built-ins, comma separated (train/rewards/reward_funcs.h)
+  std::string reward_weights;           // floats, comma separated, one per reward; "": all 1
+  std::string reward_command;           // a user's reward program (train/rewards/reward_command.h)
+  double reward_timeout = 60;           // seconds a --reward_command batch may take
+  double epsilon = 0.2;                 // the ratio's lower clip
+  std::string epsilon_high;             // the ratio's upper clip; "": epsilon
+  int64_t num_iterations = 1;           // trainings of each generation batch
+  std::string scale_rewards = "group";  // group | batch | none
+  std::string importance_sampling_level = "token";  // token | sequence (GSPO)
+  bool mask_truncated_completions = false;
+  std::string eval_data;     // instruction data to validate on; "" = a split of --data
   std::string eval_prompts;  // prompts completed at each evaluation (train/eval_prompts.h)
   int64_t eval_max_new_tokens = 64;
 

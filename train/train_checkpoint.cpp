@@ -83,9 +83,11 @@ void resume_run(TrainRun& r, const std::string& dir) {
     r.step = count_field(state, "global_step", d / "trainer_state.json");
     count_field(state.at("rng"), "seed", d / "trainer_state.json");
     count_field(state.at("rng"), "offset", d / "trainer_state.json");
-    data::LoaderState ls;
-    from_json(state.at("loader"), ls);
-    r.loader->restore(ls);
+    if (r.loader) {  // a GRPO run has none (Note [GRPO runs] in train_grpo.cpp)
+      data::LoaderState ls;
+      from_json(state.at("loader"), ls);
+      r.loader->restore(ls);
+    }
     default_generator().set_state(
         {state.at("rng").at("seed").get<uint64_t>(), state.at("rng").at("offset").get<uint64_t>()});
     r.resumed_history = state.at("log_history").get<std::vector<json>>();
@@ -137,14 +139,11 @@ void resume_run(TrainRun& r, const std::string& dir) {
 
 json trainer_state_json(const TrainRun& r) {
   const TrainArgs& a = r.a;
-  json loader;
-  to_json(loader, r.loader->state());
   RngState rng = default_generator().state();
   json state{
       {"global_step", r.step},
       {"total_steps", r.total},
       {"epoch", r.epoch_at(r.step)},
-      {"loader", loader},
       {"rng", {{"seed", rng.seed}, {"offset", rng.offset}}},
       {"tokenizer", r.lm.tokenizer_id},
       {"optimizer", r.optimizer->name()},
@@ -152,6 +151,7 @@ json trainer_state_json(const TrainRun& r) {
       {"log_history", r.metrics->history()},
       {"skipped_steps", r.skipped_steps},
   };
+  if (r.loader) to_json(state["loader"], r.loader->state());
   if (r.scaler)  // Note [Dynamic loss scaling]: the scale is an f32, exact in JSON's double
     state["scaler"] = {{"scale", double(r.scaler->scale())},
                        {"growth_tracker", r.scaler->growth_tracker()}};

@@ -14,6 +14,7 @@
 #include "train/checkpoint_dir.h"
 #include "train/model_source.h"
 #include "train/objectives/registry.h"
+#include "train/rewards/reward_funcs.h"
 
 namespace fitgrad::train {
 
@@ -68,6 +69,32 @@ std::vector<std::string> objective_names() {
   for (const ObjectiveEntry& e : objectives()) names.push_back(e.name);
   return names;
 }
+// --beta's help: what it weighs, then the objectives whose default differs from the table's
+// (registry.h's BetaRule).
+std::string beta_help() {
+  std::string help =
+      "DPO's, KTO's and GRPO's beta (the strength of the reference's pull); ORPO's lambda (the "
+      "weight of the odds-ratio term)";
+  for (const ObjectiveEntry& e : objectives())
+    if (e.beta.fallback != TrainArgs().beta)
+      help += fmt::format("; {}'s default {}{}", e.name, e.beta.fallback,
+                          e.beta.zero ? " (0: no reference)" : "");
+  return help;
+}
+
+// Positive, or 0 for the objectives that allow it (objective_beta refuses 0 for the others).
+FlagCheck beta_number() {
+  return {"NON-NEGATIVE", [](const std::string& text) -> std::string {
+            const double v = number(text);
+            return v >= 0 && std::isfinite(v)
+                       ? ""
+                       : fmt::format(
+                             "must be a positive finite number (or 0 where the objective allows "
+                             "it), got '{}'",
+                             text);
+          }};
+}
+
 std::string objective_help() {
   std::string help = "What the run learns:";
   for (const ObjectiveEntry& e : objectives())
@@ -158,18 +185,19 @@ const std::vector<TrainFlag>& train_flags() {
        objective_names()},
       {"beta",
        &TrainArgs::beta,
-       "DPO's and KTO's beta (the strength of the reference's pull); ORPO's lambda (the weight of "
-       "the odds-ratio term)",
+       beta_help(),
        kRanksAgree | kPlanLine,
        {},
-       positive_number(),
+       beta_number(),
        "objective"},
       {"loss_type",
        &TrainArgs::loss_type,
        "DPO's loss: sigmoid (its default), hinge or ipo; KTO's: kto (its default) or "
-       "apo_zero_unpaired",
+       "apo_zero_unpaired; GRPO's normalization: dapo (its default, over the generation batch's "
+       "tokens), grpo (each completion's mean), bnpo (the micro-batch's tokens) or dr_grpo (a "
+       "constant, --max_completion_length)",
        kRanksAgree | kPlanLine,
-       {"sigmoid", "hinge", "ipo", "kto", "apo_zero_unpaired"},
+       {"sigmoid", "hinge", "ipo", "kto", "apo_zero_unpaired", "grpo", "bnpo", "dr_grpo", "dapo"},
        std::nullopt,
        "objective"},
       {"label_smoothing",
@@ -205,6 +233,79 @@ const std::vector<TrainFlag>& train_flags() {
        {},
        std::nullopt,
        "objective"},
+      {"num_generations", &TrainArgs::num_generations,
+       "GRPO: completions sampled per prompt, a group (at least 2; it must divide "
+       "--per_device_train_batch_size x --gradient_accumulation_steps, the completions of a step)",
+       kRanksAgree | kResumeKeeps | kPlanLine},
+      {"max_completion_length", &TrainArgs::max_completion_length,
+       "GRPO: tokens at most in a completion, its stop token included",
+       kRanksAgree | kResumeKeeps | kPlanLine},
+      {"temperature",
+       &TrainArgs::temperature,
+       "GRPO: the sampling temperature (the log-probabilities of the loss divide by it too)",
+       kRanksAgree | kResumeKeeps | kPlanLine,
+       {},
+       positive_number()},
+      {"top_p",
+       &TrainArgs::top_p,
+       "GRPO: sample from the smallest set of tokens whose probability reaches top_p (1: off)",
+       kRanksAgree | kResumeKeeps | kPlanLine,
+       {},
+       number_in(0, 1)},
+      {"top_k", &TrainArgs::top_k, "GRPO: sample from the top_k likeliest tokens (0: off)",
+       kRanksAgree | kResumeKeeps | kPlanLine},
+      {"generation_batch_size", &TrainArgs::generation_batch_size,
+       "GRPO: completions decoded at once, the KV cache's rows (0: a step's, "
+       "--per_device_train_batch_size x --gradient_accumulation_steps, as TRL; a multiple of "
+       "--num_generations)",
+       kRanksAgree | kPlanLine},
+      {"reward_funcs", &TrainArgs::reward_funcs, "GRPO: " + rewards::reward_funcs_help(),
+       kRanksAgree | kPlanLine},
+      {"reward_weights", &TrainArgs::reward_weights,
+       "GRPO: the weight of each reward, comma-separated numbers, one per --reward_funcs entry "
+       "and one more for --reward_command (default: each 1)",
+       kRanksAgree | kPlanLine},
+      {"reward_command", &TrainArgs::reward_command,
+       "GRPO: a program that scores completions, run without a shell: one JSON line a "
+       "completion in ({\"prompt\", \"completion\", \"completion_tokens\", \"truncated\", "
+       "the record's other columns}), one number a line out (nan or null: none); any failure "
+       "stops the run, its last checkpoint kept",
+       kRanksAgree | kPlanLine},
+      {"reward_timeout",
+       &TrainArgs::reward_timeout,
+       "GRPO: seconds --reward_command may take for a generation batch",
+       kRanksAgree | kPlanLine,
+       {},
+       positive_number(),
+       "reward_command"},
+      {"epsilon",
+       &TrainArgs::epsilon,
+       "GRPO: the importance ratio is clipped at 1 - epsilon",
+       kRanksAgree | kPlanLine,
+       {},
+       number_in(0, 1)},
+      {"epsilon_high", &TrainArgs::epsilon_high,
+       "GRPO: the importance ratio is clipped at 1 + epsilon_high (DAPO's clip-higher; default "
+       "--epsilon)",
+       kRanksAgree | kPlanLine},
+      {"num_iterations", &TrainArgs::num_iterations,
+       "GRPO: steps each generation batch trains, its old log-probabilities those of the policy "
+       "that sampled it",
+       kRanksAgree | kResumeKeeps | kPlanLine},
+      {"scale_rewards",
+       &TrainArgs::scale_rewards,
+       "GRPO: the advantages (reward minus the group's mean) divided by the group's standard "
+       "deviation, the batch's, or none",
+       kRanksAgree | kPlanLine,
+       {"group", "batch", "none"}},
+      {"importance_sampling_level",
+       &TrainArgs::importance_sampling_level,
+       "GRPO: the importance ratio of each token, or of each sequence (GSPO)",
+       kRanksAgree | kPlanLine,
+       {"token", "sequence"}},
+      {"mask_truncated_completions", &TrainArgs::mask_truncated_completions,
+       "GRPO: completions that ran to --max_completion_length without a stop token train nothing",
+       kRanksAgree | kPlanLine},
       {"group_by_length", &TrainArgs::group_by_length,
        "With --packing none, or preference pairs: batch examples (pairs) of similar lengths "
        "together (as transformers' LengthGroupedSampler) and cut each batch to its longest example "

@@ -47,6 +47,7 @@
 #include "train/eval_prompts.h"
 #include "train/metrics.h"
 #include "train/model_source.h"
+#include "train/objectives/grpo_generation.h"
 #include "train/output_lock.h"
 #include "train/progress.h"
 #include "train/train_args.h"
@@ -111,6 +112,7 @@ struct TrainRun {
   std::optional<nn::LoraConfig> lora;         // a LoRA run's settings (Note [LoRA runs])
   std::optional<data::TokenDataset> dataset;  // text --data (not in a dry run without)
   std::optional<SftData> sft;                 // instruction or chat --data
+  std::vector<GrpoPrompt> grpo_prompts;       // --objective grpo's --data (Note [GRPO runs])
   // The splits' tokens and trained flags (empty: every target trained), from either.
   struct Split {
     std::span<const int32_t> tokens;
@@ -178,6 +180,13 @@ void precompute_reference(TrainRun& run);
 // from the split's.
 train::MicroBatch pair_batch(data::Batch&& batch, const std::vector<double>& ref,
                              const TrainRun::Split& split);
+// train_grpo.cpp (Note [GRPO runs]): --objective grpo's prompt records as the run's data and
+// its batch plan; the sampling its steps do, started once the step exists; the tokens of the
+// last step's completions; the samples file of a logging step.
+void setup_grpo_data(TrainRun& run);
+void start_grpo_sampling(TrainRun& run);
+int64_t grpo_step_tokens(const TrainRun& run);
+void write_grpo_samples(TrainRun& run);
 // train_memory.cpp.
 void write_memory_record(const TrainRun& run);
 int report_out_of_memory(TrainRun& run, const OutOfMemory& e, const std::string& when);

@@ -52,9 +52,10 @@ bool within(const fs::path& inner, const fs::path& outer) {
 // the others aside first.
 // The files that say a run ran besides its checkpoints: its metrics, loss curve, evaluation
 // samples, TensorBoard events and memory record.
-constexpr const char* kRunRecords[] = {"metrics.jsonl", "loss_curve.svg",  "eval_samples.jsonl",
-                                       "runs",          "memory.json",     "memory_trace.json",
-                                       "memory.html",   "peak_report.txt", "memory_summary.txt"};
+constexpr const char* kRunRecords[] = {"metrics.jsonl",     "loss_curve.svg", "eval_samples.jsonl",
+                                       "samples.jsonl",     "runs",           "memory.json",
+                                       "memory_trace.json", "memory.html",    "peak_report.txt",
+                                       "memory_summary.txt"};
 
 void move_aside(TrainRun& r, const std::vector<std::pair<int64_t, std::string>>& checkpoints,
                 bool with_metrics) {
@@ -193,6 +194,10 @@ void prepare_output_dir(TrainRun& r) {
 // evaluation's batches; a real run also builds its training loader.
 void setup_data(TrainRun& r) {
   const TrainArgs& a = r.a;
+  if (objective_entry(a.objective).data == ObjectiveData::prompts) {
+    setup_grpo_data(r);  // Note [GRPO runs] in train_grpo.cpp
+    return;
+  }
   if (!a.eval_prompts.empty()) r.eval_prompts = read_eval_prompts(a, r.lm);
   if (is_sft_data(a)) {  // Note [Instruction data in a run] in train_sft.cpp
     // The encodings' cache sits beside the data, as the text's does, unless that folder is
@@ -374,10 +379,14 @@ void setup_run(TrainRun& r) {
   build.seed = a.seed;
   // A resume overwrites the weights, so --init is not read then -- except under LoRA, whose
   // checkpoints hold only the adapter (Note [LoRA runs]).
+  // Note [Objectives as units]: its flags are checked before the model loads.
+  r.objective = make_objective(a);
+  FG_CHECK(!r.dry_run || r.objective->data() != ObjectiveData::prompts,
+           "[train] --device meta does not plan --objective grpo yet: a dry run has no "
+           "generation phase");
   r.lm = load_model(a.model, a.resume_from_checkpoint.empty() || r.lora ? a.init : "", build,
                     a.skip_checkpoint_verification, "train --model");
   nn::CausalLM& model = *r.lm.model;
-  r.objective = make_objective(a);  // Note [Objectives as units]
   const bool referenced = r.objective->reference() == train::ObjectiveReference::model;
   FG_CHECK(!a.precompute_ref_log_probs || referenced,
            "[train] --precompute_ref_log_probs computes DPO's reference (or KTO's); --objective {} "
@@ -504,6 +513,7 @@ void setup_run(TrainRun& r) {
                               .objective = r.objective,
                               .reference_model = r.reference.model.get()});
 
+  if (r.objective->data() == ObjectiveData::prompts) start_grpo_sampling(r);
   precompute_reference(r);  // before a resume replaces the initial weights
   std::vector<nlohmann::json> history;
   if (!r.resume_dir.empty()) {

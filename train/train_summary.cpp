@@ -74,6 +74,13 @@ void print_summary(TrainRun& r, int64_t warmup) {
                          a.data, r.dataset->num_tokens(),
                          r.dataset->built() ? "tokenized now" : "from the cache",
                          r.dataset->train().size(), r.dataset->val().size(), r.lm.tokenizer_id);
+  if (!r.grpo_prompts.empty())  // Note [GRPO runs] in train_grpo.cpp
+    r.out << fmt::format(
+        "data: {} -> {} prompts; a step samples {} completions of each of {} prompts, at most {} "
+        "tokens each; no evaluation\n",
+        a.data, r.grpo_prompts.size(), a.num_generations,
+        a.per_device_train_batch_size * a.gradient_accumulation_steps / a.num_generations,
+        a.max_completion_length);
   if (r.dry_run)
     r.out << (r.dataset || r.sft
                   ? "dry run on meta: the data sizes the run but no batch is read, no "
@@ -92,7 +99,9 @@ void print_summary(TrainRun& r, int64_t warmup) {
       "steps: {} (batch {} x {} tokens x {} accumulation; {} batches per epoch), optimizer {}, "
       "lr {}\n",
       r.total, a.per_device_train_batch_size, a.seq_len, a.gradient_accumulation_steps,
-      r.dataset || r.sft ? std::to_string(r.batches_per_epoch) : std::string("no"), a.optim, lr);
+      r.dataset || r.sft || !r.grpo_prompts.empty() ? std::to_string(r.batches_per_epoch)
+                                                    : std::string("no"),
+      a.optim, lr);
   int64_t state_elements = 0, state = 0;
   for (size_t i = 0; i < r.optimizer->num_params(); ++i)
     for (const optim::StateSpec& spec : r.optimizer->state_specs(i)) {

@@ -164,11 +164,28 @@ int run(TrainRun& r) {
       // The tokens the step computes: its rows times their length (--seq_len, or shorter for
       // batches cut to their longest example).
       int64_t tokens_per_step = 0;
-      const train::StepResult result = r.step_fn->run(r.step, [&](int64_t) {
-        train::MicroBatch b = r.next_batch();
-        tokens_per_step += b.ids.numel();
-        return b;
-      });
+      train::StepResult result;
+      try {
+        result = r.step_fn->run(r.step, [&](int64_t) {
+          train::MicroBatch b = r.next_batch();
+          tokens_per_step += b.ids.numel();
+          return b;
+        });
+      } catch (const OutOfMemory&) {
+        throw;
+      } catch (const Error& e) {
+        // A GRPO step fails before it trains when a reward fails (Note [Reward command
+        // protocol]): the weights are the last step's, and the last checkpoint stands.
+        if (r.objective->data() != ObjectiveData::prompts) throw;
+        throw Error(fmt::format(
+            "{}\n[train] step {} stopped before it trained; {}", e.what(), r.step + 1,
+            r.last_saved >= 0
+                ? fmt::format("the last checkpoint, checkpoint-{}, stands: resume from it with "
+                              "--resume_from_checkpoint last",
+                              r.last_saved)
+                : std::string("no checkpoint was saved yet")));
+      }
+      if (r.objective->data() == ObjectiveData::prompts) tokens_per_step = grpo_step_tokens(r);
       r.last_lr = result.learning_rate;
       if (result.skipped) {
         ++r.skipped_steps;
@@ -201,12 +218,15 @@ int run(TrainRun& r) {
       info.seconds_left = per_step * double(r.total - r.step);
       if (logging) {
         last_loss = log_interval(r, interval);
+        write_grpo_samples(r);  // Note [GRPO runs]: nothing for another objective
         info.tokens_per_second = double(interval.tokens) / std::max(interval.seconds, 1e-9);
         interval = {};
       }
       info.loss = last_loss;
       r.progress.step(info, logging);
-      if (a.eval_strategy == "steps" && (r.step % eval_every == 0 || r.step == r.total))
+      // Note [GRPO runs]: a run on prompts has no validation split.
+      if (a.eval_strategy == "steps" && r.objective->data() != ObjectiveData::prompts &&
+          (r.step % eval_every == 0 || r.step == r.total))
         run_evaluation(r);
       if (a.save_steps > 0 && r.step % a.save_steps == 0) save_checkpoint(r);
     }

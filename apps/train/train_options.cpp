@@ -41,6 +41,7 @@ void add_train_options(CLI::App& cmd, TrainArgs& a) {
   cmd.get_option("--learning_rate")->each([&a](const std::string&) {
     a.learning_rate_given = true;
   });
+  cmd.get_option("--beta")->each([&a](const std::string&) { a.beta_given = true; });
 }
 
 }  // namespace fitgrad::apps

@@ -3,7 +3,8 @@
 // completion 0 and greedy decoding equal generate_after's unbatched decoding with the same
 // draws; rows stop at a stop id (not truncated) or at max_completion_length (truncated); the
 // model's mode is restored and no cache memory outlives the call; the dry run on meta
-// allocates exactly as a full-length run on the CPU, whose rows all stopped early.
+// allocates exactly as a full-length run on the CPU, whose rows all stopped early; an id past
+// the tokenizer's vocabulary (the model's embedding padded beyond it) decodes to nothing.
 #include "train/grouped_generation.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include "tensor/memory/caching_allocator.h"
 #include "tests/nn/allocation_events.h"
 #include "tests/tensor/ops/op_harness.h"
+#include "tests/train/sft_model_folder.h"
 #include "train/decode.h"
 
 namespace fitgrad::train {
@@ -172,6 +174,31 @@ TEST(GroupedGeneration, MetaPlansTheFullLengthRunEventForEvent) {
     EXPECT_TRUE(c.truncated);
     EXPECT_EQ(c.ids, std::vector<int32_t>(12, 0));
   }
+}
+
+// The tiny model folder's embedding has 704 rows and its tokenizer 700 ids: sampled ids
+// 700-703 are trained but, as the Hugging Face tokenizers' decode skips ids it does not know,
+// write no text.
+TEST(GroupedGeneration, IdsPastTheTokenizerDecodeToNothing) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "padded_vocab";
+  const LoadedModel m = load_model(fitgrad::testing::write_sft_model_folder(dir), "", {.seed = 3});
+  ASSERT_EQ(m.tokenizer->vocab_size(), 700);
+  GroupGenerationOptions o;
+  o.num_generations = 4;
+  o.max_completion_length = 60;
+  Generator generator(5);
+  const auto completions =
+      generate_groups(*m.model, m.tokenizer.get(), {{10, 20, 30}}, o, generator);
+  int padded = 0;
+  for (const Completion& c : completions) {
+    std::vector<int32_t> known;
+    for (const int32_t id : c.ids) {
+      if (id < 700) known.push_back(id);
+      padded += id < 700 ? 0 : 1;
+    }
+    EXPECT_EQ(c.text, m.tokenizer->decode(known));
+  }
+  EXPECT_GT(padded, 0);  // the seed draws some
 }
 
 }  // namespace

@@ -65,7 +65,7 @@ struct GrpoConfig {
   RewardScaling scale_rewards = RewardScaling::group;
   bool mask_truncated_completions = false;
   int64_t num_generations = 8;          // G: completions per prompt
-  int64_t max_completion_length = 256;  // dr_grpo's constant
+  int64_t max_completion_length = 512;  // also dr_grpo's constant
   std::vector<double> reward_weights;   // one per reward function; empty: all 1
 };
 

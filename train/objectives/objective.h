@@ -4,7 +4,7 @@
 // The step runs exactly one objective; without one it runs the causal LM's cross-entropy.
 //
 // Note [Objectives as units]
-// Each objective is one file under train/objectives/ (causal_lm, sft, dpo, orpo, kto; their
+// Each objective is one file under train/objectives/ (causal_lm, sft, dpo, orpo, kto, grpo; their
 // shared pair loss in train/preference_loss.h), and it owns:
 //   - the records it reads and the batch it builds: data() says which records (text and
 //     instruction data, preference pairs, unpaired labelled examples) and so how the data
@@ -77,6 +77,8 @@ enum class ObjectiveData {
   pairs,     // preference pairs {prompt, chosen, rejected}: two rows, the chosen one first
   unpaired,  // labelled examples {prompt, completion, label}: the example's row and a
              // mismatched one (Note [KTO's mismatched completions] in kto.h)
+  prompts,   // prompts {prompt, the rewards' columns} (train/grpo_prompts.h): the objective
+             // samples its completions in step_batches, and its rows are theirs
 };
 
 // Whether an objective compares the policy with a reference model.
@@ -100,7 +102,9 @@ class TrainObjective {
   virtual ObjectiveReference reference() const { return ObjectiveReference::none; }
   // Rows a training example takes in a micro-batch (a dry run's meta batch has as many): one
   // for tokens, two for pairs and unpaired examples (their two answers).
-  virtual int64_t rows_per_example() const { return data() == ObjectiveData::tokens ? 1 : 2; }
+  virtual int64_t rows_per_example() const {
+    return data() == ObjectiveData::pairs || data() == ObjectiveData::unpaired ? 2 : 1;
+  }
   // Each micro-batch's loss weighs by its share of the step's trained targets (Note [Loss
   // over trained targets] in train/train_step.cpp): a mean over tokens of instruction data.
   // False: each micro-batch weighs 1 / accumulation (a mean over examples, or over equal
