@@ -9,6 +9,7 @@
 #   4. the `fitgrad` command line's build
 #   5. `make demo DEMO_STEPS=$FRESH_DEMO_STEPS`: trains, saves a checkpoint, samples from it,
 #      and the loss curve and memory record must exist afterwards
+#   6. oneMKL is in .deps/mkl (step 2 put it there) and, on an Intel CPU, the demo ran on it
 # Each step prints its time. A failed step ends the check, and its last line names the step
 # and the error line of its log (a missing package, header or library is named there).
 #
@@ -146,4 +147,16 @@ check_demo() {
   grep -q "loss curve: " "$log" || { echo "the demo did not say where its loss curve is"; return 1; }
 }
 run_step "demo outputs" check_demo
+# install-deps.sh put oneMKL in the checkout's prefix, and on an Intel CPU the demo's GEMM
+# ran on it (Note [GEMM backend per machine] in tensor/cpu/gemm.cpp).
+check_mkl() {
+  local log=$logs/make-demo-DEMO_STEPS=$steps.log
+  [[ -f "$root/src/.deps/mkl/lib/libmkl_rt.so.3" ]] ||
+    { echo "tools/install-deps.sh left no oneMKL in .deps/mkl"; return 1; }
+  if grep -q GenuineIntel /proc/cpuinfo; then
+    grep -q "GEMM mkl (oneMKL" "$log" || { echo "the demo's GEMM was not oneMKL: $(grep -m1 'GEMM' "$log")"; return 1; }
+  fi
+  grep -m1 "GEMM" "$log"
+}
+run_step "oneMKL installed and used" check_mkl
 echo "fresh-check: passed ($suite, from nothing to a trained and sampled demo)"
