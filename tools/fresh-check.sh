@@ -98,10 +98,13 @@ run_step() {
 }
 
 # Inside the root: a login-like environment of its own, nothing of this shell's.
+# pip in the root trusts what the host trusts (a copy of its CA bundle, which a TLS-inspecting
+# proxy between the host and PyPI may extend), as apt there uses the host's resolver.
+host_ca=/etc/fitgrad-fresh-host-ca.crt
 in_root() {
   chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    DEBIAN_FRONTEND=noninteractive /bin/bash -c "$1"
+    PIP_CERT=$host_ca DEBIAN_FRONTEND=noninteractive /bin/bash -c "$1"
 }
 
 tarball=$cache/$suite-minbase.tgz
@@ -121,6 +124,7 @@ run_step "debootstrap $suite" make_base
 
 prepare() {
   cp /etc/resolv.conf "$root/etc/resolv.conf"
+  cp /etc/ssl/certs/ca-certificates.crt "$root$host_ca"
   mount -t proc proc "$root/proc"
   cp -p "$cache"/debs/*.deb "$root/var/cache/apt/archives/" 2>/dev/null || true
   mkdir -p "$root/src"

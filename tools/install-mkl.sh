@@ -36,11 +36,20 @@ if ! PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet --no-deps --no-c
     "runs on oneDNN. Run tools/install-mkl.sh again with network access to add it." >&2
   exit 0
 fi
+# pip puts the wheel's lib/ under the prefix, or under prefix/local/ with Debian's pip (its
+# posix_local scheme): take it from wherever it landed.
+rt=$(find "$prefix.tmp" -name libmkl_rt.so.3 -print -quit)
+if [[ -z "$rt" ]]; then
+  echo "install-mkl: warning: pip installed no libmkl_rt.so.3 under $prefix.tmp; the GEMM" \
+    "runs on oneDNN." >&2
+  exit 0
+fi
 # Only what the single dynamic library loads for BLAS on GNU OpenMP stays: the other
 # threading layers, the 64-bit-integer interface, the vector math and the MPI libraries go
 # (about 200 MB of the wheel's 655).
-(cd "$prefix.tmp/lib" && rm -f libmkl_intel_thread.* libmkl_tbb_thread.* libmkl_intel_ilp64.* \
+libdir=$(dirname "$rt")
+(cd "$libdir" && rm -f libmkl_intel_thread.* libmkl_tbb_thread.* libmkl_intel_ilp64.* \
   libmkl_vml_* libmkl_scalapack_* libmkl_blacs_* libmkl_cdft_* && rm -rf python3*)
-rm -rf "$prefix" && mkdir -p "$(dirname "$prefix")" && mv "$prefix.tmp" "$prefix"
+rm -rf "$prefix" && mkdir -p "$prefix" && mv "$libdir" "$prefix/lib"
 echo "$version" >"$prefix/VERSION"
 echo "install-mkl: oneMKL $version in $prefix ($(du -sh "$prefix" | cut -f1))"
