@@ -13,6 +13,7 @@
 #include "tensor/backend/apollo_workspace.h"
 #include "tensor/backend/attention_mask.h"
 #include "tensor/backend/strided.h"
+#include "tensor/half.h"
 #include "tensor/random/generator.h"
 #include "tensor/rope_params.h"
 #include "tensor/tensor.h"
@@ -246,10 +247,14 @@ struct NormalArgs {
 // ignore_index is an error: the CPU kernels throw it, naming the row (first_row + r) and the
 // value; a device kernel counts it in its backend's error flags, which the host reads at
 // the next check (check_device_errors in tensor/device_copy.h), and skips the row.
+// A backend whose rules say cross_entropy_reads_bf16 (BackendRules in kernel_table.h) is
+// handed contiguous bf16 logits as they are: x is null and x_bf16 set, and the backward
+// writes the bf16 gradient into dx_bf16 instead of dx.
 struct CrossEntropyArgs {
   int64_t rows = 0, v = 0, ignore_index = 0;
   int64_t first_row = 0;             // of this chunk, for errors
   const float* x = nullptr;          // (rows, V) f32, staged or in place
+  const BFloat16* x_bf16 = nullptr;  // (rows, V) bf16 in place, when x is null
   const int64_t* targets = nullptr;  // (rows)
   float* lse = nullptr;              // (rows)
   double* stats = nullptr;           // (2) += the chunk's NLL and count (device memory)
@@ -261,9 +266,11 @@ struct CrossEntropyBackwardArgs {
   const float* dloss = nullptr;   // () f32 (device memory)
   const double* stats = nullptr;  // (2) the forward's: g = dloss / stats[1]
   const float* x = nullptr;
+  const BFloat16* x_bf16 = nullptr;  // when x is null
   const float* lse = nullptr;
   const int64_t* targets = nullptr;
-  float* dx = nullptr;  // (rows, V), may alias x
+  float* dx = nullptr;          // (rows, V), may alias x; null with x_bf16
+  BFloat16* dx_bf16 = nullptr;  // (rows, V) with x_bf16
 };
 
 // Stochastic rounding of an optimizer's bf16 parameter writes (pure bf16 training, Note

@@ -90,6 +90,9 @@ struct BackendRules {
   // The embedding backward sorts its (id, position) pairs for an f32 gradient too (it
   // always does for bf16 / f16), so it takes the pairs workspace.
   bool embedding_sorts_f32 = false;
+  // The cross-entropy kernels read contiguous bf16 logits and write their bf16 gradient
+  // (CrossEntropyArgs' x_bf16), so the front-end stages only other logits.
+  bool cross_entropy_reads_bf16 = false;
 };
 void register_backend_rules(DeviceType type, BackendRules rules);
 // The rules `type` registered (all empty when it registered none).

@@ -170,4 +170,9 @@ bool embedding_backward_pairs(const TargetProfile& profile, DType dtype) {
   return dtype != DType::f32 || backend_rules(profile.backend).embedding_sorts_f32;
 }
 
+bool cross_entropy_reads_in_place(const TargetProfile& profile, DType dtype) {
+  return dtype == DType::f32 ||
+         (dtype == DType::bf16 && backend_rules(profile.backend).cross_entropy_reads_bf16);
+}
+
 }  // namespace fitgrad::backend

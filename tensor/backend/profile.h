@@ -119,5 +119,9 @@ int64_t svd_workspace_floats(const TargetProfile& profile, int64_t m, int64_t n,
 // Whether an embedding backward with a `dtype` gradient takes the (n, 2) i64 pairs
 // workspace: always for bf16 / f16, and for f32 where the backend sorts f32 too (cuda).
 bool embedding_backward_pairs(const TargetProfile& profile, DType dtype);
+// Whether the cross-entropy kernels read contiguous `dtype` logits in place (no f32 staging
+// scratch): f32 always, bf16 where the backend reads bf16 (cpu; Note [Cross-entropy
+// chunking] in tensor/ops/cross_entropy.cpp).
+bool cross_entropy_reads_in_place(const TargetProfile& profile, DType dtype);
 
 }  // namespace fitgrad::backend

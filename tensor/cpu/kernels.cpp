@@ -327,15 +327,24 @@ int64_t check_targets(const char* op, int64_t rows, int64_t v, const int64_t* ta
 void cross_entropy(const CrossEntropyArgs& a) {
   const int64_t count =
       check_targets("cross_entropy", a.rows, a.v, a.targets, a.ignore_index, a.first_row);
-  cpu::cross_entropy_lse(a.rows, a.v, a.x, a.lse);
-  a.stats[0] += cpu::cross_entropy_nll_sum(a.rows, a.v, a.x, a.lse, a.targets, a.ignore_index);
+  if (a.x) {
+    cpu::cross_entropy_lse(a.rows, a.v, a.x, a.lse);
+    a.stats[0] += cpu::cross_entropy_nll_sum(a.rows, a.v, a.x, a.lse, a.targets, a.ignore_index);
+  } else {
+    cpu::cross_entropy_lse(a.rows, a.v, a.x_bf16, a.lse);
+    a.stats[0] +=
+        cpu::cross_entropy_nll_sum(a.rows, a.v, a.x_bf16, a.lse, a.targets, a.ignore_index);
+  }
   a.stats[1] += double(count);
   if (a.loss) *a.loss = a.stats[1] > 0 ? float(a.stats[0] / a.stats[1]) : 0.0f;
 }
 void cross_entropy_backward(const CrossEntropyBackwardArgs& a) {
   check_targets("cross_entropy_backward", a.rows, a.v, a.targets, a.ignore_index, a.first_row);
   const float g = a.stats[1] > 0 ? float(double(*a.dloss) / a.stats[1]) : 0.0f;
-  cpu::cross_entropy_grad(a.rows, a.v, a.x, a.lse, a.targets, a.ignore_index, g, a.dx);
+  if (a.x)
+    cpu::cross_entropy_grad(a.rows, a.v, a.x, a.lse, a.targets, a.ignore_index, g, a.dx);
+  else
+    cpu::cross_entropy_grad(a.rows, a.v, a.x_bf16, a.lse, a.targets, a.ignore_index, g, a.dx_bf16);
 }
 
 void adamw_update(const AdamWArgs& a) {
@@ -492,7 +501,8 @@ void register_cpu_kernels() {
                           .sum_workspace_doubles = rules::sum_workspace_doubles,
                           .sum_squares_workspace_doubles = rules::sum_squares_workspace_doubles,
                           .norm_partitions = rules::norm_partitions,
-                          .svd_workspace_floats = rules::svd_workspace_floats});
+                          .svd_workspace_floats = rules::svd_workspace_floats,
+                          .cross_entropy_reads_bf16 = true});
   register_kernel(cpu, OpId::copy, copy);
   register_kernel(cpu, OpId::fill, fill);
   register_kernel(cpu, OpId::add, binary<BinaryOp::add>);

@@ -1,15 +1,22 @@
-// Cross-entropy front-ends (see cross_entropy.h): checks, the walk over row chunks with f32 staging, and one dispatch per chunk through the kernel table.
+// Cross-entropy front-ends (see cross_entropy.h): checks, the walk over row chunks with f32
+// staging where the kernels cannot read the logits in place, and one dispatch per chunk
+// through the kernel table.
 //
 // Note [Cross-entropy chunking]
-// f32 contiguous logits are read in place. Any other logits are staged one chunk of rows
-// at a time into a single f32 scratch (rows, V), tagged Category::temporary, which the
-// backward also reuses for the gradient before casting it into dlogits. So beyond the
-// inputs the forward allocates (in order) an i64 copy of i32 targets (N), the loss (),
-// lse (N), the statistics (two doubles) and the scratch; the backward dlogits (N, V) in the logits' dtype and the
-// scratch. With bf16 logits the peak is N*V*2 + rows*V*4 bytes (plus the small vectors)
-// against N*V*(2 + 4) for a convert-everything front-end, and
-// tests/tensor/ops/cross_entropy_test.cpp asserts the sum byte for byte. The loss is summed
-// in double in row order across chunks, so every chunk size gives bitwise the same result.
+// f32 contiguous logits are read in place, and so are bf16 contiguous ones where the backend
+// reads bf16 (backend::cross_entropy_reads_in_place; the CPU kernels widen them in registers
+// and round the bf16 gradient once, Note [Cross-entropy on bf16 rows] in
+// tensor/cpu/cross_entropy.cpp). Any other logits are staged one chunk of rows at a time
+// into a single f32 scratch (rows, V), tagged Category::temporary, which the backward also
+// reuses for the gradient before casting it into dlogits. So beyond the inputs the forward
+// allocates (in order) an i64 copy of i32 targets (N), the loss (), lse (N), the statistics
+// (two doubles) and, when staging, the scratch; the backward dlogits (N, V) in the logits'
+// dtype and, when staging, the scratch. With bf16 logits read in place the backward's peak
+// is N*V*2 bytes (plus the small vectors); staged (a backend without bf16 reads, or strided
+// logits) it is N*V*2 + rows*V*4, against N*V*(2 + 4) for a convert-everything front-end.
+// tests/tensor/ops/cross_entropy_test.cpp asserts both sums byte for byte. The loss is
+// summed in double in row order across chunks, so every chunk size gives bitwise the same
+// result, and the in-place bf16 path gives bitwise the staged path's.
 //
 // Note [Cross-entropy with every target ignored]
 // The mean over zero rows is 0/0. PyTorch returns NaN, which poisons a whole training
@@ -26,6 +33,7 @@
 
 #include "tensor/backend/kernel_args.h"
 #include "tensor/backend/kernel_table.h"
+#include "tensor/backend/profile.h"
 #include "tensor/memory/scope.h"
 #include "tensor/ops/op_util.h"
 #include "tensor/ops/optim_update.h"
@@ -52,23 +60,35 @@ Sizes check_logits_targets(const char* op, const Tensor& logits, const Tensor& t
   return s;
 }
 
-// The (N, V) logits as f32, one chunk of rows at a time: read in place when they are f32
-// and contiguous, else staged into one f32 scratch of `rows` rows.
+// One chunk of logit rows as the kernels read them: f32 (in place or staged), or bf16 in
+// place when f32 is null.
+struct ChunkRows {
+  const float* f32 = nullptr;      // (n, V)
+  const BFloat16* bf16 = nullptr;  // (n, V)
+};
+
+// The (N, V) logits one chunk of rows at a time: read in place when the kernels read their
+// dtype and they are contiguous, else staged into one f32 scratch of `rows` rows.
 class ChunkReader {
  public:
   ChunkReader(const Tensor& logits, int64_t rows)
-      : logits_(logits), direct_(logits.dtype() == DType::f32 && logits.is_contiguous()) {
+      : logits_(logits),
+        direct_(logits.is_contiguous() &&
+                backend::cross_entropy_reads_in_place(backend::profile_for(logits.device()),
+                                                      logits.dtype())) {
     if (direct_) return;
     CategoryScope category(Category::temporary);
     scratch_ = Tensor::empty({rows, logits.size(1)}, DType::f32, logits.device());
   }
   const Tensor& scratch() const { return scratch_; }
-  // The f32 rows [r0, r0 + n): in place, or staged into the scratch.
-  float* rows(int64_t r0, int64_t n) {
-    if (direct_) return logits_.data<float>() + r0 * logits_.size(1);
+  // The rows [r0, r0 + n): in place, or staged into the scratch.
+  ChunkRows rows(int64_t r0, int64_t n) {
+    const int64_t offset = r0 * logits_.size(1);
+    if (direct_ && logits_.dtype() == DType::f32) return {logits_.data<float>() + offset, nullptr};
+    if (direct_) return {nullptr, logits_.data<BFloat16>() + offset};
     Tensor chunk = scratch_.narrow(0, 0, n);
     chunk.copy_(logits_.narrow(0, r0, n));
-    return chunk.data<float>();
+    return {chunk.data<float>(), nullptr};
   }
 
  private:
@@ -108,12 +128,19 @@ void add_rows_i64(CrossEntropyOut& out, const Tensor& logits, const Tensor& t64,
   double* acc = doubles_in(out.stats);
   for (int64_t r0 = 0; r0 < n; r0 += rows) {
     const int64_t m = std::min(rows, n - r0), row = first_row + r0;
-    const float* x = reader.rows(r0, m);  // (m, V)
+    const ChunkRows x = reader.rows(r0, m);  // (m, V)
     backend::dispatch(
         id, logits.device(),
-        backend::CrossEntropyArgs{m, v, ignore_index, row, x, t64.data<int64_t>() + r0,
-                                  out.lse.data<float>() + row, acc,
-                                  row + m == total ? out.loss.data<float>() : nullptr});
+        backend::CrossEntropyArgs{.rows = m,
+                                  .v = v,
+                                  .ignore_index = ignore_index,
+                                  .first_row = row,
+                                  .x = x.f32,
+                                  .x_bf16 = x.bf16,
+                                  .targets = t64.data<int64_t>() + r0,
+                                  .lse = out.lse.data<float>() + row,
+                                  .stats = acc,
+                                  .loss = row + m == total ? out.loss.data<float>() : nullptr});
   }
 }
 
@@ -190,17 +217,26 @@ Tensor cross_entropy_backward(const Tensor& dloss, const Tensor& logits, const T
   ChunkReader reader(logits, rows);
   if (!logits.device().has_bytes()) return dlogits;  // Note [Cross-entropy on meta]
   const double* acc = doubles_in(stats);
-  const bool direct_out = logits.dtype() == DType::f32;  // dlogits is fresh, so contiguous
+  const bool f32_out = logits.dtype() == DType::f32;  // dlogits is fresh, so contiguous
   for (int64_t r0 = 0; r0 < s.n; r0 += rows) {
     const int64_t n = std::min(rows, s.n - r0);
-    const float* x = reader.rows(r0, n);  // (n, V)
-    float* dx = direct_out ? dlogits.data<float>() + r0 * s.v
-                           : reader.scratch().data<float>();  // in place over the staged rows
-    backend::dispatch(
-        id, logits.device(),
-        backend::CrossEntropyBackwardArgs{n, s.v, ignore_index, r0, g.data<float>(), acc, x,
-                                          lse32.data<float>() + r0, t64.data<int64_t>() + r0, dx});
-    if (!direct_out) dlogits.narrow(0, r0, n).copy_(reader.scratch().narrow(0, 0, n));
+    const ChunkRows x = reader.rows(r0, n);  // (n, V)
+    backend::CrossEntropyBackwardArgs a{.rows = n,
+                                        .v = s.v,
+                                        .ignore_index = ignore_index,
+                                        .first_row = r0,
+                                        .dloss = g.data<float>(),
+                                        .stats = acc,
+                                        .x = x.f32,
+                                        .x_bf16 = x.bf16,
+                                        .lse = lse32.data<float>() + r0,
+                                        .targets = t64.data<int64_t>() + r0};
+    if (x.bf16)
+      a.dx_bf16 = dlogits.data<BFloat16>() + r0 * s.v;
+    else  // in place over the staged rows unless f32
+      a.dx = f32_out ? dlogits.data<float>() + r0 * s.v : reader.scratch().data<float>();
+    backend::dispatch(id, logits.device(), a);
+    if (!f32_out && !x.bf16) dlogits.narrow(0, r0, n).copy_(reader.scratch().narrow(0, 0, n));
   }
   return dlogits;
 }

@@ -29,8 +29,10 @@ struct CrossEntropyOut {
 // [0, V) or equal ignore_index; anything else throws naming the row and the value (on a
 // device, at the next check of its error flags: kernel_args.h's Note). When
 // every row is ignored the loss is 0 (Note [Cross-entropy with every target ignored] in
-// cross_entropy.cpp). chunk_rows bounds the rows converted to f32 at once; 0 picks it so a
-// chunk's f32 scratch is about 4 MiB. The chunking never changes the result.
+// cross_entropy.cpp). chunk_rows bounds the rows handed to the kernels at once, and so the
+// f32 scratch of logits that are staged (Note [Cross-entropy chunking] there: not f32 or
+// bf16 read in place); 0 picks it so that scratch is about 4 MiB. The chunking never
+// changes the result.
 CrossEntropyOut cross_entropy(const Tensor& logits,   // (N, V)
                               const Tensor& targets,  // (N) i32 or i64
                               int64_t ignore_index = -100, int64_t chunk_rows = 0);
@@ -62,8 +64,8 @@ Tensor cross_entropy_backward(const Tensor& dloss,    // () loss gradient
                               int64_t ignore_index = -100, bool overwrite_logits = false,
                               int64_t chunk_rows = 0);
 
-// The rows cross_entropy converts at once for chunk_rows = 0 and V classes: the f32
-// scratch of one chunk is at most 4 MiB, and at least one row.
+// The rows cross_entropy takes at once for chunk_rows = 0 and V classes: the f32 scratch of
+// one staged chunk is at most 4 MiB, and at least one row.
 int64_t cross_entropy_default_chunk_rows(int64_t v);
 
 }  // namespace fitgrad::ops

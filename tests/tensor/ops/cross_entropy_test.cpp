@@ -211,10 +211,13 @@ TEST(CrossEntropy, EveryTargetIgnoredGivesZeroLossAndGradient) {
   EXPECT_EQ(to_f64(d), std::vector<double>(20, 0.0));
 }
 
-// Note [Cross-entropy chunking]: with bf16 logits the f32 scratch is one chunk, never N x V.
+// Note [Cross-entropy chunking]: contiguous bf16 logits take no f32 scratch at all; strided
+// ones take one chunk of it, never N x V.
 TEST(CrossEntropyMemory, Bf16PeakStaysBelowOneF32CopyOfTheLogits) {
   const int64_t n = 512, v = 8192;
-  const Tensor logits = random_tensor({n, v}, 9, DType::bf16, -4, 4);
+  const Tensor wide = random_tensor({n, 2 * v}, 9, DType::bf16, -4, 4);
+  const Tensor strided = wide.narrow(1, v, v);  // (n, v), staged
+  const Tensor logits = strided.contiguous();   // (n, v), read in place
   std::vector<int64_t> t(static_cast<size_t>(n));
   for (int64_t r = 0; r < n; ++r) t[size_t(r)] = (r * 131) % v;
   const Tensor targets = Tensor::from_vector(t, {n}, DType::i64);
@@ -223,25 +226,30 @@ TEST(CrossEntropyMemory, Bf16PeakStaysBelowOneF32CopyOfTheLogits) {
   const int64_t rows = ops::cross_entropy_default_chunk_rows(v);
   EXPECT_EQ(rows, 128);  // 4 MiB of f32 scratch
   auto b = [](int64_t nbytes) { return int64_t(round_request(size_t(nbytes))); };
-  const int64_t scratch = b(rows * v * 4);
-
-  alloc.empty_cache();  // the 4 MiB scratch then splits a fresh segment exactly
-  int64_t base = allocated().current;
-  alloc.reset_peak_stats();
-  const ops::CrossEntropyOut out = ops::cross_entropy(logits, targets);
-  // loss () + lse (N) + scratch (rows, V) + the NLL's double accumulator; i64 targets are
-  // used as they are.
-  EXPECT_EQ(allocated().peak - base, b(4) + b(n * 4) + scratch + b(8));
-  EXPECT_LT(allocated().peak - base, n * v * 4);
-
   const Tensor dloss = Tensor::full({}, 1.0);
-  alloc.empty_cache();
-  base = allocated().current;
-  alloc.reset_peak_stats();
-  const Tensor d = ops::cross_entropy_backward(dloss, logits, targets, out.lse, out.stats);
-  // dlogits (N, V) bf16 + scratch (rows, V) f32, against N*V*(2 + 4) converting it all.
-  EXPECT_EQ(allocated().peak - base, b(n * v * 2) + scratch);
-  EXPECT_LT(allocated().peak - base, n * v * 2 + n * v * 4);
+
+  for (bool staged : {false, true}) {
+    SCOPED_TRACE(staged ? "strided" : "contiguous");
+    const Tensor& x = staged ? strided : logits;
+    const int64_t scratch = staged ? b(rows * v * 4) : 0;
+    alloc.empty_cache();  // the 4 MiB scratch then splits a fresh segment exactly
+    int64_t base = allocated().current;
+    alloc.reset_peak_stats();
+    const ops::CrossEntropyOut out = ops::cross_entropy(x, targets);
+    // loss () + lse (N) + the NLL's double accumulator (+ scratch (rows, V) when staged);
+    // i64 targets are used as they are.
+    EXPECT_EQ(allocated().peak - base, b(4) + b(n * 4) + scratch + b(8));
+    EXPECT_LT(allocated().peak - base, n * v * 4);
+
+    alloc.empty_cache();
+    base = allocated().current;
+    alloc.reset_peak_stats();
+    const Tensor d = ops::cross_entropy_backward(dloss, x, targets, out.lse, out.stats);
+    // dlogits (N, V) bf16 (+ scratch (rows, V) f32 when staged), against N*V*(2 + 4)
+    // converting it all.
+    EXPECT_EQ(allocated().peak - base, b(n * v * 2) + scratch);
+    EXPECT_LT(allocated().peak - base, n * v * 2 + n * v * 4);
+  }
 }
 
 TEST(CrossEntropyMeta, AllocatesOutputsOnly) {
