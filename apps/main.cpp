@@ -20,7 +20,6 @@
 #include "apps/quantize.h"
 #include "apps/train/train_command.h"
 #include "tensor/backend/kernel_table.h"
-#include "tensor/cpu/gemm.h"
 #include "tensor/cpu_isa.h"
 #include "tensor/error.h"
 
@@ -62,7 +61,7 @@ int main(int argc, char** argv) {
   try {  // a bad FITGRAD_CPU_ISA or FITGRAD_GEMM is one line before anything runs (Note [CPU ISA
          // levels], Note [GEMM backend per machine])
     fitgrad::cpu_isa();
-    fitgrad::cpu::gemm_backend();
+    fitgrad::backend::backend_rules(fitgrad::DeviceType::cpu);  // chooses the GEMM library
   } catch (const fitgrad::Error& e) {
     std::cerr << "error: " << e.what() << "\n";
     return fitgrad::apps::kExitBadInput;

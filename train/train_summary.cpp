@@ -12,8 +12,7 @@
 #include "optim/galore.h"
 #include "optim/state_spec.h"
 #include "optim/target_modules.h"
-#include "tensor/cpu/gemm.h"
-#include "tensor/cpu_isa.h"
+#include "tensor/backend/kernel_table.h"
 #include "tensor/memory/bytes.h"
 
 namespace fitgrad::train {
@@ -64,9 +63,9 @@ void print_summary(TrainRun& r, int64_t warmup) {
         "zeros, groups of {})\n",
         int8, format_bytes(int8_bytes), double(int8_bytes) / double(int8), a.weight_group_size);
   if (r.sft) r.out << r.sft->summary << "\n";
-  if (r.device.type == DeviceType::cpu)  // which libraries the step runs on (issue 60)
-    r.out << fmt::format("cpu: ISA {}, {} threads, GEMM {}\n", cpu_isa_name(cpu_isa()),
-                         cpu::gemm_threads(), cpu::gemm_description());
+  // Which libraries the step runs on (issue 60).
+  if (const backend::BackendRules& rules = backend::backend_rules(r.device.type); rules.describe)
+    r.out << rules.describe() << "\n";
   if (r.metrics && !r.metrics->tensorboard_file().empty())
     r.out << "tensorboard: " << r.metrics->tensorboard_file() << "\n";
   if (r.dataset)

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 #include <typeinfo>
 
 #include "tensor/backend/op_id.h"
@@ -93,6 +94,9 @@ struct BackendRules {
   // The cross-entropy kernels read contiguous bf16 logits and write their bf16 gradient
   // (CrossEntropyArgs' x_bf16), so the front-end stages only other logits.
   bool cross_entropy_reads_bf16 = false;
+  // What the backend runs on, for a run's summary line ("cpu: ISA amx, 2 threads, GEMM mkl
+  // (...)"); null when it has nothing to say.
+  std::string (*describe)() = nullptr;
 };
 void register_backend_rules(DeviceType type, BackendRules rules);
 // The rules `type` registered (all empty when it registered none).

@@ -480,6 +480,12 @@ int64_t norm_partitions(const TargetProfile& p, int64_t rows) {
   return std::max<int64_t>(1, std::min<int64_t>(p.threads, rows));
 }
 
+// The ISA level, the thread budget and the GEMM library in force (issue 60).
+std::string describe() {
+  return fmt::format("cpu: ISA {}, {} threads, GEMM {}", cpu_isa_name(cpu_isa()),
+                     cpu::gemm_threads(), cpu::gemm_description());
+}
+
 // Nothing from the allocator: Eigen's SVD works in its own heap (tensor/cpu/svd.h).
 int64_t svd_workspace_floats(const TargetProfile&, int64_t, int64_t, bool) { return 0; }
 
@@ -502,7 +508,8 @@ void register_cpu_kernels() {
                           .sum_squares_workspace_doubles = rules::sum_squares_workspace_doubles,
                           .norm_partitions = rules::norm_partitions,
                           .svd_workspace_floats = rules::svd_workspace_floats,
-                          .cross_entropy_reads_bf16 = true});
+                          .cross_entropy_reads_bf16 = true,
+                          .describe = rules::describe});
   register_kernel(cpu, OpId::copy, copy);
   register_kernel(cpu, OpId::fill, fill);
   register_kernel(cpu, OpId::add, binary<BinaryOp::add>);
